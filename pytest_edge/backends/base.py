@@ -1,0 +1,139 @@
+"""The interface every backend implements: load an artifact, describe it, run it.
+
+A backend is one runtime in one configuration (``litert`` vs ``litert-ref``). It is created
+cheaply in the pytest process (no runtime import) and loads models only inside its worker
+process, so importing pytest-edge never pays for ``import executorch.runtime``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+Dim = int | str | None  # a fixed size, a symbolic name, or unknown
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output: name, shape (dynamic dimensions as str/None), NumPy dtype name."""
+
+    name: str
+    shape: tuple[Dim, ...]
+    dtype: str
+
+    @property
+    def is_dynamic(self) -> bool:
+        return any(not isinstance(d, int) or d < 0 for d in self.shape)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TensorSpec":
+        return cls(data["name"], tuple(data["shape"]), data["dtype"])
+
+
+@dataclass
+class Coverage:
+    """How much of a model the delegate took, counted over the runtime's own graph."""
+
+    total_ops: int
+    delegated_ops: int
+    fallback_ops: int
+    partitions: int
+    fallback_op_names: dict[str, int] = field(default_factory=dict)
+    delegates: list[str] = field(default_factory=list)
+    method: str = "runtime"  # "runtime" (read from the loaded runtime) or "predicted"
+    approximate: bool = False
+
+    @property
+    def fallback(self) -> float:
+        return self.fallback_ops / self.total_ops if self.total_ops else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["fallback"] = round(self.fallback, 6)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "Coverage | None":
+        if data is None:
+            return None
+        data = {k: v for k, v in data.items() if k != "fallback"}
+        return cls(**data)
+
+
+class LoadedModel(ABC):
+    """A model loaded in one runtime. Lives only inside the backend's worker process."""
+
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+
+    @abstractmethod
+    def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run once on positional inputs; return positional outputs as NumPy arrays."""
+
+    def coverage(self) -> Coverage | None:
+        """Delegate coverage, or None where this backend cannot tell."""
+        return None
+
+    def delegates(self) -> list[str]:
+        return []
+
+    def reset(self) -> None:
+        """Forget state kept between runs (variables of stateful models) before a golden case."""
+
+    def precision(self) -> str:
+        """The arithmetic the model runs in; by default the dtype of its first floating tensor."""
+        for spec in [*self.inputs, *self.outputs]:
+            if np.dtype(spec.dtype).kind == "f":
+                return spec.dtype
+        return self.inputs[0].dtype if self.inputs else "unknown"
+
+
+class Backend(ABC):
+    """A runtime in one configuration. Subclasses set the class attributes and ``load``."""
+
+    name: str  # e.g. "litert-ref"
+    suffix: str  # artifact suffix, e.g. ".tflite"
+    runtime_module: str  # module whose presence makes the backend available
+    distribution: str  # PyPI name reported in records
+    threads_supported: bool = True
+    # False for a configuration with no delegate by design (litert-ref): it reports 0 delegated,
+    # and delegate budgets (max_fallback, max_partitions) do not apply to it.
+    has_delegate: bool = True
+
+    def unavailable_reason(self) -> str | None:
+        """Why this backend cannot run here, without importing the runtime; None if it can."""
+        if importlib.util.find_spec(self.runtime_module.split(".")[0]) is None:
+            return f"{self.distribution} not installed"
+        return None
+
+    def runtime_version(self) -> str | None:
+        try:
+            return importlib.metadata.version(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    def import_runtime(self) -> None:
+        """Import the runtime so a worker's memory baseline includes it."""
+        importlib.import_module(self.runtime_module)
+
+    @abstractmethod
+    def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
+        """Load ``path``; raise an exception with a readable message if the runtime refuses it."""
+
+
+NUMPY_DTYPES = {
+    "float32", "float16", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
+}
+
+
+def dtype_name(dtype: Any) -> str:
+    return np.dtype(dtype).name

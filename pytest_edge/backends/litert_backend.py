@@ -1,0 +1,152 @@
+"""LiteRT (formerly TensorFlow Lite): ``litert`` with the default XNNPACK delegate, ``litert-ref`` without.
+
+Imports ``ai_edge_litert.interpreter`` and falls back to ``tflite_runtime.interpreter``, the older
+name whose last wheels need NumPy 1.x.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .base import Backend, Coverage, LoadedModel, TensorSpec
+
+_CANDIDATES = (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"))
+_STATEFUL_OPS = {"VAR_HANDLE", "ASSIGN_VARIABLE", "READ_VARIABLE"}
+# Nodes that move data or handles rather than compute; not counted in coverage.
+_NOT_COMPUTE = {"DELEGATE", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
+
+
+def _installed() -> tuple[str, str] | None:
+    for module, dist in _CANDIDATES:
+        if importlib.util.find_spec(module) is not None:
+            return module, dist
+    return None
+
+
+def _spec(detail: dict[str, Any]) -> TensorSpec:
+    signature = detail.get("shape_signature")
+    dims = signature if signature is not None and len(signature) else detail["shape"]
+    shape = tuple(int(d) if d >= 0 else None for d in dims)
+    return TensorSpec(detail["name"], shape, np.dtype(detail["dtype"]).name)
+
+
+def delegate_coverage(ops: list[dict[str, Any]], delegate_name: str) -> Coverage:
+    """Which original nodes the DELEGATE nodes replaced.
+
+    After ``allocate_tensors()`` the interpreter lists the original nodes and then one ``DELEGATE``
+    node per partition, whose inputs and outputs are the partition's boundary tensors. A node was
+    replaced if it lies between them: walk back from each delegate output through producers until a
+    delegate input (or a constant) is reached.
+    """
+    delegate_nodes = [op for op in ops if op["op_name"] == "DELEGATE"]
+    original = [op for op in ops if op["op_name"] != "DELEGATE"]
+    producer = {int(t): op["index"] for op in original for t in op["outputs"]}
+    by_index = {op["index"]: op for op in original}
+    replaced: set[int] = set()
+    for node in delegate_nodes:
+        boundary = {int(t) for t in node["inputs"]}
+        stack = [int(t) for t in node["outputs"]]
+        seen: set[int] = set()
+        while stack:
+            tensor = stack.pop()
+            if tensor in seen or tensor in boundary or tensor not in producer:
+                continue
+            seen.add(tensor)
+            index = producer[tensor]
+            replaced.add(index)
+            stack.extend(int(t) for t in by_index[index]["inputs"] if t >= 0)
+    compute = [op for op in original if op["op_name"] not in _NOT_COMPUTE]
+    fallback = [op["op_name"] for op in compute if op["index"] not in replaced]
+    return Coverage(
+        total_ops=len(compute), delegated_ops=len(compute) - len(fallback),
+        fallback_ops=len(fallback), partitions=len(delegate_nodes),
+        fallback_op_names=dict(Counter(fallback)),
+        delegates=[delegate_name] if delegate_nodes else [], method="runtime")
+
+
+class LiteRTModel(LoadedModel):
+    def __init__(self, make_interpreter, delegate_name: str | None, shapes: dict[str, tuple[int, ...]]) -> None:
+        self._make = make_interpreter
+        self._shapes = shapes
+        self._delegate_name = delegate_name
+        self.interpreter = self._new_interpreter()
+        ops = self.interpreter._get_ops_details()
+        self.stateful = any(op["op_name"] in _STATEFUL_OPS for op in ops)
+        self.inputs = [_spec(d) for d in self.interpreter.get_input_details()]
+        self.outputs = [_spec(d) for d in self.interpreter.get_output_details()]
+
+    def _new_interpreter(self):
+        interpreter = self._make()
+        for detail in interpreter.get_input_details():
+            if detail["name"] in self._shapes:
+                interpreter.resize_tensor_input(detail["index"], list(self._shapes[detail["name"]]))
+        interpreter.allocate_tensors()
+        return interpreter
+
+    def reset(self) -> None:
+        # reset_all_variables() does not reset resource variables (VAR_HANDLE), which CALL_ONCE
+        # initialises on the first invoke only: a fresh interpreter is the one reliable reset.
+        if self.stateful:
+            self.interpreter = self._new_interpreter()
+
+    def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+        interpreter = self.interpreter
+        for detail, value in zip(interpreter.get_input_details(), feeds):
+            if tuple(detail["shape"]) != value.shape:
+                interpreter.resize_tensor_input(detail["index"], list(value.shape))
+                interpreter.allocate_tensors()
+            interpreter.set_tensor(detail["index"], value)
+        interpreter.invoke()
+        return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
+
+    def delegates(self) -> list[str]:
+        return [self._delegate_name] if self._delegate_name else []
+
+    def precision(self) -> str:
+        # Quantized tensors carry scales; a float-I/O int8 model is still an int8 model.
+        for detail in self.interpreter.get_tensor_details():
+            scales = detail.get("quantization_parameters", {}).get("scales")
+            if scales is not None and len(scales) and np.dtype(detail["dtype"]).itemsize == 1:
+                return np.dtype(detail["dtype"]).name
+        return super().precision()
+
+    def coverage(self) -> Coverage | None:
+        return delegate_coverage(self.interpreter._get_ops_details(), self._delegate_name or "")
+
+
+class LiteRTBackend(Backend):
+    suffix = ".tflite"
+
+    def __init__(self, name: str, with_delegate: bool) -> None:
+        self.name = name
+        self.with_delegate = with_delegate
+        self.has_delegate = with_delegate
+        found = _installed()
+        self.runtime_module, self.distribution = (
+            (f"{found[0]}.interpreter", found[1]) if found else ("ai_edge_litert.interpreter", "ai-edge-litert"))
+
+    def unavailable_reason(self) -> str | None:
+        return None if _installed() else "ai-edge-litert (or tflite-runtime) not installed"
+
+    def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
+        module = importlib.import_module(self.runtime_module)
+        resolver = (module.OpResolverType.AUTO if self.with_delegate
+                    else module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        content = Path(path).read_bytes()
+
+        def make():
+            return module.Interpreter(model_content=content, num_threads=threads,
+                                      experimental_op_resolver_type=resolver)
+
+        return LiteRTModel(make, "XNNPACK" if self.with_delegate else None, shapes)
+
+
+def backends() -> list[Backend]:
+    return [LiteRTBackend("litert", True), LiteRTBackend("litert-ref", False)]

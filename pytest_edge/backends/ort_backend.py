@@ -1,0 +1,131 @@
+"""ONNX Runtime: one backend per execution provider (``onnxruntime-cpu``, ``onnxruntime-xnnpack``...)."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .base import Backend, Coverage, LoadedModel, TensorSpec
+
+# Providers that do not run the model on this machine's hardware.
+_NOT_LOCAL = {"AzureExecutionProvider"}
+
+_ORT_DTYPES = {
+    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+    "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(int16)": "int16",
+    "tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(bool)": "bool",
+}
+
+
+def ep_short_name(provider: str) -> str:
+    return provider.removesuffix("ExecutionProvider").lower()
+
+
+def _spec(arg) -> TensorSpec:
+    shape = tuple(d if isinstance(d, int) else (d or None) for d in arg.shape)
+    return TensorSpec(arg.name, shape, _ORT_DTYPES.get(arg.type, arg.type))
+
+
+class OrtModel(LoadedModel):
+    def __init__(self, session, provider: str) -> None:
+        self.session = session
+        self.provider = provider
+        self.inputs = [_spec(a) for a in session.get_inputs()]
+        self.outputs = [_spec(a) for a in session.get_outputs()]
+        self._names = [s.name for s in self.inputs]
+
+    def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return list(self.session.run(None, dict(zip(self._names, feeds))))
+
+    def delegates(self) -> list[str]:
+        return [self.provider]
+
+    def coverage(self) -> Coverage | None:
+        """Node placement as the session recorded it (``session.record_ep_graph_assignment_info``)."""
+        try:
+            subgraphs = self.session.get_provider_graph_assignment_info()
+        except (AttributeError, RuntimeError):  # older wheels do not record placement
+            return None
+        delegated = fallback = partitions = 0
+        fallback_names: Counter[str] = Counter()
+        for sub in subgraphs:
+            nodes = sub.get_nodes()
+            if sub.ep_name == self.provider:
+                delegated += len(nodes)
+                partitions += 1
+            else:
+                fallback += len(nodes)
+                fallback_names.update(n.op_type for n in nodes)
+        if self.provider == "CPUExecutionProvider":
+            # The CPU EP is the target itself: every node on it is "delegated", in one partition.
+            partitions = 1 if delegated else 0
+        return Coverage(
+            total_ops=delegated + fallback, delegated_ops=delegated, fallback_ops=fallback,
+            partitions=partitions, fallback_op_names=dict(fallback_names),
+            delegates=[self.provider], method="runtime")
+
+
+class OrtBackend(Backend):
+    runtime_module = "onnxruntime"
+    distribution = "onnxruntime"
+    suffix = ".onnx"
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.name = f"onnxruntime-{ep_short_name(provider)}"
+
+    def unavailable_reason(self) -> str | None:
+        reason = super().unavailable_reason()
+        if reason:
+            return reason
+        import onnxruntime
+
+        if self.provider not in onnxruntime.get_available_providers():
+            return f"this onnxruntime wheel has no {self.provider}"
+        return None
+
+    def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+        if threads:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+        providers = [self.provider] if self.provider == "CPUExecutionProvider" else [
+            self.provider, "CPUExecutionProvider"]
+        session = ort.InferenceSession(str(path), options, providers=providers)
+        return OrtModel(session, self.provider)
+
+
+def backends() -> list[Backend]:
+    """``onnxruntime-cpu`` always, plus every other local provider the installed wheel offers."""
+    providers = ["CPUExecutionProvider"]
+    if importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime
+
+        providers += [p for p in onnxruntime.get_available_providers()
+                      if p not in providers and p not in _NOT_LOCAL]
+    return [OrtBackend(p) for p in providers]
+
+
+_SHORT_TO_PROVIDER = {
+    "cpu": "CPUExecutionProvider", "xnnpack": "XnnpackExecutionProvider",
+    "nnapi": "NnapiExecutionProvider", "coreml": "CoreMLExecutionProvider",
+    "cuda": "CUDAExecutionProvider", "openvino": "OpenVINOExecutionProvider",
+    "qnn": "QNNExecutionProvider", "dml": "DmlExecutionProvider",
+}
+
+
+def backend_for(name: str) -> Backend | None:
+    """Resolve ``onnxruntime-<ep>`` for a provider the wheel may lack (reported as unavailable)."""
+    if not name.startswith("onnxruntime-"):
+        return None
+    short = name.removeprefix("onnxruntime-")
+    provider = _SHORT_TO_PROVIDER.get(short)
+    return OrtBackend(provider) if provider else None

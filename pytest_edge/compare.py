@@ -1,0 +1,158 @@
+"""Comparison of outputs against golden outputs: element-wise (NumPy ``isclose``) and statistical.
+
+Pure functions: they take arrays and tolerances and return figures and messages.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+TOLERANCE_KEYS = ("atol", "rtol", "min_cosine", "min_snr_db", "topk_agreement")
+
+
+@dataclass
+class OutputComparison:
+    name: str
+    max_abs_err: float
+    max_rel_err: float
+    cosine: float | None
+    snr_db: float | None
+    topk: float | None
+    problems: list[str] = field(default_factory=list)
+
+
+def _as_float(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float64) if a.dtype != np.float64 else a
+
+
+def cosine(expected: np.ndarray, actual: np.ndarray) -> float | None:
+    e, a = _as_float(expected).ravel(), _as_float(actual).ravel()
+    ne, na = np.linalg.norm(e), np.linalg.norm(a)
+    if ne == 0 and na == 0:
+        return 1.0
+    if ne == 0 or na == 0:
+        return 0.0
+    return float(np.dot(e, a) / (ne * na))
+
+
+def snr_db(expected: np.ndarray, actual: np.ndarray) -> float | None:
+    """Signal-to-noise ratio of ``actual`` against ``expected`` in dB (capped at 200 when exact)."""
+    e = _as_float(expected)
+    noise = float(np.sum((_as_float(actual) - e) ** 2))
+    signal = float(np.sum(e ** 2))
+    if noise == 0:
+        return 200.0
+    if signal == 0:
+        return -200.0
+    return min(200.0, 10 * math.log10(signal / noise))
+
+
+def topk_agreement(expected: np.ndarray, actual: np.ndarray, k: int = 1) -> float | None:
+    """Fraction of rows (last axis = classes) whose top-k class sets agree."""
+    if expected.ndim == 0 or expected.shape[-1] < k:
+        return None
+    e = _as_float(expected).reshape(-1, expected.shape[-1])
+    a = _as_float(actual).reshape(-1, actual.shape[-1])
+    top_e = np.argsort(-e, axis=1, kind="stable")[:, :k]
+    top_a = np.argsort(-a, axis=1, kind="stable")[:, :k]
+    agree = [set(x) == set(y) for x, y in zip(top_e, top_a)]
+    return float(np.mean(agree))
+
+
+def needed_tolerances(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) -> tuple[float, float]:
+    """The smallest atol (with the given rtol) and rtol (with the given atol) that would pass."""
+    e, a = _as_float(expected), _as_float(actual)
+    diff = np.abs(a - e)
+    scale = np.abs(e)
+    need_atol = float(np.max(diff - rtol * scale, initial=0.0))
+    over = diff - atol
+    if np.any((over > 0) & (scale == 0)):
+        need_rtol = math.inf
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            need_rtol = float(np.max(np.where(scale > 0, over / scale, 0.0), initial=0.0))
+    return max(need_atol, 0.0), max(need_rtol, 0.0)
+
+
+def _fmt(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.3g}"
+
+
+def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
+                   tolerance: Mapping[str, Any]) -> OutputComparison:
+    atol = float(tolerance.get("atol", 0.0))
+    rtol = float(tolerance.get("rtol", 0.0))
+    problems: list[str] = []
+    actual = np.asarray(actual)
+    if actual.shape != expected.shape:
+        problems.append(f"output {name!r}: shape {list(actual.shape)}, golden has {list(expected.shape)}")
+        return OutputComparison(name, math.inf, math.inf, None, None, None, problems)
+    if actual.dtype.kind == "f" and not np.all(np.isfinite(actual)):
+        nan, inf = int(np.isnan(actual).sum()), int(np.isinf(actual).sum())
+        problems.append(f"output {name!r} has {nan} NaN and {inf} Inf of {actual.size} elements")
+        return OutputComparison(name, math.inf, math.inf, None, None, None, problems)
+    e, a = _as_float(expected), _as_float(actual)
+    diff = np.abs(a - e)
+    max_abs = float(diff.max(initial=0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(np.abs(e) > 0, diff / np.abs(e), np.where(diff > 0, np.inf, 0.0))
+    max_rel = float(rel.max(initial=0.0))
+    cos, snr = cosine(expected, actual), snr_db(expected, actual)
+    top = topk_agreement(expected, actual) if "topk_agreement" in tolerance else None
+    if "atol" in tolerance or "rtol" in tolerance:
+        close = np.isclose(a, e, rtol=rtol, atol=atol)
+        bad = int(close.size - np.count_nonzero(close))
+        if bad:
+            worst = np.unravel_index(int(np.argmax(np.where(close, -1.0, diff))), diff.shape)
+            need_atol, need_rtol = needed_tolerances(expected, actual, atol, rtol)
+            problems.append(
+                f"output {name!r}: {bad} of {close.size} elements differ beyond atol={atol:g}, "
+                f"rtol={rtol:g}; max abs err {max_abs:.3g}, max rel err {_fmt(max_rel)}; worst at "
+                f"index {tuple(int(i) for i in worst)}: got {a[worst]:.7g}, golden {e[worst]:.7g}; "
+                f"would pass with atol={_fmt(need_atol)} (rtol={rtol:g}) or rtol={_fmt(need_rtol)} "
+                f"(atol={atol:g})")
+    if "min_cosine" in tolerance and cos is not None and cos < float(tolerance["min_cosine"]):
+        problems.append(f"output {name!r}: cosine similarity {cos:.6f} < min_cosine {tolerance['min_cosine']}")
+    if "min_snr_db" in tolerance and snr is not None and snr < float(tolerance["min_snr_db"]):
+        problems.append(f"output {name!r}: SNR {snr:.1f} dB < min_snr_db {tolerance['min_snr_db']}")
+    if "topk_agreement" in tolerance:
+        if top is None:
+            problems.append(f"output {name!r}: top-1 agreement needs a last axis of classes")
+        elif top < float(tolerance["topk_agreement"]):
+            problems.append(f"output {name!r}: top-1 agreement {top:.3f} < topk_agreement "
+                            f"{tolerance['topk_agreement']}")
+    return OutputComparison(name, max_abs, max_rel, cos, snr, top, problems)
+
+
+def resolve_tolerance(defaults: Mapping[str, Any], tolerances: Mapping[str, Any] | None,
+                      backend: str, output: str) -> dict[str, Any]:
+    """Marker-level values, then ``tolerances[output]``, ``tolerances[backend]``, and
+    ``tolerances[backend][output]``, each overriding the one before."""
+    resolved = {k: v for k, v in defaults.items() if k in TOLERANCE_KEYS and v is not None}
+    tolerances = tolerances or {}
+    layers = [tolerances.get(output), tolerances.get(backend)]
+    backend_entry = tolerances.get(backend)
+    if isinstance(backend_entry, Mapping):
+        layers.append(backend_entry.get(output))
+    for layer in layers:
+        if isinstance(layer, Mapping):
+            resolved.update({k: v for k, v in layer.items() if k in TOLERANCE_KEYS})
+    return resolved
+
+
+def summarize(comparisons: list[OutputComparison]) -> dict[str, float | None]:
+    """The record's ``accuracy`` figures: worst over all outputs and cases."""
+    def worst(values, pick):
+        values = [v for v in values if v is not None]
+        return pick(values) if values else None
+
+    return {
+        "max_abs_err": worst([c.max_abs_err for c in comparisons], max),
+        "max_rel_err": worst([c.max_rel_err for c in comparisons], max),
+        "cosine": worst([c.cosine for c in comparisons], min),
+        "snr_db": worst([c.snr_db for c in comparisons], min),
+    }

@@ -1,0 +1,160 @@
+"""The ``edge`` marker's keywords: validated, with units parsed, before any runtime is touched."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+from .errors import EdgeUsageError
+
+_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z%]*)\s*$")
+_TIME_UNITS = {"": 1.0, "ms": 1.0, "s": 1000.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}
+_SIZE_UNITS = {"": 1.0, "mb": 1.0, "mib": 1.0, "kb": 1 / 1024, "kib": 1 / 1024, "gb": 1024.0,
+               "gib": 1024.0, "b": 1 / 2**20}
+
+
+def _parse(value: Any, units: Mapping[str, float], what: str, default_unit: str) -> float:
+    if isinstance(value, bool):
+        raise EdgeUsageError(f"{what}: expected a number, got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    else:
+        match = _UNIT.match(str(value))
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in units:
+            raise EdgeUsageError(f"{what}: cannot parse {value!r}; use a number of {default_unit} "
+                                 f"or a string such as '12{default_unit}'")
+        number = float(match.group(1)) * units[unit]
+    if not math.isfinite(number) or number < 0:
+        raise EdgeUsageError(f"{what}: {value!r} must be a finite number >= 0")
+    return number
+
+
+def parse_ms(value: Any, what: str = "time") -> float:
+    return _parse(value, _TIME_UNITS, what, "ms")
+
+
+def parse_mb(value: Any, what: str = "memory") -> float:
+    return _parse(value, _SIZE_UNITS, what, "MB")
+
+
+def parse_fraction(value: Any, what: str = "fraction") -> float:
+    """0.05, "0.05" or "5%"."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        number = _parse(value.strip()[:-1], {"": 1.0}, what, "%") / 100
+    else:
+        number = _parse(value, {"": 1.0}, what, "")
+    if number > 1:
+        raise EdgeUsageError(f"{what}: {value!r} is above 1 (use 0.05 or '5%')")
+    return number
+
+
+def parse_names(value: Any, what: str) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [str(v) for v in value]
+    raise EdgeUsageError(f"{what}: expected a name or a list of names, got {value!r}")
+
+
+@dataclass
+class EdgeSpec:
+    """Everything one ``@pytest.mark.edge(...)`` asks for, in canonical units (ms, MB, fraction)."""
+
+    model: str | None = None
+    backends: list[str] | None = None
+    skip_backends: list[str] = field(default_factory=list)
+    atol: float | None = None
+    rtol: float | None = None
+    min_cosine: float | None = None
+    min_snr_db: float | None = None
+    topk_agreement: float | None = None
+    tolerances: dict[str, Any] = field(default_factory=dict)
+    max_fallback: float | None = None
+    max_partitions: int | None = None
+    target: str | None = None
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    p99_ms: float | None = None
+    max_load_ms: float | None = None
+    peak_memory_mb: float | None = None
+    warmup: int | None = None
+    runs: int | None = None
+    threads: int | None = None
+    inputs: Any = None
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def needs_measurement(self) -> bool:
+        return any(v is not None for v in (self.p50_ms, self.p90_ms, self.p99_ms, self.peak_memory_mb))
+
+
+KEYWORDS = tuple(f.name for f in fields(EdgeSpec))
+TARGETS = ("nnapi", "coreml")
+
+
+def _non_negative_int(value: Any, what: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise EdgeUsageError(f"{what}: expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> EdgeSpec:
+    """Build an :class:`EdgeSpec` from the marker's arguments; unknown keywords are errors."""
+    unknown = sorted(set(kwargs) - set(KEYWORDS))
+    if unknown:
+        raise EdgeUsageError(f"unknown edge marker keyword(s) {', '.join(map(repr, unknown))}; "
+                             f"known: {', '.join(KEYWORDS)}")
+    if len(args) > 1 or (args and "model" in kwargs):
+        raise EdgeUsageError("the edge marker takes at most one positional argument, the model")
+    spec = EdgeSpec()
+    model = args[0] if args else kwargs.get("model")
+    spec.model = None if model is None else str(model)
+    spec.backends = parse_names(kwargs.get("backends"), "backends")
+    spec.skip_backends = parse_names(kwargs.get("skip_backends"), "skip_backends") or []
+    for key in ("atol", "rtol", "min_snr_db"):
+        if kwargs.get(key) is not None:
+            setattr(spec, key, _parse(kwargs[key], {"": 1.0}, key, ""))
+    for key in ("min_cosine", "topk_agreement", "max_fallback"):
+        if kwargs.get(key) is not None:
+            setattr(spec, key, parse_fraction(kwargs[key], key))
+    if kwargs.get("max_partitions") is not None:
+        spec.max_partitions = _non_negative_int(kwargs["max_partitions"], "max_partitions")
+    for key in ("p50_ms", "p90_ms", "p99_ms", "max_load_ms"):
+        if kwargs.get(key) is not None:
+            setattr(spec, key, parse_ms(kwargs[key], key))
+    if kwargs.get("peak_memory_mb") is not None:
+        spec.peak_memory_mb = parse_mb(kwargs["peak_memory_mb"], "peak_memory_mb")
+    for key, minimum in (("warmup", 0), ("runs", 1), ("threads", 1)):
+        if kwargs.get(key) is not None:
+            setattr(spec, key, _non_negative_int(kwargs[key], key, minimum))
+    target = kwargs.get("target")
+    if target is not None:
+        if str(target).lower() not in TARGETS:
+            raise EdgeUsageError(f"target: {target!r} is not one of {', '.join(TARGETS)}")
+        spec.target = str(target).lower()
+    tolerances = kwargs.get("tolerances") or {}
+    if not isinstance(tolerances, Mapping) or not all(isinstance(v, Mapping) for v in tolerances.values()):
+        raise EdgeUsageError("tolerances: expected {backend or output: {atol: ..., rtol: ...}}")
+    spec.tolerances = dict(tolerances)
+    spec.inputs = kwargs.get("inputs")
+    shapes = kwargs.get("shapes") or {}
+    if not isinstance(shapes, Mapping):
+        raise EdgeUsageError(f"shapes: expected {{input name: shape}}, got {shapes!r}")
+    try:
+        spec.shapes = {str(k): tuple(int(d) for d in v) for k, v in shapes.items()}
+    except (TypeError, ValueError) as exc:
+        raise EdgeUsageError(f"shapes: {shapes!r} is not {{input name: tuple of ints}}") from exc
+    return spec
+
+
+def parse_percent(value: Any, what: str = "--edge-max-regression") -> float:
+    """'10%' or 0.1 -> 0.1; regressions may exceed 100 %."""
+    text = str(value).strip()
+    if text.endswith("%"):
+        return _parse(text[:-1], {"": 1.0}, what, "%") / 100
+    return _parse(text, {"": 1.0}, what, "")

@@ -1,0 +1,133 @@
+"""The JSON report (SPEC §6), the terminal table, and merging/comparing reports."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .checks import check_baseline
+from .golden import atomic_write
+
+SCHEMA = "pytest-edge/report/1"
+DASH = "—"
+
+
+def build_report(records: Sequence[Mapping[str, Any]], machine: Mapping[str, Any]) -> dict[str, Any]:
+    return {"schema": SCHEMA,
+            "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "machine": dict(machine),
+            "records": sorted(records, key=lambda r: r["test"])}
+
+
+def write_report(path: Path, report: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, (json.dumps(report, indent=2) + "\n").encode())
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read report {path}: {exc}") from exc
+    if report.get("schema") != SCHEMA:
+        raise ValueError(f"{path} is not a pytest-edge report (schema {report.get('schema')!r})")
+    return report
+
+
+def _num(value: Any, fmt: str) -> str:
+    return DASH if value is None else format(value, fmt)
+
+
+def table_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+    """One row per (model, backend); the worst verdict over its tests."""
+    order = {"failed": 0, "error": 0, "passed": 1, "skipped": 2}
+    grouped: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for record in records:
+        key = (record["model"]["name"], record["backend"])
+        if key not in grouped or order.get(record["verdict"], 1) < order.get(grouped[key]["verdict"], 1):
+            grouped[key] = record
+    rows = []
+    for (model, backend), r in sorted(grouped.items()):
+        cov = r.get("coverage") or {}
+        lat = r.get("latency_ms") or {}
+        acc = r.get("accuracy") or {}
+        coverage = DASH if not cov else f"{1 - cov['fallback']:.0%}" + ("*" if cov.get("method") == "predicted" else "")
+        verdict = r["verdict"] if r["verdict"] != "skipped" else f"skipped: {r.get('skip_reason', '')}"
+        rows.append([model, backend, _num(acc.get("max_abs_err"), ".2e"), coverage,
+                     _num(cov.get("partitions"), "d"), _num(lat.get("p50"), ".3f"),
+                     _num(lat.get("p99"), ".3f"), _num(r.get("load_ms"), ".1f"),
+                     _num(r.get("peak_memory_mb"), ".1f"), verdict])
+    return rows
+
+
+HEADER = ["model", "backend", "max |Δ|", "coverage", "parts", "P50 ms", "P99 ms", "load ms",
+          "peak MB", "verdict"]
+
+
+def format_table(rows: Sequence[Sequence[str]], header: Sequence[str] = HEADER) -> list[str]:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Join reports from several machines: all records, each tagged with its machine, and a
+    device x backend matrix of verdicts and P50s per model."""
+    records: list[dict[str, Any]] = []
+    machines: list[dict[str, Any]] = []
+    matrix: dict[str, dict[str, dict[str, Any]]] = {}
+    for index, report in enumerate(reports):
+        machine = dict(report.get("machine", {}))
+        label = machine.get("name") or f"{machine.get('cpu', '?')} [{index}]"
+        machine["label"] = label
+        machines.append(machine)
+        for record in report.get("records", []):
+            records.append({**record, "machine": label})
+            cell = matrix.setdefault(record["model"]["name"], {}).setdefault(label, {})
+            cell[record["backend"]] = {"verdict": record["verdict"],
+                                       "p50_ms": (record.get("latency_ms") or {}).get("p50")}
+    return {"schema": SCHEMA, "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "machines": machines, "records": records, "matrix": matrix}
+
+
+def matrix_lines(merged: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for model, per_machine in sorted(merged["matrix"].items()):
+        backends = sorted({b for cells in per_machine.values() for b in cells})
+        rows = []
+        for label, cells in sorted(per_machine.items()):
+            row = [label]
+            for backend in backends:
+                cell = cells.get(backend)
+                row.append(DASH if cell is None else
+                           f"{cell['verdict']} {_num(cell['p50_ms'], '.3f')}ms")
+            rows.append(row)
+        lines.append(f"model {model}")
+        lines.extend(format_table(rows, ["machine", *backends]))
+        lines.append("")
+    return lines
+
+
+def find_baseline(baseline: Mapping[str, Any] | None, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The baseline record for the same test, else for the same (model, backend)."""
+    if not baseline:
+        return None
+    same_model = None
+    for old in baseline.get("records", []):
+        if old.get("test") == record["test"]:
+            return old
+        if old.get("model", {}).get("name") == record["model"]["name"] and old.get("backend") == record["backend"]:
+            same_model = same_model or old
+    return same_model
+
+
+def compare_reports(old: Mapping[str, Any], new: Mapping[str, Any], max_regression: float) -> list[str]:
+    problems = []
+    for record in new.get("records", []):
+        if record.get("verdict") == "skipped":
+            continue
+        problems += [f"{record['test']}: {p}" for p in
+                     check_baseline(record, find_baseline(old, record), max_regression)]
+    return problems

@@ -1,0 +1,407 @@
+"""The conformance session: loads models on backends, keeps golden outputs, runs the checks.
+
+Plain Python, no pytest: the plugin, the ``pytest-edge`` command and the tests all drive it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import __version__
+from .backends import Coverage, TensorSpec, all_backends, get_backend
+from .checks import check_baseline, check_coverage, check_latency, check_load, check_memory
+from .compare import compare_output, resolve_tolerance, summarize
+from .errors import BackendCrash, BackendError, EdgeError, EdgeUsageError, GoldenError
+from .golden import Golden, GoldenCase, GoldenStore, sha256_file
+from .inputs import DEFAULT_SEED, check_case, feed_order, generate_case, signature_problems, user_cases
+from .measure import machine_info
+from .models import Model, resolve_model
+from .options import EdgeSpec
+from .report import find_baseline
+from .worker import BackendWorker, machine_measurement_lock
+
+# Preferred reference backends when the configured one has no artifact for a model.
+REFERENCE_ORDER = ("onnxruntime-cpu", "litert-ref", "executorch", "litert")
+# Another core busier than this during a timing run marks the figures as taken under load.
+_LOAD_THRESHOLD_CORES = 0.5
+
+
+@dataclass
+class Settings:
+    golden_dir: Path
+    rootdir: Path
+    reference_backend: str = "onnxruntime-cpu"
+    update_golden: bool = False
+    isolated: bool = True
+    backends: list[str] | None = None
+    require: list[str] = field(default_factory=list)
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    warmup: int = 5
+    runs: int = 50
+    threads: int = 1
+    seed: int = DEFAULT_SEED
+    measure: bool = False
+    baseline: dict[str, Any] | None = None
+    max_regression: float = 0.10
+    model_dirs: list[Path] = field(default_factory=list)
+    timeout_s: float = 600.0
+
+
+class EdgeCheckFailed(EdgeError):
+    """One or more budgets were exceeded; the message lists every one."""
+
+    def __init__(self, violations: Sequence[str], record: Mapping[str, Any]) -> None:
+        self.violations = list(violations)
+        self.record = record
+        super().__init__("pytest-edge: " + str(len(violations)) + " check(s) failed on "
+                         + record["backend"] + " (" + record["model"]["artifact"] + "):\n"
+                         + "\n".join("  - " + v for v in violations))
+
+
+@dataclass
+class Loaded:
+    """What a backend worker said about a model it loaded."""
+
+    key: str
+    backend: str
+    artifact: Path
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    runtime: dict[str, Any]
+    coverage: Coverage | None
+    load_ms: float
+    precision: str
+    threads: int | None
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+class EdgeSession:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.store = GoldenStore(settings.golden_dir)
+        self.workers: dict[str, BackendWorker] = {}
+        self.loaded: dict[str, Loaded] = {}
+        self.goldens: dict[str, Golden] = {}
+        self.refreshed: set[str] = set()
+        self.measurements: dict[tuple, dict[str, Any]] = {}
+        self.records: list[dict[str, Any]] = []
+        self.timing_under_load = False
+        self._machine: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------ models and backends
+
+    @property
+    def machine(self) -> dict[str, Any]:
+        if self._machine is None:
+            self._machine = machine_info()
+        return self._machine
+
+    def suffixes(self) -> list[str]:
+        return [b.suffix for b in all_backends().values()]
+
+    def resolve(self, spec: str | None, test_dir: Path | None = None) -> Model:
+        if not spec:
+            raise EdgeUsageError("the edge marker needs a model: @pytest.mark.edge(model='name-or-path')")
+        dirs = [d for d in (test_dir, self.settings.rootdir) if d is not None]
+        dirs += [d if d.is_absolute() else self.settings.rootdir / d for d in self.settings.model_dirs]
+        return resolve_model(spec, dirs, self.suffixes())
+
+    def backend_plan(self, model: Model, spec: EdgeSpec) -> list[tuple[str, str | None]]:
+        """Every backend for this test with the reason it cannot run, or None where it can."""
+        registry = all_backends()
+        named = [*(self.settings.backends or []), *(spec.backends or []), *spec.skip_backends,
+                 *self.settings.require]
+        for name in named:
+            get_backend(name)  # raises UnknownBackend for a misspelt name
+        names = list(registry) + [n for n in named if n not in registry]
+        if self.settings.backends is not None:
+            names = [n for n in names if n in self.settings.backends]
+        if spec.backends is not None:
+            names = [n for n in names if n in spec.backends]
+        names = [n for n in dict.fromkeys(names) if n not in spec.skip_backends]
+        plan = []
+        for name in names:
+            backend = get_backend(name)
+            reason = None
+            if model.artifact(backend.suffix) is None:
+                reason = f"no {backend.suffix} artifact for {model.name}"
+            else:
+                reason = backend.unavailable_reason()
+            plan.append((name, reason))
+        return plan
+
+    def worker(self, backend: str) -> BackendWorker:
+        if backend not in self.workers:
+            self.workers[backend] = BackendWorker(backend, isolated=self.settings.isolated,
+                                                  timeout_s=self.settings.timeout_s)
+        return self.workers[backend]
+
+    def _call(self, backend: str, op: str, *args: Any, artifact: Path) -> Any:
+        try:
+            return self.worker(backend).call(op, *args, artifact=str(artifact))
+        except BackendCrash:
+            # Everything that worker held is gone with it.
+            self.loaded = {k: v for k, v in self.loaded.items() if v.backend != backend}
+            self.measurements = {k: v for k, v in self.measurements.items() if k[0] != backend}
+            raise
+
+    def load(self, model: Model, backend: str, spec: EdgeSpec) -> Loaded:
+        artifact = model.artifact(get_backend(backend).suffix)
+        if artifact is None:
+            raise BackendError(f"{backend}: no {get_backend(backend).suffix} artifact for {model.name}")
+        threads = spec.threads or self.settings.threads
+        shapes = dict(sorted(spec.shapes.items()))
+        key = f"{artifact.resolve()}|{backend}|{threads}|{shapes}"
+        if key not in self.loaded:
+            if not artifact.is_file():
+                raise BackendError(f"{backend}: artifact {artifact} does not exist")
+            info = self._call(backend, "load", key, str(artifact), threads,
+                              {k: tuple(v) for k, v in shapes.items()}, artifact=artifact)
+            self.loaded[key] = Loaded(
+                key=key, backend=backend, artifact=artifact,
+                inputs=[TensorSpec.from_json(s) for s in info["inputs"]],
+                outputs=[TensorSpec.from_json(s) for s in info["outputs"]],
+                runtime=info["runtime"], coverage=Coverage.from_json(info["coverage"]),
+                load_ms=info["load_ms"], precision=info["precision"],
+                threads=threads if info["threads_applied"] else None)
+        return self.loaded[key]
+
+    def run(self, loaded: Loaded, feeds: Sequence[np.ndarray], reset: bool = True) -> list[np.ndarray]:
+        if len(feeds) != len(loaded.inputs):
+            raise EdgeUsageError(f"{loaded.backend}: {loaded.artifact} takes {len(loaded.inputs)} inputs "
+                                 f"({[s.name for s in loaded.inputs]}), got {len(feeds)}")
+        feeds = [np.ascontiguousarray(np.asarray(x).astype(s.dtype, copy=False))
+                 for x, s in zip(feeds, loaded.inputs)]
+        return self._call(loaded.backend, "run", loaded.key, feeds, reset, artifact=loaded.artifact)
+
+    # ------------------------------------------------------------ golden outputs
+
+    def reference_backend(self, model: Model) -> str:
+        order = [self.settings.reference_backend, *REFERENCE_ORDER, *all_backends()]
+        for name in dict.fromkeys(order):
+            try:
+                backend = get_backend(name)
+            except KeyError:
+                continue
+            if model.artifact(backend.suffix) is not None and backend.unavailable_reason() is None:
+                return name
+        raise GoldenError(f"no backend available here can run any artifact of {model.name} "
+                          f"({', '.join(str(p) for p in model.artifacts.values())}) to record golden outputs")
+
+    def _cases_for(self, spec: EdgeSpec, inputs: Sequence[TensorSpec], test_dir: Path | None,
+                   origin: str) -> list[dict[str, np.ndarray]]:
+        if spec.inputs is None:
+            return [generate_case(inputs, spec.shapes, self.settings.seed)]
+        cases = user_cases(spec.inputs, test_dir or self.settings.rootdir)
+        if not cases:
+            raise EdgeUsageError(f"{origin}: inputs= gave no cases")
+        return [check_case(case, inputs, origin) for case in cases]
+
+    def refresh_golden(self, model: Model, spec: EdgeSpec, test_dir: Path | None = None) -> Golden:
+        reference = self.reference_backend(model)
+        loaded = self.load(model, reference, spec)
+        cases = []
+        for case_inputs in self._cases_for(spec, loaded.inputs, test_dir, f"golden for {model.name}"):
+            outputs = self.run(loaded, list(case_inputs.values()))
+            self._check_finite(outputs, loaded)
+            cases.append(GoldenCase(case_inputs, {s.name: o for s, o in zip(loaded.outputs, outputs)}))
+        meta = {
+            "model": model.name,
+            "artifacts": {p.name: sha256_file(p) for p in model.artifacts.values()},
+            "reference": {"backend": reference, "artifact": loaded.artifact.name,
+                          "runtime": loaded.runtime},
+            "seed": self.settings.seed if spec.inputs is None else None,
+            "inputs_from": "signature" if spec.inputs is None else "user",
+            "signature": {"inputs": [s.to_json() for s in loaded.inputs],
+                          "outputs": [s.to_json() for s in loaded.outputs]},
+            "plugin_version": __version__,
+        }
+        golden = self.store.write(model.name, meta, cases)
+        self.goldens[model.name] = golden
+        self.refreshed.add(model.name)
+        return golden
+
+    def golden_for(self, model: Model, spec: EdgeSpec, artifact: Path, test_dir: Path | None = None) -> Golden:
+        if self.settings.update_golden and model.name not in self.refreshed:
+            return self.refresh_golden(model, spec, test_dir)
+        golden = self.goldens.get(model.name)
+        if golden is None:
+            golden = self.goldens[model.name] = self.store.load(model.name)
+        if model.name not in self.refreshed:
+            stale = golden.stale_reason(artifact)
+            if stale:
+                raise GoldenError(stale)
+        if spec.inputs is not None:
+            wanted = self._cases_for(spec, golden.inputs_spec, test_dir, f"golden for {model.name}")
+            recorded = [c.inputs for c in golden.cases]
+            same = len(wanted) == len(recorded) and all(
+                w.keys() == r.keys() and all(np.array_equal(w[k], r[k]) for k in w)
+                for w, r in zip(wanted, recorded))
+            if not same:
+                raise GoldenError(f"the inputs= of this test differ from the inputs recorded in "
+                                  f"{golden.folder}; refresh with pytest --edge-update-golden")
+        return golden
+
+    # ------------------------------------------------------------ the check after a test body
+
+    @staticmethod
+    def _check_finite(outputs: Sequence[np.ndarray], loaded: Loaded) -> None:
+        for spec, out in zip(loaded.outputs, outputs):
+            out = np.asarray(out)
+            if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
+                raise BackendError(f"{loaded.backend}: output {spec.name!r} of {loaded.artifact} has "
+                                   f"{int(np.isnan(out).sum())} NaN and {int(np.isinf(out).sum())} Inf values")
+
+    def measure(self, loaded: Loaded, feeds: Sequence[np.ndarray], spec: EdgeSpec) -> dict[str, Any]:
+        warmup = spec.warmup if spec.warmup is not None else self.settings.warmup
+        runs = spec.runs if spec.runs is not None else self.settings.runs
+        key = (loaded.backend, loaded.key, warmup, runs)
+        if key not in self.measurements:
+            with machine_measurement_lock():
+                result = self._call(loaded.backend, "measure", loaded.key, list(feeds), warmup, runs,
+                                    artifact=loaded.artifact)
+            busy = result.get("other_cores_busy")
+            result["under_load"] = None if busy is None else busy > _LOAD_THRESHOLD_CORES
+            self.timing_under_load |= bool(result["under_load"])
+            self.measurements[key] = result
+        return self.measurements[key]
+
+    def wants_measurement(self, spec: EdgeSpec) -> bool:
+        return (self.settings.measure or spec.needs_measurement or self.settings.baseline is not None)
+
+    def check(self, test_id: str, model: Model, backend: str, spec: EdgeSpec,
+              test_dir: Path | None = None) -> dict[str, Any]:
+        """Run the golden comparison and every budget of ``spec``; return the record.
+
+        Raises :class:`EdgeCheckFailed` listing every violation, or another :class:`EdgeError`
+        when the check could not run at all (bad artifact, missing golden).
+        """
+        loaded = self.load(model, backend, spec)
+        golden = self.golden_for(model, spec, loaded.artifact, test_dir)
+        in_order = self._aligned(golden.inputs_spec, loaded.inputs, loaded, golden, "input")
+        out_order = self._aligned(golden.outputs_spec, loaded.outputs, loaded, golden, "output")
+        defaults = {"atol": spec.atol if spec.atol is not None else self.settings.atol,
+                    "rtol": spec.rtol if spec.rtol is not None else self.settings.rtol,
+                    "min_cosine": spec.min_cosine, "min_snr_db": spec.min_snr_db,
+                    "topk_agreement": spec.topk_agreement}
+        violations: list[str] = []
+        comparisons = []
+        first_feeds: list[np.ndarray] = []
+        for index, case in enumerate(golden.cases):
+            feeds: list[Any] = [None] * len(loaded.inputs)
+            for ref, position in zip(golden.inputs_spec, in_order):
+                feeds[position] = case.inputs[ref.name]
+            first_feeds = first_feeds or feeds
+            outputs = self.run(loaded, feeds)
+            for ref, position in zip(golden.outputs_spec, out_order):
+                tolerance = resolve_tolerance(defaults, spec.tolerances, backend, ref.name)
+                comparison = compare_output(ref.name, case.outputs[ref.name], outputs[position], tolerance)
+                comparisons.append(comparison)
+                prefix = f"{backend}: " + (f"case {index}: " if len(golden.cases) > 1 else "")
+                violations += [prefix + p for p in comparison.problems]
+
+        coverage = loaded.coverage
+        if spec.target is not None:
+            from .predict import predicted_coverage
+
+            coverage = predicted_coverage(loaded.artifact, spec.target, backend)
+        if get_backend(backend).has_delegate or spec.target is not None:
+            violations += check_coverage(coverage, spec.max_fallback, spec.max_partitions, backend)
+        violations += check_load(loaded.load_ms, spec.max_load_ms, backend)
+
+        measured: dict[str, Any] = {}
+        if self.wants_measurement(spec):
+            measured = self.measure(loaded, first_feeds, spec)
+            budgets = {"p50_ms": spec.p50_ms, "p90_ms": spec.p90_ms, "p99_ms": spec.p99_ms}
+            violations += check_latency(measured["latency_ms"], measured["measured_runs"], budgets, backend)
+            violations += check_memory(measured["peak_memory_mb"], spec.peak_memory_mb, backend)
+
+        record = self._record(test_id, model, loaded, golden, coverage, comparisons, measured, first_feeds)
+        violations += check_baseline(record, find_baseline(self.settings.baseline, record),
+                                     self.settings.max_regression)
+        record["verdict"] = "failed" if violations else "passed"
+        record["violations"] = violations
+        self.records.append(record)
+        if violations:
+            raise EdgeCheckFailed(violations, record)
+        return record
+
+    def _aligned(self, reference: Sequence[TensorSpec], actual: Sequence[TensorSpec], loaded: Loaded,
+                 golden: Golden, kind: str) -> list[int]:
+        try:
+            order = feed_order(reference, actual)
+        except ValueError as exc:
+            problems = [f"{kind}s: {exc}"]
+        else:
+            problems = signature_problems(reference, actual, order, kind)
+            if not problems:
+                return order
+        raise BackendError(f"signature mismatch: {loaded.artifact} on {loaded.backend} does not match the "
+                           f"golden signature recorded in {golden.folder / 'meta.json'} "
+                           f"(from {golden.reference_backend}): " + "; ".join(problems))
+
+    def _record(self, test_id: str, model: Model, loaded: Loaded, golden: Golden,
+                coverage: Coverage | None, comparisons: list, measured: Mapping[str, Any],
+                feeds: Sequence[np.ndarray]) -> dict[str, Any]:
+        root = self.settings.rootdir
+        return {
+            "test": test_id,
+            "model": {"name": model.name, "artifact": _relative(loaded.artifact, root),
+                      "sha256": sha256_file(loaded.artifact)},
+            "backend": loaded.backend,
+            "runtime": loaded.runtime,
+            "plugin": {"name": "pytest-edge", "version": __version__},
+            "precision": loaded.precision,
+            "threads": loaded.threads,
+            "input": {s.name: {"shape": list(np.shape(x)), "dtype": s.dtype}
+                      for s, x in zip(loaded.inputs, feeds)},
+            "warmup_runs": measured.get("warmup_runs"),
+            "measured_runs": measured.get("measured_runs"),
+            "coverage": coverage.to_json() if coverage else None,
+            "load_ms": loaded.load_ms,
+            "first_inference_ms": measured.get("first_inference_ms"),
+            "latency_ms": measured.get("latency_ms"),
+            "peak_memory_mb": measured.get("peak_memory_mb"),
+            "steady_memory_mb": measured.get("steady_memory_mb"),
+            "drift": measured.get("drift"),
+            "timing_under_load": measured.get("under_load"),
+            "accuracy": {"reference": golden.reference_backend, "cases": len(golden.cases),
+                         **summarize(comparisons)},
+        }
+
+    def skipped_record(self, test_id: str, model: Model, backend: str, reason: str) -> dict[str, Any]:
+        suffix = get_backend(backend).suffix
+        artifact = model.artifact(suffix)
+        record = {
+            "test": test_id,
+            "model": {"name": model.name,
+                      "artifact": _relative(artifact, self.settings.rootdir) if artifact else None,
+                      "sha256": sha256_file(artifact) if artifact and artifact.is_file() else None},
+            "backend": backend, "verdict": "skipped", "skip_reason": reason, "violations": [],
+        }
+        self.records.append(record)
+        return record
+
+    def error_record(self, test_id: str, model: Model, backend: str, error: Exception) -> dict[str, Any]:
+        record = self.skipped_record(test_id, model, backend, "")
+        record.pop("skip_reason")
+        record.update(verdict="error", violations=[str(error)])
+        return record
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.close()
+        self.workers.clear()
+        self.loaded.clear()
+

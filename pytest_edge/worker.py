@@ -1,0 +1,272 @@
+"""Backend worker: each backend runs in its own process, so a native crash fails one test only.
+
+The pytest process talks to the worker over a pipe with NumPy arrays. Loading, running and every
+timing and memory measurement happen inside the worker, never across the pipe. With isolation
+off (``--edge-isolation=none``) the same server runs in-process, for pdb.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import multiprocessing
+import os
+import signal
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from . import measure
+from .backends import LoadedModel, get_backend
+from .errors import BackendCrash, BackendError
+
+MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-edge-measure.lock"
+
+
+class WorkerServer:
+    """Holds loaded models of one backend and answers requests. Runs in the worker process."""
+
+    def __init__(self, backend_name: str) -> None:
+        self.backend = get_backend(backend_name)
+        self.backend.import_runtime()
+        self.models: dict[str, LoadedModel] = {}
+        self.first_inference_ms: dict[str, float | None] = {}
+        self.load_peak_mb: dict[str, float | None] = {}
+        self.load_base_mb: dict[str, float | None] = {}
+        self.loads = 0
+
+    def handle(self, op: str, args: tuple) -> Any:
+        return getattr(self, f"op_{op}")(*args)
+
+    def op_load(self, key: str, path: str, threads: int | None, shapes: dict) -> dict[str, Any]:
+        reset = measure.reset_hwm()
+        base = measure.rss_mb()
+        start = time.perf_counter_ns()
+        model = self.backend.load(Path(path), threads=threads, shapes=shapes)
+        load_ms = (time.perf_counter_ns() - start) / 1e6
+        # A peak over the baseline means something only if the high-water mark was reset, or this
+        # is the first model of a fresh process.
+        trusted = reset or self.loads == 0
+        self.loads += 1
+        self.models[key] = model
+        self.first_inference_ms[key] = None
+        self.load_base_mb[key] = base if trusted else None
+        self.load_peak_mb[key] = measure.hwm_mb() if trusted else None
+        coverage = model.coverage()
+        return {
+            "inputs": [s.to_json() for s in model.inputs],
+            "outputs": [s.to_json() for s in model.outputs],
+            "runtime": {"name": self.backend.distribution, "version": self.backend.runtime_version(),
+                        "delegates": model.delegates()},
+            "coverage": coverage.to_json() if coverage else None,
+            "load_ms": load_ms,
+            "precision": model.precision(),
+            "threads_applied": bool(threads) and self.backend.threads_supported,
+        }
+
+    def _run_timed(self, key: str, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+        model = self.models[key]
+        start = time.perf_counter_ns()
+        outputs = model.run(feeds)
+        if self.first_inference_ms[key] is None:
+            self.first_inference_ms[key] = (time.perf_counter_ns() - start) / 1e6
+        return outputs
+
+    def op_run(self, key: str, feeds: list[np.ndarray], reset: bool = True) -> list[np.ndarray]:
+        if reset:
+            self.models[key].reset()
+        return self._run_timed(key, feeds)
+
+    def op_measure(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> dict[str, Any]:
+        model = self.models[key]
+        reset = measure.reset_hwm()
+        if self.first_inference_ms[key] is None:
+            self._run_timed(key, feeds)
+        load = measure.MachineLoad()
+        for _ in range(warmup):
+            model.run(feeds)
+        samples = []
+        clock = time.perf_counter_ns
+        for _ in range(runs):
+            start = clock()
+            model.run(feeds)
+            samples.append(clock() - start)
+        other_cores = load.other_cores()
+        base = self.load_base_mb[key]
+        peak = steady = None
+        if base is not None and (reset or self.loads == 1):
+            run_peak = measure.hwm_mb()
+            peaks = [p for p in (self.load_peak_mb[key], run_peak) if p is not None]
+            peak = max(peaks) - base if peaks else None
+            rss = measure.rss_mb()
+            steady = rss - base if rss is not None else None
+        return {
+            "first_inference_ms": self.first_inference_ms[key],
+            "latency_ms": measure.latency_stats(samples),
+            "drift": measure.drift(samples),
+            "warmup_runs": warmup, "measured_runs": runs,
+            "peak_memory_mb": peak, "steady_memory_mb": steady,
+            "other_cores_busy": other_cores,
+        }
+
+    def op_unload(self, key: str) -> None:
+        self.models.pop(key, None)
+
+    def op_ping(self) -> int:
+        return os.getpid()
+
+
+def _serve(conn, backend_name: str, log_path: str) -> None:
+    # Runtimes print to fd 1/2 natively; keep that out of pytest's capture and in a log we can quote.
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    try:
+        server = WorkerServer(backend_name)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        conn.send(("error", type(exc).__name__, str(exc)))
+        return
+    conn.send(("ok", None))
+    while True:
+        try:
+            op, args = conn.recv()
+        except (EOFError, OSError):
+            return
+        if op == "exit":
+            return
+        try:
+            conn.send(("ok", server.handle(op, args)))
+        except Exception as exc:  # noqa: BLE001 - every runtime error goes back as a message
+            conn.send(("error", type(exc).__name__, str(exc)))
+
+
+def _signal_name(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "no exit code"
+    if exitcode < 0:
+        try:
+            return f"signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+class BackendWorker:
+    """The pytest side of one backend's worker; restarts the process after a crash."""
+
+    def __init__(self, backend_name: str, *, isolated: bool = True, timeout_s: float = 600.0) -> None:
+        self.backend_name = backend_name
+        self.isolated = isolated
+        self.timeout_s = timeout_s
+        self._process = None
+        self._conn = None
+        self._server: WorkerServer | None = None
+        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{backend_name}.log"
+
+    @property
+    def alive(self) -> bool:
+        return self._server is not None or (self._process is not None and self._process.is_alive())
+
+    def start(self) -> None:
+        if not self.isolated:
+            self._server = WorkerServer(self.backend_name)
+            return
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child, self.backend_name, str(self.log_path)),
+                                        daemon=True, name=f"pytest-edge-{self.backend_name}")
+        self._process.start()
+        child.close()
+        self._conn = parent
+        self._receive("starting the worker", None)
+
+    def call(self, op: str, *args: Any, artifact: str | None = None) -> Any:
+        if not self.alive:
+            self.start()
+        if self._server is not None:
+            try:
+                return self._server.handle(op, args)
+            except Exception as exc:
+                raise BackendError(f"{self.backend_name} failed to {op} {artifact}: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+        assert self._conn is not None
+        try:
+            self._conn.send((op, args))
+        except (BrokenPipeError, OSError):
+            self._crashed(op, artifact)
+        return self._receive(op, artifact)
+
+    def _receive(self, op: str, artifact: str | None) -> Any:
+        assert self._conn is not None
+        try:
+            if not self._conn.poll(self.timeout_s):
+                self._kill()
+                raise BackendCrash(f"{self.backend_name} did not answer within {self.timeout_s:.0f} s "
+                                   f"while trying to {op} {artifact or ''}; the worker was killed")
+            reply = self._conn.recv()
+        except (EOFError, OSError, ConnectionResetError):
+            self._crashed(op, artifact)
+        if reply[0] == "ok":
+            return reply[1]
+        _, kind, message = reply
+        where = f" {artifact}" if artifact else ""
+        raise BackendError(f"{self.backend_name} failed to {op}{where}: {kind}: {message}")
+
+    def _log_tail(self, lines: int = 8) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        tail = "\n".join("    " + line for line in text[-lines:])
+        return f"\n  last lines the runtime printed:\n{tail}" if tail else ""
+
+    def _crashed(self, op: str, artifact: str | None) -> None:
+        process = self._process
+        if process is not None:
+            process.join(timeout=5)
+        how = _signal_name(process.exitcode if process else None)
+        tail = self._log_tail()
+        self._reset()
+        raise BackendCrash(f"the {self.backend_name} runtime crashed ({how}) while trying to {op} "
+                           f"{artifact or ''}; its worker will be restarted for the next test{tail}")
+
+    def _kill(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=5)
+        self._reset()
+
+    def _reset(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+        self._process = None
+        self._server = None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.send(("exit", ()))
+            except OSError:
+                pass
+            if self._process is not None:
+                self._process.join(timeout=5)
+        self._kill()
+        try:
+            self.log_path.unlink()
+        except OSError:
+            pass
+
+
+@contextmanager
+def machine_measurement_lock() -> Iterator[None]:
+    """One timing/memory measurement at a time on this machine, across xdist workers and sessions."""
+    with open(MEASURE_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
