@@ -121,7 +121,7 @@ class GoldenStore:
                 with np.load(path, allow_pickle=False) as data:
                     inputs = {k.split("/", 1)[1]: data[k] for k in data.files if k.startswith("inputs/")}
                     outputs = {k.split("/", 1)[1]: data[k] for k in data.files if k.startswith("outputs/")}
-            except (OSError, ValueError, EOFError, KeyError) as exc:
+            except Exception as exc:  # noqa: BLE001 - np.load raises zipfile, pickle, OS and value errors
                 raise GoldenError(f"corrupt golden file {path}: {exc}; regenerate it with {UPDATE_HINT}") from exc
             golden.cases.append(GoldenCase(inputs, outputs))
         return golden

@@ -16,7 +16,7 @@ from .report import build_report, format_table, load_report, table_rows, write_r
 from .session import EdgeSession, Settings
 
 SESSION_KEY = pytest.StashKey[EdgeSession]()
-PARAM_KEY = pytest.StashKey[tuple]()
+PARAM_KEY = pytest.StashKey[EdgeModel]()
 
 # (flag, ini key, help, ini type, default); every flag has an ini key so a project sets its
 # policy once in pyproject.toml and CI overrides it on the command line.
@@ -139,7 +139,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
         raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {message}") from None
     if "edge_model" not in metafunc.fixturenames:
-        # A marked test with an empty body still gets its golden check on every backend.
+        # A marked test that does not ask for the fixture is still parametrized over backends and
+        # gets its golden check on each (pytest_runtest_call builds the handle from the param).
         metafunc.fixturenames.append("edge_model")
     params = []
     for backend, reason in plan:
@@ -152,23 +153,39 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("edge_model", params, indirect=True)
 
 
+def _handle(item: pytest.Item, param: tuple) -> EdgeModel:
+    """The item's EdgeModel, made once (by the fixture, or here for a test that does not ask for it)."""
+    handle = item.stash.get(PARAM_KEY, None)
+    if handle is None:
+        model, backend, reason, test_dir = param
+        session = item.config.stash[SESSION_KEY]
+        handle = EdgeModel(session, model, backend, _spec_of(item), test_dir, unavailable=reason)
+        item.stash[PARAM_KEY] = handle
+    return handle
+
+
 @pytest.fixture
 def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
     """The test's model loaded on one backend (the fixture is parametrized over backends)."""
-    model, backend, reason, test_dir = request.param
-    session = request.config.stash[SESSION_KEY]
-    handle = EdgeModel(session, model, backend, _spec_of(request.node), test_dir, unavailable=reason)
-    request.node.stash[PARAM_KEY] = (handle,)
+    handle = _handle(request.node, request.param)
+    if handle._session.settings.update_golden and not handle._unavailable:
+        # Refresh before the body, so a failing body still leaves a golden. A refresh that cannot
+        # run is reported by the check after the body, as a failure of this test, not a setup error.
+        try:
+            handle.golden  # noqa: B018
+        except EdgeError:
+            pass
     return handle
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     result = yield
-    stashed = item.stash.get(PARAM_KEY, None)
-    if stashed is None:
+    callspec = getattr(item, "callspec", None)
+    param = callspec.params.get("edge_model") if callspec else None
+    if param is None or param[1] is None:
         return result
-    handle: EdgeModel = stashed[0]
+    handle = _handle(item, param)
     session = item.config.stash[SESSION_KEY]
     if handle._unavailable:
         handle.loaded  # raises the --edge-require failure  # noqa: B018

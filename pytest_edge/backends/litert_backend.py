@@ -30,38 +30,68 @@ def _installed() -> tuple[str, str] | None:
     return None
 
 
-def _spec(detail: dict[str, Any]) -> TensorSpec:
+def _spec(detail: dict[str, Any], names: dict[int, str]) -> TensorSpec:
     signature = detail.get("shape_signature")
     dims = signature if signature is not None and len(signature) else detail["shape"]
     shape = tuple(int(d) if d >= 0 else None for d in dims)
-    return TensorSpec(detail["name"], shape, np.dtype(detail["dtype"]).name)
+    return TensorSpec(names.get(int(detail["index"]), detail["name"]), shape, np.dtype(detail["dtype"]).name)
 
 
-def delegate_coverage(ops: list[dict[str, Any]], delegate_name: str) -> Coverage:
+def _signature_names(interpreter) -> dict[int, str]:
+    """Tensor index -> the name in the model's only signature ('x' rather than 'serving_default_x:0')."""
+    try:
+        signatures = interpreter.get_signature_list()
+        if len(signatures) != 1:
+            return {}
+        runner = interpreter.get_signature_runner(next(iter(signatures)))
+        details = {**runner.get_input_details(), **runner.get_output_details()}
+    except (ValueError, RuntimeError, AttributeError):
+        return {}
+    return {int(d["index"]): name for name, d in details.items()}
+
+
+def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delegate_name: str) -> Coverage:
     """Which original nodes the DELEGATE nodes replaced.
 
-    After ``allocate_tensors()`` the interpreter lists the original nodes and then one ``DELEGATE``
-    node per partition, whose inputs and outputs are the partition's boundary tensors. A node was
-    replaced if it lies between them: walk back from each delegate output through producers until a
-    delegate input (or a constant) is reached.
+    After ``allocate_tensors()`` the interpreter lists the original nodes, then one ``DELEGATE``
+    node per partition whose inputs and outputs are the partition's boundary tensors. A node lies
+    inside a partition when all its inputs come from the boundary, constants or other inside
+    nodes, and all its outputs go to inside nodes or out through the boundary. The largest such
+    set is found by removing offenders until none is left; unlike a walk back from the outputs,
+    this also finds nodes that act through resource variables (ADD feeding ASSIGN_VARIABLE).
     """
     delegate_nodes = [op for op in ops if op["op_name"] == "DELEGATE"]
     original = [op for op in ops if op["op_name"] != "DELEGATE"]
     producer = {int(t): op["index"] for op in original for t in op["outputs"]}
-    by_index = {op["index"]: op for op in original}
+    consumers: dict[int, set[int]] = {}
+    for op in original:
+        for t in op["inputs"]:
+            consumers.setdefault(int(t), set()).add(op["index"])
     replaced: set[int] = set()
     for node in delegate_nodes:
-        boundary = {int(t) for t in node["inputs"]}
-        stack = [int(t) for t in node["outputs"]]
-        seen: set[int] = set()
-        while stack:
-            tensor = stack.pop()
-            if tensor in seen or tensor in boundary or tensor not in producer:
-                continue
-            seen.add(tensor)
-            index = producer[tensor]
-            replaced.add(index)
-            stack.extend(int(t) for t in by_index[index]["inputs"] if t >= 0)
+        boundary_in = {int(t) for t in node["inputs"]}
+        boundary_out = {int(t) for t in node["outputs"]}
+        inside = {op["index"] for op in original} - replaced
+
+        def belongs(op: dict[str, Any]) -> bool:
+            for t in (int(t) for t in op["inputs"] if t >= 0):
+                if t in boundary_out or (t not in boundary_in and t in producer and producer[t] not in inside):
+                    return False
+            for t in (int(t) for t in op["outputs"]):
+                if t in boundary_in:
+                    return False
+                if t in boundary_out:
+                    continue
+                if t in graph_outputs or not consumers.get(t, set()) <= inside:
+                    return False
+            return True
+
+        changed = True
+        while changed:
+            keep = {op["index"] for op in original if op["index"] in inside and belongs(op)}
+            changed = keep != inside
+            inside = keep
+        replaced |= inside
     compute = [op for op in original if op["op_name"] not in _NOT_COMPUTE]
     fallback = [op["op_name"] for op in compute if op["index"] not in replaced]
     return Coverage(
@@ -79,8 +109,9 @@ class LiteRTModel(LoadedModel):
         self.interpreter = self._new_interpreter()
         ops = self.interpreter._get_ops_details()
         self.stateful = any(op["op_name"] in _STATEFUL_OPS for op in ops)
-        self.inputs = [_spec(d) for d in self.interpreter.get_input_details()]
-        self.outputs = [_spec(d) for d in self.interpreter.get_output_details()]
+        names = _signature_names(self.interpreter)
+        self.inputs = [_spec(d, names) for d in self.interpreter.get_input_details()]
+        self.outputs = [_spec(d, names) for d in self.interpreter.get_output_details()]
 
     def _new_interpreter(self):
         interpreter = self._make()
@@ -118,7 +149,8 @@ class LiteRTModel(LoadedModel):
         return super().precision()
 
     def coverage(self) -> Coverage | None:
-        return delegate_coverage(self.interpreter._get_ops_details(), self._delegate_name or "")
+        outputs = {int(d["index"]) for d in self.interpreter.get_output_details()}
+        return delegate_coverage(self.interpreter._get_ops_details(), outputs, self._delegate_name or "")
 
 
 class LiteRTBackend(Backend):

@@ -1,0 +1,1 @@
+"""Repository-wide pytest configuration: the fixture models live in fixtures/ (see pyproject)."""

@@ -1,0 +1,125 @@
+"""``pytest-edge``: golden refresh, coverage inspection, and report merge/compare."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .backends import get_backend
+from .errors import EdgeError
+from .options import EdgeSpec, parse_percent
+from .report import compare_reports, format_table, load_report, matrix_lines, merge_reports, write_report
+from .session import EdgeSession, Settings
+
+
+def _golden_refresh(args: argparse.Namespace) -> int:
+    import pytest
+
+    return int(pytest.main(["--edge-update-golden", *args.pytest_args]))
+
+
+def inspect_rows(target: str, search_dirs: Sequence[Path], isolated: bool = True) -> list[list[str]]:
+    """Per available backend: coverage, partitions and fallback operators of a model file or stem."""
+    root = Path.cwd()
+    session = EdgeSession(Settings(golden_dir=root / "golden", rootdir=root, isolated=isolated,
+                                   model_dirs=list(search_dirs)))
+    rows = []
+    try:
+        model = session.resolve(target, root)
+        for backend, reason in session.backend_plan(model, EdgeSpec()):
+            if reason:
+                rows.append([backend, "—", "—", "—", "—", f"skipped: {reason}"])
+                continue
+            try:
+                loaded = session.load(model, backend, EdgeSpec())
+            except EdgeError as exc:
+                rows.append([backend, "—", "—", "—", "—", f"error: {exc}"])
+                continue
+            cov = loaded.coverage
+            if cov is None:
+                rows.append([backend, str(loaded.artifact), "—", "—", "—", "coverage not readable"])
+                continue
+            ops = ", ".join(f"{k} x{v}" for k, v in sorted(cov.fallback_op_names.items())) or "none"
+            note = "" if get_backend(backend).has_delegate else "no delegate by design"
+            rows.append([backend, f"{cov.delegated_ops}/{cov.total_ops} delegated",
+                         f"{cov.fallback:.1%}" + (" (approx.)" if cov.approximate else ""),
+                         str(cov.partitions), ops, note])
+    finally:
+        session.close()
+    return rows
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    try:
+        rows = inspect_rows(args.model, [Path(d) for d in args.model_dir])
+    except EdgeError as exc:
+        print(f"pytest-edge inspect: {exc}", file=sys.stderr)
+        return 2
+    header = ["backend", "delegated", "fallback", "partitions", "fallback operators", "note"]
+    print("\n".join(format_table(rows, header)))
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    try:
+        merged = merge_reports([load_report(Path(p)) for p in args.reports])
+    except ValueError as exc:
+        print(f"pytest-edge report merge: {exc}", file=sys.stderr)
+        return 2
+    if args.output:
+        write_report(Path(args.output), merged)
+    print("\n".join(matrix_lines(merged)))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    try:
+        old, new = load_report(Path(args.old)), load_report(Path(args.new))
+        limit = parse_percent(args.max_regression)
+    except (ValueError, EdgeError) as exc:
+        print(f"pytest-edge report compare: {exc}", file=sys.stderr)
+        return 2
+    problems = compare_reports(old, new, limit)
+    for problem in problems:
+        print(problem)
+    print(json.dumps({"regressions": len(problems)}))
+    return 1 if problems else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pytest-edge", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    golden = commands.add_parser("golden", help="golden outputs")
+    golden_commands = golden.add_subparsers(dest="golden_command", required=True)
+    refresh = golden_commands.add_parser("refresh", help="pytest --edge-update-golden [pytest args]")
+    refresh.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    refresh.set_defaults(func=_golden_refresh)
+
+    inspect = commands.add_parser("inspect", help="delegate coverage of a model on every available backend")
+    inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")
+    inspect.add_argument("--model-dir", action="append", default=["fixtures"],
+                         help="folders searched for a stem (default: fixtures)")
+    inspect.set_defaults(func=_inspect)
+
+    report = commands.add_parser("report", help="join or compare JSON reports")
+    report_commands = report.add_subparsers(dest="report_command", required=True)
+    merge = report_commands.add_parser("merge", help="device x backend matrix from several reports")
+    merge.add_argument("reports", nargs="+")
+    merge.add_argument("-o", "--output", help="write the merged report here")
+    merge.set_defaults(func=_merge)
+    compare = report_commands.add_parser("compare", help="regressions of NEW against OLD (exit 1 if any)")
+    compare.add_argument("old")
+    compare.add_argument("new")
+    compare.add_argument("--max-regression", default="10%")
+    compare.set_defaults(func=_compare)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,413 @@
+"""The plugin as users meet it: pytester runs of markers, options and failure messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import LIGHT
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+CNN_TEST = """
+import numpy as np, pytest
+
+@pytest.mark.edge(model="tiny_cnn", atol=1e-4, rtol=1e-3)
+def test_cnn(edge_model):
+    assert edge_model(np.zeros((1, 3, 32, 32), np.float32)).shape == (1, 10)
+"""
+
+
+def test_golden_lifecycle_missing_create_pass_stale_refresh(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(test_cnn=CNN_TEST)
+    missing = pytester.runpytest_subprocess(LIGHT)
+    missing.assert_outcomes(failed=3)
+    missing.stdout.fnmatch_lines(["*no golden outputs for model 'tiny_cnn'*--edge-update-golden*"])
+    assert not (pytester.path / "golden").exists(), "nothing may be written without the flag"
+
+    pytester.runpytest_subprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=3)
+    meta = json.loads((pytester.path / "golden/tiny_cnn/meta.json").read_text())
+    assert meta["reference"]["backend"] == "onnxruntime-cpu"
+    assert set(meta["artifacts"]) == {"tiny_cnn.onnx", "tiny_cnn.tflite", "tiny_cnn.pte"}
+    pytester.runpytest_subprocess(LIGHT).assert_outcomes(passed=3)
+
+    old = meta["artifacts"]["tiny_cnn.tflite"]
+    with open(models / "tiny_cnn.tflite", "ab") as handle:
+        handle.write(b"\0" * 16)  # a changed artifact (still loadable)
+    stale = pytester.runpytest_subprocess(LIGHT)
+    stale.assert_outcomes(passed=1, failed=2)
+    stale.stdout.fnmatch_lines([f"*stale*tiny_cnn.tflite has sha256 *, the golden*recorded for sha256 {old}*"])
+
+    pytester.runpytest_subprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=3)
+    pytester.runpytest_subprocess(LIGHT).assert_outcomes(passed=3)
+
+
+def test_exact_tolerance_across_runtimes_reports_worst_element(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", atol=0, rtol=0, backends=["onnxruntime-cpu", "litert"])
+        def test_exact(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*litert: output 'y': * of 10 elements differ beyond atol=0, rtol=0; max abs err *, "
+        "max rel err *; worst at index (0, *): got *, golden *; would pass with atol=* (rtol=0) "
+        "or rtol=* (atol=0)*",
+    ])
+
+
+def test_suggested_tolerance_really_passes(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", atol=0, rtol=0, backends=["onnxruntime-cpu", "litert"])
+        def test_exact(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    line = next(l for l in result.outlines if "would pass with atol=" in l)
+    needed = line.split("would pass with atol=")[1].split(" ")[0]
+    pytester.makepyfile(f"""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", atol={float(needed) * 1.01}, rtol=0,
+                          backends=["onnxruntime-cpu", "litert"])
+        def test_exact(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess().assert_outcomes(passed=2)
+
+
+def test_unknown_keyword_is_a_collection_error_naming_the_test(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", max_fallbak=0.1)
+        def test_typo(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*test_typo*unknown edge marker keyword(s) 'max_fallbak'*"])
+
+
+@pytest.mark.parametrize("marker, message", [
+    ('backends=["litrt"]', "*test_bad*unknown backend 'litrt'*"),
+    ('p50_ms="12 parsecs"', "*test_bad*p50_ms: cannot parse '12 parsecs'*"),
+    ('peak_memory_mb="64XB"', "*test_bad*peak_memory_mb: cannot parse '64XB'*"),
+    ('max_fallback=1.5', "*test_bad*max_fallback: 1.5 is above 1*"),
+])
+def test_bad_marker_values_name_the_test_and_keyword(pytester: pytest.Pytester, models: Path,
+                                                     marker: str, message: str) -> None:
+    pytester.makepyfile(f"""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", {marker})
+        def test_bad(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([message])
+
+
+def test_missing_model_names_where_it_looked(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="no_such_model")
+        def test_missing(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess()
+    result.stdout.fnmatch_lines(["*test_missing*model 'no_such_model' not found*models/no_such_model*"])
+
+
+def test_skips_name_the_reason_and_require_turns_them_into_failures(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="mlp_dynbatch")
+        def test_onnx_only(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1, skipped=3)
+    result = pytester.runpytest_subprocess("-rs")
+    result.stdout.fnmatch_lines(["*no .pte artifact for mlp_dynbatch*", "*no .tflite artifact for mlp_dynbatch*"])
+    required = pytester.runpytest_subprocess("--edge-require=executorch")
+    required.assert_outcomes(passed=1, failed=1, skipped=2)
+    required.stdout.fnmatch_lines(["*executorch is required (--edge-require) but unavailable: no .pte artifact*"])
+
+
+def test_backend_narrowing_by_option_marker_and_ini(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", skip_backends=["litert-ref"])
+        def test_mlp(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-backends=onnxruntime-cpu,litert,litert-ref",
+                                           "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*test_mlp[[]tiny_mlp-onnxruntime-cpu[]]", "*test_mlp[[]tiny_mlp-litert[]]"])
+    assert "litert-ref" not in result.stdout.str()
+    pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_backends = litert\n")
+    result = pytester.runpytest_subprocess("--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*test_mlp[[]tiny_mlp-litert[]]", "1 test collected*"])
+
+
+def test_empty_body_still_checks_golden_and_fixture_is_added(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
+        def test_no_fixture():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-v")
+    result.stdout.fnmatch_lines(["*test_no_fixture[[]tiny_mlp-onnxruntime-cpu[]] FAILED*",
+                                 "*no golden outputs for model 'tiny_mlp'*"])
+
+
+def test_truncated_artifact_fails_that_test_only(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(CNN_TEST + """
+@pytest.mark.edge(model="tiny_mlp")
+def test_mlp(edge_model):
+    pass
+""")
+    pytester.runpytest_subprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=6)
+    for suffix in (".onnx", ".tflite"):
+        data = (models / f"tiny_cnn{suffix}").read_bytes()
+        (models / f"tiny_cnn{suffix}").write_bytes(data[: len(data) // 3])
+    pytester.makeini("[pytest]\nedge_model_dirs = models\n")
+    result = pytester.runpytest_subprocess(LIGHT, "--edge-update-golden", "-p", "no:cacheprovider")
+    # The golden of tiny_cnn cannot be refreshed from a truncated reference: its tests fail, with the
+    # file and backend named; the other model's tests go on and pass.
+    result.assert_outcomes(passed=3, failed=3)
+    text = result.stdout.str()
+    assert "onnxruntime-cpu failed to load" in text and "tiny_cnn.onnx" in text
+    assert "Traceback" not in text
+
+
+def test_native_crash_fails_one_test_and_the_worker_restarts(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import os, signal, pytest
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["litert"])
+        def test_crash(edge_model, request):
+            pid = request.config.stash[__import__("pytest_edge.plugin").plugin.SESSION_KEY].workers["litert"].call("ping") \\
+                if False else None
+            edge_model.inputs  # loads the model in the worker
+            session = request.config.stash[__import__("pytest_edge.plugin").plugin.SESSION_KEY]
+            os.kill(session.workers["litert"].call("ping"), signal.SIGSEGV)
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["litert"])
+        def test_after(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*the litert runtime crashed (signal SIGSEGV)*tiny_mlp.tflite*restarted*"])
+
+
+def test_report_fields_and_table(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(CNN_TEST)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=out/report.json")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*pytest-edge conformance*", "model*backend*max |Δ|*coverage*parts*P50 ms*P99 ms*"
+                                 "load ms*peak MB*verdict*", "tiny_cnn*executorch*passed*",
+                                 "tiny_cnn*litert *passed*", "tiny_cnn*litert-ref*passed*",
+                                 "tiny_cnn*onnxruntime-cpu*passed*"])
+    report = json.loads((pytester.path / "out/report.json").read_text())
+    assert report["schema"] == "pytest-edge/report/1"
+    assert set(report["machine"]) >= {"cpu", "cores", "memory_mb", "os", "python"}
+    fields = {"test", "model", "backend", "runtime", "precision", "threads", "input", "warmup_runs",
+              "measured_runs", "coverage", "load_ms", "first_inference_ms", "latency_ms", "peak_memory_mb",
+              "steady_memory_mb", "drift", "accuracy", "verdict", "violations"}
+    by_backend = {r["backend"]: r for r in report["records"]}
+    assert set(by_backend) == {"onnxruntime-cpu", "litert", "litert-ref", "executorch"}
+    for record in by_backend.values():
+        assert fields <= set(record)
+        assert record["latency_ms"] is None and record["peak_memory_mb"] is None  # not measured: null
+        assert record["input"] == {record["input"] and next(iter(record["input"])): {"shape": [1, 3, 32, 32],
+                                                                                   "dtype": "float32"}}
+        assert record["accuracy"]["reference"] == "onnxruntime-cpu"
+    assert by_backend["litert"]["runtime"]["delegates"] == ["XNNPACK"]
+    assert by_backend["litert"]["coverage"]["fallback_op_names"] == {"CUMSUM": 1}
+    assert by_backend["executorch"]["coverage"]["fallback_op_names"] == {"aten::cumsum": 1}
+    assert by_backend["litert-ref"]["coverage"]["delegated_ops"] == 0
+
+
+def test_xdist_gives_same_verdicts_and_one_merged_report(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(test_a=CNN_TEST, test_b="""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", max_fallback=0.0)
+        def test_mlp(edge_model):
+            pass
+        @pytest.mark.edge(model="tiny_cnn", max_fallback=0.0, backends=["litert", "executorch"])
+        def test_cnn_strict(edge_model):
+            pass
+    """)
+    serial = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=serial.json", "--edge-measure")
+    serial.assert_outcomes(passed=8, failed=2)
+    for _ in range(2):  # twice: the second run reads what two workers wrote concurrently
+        parallel = pytester.runpytest_subprocess("-n", "2", "--edge-update-golden", "--edge-report=par.json",
+                                                 "--edge-measure")
+        parallel.assert_outcomes(passed=8, failed=2)
+    verdicts = lambda name: sorted((r["test"], r["verdict"]) for r in  # noqa: E731
+                                   json.loads((pytester.path / name).read_text())["records"])
+    assert verdicts("serial.json") == verdicts("par.json")
+    records = json.loads((pytester.path / "par.json").read_text())["records"]
+    measured = [r for r in records if r["verdict"] != "skipped"]
+    assert len(measured) == 10 and all(r["latency_ms"]["p50"] > 0 for r in measured)
+    parallel.stdout.fnmatch_lines(["*pytest-edge conformance*"])
+    pytester.runpytest_subprocess("-n", "2").assert_outcomes(passed=8, failed=2)
+
+
+def test_fallback_budget_names_operators(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", max_fallback=0.0, backends=["litert", "executorch", "onnxruntime-cpu"])
+        def test_strict(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_cnn", max_fallback=0.2, max_partitions=1,
+                          backends=["litert", "executorch"])
+        def test_loose(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(passed=3, failed=2)
+    result.stdout.fnmatch_lines([
+        "*litert: fallback 16.7% (1 of 6 operators on default CPU kernels) > max_fallback 0.0%; fell back: CUMSUM x1*",
+        "*executorch: fallback 12.5% (1 of 8 operators on default CPU kernels) > max_fallback 0.0%; "
+        "fell back: aten::cumsum x1*",
+    ])
+
+
+def test_predicted_target_coverage(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", target="coreml", max_fallback=0.1, backends="onnxruntime-cpu")
+        def test_coreml(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: fallback 25.0% (predicted) (2 of 8 operators*CumSum x1, Flatten x1*"])
+
+
+def test_stateful_tflite_is_reset_before_each_case(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import numpy as np, pytest
+        CASES = [{"x": np.full((1, 4), 1, np.float32)}, {"x": np.full((1, 4), 2, np.float32)}]
+
+        @pytest.mark.edge(model="counter_state", inputs=lambda: CASES, atol=0, rtol=0)
+        def test_counter(edge_model):
+            golden = edge_model.golden
+            assert [c.outputs[edge_model.outputs[0].name].tolist() for c in golden.cases] == [[[1.0] * 4], [[2.0] * 4]]
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2, skipped=2)
+    pytester.runpytest_subprocess().assert_outcomes(passed=2, skipped=2)
+
+
+def test_user_inputs_with_int_scalar_and_shapes(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import numpy as np, pytest
+
+        @pytest.mark.edge(model="two_io", inputs={"x": np.ones((1, 8), np.float32), "n": np.full((1, 8), 3)},
+                          skip_backends=["executorch"])
+        def test_two_io(edge_model):
+            assert edge_model.golden.cases[0].outputs["m"].tolist() == [[4] * 8]
+
+        @pytest.mark.edge(model="conv_dynhw", shapes={"x": (1, 3, 12, 20)})
+        def test_hw(edge_model):
+            assert edge_model.golden.cases[0].outputs["y"].shape == (1, 8, 12, 20)
+
+        @pytest.mark.edge(model="conv_dynhw")
+        def test_hw_without_shapes(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-k", "without_shapes")
+    result.assert_outcomes(failed=1, skipped=3)
+    result.stdout.fnmatch_lines(["*input 'x' has a dynamic dimension 'height' at axis 2*shapes=*"])
+    # Once a golden exists it fixes the shapes, with or without shapes= in the marker.
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "not without").assert_outcomes(passed=2, skipped=5)
+    pytester.runpytest_subprocess().assert_outcomes(passed=3, skipped=8)
+
+
+def test_latency_and_memory_budgets_below_and_above(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", p50_ms="60s", p99_ms=60000, peak_memory_mb="4GB", max_load_ms="60s",
+                          backends=["onnxruntime-cpu", "litert"], runs=20)
+        def test_generous(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_mlp", p50_ms="1ns", p99_ms="1ns", peak_memory_mb=0, max_load_ms="1ns",
+                          backends=["onnxruntime-cpu", "litert"], runs=20)
+        def test_impossible(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines([
+        "*4 check(s) failed on litert*",
+        "*litert: load time * ms > max_load_ms 1e-06 ms*",
+        "*litert: P50 latency * ms > p50_ms 1e-06 ms (over 20 runs)*",
+        "*litert: P99 latency * ms > p99_ms 1e-06 ms (over 20 runs) [[]weak evidence: P99 from only 20 runs*",
+        "*litert: peak memory * MB over the runtime's baseline > peak_memory_mb 0 MB*",
+    ])
+
+
+def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
+        def test_mlp(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=base.json")
+    base = json.loads((pytester.path / "base.json").read_text())
+    base["records"][0]["latency_ms"]["p50"] /= 100  # the stored run was 100x faster
+    base["records"][0]["coverage"]["fallback"] = 0.0
+    (pytester.path / "fast.json").write_text(json.dumps(base))
+    result = pytester.runpytest_subprocess("--edge-baseline=fast.json", "--edge-max-regression=10%")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: P50 latency * ms is +*% against the baseline * ms (allowed +10%)*"])
+    base["records"][0]["latency_ms"]["p50"] *= 1000
+    base["records"][0]["latency_ms"]["p99"] *= 1000
+    base["records"][0]["peak_memory_mb"] = 1e6
+    (pytester.path / "slow.json").write_text(json.dumps(base))
+    pytester.runpytest_subprocess("--edge-baseline=slow.json").assert_outcomes(passed=1)
+
+
+def test_junit_properties(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", backends="litert")
+        def test_mlp(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--junitxml=junit.xml")
+    xml = (pytester.path / "junit.xml").read_text()
+    for name in ("edge_backend", "edge_p50_ms", "edge_peak_memory_mb", "edge_fallback", "edge_load_ms"):
+        assert f'name="{name}"' in xml
+
+
+def test_isolation_none_runs_in_process(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import os, pytest
+        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
+        def test_mlp(edge_model, request):
+            from pytest_edge.plugin import SESSION_KEY
+            edge_model.inputs
+            assert request.config.stash[SESSION_KEY].workers["onnxruntime-cpu"].call("ping") == os.getpid()
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-isolation=none").assert_outcomes(passed=1)
+
+
+def test_corrupt_golden_names_the_file(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(CNN_TEST)
+    pytester.runpytest_subprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=3)
+    case = pytester.path / "golden/tiny_cnn/case_000.npz"
+    case.write_bytes(case.read_bytes()[:40])
+    result = pytester.runpytest_subprocess(LIGHT)
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines([f"*corrupt golden file {case}*--edge-update-golden*"])
