@@ -1,0 +1,236 @@
+"""The real runtimes on the real fixture models: signatures, outputs, coverage, isolation, measurement."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_edge.backends import all_backends, get_backend
+from pytest_edge.backends.pte_coverage import pte_coverage
+from pytest_edge.errors import BackendCrash, BackendError
+from pytest_edge.worker import BackendWorker, WorkerServer
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _available(name: str) -> None:
+    reason = get_backend(name).unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+def _server(name: str) -> WorkerServer:
+    _available(name)
+    return WorkerServer(name)
+
+
+def _load(server: WorkerServer, artifact: str, shapes: dict | None = None) -> dict:
+    return server.op_load(artifact, str(FIXTURES / artifact), 1, shapes or {})
+
+
+def test_registry_has_the_builtin_backends() -> None:
+    names = list(all_backends())
+    assert names[:1] == ["onnxruntime-cpu"] and {"litert", "litert-ref", "executorch"} <= set(names)
+    assert "onnxruntime-azure" not in names  # a remote provider is not a local backend
+    assert get_backend("onnxruntime-xnnpack").unavailable_reason() in (
+        None, "this onnxruntime wheel has no XnnpackExecutionProvider")
+    with pytest.raises(KeyError, match="unknown backend"):
+        get_backend("tensorrt")
+
+
+SUFFIX_BACKENDS = {".onnx": ["onnxruntime-cpu"], ".tflite": ["litert", "litert-ref"], ".pte": ["executorch"]}
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime-cpu", "litert", "litert-ref", "executorch"])
+def test_tiny_cnn_agrees_across_runtimes(backend: str) -> None:
+    reference = _server("onnxruntime-cpu")
+    _load(reference, "tiny_cnn.onnx")
+    x = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    (expected,) = reference.op_run("tiny_cnn.onnx", [x])
+    server = _server(backend)
+    artifact = "tiny_cnn" + get_backend(backend).suffix
+    info = _load(server, artifact)
+    assert [s["shape"] for s in info["inputs"]] == [[1, 3, 32, 32]]
+    assert [s["dtype"] for s in info["outputs"]] == ["float32"]
+    (actual,) = server.op_run(artifact, [x])
+    assert actual.shape == (1, 10)
+    np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_signatures_report_dtypes_and_dynamic_dims() -> None:
+    server = _server("onnxruntime-cpu")
+    two = _load(server, "two_io.onnx")
+    assert [(s["name"], s["dtype"]) for s in two["inputs"]] == [("x", "float32"), ("n", "int32")]
+    assert [(s["name"], s["dtype"]) for s in two["outputs"]] == [("y", "float32"), ("m", "int32")]
+    assert _load(server, "mlp_dynbatch.onnx")["inputs"][0]["shape"] == ["batch", 16]
+    assert _load(server, "conv_dynhw.onnx")["inputs"][0]["shape"] == [1, 3, "height", "width"]
+    y, m = server.op_run("two_io.onnx", [np.ones((1, 8), np.float32), np.full((1, 8), 2, np.int32)])
+    assert m.dtype == np.int32 and m.tolist() == [[3] * 8]
+
+
+def test_executorch_two_io_positions_and_dtypes() -> None:
+    server = _server("executorch")
+    info = _load(server, "two_io.pte")
+    assert [s["dtype"] for s in info["inputs"]] == ["float32", "int32"]
+    y, m = server.op_run("two_io.pte", [np.ones((1, 8), np.float32), np.full((1, 8), 2, np.int32)])
+    assert m.tolist() == [[3] * 8]
+
+
+@pytest.mark.parametrize("backend", ["litert", "litert-ref"])
+def test_stateful_tflite_is_repeatable_after_reset(backend: str) -> None:
+    server = _server(backend)
+    _load(server, "counter_state.tflite")
+    x = np.ones((1, 4), np.float32)
+    without_reset = [server.op_run("counter_state.tflite", [x], False)[0].tolist() for _ in range(2)]
+    assert without_reset[1] != without_reset[0], "the model keeps state between runs"
+    with_reset = [server.op_run("counter_state.tflite", [x], True)[0].tolist() for _ in range(2)]
+    assert with_reset == [[[1.0] * 4]] * 2
+
+
+def _tflite_ops(path: Path) -> list[str]:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    interpreter = Interpreter(str(path), experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interpreter.allocate_tensors()
+    return [op["op_name"] for op in interpreter._get_ops_details()]
+
+
+@pytest.mark.parametrize("model", ["tiny_cnn_int8", "tiny_cnn", "counter_state"])
+def test_litert_coverage_counts_every_compute_op(model: str) -> None:
+    server = _server("litert")
+    coverage = _load(server, f"{model}.tflite")["coverage"]
+    compute = [op for op in _tflite_ops(FIXTURES / f"{model}.tflite")
+               if op not in {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}]
+    assert coverage["delegated_ops"] + coverage["fallback_ops"] == coverage["total_ops"] == len(compute)
+    ops = server.models[f"{model}.tflite"].interpreter._get_ops_details()
+    assert coverage["partitions"] == sum(op["op_name"] == "DELEGATE" for op in ops)
+    if model.startswith("tiny_cnn"):
+        assert coverage["fallback_op_names"] == {"CUMSUM": 1}
+    ref = _load(_server("litert-ref"), f"{model}.tflite")["coverage"]
+    assert ref["delegated_ops"] == 0 and ref["partitions"] == 0 and ref["total_ops"] == len(compute)
+
+
+def test_int8_model_reports_int8_precision() -> None:
+    server = _server("litert")
+    assert _load(server, "tiny_cnn_int8.tflite")["precision"] == "int8"
+    assert _load(server, "tiny_cnn.tflite")["precision"] == "float32"
+
+
+def test_onnxruntime_cpu_coverage_is_every_node() -> None:
+    import onnx
+
+    coverage = _load(_server("onnxruntime-cpu"), "tiny_cnn.onnx")["coverage"]
+    nodes = len(onnx.load(str(FIXTURES / "tiny_cnn.onnx")).graph.node)
+    assert coverage["total_ops"] == coverage["delegated_ops"] == nodes and coverage["partitions"] == 1
+
+
+@pytest.mark.parametrize("model", ["tiny_cnn", "tiny_mlp", "two_io"])
+def test_pte_fallback_equals_export_time_delegation_info(model: str) -> None:
+    """The .pte reading must agree with get_delegation_info at export time, op for op."""
+    _available("executorch")
+    torch = pytest.importorskip("torch")
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.devtools.backend_debug import get_delegation_info
+    from executorch.exir import to_edge_transform_and_lower
+
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import make_models
+    finally:
+        sys.path.remove(str(FIXTURES))
+    module, example = make_models._torch_modules(make_models._weights())[model]
+    lowered = to_edge_transform_and_lower(torch.export.export(module, example), partitioner=[XnnpackPartitioner()])
+    info = get_delegation_info(lowered.exported_program().graph_module)
+    export_fallback = {name: row.non_delegated for name, row in info.delegation_by_operator.items()
+                       if row.non_delegated and name != "getitem"}
+    coverage = pte_coverage(lowered.to_executorch().buffer)
+    runtime_fallback = {name.replace("::", "_"): count for name, count in coverage.fallback_op_names.items()}
+    assert len(runtime_fallback) == len(export_fallback)
+    for name, count in runtime_fallback.items():
+        (match,) = [k for k in export_fallback if k.startswith(name + "_")]
+        assert export_fallback[match] == count
+    assert coverage.partitions == info.num_delegated_subgraphs
+    assert not coverage.approximate
+    # The shipped .pte reads the same as the freshly lowered program.
+    assert pte_coverage((FIXTURES / f"{model}.pte").read_bytes()) == coverage
+
+
+@pytest.mark.parametrize("artifact, backend", [("tiny_cnn.onnx", "onnxruntime-cpu"),
+                                               ("tiny_cnn.tflite", "litert"),
+                                               ("tiny_cnn.pte", "executorch")])
+def test_truncated_artifact_gives_clear_error_and_worker_survives(tmp_path: Path, artifact: str, backend: str) -> None:
+    _available(backend)
+    broken = tmp_path / artifact
+    data = (FIXTURES / artifact).read_bytes()
+    broken.write_bytes(data[: len(data) // 2])
+    worker = BackendWorker(backend)
+    try:
+        with pytest.raises(BackendError) as error:
+            worker.call("load", "broken", str(broken), 1, {}, artifact=str(broken))
+        assert backend in str(error.value) and str(broken) in str(error.value)
+        good = worker.call("load", "good", str(FIXTURES / artifact), 1, {}, artifact=artifact)
+        assert good["inputs"][0]["shape"] == [1, 3, 32, 32]
+    finally:
+        worker.close()
+
+
+def test_native_crash_is_reported_with_signal_and_worker_restarts() -> None:
+    _available("onnxruntime-cpu")
+    worker = BackendWorker("onnxruntime-cpu")
+    try:
+        pid = worker.call("ping")
+        assert pid != os.getpid()
+        os.kill(pid, signal.SIGSEGV)
+        with pytest.raises(BackendCrash, match=r"crashed \(signal SIGSEGV\) while trying to load .*tiny_mlp"):
+            worker.call("load", "m", str(FIXTURES / "tiny_mlp.onnx"), 1, {}, artifact=str(FIXTURES / "tiny_mlp.onnx"))
+        assert worker.call("ping") not in (pid, os.getpid())
+    finally:
+        worker.close()
+
+
+def test_measurement_protocol_figures_are_consistent() -> None:
+    server = _server("litert")
+    _load(server, "tiny_cnn.tflite")
+    x = np.zeros((1, 3, 32, 32), np.float32)
+    result = server.op_measure("tiny_cnn.tflite", [x], 3, 40)
+    lat = result["latency_ms"]
+    assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"]
+    assert result["measured_runs"] == 40 and result["warmup_runs"] == 3
+    assert result["first_inference_ms"] > 0 and result["drift"] > 0
+    assert result["peak_memory_mb"] is not None and result["peak_memory_mb"] >= result["steady_memory_mb"] - 1e-9
+
+
+def _weights_model(path: Path, megabytes: int) -> Path:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    n = int((megabytes * 2**20 / 4) ** 0.5)
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "big",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_peak_memory_grows_with_weight_size(tmp_path: Path) -> None:
+    """Measured in fresh worker processes: a 64 MB weight must show up, a 4 MB one must not look like it."""
+    _available("onnxruntime-cpu")
+    peaks = {}
+    for megabytes in (4, 64):
+        path = _weights_model(tmp_path / f"w{megabytes}.onnx", megabytes)
+        worker = BackendWorker("onnxruntime-cpu")
+        try:
+            worker.call("load", "m", str(path), 1, {})
+            n = int((megabytes * 2**20 / 4) ** 0.5)
+            peaks[megabytes] = worker.call("measure", "m", [np.ones((1, n), np.float32)], 1, 5)["peak_memory_mb"]
+        finally:
+            worker.close()
+    assert peaks[64] - peaks[4] > 50, peaks

@@ -1,0 +1,68 @@
+"""The ``pytest-edge`` command: inspect agrees with the report; report merge and compare."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_edge.cli import main
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_edge.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_inspect_prints_the_numbers_of_the_report(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn")
+        def test_cnn(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json").assert_outcomes(passed=4)
+    records = json.loads((pytester.path / "r.json").read_text())["records"]
+    done = _cli("inspect", "tiny_cnn", "--model-dir", "models", cwd=pytester.path)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[2:]}
+    for record in records:
+        cov = record["coverage"]
+        row = rows[record["backend"]]
+        assert f"{cov['delegated_ops']}/{cov['total_ops']} delegated" in row
+        assert f"{cov['fallback']:.1%}" in row
+    assert "CUMSUM x1" in rows["litert"] and "aten::cumsum x1" in rows["executorch"]
+
+
+def test_inspect_unknown_model_is_a_clear_error(tmp_path: Path) -> None:
+    done = _cli("inspect", "nothing_here", cwd=tmp_path)
+    assert done.returncode == 2 and "model 'nothing_here' not found" in done.stderr
+
+
+def _report(tmp_path: Path, name: str, cpu: str, p50: float) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({
+        "schema": "pytest-edge/report/1", "created": "2026-11-29T00:00:00Z", "machine": {"cpu": cpu},
+        "records": [{"test": "t.py::t[m-litert]", "model": {"name": "m"}, "backend": "litert", "verdict": "passed",
+                     "latency_ms": {"p50": p50, "p99": p50}, "peak_memory_mb": 1.0,
+                     "coverage": {"fallback": 0.0}}]}))
+    return path
+
+
+def test_report_merge_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = _report(tmp_path, "a.json", "pixel", 1.0), _report(tmp_path, "b.json", "rpi", 3.0)
+    assert main(["report", "merge", str(a), str(b), "-o", str(tmp_path / "m.json")]) == 0
+    out = capsys.readouterr().out
+    assert "model m" in out and "pixel [0]" in out and "rpi [1]" in out and "passed 3.000ms" in out
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert len(merged["records"]) == 2 and set(merged["matrix"]["m"]) == {"pixel [0]", "rpi [1]"}
+    assert main(["report", "compare", str(a), str(b), "--max-regression", "10%"]) == 1
+    assert "P50 latency 3.000 ms is +200.0%" in capsys.readouterr().out
+    assert main(["report", "compare", str(b), str(a)]) == 0
+    (tmp_path / "bad.json").write_text("{}")
+    assert main(["report", "merge", str(tmp_path / "bad.json")]) == 2
