@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import time
 from typing import Sequence
 
 import numpy as np
@@ -63,29 +62,28 @@ def reset_hwm() -> bool:
 
 
 class MachineLoad:
-    """CPU time the rest of the machine used during a window, in cores (0.0 = idle machine)."""
+    """How many other tasks wanted a CPU while we timed: the mean of ``procs_running`` samples
+    (from /proc/stat) minus this process. Busy-time deltas are too coarse (10 ms ticks) for
+    sub-millisecond runs, a snapshot of the run queue is not."""
 
     def __init__(self) -> None:
-        self._start = (self._busy_s(), time.perf_counter(), time.process_time())
+        self.samples: list[int] = []
+        self.sample()
 
-    @staticmethod
-    def _busy_s() -> float | None:
+    def sample(self) -> None:
         try:
             with open("/proc/stat") as stat:
-                fields = [float(v) for v in stat.readline().split()[1:]]
+                for line in stat:
+                    if line.startswith("procs_running"):
+                        self.samples.append(int(line.split()[1]))
+                        return
         except (OSError, ValueError):
-            return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
-        return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
+            pass
 
     def other_cores(self) -> float | None:
-        busy0, wall0, own0 = self._start
-        busy1 = self._busy_s()
-        if busy0 is None or busy1 is None:
+        if not self.samples:
             return None
-        wall = time.perf_counter() - wall0
-        own = time.process_time() - own0
-        return max(0.0, (busy1 - busy0 - own) / wall) if wall > 0 else None
+        return max(0.0, sum(self.samples) / len(self.samples) - 1)
 
 
 def machine_info() -> dict[str, object]:

@@ -376,6 +376,7 @@ class EdgeSession:
             "steady_memory_mb": measured.get("steady_memory_mb"),
             "drift": measured.get("drift"),
             "timing_under_load": measured.get("under_load"),
+            "other_tasks_running": measured.get("other_cores_busy"),
             "accuracy": {"reference": golden.reference_backend, "cases": len(golden.cases),
                          **summarize(comparisons)},
         }

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import needs_executorch
 from pytest_edge.cli import main
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -19,6 +20,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
+@needs_executorch
 def test_inspect_prints_the_numbers_of_the_report(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile("""
         import pytest

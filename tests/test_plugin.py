@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LIGHT
+from conftest import LIGHT, needs_executorch
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -206,6 +206,7 @@ def test_native_crash_fails_one_test_and_the_worker_restarts(pytester: pytest.Py
     result.stdout.fnmatch_lines(["*the litert runtime crashed (signal SIGSEGV)*tiny_mlp.tflite*restarted*"])
 
 
+@needs_executorch
 def test_report_fields_and_table(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(CNN_TEST)
     result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=out/report.json")
@@ -234,6 +235,7 @@ def test_report_fields_and_table(pytester: pytest.Pytester, models: Path) -> Non
     assert by_backend["litert-ref"]["coverage"]["delegated_ops"] == 0
 
 
+@needs_executorch
 def test_xdist_gives_same_verdicts_and_one_merged_report(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(test_a=CNN_TEST, test_b="""
         import pytest
@@ -260,6 +262,7 @@ def test_xdist_gives_same_verdicts_and_one_merged_report(pytester: pytest.Pytest
     pytester.runpytest_subprocess("-n", "2").assert_outcomes(passed=8, failed=2)
 
 
+@needs_executorch
 def test_fallback_budget_names_operators(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile("""
         import pytest

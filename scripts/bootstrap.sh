@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Make .venv with pytest-edge, every runtime and the test tools. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.pytest-edge-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  # torch is pinned to the CPU build in the executorch extra (torch==2.13.0).
+  .venv/bin/python -m pip install --quiet -e '.[all,test]' 'tox>=4'
+  touch "$stamp"
+fi
