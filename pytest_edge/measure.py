@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from typing import Sequence
 
 import numpy as np
@@ -62,28 +63,35 @@ def reset_hwm() -> bool:
 
 
 class MachineLoad:
-    """How many other tasks wanted a CPU while we timed: the mean of ``procs_running`` samples
-    (from /proc/stat) minus this process. Busy-time deltas are too coarse (10 ms ticks) for
-    sub-millisecond runs, a snapshot of the run queue is not."""
+    """CPU time the rest of the machine used while we timed, in cores (0.0: idle machine).
+
+    Busy time from /proc/stat counts in 10 ms ticks, so a window shorter than ``MIN_WINDOW_S``
+    cannot be judged and gives None rather than a made-up figure.
+    """
+
+    MIN_WINDOW_S = 0.25
 
     def __init__(self) -> None:
-        self.samples: list[int] = []
-        self.sample()
+        self._start = (self._busy_s(), time.perf_counter(), time.process_time())
 
-    def sample(self) -> None:
+    @staticmethod
+    def _busy_s() -> float | None:
         try:
             with open("/proc/stat") as stat:
-                for line in stat:
-                    if line.startswith("procs_running"):
-                        self.samples.append(int(line.split()[1]))
-                        return
+                fields = [float(v) for v in stat.readline().split()[1:]]
         except (OSError, ValueError):
-            pass
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
+        return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
 
     def other_cores(self) -> float | None:
-        if not self.samples:
+        busy0, wall0, own0 = self._start
+        busy1 = self._busy_s()
+        wall = time.perf_counter() - wall0
+        if busy0 is None or busy1 is None or wall < self.MIN_WINDOW_S:
             return None
-        return max(0.0, sum(self.samples) / len(self.samples) - 1)
+        own = time.process_time() - own0
+        return max(0.0, (busy1 - busy0 - own) / wall)
 
 
 def machine_info() -> dict[str, object]:

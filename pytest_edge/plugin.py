@@ -235,6 +235,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if _is_xdist_worker(config):
         config.workeroutput["edge_records"] = json.dumps(edge.records)
         config.workeroutput["edge_under_load"] = edge.timing_under_load
+        config.workeroutput["edge_measured"] = edge.measured_any
         return
     path = _value(config, "edge_report")
     if path and edge.records:
@@ -252,8 +253,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line("* coverage predicted from the execution provider's support rules")
     if edge.timing_under_load:
         terminalreporter.write_line(
-            "note: timing ran while other processes kept more than half a core busy; "
-            "latency figures are noisier than on an idle machine")
+            "note: some timings ran under load (other processes kept more than half a core busy; see "
+            "timing_under_load in the report): their latency figures are noisier than on an idle machine")
+    workers = getattr(config.option, "numprocesses", None)
+    if workers and edge.measured_any:
+        terminalreporter.write_line(
+            f"note: timing and memory ran one at a time across the {workers} xdist workers, but correctness "
+            "tests of other workers ran beside them; for the steadiest figures run without -n")
     path = _value(config, "edge_report")
     if path:
         terminalreporter.write_line(f"report: {Path(config.rootpath) / path}")
@@ -269,6 +275,7 @@ class XdistMerge:
         output = getattr(node, "workeroutput", {})
         self.session.records.extend(json.loads(output.get("edge_records", "[]")))
         self.session.timing_under_load |= bool(output.get("edge_under_load"))
+        self.session.measured_any |= bool(output.get("edge_measured"))
 
 
 __all__ = ["EdgeModel", "EdgeUsageError"]

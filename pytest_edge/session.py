@@ -26,7 +26,8 @@ from .worker import BackendWorker, machine_measurement_lock
 
 # Preferred reference backends when the configured one has no artifact for a model.
 REFERENCE_ORDER = ("onnxruntime-cpu", "litert-ref", "executorch", "litert")
-# Another core busier than this during a timing run marks the figures as taken under load.
+# CPU the rest of the machine used during the timed runs, in cores, from which a timing counts
+# as taken under load.
 _LOAD_THRESHOLD_CORES = 0.5
 
 
@@ -97,6 +98,7 @@ class EdgeSession:
         self.measurements: dict[tuple, dict[str, Any]] = {}
         self.records: list[dict[str, Any]] = []
         self.timing_under_load = False
+        self.measured_any = False
         self._machine: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ models and backends
@@ -274,6 +276,7 @@ class EdgeSession:
             busy = result.get("other_cores_busy")
             result["under_load"] = None if busy is None else busy > _LOAD_THRESHOLD_CORES
             self.timing_under_load |= bool(result["under_load"])
+            self.measured_any = True
             self.measurements[key] = result
         return self.measurements[key]
 
@@ -376,7 +379,7 @@ class EdgeSession:
             "steady_memory_mb": measured.get("steady_memory_mb"),
             "drift": measured.get("drift"),
             "timing_under_load": measured.get("under_load"),
-            "other_tasks_running": measured.get("other_cores_busy"),
+            "other_cores_busy": measured.get("other_cores_busy"),
             "accuracy": {"reference": golden.reference_backend, "cases": len(golden.cases),
                          **summarize(comparisons)},
         }

@@ -90,14 +90,10 @@ class WorkerServer:
             model.run(feeds)
         samples = []
         clock = time.perf_counter_ns
-        every = max(1, runs // 20)
-        for index in range(runs):
+        for _ in range(runs):
             start = clock()
             model.run(feeds)
             samples.append(clock() - start)
-            if index % every == 0:
-                load.sample()  # outside the timed region
-        load.sample()
         other_cores = load.other_cores()
         base = self.load_base_mb[key]
         peak = steady = None
