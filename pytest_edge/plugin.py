@@ -199,6 +199,20 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     return result
 
 
+@pytest.fixture
+def edge_benchmark(request: pytest.FixtureRequest):
+    """``edge_benchmark(edge_model)``: the worker's timed runs, shown in pytest-benchmark's table."""
+    pytest.importorskip("pytest_benchmark", reason="edge_benchmark needs pytest-benchmark")
+    from .bench import record_benchmark
+
+    benchmark = request.getfixturevalue("benchmark")
+
+    def run(model: EdgeModel, feeds: Any = None, warmup: int | None = None, runs: int | None = None) -> dict:
+        return record_benchmark(benchmark, model, feeds, warmup, runs)
+
+    return run
+
+
 def _add_properties(item: pytest.Item, record: dict[str, Any]) -> None:
     """Key figures as JUnit XML properties (``--junitxml``)."""
     latency = record.get("latency_ms") or {}

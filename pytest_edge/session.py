@@ -265,14 +265,18 @@ class EdgeSession:
                 raise BackendError(f"{loaded.backend}: output {spec.name!r} of {loaded.artifact} has "
                                    f"{int(np.isnan(out).sum())} NaN and {int(np.isinf(out).sum())} Inf values")
 
-    def measure(self, loaded: Loaded, feeds: Sequence[np.ndarray], spec: EdgeSpec) -> dict[str, Any]:
+    def measure(self, loaded: Loaded, feeds: Sequence[np.ndarray], spec: EdgeSpec,
+                keep_samples: bool = False) -> dict[str, Any]:
+        """The measurement protocol in the worker, once per (model, backend, warmup, runs)."""
         warmup = spec.warmup if spec.warmup is not None else self.settings.warmup
         runs = spec.runs if spec.runs is not None else self.settings.runs
-        key = (loaded.backend, loaded.key, warmup, runs)
+        key = (loaded.backend, loaded.key, warmup, runs, keep_samples)
         if key not in self.measurements:
+            feeds = [np.ascontiguousarray(np.asarray(x).astype(s.dtype, copy=False))
+                     for x, s in zip(feeds, loaded.inputs)]
             with machine_measurement_lock():
-                result = self._call(loaded.backend, "measure", loaded.key, list(feeds), warmup, runs,
-                                    artifact=loaded.artifact)
+                result = self._call(loaded.backend, "measure", loaded.key, feeds, warmup, runs,
+                                    keep_samples, artifact=loaded.artifact)
             busy = result.get("other_cores_busy")
             result["under_load"] = None if busy is None else busy > _LOAD_THRESHOLD_CORES
             self.timing_under_load |= bool(result["under_load"])

@@ -80,19 +80,21 @@ class WorkerServer:
             self.models[key].reset()
         return self._run_timed(key, feeds)
 
-    def op_measure(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> dict[str, Any]:
+    def op_measure(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int,
+                   keep_samples: bool = False) -> dict[str, Any]:
         model = self.models[key]
         reset = measure.reset_hwm()
         if self.first_inference_ms[key] is None:
             self._run_timed(key, feeds)
+        infer = model.bind(feeds)
         load = measure.MachineLoad()
         for _ in range(warmup):
-            model.run(feeds)
+            infer()
         samples = []
         clock = time.perf_counter_ns
         for _ in range(runs):
             start = clock()
-            model.run(feeds)
+            infer()
             samples.append(clock() - start)
         other_cores = load.other_cores()
         base = self.load_base_mb[key]
@@ -110,6 +112,7 @@ class WorkerServer:
             "warmup_runs": warmup, "measured_runs": runs,
             "peak_memory_mb": peak, "steady_memory_mb": steady,
             "other_cores_busy": other_cores,
+            "samples_ns": samples if keep_samples else None,
         }
 
     def op_unload(self, key: str) -> None:

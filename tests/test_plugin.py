@@ -414,3 +414,19 @@ def test_corrupt_golden_names_the_file(pytester: pytest.Pytester, models: Path) 
     result = pytester.runpytest_subprocess(LIGHT)
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines([f"*corrupt golden file {case}*--edge-update-golden*"])
+
+
+def test_edge_benchmark_fills_pytest_benchmark_table(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu", "litert"])
+        def test_speed(edge_model, edge_benchmark):
+            result = edge_benchmark(edge_model, runs=30, warmup=2)
+            assert len(result["samples_ns"]) == 30
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--benchmark-json=bench.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*benchmark: 2 tests*", "*test_speed[[]tiny_mlp-litert[]]*"])
+    bench = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
+    assert {b["extra_info"]["edge_backend"] for b in bench} == {"onnxruntime-cpu", "litert"}
+    assert all(b["stats"]["rounds"] == 30 and b["stats"]["median"] > 0 for b in bench)

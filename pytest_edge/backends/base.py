@@ -12,7 +12,7 @@ import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -78,6 +78,11 @@ class LoadedModel(ABC):
     @abstractmethod
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run once on positional inputs; return positional outputs as NumPy arrays."""
+
+    def bind(self, feeds: Sequence[np.ndarray]) -> Callable[[], Any]:
+        """One inference on ``feeds`` already in the runtime's own form, for the timing loop: the
+        conversions ``run`` does on every call (NumPy <-> runtime tensors) are done here once."""
+        return lambda: self.run(feeds)
 
     def coverage(self) -> Coverage | None:
         """Delegate coverage, or None where this backend cannot tell."""

@@ -44,6 +44,12 @@ class ExecuTorchModel(LoadedModel):
         outputs = self.method.execute([torch.from_numpy(np.ascontiguousarray(x)) for x in feeds])
         return [o.numpy().copy() if hasattr(o, "numpy") else np.asarray(o) for o in outputs]
 
+    def bind(self, feeds: Sequence[np.ndarray]):
+        import torch
+
+        method, tensors = self.method, [torch.from_numpy(np.ascontiguousarray(x)) for x in feeds]
+        return lambda: method.execute(tensors)
+
     def coverage(self) -> Coverage | None:
         if self._coverage is None:
             from .pte_coverage import pte_coverage

@@ -127,15 +127,36 @@ class LiteRTModel(LoadedModel):
         if self.stateful:
             self.interpreter = self._new_interpreter()
 
+    def _refresh_io(self) -> None:
+        # get_input_details() builds dicts on every call: read the indices once per interpreter.
+        interpreter = self.interpreter
+        self._in = [(int(d["index"]), tuple(d["shape"])) for d in interpreter.get_input_details()]
+        self._out = [int(d["index"]) for d in interpreter.get_output_details()]
+        self._io_of = interpreter
+
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         interpreter = self.interpreter
-        for detail, value in zip(interpreter.get_input_details(), feeds):
-            if tuple(detail["shape"]) != value.shape:
-                interpreter.resize_tensor_input(detail["index"], list(value.shape))
+        if getattr(self, "_io_of", None) is not interpreter:
+            self._refresh_io()
+        for (index, shape), value in zip(self._in, feeds):
+            if shape != value.shape:
+                interpreter.resize_tensor_input(index, list(value.shape))
                 interpreter.allocate_tensors()
-            interpreter.set_tensor(detail["index"], value)
+                self._refresh_io()
+            interpreter.set_tensor(index, value)
         interpreter.invoke()
-        return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
+        return [interpreter.get_tensor(index).copy() for index in self._out]
+
+    def bind(self, feeds: Sequence[np.ndarray]):
+        self.run(feeds)  # sizes the tensors once
+        interpreter, inputs, outputs = self.interpreter, [i for i, _ in self._in], self._out
+
+        def infer():
+            for index, value in zip(inputs, feeds):
+                interpreter.set_tensor(index, value)
+            interpreter.invoke()
+            return [interpreter.get_tensor(index) for index in outputs]
+        return infer
 
     def delegates(self) -> list[str]:
         return [self._delegate_name] if self._delegate_name else []

@@ -41,6 +41,10 @@ class OrtModel(LoadedModel):
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         return list(self.session.run(None, dict(zip(self._names, feeds))))
 
+    def bind(self, feeds: Sequence[np.ndarray]):
+        session, named = self.session, dict(zip(self._names, feeds))
+        return lambda: session.run(None, named)
+
     def delegates(self) -> list[str]:
         return [self.provider]
 
