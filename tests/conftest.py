@@ -6,12 +6,6 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-from pytest_edge.backends import get_backend
-
-# Tests that count on every runtime; the tflite-runtime lane (NumPy < 2) has no ExecuTorch.
-needs_executorch = pytest.mark.skipif(get_backend("executorch").unavailable_reason() is not None,
-                                      reason="ExecuTorch is not installed in this environment")
-LIGHT = "--edge-backends=onnxruntime-cpu,litert,litert-ref"  # executorch costs ~4 s per process
 
 
 @pytest.fixture

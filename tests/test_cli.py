@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_executorch
+from edge_helpers import needs_executorch
 from pytest_edge.cli import main
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")

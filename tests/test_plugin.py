@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LIGHT, needs_executorch
+from edge_helpers import LIGHT, needs_executorch
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
