@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-TOLERANCE_KEYS = ("atol", "rtol", "min_cosine", "min_snr_db", "topk_agreement")
+from .options import TOLERANCE_KEYS
 
 
 @dataclass

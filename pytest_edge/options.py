@@ -137,10 +137,7 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> EdgeSpec:
         if str(target).lower() not in TARGETS:
             raise EdgeUsageError(f"target: {target!r} is not one of {', '.join(TARGETS)}")
         spec.target = str(target).lower()
-    tolerances = kwargs.get("tolerances") or {}
-    if not isinstance(tolerances, Mapping) or not all(isinstance(v, Mapping) for v in tolerances.values()):
-        raise EdgeUsageError("tolerances: expected {backend or output: {atol: ..., rtol: ...}}")
-    spec.tolerances = dict(tolerances)
+    spec.tolerances = _check_tolerances(kwargs.get("tolerances") or {})
     spec.inputs = kwargs.get("inputs")
     shapes = kwargs.get("shapes") or {}
     if not isinstance(shapes, Mapping):
@@ -150,6 +147,28 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> EdgeSpec:
     except (TypeError, ValueError) as exc:
         raise EdgeUsageError(f"shapes: {shapes!r} is not {{input name: tuple of ints}}") from exc
     return spec
+
+
+TOLERANCE_KEYS = ("atol", "rtol", "min_cosine", "min_snr_db", "topk_agreement")
+
+
+def _check_tolerances(tolerances: Any) -> dict[str, Any]:
+    """{backend or output: {key: value}} or {backend: {output: {key: value}}}; typos are errors."""
+    shape = "tolerances: expected {backend or output: {atol: ..., rtol: ...}}"
+    if not isinstance(tolerances, Mapping):
+        raise EdgeUsageError(shape)
+    for scope, entry in tolerances.items():
+        if not isinstance(entry, Mapping):
+            raise EdgeUsageError(f"{shape}; got {scope!r}: {entry!r}")
+        for key, value in entry.items():
+            if isinstance(value, Mapping):
+                unknown = sorted(set(value) - set(TOLERANCE_KEYS))
+            else:
+                unknown = [] if key in TOLERANCE_KEYS else [key]
+            if unknown:
+                raise EdgeUsageError(f"tolerances[{scope!r}]: unknown key(s) {', '.join(map(repr, unknown))}; "
+                                     f"known: {', '.join(TOLERANCE_KEYS)}")
+    return dict(tolerances)
 
 
 def parse_percent(value: Any, what: str = "--edge-max-regression") -> float:

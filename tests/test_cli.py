@@ -68,3 +68,15 @@ def test_report_merge_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["report", "compare", str(b), str(a)]) == 0
     (tmp_path / "bad.json").write_text("{}")
     assert main(["report", "merge", str(tmp_path / "bad.json")]) == 2
+
+
+def test_golden_refresh_command_writes_golden(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
+        def test_mlp(edge_model):
+            pass
+    """)
+    done = _cli("golden", "refresh", "-q", "-p", "no:cacheprovider", cwd=pytester.path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (pytester.path / "golden/tiny_mlp/meta.json").is_file()

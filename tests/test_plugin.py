@@ -430,3 +430,27 @@ def test_edge_benchmark_fills_pytest_benchmark_table(pytester: pytest.Pytester, 
     bench = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
     assert {b["extra_info"]["edge_backend"] for b in bench} == {"onnxruntime-cpu", "litert"}
     assert all(b["stats"]["rounds"] == 30 and b["stats"]["median"] > 0 for b in bench)
+
+
+def test_third_party_onnx_with_int64_scalar_input(pytester: pytest.Pytester, models: Path) -> None:
+    """Several inputs, one an int64 scalar given through inputs=; a model not in fixtures/."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["k"], ["kf"], to=TensorProto.FLOAT), helper.make_node("Mul", ["x", "kf"], ["y"])],
+        "scale", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4]),
+                  helper.make_tensor_value_info("k", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(models / "scale.onnx"))
+    pytester.makepyfile("""
+        import numpy as np, pytest
+        @pytest.mark.edge(model="scale", inputs={"x": np.ones((2, 4), np.float32), "k": 3})
+        def test_scale(edge_model):
+            assert edge_model.golden.cases[0].inputs["k"].dtype == np.int64
+            assert edge_model.run({"x": np.ones((2, 4)), "k": np.int64(2)})["y"].tolist() == [[2.0] * 4] * 2
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1, skipped=3)
+    pytester.runpytest_subprocess().assert_outcomes(passed=1, skipped=3)

@@ -67,6 +67,9 @@ def test_parse_marker_canonical_units_and_errors() -> None:
         parse_marker((), {"runs": 0})
     with pytest.raises(EdgeUsageError, match="target"):
         parse_marker((), {"target": "tpu"})
+    with pytest.raises(EdgeUsageError, match=r"tolerances\['litert'\]: unknown key\(s\) 'atoll'"):
+        parse_marker((), {"tolerances": {"litert": {"y": {"atoll": 1}}}})
+    assert parse_marker((), {"tolerances": {"litert": {"atol": 1, "y": {"rtol": 2}}}}).tolerances
 
 
 # ---------------------------------------------------------------- comparison
