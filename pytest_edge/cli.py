@@ -15,10 +15,11 @@ from .report import compare_reports, format_table, load_report, matrix_lines, me
 from .session import EdgeSession, Settings
 
 
-def _golden_refresh(args: argparse.Namespace) -> int:
+def golden_refresh(pytest_args: Sequence[str]) -> int:
+    """``pytest --edge-update-golden`` with any pytest arguments (paths, -k, -n ...)."""
     import pytest
 
-    return int(pytest.main(["--edge-update-golden", *args.pytest_args]))
+    return int(pytest.main(["--edge-update-golden", *pytest_args]))
 
 
 def inspect_rows(target: str, search_dirs: Sequence[Path], isolated: bool = True) -> list[list[str]]:
@@ -90,14 +91,16 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["golden", "refresh"]:
+        # Everything after "refresh" belongs to pytest, options included, so argparse stays out.
+        return golden_refresh(argv[2:])
     parser = argparse.ArgumentParser(prog="pytest-edge", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
     golden = commands.add_parser("golden", help="golden outputs")
     golden_commands = golden.add_subparsers(dest="golden_command", required=True)
-    refresh = golden_commands.add_parser("refresh", help="pytest --edge-update-golden [pytest args]")
-    refresh.add_argument("pytest_args", nargs=argparse.REMAINDER)
-    refresh.set_defaults(func=_golden_refresh)
+    golden_commands.add_parser("refresh", help="pytest --edge-update-golden [pytest args]")
 
     inspect = commands.add_parser("inspect", help="delegate coverage of a model on every available backend")
     inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")
