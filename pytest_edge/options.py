@@ -90,7 +90,8 @@ class EdgeSpec:
 
     @property
     def needs_measurement(self) -> bool:
-        return any(v is not None for v in (self.p50_ms, self.p90_ms, self.p99_ms, self.peak_memory_mb))
+        return any(v is not None for v in (self.p50_ms, self.p90_ms, self.p99_ms, self.peak_memory_mb,
+                                           self.max_load_ms))
 
 
 KEYWORDS = tuple(f.name for f in fields(EdgeSpec))

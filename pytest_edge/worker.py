@@ -106,6 +106,7 @@ class WorkerServer:
             rss = measure.rss_mb()
             steady = rss - base if rss is not None else None
         return {
+            "hwm_reset": reset,
             "first_inference_ms": self.first_inference_ms[key],
             "latency_ms": measure.latency_stats(samples),
             "drift": measure.drift(samples),
