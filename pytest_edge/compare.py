@@ -82,6 +82,43 @@ def _fmt(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.3g}"
 
 
+def triage(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) -> str:
+    """Where to look first when outputs disagree, in the order the field has learned (SPEC §7):
+    pre/post-processing (layout, channel order, normalisation), then export and quantization,
+    then the backend's kernels."""
+    e, a = _as_float(expected), _as_float(actual)
+
+    def close(x: np.ndarray) -> bool:
+        return x.shape == a.shape and bool(np.allclose(a, x, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5)))
+
+    if e.ndim == 4:
+        for perm, what in (((0, 2, 3, 1), "NHWC where the golden is NCHW"),
+                           ((0, 3, 1, 2), "NCHW where the golden is NHWC")):
+            if close(np.transpose(e, perm)):
+                return f"layout: the output is the golden in {what}"
+    for axis in range(e.ndim):
+        if e.shape[axis] in (3, 4) and close(np.flip(e, axis)):
+            return f"channel order: the output is the golden reversed on axis {axis} (RGB/BGR?)"
+    if a.shape != e.shape:
+        return "shape: the artifact's output shape differs from the golden; check the export"
+    flat_e, flat_a = e.ravel(), a.ravel()
+    if flat_e.size > 1 and np.std(flat_e) > 0:
+        scale, offset = np.polyfit(flat_e, flat_a, 1)
+        fitted = scale * flat_e + offset
+        residual = np.linalg.norm(flat_a - fitted) / max(np.linalg.norm(flat_a - flat_a.mean()), 1e-30)
+        if abs(offset) < 1e-5 * max(1.0, abs(scale) * float(np.abs(flat_e).max())):
+            offset = 0.0  # fitting noise, not an offset
+        if residual < 1e-3 and (abs(scale - 1) > 1e-2 or abs(offset) > max(atol, 1e-6)):
+            return (f"normalisation: the output is {scale:.4g} x golden + {offset:.4g}; check the input "
+                    "scaling (0..255 vs 0..1, mean/std) and any post-processing")
+    cos = cosine(expected, actual)
+    if cos is not None and cos >= 0.99:
+        return (f"numerics: same direction (cosine {cos:.5f}), small differences: quantization or the "
+                "backend's kernels; for quantized artifacts use min_cosine/min_snr_db/topk_agreement")
+    return ("large disagreement: pre/post-processing ruled out above; compare the export (operators, "
+            "opset, quantization) with the reference artifact, then the backend's kernels")
+
+
 def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
                    tolerance: Mapping[str, Any]) -> OutputComparison:
     atol = float(tolerance.get("atol", 0.0))
@@ -89,7 +126,8 @@ def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
     problems: list[str] = []
     actual = np.asarray(actual)
     if actual.shape != expected.shape:
-        problems.append(f"output {name!r}: shape {list(actual.shape)}, golden has {list(expected.shape)}")
+        problems.append(f"output {name!r}: shape {list(actual.shape)}, golden has {list(expected.shape)}; "
+                        f"look first at {triage(expected, actual, atol, rtol)}")
         return OutputComparison(name, math.inf, math.inf, None, None, None, problems)
     if actual.dtype.kind == "f" and not np.all(np.isfinite(actual)):
         nan, inf = int(np.isnan(actual).sum()), int(np.isinf(actual).sum())
@@ -114,7 +152,7 @@ def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
                 f"rtol={rtol:g}; max abs err {max_abs:.3g}, max rel err {_fmt(max_rel)}; worst at "
                 f"index {tuple(int(i) for i in worst)}: got {a[worst]:.7g}, golden {e[worst]:.7g}; "
                 f"would pass with atol={_fmt(need_atol)} (rtol={rtol:g}) or rtol={_fmt(need_rtol)} "
-                f"(atol={atol:g})")
+                f"(atol={atol:g}); look first at {triage(expected, actual, atol, rtol)}")
     if "min_cosine" in tolerance and cos is not None and cos < float(tolerance["min_cosine"]):
         problems.append(f"output {name!r}: cosine similarity {cos:.6f} < min_cosine {tolerance['min_cosine']}")
     if "min_snr_db" in tolerance and snr is not None and snr < float(tolerance["min_snr_db"]):

@@ -307,3 +307,18 @@ def test_table_rows_show_dash_for_unmeasured() -> None:
     (row,) = table_rows([record])
     assert row[3] == "88%" and row[5] == "—"
     assert format_table([row])[0].startswith("model")
+
+
+@pytest.mark.parametrize("make_actual, expected_hint", [
+    (lambda e: np.transpose(e, (0, 2, 3, 1)), "layout: the output is the golden in NHWC"),
+    (lambda e: np.flip(e, 1), "channel order: the output is the golden reversed on axis 1"),
+    (lambda e: e * 255.0, "normalisation: the output is 255 x golden + 0"),
+    (lambda e: (e - 0.5) / 0.25, "normalisation: the output is 4 x golden + -2"),
+    (lambda e: e + 1e-3 * np.sin(np.arange(e.size)).reshape(e.shape), "numerics: same direction"),
+    (lambda e: np.random.default_rng(9).standard_normal(e.shape), "large disagreement"),
+])
+def test_triage_points_at_the_likely_cause(make_actual, expected_hint) -> None:
+    expected = np.random.default_rng(3).random((1, 3, 5, 7)).astype(np.float32)
+    actual = make_actual(expected).astype(np.float32)
+    (problem,) = compare_output("y", expected, actual, {"atol": 1e-5, "rtol": 1e-5}).problems
+    assert "look first at " + expected_hint in problem
