@@ -9,6 +9,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from .backends import get_backend
 from .errors import EdgeError, EdgeUsageError
 from .handle import EdgeModel
 from .options import EdgeSpec, parse_marker, parse_names, parse_percent
@@ -105,7 +106,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "edge(model=None, **budgets): check a model on every available backend against golden "
         "outputs and budgets (see pytest-edge's README)")
-    session = EdgeSession(_settings(config))
+    settings = _settings(config)
+    for name in [*(settings.backends or []), *settings.require, settings.reference_backend]:
+        try:
+            get_backend(name)
+        except KeyError as exc:
+            raise pytest.UsageError(f"pytest-edge: {exc.args[0]}") from None
+    session = EdgeSession(settings)
     config.stash[SESSION_KEY] = session
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistMerge(session), "edge-xdist")

@@ -454,3 +454,37 @@ def test_third_party_onnx_with_int64_scalar_input(pytester: pytest.Pytester, mod
     """)
     pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1, skipped=3)
     pytester.runpytest_subprocess().assert_outcomes(passed=1, skipped=3)
+
+
+def test_misspelt_backend_option_is_a_usage_error(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest_subprocess("--edge-backends=onnxruntime-cpu,litrt")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pytest-edge: unknown backend 'litrt'; known: onnxruntime-cpu, litert, *"])
+
+
+@needs_executorch
+def test_memory_budget_just_below_and_above_the_measured_peak_on_every_backend(
+        pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", atol=1e-4, rtol=1e-3)
+        def test_cnn(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=m.json")
+    peaks = {r["backend"]: r["peak_memory_mb"] for r in json.loads((pytester.path / "m.json").read_text())["records"]}
+    assert set(peaks) == {"onnxruntime-cpu", "litert", "litert-ref", "executorch"} and all(peaks.values())
+    tests = ["import pytest"]
+    for backend, peak in peaks.items():
+        name = backend.replace("-", "_")
+        for label, factor in (("below", 0.5), ("above", 3.0)):
+            tests.append(f"@pytest.mark.edge(model='tiny_cnn', atol=1e-4, rtol=1e-3, backends=['{backend}'], "
+                         f"peak_memory_mb={peak * factor!r})\ndef test_{label}_{name}(edge_model):\n    pass\n")
+    pytester.makepyfile(test_budgets="\n".join(tests))
+    result = pytester.runpytest_subprocess("test_budgets.py", "-v")
+    for backend in peaks:
+        name = backend.replace("-", "_")
+        result.stdout.fnmatch_lines([f"*test_below_{name}*FAILED*"], consecutive=False)
+        result.stdout.fnmatch_lines([f"*test_above_{name}*PASSED*"], consecutive=False)
+    result.assert_outcomes(passed=4, failed=4)
