@@ -26,8 +26,8 @@ class EdgeModel:
         self.model = model
         self.backend = backend
         self.spec = spec
-        self._test_dir = test_dir
-        self._unavailable = unavailable
+        self.test_dir = test_dir
+        self.unavailable = unavailable  # why the backend cannot run, for a test --edge-require keeps
 
     def __repr__(self) -> str:
         return f"<EdgeModel {self.model.name} on {self.backend}>"
@@ -40,8 +40,8 @@ class EdgeModel:
 
     @property
     def loaded(self) -> "Loaded":
-        if self._unavailable:
-            raise EdgeError(f"{self.backend} is required (--edge-require) but unavailable: {self._unavailable}")
+        if self.unavailable:
+            raise EdgeError(f"{self.backend} is required (--edge-require) but unavailable: {self.unavailable}")
         return self._session.load(self.model, self.backend, self.spec)
 
     @property
@@ -62,7 +62,7 @@ class EdgeModel:
 
     @property
     def golden(self) -> Golden:
-        return self._session.golden_for(self.model, self.spec, self.artifact, self._test_dir)
+        return self._session.golden_for(self.model, self.spec, self.artifact, self.test_dir)
 
     def run(self, feeds: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
         """Run once; ``feeds`` by input name (or in input order). Returns outputs by name."""

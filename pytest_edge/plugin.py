@@ -4,6 +4,7 @@ purpose: the work happens in :mod:`pytest_edge.session` and the modules it calls
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -12,6 +13,7 @@ import pytest
 from .backends import get_backend
 from .errors import EdgeError, EdgeUsageError
 from .handle import EdgeModel
+from .models import Model
 from .options import EdgeSpec, parse_marker, parse_names, parse_percent
 from .report import build_report, format_table, load_report, table_rows, write_report
 from .session import EdgeSession, Settings
@@ -124,9 +126,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         session.close()
 
 
-def _spec_of(node: Any) -> EdgeSpec:
-    marker = node.get_closest_marker("edge")
-    return parse_marker(marker.args, marker.kwargs)
+@dataclass(frozen=True)
+class EdgeParam:
+    """One value of the ``edge_model`` parametrization: a model on a backend, for one test."""
+
+    model: Model
+    backend: str | None
+    unavailable: str | None
+    test_dir: Path
+    spec: EdgeSpec = field(compare=False)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -153,20 +161,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     for backend, reason in plan:
         required = backend in session.settings.require
         marks = [pytest.mark.skip(reason=reason)] if reason and not required else []
-        params.append(pytest.param((model, backend, reason, test_dir), id=f"{model.name}-{backend}", marks=marks))
+        params.append(pytest.param(EdgeParam(model, backend, reason, test_dir, spec),
+                                   id=f"{model.name}-{backend}", marks=marks))
     if not params:
-        params.append(pytest.param((model, None, "no backend selected", test_dir), id=f"{model.name}-none",
+        params.append(pytest.param(EdgeParam(model, None, "no backend selected", test_dir, spec),
+                                   id=f"{model.name}-none",
                                    marks=[pytest.mark.skip(reason="no backend selected for this test")]))
     metafunc.parametrize("edge_model", params, indirect=True)
 
 
-def _handle(item: pytest.Item, param: tuple) -> EdgeModel:
+def _handle(item: pytest.Item, param: EdgeParam) -> EdgeModel:
     """The item's EdgeModel, made once (by the fixture, or here for a test that does not ask for it)."""
     handle = item.stash.get(PARAM_KEY, None)
     if handle is None:
-        model, backend, reason, test_dir = param
-        session = item.config.stash[SESSION_KEY]
-        handle = EdgeModel(session, model, backend, _spec_of(item), test_dir, unavailable=reason)
+        assert param.backend is not None
+        handle = EdgeModel(item.config.stash[SESSION_KEY], param.model, param.backend, param.spec,
+                           param.test_dir, unavailable=param.unavailable)
         item.stash[PARAM_KEY] = handle
     return handle
 
@@ -175,7 +185,7 @@ def _handle(item: pytest.Item, param: tuple) -> EdgeModel:
 def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
     """The test's model loaded on one backend (the fixture is parametrized over backends)."""
     handle = _handle(request.node, request.param)
-    if handle._session.settings.update_golden and not handle._unavailable:
+    if request.config.stash[SESSION_KEY].settings.update_golden and not handle.unavailable:
         # Refresh before the body, so a failing body still leaves a golden. A refresh that cannot
         # run is reported by the check after the body, as a failure of this test, not a setup error.
         try:
@@ -190,14 +200,14 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     result = yield
     callspec = getattr(item, "callspec", None)
     param = callspec.params.get("edge_model") if callspec else None
-    if param is None or param[1] is None:
+    if not isinstance(param, EdgeParam) or param.backend is None:
         return result
     handle = _handle(item, param)
     session = item.config.stash[SESSION_KEY]
-    if handle._unavailable:
+    if handle.unavailable:
         handle.loaded  # raises the --edge-require failure  # noqa: B018
     try:
-        record = session.check(item.nodeid, handle.model, handle.backend, handle.spec, handle._test_dir)
+        record = session.check(item.nodeid, handle.model, handle.backend, handle.spec, handle.test_dir)
     except EdgeError as exc:
         record = getattr(exc, "record", None) or session.error_record(item.nodeid, handle.model, handle.backend, exc)
         _add_properties(item, record)
@@ -241,10 +251,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         report.longrepr = f"{excinfo.value}"
     if call.when == "setup" and report.skipped:
         param = getattr(item, "callspec", None) and item.callspec.params.get("edge_model")
-        if param and param[1] is not None:
+        if isinstance(param, EdgeParam) and param.backend is not None:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             item.config.stash[SESSION_KEY].skipped_record(
-                item.nodeid, param[0], param[1], reason.removeprefix("Skipped: "))
+                item.nodeid, param.model, param.backend, reason.removeprefix("Skipped: "))
     return report
 
 
