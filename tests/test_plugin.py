@@ -417,6 +417,7 @@ def test_corrupt_golden_names_the_file(pytester: pytest.Pytester, models: Path) 
 
 
 def test_edge_benchmark_fills_pytest_benchmark_table(pytester: pytest.Pytester, models: Path) -> None:
+    pytest.importorskip("pytest_benchmark")
     pytester.makepyfile("""
         import pytest
         @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu", "litert"])
