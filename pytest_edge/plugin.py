@@ -197,13 +197,19 @@ def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    result = yield
     callspec = getattr(item, "callspec", None)
     param = callspec.params.get("edge_model") if callspec else None
     if not isinstance(param, EdgeParam) or param.backend is None:
-        return result
-    handle = _handle(item, param)
+        return (yield)
     session = item.config.stash[SESSION_KEY]
+    try:
+        result = yield
+    except (Exception, pytest.fail.Exception) as exc:
+        # The body failed: its own assertion is the failure; the table still gets the row.
+        record = session.error_record(item.nodeid, param.model, param.backend, exc)
+        record.update(verdict="failed", violations=[f"the test body failed: {type(exc).__name__}"])
+        raise
+    handle = _handle(item, param)
     if handle.unavailable:
         handle.loaded  # raises the --edge-require failure  # noqa: B018
     try:

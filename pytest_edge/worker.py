@@ -185,7 +185,7 @@ class BackendWorker:
         self._process.start()
         child.close()
         self._conn = parent
-        self._receive("starting the worker", None)
+        self._receive("start", None)
 
     def call(self, op: str, *args: Any, artifact: str | None = None) -> Any:
         if not self.alive:

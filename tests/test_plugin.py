@@ -489,3 +489,17 @@ def test_memory_budget_just_below_and_above_the_measured_peak_on_every_backend(
         result.stdout.fnmatch_lines([f"*test_below_{name}*FAILED*"], consecutive=False)
         result.stdout.fnmatch_lines([f"*test_above_{name}*PASSED*"], consecutive=False)
     result.assert_outcomes(passed=4, failed=4)
+
+
+def test_failing_body_keeps_its_row_in_table_and_report(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu"])
+        def test_body_fails(edge_model):
+            assert edge_model.inputs[0].shape == (2, 16), "wrong shape"
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: wrong shape*", "tiny_mlp*onnxruntime-cpu*failed*"])
+    (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
+    assert record["verdict"] == "failed" and record["violations"] == ["the test body failed: AssertionError"]
