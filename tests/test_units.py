@@ -255,9 +255,10 @@ def test_litert_coverage_from_delegate_boundaries() -> None:
 
 def test_litert_coverage_with_resource_variables() -> None:
     ops = [_op(0, "VAR_HANDLE", [], [1]), _op(1, "READ_VARIABLE", [1], [2]), _op(2, "ADD", [2, 0], [3]),
-           _op(3, "ASSIGN_VARIABLE", [1, 3], []), _op(4, "READ_VARIABLE", [1], [4]), _op(5, "DELEGATE", [0], [4])]
+           _op(3, "ASSIGN_VARIABLE", [1, 3], []), _op(4, "READ_VARIABLE", [1], [4]), _op(5, "CALL_ONCE", [], []),
+           _op(6, "DELEGATE", [0], [4])]
     cov = delegate_coverage(ops, {4}, "XNNPACK")
-    assert (cov.total_ops, cov.delegated_ops, cov.fallback_ops) == (1, 1, 0)
+    assert (cov.total_ops, cov.delegated_ops, cov.fallback_op_names) == (6, 5, {"CALL_ONCE": 1})
 
 
 def test_coverage_budget_messages() -> None:

@@ -19,8 +19,6 @@ from .base import Backend, Coverage, LoadedModel, TensorSpec
 
 _CANDIDATES = (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"))
 _STATEFUL_OPS = {"VAR_HANDLE", "ASSIGN_VARIABLE", "READ_VARIABLE"}
-# Nodes that move data or handles rather than compute; not counted in coverage.
-_NOT_COMPUTE = {"DELEGATE", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
 
 
 def _installed() -> tuple[str, str] | None:
@@ -74,6 +72,8 @@ def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delega
         inside = {op["index"] for op in original} - replaced
 
         def belongs(op: dict[str, Any]) -> bool:
+            if not len(op["inputs"]) and not len(op["outputs"]):
+                return False  # no tensor ties it to the partition (CALL_ONCE): not claimed
             for t in (int(t) for t in op["inputs"] if t >= 0):
                 if t in boundary_out or (t not in boundary_in and t in producer and producer[t] not in inside):
                     return False
@@ -92,10 +92,12 @@ def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delega
             changed = keep != inside
             inside = keep
         replaced |= inside
-    compute = [op for op in original if op["op_name"] not in _NOT_COMPUTE]
-    fallback = [op["op_name"] for op in compute if op["index"] not in replaced]
+    # Every node of the model's main subgraph counts (variable ops too: XNNPACK takes them). A
+    # node with no tensors at all (CALL_ONCE, which initialises variables) cannot be placed from
+    # the boundary and is counted as fallback, by name, rather than claimed.
+    fallback = [op["op_name"] for op in original if op["index"] not in replaced]
     return Coverage(
-        total_ops=len(compute), delegated_ops=len(compute) - len(fallback),
+        total_ops=len(original), delegated_ops=len(original) - len(fallback),
         fallback_ops=len(fallback), partitions=len(delegate_nodes),
         fallback_op_names=dict(Counter(fallback)),
         delegates=[delegate_name] if delegate_nodes else [], method="runtime")
