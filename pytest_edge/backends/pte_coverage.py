@@ -1,7 +1,7 @@
 """Delegate coverage of an ExecuTorch ``.pte`` read from the file alone, with no export-time objects.
 
 The execution plan lists instructions: a ``KernelCall`` runs a portable/optimized CPU kernel (a
-fallback), a ``DelegateCall`` hands a partition to a backend. XNNPACK payloads are flatbuffers with
+fallback), a ``DelegateCall`` hands a partition to a backend; moves and jumps are not operators. XNNPACK payloads are flatbuffers with
 a schema published in the executorch package, so the nodes inside are counted; a payload this
 module cannot read counts as one delegated operator and marks the figure approximate.
 """
@@ -16,8 +16,6 @@ from pathlib import Path
 
 from .base import Coverage
 
-# Kernel calls that move or view data rather than compute (none of these is a model operator).
-_PLUMBING = {"executorch_prim::et_view", "aten::alias", "aten::detach", "executorch_prim::et_copy_index"}
 _XNN_MAGIC = b"XH00"
 
 
@@ -76,9 +74,9 @@ def pte_coverage(data: bytes) -> Coverage:
         args = instruction.instr_args
         kind = type(args).__name__
         if kind == "KernelCall":
-            name = plan.operators[args.op_index].name
-            if name not in _PLUMBING:
-                fallback[name] += 1
+            # Every kernel call counts, so the counts equal the export-time get_delegation_info
+            # (getitem never reaches the runtime; a non-delegated view_copy runs as et_view).
+            fallback[plan.operators[args.op_index].name] += 1
         elif kind == "DelegateCall":
             partitions += 1
             delegate = plan.delegates[args.delegate_index]
