@@ -300,7 +300,8 @@ class EdgeSession:
         worker = BackendWorker(loaded.backend, isolated=True, timeout_s=self.settings.timeout_s)
         artifact = str(loaded.artifact)
         try:
-            info = worker.call("load", loaded.key, artifact, loaded.threads, loaded.shapes, artifact=artifact)
+            info = worker.call("load", loaded.key, artifact, loaded.threads, loaded.shapes, False,
+                               artifact=artifact)
             result = worker.call("measure", loaded.key, list(feeds), warmup, runs, keep_samples,
                                  artifact=artifact)
         finally:

@@ -41,7 +41,10 @@ class WorkerServer:
     def handle(self, op: str, args: tuple) -> Any:
         return getattr(self, f"op_{op}")(*args)
 
-    def op_load(self, key: str, path: str, threads: int | None, shapes: dict) -> dict[str, Any]:
+    def op_load(self, key: str, path: str, threads: int | None, shapes: dict,
+                with_coverage: bool = True) -> dict[str, Any]:
+        """Load and describe a model. A measuring worker skips coverage: reading a .pte's program in
+        Python would leave its allocations in the RSS that the memory figures start from."""
         reset = measure.reset_hwm()
         base = measure.rss_mb()
         start = time.perf_counter_ns()
@@ -55,7 +58,7 @@ class WorkerServer:
         self.first_inference_ms[key] = None
         self.load_base_mb[key] = base if trusted else None
         self.load_peak_mb[key] = measure.hwm_mb() if trusted else None
-        coverage = model.coverage()
+        coverage = model.coverage() if with_coverage else None
         return {
             "inputs": [s.to_json() for s in model.inputs],
             "outputs": [s.to_json() for s in model.outputs],

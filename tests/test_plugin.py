@@ -44,13 +44,16 @@ def test_golden_lifecycle_missing_create_pass_stale_refresh(pytester: pytest.Pyt
     pytester.runpytest_subprocess(LIGHT).assert_outcomes(passed=3)
 
 
+EXACT_TEST = """
+import pytest
+@pytest.mark.edge(model="tiny_cnn", atol=0, rtol=0, backends=["onnxruntime-cpu", "litert"])
+def test_exact(edge_model):
+    pass
+"""
+
+
 def test_exact_tolerance_across_runtimes_reports_worst_element(pytester: pytest.Pytester, models: Path) -> None:
-    pytester.makepyfile("""
-        import pytest
-        @pytest.mark.edge(model="tiny_cnn", atol=0, rtol=0, backends=["onnxruntime-cpu", "litert"])
-        def test_exact(edge_model):
-            pass
-    """)
+    pytester.makepyfile(EXACT_TEST)
     result = pytester.runpytest_subprocess("--edge-update-golden")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
@@ -61,12 +64,7 @@ def test_exact_tolerance_across_runtimes_reports_worst_element(pytester: pytest.
 
 
 def test_suggested_tolerance_really_passes(pytester: pytest.Pytester, models: Path) -> None:
-    pytester.makepyfile("""
-        import pytest
-        @pytest.mark.edge(model="tiny_cnn", atol=0, rtol=0, backends=["onnxruntime-cpu", "litert"])
-        def test_exact(edge_model):
-            pass
-    """)
+    pytester.makepyfile(EXACT_TEST)
     result = pytester.runpytest_subprocess("--edge-update-golden")
     line = next(l for l in result.outlines if "would pass with atol=" in l)
     needed = line.split("would pass with atol=")[1].split(" ")[0]
