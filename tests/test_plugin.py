@@ -66,7 +66,7 @@ def test_exact_tolerance_across_runtimes_reports_worst_element(pytester: pytest.
 def test_suggested_tolerance_really_passes(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(EXACT_TEST)
     result = pytester.runpytest_subprocess("--edge-update-golden")
-    line = next(l for l in result.outlines if "would pass with atol=" in l)
+    line = next(text for text in result.outlines if "would pass with atol=" in text)
     needed = line.split("would pass with atol=")[1].split(" ")[0]
     pytester.makepyfile(f"""
         import pytest
@@ -189,11 +189,9 @@ def test_native_crash_fails_one_test_and_the_worker_restarts(pytester: pytest.Py
 
         @pytest.mark.edge(model="tiny_mlp", backends=["litert"])
         def test_crash(edge_model, request):
-            pid = request.config.stash[__import__("pytest_edge.plugin").plugin.SESSION_KEY].workers["litert"].call("ping") \\
-                if False else None
+            from pytest_edge.plugin import SESSION_KEY
             edge_model.inputs  # loads the model in the worker
-            session = request.config.stash[__import__("pytest_edge.plugin").plugin.SESSION_KEY]
-            os.kill(session.workers["litert"].call("ping"), signal.SIGSEGV)
+            os.kill(request.config.stash[SESSION_KEY].workers["litert"].call("ping"), signal.SIGSEGV)
 
         @pytest.mark.edge(model="tiny_mlp", backends=["litert"])
         def test_after(edge_model):
@@ -291,7 +289,8 @@ def test_predicted_target_coverage(pytester: pytest.Pytester, models: Path) -> N
     """)
     result = pytester.runpytest_subprocess("--edge-update-golden")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*onnxruntime-cpu: fallback 25.0% (predicted) (2 of 8 operators*CumSum x1, Flatten x1*"])
+    result.stdout.fnmatch_lines(
+        ["*onnxruntime-cpu: fallback 25.0% (predicted) (2 of 8 operators*CumSum x1, Flatten x1*"])
 
 
 def test_stateful_tflite_is_reset_before_each_case(pytester: pytest.Pytester, models: Path) -> None:

@@ -48,6 +48,23 @@ def _signature_names(interpreter) -> dict[int, str]:
     return {int(d["index"]): name for name, d in details.items()}
 
 
+def _inside_partition(op: dict[str, Any], inside: set[int], boundary_in: set[int], boundary_out: set[int],
+                      producer: dict[int, int], consumers: dict[int, set[int]], graph_outputs: set[int]) -> bool:
+    if not len(op["inputs"]) and not len(op["outputs"]):
+        return False  # no tensor ties it to the partition (CALL_ONCE): not claimed
+    for t in (int(t) for t in op["inputs"] if t >= 0):
+        if t in boundary_out or (t not in boundary_in and t in producer and producer[t] not in inside):
+            return False
+    for t in (int(t) for t in op["outputs"]):
+        if t in boundary_in:
+            return False
+        if t in boundary_out:
+            continue
+        if t in graph_outputs or not consumers.get(t, set()) <= inside:
+            return False
+    return True
+
+
 def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delegate_name: str) -> Coverage:
     """Which original nodes the DELEGATE nodes replaced.
 
@@ -70,26 +87,11 @@ def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delega
         boundary_in = {int(t) for t in node["inputs"]}
         boundary_out = {int(t) for t in node["outputs"]}
         inside = {op["index"] for op in original} - replaced
-
-        def belongs(op: dict[str, Any]) -> bool:
-            if not len(op["inputs"]) and not len(op["outputs"]):
-                return False  # no tensor ties it to the partition (CALL_ONCE): not claimed
-            for t in (int(t) for t in op["inputs"] if t >= 0):
-                if t in boundary_out or (t not in boundary_in and t in producer and producer[t] not in inside):
-                    return False
-            for t in (int(t) for t in op["outputs"]):
-                if t in boundary_in:
-                    return False
-                if t in boundary_out:
-                    continue
-                if t in graph_outputs or not consumers.get(t, set()) <= inside:
-                    return False
-            return True
-
-        changed = True
-        while changed:
-            keep = {op["index"] for op in original if op["index"] in inside and belongs(op)}
-            changed = keep != inside
+        while True:
+            keep = {op["index"] for op in original if op["index"] in inside and _inside_partition(
+                op, inside, boundary_in, boundary_out, producer, consumers, graph_outputs)}
+            if keep == inside:
+                break
             inside = keep
         replaced |= inside
     # Every node of the model's main subgraph counts (variable ops too: XNNPACK takes them). A

@@ -1,7 +1,8 @@
 """Delegate coverage of an ExecuTorch ``.pte`` read from the file alone, with no export-time objects.
 
 The execution plan lists instructions: a ``KernelCall`` runs a portable/optimized CPU kernel (a
-fallback), a ``DelegateCall`` hands a partition to a backend; moves and jumps are not operators. XNNPACK payloads are flatbuffers with
+fallback), a ``DelegateCall`` hands a partition to a backend; moves and jumps are not
+operators. XNNPACK payloads are flatbuffers with
 a schema published in the executorch package, so the nodes inside are counted; a payload this
 module cannot read counts as one delegated operator and marks the figure approximate.
 """
