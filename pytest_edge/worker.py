@@ -8,11 +8,14 @@ off (``--edge-isolation=none``) the same server runs in-process, for pdb.
 from __future__ import annotations
 
 import fcntl
-import multiprocessing
 import os
 import signal
+import socket
+import subprocess
+import sys
 import tempfile
 import time
+from multiprocessing.connection import Connection
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -126,11 +129,7 @@ class WorkerServer:
         return os.getpid()
 
 
-def _serve(conn, backend_name: str, log_path: str) -> None:
-    # Runtimes print to fd 1/2 natively; keep that out of pytest's capture and in a log we can quote.
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
+def _serve(conn: Connection, backend_name: str) -> None:
     try:
         server = WorkerServer(backend_name)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
@@ -168,26 +167,30 @@ class BackendWorker:
         self.backend_name = backend_name
         self.isolated = isolated
         self.timeout_s = timeout_s
-        self._process = None
-        self._conn = None
+        self._process: subprocess.Popen | None = None
+        self._conn: Connection | None = None
         self._server: WorkerServer | None = None
         self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{backend_name}.log"
 
     @property
     def alive(self) -> bool:
-        return self._server is not None or (self._process is not None and self._process.is_alive())
+        return self._server is not None or (self._process is not None and self._process.poll() is None)
 
     def start(self) -> None:
         if not self.isolated:
             self._server = WorkerServer(self.backend_name)
             return
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child, self.backend_name, str(self.log_path)),
-                                        daemon=True, name=f"pytest-edge-{self.backend_name}")
-        self._process.start()
+        # A fresh interpreter running this module, not multiprocessing's spawn: spawn re-imports
+        # the parent's __main__, which breaks under `python -`, notebooks and unguarded scripts.
+        parent, child = socket.socketpair()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        # Runtimes print to fd 1/2 natively: keep that out of pytest's capture, in a log we can quote.
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "pytest_edge.worker", self.backend_name, str(child.fileno())],
+                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
         child.close()
-        self._conn = parent
+        self._conn = Connection(parent.detach())
         self._receive("start", None)
 
     def call(self, op: str, *args: Any, artifact: str | None = None) -> Any:
@@ -233,17 +236,20 @@ class BackendWorker:
     def _crashed(self, op: str, artifact: str | None) -> None:
         process = self._process
         if process is not None:
-            process.join(timeout=5)
-        how = _signal_name(process.exitcode if process else None)
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        how = _signal_name(process.returncode if process else None)
         tail = self._log_tail()
         self._reset()
         raise BackendCrash(f"the {self.backend_name} runtime crashed ({how}) while trying to {op} "
                            f"{artifact or ''}; its worker will be restarted for the next test{tail}")
 
     def _kill(self) -> None:
-        if self._process is not None and self._process.is_alive():
+        if self._process is not None and self._process.poll() is None:
             self._process.kill()
-            self._process.join(timeout=5)
+            self._process.wait(timeout=5)
         self._reset()
 
     def _reset(self) -> None:
@@ -260,7 +266,10 @@ class BackendWorker:
             except OSError:
                 pass
             if self._process is not None:
-                self._process.join(timeout=5)
+                try:
+                    self._process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
         self._kill()
         try:
             self.log_path.unlink()
@@ -277,3 +286,7 @@ def machine_measurement_lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+if __name__ == "__main__":  # python -m pytest_edge.worker BACKEND FD
+    _serve(Connection(int(sys.argv[2])), sys.argv[1])

@@ -261,3 +261,24 @@ def test_memory_falls_back_to_a_fresh_worker_where_hwm_cannot_be_reset(
         assert result["peak_memory_mb"] is not None and result["peak_memory_mb"] > 0
     finally:
         session.close()
+
+
+def test_workers_start_from_any_main_module(tmp_path: Path) -> None:
+    """A script without a __main__ guard, or code piped to `python -`, must not be re-run by a worker."""
+    _available("onnxruntime-cpu")
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from pytest_edge.worker import BackendWorker\n"
+        "print('main ran')\n"
+        "w = BackendWorker('onnxruntime-cpu')\n"
+        f"w.call('load', 'm', {str(FIXTURES / 'tiny_mlp.onnx')!r}, 1, {{}})\n"
+        "print(w.call('run', 'm', [np.ones((1, 16), np.float32)])[0].shape)\n"
+        "w.close()\n")
+    import subprocess
+
+    for command in ([sys.executable, str(script)], [sys.executable, "-"]):
+        stdin = script.read_text() if command[-1] == "-" else None
+        done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["main", "ran", "(1,", "4)"]
