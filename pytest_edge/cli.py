@@ -22,7 +22,14 @@ def golden_refresh(pytest_args: Sequence[str]) -> int:
     return int(pytest.main(["--edge-update-golden", *pytest_args]))
 
 
-def inspect_rows(target: str, search_dirs: Sequence[Path], isolated: bool = True) -> list[list[str]]:
+def _coverage_row(backend: str, cov, note: str = "") -> list[str]:
+    ops = ", ".join(f"{k} x{v}" for k, v in sorted(cov.fallback_op_names.items())) or "none"
+    return [backend, f"{cov.delegated_ops}/{cov.total_ops} delegated",
+            f"{cov.fallback:.1%}" + (" (approx.)" if cov.approximate else ""), str(cov.partitions), ops, note]
+
+
+def inspect_rows(target: str, search_dirs: Sequence[Path], isolated: bool = True,
+                 predict: Sequence[str] = ()) -> list[list[str]]:
     """Per available backend: coverage, partitions and fallback operators of a model file or stem."""
     root = Path.cwd()
     session = EdgeSession(Settings(golden_dir=root / "golden", rootdir=root, isolated=isolated,
@@ -43,11 +50,18 @@ def inspect_rows(target: str, search_dirs: Sequence[Path], isolated: bool = True
             if cov is None:
                 rows.append([backend, str(loaded.artifact), "—", "—", "—", "coverage not readable"])
                 continue
-            ops = ", ".join(f"{k} x{v}" for k, v in sorted(cov.fallback_op_names.items())) or "none"
             note = "" if get_backend(backend).has_delegate else "no delegate by design"
-            rows.append([backend, f"{cov.delegated_ops}/{cov.total_ops} delegated",
-                         f"{cov.fallback:.1%}" + (" (approx.)" if cov.approximate else ""),
-                         str(cov.partitions), ops, note])
+            rows.append(_coverage_row(backend, cov, note))
+        onnx_artifact = model.artifact(".onnx")
+        for target_name in predict:
+            if onnx_artifact is None:
+                rows.append([f"predicted {target_name}", "—", "—", "—", "—", "needs an .onnx artifact"])
+                continue
+            from .predict import predicted_coverage
+
+            rows.append(_coverage_row(f"predicted {target_name}",
+                                      predicted_coverage(onnx_artifact, target_name, "onnxruntime"),
+                                      "ONNX Runtime usability checker"))
     finally:
         session.close()
     return rows
@@ -55,7 +69,7 @@ def inspect_rows(target: str, search_dirs: Sequence[Path], isolated: bool = True
 
 def _inspect(args: argparse.Namespace) -> int:
     try:
-        rows = inspect_rows(args.model, [Path(d) for d in args.model_dir])
+        rows = inspect_rows(args.model, [Path(d) for d in args.model_dir], predict=args.target)
     except EdgeError as exc:
         print(f"pytest-edge inspect: {exc}", file=sys.stderr)
         return 2
@@ -106,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")
     inspect.add_argument("--model-dir", action="append", default=["fixtures"],
                          help="folders searched for a stem (default: fixtures)")
+    inspect.add_argument("--target", action="append", default=[], choices=["nnapi", "coreml"],
+                         help="also predict coverage on a mobile ONNX Runtime execution provider")
     inspect.set_defaults(func=_inspect)
 
     report = commands.add_parser("report", help="join or compare JSON reports")

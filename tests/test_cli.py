@@ -41,6 +41,16 @@ def test_inspect_prints_the_numbers_of_the_report(pytester: pytest.Pytester, mod
     assert "CUMSUM x1" in rows["litert"] and "aten::cumsum x1" in rows["executorch"]
 
 
+def test_inspect_predicts_mobile_targets(tmp_path: Path) -> None:
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    done = _cli("inspect", "tiny_cnn", "--target", "nnapi", "--target", "coreml", "--model-dir", str(fixtures),
+                cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = {" ".join(line.split()[:2]): line for line in done.stdout.splitlines()[2:]}
+    assert "7/8 delegated" in rows["predicted nnapi"] and "CumSum x1" in rows["predicted nnapi"]
+    assert "6/8 delegated" in rows["predicted coreml"] and "Flatten x1" in rows["predicted coreml"]
+
+
 def test_inspect_unknown_model_is_a_clear_error(tmp_path: Path) -> None:
     done = _cli("inspect", "nothing_here", cwd=tmp_path)
     assert done.returncode == 2 and "model 'nothing_here' not found" in done.stderr
