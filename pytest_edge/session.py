@@ -97,6 +97,7 @@ class EdgeSession:
         self.goldens: dict[str, Golden] = {}
         self.refreshed: set[str] = set()
         self.measurements: dict[tuple, dict[str, Any]] = {}
+        self._predicted: dict[tuple[str, str], Coverage] = {}
         self.records: list[dict[str, Any]] = []
         self.timing_under_load = False
         self.measured_any = False
@@ -180,13 +181,17 @@ class EdgeSession:
                 threads=threads if info["threads_applied"] else None, shapes=shapes)
         return self.loaded[key]
 
-    def run(self, loaded: Loaded, feeds: Sequence[np.ndarray], reset: bool = True) -> list[np.ndarray]:
+    @staticmethod
+    def _feeds(loaded: Loaded, feeds: Sequence[Any]) -> list[np.ndarray]:
+        """Positional inputs as contiguous arrays of the declared dtypes (Python scalars welcome)."""
         if len(feeds) != len(loaded.inputs):
             raise EdgeUsageError(f"{loaded.backend}: {loaded.artifact} takes {len(loaded.inputs)} inputs "
                                  f"({[s.name for s in loaded.inputs]}), got {len(feeds)}")
-        feeds = [np.ascontiguousarray(np.asarray(x).astype(s.dtype, copy=False))
-                 for x, s in zip(feeds, loaded.inputs)]
-        return self._call(loaded.backend, "run", loaded.key, feeds, reset, artifact=loaded.artifact)
+        return [np.ascontiguousarray(np.asarray(x).astype(s.dtype, copy=False)) for x, s in zip(feeds, loaded.inputs)]
+
+    def run(self, loaded: Loaded, feeds: Sequence[Any], reset: bool = True) -> list[np.ndarray]:
+        return self._call(loaded.backend, "run", loaded.key, self._feeds(loaded, feeds), reset,
+                          artifact=loaded.artifact)
 
     # ------------------------------------------------------------ golden outputs
 
@@ -275,8 +280,7 @@ class EdgeSession:
         runs = spec.runs if spec.runs is not None else self.settings.runs
         key = (loaded.backend, loaded.key, warmup, runs, keep_samples)
         if key not in self.measurements:
-            feeds = [np.ascontiguousarray(np.asarray(x).astype(s.dtype, copy=False))
-                     for x, s in zip(feeds, loaded.inputs)]
+            feeds = self._feeds(loaded, feeds)
             with machine_measurement_lock():
                 if self.settings.isolated:
                     result = self._measure_in_fresh_worker(loaded, feeds, warmup, runs, keep_samples)
@@ -308,6 +312,14 @@ class EdgeSession:
             worker.close()
         result["load_ms"] = info["load_ms"]
         return result
+
+    def predicted_coverage(self, loaded: Loaded, target: str) -> Coverage:
+        key = (str(loaded.artifact), target)
+        if key not in self._predicted:
+            from .predict import predicted_coverage
+
+            self._predicted[key] = predicted_coverage(loaded.artifact, target, loaded.backend)
+        return self._predicted[key]
 
     def wants_measurement(self, spec: EdgeSpec) -> bool:
         return (self.settings.measure or spec.needs_measurement or self.settings.baseline is not None)
@@ -344,11 +356,11 @@ class EdgeSession:
                 violations += [prefix + p for p in comparison.problems]
 
         coverage = loaded.coverage
-        if spec.target is not None:
-            from .predict import predicted_coverage
-
-            coverage = predicted_coverage(loaded.artifact, spec.target, backend)
-        if get_backend(backend).has_delegate or spec.target is not None:
+        predicted = spec.target is not None and loaded.artifact.suffix == ".onnx"
+        if predicted:
+            # target= is about ONNX Runtime's mobile EPs; other runtimes keep their own figures.
+            coverage = self.predicted_coverage(loaded, spec.target)
+        if get_backend(backend).has_delegate or predicted:
             violations += check_coverage(coverage, spec.max_fallback, spec.max_partitions, backend)
         measured: dict[str, Any] = {}
         if self.wants_measurement(spec):

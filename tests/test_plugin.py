@@ -283,12 +283,13 @@ def test_fallback_budget_names_operators(pytester: pytest.Pytester, models: Path
 def test_predicted_target_coverage(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile("""
         import pytest
-        @pytest.mark.edge(model="tiny_cnn", target="coreml", max_fallback=0.1, backends="onnxruntime-cpu")
+        @pytest.mark.edge(model="tiny_cnn", target="coreml", max_fallback=0.2,
+                          backends=["onnxruntime-cpu", "litert"])
         def test_coreml(edge_model):
             pass
     """)
     result = pytester.runpytest_subprocess("--edge-update-golden")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=1, passed=1)  # litert keeps its runtime figure (16.7 %)
     result.stdout.fnmatch_lines(
         ["*onnxruntime-cpu: fallback 25.0% (predicted) (2 of 8 operators*CumSum x1, Flatten x1*"])
 
