@@ -282,3 +282,22 @@ def test_workers_start_from_any_main_module(tmp_path: Path) -> None:
         done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == ["main", "ran", "(1,", "4)"]
+
+
+def test_pte_payload_of_an_unreadable_delegate_counts_once_and_is_approximate() -> None:
+    """A delegate whose payload format pytest-edge does not know (executorch's own demo backend)."""
+    _available("executorch")
+    torch = pytest.importorskip("torch")
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.backend.test.op_partitioner_demo import AddMulPartitionerDemo
+
+    class AddThenCumsum(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.cumsum(x + y, 0)
+
+    example = (torch.ones(3), torch.ones(3))
+    lowered = to_edge_transform_and_lower(torch.export.export(AddThenCumsum(), example),
+                                          partitioner=[AddMulPartitionerDemo()])
+    coverage = pte_coverage(lowered.to_executorch().buffer)
+    assert coverage.approximate and coverage.delegates == ["BackendWithCompilerDemo"]
+    assert (coverage.partitions, coverage.delegated_ops, coverage.fallback_op_names) == (1, 1, {"aten::cumsum": 1})
