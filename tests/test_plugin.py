@@ -501,3 +501,40 @@ def test_failing_body_keeps_its_row_in_table_and_report(pytester: pytest.Pyteste
     result.stdout.fnmatch_lines(["*AssertionError: wrong shape*", "tiny_mlp*onnxruntime-cpu*failed*"])
     (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
     assert record["verdict"] == "failed" and record["violations"] == ["the test body failed: AssertionError"]
+
+
+def test_signature_mismatch_names_artifact_backend_and_golden(pytester: pytest.Pytester, models: Path) -> None:
+    (models / "odd.onnx").write_bytes((models / "tiny_cnn.onnx").read_bytes())
+    (models / "odd.tflite").write_bytes((models / "tiny_mlp.tflite").read_bytes())  # not the same network
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="odd", backends=["onnxruntime-cpu", "litert"])
+        def test_odd(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*signature mismatch: *odd.tflite on litert does not match the golden signature "
+                                 "recorded in *golden/odd/meta.json (from onnxruntime-cpu): input 'x': shape [[]1, 16[]]*"])
+
+
+def test_nan_outputs_are_a_clear_error(pytester: pytest.Pytester, models: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Log", ["x"], ["y"])], "log",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(models / "log.onnx"))
+    pytester.makepyfile("""
+        import numpy as np, pytest
+        @pytest.mark.edge(model="log", inputs={"x": -np.ones((1, 4), np.float32)}, backends="onnxruntime-cpu")
+        def test_log(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: output 'y' of *log.onnx has 4 NaN and 0 Inf values*"])
+    assert not (pytester.path / "golden/log").exists(), "no golden may be written from NaN outputs"
