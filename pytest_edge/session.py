@@ -342,6 +342,7 @@ class EdgeSession:
         violations: list[str] = []
         comparisons = []
         first_feeds: list[np.ndarray] = []
+        failing_case: tuple[list[Any], Any] | None = None
         for index, case in enumerate(golden.cases):
             feeds: list[Any] = [None] * len(loaded.inputs)
             for ref, position in zip(golden.inputs_spec, in_order):
@@ -354,6 +355,10 @@ class EdgeSession:
                 comparisons.append(comparison)
                 prefix = f"{backend}: " + (f"case {index}: " if len(golden.cases) > 1 else "")
                 violations += [prefix + p for p in comparison.problems]
+                if comparison.problems and failing_case is None:
+                    failing_case = (feeds, case)
+        if failing_case is not None:
+            violations += self._sibling_triage(model, backend, spec, golden, failing_case, defaults)
 
         coverage = loaded.coverage
         predicted = spec.target is not None and loaded.artifact.suffix == ".onnx"
@@ -379,6 +384,35 @@ class EdgeSession:
         if violations:
             raise EdgeCheckFailed(violations, record)
         return record
+
+    def _sibling_triage(self, model: Model, backend: str, spec: EdgeSpec, golden: Golden,
+                        failing: tuple[list[Any], Any], defaults: Mapping[str, Any]) -> list[str]:
+        """Run the same artifact without the delegate (litert -> litert-ref): if that agrees with the
+        golden, the delegate's kernels diverge; if not, the artifact itself does (export,
+        conversion, quantization)."""
+        sibling = get_backend(backend).reference_sibling
+        if sibling is not None and sibling == golden.reference_backend:
+            return [f"triage: the golden comes from {sibling} on the same artifact: the {backend} "
+                    "delegate's kernels diverge, not the artifact"]
+        if sibling is None or get_backend(sibling).unavailable_reason():
+            return []
+        feeds, case = failing
+        try:
+            loaded = self.load(model, sibling, spec)
+            outputs = self.run(loaded, feeds)
+            order = feed_order(golden.outputs_spec, loaded.outputs)
+        except (EdgeError, ValueError):
+            return []
+        disagree = [ref.name for ref, position in zip(golden.outputs_spec, order)
+                    if compare_output(ref.name, case.outputs[ref.name], outputs[position],
+                                      resolve_tolerance(defaults, spec.tolerances, sibling, ref.name)).problems]
+        artifact = loaded.artifact.name
+        if disagree:
+            return [f"triage: {sibling} on the same {artifact} also differs from the golden "
+                    f"({', '.join(disagree)}): the artifact itself disagrees with the reference "
+                    f"{golden.reference_backend} (look at its export/conversion, then quantization)"]
+        return [f"triage: {sibling} on the same {artifact} matches the golden: the {backend} delegate's "
+                "kernels diverge, not the artifact"]
 
     def _aligned(self, reference: Sequence[TensorSpec], actual: Sequence[TensorSpec], loaded: Loaded,
                  golden: Golden, kind: str) -> list[int]:

@@ -538,3 +538,24 @@ def test_nan_outputs_are_a_clear_error(pytester: pytest.Pytester, models: Path) 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: output 'y' of *log.onnx has 4 NaN and 0 Inf values*"])
     assert not (pytester.path / "golden/log").exists(), "no golden may be written from NaN outputs"
+
+
+def test_triage_runs_the_same_artifact_without_its_delegate(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", atol=0, rtol=0, backends=["onnxruntime-cpu", "litert"])
+        def test_artifact(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_cnn", atol=0, rtol=0, tolerances={"litert-ref": {"atol": 1e-3}},
+                          backends=["onnxruntime-cpu", "litert"])
+        def test_kernels(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines([
+        "*triage: litert-ref on the same tiny_cnn.tflite also differs from the golden (y): the artifact itself "
+        "disagrees with the reference onnxruntime-cpu*",
+        "*triage: litert-ref on the same tiny_cnn.tflite matches the golden: the litert delegate's kernels diverge*",
+    ])

@@ -113,6 +113,9 @@ class Backend(ABC):
     # False for a configuration with no delegate by design (litert-ref): it reports 0 delegated,
     # and delegate budgets (max_fallback, max_partitions) do not apply to it.
     has_delegate: bool = True
+    # The same runtime without its delegate, on the same artifact (litert -> litert-ref): running
+    # it tells a delegate's kernels from the artifact itself when outputs disagree.
+    reference_sibling: str | None = None
 
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run here, without importing the runtime; None if it can."""

@@ -185,6 +185,7 @@ class LiteRTBackend(Backend):
         self.name = name
         self.with_delegate = with_delegate
         self.has_delegate = with_delegate
+        self.reference_sibling = "litert-ref" if with_delegate else None
         found = _installed()
         self.runtime_module, self.distribution = (
             (f"{found[0]}.interpreter", found[1]) if found else ("ai_edge_litert.interpreter", "ai-edge-litert"))

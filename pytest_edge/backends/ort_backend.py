@@ -81,6 +81,7 @@ class OrtBackend(Backend):
     def __init__(self, provider: str) -> None:
         self.provider = provider
         self.name = f"onnxruntime-{ep_short_name(provider)}"
+        self.reference_sibling = None if provider == "CPUExecutionProvider" else "onnxruntime-cpu"
 
     def unavailable_reason(self) -> str | None:
         reason = super().unavailable_reason()
