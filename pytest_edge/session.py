@@ -412,7 +412,35 @@ class EdgeSession:
                     f"({', '.join(disagree)}): the artifact itself disagrees with the reference "
                     f"{golden.reference_backend} (look at its export/conversion, then quantization)"]
         return [f"triage: {sibling} on the same {artifact} matches the golden: the {backend} delegate's "
-                "kernels diverge, not the artifact"]
+                "kernels diverge, not the artifact"
+                + self._first_divergence(backend, sibling, model, spec, feeds, golden, defaults)]
+
+    def _first_divergence(self, backend: str, sibling: str, model: Model, spec: EdgeSpec, feeds: list[Any],
+                          golden: Golden, defaults: Mapping[str, Any]) -> str:
+        """The first operator (in graph order) whose output differs between a backend and its
+        delegate-free sibling, where the runtime exposes intermediate tensors (LiteRT)."""
+        found = []
+        for name in (backend, sibling):
+            loaded = self.load(model, name, spec)
+            try:
+                found.append(self._call(name, "intermediates", loaded.key, self._feeds(loaded, feeds),
+                                        artifact=loaded.artifact))
+            except EdgeError:
+                return ""
+        mine, theirs = found
+        if not mine or not theirs:
+            return ""
+        tolerance = resolve_tolerance(defaults, spec.tolerances, backend, golden.outputs_spec[0].name)
+        atol, rtol = float(tolerance.get("atol", 0.0)), float(tolerance.get("rtol", 0.0))
+        for tensor in theirs["order"]:
+            a, b = mine["tensors"].get(tensor), theirs["tensors"].get(tensor)
+            if a is None or b is None or a.shape != b.shape or a.dtype.kind not in "fiu":
+                continue
+            if not np.allclose(a.astype(np.float64), b.astype(np.float64), atol=atol, rtol=rtol):
+                err = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+                return (f"; first divergence: tensor {theirs['names'].get(tensor, tensor)!r}, the output of "
+                        f"{mine['producers'][tensor]} (max |Δ| {err:.3g} against {sibling})")
+        return ""
 
     def _aligned(self, reference: Sequence[TensorSpec], actual: Sequence[TensorSpec], loaded: Loaded,
                  golden: Golden, kind: str) -> list[int]:

@@ -122,6 +122,9 @@ class WorkerServer:
             "samples_ns": samples if keep_samples else None,
         }
 
+    def op_intermediates(self, key: str, feeds: list[np.ndarray]) -> dict[str, Any] | None:
+        return self.models[key].intermediates(feeds)
+
     def op_unload(self, key: str) -> None:
         self.models.pop(key, None)
 

@@ -557,7 +557,9 @@ def test_triage_runs_the_same_artifact_without_its_delegate(pytester: pytest.Pyt
     result.stdout.fnmatch_lines([
         "*triage: litert-ref on the same tiny_cnn.tflite also differs from the golden (y): the artifact itself "
         "disagrees with the reference onnxruntime-cpu*",
-        "*triage: litert-ref on the same tiny_cnn.tflite matches the golden: the litert delegate's kernels diverge*",
+        "*triage: litert-ref on the same tiny_cnn.tflite matches the golden: the litert delegate's kernels diverge, "
+        "not the artifact; first divergence: tensor *, the output of CONV_2D (node 1) on XNNPACK (max |Δ| *"
+        " against litert-ref)*",
     ])
 
 

@@ -91,6 +91,12 @@ class LoadedModel(ABC):
     def delegates(self) -> list[str]:
         return []
 
+    def intermediates(self, feeds: Sequence[np.ndarray]) -> dict[str, Any] | None:
+        """Tensors computed on the way for one run: ``{"order": [tensor ids in graph order],
+        "producers": {id: label of the node or partition}, "tensors": {id: array}}``; None where
+        the runtime cannot expose them."""
+        return None
+
     def reset(self) -> None:
         """Forget state kept between runs (variables of stateful models) before a golden case."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
@@ -65,16 +66,8 @@ def _inside_partition(op: dict[str, Any], inside: set[int], boundary_in: set[int
     return True
 
 
-def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delegate_name: str) -> Coverage:
-    """Which original nodes the DELEGATE nodes replaced.
-
-    After ``allocate_tensors()`` the interpreter lists the original nodes, then one ``DELEGATE``
-    node per partition whose inputs and outputs are the partition's boundary tensors. A node lies
-    inside a partition when all its inputs come from the boundary, constants or other inside
-    nodes, and all its outputs go to inside nodes or out through the boundary. The largest such
-    set is found by removing offenders until none is left; unlike a walk back from the outputs,
-    this also finds nodes that act through resource variables (ADD feeding ASSIGN_VARIABLE).
-    """
+def delegate_partitions(ops: list[dict[str, Any]], graph_outputs: set[int]) -> dict[int, set[int]]:
+    """For each DELEGATE node (by index), the original nodes it replaced. See delegate_coverage."""
     delegate_nodes = [op for op in ops if op["op_name"] == "DELEGATE"]
     original = [op for op in ops if op["op_name"] != "DELEGATE"]
     producer = {int(t): op["index"] for op in original for t in op["outputs"]}
@@ -82,6 +75,7 @@ def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delega
     for op in original:
         for t in op["inputs"]:
             consumers.setdefault(int(t), set()).add(op["index"])
+    partitions: dict[int, set[int]] = {}
     replaced: set[int] = set()
     for node in delegate_nodes:
         boundary_in = {int(t) for t in node["inputs"]}
@@ -93,21 +87,38 @@ def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delega
             if keep == inside:
                 break
             inside = keep
+        partitions[node["index"]] = inside
         replaced |= inside
+    return partitions
+
+
+def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delegate_name: str) -> Coverage:
+    """Which original nodes the DELEGATE nodes replaced.
+
+    After ``allocate_tensors()`` the interpreter lists the original nodes, then one ``DELEGATE``
+    node per partition whose inputs and outputs are the partition's boundary tensors. A node lies
+    inside a partition when all its inputs come from the boundary, constants or other inside
+    nodes, and all its outputs go to inside nodes or out through the boundary. The largest such
+    set is found by removing offenders until none is left; unlike a walk back from the outputs,
+    this also finds nodes that act through resource variables (ADD feeding ASSIGN_VARIABLE).
+    """
+    partitions = delegate_partitions(ops, graph_outputs)
+    replaced = set().union(*partitions.values()) if partitions else set()
+    original = [op for op in ops if op["op_name"] != "DELEGATE"]
     # Every node of the model's main subgraph counts (variable ops too: XNNPACK takes them). A
     # node with no tensors at all (CALL_ONCE, which initialises variables) cannot be placed from
     # the boundary and is counted as fallback, by name, rather than claimed.
     fallback = [op["op_name"] for op in original if op["index"] not in replaced]
     return Coverage(
         total_ops=len(original), delegated_ops=len(original) - len(fallback),
-        fallback_ops=len(fallback), partitions=len(delegate_nodes),
+        fallback_ops=len(fallback), partitions=len(partitions),
         fallback_op_names=dict(Counter(fallback)),
-        delegates=[delegate_name] if delegate_nodes else [], method="runtime")
+        delegates=[delegate_name] if partitions else [], method="runtime")
 
 
 class LiteRTModel(LoadedModel):
     def __init__(self, make_interpreter, delegate_name: str | None, shapes: dict[str, tuple[int, ...]]) -> None:
-        self._make = make_interpreter
+        self._make = make_interpreter  # make_interpreter(preserve_all_tensors=False)
         self._shapes = shapes
         self._delegate_name = delegate_name
         self.interpreter = self._new_interpreter()
@@ -117,8 +128,8 @@ class LiteRTModel(LoadedModel):
         self.inputs = [_spec(d, names) for d in self.interpreter.get_input_details()]
         self.outputs = [_spec(d, names) for d in self.interpreter.get_output_details()]
 
-    def _new_interpreter(self):
-        interpreter = self._make()
+    def _new_interpreter(self, preserve_all_tensors: bool = False):
+        interpreter = self._make(preserve_all_tensors)
         for detail in interpreter.get_input_details():
             if detail["name"] in self._shapes:
                 interpreter.resize_tensor_input(detail["index"], list(self._shapes[detail["name"]]))
@@ -165,6 +176,47 @@ class LiteRTModel(LoadedModel):
     def delegates(self) -> list[str]:
         return [self._delegate_name] if self._delegate_name else []
 
+    def intermediates(self, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
+        """Every tensor this configuration really computes, by tensor index, with the node that
+        computes it: original nodes left on the CPU and whole delegate partitions. Tensors inside
+        a partition are allocated but never written, so they are left out."""
+        with warnings.catch_warnings():  # "for debugging purposes only": that is what this is
+            warnings.simplefilter("ignore", UserWarning)
+            interpreter = self._new_interpreter(preserve_all_tensors=True)
+        for detail, value in zip(interpreter.get_input_details(), feeds):
+            interpreter.set_tensor(detail["index"], value)
+        interpreter.invoke()
+        ops = interpreter._get_ops_details()
+        outputs = {int(d["index"]) for d in interpreter.get_output_details()}
+        partitions = delegate_partitions(ops, outputs)
+        replaced = set().union(*partitions.values()) if partitions else set()
+        names = {op["index"]: op["op_name"] for op in ops}
+        producers: dict[int, str] = {}
+        for op in ops:
+            if op["index"] in replaced:
+                continue
+            delegate = self._delegate_name or "delegate"
+            if op["op_name"] == "DELEGATE":
+                # With all tensors preserved the delegate takes one node per partition, so this
+                # usually names a single operator.
+                members = sorted(partitions[op["index"]])
+                label = (f"{names[members[0]]} (node {members[0]}) on {delegate}" if len(members) == 1 else
+                         f"{delegate} partition of " + ", ".join(f"{names[i]} (node {i})" for i in members))
+            else:
+                label = f"{op['op_name']} (node {op['index']}) on the CPU kernels"
+            for t in op["outputs"]:
+                producers[int(t)] = label
+        tensors = {}
+        for t in producers:
+            try:
+                tensors[t] = interpreter.get_tensor(t).copy()
+            except ValueError:  # a resource or otherwise unreadable tensor
+                continue
+        order = [int(t) for op in ops if op["op_name"] != "DELEGATE" for t in op["outputs"]]
+        tensor_names = {int(d["index"]): d["name"] for d in interpreter.get_tensor_details()}
+        return {"order": order, "producers": producers, "tensors": tensors,
+                "names": {t: tensor_names.get(t, str(t)) for t in tensors}}
+
     def precision(self) -> str:
         # Quantized tensors carry scales; a float-I/O int8 model is still an int8 model.
         for detail in self.interpreter.get_tensor_details():
@@ -199,9 +251,10 @@ class LiteRTBackend(Backend):
                     else module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
         content = Path(path).read_bytes()
 
-        def make():
+        def make(preserve_all_tensors: bool = False):
             return module.Interpreter(model_content=content, num_threads=threads,
-                                      experimental_op_resolver_type=resolver)
+                                      experimental_op_resolver_type=resolver,
+                                      experimental_preserve_all_tensors=preserve_all_tensors)
 
         return LiteRTModel(make, "XNNPACK" if self.with_delegate else None, shapes)
 
