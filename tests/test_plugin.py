@@ -604,3 +604,33 @@ def test_third_party_backend_registers_through_entry_points(pytester: pytest.Pyt
     result = pytester.runpytest_subprocess("--edge-update-golden", "-v")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_cnn[[]tiny_cnn-onnxruntime-noopt[]] PASSED*"])
+
+
+def test_reference_backend_and_golden_dir_options(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu", "litert-ref"])
+        def test_mlp(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-reference-backend=litert-ref",
+                                  "--edge-golden-dir=refs/golden").assert_outcomes(passed=2)
+    meta = json.loads((pytester.path / "refs/golden/tiny_mlp/meta.json").read_text())
+    assert meta["reference"]["backend"] == "litert-ref" and meta["reference"]["artifact"] == "tiny_mlp.tflite"
+    assert not (pytester.path / "golden").exists()
+    # the same policy from the ini file, with the measurement protocol's defaults
+    pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_golden_dir = refs/golden\n"
+                     "edge_reference_backend = litert-ref\nedge_runs = 7\nedge_warmup = 2\nedge_measure = true\n")
+    pytester.runpytest_subprocess("--edge-report=r.json").assert_outcomes(passed=2)
+    records = json.loads((pytester.path / "r.json").read_text())["records"]
+    assert {(r["measured_runs"], r["warmup_runs"]) for r in records} == {(7, 2)}
+    assert {r["accuracy"]["reference"] for r in records} == {"litert-ref"}
+
+
+def test_fixture_without_marker_and_bad_isolation_are_usage_errors(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("def test_unmarked(edge_model):\n    pass\n")
+    result = pytester.runpytest_subprocess()
+    result.stdout.fnmatch_lines(["*test_unmarked: edge_model needs @pytest.mark.edge(model=...)*"])
+    result = pytester.runpytest_subprocess("--edge-isolation=thread")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--edge-isolation: 'thread' is not 'process' or 'none'*"])
