@@ -46,6 +46,16 @@ def test_golden_lifecycle_missing_create_pass_stale_refresh(pytester: pytest.Pyt
     pytester.runpytest_subprocess(LIGHT).assert_outcomes(passed=3)
 
 
+def mlp_test(backend: str) -> str:
+    """A marked test with an empty body: tiny_mlp on one backend."""
+    return f"""
+import pytest
+@pytest.mark.edge(model="tiny_mlp", backends="{backend}")
+def test_mlp(edge_model):
+    pass
+"""
+
+
 EXACT_TEST = """
 import pytest
 @pytest.mark.edge(model="tiny_cnn", atol=0, rtol=0, backends=["onnxruntime-cpu", "litert"])
@@ -360,12 +370,7 @@ def test_latency_and_memory_budgets_below_and_above(pytester: pytest.Pytester, m
 
 
 def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> None:
-    pytester.makepyfile("""
-        import pytest
-        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
-        def test_mlp(edge_model):
-            pass
-    """)
+    pytester.makepyfile(mlp_test("onnxruntime-cpu"))
     pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=base.json")
     base = json.loads((pytester.path / "base.json").read_text())
     base["records"][0]["latency_ms"]["p50"] /= 100  # the stored run was 100x faster
@@ -382,12 +387,7 @@ def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> No
 
 
 def test_junit_properties(pytester: pytest.Pytester, models: Path) -> None:
-    pytester.makepyfile("""
-        import pytest
-        @pytest.mark.edge(model="tiny_mlp", backends="litert")
-        def test_mlp(edge_model):
-            pass
-    """)
+    pytester.makepyfile(mlp_test("litert"))
     pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--junitxml=junit.xml")
     xml = (pytester.path / "junit.xml").read_text()
     for name in ("edge_backend", "edge_p50_ms", "edge_peak_memory_mb", "edge_fallback", "edge_load_ms"):
