@@ -14,6 +14,7 @@ import io
 import json
 import os
 import tempfile
+import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,8 +90,21 @@ class Golden:
         return None
 
 
-def case_file(index: int) -> str:
-    return f"case_{index:03d}.npz"
+def case_file(index: int, data: bytes) -> str:
+    # The content hash in the name makes meta.json the single commit point of a refresh: new case
+    # files never overwrite the ones an older meta.json names.
+    return f"case_{index:03d}-{hashlib.sha256(data).hexdigest()[:12]}.npz"
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """An .npz with fixed timestamps, so refreshing an unchanged golden changes no byte."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for name, value in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            with archive.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+    return buffer.getvalue()
 
 
 class GoldenStore:
@@ -106,6 +120,10 @@ class GoldenStore:
         if not meta_path.exists():
             raise GoldenError(f"no golden outputs for model {model!r} (looked for {meta_path}); "
                               f"create them with {UPDATE_HINT}")
+        with _locked(folder, shared=True):  # a consistent meta.json + cases, even mid-refresh
+            return self._read(model, folder, meta_path)
+
+    def _read(self, model: str, folder: Path, meta_path: Path) -> Golden:
         try:
             meta = json.loads(meta_path.read_text())
             if meta.get("schema") != SCHEMA:
@@ -129,14 +147,12 @@ class GoldenStore:
     def write(self, model: str, meta: dict[str, Any], cases: list[GoldenCase]) -> Golden:
         folder = self.folder(model)
         folder.mkdir(parents=True, exist_ok=True)
-        meta = {**meta, "schema": SCHEMA, "cases": [case_file(i) for i in range(len(cases))]}
+        blobs = [npz_bytes({**{f"inputs/{k}": v for k, v in case.inputs.items()},
+                            **{f"outputs/{k}": v for k, v in case.outputs.items()}}) for case in cases]
+        meta = {**meta, "schema": SCHEMA, "cases": [case_file(i, blob) for i, blob in enumerate(blobs)]}
         with _locked(folder):
-            for index, case in enumerate(cases):
-                buffer = io.BytesIO()
-                arrays = {f"inputs/{k}": v for k, v in case.inputs.items()}
-                arrays.update({f"outputs/{k}": v for k, v in case.outputs.items()})
-                np.savez(buffer, **arrays)
-                atomic_write(folder / case_file(index), buffer.getvalue())
+            for name, blob in zip(meta["cases"], blobs):
+                atomic_write(folder / name, blob)
             atomic_write(folder / "meta.json", (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
             keep = set(meta["cases"])
             for stale in folder.glob("case_*.npz"):
@@ -146,11 +162,11 @@ class GoldenStore:
 
 
 @contextmanager
-def _locked(folder: Path) -> Iterator[None]:
+def _locked(folder: Path, shared: bool = False) -> Iterator[None]:
     # Lock the folder itself, so no lock file is left in the user's golden tree.
     fd = os.open(folder, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)

@@ -188,8 +188,13 @@ def test_golden_roundtrip_stale_and_missing(tmp_path: Path) -> None:
     artifact.write_bytes(b"model v2")
     reason = golden.stale_reason(artifact)
     assert reason is not None and "stale" in reason and golden.meta["artifacts"]["m.onnx"] in reason
+    before = {p.name: p.read_bytes() for p in (tmp_path / "golden/m").iterdir()}
     store.write("m", _meta(artifact), [_case()])
-    assert sorted(p.name for p in (tmp_path / "golden/m").iterdir()) == ["case_000.npz", "meta.json"]
+    after = {p.name: p.read_bytes() for p in (tmp_path / "golden/m").iterdir()}
+    assert sorted(after) == sorted(n for n in before if n.startswith("case_000-")) + ["meta.json"]
+    store.write("m", _meta(artifact), [_case()])
+    assert {p.name: p.read_bytes() for p in (tmp_path / "golden/m").iterdir()} == after, \
+        "refreshing an unchanged golden must not change a byte"
 
 
 def test_atomic_write_leaves_old_file_when_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
