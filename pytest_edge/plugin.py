@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from .backends import get_backend
-from .errors import EdgeError, EdgeUsageError
+from .errors import EdgeError
 from .handle import EdgeModel
 from .models import Model
 from .options import EdgeSpec, parse_marker, parse_names, parse_percent
@@ -207,7 +207,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     except (Exception, pytest.fail.Exception) as exc:
         # The body failed: its own assertion is the failure; the table still gets the row.
         record = session.error_record(item.nodeid, param.model, param.backend, exc)
-        record.update(verdict="failed", violations=[f"the test body failed: {type(exc).__name__}"])
+        if not isinstance(exc, EdgeError):  # an EdgeError (bad artifact ...) already says what failed
+            record.update(verdict="failed", violations=[f"the test body failed: {type(exc).__name__}"])
         raise
     handle = _handle(item, param)
     if handle.unavailable:
@@ -314,5 +315,3 @@ class XdistMerge:
         self.session.timing_under_load |= bool(output.get("edge_under_load"))
         self.session.measured_any |= bool(output.get("edge_measured"))
 
-
-__all__ = ["EdgeModel", "EdgeUsageError"]

@@ -517,7 +517,8 @@ def test_signature_mismatch_names_artifact_backend_and_golden(pytester: pytest.P
     result = pytester.runpytest_subprocess("--edge-update-golden")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*signature mismatch: *odd.tflite on litert does not match the golden signature "
-                                 "recorded in *golden/odd/meta.json (from onnxruntime-cpu): input 'x': shape [[]1, 16[]]*"])
+                                 "recorded in *golden/odd/meta.json (from onnxruntime-cpu): "
+                                 "input 'x': shape [[]1, 16[]]*"])
 
 
 def test_nan_outputs_are_a_clear_error(pytester: pytest.Pytester, models: Path) -> None:
@@ -577,7 +578,8 @@ def test_third_party_backend_registers_through_entry_points(pytester: pytest.Pyt
     Runtime with every graph optimisation off, a real runtime behind the same interface."""
     plugins = pytester.path / "plugins"
     (plugins / "edge_noopt-0.1.dist-info").mkdir(parents=True)
-    (plugins / "edge_noopt-0.1.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: edge-noopt\nVersion: 0.1\n")
+    (plugins / "edge_noopt-0.1.dist-info/METADATA").write_text(
+        "Metadata-Version: 2.1\nName: edge-noopt\nVersion: 0.1\n")
     (plugins / "edge_noopt-0.1.dist-info/entry_points.txt").write_text(
         "[pytest_edge.backends]\nnoopt = edge_noopt:backends\n")
     (plugins / "edge_noopt.py").write_text(
@@ -591,7 +593,8 @@ def test_third_party_backend_registers_through_entry_points(pytester: pytest.Pyt
         "        options = ort.SessionOptions()\n"
         "        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL\n"
         "        options.add_session_config_entry('session.record_ep_graph_assignment_info', '1')\n"
-        "        return OrtModel(ort.InferenceSession(str(path), options, providers=[self.provider]), self.provider)\n\n"
+        "        session = ort.InferenceSession(str(path), options, providers=[self.provider])\n"
+        "        return OrtModel(session, self.provider)\n\n"
         "def backends():\n"
         "    return [NoOptBackend()]\n")
     monkeypatch.setenv("PYTHONPATH", str(plugins))
