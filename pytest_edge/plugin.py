@@ -109,7 +109,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "edge(model=None, **budgets): check a model on every available backend against golden "
         "outputs and budgets (see pytest-edge's README)")
     settings = _settings(config)
-    for name in [*(settings.backends or []), *settings.require, settings.reference_backend]:
+    # Only names the user typed on this run: listing backends imports onnxruntime, which a
+    # session that never uses the marker should not pay for.
+    for name in [*(settings.backends or []), *settings.require]:
         try:
             get_backend(name)
         except KeyError as exc:

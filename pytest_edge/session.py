@@ -196,12 +196,13 @@ class EdgeSession:
     # ------------------------------------------------------------ golden outputs
 
     def reference_backend(self, model: Model) -> str:
+        try:
+            get_backend(self.settings.reference_backend)
+        except KeyError as exc:
+            raise EdgeUsageError(f"edge_reference_backend: {exc.args[0]}") from None
         order = [self.settings.reference_backend, *REFERENCE_ORDER, *all_backends()]
         for name in dict.fromkeys(order):
-            try:
-                backend = get_backend(name)
-            except KeyError:
-                continue
+            backend = get_backend(name)
             if model.artifact(backend.suffix) is not None and backend.unavailable_reason() is None:
                 return name
         raise GoldenError(f"no backend available here can run any artifact of {model.name} "

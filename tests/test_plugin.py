@@ -637,3 +637,20 @@ def test_fixture_without_marker_and_bad_isolation_are_usage_errors(pytester: pyt
     result = pytester.runpytest_subprocess("--edge-isolation=thread")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--edge-isolation: 'thread' is not 'process' or 'none'*"])
+
+
+def test_a_session_without_the_marker_imports_no_runtime(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import sys
+        def test_nothing_heavy():
+            heavy = {"onnxruntime", "executorch", "torch", "ai_edge_litert", "tflite_runtime"}
+            assert not heavy & set(sys.modules)
+    """)
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_misspelt_reference_backend_fails_with_its_name(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(mlp_test("onnxruntime-cpu"))
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-reference-backend=onnxruntime-cpux")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*edge_reference_backend: unknown backend 'onnxruntime-cpux'*"])
