@@ -197,6 +197,10 @@ class BackendWorker:
         self._receive("start", None)
 
     def call(self, op: str, *args: Any, artifact: str | None = None) -> Any:
+        if self._process is not None and self._process.poll() is not None:
+            # It died between requests (a late native crash, the OOM killer): what it held is
+            # gone, which the caller must hear about rather than meet as unknown models later.
+            self._crashed(op, artifact)
         if not self.alive:
             self.start()
         if self._server is not None:

@@ -188,6 +188,7 @@ def test_native_crash_is_reported_with_signal_and_worker_restarts() -> None:
         pid = worker.call("ping")
         assert pid != os.getpid()
         os.kill(pid, signal.SIGSEGV)
+        worker._process.wait(timeout=30)  # it dies between requests: the next one must hear of it
         with pytest.raises(BackendCrash, match=r"crashed \(signal SIGSEGV\) while trying to load .*tiny_mlp"):
             worker.call("load", "m", str(FIXTURES / "tiny_mlp.onnx"), 1, {}, artifact=str(FIXTURES / "tiny_mlp.onnx"))
         assert worker.call("ping") not in (pid, os.getpid())
