@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -127,5 +127,3 @@ def signature_problems(reference: Sequence[TensorSpec], actual: Sequence[TensorS
             problems.append(f"{kind} {ref.name!r}: shape {list(act.shape)}, golden has {list(ref.shape)}")
     return problems
 
-
-InputsSource = str | Path | Mapping[str, Any] | Callable[[], Any] | None

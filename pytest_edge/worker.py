@@ -125,9 +125,6 @@ class WorkerServer:
     def op_intermediates(self, key: str, feeds: list[np.ndarray]) -> dict[str, Any] | None:
         return self.models[key].intermediates(feeds)
 
-    def op_unload(self, key: str) -> None:
-        self.models.pop(key, None)
-
     def op_ping(self) -> int:
         return os.getpid()
 

@@ -143,11 +143,3 @@ class Backend(ABC):
     def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
         """Load ``path``; raise an exception with a readable message if the runtime refuses it."""
 
-
-NUMPY_DTYPES = {
-    "float32", "float16", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
-}
-
-
-def dtype_name(dtype: Any) -> str:
-    return np.dtype(dtype).name
