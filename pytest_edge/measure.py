@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-_PAGE_KB = 1024.0
+_KB_PER_MB = 1024.0
 
 
 def latency_stats(samples_ns: Sequence[int]) -> dict[str, float]:
@@ -43,13 +43,13 @@ def _status_kb(field: str) -> float | None:
 
 def rss_mb() -> float | None:
     kb = _status_kb("VmRSS")
-    return kb / _PAGE_KB if kb is not None else None
+    return kb / _KB_PER_MB if kb is not None else None
 
 
 def hwm_mb() -> float | None:
     """The process's peak resident set (VmHWM), which counts native allocations too."""
     kb = _status_kb("VmHWM")
-    return kb / _PAGE_KB if kb is not None else None
+    return kb / _KB_PER_MB if kb is not None else None
 
 
 def reset_hwm() -> bool:
