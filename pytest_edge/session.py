@@ -431,7 +431,7 @@ class EdgeSession:
         mine, theirs = found
         if not mine or not theirs:
             return ""
-        if all(label.endswith("on the CPU kernels") for label in mine["producers"].values()):
+        if not mine["delegated"]:
             return ("; this runtime does not delegate when intermediate tensors are preserved, so the "
                     "diverging operator cannot be named")
         tolerance = resolve_tolerance(defaults, spec.tolerances, backend, golden.outputs_spec[0].name)

@@ -15,8 +15,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from multiprocessing.connection import Connection
 from contextlib import contextmanager
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 

@@ -93,8 +93,8 @@ class LoadedModel(ABC):
 
     def intermediates(self, feeds: Sequence[np.ndarray]) -> dict[str, Any] | None:
         """Tensors computed on the way for one run: ``{"order": [tensor ids in graph order],
-        "producers": {id: label of the node or partition}, "tensors": {id: array}}``; None where
-        the runtime cannot expose them."""
+        "producers": {id: label of the node or partition}, "tensors": {id: array}, "names": {id:
+        tensor name}, "delegated": whether a delegate ran}``; None where the runtime cannot tell."""
         return None
 
     def reset(self) -> None:

@@ -71,10 +71,10 @@ class ExecuTorchBackend(Backend):
     def import_runtime(self) -> None:
         # Runtime.get() loads the kernel library and the .pte reader pulls in exir: both belong to
         # the runtime's baseline, not to the first model's memory.
+        from executorch.exir._serialize._program import deserialize_pte_binary  # noqa: F401
         from executorch.runtime import Runtime
 
         from .pte_coverage import xnnpack_node_names
-        from executorch.exir._serialize._program import deserialize_pte_binary  # noqa: F401
 
         Runtime.get()
         xnnpack_node_names()

@@ -103,7 +103,7 @@ def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delega
     this also finds nodes that act through resource variables (ADD feeding ASSIGN_VARIABLE).
     """
     partitions = delegate_partitions(ops, graph_outputs)
-    replaced = set().union(*partitions.values()) if partitions else set()
+    replaced = set().union(*partitions.values())
     original = [op for op in ops if op["op_name"] != "DELEGATE"]
     # Every node of the model's main subgraph counts (variable ops too: XNNPACK takes them). A
     # node with no tensors at all (CALL_ONCE, which initialises variables) cannot be placed from
@@ -189,7 +189,7 @@ class LiteRTModel(LoadedModel):
         ops = interpreter._get_ops_details()
         outputs = {int(d["index"]) for d in interpreter.get_output_details()}
         partitions = delegate_partitions(ops, outputs)
-        replaced = set().union(*partitions.values()) if partitions else set()
+        replaced = set().union(*partitions.values())
         names = {op["index"]: op["op_name"] for op in ops}
         producers: dict[int, str] = {}
         for op in ops:
@@ -214,7 +214,7 @@ class LiteRTModel(LoadedModel):
                 continue
         order = [int(t) for op in ops if op["op_name"] != "DELEGATE" for t in op["outputs"]]
         tensor_names = {int(d["index"]): d["name"] for d in interpreter.get_tensor_details()}
-        return {"order": order, "producers": producers, "tensors": tensors,
+        return {"order": order, "producers": producers, "tensors": tensors, "delegated": bool(partitions),
                 "names": {t: tensor_names.get(t, str(t)) for t in tensors}}
 
     def precision(self) -> str:
