@@ -1,9 +1,16 @@
-"""Golden store: ``<golden_dir>/<model>/meta.json`` plus one ``case_NNN.npz`` per case.
+"""Golden store: ``<golden_dir>/<model>/meta.json`` plus one ``case_NNN-<hash>.npz`` per case.
 
 Nothing is written unless asked. Every write goes to a temporary file beside its target and is
 moved into place with ``os.replace``, under a per-model lock, so an interrupted or concurrent
 (pytest-xdist) refresh never leaves a half-written or lost golden file. ``meta.json`` is written
 last: it is the commit point that names the case files.
+
+Golden files arrive in pull requests, so reading treats them as untrusted: ``meta.json`` is
+checked field by field, case names must be plain ``case_NNN-<12 hex>.npz`` names in the model's
+folder (nothing outside it is opened, symbolic links and special files are refused), the hash in
+each name must match the file's bytes, arrays are parsed without pickle and with their declared
+sizes checked against the bytes present, and golden values must be finite. Every problem is a
+:class:`GoldenError` naming the file.
 """
 
 from __future__ import annotations
@@ -12,7 +19,10 @@ import fcntl
 import hashlib
 import io
 import json
+import math
 import os
+import re
+import stat
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -27,13 +37,22 @@ from .errors import GoldenError
 
 SCHEMA = "pytest-edge/golden/1"
 UPDATE_HINT = "pytest --edge-update-golden (or: pytest-edge golden refresh)"
+# What case_file() writes; ASCII digits and lower-case hex only, no path separators.
+CASE_NAME = re.compile(r"case_[0-9]{3,}-[0-9a-f]{12}\.npz")
+_MEMBER = re.compile(r"(inputs|outputs)/(.+)\.npy")
+# Array kinds a golden may hold: bool, signed and unsigned integers, floats.
+_KINDS = "biuf"
+# Deflate cannot expand data by more than ~1032x: a member claiming more is corrupt (or a bomb).
+_MAX_DEFLATE_RATIO = 1032
+# Hidden temporaries atomic_write leaves when a refresh is killed between write and rename.
+_LEFTOVER_PATTERNS = (".case_*.npz.*.tmp", ".meta.json.*.tmp")
 
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
 
 def sha256_file(path: Path) -> str:
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    stat_ = path.stat()
+    key = (str(path.resolve()), stat_.st_mtime_ns, stat_.st_size)
     if key not in _hash_cache:
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
@@ -93,7 +112,12 @@ class Golden:
 def case_file(index: int, data: bytes) -> str:
     # The content hash in the name makes meta.json the single commit point of a refresh: new case
     # files never overwrite the ones an older meta.json names.
-    return f"case_{index:03d}-{hashlib.sha256(data).hexdigest()[:12]}.npz"
+    return f"case_{index:03d}-{content_hash(data)}.npz"
+
+
+def content_hash(data: bytes) -> str:
+    """The 12 hex digits of sha256 that name a case file."""
+    return hashlib.sha256(data).hexdigest()[:12]
 
 
 def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
@@ -107,6 +131,174 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
+class _Corrupt(Exception):
+    """A problem in one golden file; turned into a GoldenError naming the file."""
+
+
+def _corrupt(path: Path, detail: str) -> GoldenError:
+    return GoldenError(f"corrupt golden file {path}: {detail}; regenerate it with {UPDATE_HINT}")
+
+
+def non_finite(array: np.ndarray) -> tuple[int, int]:
+    """(NaN count, Inf count) of a float array; (0, 0) for other kinds."""
+    if array.dtype.kind not in "fc":
+        return 0, 0
+    return int(np.count_nonzero(np.isnan(array))), int(np.count_nonzero(np.isinf(array)))
+
+
+def non_finite_problem(kind: str, name: str, array: np.ndarray, where: str = "") -> str | None:
+    """Golden values must be usable references: no NaN anywhere, and no Inf in outputs. Inputs may
+    hold +-Inf (additive attention masks use -inf), never NaN (a NaN input is never equal to
+    itself, so the recorded inputs could not be matched against the test's)."""
+    nan, inf = non_finite(array)
+    if nan or (inf and kind == "output"):
+        return f"golden {kind} {name!r}{where} contains {nan} NaN and {inf} Inf of {array.size} values"
+    return None
+
+
+# ---------------------------------------------------------------- reading untrusted files
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path``, refusing symbolic links and anything but a regular file, so a golden
+    from a pull request cannot make the reader open a file elsewhere, a FIFO or a device."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError as exc:
+        raise _Corrupt("the file is missing") from exc
+    except OSError as exc:
+        if os.path.islink(path):
+            raise _Corrupt("it is a symbolic link (golden files must be regular files in the model's "
+                           "folder)") from exc
+        raise _Corrupt(f"cannot open it: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Corrupt("it is not a regular file")
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise _Corrupt(f"cannot read it: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+
+
+def _check_specs(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list):
+        raise _Corrupt(f"{where} must be a list of {{name, shape, dtype}}, got {type(value).__name__}")
+    names = []
+    for i, spec in enumerate(value):
+        label = f"{where}[{i}]"
+        if not isinstance(spec, dict):
+            raise _Corrupt(f"{label} must be an object, got {type(spec).__name__}")
+        name, shape, dtype = spec.get("name"), spec.get("shape"), spec.get("dtype")
+        if not isinstance(name, str) or not name:
+            raise _Corrupt(f"{label}.name must be a non-empty string, got {name!r}")
+        if name in names:
+            raise _Corrupt(f"{where} names {name!r} twice")
+        if not isinstance(shape, list) or not all(
+                d is None or isinstance(d, str) or (isinstance(d, int) and not isinstance(d, bool))
+                for d in shape):
+            raise _Corrupt(f"{label}.shape must be a list of sizes, names or null, got {shape!r}")
+        if not isinstance(dtype, str) or _dtype_kind(dtype) not in _KINDS:
+            raise _Corrupt(f"{label}.dtype must name a bool, integer or float dtype, got {dtype!r}")
+        names.append(name)
+    return names
+
+
+def _dtype_kind(name: str) -> str:
+    try:
+        return np.dtype(name).kind
+    except (TypeError, ValueError, SyntaxError):
+        return "?"
+
+
+def _check_meta(meta: Any) -> tuple[list[str], list[str], list[str]]:
+    """Validate the fields the plugin relies on; return (case names, input names, output names)."""
+    if not isinstance(meta, dict):
+        raise _Corrupt(f"expected a JSON object, got {type(meta).__name__}")
+    if meta.get("schema") != SCHEMA:
+        raise _Corrupt(f"schema {meta.get('schema')!r}, expected {SCHEMA!r}")
+    cases = meta.get("cases")
+    if not isinstance(cases, list) or not all(isinstance(c, str) for c in cases):
+        raise _Corrupt(f"'cases' must be a list of case file names, got {_short(cases)}")
+    if not cases:
+        raise _Corrupt("'cases' is empty")
+    signature = meta.get("signature")
+    if not isinstance(signature, dict):
+        raise _Corrupt(f"'signature' must be an object with 'inputs' and 'outputs', got {_short(signature)}")
+    inputs = _check_specs(signature.get("inputs"), "signature.inputs")
+    outputs = _check_specs(signature.get("outputs"), "signature.outputs")
+    reference = meta.get("reference")
+    if not isinstance(reference, dict) or not isinstance(reference.get("backend"), str):
+        raise _Corrupt(f"'reference' must be an object with a 'backend' name, got {_short(reference)}")
+    artifact = reference.get("artifact")
+    # stale_reason() opens the reference artifact beside the tested one: a plain file name only.
+    if artifact is not None and (not isinstance(artifact, str) or not _plain_name(artifact)):
+        raise _Corrupt(f"'reference.artifact' must be a plain file name, got {artifact!r}")
+    artifacts = meta.get("artifacts", {})
+    if not isinstance(artifacts, dict) or not all(isinstance(v, str) for v in artifacts.values()):
+        raise _Corrupt(f"'artifacts' must map artifact names to sha256 strings, got {_short(artifacts)}")
+    return cases, inputs, outputs
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name and "\0" not in name
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, blob_size: int) -> np.ndarray:
+    """One ``.npy`` member, its header checked before anything is allocated."""
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise _Corrupt(f"member {info.filename!r} uses an unsupported compression")
+    if info.file_size > max(info.compress_size, 1) * _MAX_DEFLATE_RATIO or info.file_size > blob_size * _MAX_DEFLATE_RATIO:
+        raise _Corrupt(f"member {info.filename!r} claims {info.file_size} bytes, more than its data can hold")
+    data = archive.read(info)  # bounded by file_size; zipfile checks the CRC
+    fp = io.BytesIO(data)
+    version = np.lib.format.read_magic(fp)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+    else:
+        raise _Corrupt(f"member {info.filename!r} has .npy format version {version}")
+    if dtype.kind not in _KINDS or dtype.hasobject or dtype.fields:
+        raise _Corrupt(f"member {info.filename!r} holds dtype {dtype}, not bool, integer or float")
+    if any(d < 0 for d in shape):
+        raise _Corrupt(f"member {info.filename!r} declares a negative dimension in shape {shape}")
+    count = math.prod(shape)
+    if len(data) - fp.tell() != count * dtype.itemsize:
+        raise _Corrupt(f"member {info.filename!r} declares shape {shape} of {dtype} "
+                       f"({count * dtype.itemsize} bytes) but holds {len(data) - fp.tell()}")
+    array = np.frombuffer(data, dtype=dtype, count=count, offset=fp.tell())
+    return array.reshape(shape, order="F" if fortran else "C").copy()
+
+
+def _read_case(blob: bytes) -> GoldenCase:
+    arrays: dict[str, dict[str, np.ndarray]] = {"inputs": {}, "outputs": {}}
+    with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+        for info in archive.infolist():
+            match = _MEMBER.fullmatch(info.filename)
+            if match is None:
+                raise _Corrupt(f"unexpected member {info.filename!r} (expected inputs/<name>.npy "
+                               "or outputs/<name>.npy)")
+            kind, name = match.groups()
+            if name in arrays[kind]:
+                raise _Corrupt(f"member {info.filename!r} appears twice")
+            arrays[kind][name] = _read_member(archive, info, len(blob))
+    return GoldenCase(arrays["inputs"], arrays["outputs"])
+
+
 class GoldenStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -117,7 +309,7 @@ class GoldenStore:
     def load(self, model: str) -> Golden:
         folder = self.folder(model)
         meta_path = folder / "meta.json"
-        if not meta_path.exists():
+        if not os.path.lexists(meta_path):
             raise GoldenError(f"no golden outputs for model {model!r} (looked for {meta_path}); "
                               f"create them with {UPDATE_HINT}")
         with _locked(folder, shared=True):  # a consistent meta.json + cases, even mid-refresh
@@ -125,32 +317,66 @@ class GoldenStore:
 
     def _read(self, model: str, folder: Path, meta_path: Path) -> Golden:
         try:
-            meta = json.loads(meta_path.read_text())
-            if meta.get("schema") != SCHEMA:
-                raise ValueError(f"schema {meta.get('schema')!r}, expected {SCHEMA!r}")
-            names = meta["cases"]
-            meta["signature"]["inputs"], meta["reference"]["backend"]  # noqa: B018 - must exist
-        except (ValueError, KeyError, TypeError) as exc:
-            raise GoldenError(f"corrupt golden file {meta_path}: {exc}; regenerate it with {UPDATE_HINT}") from exc
+            meta = json.loads(_read_regular(meta_path))
+            names, input_names, output_names = _check_meta(meta)
+        except RecursionError as exc:  # json nests deeper than the interpreter's stack
+            raise _corrupt(meta_path, "nested too deeply") from exc
+        except (_Corrupt, ValueError) as exc:  # ValueError: not JSON / not UTF-8
+            raise _corrupt(meta_path, str(exc)) from exc
         golden = Golden(model, folder, meta)
-        for name in names:
+        for index, name in enumerate(names):
+            if not CASE_NAME.fullmatch(name):
+                # Checked before any path is built: nothing outside the model's folder is opened.
+                raise _corrupt(meta_path, f"case entry {_short(name)} is not a case file name of this "
+                                          f"folder (expected a plain name like case_000-<12 hex>.npz; "
+                                          f"names that escape {folder} or name subfolders are refused)")
             path = folder / name
             try:
-                with np.load(path, allow_pickle=False) as data:
-                    inputs = {k.split("/", 1)[1]: data[k] for k in data.files if k.startswith("inputs/")}
-                    outputs = {k.split("/", 1)[1]: data[k] for k in data.files if k.startswith("outputs/")}
-            except Exception as exc:  # noqa: BLE001 - np.load raises zipfile, pickle, OS and value errors
-                raise GoldenError(f"corrupt golden file {path}: {exc}; regenerate it with {UPDATE_HINT}") from exc
-            golden.cases.append(GoldenCase(inputs, outputs))
+                blob = _read_regular(path)
+            except _Corrupt as exc:
+                raise _corrupt(path, f"{exc} (named by {meta_path})") from exc
+            expected = name.rsplit("-", 1)[1][:12]
+            actual = content_hash(blob)
+            if actual != expected:
+                raise _corrupt(path, f"content does not match its hash (the name says {expected}, the "
+                                     f"bytes hash to {actual}): the file was modified or truncated")
+            try:
+                case = _read_case(blob)
+            except _Corrupt as exc:
+                raise _corrupt(path, str(exc)) from exc
+            except Exception as exc:  # noqa: BLE001 - zipfile/zlib/numpy raise many kinds on bad bytes
+                raise _corrupt(path, f"{type(exc).__name__}: {exc}") from exc
+            for kind, got, wanted in (("inputs", case.inputs, input_names), ("outputs", case.outputs, output_names)):
+                if set(got) != set(wanted):
+                    raise _corrupt(path, f"its {kind} {sorted(got)} do not match the signature's "
+                                         f"{kind} {wanted} in {meta_path}")
+            for kind, arrays in (("input", case.inputs), ("output", case.outputs)):
+                for array_name, array in arrays.items():
+                    problem = non_finite_problem(kind, array_name, array, f" in {path} (case {index})")
+                    if problem:
+                        raise GoldenError(f"{problem}; refresh it with {UPDATE_HINT} once the reference "
+                                          "backend gives finite values")
+            golden.cases.append(case)
         return golden
 
     def write(self, model: str, meta: dict[str, Any], cases: list[GoldenCase]) -> Golden:
         folder = self.folder(model)
+        for index, case in enumerate(cases):
+            # The session checks outputs before recording; a golden must never hold NaN/Inf anyway.
+            for kind, arrays in (("input", case.inputs), ("output", case.outputs)):
+                for name, array in arrays.items():
+                    problem = non_finite_problem(kind, name, np.asarray(array))
+                    if problem:
+                        raise GoldenError(f"refusing to write the golden for {model!r} in {folder}: "
+                                          f"case {index}: {problem}")
         folder.mkdir(parents=True, exist_ok=True)
         blobs = [npz_bytes({**{f"inputs/{k}": v for k, v in case.inputs.items()},
                             **{f"outputs/{k}": v for k, v in case.outputs.items()}}) for case in cases]
         meta = {**meta, "schema": SCHEMA, "cases": [case_file(i, blob) for i, blob in enumerate(blobs)]}
         with _locked(folder):
+            # Under the exclusive lock no other refresh is writing here: any hidden temporary is
+            # a leftover of one that was killed between write and rename.
+            remove_leftovers(folder)
             for name, blob in zip(meta["cases"], blobs):
                 atomic_write(folder / name, blob)
             atomic_write(folder / "meta.json", (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
@@ -159,6 +385,21 @@ class GoldenStore:
                 if stale.name not in keep:
                     stale.unlink()
         return Golden(model, folder, meta, list(cases))
+
+
+def remove_leftovers(folder: Path) -> list[Path]:
+    """Delete the hidden temporaries an interrupted refresh left in ``folder``; call it only
+    under the folder's exclusive lock. Returns what was removed."""
+    removed = []
+    for pattern in _LEFTOVER_PATTERNS:
+        for path in folder.glob(pattern):
+            try:
+                if not path.is_dir() or path.is_symlink():
+                    path.unlink()
+                    removed.append(path)
+            except FileNotFoundError:
+                pass
+    return removed
 
 
 @contextmanager
@@ -172,13 +413,41 @@ def _locked(folder: Path, shared: bool = False) -> Iterator[None]:
         os.close(fd)
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where /proc allows (os.umask(0) would briefly
+    let another thread create world-writable files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(path: Path) -> int:
+    """Keep the mode of the file being replaced; a new file gets what open() would give it."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~current_umask()
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old or the new file, never a part."""
+    """Write ``data`` to ``path`` so that readers see the old or the new file, never a part. The
+    file gets the mode of the one it replaces, or ``0o666 & ~umask`` when new (mkstemp alone
+    would leave it 0600, unreadable to the rest of a team sharing the checkout)."""
+    path = Path(path)
+    mode = _mode_for(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -187,3 +456,5 @@ def atomic_write(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
