@@ -27,12 +27,69 @@ def write_report(path: Path, report: Mapping[str, Any]) -> None:
 
 
 def load_report(path: Path) -> dict[str, Any]:
+    """Read a report written by ``write_report`` or ``merge_reports``; anything else (not JSON, not
+    an object, another schema, records of the wrong shape, non-numeric figures) is a ValueError
+    naming the file and the offending record, which callers report instead of a traceback.
+    Unknown fields are accepted, and every figure may be ``null`` (not measured)."""
     try:
         report = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+    except RecursionError as exc:  # nested deeper than the interpreter's stack
+        raise ValueError(f"cannot read report {path}: JSON nested too deeply") from exc
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, not UTF-8
         raise ValueError(f"cannot read report {path}: {exc}") from exc
+    if not isinstance(report, dict):
+        raise ValueError(f"{path} is not a pytest-edge report: expected a JSON object, got {type(report).__name__}")
     if report.get("schema") != SCHEMA:
-        raise ValueError(f"{path} is not a pytest-edge report (schema {report.get('schema')!r})")
+        raise ValueError(f"{path} is not a pytest-edge report (schema {report.get('schema')!r}, expected {SCHEMA!r})")
+
+    def number(value: Any) -> bool:
+        return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+    def bad(where: str, detail: str) -> ValueError:
+        return ValueError(f"{path} is not a valid pytest-edge report: {where}: {detail}")
+
+    for key, kind in (("machine", dict), ("machines", list), ("matrix", dict)):
+        if key in report and not isinstance(report[key], kind):
+            raise bad(repr(key), f"expected {'an object' if kind is dict else 'a list'}, "
+                                 f"got {type(report[key]).__name__}")
+    records = report.get("records")
+    if not isinstance(records, list):
+        raise bad("'records'", f"expected a list, got {type(records).__name__}")
+    # The figures the table, merge and baseline comparison format or do arithmetic on.
+    figures = ("load_ms", "first_inference_ms", "peak_memory_mb", "steady_memory_mb", "measured_runs",
+               "warmup_runs")
+    nested = {"latency_ms": ("p50", "p90", "p99", "mean", "min"),
+              "coverage": ("fallback", "partitions", "total_ops", "delegated_ops", "fallback_ops"),
+              "accuracy": ("max_abs_err", "max_rel_err", "cosine", "snr_db")}
+    for index, record in enumerate(records):
+        where = f"record {index}"
+        if not isinstance(record, dict):
+            raise bad(where, f"expected an object, got {type(record).__name__}")
+        if isinstance(record.get("test"), str):
+            where = f"record {index} ({record['test']})"
+        for key in ("test", "backend", "verdict"):
+            if not isinstance(record.get(key), str):
+                raise bad(where, f"{key!r} must be a string, got {record.get(key)!r}")
+        model = record.get("model")
+        if not isinstance(model, dict) or not isinstance(model.get("name"), str):
+            raise bad(where, f"'model' must be an object with a 'name', got {model!r}")
+        for key in figures:
+            if not number(record.get(key)):
+                raise bad(where, f"{key!r} must be a number or null, got {record[key]!r}")
+        for key, inner in nested.items():
+            block = record.get(key)
+            if block is None:
+                continue
+            if not isinstance(block, dict):
+                raise bad(where, f"{key!r} must be an object or null, got {block!r}")
+            if key == "coverage" and block and "fallback" not in block:
+                raise bad(where, "'coverage' has no 'fallback' figure")
+            for figure in inner:
+                if not number(block.get(figure)):
+                    raise bad(where, f"'{key}.{figure}' must be a number or null, got {block[figure]!r}")
+        if record.get("processes") is not None and not (
+                isinstance(record["processes"], list) and all(isinstance(p, dict) for p in record["processes"])):
+            raise bad(where, f"'processes' must be a list of objects, got {record['processes']!r}")
     return report
 
 
