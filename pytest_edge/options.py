@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import operator
 import re
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import EdgeUsageError
@@ -24,6 +26,8 @@ def _parse(value: Any, units: Mapping[str, float], what: str, default_unit: str)
         match = _UNIT.match(str(value))
         unit = match.group(2).lower() if match else None
         if match is None or unit not in units:
+            if not default_unit:  # a plain number, no unit to suggest
+                raise EdgeUsageError(f"{what}: cannot parse {value!r}; expected a number >= 0")
             raise EdgeUsageError(f"{what}: cannot parse {value!r}; use a number of {default_unit} "
                                  f"or a string such as '12{default_unit}'")
         number = float(match.group(1)) * units[unit]
@@ -117,6 +121,10 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> EdgeSpec:
     spec.model = None if model is None else str(model)
     spec.backends = parse_names(kwargs.get("backends"), "backends")
     spec.skip_backends = parse_names(kwargs.get("skip_backends"), "skip_backends") or []
+    both = [name for name in spec.skip_backends if name in (spec.backends or [])]
+    if both:
+        raise EdgeUsageError(f"both backends= and skip_backends= name {', '.join(map(repr, both))}; "
+                             "name a backend in one of them")
     for key in ("atol", "rtol", "min_snr_db"):
         if kwargs.get(key) is not None:
             setattr(spec, key, _parse(kwargs[key], {"": 1.0}, key, ""))
@@ -139,37 +147,98 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> EdgeSpec:
             raise EdgeUsageError(f"target: {target!r} is not one of {', '.join(TARGETS)}")
         spec.target = str(target).lower()
     spec.tolerances = _check_tolerances(kwargs.get("tolerances") or {})
-    spec.inputs = kwargs.get("inputs")
-    shapes = kwargs.get("shapes") or {}
+    spec.inputs = _check_inputs(kwargs.get("inputs"))
+    spec.shapes = _check_shapes(kwargs.get("shapes") or {})
+    return spec
+
+
+# Elements one input may have: beyond this a typo (an extra digit) would allocate gigabytes
+# before any runtime could refuse the shape.
+MAX_ELEMENTS = 2**31
+
+
+def _check_shapes(shapes: Any) -> dict[str, tuple[int, ...]]:
+    """{input name: sequence of ints >= 0}; no strings (``"123"`` is not (1, 2, 3)), no floats, no
+    bools, and at most MAX_ELEMENTS elements per input. Whether each name is an input of the
+    model is checked once the model is loaded (``inputs.check_shapes``)."""
     if not isinstance(shapes, Mapping):
         raise EdgeUsageError(f"shapes: expected {{input name: shape}}, got {shapes!r}")
-    try:
-        spec.shapes = {str(k): tuple(int(d) for d in v) for k, v in shapes.items()}
-    except (TypeError, ValueError) as exc:
-        raise EdgeUsageError(f"shapes: {shapes!r} is not {{input name: tuple of ints}}") from exc
-    return spec
+    checked: dict[str, tuple[int, ...]] = {}
+    for name, shape in shapes.items():
+        what = f"shapes={{{str(name)!r}: {shape!r}}}"
+        if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+            raise EdgeUsageError(f"{what}: the shape must be a tuple of ints, e.g. (1, 3, 224, 224)")
+        dims = []
+        for dim in shape:
+            try:
+                if isinstance(dim, bool):
+                    raise TypeError
+                dims.append(operator.index(dim))  # ints and NumPy integers, not 2.5 or "3"
+            except TypeError:
+                raise EdgeUsageError(f"{what}: dimension {dim!r} is not an integer") from None
+        negative = [d for d in dims if d < 0]
+        if negative:
+            raise EdgeUsageError(f"{what}: dimension {negative[0]} of input {str(name)!r} is negative")
+        if math.prod(dims) > MAX_ELEMENTS:
+            raise EdgeUsageError(f"{what}: input {str(name)!r} would have {math.prod(dims)} elements, "
+                                 f"more than {MAX_ELEMENTS}; check the shape for a typo")
+        checked[str(name)] = tuple(dims)
+    return checked
+
+
+def _check_inputs(source: Any) -> Any:
+    """The kinds ``inputs=`` can be; their contents are checked when the cases are read."""
+    if source is None or callable(source) or isinstance(source, (str, Path, Mapping, list, tuple)):
+        return source
+    raise EdgeUsageError(f"inputs=: expected an .npz path, a dict of arrays, a list of dicts or a "
+                         f"callable returning one of those, got {type(source).__name__}")
 
 
 TOLERANCE_KEYS = ("atol", "rtol", "min_cosine", "min_snr_db", "topk_agreement")
 
 
+FRACTION_KEYS = ("min_cosine", "topk_agreement")
+
+
+def _tolerance_value(key: str, value: Any, what: str) -> float:
+    """One tolerance, parsed as the marker-level keyword is: atol/rtol/min_snr_db numbers >= 0,
+    min_cosine/topk_agreement fractions (0.99 or "99%")."""
+    if value is None:
+        raise EdgeUsageError(f"{what}: expected a number, got None")
+    if key in FRACTION_KEYS:
+        return parse_fraction(value, what)
+    return _parse(value, {"": 1.0}, what, "")
+
+
 def _check_tolerances(tolerances: Any) -> dict[str, Any]:
-    """{backend or output: {key: value}} or {backend: {output: {key: value}}}; typos are errors."""
+    """{backend or output: {key: value}} or {backend: {output: {key: value}}}; typos are errors.
+    Values are parsed here (so ``{"atol": "loose"}`` fails at collection, not mid-comparison) and
+    returned as floats."""
     shape = "tolerances: expected {backend or output: {atol: ..., rtol: ...}}"
     if not isinstance(tolerances, Mapping):
-        raise EdgeUsageError(shape)
+        raise EdgeUsageError(f"{shape}; got {tolerances!r}")
+    checked: dict[str, Any] = {}
     for scope, entry in tolerances.items():
+        if not isinstance(scope, str):
+            raise EdgeUsageError(f"{shape}; the key {scope!r} is not a backend or output name")
         if not isinstance(entry, Mapping):
             raise EdgeUsageError(f"{shape}; got {scope!r}: {entry!r}")
+        unknown = [key for key, value in entry.items()
+                   if not isinstance(value, Mapping) and key not in TOLERANCE_KEYS]
+        unknown += [inner for value in entry.values() if isinstance(value, Mapping)
+                    for inner in value if inner not in TOLERANCE_KEYS]
+        if unknown:
+            raise EdgeUsageError(f"tolerances[{scope!r}]: unknown key(s) {', '.join(map(repr, unknown))}; "
+                                 f"known: {', '.join(TOLERANCE_KEYS)}")
+        parsed: dict[str, Any] = {}
         for key, value in entry.items():
-            if isinstance(value, Mapping):
-                unknown = sorted(set(value) - set(TOLERANCE_KEYS))
+            if isinstance(value, Mapping):  # {backend: {output: {...}}}
+                parsed[str(key)] = {k: _tolerance_value(k, v, f"tolerances[{scope!r}][{key!r}].{k}")
+                                    for k, v in value.items()}
             else:
-                unknown = [] if key in TOLERANCE_KEYS else [key]
-            if unknown:
-                raise EdgeUsageError(f"tolerances[{scope!r}]: unknown key(s) {', '.join(map(repr, unknown))}; "
-                                     f"known: {', '.join(TOLERANCE_KEYS)}")
-    return dict(tolerances)
+                parsed[key] = _tolerance_value(key, value, f"tolerances[{scope!r}].{key}")
+        checked[scope] = parsed
+    return checked
 
 
 def parse_percent(value: Any, what: str = "--edge-max-regression") -> float:
