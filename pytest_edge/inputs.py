@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .backends import TensorSpec
-from .errors import EdgeUsageError
+from .errors import EdgeError, EdgeUsageError
 
 DEFAULT_SEED = 0
 
@@ -37,12 +39,30 @@ def concrete_shape(spec: TensorSpec, shapes: Mapping[str, Sequence[int]]) -> tup
     return tuple(shape)
 
 
+def check_shapes(shapes: Mapping[str, Sequence[int]], specs: Sequence[TensorSpec], origin: str) -> None:
+    """``shapes=`` may only name inputs the model has; a typo would otherwise be ignored silently
+    and the dynamic dimension it meant to fix would still be an error (or a default batch of 1)."""
+    names = [s.name for s in specs]
+    unknown = [n for n in shapes if n not in names]
+    if unknown:
+        raise EdgeUsageError(f"{origin}: shapes= names {', '.join(map(repr, unknown))}, which the model "
+                             f"does not have; its inputs are {names}")
+
+
+def _dtype(spec: TensorSpec) -> np.dtype:
+    try:
+        return np.dtype(spec.dtype)
+    except (TypeError, ValueError) as exc:
+        raise EdgeUsageError(f"input {spec.name!r} has dtype {spec.dtype!r}, which NumPy has no type for; "
+                             "pytest-edge cannot feed it") from exc
+
+
 def generate_case(specs: Sequence[TensorSpec], shapes: Mapping[str, Sequence[int]], seed: int) -> Case:
     rng = np.random.default_rng(seed)
     case: Case = {}
     for spec in specs:
         shape = concrete_shape(spec, shapes)
-        dtype = np.dtype(spec.dtype)
+        dtype = _dtype(spec)
         if dtype.kind == "f":
             value = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind == "b":
@@ -58,28 +78,58 @@ def generate_case(specs: Sequence[TensorSpec], shapes: Mapping[str, Sequence[int
     return case
 
 
-def _as_case(value: Any, origin: str) -> Case:
+def _as_case(value: Any, origin: str) -> dict[str, Any]:
+    # Values stay as given: check_case needs to tell a NumPy array's chosen dtype from a Python
+    # number's default one.
     if not isinstance(value, Mapping):
-        raise EdgeUsageError(f"inputs from {origin} must be a dict of arrays, got {type(value).__name__}")
-    return {str(k): np.asarray(v) for k, v in value.items()}
+        raise EdgeUsageError(f"inputs= from {origin} must be a dict of arrays (one case) or a list of "
+                             f"such dicts, got {_what(value)}")
+    return {str(k): v for k, v in value.items()}
 
 
-def user_cases(source: Any, base_dir: Path) -> list[Case]:
-    """The marker's ``inputs=``: an .npz path, a dict of arrays, or a callable returning either a
-    dict or a list of dicts (one per case)."""
+def _what(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _call(source: Any) -> Any:
+    """Call the user's ``inputs=`` callable; its own exceptions become usage errors that name it."""
+    name = getattr(source, "__qualname__", None) or repr(source)
+    try:
+        produced = source()
+        if isinstance(produced, Iterator):  # a generator: its body runs now
+            produced = list(produced)
+    except EdgeError:
+        raise
+    except Exception as exc:
+        raise EdgeUsageError(f"inputs=: the callable {name} raised {type(exc).__name__}: {exc}") from exc
+    return produced
+
+
+def user_cases(source: Any, base_dir: Path) -> list[dict[str, Any]]:
+    """The marker's ``inputs=``: an .npz path, a dict of arrays, a list of dicts, or a callable
+    returning a dict or a list of dicts (one per case). Values are checked by :func:`check_case`."""
     if isinstance(source, (str, Path)):
         path = Path(source)
         path = path if path.is_absolute() else base_dir / path
         try:
             with np.load(path, allow_pickle=False) as data:
+                if not isinstance(data, np.lib.npyio.NpzFile):
+                    raise ValueError("it is a .npy array, not an .npz archive of named arrays")
                 return [{k: data[k] for k in data.files}]
-        except (OSError, ValueError) as exc:
+        except AttributeError as exc:  # a .npy: a plain array is no context manager
+            raise EdgeUsageError(f"cannot read inputs file {path}: it holds one array, not an .npz archive "
+                                 "of named arrays (save it with np.savez(path, x=...))") from exc
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
             raise EdgeUsageError(f"cannot read inputs file {path}: {exc}") from exc
     if callable(source):
-        produced = source()
+        produced = _call(source)
         if isinstance(produced, Mapping):
             return [_as_case(produced, "the inputs callable")]
-        return [_as_case(item, "the inputs callable") for item in produced]
+        if isinstance(produced, (list, tuple)):
+            return [_as_case(item, "the inputs callable") for item in produced]
+        raise EdgeUsageError(f"inputs=: the callable {getattr(source, '__qualname__', source)!s} returned "
+                             f"{_what(produced)}; it must return a dict of arrays or a list of dicts")
     if isinstance(source, Mapping):
         return [_as_case(source, "inputs=")]
     if isinstance(source, (list, tuple)):
@@ -88,16 +138,80 @@ def user_cases(source: Any, base_dir: Path) -> list[Case]:
                          f"got {type(source).__name__}")
 
 
-def check_case(case: Case, specs: Sequence[TensorSpec], origin: str) -> Case:
-    """Put a case in signature order and cast Python scalars to the declared dtypes."""
+_KIND_NAMES = {"U": "strings", "S": "bytes", "O": "Python objects", "V": "records", "M": "datetimes",
+               "m": "timedeltas", "c": "complex numbers"}
+
+
+def convert_input(value: Any, spec: TensorSpec, origin: str) -> np.ndarray:
+    """One user-given input as an array of the model's dtype, refusing conversions that lose values.
+
+    - A NumPy array (or NumPy scalar) of another dtype is converted when NumPy calls the cast
+      safe (int8 -> int32, uint8 -> float32, bool -> float32, float32 -> float64), when it stays
+      within its kind and every value survives (int64 -> int32 for values in range: ``np.full``
+      and ``np.arange`` make int64 by default), and from float to a narrower float
+      (float64 -> float32: NumPy makes float64 by default, and rounding to the model's precision
+      is what feeding that model means; a finite value that overflows to Inf is still an error).
+      Any other change of kind (int64 -> float32, float -> int, int -> bool) is an error naming
+      the input and both dtypes and suggesting ``.astype(...)``: it usually means a missing
+      preprocessing step (an integer image given to a float model) or a wrong input.
+    - Python numbers and lists carry no dtype choice: they are converted when every value survives
+      exactly (``3`` for a float input is 3.0; ``2.5`` for an integer input is an error).
+    - Strings, objects, complex numbers and NaN are errors (NaN could not be matched against the
+      recorded golden inputs). +-Inf is allowed in float inputs (additive attention masks).
+    """
+    expected = _dtype(spec)
+    label = f"{origin}: inputs=: input {spec.name!r}"
+    from_numpy = isinstance(value, (np.ndarray, np.generic))
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as exc:  # ragged nested lists, unconvertible objects
+        raise EdgeUsageError(f"{label} is not an array: {exc}") from exc
+    given = array.dtype
+    if given.kind not in "biuf":
+        raise EdgeUsageError(f"{label} holds {_KIND_NAMES.get(given.kind, given.name)} (dtype {given}); "
+                             f"the model takes {expected} numbers")
+    if given.kind == "f" and np.isnan(array).any():
+        raise EdgeUsageError(f"{label} contains {int(np.isnan(array).sum())} NaN values; golden inputs "
+                             "must be numbers")
+    if given == expected:
+        return array
+    if np.can_cast(given, expected, "safe"):
+        return array.astype(expected)
+    same_kind = given.kind == expected.kind or (given.kind in "iu" and expected.kind in "iu")
+    with np.errstate(all="ignore"):
+        converted = array.astype(expected)
+        if given.kind == "f" and expected.kind == "f":
+            lost = np.isfinite(array) & ~np.isfinite(converted)  # overflow; rounding is accepted
+        elif expected.kind == "f":  # int/bool -> float: exact?
+            lost = converted.astype(np.float64) != array.astype(np.float64)
+        else:  # -> int or bool: does the value come back?
+            lost = converted.astype(given) != array
+    if (same_kind or not from_numpy) and not np.any(lost):
+        return converted
+    if np.any(lost):
+        where = tuple(int(i) for i in np.argwhere(lost)[0]) if array.ndim else ()
+        example = array[where].item() if array.ndim else array.item()
+        detail = (f"value {example!r}" + (f" at index {where}" if array.ndim else "")
+                  + f" does not survive the conversion to {expected}")
+    else:
+        detail = f"{given} -> {expected} changes the kind of number, which pytest-edge does not do silently"
+    # An integer array for a float model is most often an image not yet scaled to what it expects.
+    scaling = " (after any scaling the model expects)" if given.kind in "iub" and expected.kind == "f" else ""
+    raise EdgeUsageError(f"{label} has dtype {given}, the model takes {expected}: {detail}; if that is "
+                         f"intended, give it as {spec.name}.astype(np.{expected.name}){scaling}")
+
+
+def check_case(case: Mapping[str, Any], specs: Sequence[TensorSpec], origin: str) -> Case:
+    """Put a case in signature order with the declared dtypes (see :func:`convert_input` for
+    which conversions are made and which are errors)."""
     names = [s.name for s in specs]
     missing = [n for n in names if n not in case]
     extra = [n for n in case if n not in names]
     if missing or extra:
-        raise EdgeUsageError(f"{origin}: inputs {sorted(case)} do not match the model's inputs {names}"
+        raise EdgeUsageError(f"{origin}: inputs= gives {sorted(case)}, the model's inputs are {names}"
                              + (f" (missing {missing})" if missing else "")
-                             + (f" (unknown {extra})" if extra else ""))
-    return {s.name: np.asarray(case[s.name]).astype(s.dtype, copy=False) for s in specs}
+                             + (f" (not inputs of the model: {extra})" if extra else ""))
+    return {s.name: convert_input(case[s.name], s, origin) for s in specs}
 
 
 def feed_order(reference: Sequence[TensorSpec], actual: Sequence[TensorSpec]) -> list[int]:
