@@ -29,21 +29,33 @@ def _as_float(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float64) if a.dtype != np.float64 else a
 
 
+def _finite_or_none(x: float) -> float | None:
+    # A figure computed from NaN/Inf (or overflowing float64) means nothing: say so with None.
+    return x if math.isfinite(x) else None
+
+
 def cosine(expected: np.ndarray, actual: np.ndarray) -> float | None:
     e, a = _as_float(expected).ravel(), _as_float(actual).ravel()
-    ne, na = np.linalg.norm(e), np.linalg.norm(a)
-    if ne == 0 and na == 0:
-        return 1.0
-    if ne == 0 or na == 0:
-        return 0.0
-    return float(np.dot(e, a) / (ne * na))
+    with np.errstate(all="ignore"):
+        ne, na = np.linalg.norm(e), np.linalg.norm(a)
+        if ne == 0 and na == 0:
+            return 1.0
+        if ne == 0 or na == 0:
+            return 0.0
+        return _finite_or_none(float(np.dot(e / ne, a / na)))  # normalised first: no overflow
 
 
 def snr_db(expected: np.ndarray, actual: np.ndarray) -> float | None:
     """Signal-to-noise ratio of ``actual`` against ``expected`` in dB (capped at 200 when exact)."""
-    e = _as_float(expected)
-    noise = float(np.sum((_as_float(actual) - e) ** 2))
-    signal = float(np.sum(e ** 2))
+    e, a = _as_float(expected), _as_float(actual)
+    with np.errstate(all="ignore"):
+        peak = float(max(np.max(np.abs(e), initial=0.0), np.max(np.abs(a), initial=0.0)))
+        if math.isfinite(peak) and peak > 0:  # scaled first, so squares of large values do not overflow
+            e, a = e / peak, a / peak
+        noise = float(np.sum((a - e) ** 2))
+        signal = float(np.sum(e ** 2))
+    if not (math.isfinite(noise) and math.isfinite(signal)):
+        return None
     if noise == 0:
         return 200.0
     if signal == 0:
@@ -64,10 +76,14 @@ def topk_agreement(expected: np.ndarray, actual: np.ndarray, k: int = 1) -> floa
 
 
 def needed_tolerances(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) -> tuple[float, float]:
-    """The smallest atol (with the given rtol) and rtol (with the given atol) that would pass."""
+    """The smallest atol (with the given rtol) and rtol (with the given atol) that would pass;
+    ``inf`` where no finite tolerance would (NaN or Inf on either side), never NaN."""
     e, a = _as_float(expected), _as_float(actual)
-    diff = np.abs(a - e)
-    scale = np.abs(e)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(a == e, 0.0, np.abs(a - e))  # equal infinities agree
+    if not np.all(np.isfinite(diff)):
+        return math.inf, math.inf
+    scale = np.where(np.isfinite(e), np.abs(e), 0.0)  # where e is +-inf, diff is 0 (equal) by now
     need_atol = float(np.max(diff - rtol * scale, initial=0.0))
     over = diff - atol
     if np.any((over > 0) & (scale == 0)):
@@ -79,7 +95,7 @@ def needed_tolerances(expected: np.ndarray, actual: np.ndarray, atol: float, rto
 
 
 def _fmt(x: float) -> str:
-    return "inf" if math.isinf(x) else f"{x:.3g}"
+    return "inf" if not math.isfinite(x) else f"{x:.3g}"  # never suggest a NaN tolerance
 
 
 def triage(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) -> str:
@@ -124,7 +140,18 @@ def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
     atol = float(tolerance.get("atol", 0.0))
     rtol = float(tolerance.get("rtol", 0.0))
     problems: list[str] = []
-    actual = np.asarray(actual)
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    for side, array in (("golden", expected), ("output", actual)):
+        if array.dtype.kind not in "biuf":
+            problems.append(f"output {name!r}: the {side} has dtype {array.dtype}, not numbers")
+            return OutputComparison(name, math.inf, math.inf, None, None, None, problems)
+    if expected.dtype.kind == "f" and not np.all(np.isfinite(expected)):
+        # Checked first: against a NaN golden every figure (and any suggested tolerance) is NaN.
+        nan, inf = int(np.isnan(expected).sum()), int(np.isinf(expected).sum())
+        problems.append(f"golden output {name!r} has {nan} NaN and {inf} Inf of {expected.size} "
+                        "elements, so nothing can be compared against it; refresh the golden with "
+                        "pytest --edge-update-golden once the reference backend gives finite outputs")
+        return OutputComparison(name, math.inf, math.inf, None, None, None, problems)
     if actual.shape != expected.shape:
         problems.append(f"output {name!r}: shape {list(actual.shape)}, golden has {list(expected.shape)}; "
                         f"look first at {triage(expected, actual, atol, rtol)}")
@@ -153,10 +180,13 @@ def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
                 f"index {tuple(int(i) for i in worst)}: got {a[worst]:.7g}, golden {e[worst]:.7g}; "
                 f"would pass with atol={_fmt(need_atol)} (rtol={rtol:g}) or rtol={_fmt(need_rtol)} "
                 f"(atol={atol:g}); look first at {triage(expected, actual, atol, rtol)}")
-    if "min_cosine" in tolerance and cos is not None and cos < float(tolerance["min_cosine"]):
-        problems.append(f"output {name!r}: cosine similarity {cos:.6f} < min_cosine {tolerance['min_cosine']}")
-    if "min_snr_db" in tolerance and snr is not None and snr < float(tolerance["min_snr_db"]):
-        problems.append(f"output {name!r}: SNR {snr:.1f} dB < min_snr_db {tolerance['min_snr_db']}")
+    # A figure that cannot be computed (values overflow float64) fails its check rather than passing.
+    if "min_cosine" in tolerance and (cos is None or cos < float(tolerance["min_cosine"])):
+        problems.append(f"output {name!r}: cosine similarity {'not computable' if cos is None else f'{cos:.6f}'} "
+                        f"< min_cosine {tolerance['min_cosine']}")
+    if "min_snr_db" in tolerance and (snr is None or snr < float(tolerance["min_snr_db"])):
+        problems.append(f"output {name!r}: SNR {'not computable' if snr is None else f'{snr:.1f} dB'} "
+                        f"< min_snr_db {tolerance['min_snr_db']}")
     if "topk_agreement" in tolerance:
         if top is None:
             problems.append(f"output {name!r}: top-1 agreement needs a last axis of classes")
