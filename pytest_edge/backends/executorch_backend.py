@@ -2,12 +2,79 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from ..errors import BackendError
 from .base import Backend, Coverage, LoadedModel, TensorSpec
+from .litert_backend import unusable_artifact
+
+# executorch::runtime::Error (runtime/core/error.h of executorch 1.5), whose codes the Python
+# bindings print in hex ("Failed to load program, error: 0x:23"): name and documented meaning.
+ERROR_CODES = {
+    0x01: ("Internal", "an internal error occurred"),
+    0x02: ("InvalidState", "the executor is in an invalid state for the operation"),
+    0x03: ("EndOfMethod", "there are no more steps of execution to run"),
+    0x04: ("AlreadyLoaded", "the resource has already been loaded"),
+    0x10: ("NotSupported", "the operation is not supported in the current context"),
+    0x11: ("NotImplemented", "the operation is not yet implemented"),
+    0x12: ("InvalidArgument", "an invalid argument was given (for a program: data too short to hold one)"),
+    0x13: ("InvalidType", "an object is of an invalid type for the operation"),
+    0x14: ("OperatorMissing", "operator(s) missing in the operator registry: this executorch build "
+                              "lacks kernels the .pte calls"),
+    0x15: ("RegistrationExceedingMaxKernels", "registering exceeds the maximum number of kernels"),
+    0x16: ("RegistrationAlreadyRegistered", "the kernel is already registered"),
+    0x20: ("NotFound", "a requested resource could not be found"),
+    0x21: ("MemoryAllocationFailed", "could not allocate the requested memory"),
+    0x22: ("AccessFailed", "could not access a resource"),
+    0x23: ("InvalidProgram", "error caused by the contents of the program: not a .pte of a version "
+                             "this runtime reads, truncated, or corrupt"),
+    0x24: ("InvalidExternalData", "error caused by the contents of external data"),
+    0x25: ("OutOfResources", "not enough resources to perform the operation"),
+    0x30: ("DelegateInvalidCompatibility", "a delegate received a payload of an incompatible version"),
+    0x31: ("DelegateMemoryAllocationFailed", "a delegate failed to allocate memory"),
+    0x32: ("DelegateInvalidHandle", "a delegate's handle is invalid"),
+}
+_ERROR_CODE = re.compile(r"error:? 0x:?([0-9a-fA-F]+)")
+# A .pte is a flatbuffer with file identifier "ET" + two digits (ET12 for executorch 1.x).
+_PTE_IDENTIFIER = re.compile(rb"ET[0-9]{2}")
+
+
+def explain_error(message: str) -> str:
+    """``message`` with its ExecuTorch error code named: "... 0x:23" -> "... 0x:23
+    (Error::InvalidProgram: error caused by the contents of the program ...)"."""
+    match = _ERROR_CODE.search(message)
+    if match is None:
+        return message
+    code = int(match.group(1), 16)
+    name, meaning = ERROR_CODES.get(code, ("Unknown", "a code this version of pytest-edge does not know"))
+    return f"{message} (Error::{name}: {meaning})"
+
+
+def pte_problem(data: bytes, path: Path) -> str | None:
+    """What makes ``data`` no ExecuTorch program, checked before the runtime sees it: the runtime
+    logs the identifier bytes it found, and non-UTF-8 bytes there abort the process from inside
+    pybind11 (seen with executorch 1.5) instead of raising."""
+    problem = unusable_artifact(data, path)
+    if problem:
+        return problem
+    if len(data) < 8 or not _PTE_IDENTIFIER.fullmatch(data[4:8]):
+        return (f"{path} is not an ExecuTorch program: bytes 4-8 are {data[4:8]!r}, a .pte has the file "
+                "identifier b'ET12'; re-export it with to_executorch()")
+    if data[8:12] == b"eh00" and len(data) >= 32:
+        # Extended header: program size, segment base offset, segment data size (little endian).
+        length = int.from_bytes(data[12:16], "little")
+        program_size = int.from_bytes(data[16:24], "little")
+        base = int.from_bytes(data[24:32], "little")
+        segments = int.from_bytes(data[32:40], "little") if length > 24 and len(data) >= 40 else 0
+        expected = base + segments if segments else program_size
+        if expected > len(data):
+            return (f"{path} is truncated: its header says {expected} bytes, the file has {len(data)}; "
+                    "re-export or re-download it")
+    return None
 
 # c10::ScalarType codes as MethodMeta reports them.
 _SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
@@ -25,14 +92,20 @@ def _specs(meta, count: int, getter: str, prefix: str) -> list[TensorSpec]:
 
 
 class ExecuTorchModel(LoadedModel):
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, path: Path | str = "<bytes>") -> None:
         from executorch.runtime import Runtime
 
         self._data = data
-        self.program = Runtime.get().load_program(data)
-        self.method = self.program.load_method("forward")
+        problem = pte_problem(data, Path(path))
+        if problem:
+            raise BackendError(problem)
+        try:
+            self.program = Runtime.get().load_program(data)
+            self.method = self.program.load_method("forward")
+        except RuntimeError as exc:  # the bindings give only a hex code
+            raise BackendError(f"ExecuTorch could not load {path}: {explain_error(str(exc))}") from exc
         if self.method is None:
-            raise ValueError("the program has no 'forward' method")
+            raise BackendError(f"{path} has no 'forward' method")
         meta = self.method.metadata
         self.inputs = _specs(meta, meta.num_inputs(), "input_tensor_meta", "input")
         self.outputs = _specs(meta, meta.num_outputs(), "output_tensor_meta", "output")
@@ -41,7 +114,10 @@ class ExecuTorchModel(LoadedModel):
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         import torch
 
-        outputs = self.method.execute([torch.from_numpy(np.ascontiguousarray(x)) for x in feeds])
+        try:
+            outputs = self.method.execute([torch.from_numpy(np.ascontiguousarray(x)) for x in feeds])
+        except RuntimeError as exc:
+            raise RuntimeError(explain_error(str(exc))) from exc
         return [o.numpy().copy() if hasattr(o, "numpy") else np.asarray(o) for o in outputs]
 
     def bind(self, feeds: Sequence[np.ndarray]):
@@ -84,7 +160,7 @@ class ExecuTorchBackend(Backend):
             from executorch.extension.pybindings import portable_lib
 
             portable_lib._unsafe_reset_threadpool(threads)
-        return ExecuTorchModel(Path(path).read_bytes())
+        return ExecuTorchModel(Path(path).read_bytes(), path)
 
 
 def backends() -> list[Backend]:

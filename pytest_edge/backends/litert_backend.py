@@ -16,10 +16,21 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..errors import BackendError
 from .base import Backend, Coverage, LoadedModel, TensorSpec
 
 _CANDIDATES = (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"))
 _STATEFUL_OPS = {"VAR_HANDLE", "ASSIGN_VARIABLE", "READ_VARIABLE"}
+
+
+def unusable_artifact(content: bytes, path: Path) -> str | None:
+    """What makes ``content`` no model at all, in words naming ``path``; None if it may be one.
+    Runtimes say only "`model_path` or `model_content` must be specified" for an empty file."""
+    if not content:
+        return f"{path} is empty (0 bytes); re-export or re-download it"
+    if content.startswith(b"version https://git-lfs"):
+        return f"{path} is a Git LFS pointer ({len(content)} bytes), not the model; run git lfs pull"
+    return None
 
 
 def _installed() -> tuple[str, str] | None:
@@ -250,13 +261,28 @@ class LiteRTBackend(Backend):
         resolver = (module.OpResolverType.AUTO if self.with_delegate
                     else module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
         content = Path(path).read_bytes()
+        problem = unusable_artifact(content, Path(path))
+        if problem:
+            raise BackendError(problem)
 
         def make(preserve_all_tensors: bool = False):
             return module.Interpreter(model_content=content, num_threads=threads,
                                       experimental_op_resolver_type=resolver,
                                       experimental_preserve_all_tensors=preserve_all_tensors)
 
-        return LiteRTModel(make, "XNNPACK" if self.with_delegate else None, shapes)
+        try:
+            return LiteRTModel(make, "XNNPACK" if self.with_delegate else None, shapes)
+        except ValueError as exc:
+            # The interpreter's verifier says only "not a valid Flatbuffer buffer": name the file
+            # and what its first bytes are.
+            if "Flatbuffer" not in str(exc):
+                raise
+            if content[4:8] == b"TFL3":
+                raise BackendError(f"{path} is not a valid TFLite flatbuffer: it has the TFL3 identifier but "
+                                   f"the runtime's verifier refused it ({exc}): truncated or corrupt "
+                                   f"({len(content)} bytes); re-export or re-download it") from exc
+            raise BackendError(f"{path} is not a TFLite flatbuffer: {exc} (bytes 4-8 are {content[4:8]!r}, "
+                               f"a .tflite has b'TFL3'); re-export it") from exc
 
 
 def backends() -> list[Backend]:
