@@ -261,7 +261,7 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, blob_size: int
     """One ``.npy`` member, its header checked before anything is allocated."""
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise _Corrupt(f"member {info.filename!r} uses an unsupported compression")
-    if info.file_size > max(info.compress_size, 1) * _MAX_DEFLATE_RATIO or info.file_size > blob_size * _MAX_DEFLATE_RATIO:
+    if info.file_size > min(max(info.compress_size, 1), blob_size) * _MAX_DEFLATE_RATIO:
         raise _Corrupt(f"member {info.filename!r} claims {info.file_size} bytes, more than its data can hold")
     data = archive.read(info)  # bounded by file_size; zipfile checks the CRC
     fp = io.BytesIO(data)
@@ -346,7 +346,8 @@ class GoldenStore:
                 raise _corrupt(path, str(exc)) from exc
             except Exception as exc:  # noqa: BLE001 - zipfile/zlib/numpy raise many kinds on bad bytes
                 raise _corrupt(path, f"{type(exc).__name__}: {exc}") from exc
-            for kind, got, wanted in (("inputs", case.inputs, input_names), ("outputs", case.outputs, output_names)):
+            for kind, got, wanted in (("inputs", case.inputs, input_names),
+                                      ("outputs", case.outputs, output_names)):
                 if set(got) != set(wanted):
                     raise _corrupt(path, f"its {kind} {sorted(got)} do not match the signature's "
                                          f"{kind} {wanted} in {meta_path}")

@@ -113,13 +113,12 @@ def user_cases(source: Any, base_dir: Path) -> list[dict[str, Any]]:
         path = Path(source)
         path = path if path.is_absolute() else base_dir / path
         try:
-            with np.load(path, allow_pickle=False) as data:
-                if not isinstance(data, np.lib.npyio.NpzFile):
-                    raise ValueError("it is a .npy array, not an .npz archive of named arrays")
+            data = np.load(path, allow_pickle=False)
+            if not isinstance(data, np.lib.npyio.NpzFile):  # a .npy: one unnamed array
+                raise EdgeUsageError(f"cannot read inputs file {path}: it holds one array, not an .npz "
+                                     "archive of named arrays (save it with np.savez(path, x=...))")
+            with data:
                 return [{k: data[k] for k in data.files}]
-        except AttributeError as exc:  # a .npy: a plain array is no context manager
-            raise EdgeUsageError(f"cannot read inputs file {path}: it holds one array, not an .npz archive "
-                                 "of named arrays (save it with np.savez(path, x=...))") from exc
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
             raise EdgeUsageError(f"cannot read inputs file {path}: {exc}") from exc
     if callable(source):
