@@ -33,7 +33,7 @@ def record_benchmark(benchmark: Any, edge_model: EdgeModel, feeds: Mapping[str, 
 
         spec = replace(spec, warmup=warmup if warmup is not None else spec.warmup,
                        runs=runs if runs is not None else spec.runs)
-    result = session.measure(loaded, [np.asarray(x) for x in ordered], spec, keep_samples=True)
+    result = session.measure(loaded, [np.asarray(x) for x in ordered], spec)
     benchmark._mode = "edge_benchmark(...)"
     stats = benchmark._make_stats(1)
     for sample in result["samples_ns"]:

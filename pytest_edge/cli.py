@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .backends import get_backend
-from .errors import EdgeError
+from .errors import EdgeError, EdgeUsageError
 from .options import EdgeSpec, parse_percent
 from .report import compare_reports, format_table, load_report, matrix_lines, merge_reports, write_report
 from .session import EdgeSession, Settings
@@ -28,15 +28,34 @@ def _coverage_row(backend: str, cov, note: str = "") -> list[str]:
             f"{cov.fallback:.1%}" + (" (approx.)" if cov.approximate else ""), str(cov.partitions), ops, note]
 
 
-def inspect_rows(target: str, search_dirs: Sequence[Path], isolated: bool = True,
-                 predict: Sequence[str] = ()) -> list[list[str]]:
+def project_settings(pytest_args: Sequence[str] = ()) -> Settings:
+    """The project's settings exactly as ``pytest`` would read them here: rootdir, the ini file
+    (pytest.ini, pyproject.toml, tox.ini, setup.cfg) and every ``edge_*`` key. pytest parses its
+    configuration and this hook stops it before any test is collected."""
+    import pytest
+
+    from .plugin import settings_from_config
+
+    captured: dict[str, Settings] = {}
+
+    class _Capture:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_cmdline_main(self, config: pytest.Config) -> int:
+            captured["settings"] = settings_from_config(config)
+            return 0
+
+    code = pytest.main(["-p", "no:cacheprovider", *pytest_args], plugins=[_Capture()])
+    if "settings" not in captured:
+        raise EdgeUsageError(f"cannot read the pytest configuration here (pytest exit status {int(code)})")
+    return captured["settings"]
+
+
+def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -> list[list[str]]:
     """Per available backend: coverage, partitions and fallback operators of a model file or stem."""
-    root = Path.cwd()
-    session = EdgeSession(Settings(golden_dir=root / "golden", rootdir=root, isolated=isolated,
-                                   model_dirs=list(search_dirs)))
+    session = EdgeSession(settings)
     rows = []
     try:
-        model = session.resolve(target, root)
+        model = session.resolve(target, Path.cwd())
         for backend, reason in session.backend_plan(model, EdgeSpec()):
             if reason:
                 rows.append([backend, "—", "—", "—", "—", f"skipped: {reason}"])
@@ -69,7 +88,9 @@ def inspect_rows(target: str, search_dirs: Sequence[Path], isolated: bool = True
 
 def _inspect(args: argparse.Namespace) -> int:
     try:
-        rows = inspect_rows(args.model, [Path(d) for d in args.model_dir], predict=args.target)
+        settings = project_settings()
+        settings.model_dirs = [*settings.model_dirs, *(Path(d).resolve() for d in args.model_dir)]
+        rows = inspect_rows(args.model, settings, predict=args.target)
     except EdgeError as exc:
         print(f"pytest-edge inspect: {exc}", file=sys.stderr)
         return 2
@@ -118,8 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     inspect = commands.add_parser("inspect", help="delegate coverage of a model on every available backend")
     inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")
-    inspect.add_argument("--model-dir", action="append", default=["fixtures"],
-                         help="folders searched for a stem (default: fixtures)")
+    inspect.add_argument("--model-dir", action="append", default=[],
+                         help="also search this folder for a stem (the project's edge_model_dirs are searched)")
     inspect.add_argument("--target", action="append", default=[], choices=["nnapi", "coreml"],
                          help="also predict coverage on a mobile ONNX Runtime execution provider")
     inspect.set_defaults(func=_inspect)

@@ -21,3 +21,8 @@ class BackendCrash(BackendError):
 
 class GoldenError(EdgeError):
     """The golden outputs are missing, stale or unreadable."""
+
+
+class EdgeInconclusive(UserWarning):
+    """A latency regression against stored numbers, seen while the machine was busy: not a failure
+    unless the policy is strict (``--edge-strict-timing``)."""

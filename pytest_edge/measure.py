@@ -30,6 +30,46 @@ def drift(samples_ns: Sequence[int]) -> float | None:
     return late / early if early > 0 else None
 
 
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.median(present)) if present else None
+
+
+def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> dict:
+    """One measurement from the timed runs of several fresh worker processes (pyperf's practice).
+
+    Percentiles come from all runs pooled; load time, first inference, drift and memory are the
+    median over processes. ``processes`` keeps each process's own figures, which the significance
+    tests of :mod:`pytest_edge.stats` use, and ``process_spread`` says how far their P50s lie apart.
+    A window counts as under load when any process's window was (None where none could be judged).
+    """
+    pooled = np.concatenate([np.asarray(r["samples_ns"], dtype=np.int64) for r in results])
+    per_process = []
+    for r in results:
+        latency = r["latency_ms"]
+        per_process.append({"p50": latency["p50"], "p99": latency["p99"], "min": latency["min"],
+                            "runs": r["measured_runs"], "load_ms": r.get("load_ms"),
+                            "peak_memory_mb": r["peak_memory_mb"], "other_cores_busy": r["other_cores_busy"]})
+    busy = [r["other_cores_busy"] for r in results if r["other_cores_busy"] is not None]
+    p50s = [p["p50"] for p in per_process]
+    return {
+        "latency_ms": latency_stats(pooled),
+        "drift": _median([r["drift"] for r in results]),
+        "warmup_runs": results[0]["warmup_runs"],
+        "measured_runs": int(pooled.size),
+        "load_ms": _median([r.get("load_ms") for r in results]),
+        "first_inference_ms": _median([r["first_inference_ms"] for r in results]),
+        "peak_memory_mb": _median([r["peak_memory_mb"] for r in results]),
+        "steady_memory_mb": _median([r["steady_memory_mb"] for r in results]),
+        "other_cores_busy": max(busy) if busy else None,
+        "under_load": (max(busy) > load_threshold_cores) if busy else None,
+        "hwm_reset": all(r.get("hwm_reset") for r in results),
+        "processes": per_process,
+        "process_spread": (max(p50s) / min(p50s)) if len(p50s) > 1 and min(p50s) > 0 else None,
+        "samples_ns": pooled,
+    }
+
+
 def _status_kb(field: str) -> float | None:
     try:
         with open("/proc/self/status") as status:

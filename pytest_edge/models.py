@@ -38,4 +38,7 @@ def resolve_model(spec: str, search_dirs: Sequence[Path], suffixes: Iterable[str
         if given.is_absolute():
             break
     raise EdgeUsageError(f"model {spec!r} not found: no {'/'.join(suffixes)} artifact at "
-                         + ", ".join(dict.fromkeys(searched)))
+                         + ", ".join(dict.fromkeys(searched))
+                         + "; folders searched by stem are the test file's, the rootdir and those listed in "
+                         "the ini option edge_model_dirs (e.g. pyproject.toml [tool.pytest.ini_options] "
+                         "edge_model_dirs = [\"models\"])")

@@ -4,6 +4,7 @@ purpose: the work happens in :mod:`pytest_edge.session` and the modules it calls
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -11,10 +12,10 @@ from typing import Any, Iterator
 import pytest
 
 from .backends import get_backend
-from .errors import EdgeError
+from .errors import EdgeError, EdgeInconclusive
 from .handle import EdgeModel
 from .models import Model
-from .options import EdgeSpec, parse_marker, parse_names, parse_percent
+from .options import EdgeSpec, parse_marker, parse_ms, parse_names, parse_percent
 from .report import build_report, format_table, load_report, table_rows, write_report
 from .session import EdgeSession, Settings
 
@@ -33,6 +34,11 @@ _OPTIONS = [
      "string", ""),
     ("--edge-max-regression", "edge_max_regression", "allowed regression against the baseline, e.g. 10%",
      "string", "10%"),
+    ("--edge-baseline-models", "edge_baseline_models", "A/B mode: a folder with the baseline's artifacts "
+     "(same file names), measured alternately with this run's in the same job", "string", ""),
+    ("--edge-processes", "edge_processes", "fresh worker processes per measurement", "string", "3"),
+    ("--edge-min-time", "edge_min_time", "least time the timed runs of each process take, e.g. 0.25s",
+     "string", "0.25s"),
     ("--edge-reference-backend", "edge_reference_backend", "backend that records golden outputs",
      "string", "onnxruntime-cpu"),
     ("--edge-golden-dir", "edge_golden_dir", "folder of golden outputs (relative to the rootdir)",
@@ -61,6 +67,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--edge-measure", action="store_true", default=False,
                     help="time and measure memory on every backend, even without budgets (ini: edge_measure)")
     parser.addini("edge_measure", "measure latency and memory even without budgets", type="bool", default=False)
+    group.addoption("--edge-strict-timing", action="store_true", default=False,
+                    help="a latency regression against a stored baseline fails even when the machine was busy "
+                    "(default: inconclusive, a warning) (ini: edge_strict_timing)")
+    parser.addini("edge_strict_timing", "fail stored-baseline regressions seen on a busy machine", type="bool",
+                  default=False)
     for ini, help_text, kind, default in _INI_ONLY:
         parser.addini(ini, help_text, type=kind, default=default)
 
@@ -70,7 +81,8 @@ def _value(config: pytest.Config, ini: str) -> Any:
     return cli if cli is not None else config.getini(ini)
 
 
-def _settings(config: pytest.Config) -> Settings:
+def settings_from_config(config: pytest.Config) -> Settings:
+    """The session's settings from the command line and the project's ini file (CLI wins)."""
     root = Path(config.rootpath)
     isolation = _value(config, "edge_isolation")
     if isolation not in ("process", "none"):
@@ -81,6 +93,13 @@ def _settings(config: pytest.Config) -> Settings:
         numbers = {k: float(config.getini(k)) for k in ("edge_atol", "edge_rtol", "edge_timeout")}
         counts = {k: int(config.getini(k)) for k in ("edge_warmup", "edge_runs", "edge_threads", "edge_seed")}
         max_regression = parse_percent(_value(config, "edge_max_regression"))
+        processes = int(_value(config, "edge_processes"))
+        if processes < 1:
+            raise ValueError(f"edge_processes: {processes} must be at least 1")
+        min_time_s = parse_ms(_value(config, "edge_min_time"), "edge_min_time") / 1000
+        baseline_models = _value(config, "edge_baseline_models")
+        if baseline_models and not (root / baseline_models).is_dir():
+            raise ValueError(f"--edge-baseline-models: {root / baseline_models} is not a folder")
     except (ValueError, EdgeError) as exc:
         raise pytest.UsageError(f"pytest-edge: {exc}") from exc
     return Settings(
@@ -97,6 +116,9 @@ def _settings(config: pytest.Config) -> Settings:
         measure=config.getoption("--edge-measure") or config.getini("edge_measure"),
         baseline=baseline, max_regression=max_regression,
         model_dirs=[Path(p) for p in config.getini("edge_model_dirs")],
+        processes=processes, min_time_s=min_time_s,
+        baseline_models=root / baseline_models if baseline_models else None,
+        strict_timing=config.getoption("--edge-strict-timing") or config.getini("edge_strict_timing"),
     )
 
 
@@ -108,7 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "edge(model=None, **budgets): check a model on every available backend against golden "
         "outputs and budgets (see pytest-edge's README)")
-    settings = _settings(config)
+    settings = settings_from_config(config)
     # Only names the user typed on this run: listing backends imports onnxruntime, which a
     # session that never uses the marker should not pay for.
     for name in [*(settings.backends or []), *settings.require]:
@@ -172,6 +194,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("edge_model", params, indirect=True)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the backend workers that the selected tests need now, so their runtimes import
+    while pytest finishes collecting and starts the first tests (a fixed cost off the clock)."""
+    edge = config.stash.get(SESSION_KEY, None)
+    if edge is None:
+        return
+    params = [getattr(item, "callspec", None) and item.callspec.params.get("edge_model") for item in items]
+    edge.prestart([p.backend for p in params if isinstance(p, EdgeParam) and p.backend and not p.unavailable])
+
+
 def _handle(item: pytest.Item, param: EdgeParam) -> EdgeModel:
     """The item's EdgeModel, made once (by the fixture, or here for a test that does not ask for it)."""
     handle = item.stash.get(PARAM_KEY, None)
@@ -221,6 +254,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         record = getattr(exc, "record", None) or session.error_record(item.nodeid, handle.model, handle.backend, exc)
         _add_properties(item, record)
         raise
+    for message in record.get("warnings", []):
+        warnings.warn(EdgeInconclusive(message), stacklevel=1)
     _add_properties(item, record)
     return result
 
@@ -276,6 +311,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.workeroutput["edge_records"] = json.dumps(edge.records)
         config.workeroutput["edge_under_load"] = edge.timing_under_load
         config.workeroutput["edge_measured"] = edge.measured_any
+        config.workeroutput["edge_inconclusive"] = edge.inconclusive
         return
     path = _value(config, "edge_report")
     if path and edge.records:
@@ -295,6 +331,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(
             "note: some timings ran under load (other processes kept more than half a core busy; see "
             "timing_under_load in the report): their latency figures are noisier than on an idle machine")
+    if edge.inconclusive:
+        terminalreporter.write_line(
+            f"note: {edge.inconclusive} latency regression(s) against the stored baseline were inconclusive "
+            "because the machine was busy (see the warnings); A/B mode (--edge-baseline-models) is not fooled by load")
     workers = getattr(config.option, "numprocesses", None)
     if workers and edge.measured_any:
         terminalreporter.write_line(
@@ -316,4 +356,5 @@ class XdistMerge:
         self.session.records.extend(json.loads(output.get("edge_records", "[]")))
         self.session.timing_under_load |= bool(output.get("edge_under_load"))
         self.session.measured_any |= bool(output.get("edge_measured"))
+        self.session.inconclusive += int(output.get("edge_inconclusive", 0))
 

@@ -13,12 +13,13 @@ import numpy as np
 
 from . import __version__
 from .backends import Coverage, TensorSpec, all_backends, get_backend
-from .checks import check_baseline, check_coverage, check_latency, check_load, check_memory
+from .checks import check_coverage, check_latency, check_load, check_memory
 from .compare import compare_output, resolve_tolerance, summarize
 from .errors import BackendCrash, BackendError, EdgeError, EdgeUsageError, GoldenError
 from .golden import Golden, GoldenCase, GoldenStore, sha256_file
-from .inputs import DEFAULT_SEED, check_case, feed_order, generate_case, signature_problems, user_cases
-from .measure import machine_info
+from .inputs import DEFAULT_SEED, check_case, check_shapes, feed_order, generate_case, signature_problems, user_cases
+from .gate import GateResult, run_gate
+from .measure import combine_processes, machine_info
 from .models import Model, resolve_model
 from .options import EdgeSpec
 from .report import find_baseline
@@ -51,6 +52,13 @@ class Settings:
     max_regression: float = 0.10
     model_dirs: list[Path] = field(default_factory=list)
     timeout_s: float = 600.0
+    # Fresh worker processes per measurement, and the least time the timed runs of each take.
+    processes: int = 3
+    min_time_s: float = 0.25
+    # A/B mode: a folder with the baseline's artifacts (same file names), measured in this job.
+    baseline_models: Path | None = None
+    # A stored-baseline regression seen while the machine was busy fails instead of warning.
+    strict_timing: bool = False
 
 
 class EdgeCheckFailed(EdgeError):
@@ -97,6 +105,9 @@ class EdgeSession:
         self.goldens: dict[str, Golden] = {}
         self.refreshed: set[str] = set()
         self.measurements: dict[tuple, dict[str, Any]] = {}
+        self.twin_measurements: dict[tuple, dict[str, Any]] = {}
+        self.inconclusive = 0
+        self._twin_coverages: dict[str, dict[str, Any] | None] = {}
         self._predicted: dict[tuple[str, str], Coverage] = {}
         self.records: list[dict[str, Any]] = []
         self.timing_under_load = False
@@ -150,6 +161,12 @@ class EdgeSession:
             self.workers[backend] = BackendWorker(backend, isolated=self.settings.isolated,
                                                   timeout_s=self.settings.timeout_s)
         return self.workers[backend]
+
+    def prestart(self, backends: Sequence[str]) -> None:
+        """Launch these backends' workers without waiting for them (see BackendWorker.launch)."""
+        if self.settings.isolated:
+            for backend in dict.fromkeys(backends):
+                self.worker(backend).launch()
 
     def _call(self, backend: str, op: str, *args: Any, artifact: Path) -> Any:
         try:
@@ -210,6 +227,7 @@ class EdgeSession:
 
     def _cases_for(self, spec: EdgeSpec, inputs: Sequence[TensorSpec], test_dir: Path | None,
                    origin: str) -> list[dict[str, np.ndarray]]:
+        check_shapes(spec.shapes, inputs, origin)
         if spec.inputs is None:
             return [generate_case(inputs, spec.shapes, self.settings.seed)]
         cases = user_cases(spec.inputs, test_dir or self.settings.rootdir)
@@ -272,45 +290,81 @@ class EdgeSession:
                 raise BackendError(f"{loaded.backend}: output {spec.name!r} of {loaded.artifact} has "
                                    f"{int(np.isnan(out).sum())} NaN and {int(np.isinf(out).sum())} Inf values")
 
-    def measure(self, loaded: Loaded, feeds: Sequence[np.ndarray], spec: EdgeSpec,
-                keep_samples: bool = False) -> dict[str, Any]:
-        """The measurement protocol, once per (model, backend, warmup, runs), in a fresh worker
-        process: its load and first inference are a real cold start, and its memory peak inherits
-        nothing from other models or from the runtime's one-time initialisation order."""
-        warmup = spec.warmup if spec.warmup is not None else self.settings.warmup
-        runs = spec.runs if spec.runs is not None else self.settings.runs
-        key = (loaded.backend, loaded.key, warmup, runs, keep_samples)
+    def _protocol(self, spec: EdgeSpec) -> tuple[int, int]:
+        return (spec.warmup if spec.warmup is not None else self.settings.warmup,
+                spec.runs if spec.runs is not None else self.settings.runs)
+
+    def baseline_twin(self, artifact: Path) -> Path | None:
+        """The artifact of the same name in --edge-baseline-models, if that folder has one."""
+        folder = self.settings.baseline_models
+        if folder is None:
+            return None
+        twin = folder / artifact.name
+        return twin if twin.is_file() else None
+
+    def measure(self, loaded: Loaded, feeds: Sequence[np.ndarray], spec: EdgeSpec) -> dict[str, Any]:
+        """The measurement protocol, once per (model, backend, warmup, runs): ``processes`` fresh
+        worker processes, each a real cold start whose memory peak inherits nothing from other
+        models; with a baseline twin (A/B mode) the twin's processes alternate with these."""
+        warmup, runs = self._protocol(spec)
+        key = (loaded.backend, loaded.key, warmup, runs)
         if key not in self.measurements:
             feeds = self._feeds(loaded, feeds)
-            with machine_measurement_lock():
-                if self.settings.isolated:
-                    result = self._measure_in_fresh_worker(loaded, feeds, warmup, runs, keep_samples)
-                else:  # --edge-isolation=none: in this process, for debugging
-                    result = self._call(loaded.backend, "measure", loaded.key, feeds, warmup, runs,
-                                        keep_samples, artifact=loaded.artifact)
-                    result["load_ms"] = loaded.load_ms
-                    if result["peak_memory_mb"] is None and not result.get("hwm_reset"):
-                        fresh = self._measure_in_fresh_worker(loaded, feeds, warmup, runs, False)
-                        result.update(peak_memory_mb=fresh["peak_memory_mb"],
-                                      steady_memory_mb=fresh["steady_memory_mb"])
-            busy = result.get("other_cores_busy")
-            result["under_load"] = None if busy is None else busy > _LOAD_THRESHOLD_CORES
+            twin = self.baseline_twin(loaded.artifact)
+            if not self.settings.isolated:  # --edge-isolation=none: in this process, for debugging
+                result = self._measure_in_process(loaded, feeds, warmup, runs)
+            elif twin is not None:
+                result, self.twin_measurements[key] = self.measure_rounds(loaded, [loaded.artifact, twin],
+                                                                          feeds, warmup, runs)
+            else:
+                (result,) = self.measure_rounds(loaded, [loaded.artifact], feeds, warmup, runs)
             self.timing_under_load |= bool(result["under_load"])
             self.measured_any = True
             self.measurements[key] = result
         return self.measurements[key]
 
-    def _measure_in_fresh_worker(self, loaded: Loaded, feeds: Sequence[np.ndarray], warmup: int,
-                                 runs: int, keep_samples: bool) -> dict[str, Any]:
-        worker = BackendWorker(loaded.backend, isolated=True, timeout_s=self.settings.timeout_s)
-        artifact = str(loaded.artifact)
+    def _measure_in_process(self, loaded: Loaded, feeds: Sequence[np.ndarray], warmup: int,
+                            runs: int) -> dict[str, Any]:
+        with machine_measurement_lock():
+            result = self._call(loaded.backend, "measure", loaded.key, list(feeds), warmup, runs,
+                                self.settings.min_time_s, artifact=loaded.artifact)
+            result["load_ms"] = loaded.load_ms
+            if result["peak_memory_mb"] is None and not result.get("hwm_reset"):
+                (fresh,) = self.measure_rounds(loaded, [loaded.artifact], feeds, warmup, runs, processes=1)
+                result.update(peak_memory_mb=fresh["peak_memory_mb"], steady_memory_mb=fresh["steady_memory_mb"])
+        return combine_processes([result], _LOAD_THRESHOLD_CORES)
+
+    def measure_rounds(self, loaded: Loaded, artifacts: Sequence[Path], feeds: Sequence[np.ndarray],
+                       warmup: int, runs: int, processes: int | None = None) -> list[dict[str, Any]]:
+        """``processes`` fresh workers per artifact, timed in rounds (A B, A B, ...), one figure set
+        per artifact. Every worker is started (runtime imported) before the first timed window, so
+        imports never compete with a timing; the machine-wide lock keeps other xdist workers'
+        measurements out of the window."""
+        count = processes or self.settings.processes
+        rounds = [[BackendWorker(loaded.backend, isolated=True, timeout_s=self.settings.timeout_s)
+                   for _ in artifacts] for _ in range(count)]
+        results: list[list[dict[str, Any]]] = [[] for _ in artifacts]
         try:
-            info = worker.call("load", loaded.key, artifact, loaded.threads, loaded.shapes, False,
-                               artifact=artifact)
-            result = worker.call("measure", loaded.key, list(feeds), warmup, runs, keep_samples,
-                                 artifact=artifact)
+            with machine_measurement_lock():
+                for workers in rounds:
+                    for worker in workers:
+                        worker.launch()
+                for workers in rounds:
+                    for index, (worker, artifact) in enumerate(zip(workers, artifacts)):
+                        results[index].append(self._measure_once(worker, loaded, artifact, feeds, warmup, runs))
+                        worker.close()
         finally:
-            worker.close()
+            for workers in rounds:
+                for worker in workers:
+                    worker.close()
+        return [combine_processes(per_artifact, _LOAD_THRESHOLD_CORES) for per_artifact in results]
+
+    def _measure_once(self, worker: BackendWorker, loaded: Loaded, artifact: Path, feeds: Sequence[np.ndarray],
+                      warmup: int, runs: int) -> dict[str, Any]:
+        info = worker.call("load", loaded.key, str(artifact), loaded.threads, loaded.shapes, False,
+                           artifact=str(artifact))
+        result = worker.call("measure", loaded.key, list(feeds), warmup, runs, self.settings.min_time_s,
+                             artifact=str(artifact))
         result["load_ms"] = info["load_ms"]
         return result
 
@@ -323,7 +377,8 @@ class EdgeSession:
         return self._predicted[key]
 
     def wants_measurement(self, spec: EdgeSpec) -> bool:
-        return (self.settings.measure or spec.needs_measurement or self.settings.baseline is not None)
+        return (self.settings.measure or spec.needs_measurement or self.settings.baseline is not None
+                or self.settings.baseline_models is not None)
 
     def check(self, test_id: str, model: Model, backend: str, spec: EdgeSpec,
               test_dir: Path | None = None) -> dict[str, Any]:
@@ -377,14 +432,57 @@ class EdgeSession:
         violations += check_load(measured.get("load_ms", loaded.load_ms), spec.max_load_ms, backend)
 
         record = self._record(test_id, model, loaded, golden, coverage, comparisons, measured, first_feeds)
-        violations += check_baseline(record, find_baseline(self.settings.baseline, record),
-                                     self.settings.max_regression)
+        gate = self._regression_gate(loaded, first_feeds, spec, record) if measured else GateResult()
+        violations += gate.failures
+        if gate.summary:
+            record["baseline_check"] = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes}
+        self.inconclusive += len(gate.inconclusive)
+        record["warnings"] = gate.inconclusive
         record["verdict"] = "failed" if violations else "passed"
         record["violations"] = violations
         self.records.append(record)
         if violations:
             raise EdgeCheckFailed(violations, record)
         return record
+
+    def _regression_gate(self, loaded: Loaded, feeds: Sequence[np.ndarray], spec: EdgeSpec,
+                         record: dict[str, Any]) -> GateResult:
+        """A/B against the twin artifact where --edge-baseline-models has one, else against the
+        stored baseline record; a suspected latency regression is re-measured before it counts."""
+        warmup, runs = self._protocol(spec)
+        twin = self.baseline_twin(loaded.artifact)
+        twin_measured = self.twin_measurements.get((loaded.backend, loaded.key, warmup, runs))
+        feeds = self._feeds(loaded, feeds)
+        if twin is not None and twin_measured is not None:
+            baseline = {"backend": loaded.backend, **twin_measured,
+                        "coverage": self._twin_coverage(loaded, twin)}
+
+            def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
+                mine, theirs = self.measure_rounds(loaded, [loaded.artifact, twin], feeds, warmup, runs)
+                return {"backend": loaded.backend, **mine}, theirs
+
+            source, paired = _relative(twin, self.settings.rootdir), True
+        else:
+            stored = find_baseline(self.settings.baseline, record)
+            if stored is None:
+                return GateResult()
+            baseline = stored
+
+            def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
+                (mine,) = self.measure_rounds(loaded, [loaded.artifact], feeds, warmup, runs)
+                return {"backend": loaded.backend, **mine}, None
+
+            source, paired = stored.get("test", "?"), False
+        return run_gate(record, baseline, paired=paired, max_regression=self.settings.max_regression,
+                        strict=self.settings.strict_timing, remeasure=remeasure, source=source)
+
+    def _twin_coverage(self, loaded: Loaded, twin: Path) -> dict[str, Any] | None:
+        key = f"twin|{loaded.key}"
+        if key not in self._twin_coverages:
+            info = self._call(loaded.backend, "load", key, str(twin), loaded.threads, loaded.shapes,
+                              artifact=twin)
+            self._twin_coverages[key] = info["coverage"]
+        return self._twin_coverages[key]
 
     def _sibling_triage(self, model: Model, backend: str, spec: EdgeSpec, golden: Golden,
                         failing: tuple[list[Any], Any], defaults: Mapping[str, Any]) -> list[str]:
@@ -486,6 +584,8 @@ class EdgeSession:
             "drift": measured.get("drift"),
             "timing_under_load": measured.get("under_load"),
             "other_cores_busy": measured.get("other_cores_busy"),
+            "processes": measured.get("processes"),
+            "process_spread": measured.get("process_spread"),
             "accuracy": {"reference": golden.reference_backend, "cases": len(golden.cases),
                          **summarize(comparisons)},
         }

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from array import array
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -27,6 +28,9 @@ from .backends import LoadedModel, get_backend
 from .errors import BackendCrash, BackendError
 
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-edge-measure.lock"
+# Upper bound of timed runs per process, whatever min_time asks (bounds memory for the samples).
+MAX_RUNS = 100_000
+START_TIMEOUT_S = 120.0
 
 
 class WorkerServer:
@@ -35,6 +39,10 @@ class WorkerServer:
     def __init__(self, backend_name: str) -> None:
         self.backend = get_backend(backend_name)
         self.backend.import_runtime()
+        # Timings go to a buffer allocated (and its pages touched) before any model is loaded, so
+        # it sits in the memory baseline: a growing list of samples would count as the model's
+        # memory (50 000 runs of a list of ints are ~2 MB).
+        self._samples = array("q", bytes(8 * MAX_RUNS))
         self.models: dict[str, LoadedModel] = {}
         self.first_inference_ms: dict[str, float | None] = {}
         self.load_peak_mb: dict[str, float | None] = {}
@@ -87,7 +95,10 @@ class WorkerServer:
         return self._run_timed(key, feeds)
 
     def op_measure(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int,
-                   keep_samples: bool = False) -> dict[str, Any]:
+                   min_time_s: float = 0.0) -> dict[str, Any]:
+        """``warmup`` discarded runs, then timed runs until there are at least ``runs`` of them and
+        they took at least ``min_time_s`` together (LiteRT benchmark_model's --min_secs), so a
+        20 us model is timed thousands of times and a busy window is long enough to be judged."""
         model = self.models[key]
         reset = measure.reset_hwm()
         if self.first_inference_ms[key] is None:
@@ -96,12 +107,16 @@ class WorkerServer:
         load = measure.MachineLoad()
         for _ in range(warmup):
             infer()
-        samples = []
+        buffer = self._samples if runs <= len(self._samples) else array("q", bytes(8 * runs))
         clock = time.perf_counter_ns
-        for _ in range(runs):
+        deadline = clock() + int(min_time_s * 1e9)
+        count = 0
+        while count < runs or (clock() < deadline and count < len(buffer)):
             start = clock()
             infer()
-            samples.append(clock() - start)
+            buffer[count] = clock() - start
+            count += 1
+        samples = buffer[:count]
         other_cores = load.other_cores()
         base = self.load_base_mb[key]
         peak = steady = None
@@ -116,10 +131,10 @@ class WorkerServer:
             "first_inference_ms": self.first_inference_ms[key],
             "latency_ms": measure.latency_stats(samples),
             "drift": measure.drift(samples),
-            "warmup_runs": warmup, "measured_runs": runs,
+            "warmup_runs": warmup, "measured_runs": len(samples),
             "peak_memory_mb": peak, "steady_memory_mb": steady,
             "other_cores_busy": other_cores,
-            "samples_ns": samples if keep_samples else None,
+            "samples_ns": np.asarray(samples, dtype=np.int64),
         }
 
     def op_intermediates(self, key: str, feeds: list[np.ndarray]) -> dict[str, Any] | None:
@@ -170,6 +185,14 @@ class BackendWorker:
         self._process: subprocess.Popen | None = None
         self._conn: Connection | None = None
         self._server: WorkerServer | None = None
+        self._starting = False
+        # Importing a runtime is not a request: edge_timeout bounds requests, this the start-up.
+        self.start_timeout_s = max(timeout_s, START_TIMEOUT_S)
+        # Set when a worker that died between requests was replaced; the session drops its state.
+        self.restarted = False
+        # Load requests by model key, replayed into a replacement process; keys loaded in this one.
+        self._loads: dict[str, tuple] = {}
+        self._live: set[str] = set()
         self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{backend_name}.log"
 
     @property
@@ -177,6 +200,14 @@ class BackendWorker:
         return self._server is not None or (self._process is not None and self._process.poll() is None)
 
     def start(self) -> None:
+        self.launch()
+        self._handshake(None)
+
+    def launch(self) -> None:
+        """Start the worker process without waiting for it to import its runtime, so several
+        workers (or collection) can go on meanwhile; the first request waits for it."""
+        if self.alive:
+            return
         if not self.isolated:
             self._server = WorkerServer(self.backend_name)
             return
@@ -185,41 +216,58 @@ class BackendWorker:
         parent, child = socket.socketpair()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         # Runtimes print to fd 1/2 natively: keep that out of pytest's capture, in a log we can quote.
-        with open(self.log_path, "ab") as log:
+        # The log starts empty for each process, so a crash quotes this process's output only.
+        with open(self.log_path, "wb") as log:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "pytest_edge.worker", self.backend_name, str(child.fileno())],
                 pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
         child.close()
         self._conn = Connection(parent.detach())
-        self._receive("start", None)
+        self._starting = True
+
+    def _handshake(self, artifact: str | None) -> None:
+        if self._starting:
+            self._starting = False
+            self._receive("start", artifact, self.start_timeout_s)
 
     def call(self, op: str, *args: Any, artifact: str | None = None) -> Any:
         if self._process is not None and self._process.poll() is not None:
-            # It died between requests (a late native crash, the OOM killer): what it held is
-            # gone, which the caller must hear about rather than meet as unknown models later.
-            self._crashed(op, artifact)
+            # It died between requests (a late native crash, the OOM killer, a kill): nothing of
+            # this request ran yet, so start a new one quietly and load again what it held.
+            self._reset()
+            self.restarted = True
         if not self.alive:
-            self.start()
+            self.launch()
+        if op == "load":
+            self._loads[args[0]] = args
+        elif args and isinstance(args[0], str) and args[0] in self._loads and args[0] not in self._live:
+            self.call("load", *self._loads[args[0]], artifact=artifact)
         if self._server is not None:
             try:
                 return self._server.handle(op, args)
             except Exception as exc:
                 raise BackendError(f"{self.backend_name} failed to {op} {artifact}: "
                                    f"{type(exc).__name__}: {exc}") from exc
+        self._handshake(artifact)
         assert self._conn is not None
         try:
             self._conn.send((op, args))
         except (BrokenPipeError, OSError):
             self._crashed(op, artifact)
-        return self._receive(op, artifact)
+        reply = self._receive(op, artifact)
+        if op == "load":
+            self._live.add(args[0])
+        return reply
 
-    def _receive(self, op: str, artifact: str | None) -> Any:
+    def _receive(self, op: str, artifact: str | None, timeout_s: float | None = None) -> Any:
         assert self._conn is not None
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
         try:
-            if not self._conn.poll(self.timeout_s):
+            if not self._conn.poll(timeout_s):
                 self._kill()
-                raise BackendCrash(f"{self.backend_name} did not answer within {self.timeout_s:.0f} s "
-                                   f"while trying to {op} {artifact or ''}; the worker was killed")
+                doing = f"to {op} {artifact}" if artifact else f"to {op}"
+                raise BackendCrash(f"{self.backend_name} did not answer within {timeout_s:.0f} s "
+                                   f"while trying {doing}; the worker was killed")
             reply = self._conn.recv()
         except (EOFError, OSError, ConnectionResetError):
             self._crashed(op, artifact)
@@ -262,6 +310,8 @@ class BackendWorker:
         self._conn = None
         self._process = None
         self._server = None
+        self._starting = False
+        self._live = set()
 
     def close(self) -> None:
         if self._conn is not None:
@@ -281,14 +331,28 @@ class BackendWorker:
             pass
 
 
+_lock_depth = 0
+
+
 @contextmanager
 def machine_measurement_lock() -> Iterator[None]:
-    """One timing/memory measurement at a time on this machine, across xdist workers and sessions."""
-    with open(MEASURE_LOCK, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    """One timing/memory measurement at a time on this machine, across xdist workers and sessions.
+    Re-entrant within a process (flock on a second descriptor would wait for the first forever)."""
+    global _lock_depth
+    if _lock_depth:
+        _lock_depth += 1
         try:
             yield
         finally:
+            _lock_depth -= 1
+        return
+    with open(MEASURE_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        _lock_depth = 1
+        try:
+            yield
+        finally:
+            _lock_depth = 0
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 

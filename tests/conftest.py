@@ -16,5 +16,7 @@ def models(pytester: pytest.Pytester) -> Path:
     for path in FIXTURES.iterdir():
         if path.suffix in {".onnx", ".tflite", ".pte"}:
             shutil.copy(path, folder / path.name)
-    pytester.makeini("[pytest]\nedge_model_dirs = models\n")
+    # One measuring process and no minimum time keep the suite fast; the tests of the measurement
+    # protocol and of the merge gate set --edge-processes / --edge-min-time themselves.
+    pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_processes = 1\nedge_min_time = 0\n")
     return folder

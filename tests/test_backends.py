@@ -183,15 +183,26 @@ def test_truncated_artifact_gives_clear_error_and_worker_survives(tmp_path: Path
 
 def test_native_crash_is_reported_with_signal_and_worker_restarts() -> None:
     _available("onnxruntime-cpu")
+    import threading
+
+    artifact = str(FIXTURES / "tiny_mlp.onnx")
     worker = BackendWorker("onnxruntime-cpu")
     try:
+        worker.call("load", "m", artifact, 1, {}, artifact=artifact)
         pid = worker.call("ping")
         assert pid != os.getpid()
-        os.kill(pid, signal.SIGSEGV)
-        worker._process.wait(timeout=30)  # it dies between requests: the next one must hear of it
-        with pytest.raises(BackendCrash, match=r"crashed \(signal SIGSEGV\) while trying to load .*tiny_mlp"):
-            worker.call("load", "m", str(FIXTURES / "tiny_mlp.onnx"), 1, {}, artifact=str(FIXTURES / "tiny_mlp.onnx"))
-        assert worker.call("ping") not in (pid, os.getpid())
+        # Dies during a request (a long timed run): that request fails with the signal.
+        threading.Timer(1.0, os.kill, (pid, signal.SIGSEGV)).start()
+        with pytest.raises(BackendCrash, match=r"crashed \(signal SIGSEGV\) while trying to measure .*tiny_mlp"):
+            worker.call("measure", "m", [np.zeros((1, 16), np.float32)], 0, 10**8, artifact=artifact)
+        # Dies between requests: the next request starts a new process, loads the model there
+        # again and answers, as if nothing happened.
+        pid = worker.call("ping")
+        worker.call("load", "m", artifact, 1, {}, artifact=artifact)
+        os.kill(pid, signal.SIGKILL)
+        worker._process.wait(timeout=30)
+        (out,) = worker.call("run", "m", [np.ones((1, 16), np.float32)], artifact=artifact)
+        assert out.shape[0] == 1 and worker.restarted and worker.call("ping") not in (pid, os.getpid())
     finally:
         worker.close()
 

@@ -369,21 +369,102 @@ def test_latency_and_memory_budgets_below_and_above(pytester: pytest.Pytester, m
     ])
 
 
+def _scaled(report: dict, factor: float) -> dict:
+    """The report as if every timed figure had been ``factor`` times the measured one."""
+    for record in report["records"]:
+        record["latency_ms"] = {k: v * factor for k, v in record["latency_ms"].items()}
+        for process in record["processes"]:
+            process["p50"] *= factor
+            process["p99"] *= factor
+    return report
+
+
 def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(mlp_test("onnxruntime-cpu"))
     pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=base.json")
     base = json.loads((pytester.path / "base.json").read_text())
-    base["records"][0]["latency_ms"]["p50"] /= 100  # the stored run was 100x faster
+    assert len(base["records"][0]["processes"]) == 1  # edge_processes = 1 in this project
     base["records"][0]["coverage"]["fallback"] = 0.0
-    (pytester.path / "fast.json").write_text(json.dumps(base))
-    result = pytester.runpytest_subprocess("--edge-baseline=fast.json", "--edge-max-regression=10%")
+    (pytester.path / "fast.json").write_text(json.dumps(_scaled(base, 0.01)))  # the stored run was 100x faster
+    result = pytester.runpytest_subprocess("--edge-baseline=fast.json", "--edge-max-regression=10%",
+                                           "--edge-strict-timing")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*onnxruntime-cpu: P50 latency * ms is +*% against the baseline * ms (allowed +10%)*"])
-    base["records"][0]["latency_ms"]["p50"] *= 1000
-    base["records"][0]["latency_ms"]["p99"] *= 1000
-    base["records"][0]["peak_memory_mb"] = 1e6
-    (pytester.path / "slow.json").write_text(json.dumps(base))
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: P50 latency * ms is +*% against the baseline * ms "
+                                 "(allowed +10%; *); re-measured in fresh processes: * ms is +*%*"])
+    slow = _scaled(base, 1000)
+    slow["records"][0]["peak_memory_mb"] = 1e6
+    (pytester.path / "slow.json").write_text(json.dumps(slow))
     pytester.runpytest_subprocess("--edge-baseline=slow.json").assert_outcomes(passed=1)
+
+
+def test_stored_baseline_regression_on_a_busy_machine_is_inconclusive(pytester: pytest.Pytester,
+                                                                     models: Path) -> None:
+    """Another process spinning on a core while timing: a regression against stored numbers is a
+    warning by default (the run passes), a failure with --edge-strict-timing."""
+    import subprocess
+    import sys
+
+    pytester.makepyfile(mlp_test("onnxruntime-cpu"))
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=base.json")
+    base = _scaled(json.loads((pytester.path / "base.json").read_text()), 0.01)
+    (pytester.path / "fast.json").write_text(json.dumps(base))
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        gate = ("--edge-baseline=fast.json", "--edge-report=r.json", "--edge-min-time=0.3s", "-W", "default")
+        lenient = pytester.runpytest_subprocess(*gate)
+        record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+        strict = pytester.runpytest_subprocess(*gate, "--edge-strict-timing")
+    finally:
+        spinner.kill()
+    lenient.assert_outcomes(passed=1, warnings=1)
+    lenient.stdout.fnmatch_lines(["*EdgeInconclusive*P50 latency*inconclusive: other processes kept * cores busy*"])
+    lenient.stdout.fnmatch_lines(["*latency regression(s) against the stored baseline were inconclusive*"])
+    assert record["timing_under_load"] is True and record["baseline_check"]["verdict"] == "inconclusive"
+    strict.assert_outcomes(failed=1)
+
+
+def _mlp(path: Path, hidden: int) -> None:
+    """x[16, 128] -> MatMul -> Relu -> MatMul -> y[16, 10]; compute grows with ``hidden``."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array((rng.standard_normal((128, hidden)) / 12).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array((rng.standard_normal((hidden, 10)) / 12).astype(np.float32), "w2")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("MatMul", ["r", "w2"], ["y"])], "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 10])], [w1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def test_ab_mode_catches_a_slower_model_and_passes_an_unchanged_one(pytester: pytest.Pytester) -> None:
+    """--edge-baseline-models: each artifact and its twin of the same name, measured A B A B in
+    fresh processes in this job; the paired ratio decides."""
+    for folder, hidden in (("main", 256), ("same", 256), ("slow", 1024)):
+        (pytester.path / folder).mkdir()
+        _mlp(pytester.path / folder / "mlp.onnx", hidden)
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="mlp", backends="onnxruntime-cpu")
+        def test_mlp(edge_model):
+            pass
+    """)
+    gate = ("--edge-baseline-models=main", "--edge-processes=3", "--edge-min-time=0.1s", "--edge-report=r.json")
+    for folder, outcome in (("same", "passed"), ("slow", "failed")):
+        pytester.makeini(f"[pytest]\nedge_model_dirs = {folder}\nedge_golden_dir = golden_{folder}\n")
+        pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+        result = pytester.runpytest_subprocess(*gate)
+        result.assert_outcomes(**{outcome: 1})
+        record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+        assert record["baseline_check"]["mode"] == "ab" and record["baseline_check"]["baseline"] == "main/mlp.onnx"
+        assert len(record["processes"]) == 3 and record["process_spread"] >= 1.0
+    result.stdout.fnmatch_lines(["*P50 latency * ms is +*% against the baseline twin * ms (allowed +10%; "
+                                 "paired t=* over 3 A/B pairs*); re-measured in fresh processes*"])
 
 
 def test_junit_properties(pytester: pytest.Pytester, models: Path) -> None:

@@ -1,0 +1,127 @@
+"""Does the merge gate cry wolf? Unchanged and 1.5x slower models gated at 10 %, quiet and busy.
+
+    .venv/bin/python benchmarks/bench_gate.py [--trials 8] [--modes stored,ab] [--loads quiet,busy]
+
+Builds a throw-away project with two ONNX MLPs (about 0.5 ms and 30 us on onnxruntime-cpu) and
+their 1.5x slower twins (hidden layer 1.5x wider, same signature), records a baseline report on a
+quiet machine, then runs the README's gate lines ``--trials`` times per (mode, load, variant):
+
+- stored: ``pytest --edge-baseline=base.json --edge-max-regression=10%``
+- ab:     ``pytest --edge-baseline-models=main --edge-max-regression=10%`` (both artifacts in one job)
+
+"busy" is another process spinning on one core for the whole run, as on a shared CI runner.
+Prints, per row, how many runs passed, failed, and were inconclusive (passed with a warning).
+Wanted: unchanged never fails; slower is caught every time in A/B mode, and in stored mode on a
+quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+TEST = """
+import pytest
+
+@pytest.mark.edge(model="mlp_small", backends="onnxruntime-cpu")
+def test_small(edge_model):
+    pass
+
+@pytest.mark.edge(model="mlp_large", backends="onnxruntime-cpu")
+def test_large(edge_model):
+    pass
+"""
+# (name, batch, input width, hidden width) for about 30 us and 0.5 ms on one core. Compute grows
+# with the hidden width, weights stay small (< 1 MB), so the slower twins regress in latency, not
+# in peak memory (which the gate would catch on its own, load or not).
+MODELS = [("mlp_small", 4, 128, 512), ("mlp_large", 32, 256, 512)]
+
+
+def write_mlp(path: Path, batch: int, width: int, hidden: int, extra: float = 1.0) -> None:
+    """x -> MatMul -> Relu -> MatMul -> y; ``extra`` widens the hidden layer (same outputs' shape)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    h = int(hidden * extra)
+    w1 = numpy_helper.from_array((rng.standard_normal((width, h)) / np.sqrt(width)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array((rng.standard_normal((h, 10)) / np.sqrt(h)).astype(np.float32), "w2")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("MatMul", ["r", "w2"], ["y"])], "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 10])], [w1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def pytest_run(project: Path, models: str, *args: str) -> tuple[int, str]:
+    (project / "pytest.ini").write_text(f"[pytest]\nedge_model_dirs = {models}\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+                          cwd=project, capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--modes", default="stored,ab")
+    parser.add_argument("--loads", default="quiet,busy")
+    parser.add_argument("--keep", action="store_true", help="keep the project folder and print its path")
+    args = parser.parse_args()
+    project = Path(tempfile.mkdtemp(prefix="edge-gate-"))
+    for folder, extra in (("main", 1.0), ("slow", 1.5)):
+        (project / folder).mkdir()
+        for name, batch, width, hidden in MODELS:
+            write_mlp(project / folder / f"{name}.onnx", batch, width, hidden, extra)
+    (project / "test_gate.py").write_text(TEST)
+    for variant in ("main", "slow"):  # each variant's own golden (the slow one computes other numbers)
+        code, out = pytest_run(project, variant, "--edge-update-golden", f"--edge-golden-dir=golden_{variant}")
+        assert code == 0, out
+    code, out = pytest_run(project, "main", "--edge-golden-dir=golden_main", "--edge-measure",
+                           "--edge-report=base.json")
+    assert code == 0, out
+    base = json.loads((project / "base.json").read_text())
+    print("baseline:", ", ".join(f"{r['model']['name']} P50 {r['latency_ms']['p50'] * 1000:.1f} us "
+                                 f"(process spread {r['process_spread']:.2f}x)" for r in base["records"]))
+    print(f"{'mode':7} {'load':6} {'variant':10} {'passed':>6} {'failed':>6} {'inconclusive':>12}")
+    for mode in args.modes.split(","):
+        for load in args.loads.split(","):
+            spinner = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if load == "busy" else None)
+            try:
+                for variant in ("main", "slow"):
+                    counts = {"passed": 0, "failed": 0, "inconclusive": 0}
+                    for _ in range(args.trials):
+                        gate = (["--edge-baseline=base.json"] if mode == "stored" else
+                                ["--edge-baseline-models=main"])
+                        code, out = pytest_run(project, variant, f"--edge-golden-dir=golden_{variant}",
+                                               *gate, "--edge-max-regression=10%", "-W", "default")
+                        if code not in (0, 1):
+                            print(out)
+                            raise SystemExit(f"pytest exited {code}")
+                        key = "failed" if code == 1 else "inconclusive" if "inconclusive" in out else "passed"
+                        counts[key] += 1
+                        if code == 1:
+                            caught = sorted({line.split(":")[1].split(" is ")[0].strip() for line in out.splitlines()
+                                             if line.startswith("  - onnxruntime-cpu:") and " is " in line})
+                            print(f"  {variant} failed on: {', '.join(caught)}")
+                    label = "unchanged" if variant == "main" else "1.5x slower"
+                    print(f"{mode:7} {load:6} {label:10} {counts['passed']:6} {counts['failed']:6} "
+                          f"{counts['inconclusive']:12}", flush=True)
+            finally:
+                if spinner is not None:
+                    spinner.kill()
+    if args.keep:
+        print("project:", project)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""The merge gate: does this measurement regress against a baseline? Pure logic, no pytest.
+
+Two modes (README "The merge gate"):
+
+- **A/B** (``--edge-baseline-models=DIR``): the artifact and its twin from DIR were measured as
+  pairs of fresh processes in this job (A B A B ...), under the same load; a paired test decides.
+- **Stored** (``--edge-baseline=REPORT``): against per-process figures kept in an earlier report.
+  Another run on another moment of the machine: a regression seen while the machine was busy is
+  *inconclusive* (a warning) unless the policy is strict.
+
+Either way a latency regression must be significant and above the threshold twice: in the first
+measurement and again in fresh processes (``remeasure``), and the message shows both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .checks import Regression, latency_regressions, resource_regressions
+
+# (the new measurement, the twin's measurement or None) from fresh processes.
+Remeasure = Callable[[], "tuple[Mapping[str, Any], Mapping[str, Any] | None]"]
+
+
+@dataclass
+class GateResult:
+    failures: list[str] = field(default_factory=list)
+    inconclusive: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool, max_regression: float,
+             strict: bool, remeasure: Remeasure, source: str) -> GateResult:
+    """``baseline``: the twin's measurement (``paired``) or the stored record; ``source`` names it."""
+    result = GateResult()
+    what = "the baseline twin" if paired else "the baseline"
+    timed, result.notes = latency_regressions(record, baseline, max_regression, paired=paired)
+    result.failures = [r.message for r in resource_regressions(record, baseline, max_regression, what)]
+    result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": bool(timed)}
+    if timed:
+        again, twin_again = remeasure()
+        second, _ = latency_regressions(again, twin_again if paired else baseline, max_regression, paired=paired)
+        confirmed = {r.figure: r for r in second}
+        busy = _busy(record, again)
+        for first in timed:
+            if first.figure not in confirmed:
+                result.notes.append(f"{first.figure} looked {_ratio(first):+.1%} slower, but a re-measurement "
+                                    "in fresh processes did not confirm it")
+                continue
+            message = f"{first.message}; re-measured in fresh processes: {_tail(confirmed[first.figure])}"
+            if not paired and busy is not None and not strict:
+                result.inconclusive.append(
+                    f"{message}; inconclusive: other processes kept {busy:.1f} cores busy while this was timed, "
+                    "so a stored baseline cannot tell a busy machine from a slower model (A/B mode can: "
+                    "--edge-baseline-models; --edge-strict-timing makes this a failure)")
+            else:
+                result.failures.append(message)
+    result.summary["verdict"] = ("failed" if result.failures else
+                                 "inconclusive" if result.inconclusive else "passed")
+    return result
+
+
+def _ratio(regression: Regression) -> float:
+    return regression.change.ratio - 1 if regression.change else float("nan")
+
+
+def _tail(regression: Regression) -> str:
+    """'0.045 ms is +35.0% against ...' of a message, without the backend and figure name."""
+    return regression.message.split(f"{regression.figure} ", 1)[-1]
+
+
+def _busy(*measurements: Mapping[str, Any]) -> float | None:
+    """Cores other processes used, where any timed window counted as under load."""
+    loads = [m.get("other_cores_busy") for m in measurements if m.get("under_load", m.get("timing_under_load"))]
+    loads = [x for x in loads if isinstance(x, (int, float))]
+    return max(loads) if loads else None
