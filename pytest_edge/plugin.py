@@ -162,7 +162,12 @@ class EdgeParam:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    marker = metafunc.definition.get_closest_marker("edge")
+    markers = list(metafunc.definition.iter_markers("edge"))
+    if len(markers) > 1:
+        raise pytest.Collector.CollectError(
+            f"{metafunc.definition.nodeid}: {len(markers)} @pytest.mark.edge markers apply (on the test, its "
+            "class or module); one marker must say everything, or the nearest would silently win")
+    marker = markers[0] if markers else None
     if marker is None:
         if "edge_model" in metafunc.fixturenames:
             raise pytest.Collector.CollectError(
@@ -225,7 +230,7 @@ def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
         # run is reported by the check after the body, as a failure of this test, not a setup error.
         try:
             handle.golden  # noqa: B018
-        except EdgeError:
+        except Exception:  # noqa: BLE001 - the check after the body meets it again and names it
             pass
     return handle
 
@@ -315,7 +320,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     path = _value(config, "edge_report")
     if path and edge.records:
-        write_report(Path(config.rootpath) / path, build_report(edge.records, edge.machine))
+        target = Path(config.rootpath) / path
+        try:
+            write_report(target, build_report(edge.records, edge.machine))
+        except OSError as exc:
+            # The table and pytest's summary still print; the exit status says something failed.
+            edge.report_error = f"pytest-edge: cannot write the report {target}: {exc.strerror or exc}"
+            if session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -341,7 +353,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"note: timing and memory ran one at a time across the {workers} xdist workers, but correctness "
             "tests of other workers ran beside them; for the steadiest figures run without -n")
     path = _value(config, "edge_report")
-    if path:
+    if edge.report_error:
+        terminalreporter.write_line(edge.report_error, red=True, bold=True)
+    elif path:
         terminalreporter.write_line(f"report: {Path(config.rootpath) / path}")
 
 

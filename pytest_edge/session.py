@@ -61,6 +61,14 @@ class Settings:
     strict_timing: bool = False
 
 
+class EdgeStepError(EdgeError):
+    """An exception nobody foresaw, raised while checking: named with its step, model and backend,
+    with the original chained (``--fulltrace`` shows its traceback)."""
+
+    def __init__(self, step: str, model: str, backend: str, exc: BaseException) -> None:
+        super().__init__(f"pytest-edge could not {step} {model} on {backend}: {type(exc).__name__}: {exc}")
+
+
 class EdgeCheckFailed(EdgeError):
     """One or more budgets were exceeded; the message lists every one."""
 
@@ -89,6 +97,12 @@ class Loaded:
     shapes: dict[str, tuple[int, ...]]
 
 
+def _fits(shape: Sequence[int], declared: Sequence[Any]) -> bool:
+    """Same rank, and every static dimension equal (dynamic ones are names, None or negative)."""
+    return len(shape) == len(declared) and all(
+        not isinstance(d, int) or d < 0 or d == n for n, d in zip(shape, declared))
+
+
 def _relative(path: Path, root: Path) -> str:
     try:
         return str(path.resolve().relative_to(root.resolve()))
@@ -107,6 +121,8 @@ class EdgeSession:
         self.measurements: dict[tuple, dict[str, Any]] = {}
         self.twin_measurements: dict[tuple, dict[str, Any]] = {}
         self.inconclusive = 0
+        self.report_error = ""  # set when --edge-report could not be written
+        self.step = ""  # what check() is doing, for the message of an unexpected exception
         self._twin_coverages: dict[str, dict[str, Any] | None] = {}
         self._predicted: dict[tuple[str, str], Coverage] = {}
         self.records: list[dict[str, Any]] = []
@@ -204,7 +220,24 @@ class EdgeSession:
         if len(feeds) != len(loaded.inputs):
             raise EdgeUsageError(f"{loaded.backend}: {loaded.artifact} takes {len(loaded.inputs)} inputs "
                                  f"({[s.name for s in loaded.inputs]}), got {len(feeds)}")
-        return [np.ascontiguousarray(np.asarray(x).astype(s.dtype, copy=False)) for x, s in zip(feeds, loaded.inputs)]
+        arrays = []
+        for x, spec in zip(feeds, loaded.inputs):
+            try:
+                array = np.asarray(x)
+                if array.dtype.kind not in "biuf":
+                    raise TypeError(f"dtype {array.dtype} is not a number type")
+                array = array.astype(spec.dtype, copy=False)
+                if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a scalar 1-d)
+                    array = np.ascontiguousarray(array)
+            except (TypeError, ValueError) as exc:
+                raise EdgeUsageError(f"{loaded.backend}: input {spec.name!r} of {loaded.artifact} ({spec.dtype}) "
+                                     f"cannot take {type(x).__name__}: {exc}") from None
+            if not _fits(array.shape, spec.shape):
+                # Checked here, once, for every backend: runtimes differ (LiteRT resizes silently).
+                raise EdgeUsageError(f"{loaded.backend}: input {spec.name!r} of {loaded.artifact} has shape "
+                                     f"{list(spec.shape)}, got an array of shape {list(array.shape)}")
+            arrays.append(array)
+        return arrays
 
     def run(self, loaded: Loaded, feeds: Sequence[Any], reset: bool = True) -> list[np.ndarray]:
         return self._call(loaded.backend, "run", loaded.key, self._feeds(loaded, feeds), reset,
@@ -385,10 +418,23 @@ class EdgeSession:
         """Run the golden comparison and every budget of ``spec``; return the record.
 
         Raises :class:`EdgeCheckFailed` listing every violation, or another :class:`EdgeError`
-        when the check could not run at all (bad artifact, missing golden).
+        when the check could not run at all (bad artifact, missing golden). This is the one place
+        where an unexpected exception becomes an :class:`EdgeError` naming the step it broke.
         """
+        self.step = "load"
+        try:
+            return self._check(test_id, model, backend, spec, test_dir)
+        except EdgeError:
+            raise
+        except Exception as exc:
+            raise EdgeStepError(self.step, model.name, backend, exc) from exc
+
+    def _check(self, test_id: str, model: Model, backend: str, spec: EdgeSpec,
+               test_dir: Path | None) -> dict[str, Any]:
         loaded = self.load(model, backend, spec)
+        self.step = "refresh the golden of" if self.settings.update_golden else "read the golden of"
         golden = self.golden_for(model, spec, loaded.artifact, test_dir)
+        self.step = "compare"
         in_order = self._aligned(golden.inputs_spec, loaded.inputs, loaded, golden, "input")
         out_order = self._aligned(golden.outputs_spec, loaded.outputs, loaded, golden, "output")
         defaults = {"atol": spec.atol if spec.atol is not None else self.settings.atol,
@@ -425,6 +471,7 @@ class EdgeSession:
             violations += check_coverage(coverage, spec.max_fallback, spec.max_partitions, backend)
         measured: dict[str, Any] = {}
         if self.wants_measurement(spec):
+            self.step = "measure"
             measured = self.measure(loaded, first_feeds, spec)
             budgets = {"p50_ms": spec.p50_ms, "p90_ms": spec.p90_ms, "p99_ms": spec.p99_ms}
             violations += check_latency(measured["latency_ms"], measured["measured_runs"], budgets, backend)

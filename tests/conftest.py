@@ -5,6 +5,13 @@ from pathlib import Path
 
 import pytest
 
+try:
+    # Imported once, before any pytester test: pytester restores sys.modules after each test, and a
+    # second import of onnx's C extension in the same process aborts it (protobuf descriptors).
+    import onnx  # noqa: F401
+except ImportError:  # the tflite-runtime lane may lack it
+    pass
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 

@@ -247,7 +247,10 @@ def npz_member(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("payload", [b"", b"PK\x03\x04 truncated", b"\x93NUMPY not a zip", os.urandom(64)])
+# Fixed bytes (not os.urandom): pytest-xdist workers must collect the same test ids.
+@pytest.mark.parametrize("payload", [b"", b"PK\x03\x04 truncated", b"\x93NUMPY not a zip",
+                                     np.random.default_rng(7).bytes(64)], ids=["empty", "truncated-zip",
+                                                                                "npy-not-zip", "random"])
 def test_case_bytes_that_are_no_npz(golden, payload: bytes) -> None:
     store, folder, _ = golden
     name = case_file(0, payload)

@@ -30,7 +30,10 @@ def test_inspect_prints_the_numbers_of_the_report(pytester: pytest.Pytester, mod
     """)
     pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json").assert_outcomes(passed=4)
     records = json.loads((pytester.path / "r.json").read_text())["records"]
-    done = _cli("inspect", "tiny_cnn", "--model-dir", "models", cwd=pytester.path)
+    # No --model-dir: inspect reads edge_model_dirs from the project's ini file, as pytest does,
+    # also from a subfolder (the rootdir is found the way pytest finds it).
+    (pytester.path / "sub").mkdir()
+    done = _cli("inspect", "tiny_cnn", cwd=pytester.path / "sub")
     assert done.returncode == 0, done.stderr
     rows = {line.split()[0]: line for line in done.stdout.splitlines()[2:]}
     for record in records:
@@ -54,6 +57,7 @@ def test_inspect_predicts_mobile_targets(tmp_path: Path) -> None:
 def test_inspect_unknown_model_is_a_clear_error(tmp_path: Path) -> None:
     done = _cli("inspect", "nothing_here", cwd=tmp_path)
     assert done.returncode == 2 and "model 'nothing_here' not found" in done.stderr
+    assert "edge_model_dirs" in done.stderr and str(tmp_path / "nothing_here") in done.stderr
 
 
 def _report(tmp_path: Path, name: str, cpu: str, p50: float) -> Path:

@@ -704,10 +704,13 @@ def test_reference_backend_and_golden_dir_options(pytester: pytest.Pytester, mod
     assert not (pytester.path / "golden").exists()
     # the same policy from the ini file, with the measurement protocol's defaults
     pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_golden_dir = refs/golden\n"
-                     "edge_reference_backend = litert-ref\nedge_runs = 7\nedge_warmup = 2\nedge_measure = true\n")
+                     "edge_reference_backend = litert-ref\nedge_runs = 7\nedge_warmup = 2\nedge_measure = true\n"
+                     "edge_processes = 2\nedge_min_time = 0\n")
     pytester.runpytest_subprocess("--edge-report=r.json").assert_outcomes(passed=2)
     records = json.loads((pytester.path / "r.json").read_text())["records"]
-    assert {(r["measured_runs"], r["warmup_runs"]) for r in records} == {(7, 2)}
+    # 7 runs in each of 2 fresh processes, pooled
+    assert {(r["measured_runs"], r["warmup_runs"]) for r in records} == {(14, 2)}
+    assert all([p["runs"] for p in r["processes"]] == [7, 7] for r in records)
     assert {r["accuracy"]["reference"] for r in records} == {"litert-ref"}
 
 

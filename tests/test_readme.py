@@ -53,6 +53,17 @@ def test_python_examples_outside_the_walkthrough_run(tmp_path: Path) -> None:
             assert all(isinstance(b, Backend) for b in namespace["backends"]())
 
 
+def test_json_examples_are_reports_pytest_edge_reads(tmp_path: Path) -> None:
+    from pytest_edge.report import load_report
+
+    examples = [code for _, lang, code in blocks() if lang == "json"]
+    assert examples
+    for index, code in enumerate(examples):
+        path = tmp_path / f"example{index}.json"
+        path.write_text(code)
+        assert load_report(path)["records"]
+
+
 def _dependency_view(target: Path) -> Path:
     """This environment's site-packages minus pytest-edge itself, for a new venv to see through a
     .pth file: the walkthrough then installs pytest-edge for real without downloading runtimes."""
@@ -60,6 +71,9 @@ def _dependency_view(target: Path) -> Path:
     view.mkdir()
     for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
         if entry.name.startswith(("pytest_edge", "__editable__", "_pytest_edge", "pytest-edge")):
+            continue
+        # pytest itself is installed for real: pip writes the .venv/bin/pytest script only then.
+        if entry.name in ("pytest", "_pytest", "py.py") or re.match(r"pytest-\d", entry.name):
             continue
         if entry.suffix == ".pth":
             continue
@@ -127,5 +141,5 @@ def test_walkthrough_from_an_empty_project(tmp_path: Path) -> None:
     assert "pytest-edge conformance" in text and "passed" in text
     installed = subprocess.run([str(project / ".venv/bin/python"), "-c",
                                 "import pytest_edge, xdist, pytest_benchmark; print(pytest_edge.__file__)"],
-                               capture_output=True, text=True, env=env)
+                               capture_output=True, text=True, env=env, cwd=project)
     assert str(project / ".venv") in installed.stdout, installed.stdout + installed.stderr
