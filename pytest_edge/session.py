@@ -212,6 +212,7 @@ class EdgeSession:
                 runtime=info["runtime"], coverage=Coverage.from_json(info["coverage"]),
                 load_ms=info["load_ms"], precision=info["precision"],
                 threads=threads if info["threads_applied"] else None, shapes=shapes)
+        check_shapes(spec.shapes, self.loaded[key].inputs, f"{backend}: {artifact}")
         return self.loaded[key]
 
     @staticmethod

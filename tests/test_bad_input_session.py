@@ -1,0 +1,126 @@
+"""Bad input met through pytest, as users meet it: each case a clear failure naming the file, the
+backend and the test, the control test in the same session passing, the session alive."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+CONTROL = """
+@pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
+def test_control(edge_model):
+    pass
+"""
+
+
+def test_bad_marker_and_feed_cases_fail_alone(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(test_runs="import numpy as np, pytest\n" + CONTROL + """
+@pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu", "litert", "litert-ref"])
+def test_wrong_feed_shape(edge_model):
+    edge_model(np.zeros((1, 17), np.float32))
+
+@pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu", shapes={"nope": (1, 16)})
+def test_unknown_shapes_name(edge_model):
+    pass
+
+@pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu", inputs=lambda: 42)
+def test_inputs_callable_returns_junk(edge_model):
+    pass
+""", test_both="""
+import pytest
+@pytest.mark.edge(model="tiny_mlp", backends="litert", skip_backends="litert")
+def test_backend_both_wanted_and_skipped(edge_model):
+    pass
+""", test_stacked="""
+import pytest
+pytestmark = pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
+
+@pytest.mark.edge(model="tiny_cnn", backends="onnxruntime-cpu")
+def test_stacked_markers(edge_model):
+    pass
+""")
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # collection errors, each named
+    result.stdout.fnmatch_lines(["*test_backend_both_wanted_and_skipped: both backends= and skip_backends= "
+                                 "name 'litert'*"])
+    result.stdout.fnmatch_lines(["*test_stacked_markers: 2 @pytest.mark.edge markers apply*"])
+    # The module that can be collected runs: each bad case fails with its reason, the control passes.
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-p", "no:cacheprovider", "test_runs.py")
+    result.assert_outcomes(passed=1, failed=5)
+    text = result.stdout.str()
+    for backend in ("onnxruntime-cpu", "litert", "litert-ref"):
+        assert (f"{backend}: input 'x' of " in text and "tiny_mlp" in text
+                and "has shape [1, 16], got an array of shape [1, 17]" in text), backend
+    assert "shapes= names 'nope', which the model does not have" in text
+    assert "inputs=" in text and "42" in text
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+
+
+def test_report_that_cannot_be_written_keeps_the_summary(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("import pytest\n" + CONTROL)
+    (pytester.path / "afile").write_text("not a folder")
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=afile/r.json")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*pytest-edge conformance*", "*tiny_mlp*onnxruntime-cpu*passed*",
+                                 "*pytest-edge: cannot write the report */afile/r.json: *",
+                                 "*1 passed*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[1, 2]", "expected a JSON object"),
+    ('{"schema": "pytest-edge/report/1", "records": [1]}', "record"),
+    ("{broken", "cannot read report"),
+])
+def test_baseline_of_the_wrong_shape_is_a_usage_error(pytester: pytest.Pytester, models: Path,
+                                                      content: str, message: str) -> None:
+    pytester.makepyfile("import pytest\n" + CONTROL)
+    (pytester.path / "b.json").write_text(content)
+    result = pytester.runpytest_subprocess("--edge-baseline=b.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "b.json" in result.stderr.str() and message in result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_worker_killed_between_tests_is_restarted_quietly(pytester: pytest.Pytester, models: Path) -> None:
+    """The next, innocent test passes: a new worker loads the model again."""
+    pytester.makepyfile("""
+        import os, signal, pytest
+
+        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
+        def test_first(edge_model):
+            edge_model.loaded  # loaded in the shared worker
+
+        def test_kill_it(request):
+            from pytest_edge.plugin import SESSION_KEY
+            worker = request.config.stash[SESSION_KEY].workers["onnxruntime-cpu"]
+            pid = worker.call("ping")
+            os.kill(pid, signal.SIGKILL)
+            worker._process.wait(timeout=30)
+
+        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
+        def test_after(edge_model):
+            assert edge_model(__import__("numpy").ones((1, 16), "float32")).shape == (1, 4)
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+
+
+def test_golden_naming_a_file_outside_its_folder_fails_the_test(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("import pytest\n" + CONTROL + """
+@pytest.mark.edge(model="tiny_cnn", backends="onnxruntime-cpu")
+def test_cnn(edge_model):
+    pass
+""")
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    meta_path = pytester.path / "golden/tiny_cnn/meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["cases"] = ["../../../../etc/passwd"]
+    meta_path.write_text(json.dumps(meta))
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*corrupt golden file *meta.json*etc/passwd*"])
