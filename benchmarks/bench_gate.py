@@ -40,7 +40,7 @@ def test_large(edge_model):
 # (name, batch, input width, hidden width) for about 30 us and 0.5 ms on one core. Compute grows
 # with the hidden width, weights stay small (< 1 MB), so the slower twins regress in latency, not
 # in peak memory (which the gate would catch on its own, load or not).
-MODELS = [("mlp_small", 4, 128, 512), ("mlp_large", 32, 256, 512)]
+MODELS = [("mlp_small", 8, 128, 768), ("mlp_large", 128, 256, 1024)]
 
 
 def write_mlp(path: Path, batch: int, width: int, hidden: int, extra: float = 1.0) -> None:

@@ -71,16 +71,18 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
                 continue
             note = "" if get_backend(backend).has_delegate else "no delegate by design"
             rows.append(_coverage_row(backend, cov, note))
-        onnx_artifact = model.artifact(".onnx")
         for target_name in predict:
-            if onnx_artifact is None:
-                rows.append([f"predicted {target_name}", "—", "—", "—", "—", "needs an .onnx artifact"])
+            predictors = [name for name, reason in session.backend_plan(model, EdgeSpec())
+                          if reason is None and target_name in get_backend(name).predicts_targets]
+            if not predictors:
+                rows.append([f"predicted {target_name}", "—", "—", "—", "—",
+                             "no backend here predicts it for this model's artifacts"])
                 continue
-            from .predict import predicted_coverage
-
-            rows.append(_coverage_row(f"predicted {target_name}",
-                                      predicted_coverage(onnx_artifact, target_name, "onnxruntime"),
-                                      "ONNX Runtime usability checker"))
+            backend = get_backend(predictors[0])
+            artifact = model.artifact(backend.suffix)
+            assert artifact is not None
+            rows.append(_coverage_row(f"predicted {target_name}", backend.predicted_coverage(artifact, target_name),
+                                      f"{backend.name}'s prediction"))
     finally:
         session.close()
     return rows

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Mapping, Sequence
+
 
 class EdgeError(Exception):
     """A conformance problem reported to the user as a plain message, without a deep traceback."""
@@ -9,6 +11,13 @@ class EdgeError(Exception):
 
 class EdgeUsageError(EdgeError):
     """The user asked for something that cannot be: bad marker keyword, unknown backend, bad unit."""
+
+
+class UnknownBackend(EdgeUsageError, KeyError):
+    """A backend name no registered runtime knows (a KeyError too, for callers that look names up)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 class BackendError(EdgeError):
@@ -26,3 +35,14 @@ class GoldenError(EdgeError):
 class EdgeInconclusive(UserWarning):
     """A latency regression against stored numbers, seen while the machine was busy: not a failure
     unless the policy is strict (``--edge-strict-timing``)."""
+
+
+class EdgeCheckFailed(EdgeError):
+    """One or more budgets were exceeded; the message lists every one."""
+
+    def __init__(self, violations: Sequence[str], record: Mapping[str, Any]) -> None:
+        self.violations = list(violations)
+        self.record = record
+        super().__init__("pytest-edge: " + str(len(violations)) + " check(s) failed on "
+                         + record["backend"] + " (" + record["model"]["artifact"] + "):\n"
+                         + "\n".join("  - " + v for v in violations))

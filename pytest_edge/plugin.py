@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import pytest
 
 from .backends import get_backend
-from .errors import EdgeError, EdgeInconclusive
+from .errors import EdgeError, EdgeInconclusive, UnknownBackend
 from .handle import EdgeModel
 from .models import Model
 from .options import EdgeSpec, parse_marker, parse_ms, parse_names, parse_percent
@@ -136,8 +136,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in [*(settings.backends or []), *settings.require]:
         try:
             get_backend(name)
-        except KeyError as exc:
-            raise pytest.UsageError(f"pytest-edge: {exc.args[0]}") from None
+        except UnknownBackend as exc:
+            raise pytest.UsageError(f"pytest-edge: {exc}") from None
     session = EdgeSession(settings)
     config.stash[SESSION_KEY] = session
     if config.pluginmanager.hasplugin("xdist"):
@@ -179,9 +179,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         spec = parse_marker(marker.args, marker.kwargs)
         model = session.resolve(spec.model, test_dir)
         plan = session.backend_plan(model, spec)
-    except (EdgeError, KeyError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
-        raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {message}") from None
+    except EdgeError as exc:
+        raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
     if "edge_model" not in metafunc.fixturenames:
         # A marked test that does not ask for the fixture is still parametrized over backends and
         # gets its golden check on each (pytest_runtest_call builds the handle from the param).

@@ -12,10 +12,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import __version__
-from .backends import Coverage, TensorSpec, all_backends, get_backend
+from .backends import Coverage, TensorSpec, all_backends, get_backend, reference_order
 from .checks import check_coverage, check_latency, check_load, check_memory
 from .compare import compare_output, resolve_tolerance, summarize
-from .errors import BackendCrash, BackendError, EdgeError, EdgeUsageError, GoldenError
+from .errors import (BackendCrash, BackendError, EdgeCheckFailed, EdgeError, EdgeUsageError, GoldenError,
+                     UnknownBackend)
 from .golden import Golden, GoldenCase, GoldenStore, sha256_file
 from .inputs import DEFAULT_SEED, check_case, check_shapes, feed_order, generate_case, signature_problems, user_cases
 from .gate import GateResult, run_gate
@@ -25,8 +26,6 @@ from .options import EdgeSpec
 from .report import find_baseline
 from .worker import BackendWorker, machine_measurement_lock
 
-# Preferred reference backends when the configured one has no artifact for a model.
-REFERENCE_ORDER = ("onnxruntime-cpu", "litert-ref", "executorch", "litert")
 # CPU the rest of the machine used during the timed runs, in cores, from which a timing counts
 # as taken under load.
 _LOAD_THRESHOLD_CORES = 0.5
@@ -67,17 +66,6 @@ class EdgeStepError(EdgeError):
 
     def __init__(self, step: str, model: str, backend: str, exc: BaseException) -> None:
         super().__init__(f"pytest-edge could not {step} {model} on {backend}: {type(exc).__name__}: {exc}")
-
-
-class EdgeCheckFailed(EdgeError):
-    """One or more budgets were exceeded; the message lists every one."""
-
-    def __init__(self, violations: Sequence[str], record: Mapping[str, Any]) -> None:
-        self.violations = list(violations)
-        self.record = record
-        super().__init__("pytest-edge: " + str(len(violations)) + " check(s) failed on "
-                         + record["backend"] + " (" + record["model"]["artifact"] + "):\n"
-                         + "\n".join("  - " + v for v in violations))
 
 
 @dataclass
@@ -249,10 +237,9 @@ class EdgeSession:
     def reference_backend(self, model: Model) -> str:
         try:
             get_backend(self.settings.reference_backend)
-        except KeyError as exc:
-            raise EdgeUsageError(f"edge_reference_backend: {exc.args[0]}") from None
-        order = [self.settings.reference_backend, *REFERENCE_ORDER, *all_backends()]
-        for name in dict.fromkeys(order):
+        except UnknownBackend as exc:
+            raise EdgeUsageError(f"edge_reference_backend: {exc}") from None
+        for name in reference_order(self.settings.reference_backend):
             backend = get_backend(name)
             if model.artifact(backend.suffix) is not None and backend.unavailable_reason() is None:
                 return name
@@ -402,12 +389,15 @@ class EdgeSession:
         result["load_ms"] = info["load_ms"]
         return result
 
-    def predicted_coverage(self, loaded: Loaded, target: str) -> Coverage:
+    def predicted_coverage(self, loaded: Loaded, target: str) -> Coverage | None:
+        """Coverage for a mobile ``target`` where the backend can predict it, else None (the
+        backend's own figure stands)."""
+        backend = get_backend(loaded.backend)
+        if target not in backend.predicts_targets:
+            return None
         key = (str(loaded.artifact), target)
         if key not in self._predicted:
-            from .predict import predicted_coverage
-
-            self._predicted[key] = predicted_coverage(loaded.artifact, target, loaded.backend)
+            self._predicted[key] = backend.predicted_coverage(loaded.artifact, target)
         return self._predicted[key]
 
     def wants_measurement(self, spec: EdgeSpec) -> bool:
@@ -464,11 +454,10 @@ class EdgeSession:
             violations += self._sibling_triage(model, backend, spec, golden, failing_case, defaults)
 
         coverage = loaded.coverage
-        predicted = spec.target is not None and loaded.artifact.suffix == ".onnx"
-        if predicted:
-            # target= is about ONNX Runtime's mobile EPs; other runtimes keep their own figures.
-            coverage = self.predicted_coverage(loaded, spec.target)
-        if get_backend(backend).has_delegate or predicted:
+        predicted = self.predicted_coverage(loaded, spec.target) if spec.target is not None else None
+        if predicted is not None:
+            coverage = predicted  # backends that cannot predict a target keep their own figures
+        if get_backend(backend).has_delegate or predicted is not None:
             violations += check_coverage(coverage, spec.max_fallback, spec.max_partitions, backend)
         measured: dict[str, Any] = {}
         if self.wants_measurement(spec):

@@ -4,53 +4,46 @@ entry-point group. An entry point names a callable that returns a list of :class
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 from functools import lru_cache
 
+from ..errors import UnknownBackend
 from .base import Backend, Coverage, LoadedModel, TensorSpec
 
 __all__ = ["Backend", "Coverage", "LoadedModel", "TensorSpec", "all_backends", "get_backend",
-           "UnknownBackend"]
+           "reference_order", "UnknownBackend"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"
-_BUILTIN = (
-    "pytest_edge.backends.ort_backend:backends",
-    "pytest_edge.backends.litert_backend:backends",
-    "pytest_edge.backends.executorch_backend:backends",
-)
-
-
-class UnknownBackend(KeyError):
-    pass
-
-
-def _load(target: str):
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 @lru_cache(maxsize=1)
 def all_backends() -> dict[str, Backend]:
-    """Every registered backend by name, built-ins first, in a stable order."""
-    factories = [_load(t) for t in _BUILTIN]
+    """Every registered backend by name. Built-in runtimes register exactly as third-party ones do,
+    through the entry-point group (pyproject.toml). Ordered (test ids, tables) by reference
+    priority, then name; backends without one after those with one."""
+    found: dict[str, Backend] = {}
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if entry.value not in _BUILTIN:
-            factories.append(entry.load())
-    registry: dict[str, Backend] = {}
-    for factory in factories:
-        for backend in factory():
-            registry.setdefault(backend.name, backend)
-    return registry
+        for backend in entry.load()():
+            found.setdefault(backend.name, backend)
+    ranked = sorted(found.values(), key=lambda b: (b.reference_priority is None, b.reference_priority or 0, b.name))
+    return {b.name: b for b in ranked}
 
 
 def get_backend(name: str) -> Backend:
+    """The backend named ``name``: registered, or a variant a registered runtime knows."""
     registry = all_backends()
     if name in registry:
         return registry[name]
-    from .ort_backend import backend_for
+    for runtime in dict.fromkeys(type(b) for b in registry.values()):
+        backend = runtime.variant(name)
+        if backend is not None:
+            return backend
+    raise UnknownBackend(f"unknown backend {name!r}; known: {', '.join(registry)}")
 
-    backend = backend_for(name)
-    if backend is None:
-        raise UnknownBackend(f"unknown backend {name!r}; known: {', '.join(registry)}")
-    return backend
+
+def reference_order(preferred: str) -> list[str]:
+    """Candidates to record goldens: ``preferred``, then by each backend's reference_priority,
+    then every other backend."""
+    registry = all_backends()
+    ranked = sorted((b.reference_priority, n) for n, b in registry.items() if b.reference_priority is not None)
+    return list(dict.fromkeys([preferred, *(n for _, n in ranked), *registry]))

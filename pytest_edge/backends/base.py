@@ -122,6 +122,23 @@ class Backend(ABC):
     # The same runtime without its delegate, on the same artifact (litert -> litert-ref): running
     # it tells a delegate's kernels from the artifact itself when outputs disagree.
     reference_sibling: str | None = None
+    # Preference as the backend that records goldens when the configured one has no artifact for
+    # a model (lower first); None: this backend is chosen only when nothing else can run the model.
+    reference_priority: int | None = None
+    # Mobile targets whose delegate coverage this backend can predict from its artifact alone
+    # (ONNX Runtime's usability checker for NNAPI and Core ML); see predicted_coverage.
+    predicts_targets: tuple[str, ...] = ()
+
+    @classmethod
+    def variant(cls, name: str) -> "Backend | None":
+        """A backend of this runtime named ``name`` that is not registered, because this machine
+        cannot run it (``onnxruntime-nnapi`` on a CPU-only wheel): it is then reported unavailable
+        instead of unknown. None if ``name`` is not one of this runtime's."""
+        return None
+
+    def predicted_coverage(self, artifact: Path, target: str) -> Coverage | None:
+        """Coverage predicted for ``target`` (one of ``predicts_targets``) in this process."""
+        return None
 
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run here, without importing the runtime; None if it can."""

@@ -141,6 +141,7 @@ class ExecuTorchModel(LoadedModel):
 class ExecuTorchBackend(Backend):
     name = "executorch"
     suffix = ".pte"
+    reference_priority = 20
     runtime_module = "executorch.runtime"
     distribution = "executorch"
 

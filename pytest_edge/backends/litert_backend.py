@@ -249,6 +249,8 @@ class LiteRTBackend(Backend):
         self.with_delegate = with_delegate
         self.has_delegate = with_delegate
         self.reference_sibling = "litert-ref" if with_delegate else None
+        # The reference kernels before the delegate: a delegate's numerics are what is under test.
+        self.reference_priority = 30 if with_delegate else 10
         found = _installed()
         self.runtime_module, self.distribution = (
             (f"{found[0]}.interpreter", found[1]) if found else ("ai_edge_litert.interpreter", "ai-edge-litert"))

@@ -78,10 +78,28 @@ class OrtBackend(Backend):
     distribution = "onnxruntime"
     suffix = ".onnx"
 
+    predicts_targets = ("nnapi", "coreml")
+
     def __init__(self, provider: str) -> None:
         self.provider = provider
         self.name = f"onnxruntime-{ep_short_name(provider)}"
-        self.reference_sibling = None if provider == "CPUExecutionProvider" else "onnxruntime-cpu"
+        cpu = provider == "CPUExecutionProvider"
+        self.reference_sibling = None if cpu else "onnxruntime-cpu"
+        # The CPU EP runs the graph as exported, with no delegate: the default golden recorder.
+        self.reference_priority = 0 if cpu else None
+
+    @classmethod
+    def variant(cls, name: str) -> Backend | None:
+        """``onnxruntime-<ep>`` for a provider the wheel may lack (reported as unavailable)."""
+        if not name.startswith("onnxruntime-"):
+            return None
+        provider = _SHORT_TO_PROVIDER.get(name.removeprefix("onnxruntime-"))
+        return cls(provider) if provider else None
+
+    def predicted_coverage(self, artifact: Path, target: str) -> Coverage | None:
+        from .ort_predict import predicted_coverage
+
+        return predicted_coverage(artifact, target, self.name)
 
     def unavailable_reason(self) -> str | None:
         reason = super().unavailable_reason()
@@ -125,12 +143,3 @@ _SHORT_TO_PROVIDER = {
     "cuda": "CUDAExecutionProvider", "openvino": "OpenVINOExecutionProvider",
     "qnn": "QNNExecutionProvider", "dml": "DmlExecutionProvider",
 }
-
-
-def backend_for(name: str) -> Backend | None:
-    """Resolve ``onnxruntime-<ep>`` for a provider the wheel may lack (reported as unavailable)."""
-    if not name.startswith("onnxruntime-"):
-        return None
-    short = name.removeprefix("onnxruntime-")
-    provider = _SHORT_TO_PROVIDER.get(short)
-    return OrtBackend(provider) if provider else None
