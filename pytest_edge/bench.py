@@ -12,35 +12,22 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .handle import EdgeModel
-from .inputs import generate_case
+from .edge_model import EdgeModel
 
 
 def record_benchmark(benchmark: Any, edge_model: EdgeModel, feeds: Mapping[str, Any] | Sequence[Any] | None = None,
                      warmup: int | None = None, runs: int | None = None) -> dict[str, Any]:
-    session = edge_model._session
-    loaded = edge_model.loaded
-    if feeds is None:
-        case = generate_case(loaded.inputs, edge_model.spec.shapes, session.settings.seed)
-        ordered = list(case.values())
-    elif isinstance(feeds, Mapping):
-        ordered = [feeds[s.name] for s in loaded.inputs]
-    else:
-        ordered = list(feeds)
-    spec = edge_model.spec
-    if warmup is not None or runs is not None:
-        from dataclasses import replace
-
-        spec = replace(spec, warmup=warmup if warmup is not None else spec.warmup,
-                       runs=runs if runs is not None else spec.runs)
-    result = session.measure(loaded, [np.asarray(x) for x in ordered], spec)
+    model = edge_model.with_protocol(warmup, runs)
+    if isinstance(feeds, Mapping):
+        feeds = [feeds[s.name] for s in model.inputs]
+    result = model.measure(None if feeds is None else [np.asarray(x) for x in feeds])
     benchmark._mode = "edge_benchmark(...)"
     stats = benchmark._make_stats(1)
     for sample in result["samples_ns"]:
         stats.update(sample / 1e9)
     benchmark.extra_info.update({
-        "edge_backend": edge_model.backend, "edge_model": edge_model.model.name,
-        "edge_load_ms": loaded.load_ms, "edge_warmup_runs": result["warmup_runs"],
-        "edge_peak_memory_mb": result["peak_memory_mb"],
+        "edge_backend": model.backend, "edge_model": model.model.name,
+        "edge_load_ms": result["load_ms"], "edge_warmup_runs": result["warmup_runs"],
+        "edge_peak_memory_mb": result["peak_memory_mb"], "edge_processes": len(result["processes"]),
     })
     return result

@@ -10,7 +10,8 @@ from typing import Sequence
 
 from .backends import get_backend
 from .errors import EdgeError, EdgeUsageError
-from .options import EdgeSpec, parse_percent
+from .marker import MarkerSpec, parse_percent
+from .plan import backend_choices
 from .report import compare_reports, format_table, load_report, matrix_lines, merge_reports, write_report
 from .session import EdgeSession, Settings
 
@@ -56,12 +57,13 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
     rows = []
     try:
         model = session.resolve(target, Path.cwd())
-        for backend, reason in session.backend_plan(model, EdgeSpec()):
+        choices = backend_choices(settings, MarkerSpec(), model)
+        for backend, reason in choices:
             if reason:
                 rows.append([backend, "—", "—", "—", "—", f"skipped: {reason}"])
                 continue
             try:
-                loaded = session.load(model, backend, EdgeSpec())
+                loaded = session.load(session.plan(model, backend))
             except EdgeError as exc:
                 rows.append([backend, "—", "—", "—", "—", f"error: {exc}"])
                 continue
@@ -72,7 +74,7 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
             note = "" if get_backend(backend).has_delegate else "no delegate by design"
             rows.append(_coverage_row(backend, cov, note))
         for target_name in predict:
-            predictors = [name for name, reason in session.backend_plan(model, EdgeSpec())
+            predictors = [name for name, reason in choices
                           if reason is None and target_name in get_backend(name).predicts_targets]
             if not predictors:
                 rows.append([f"predicted {target_name}", "—", "—", "—", "—",

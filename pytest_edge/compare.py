@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .options import TOLERANCE_KEYS
+from .marker import TOLERANCE_KEYS
 
 
 @dataclass

@@ -43,6 +43,7 @@ class EdgeCheckFailed(EdgeError):
     def __init__(self, violations: Sequence[str], record: Mapping[str, Any]) -> None:
         self.violations = list(violations)
         self.record = record
+        notes = [f"  note (not counted): {w}" for w in record.get("warnings") or []]
         super().__init__("pytest-edge: " + str(len(violations)) + " check(s) failed on "
                          + record["backend"] + " (" + record["model"]["artifact"] + "):\n"
-                         + "\n".join("  - " + v for v in violations))
+                         + "\n".join(["  - " + v for v in violations] + notes))

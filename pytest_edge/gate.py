@@ -9,7 +9,9 @@ Two modes (README "The merge gate"):
   *inconclusive* (a warning) unless the policy is strict.
 
 Either way a latency regression must be significant and above the threshold twice: in the first
-measurement and again in fresh processes (``remeasure``), and the message shows both.
+measurement and again in fresh processes (``remeasure``), and the message shows both. A stored-mode
+regression is inconclusive only when the load could explain it: a slowdown of at most 1 + the
+number of cores other processes kept busy (a 5x slower model on a machine with one busy core fails).
 """
 
 from __future__ import annotations
@@ -50,7 +52,10 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
                                     "in fresh processes did not confirm it")
                 continue
             message = f"{first.message}; re-measured in fresh processes: {_tail(confirmed[first.figure])}"
-            if not paired and busy is not None and not strict:
+            # Load explains a slowdown up to sharing the cores with the busy ones (1 + busy cores),
+            # generously; beyond that the model itself got slower, busy machine or not.
+            explained = busy is not None and min(_ratio(first), _ratio(confirmed[first.figure])) <= busy
+            if not paired and explained and not strict:
                 result.inconclusive.append(
                     f"{message}; inconclusive: other processes kept {busy:.1f} cores busy while this was timed, "
                     "so a stored baseline cannot tell a busy machine from a slower model (A/B mode can: "

@@ -112,6 +112,8 @@ def table_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
         acc = r.get("accuracy") or {}
         coverage = DASH if not cov else f"{1 - cov['fallback']:.0%}" + ("*" if cov.get("method") == "predicted" else "")
         verdict = r["verdict"] if r["verdict"] != "skipped" else f"skipped: {r.get('skip_reason', '')}"
+        if r.get("warnings"):
+            verdict += " (gate inconclusive)"
         rows.append([model, backend, _num(acc.get("max_abs_err"), ".2e"), coverage,
                      _num(cov.get("partitions"), "d"), _num(lat.get("p50"), ".3f"),
                      _num(lat.get("p99"), ".3f"), _num(r.get("load_ms"), ".1f"),
@@ -165,6 +167,18 @@ def matrix_lines(merged: Mapping[str, Any]) -> list[str]:
         lines.extend(format_table(rows, ["machine", *backends]))
         lines.append("")
     return lines
+
+
+def gate_summary(records: Iterable[Mapping[str, Any]]) -> str | None:
+    """One line on what the merge gate compared, or None when no record was gated."""
+    checks = [r["baseline_check"] for r in records if r.get("baseline_check")]
+    if not checks:
+        return None
+    modes = sorted({"A/B against " + str(Path(c["baseline"]).parent) if c["mode"] == "ab" else "against stored numbers"
+                    for c in checks})
+    count = {v: sum(1 for c in checks if c.get("verdict") == v) for v in ("failed", "inconclusive")}
+    return (f"merge gate ({'; '.join(modes)}): {len(checks)} compared, {count['failed']} regressed, "
+            f"{count['inconclusive']} inconclusive")
 
 
 def find_baseline(baseline: Mapping[str, Any] | None, record: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -17,13 +17,14 @@ import tempfile
 import time
 from array import array
 from contextlib import contextmanager
+from dataclasses import fields
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from . import measure
+from . import measure, protocol
 from .backends import LoadedModel, get_backend
 from .errors import BackendCrash, BackendError
 
@@ -49,8 +50,8 @@ class WorkerServer:
         self.load_base_mb: dict[str, float | None] = {}
         self.loads = 0
 
-    def handle(self, op: str, args: tuple) -> Any:
-        return getattr(self, f"op_{op}")(*args)
+    def handle(self, request: protocol.Request) -> Any:
+        return getattr(self, f"op_{request.op}")(**{f.name: getattr(request, f.name) for f in fields(request)})
 
     def op_load(self, key: str, path: str, threads: int | None, shapes: dict,
                 with_coverage: bool = True) -> dict[str, Any]:
@@ -59,7 +60,7 @@ class WorkerServer:
         reset = measure.reset_hwm()
         base = measure.rss_mb()
         start = time.perf_counter_ns()
-        model = self.backend.load(Path(path), threads=threads, shapes=shapes)
+        model = self.backend.load(Path(path), threads=threads, shapes={k: tuple(v) for k, v in shapes.items()})
         load_ms = (time.perf_counter_ns() - start) / 1e6
         # A peak over the baseline means something only if the high-water mark was reset, or this
         # is the first model of a fresh process.
@@ -145,23 +146,26 @@ class WorkerServer:
 
 
 def _serve(conn: Connection, backend_name: str) -> None:
+    """The worker's loop: typed requests in, replies out, as frames of the pickle-free codec."""
     try:
         server = WorkerServer(backend_name)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        conn.send(("error", type(exc).__name__, str(exc)))
+        conn.send_bytes(protocol.encode(protocol.failure(type(exc).__name__, str(exc))))
         return
-    conn.send(("ok", None))
+    conn.send_bytes(protocol.encode(protocol.hello(backend_name)))
     while True:
         try:
-            op, args = conn.recv()
+            frame = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        if op == "exit":
-            return
         try:
-            conn.send(("ok", server.handle(op, args)))
+            request = protocol.request_from(protocol.decode(frame))
+            if isinstance(request, protocol.Exit):
+                return
+            reply = protocol.ok(server.handle(request))
         except Exception as exc:  # noqa: BLE001 - every runtime error goes back as a message
-            conn.send(("error", type(exc).__name__, str(exc)))
+            reply = protocol.failure(type(exc).__name__, str(exc))
+        conn.send_bytes(protocol.encode(reply))
 
 
 def _signal_name(exitcode: int | None) -> str:
@@ -231,6 +235,10 @@ class BackendWorker:
             self._receive("start", artifact, self.start_timeout_s)
 
     def call(self, op: str, *args: Any, artifact: str | None = None) -> Any:
+        """``request`` for the operation ``op`` with its fields in order (a shorthand)."""
+        return self.request(protocol.REQUESTS[op](*args), artifact=artifact)
+
+    def request(self, request: protocol.Request, artifact: str | None = None) -> Any:
         if self._process is not None and self._process.poll() is not None:
             # It died between requests (a late native crash, the OOM killer, a kill): nothing of
             # this request ran yet, so start a new one quietly and load again what it held.
@@ -238,25 +246,27 @@ class BackendWorker:
             self.restarted = True
         if not self.alive:
             self.launch()
-        if op == "load":
-            self._loads[args[0]] = args
-        elif args and isinstance(args[0], str) and args[0] in self._loads and args[0] not in self._live:
-            self.call("load", *self._loads[args[0]], artifact=artifact)
+        key = getattr(request, "key", None)
+        if isinstance(request, protocol.Load):
+            self._loads[request.key] = request
+        elif key in self._loads and key not in self._live:
+            self.request(self._loads[key], artifact=artifact)
+        op = request.op
         if self._server is not None:
             try:
-                return self._server.handle(op, args)
+                return self._server.handle(request)
             except Exception as exc:
                 raise BackendError(f"{self.backend_name} failed to {op} {artifact}: "
                                    f"{type(exc).__name__}: {exc}") from exc
         self._handshake(artifact)
         assert self._conn is not None
         try:
-            self._conn.send((op, args))
+            self._conn.send_bytes(protocol.encode(protocol.request_json(request)))
         except (BrokenPipeError, OSError):
             self._crashed(op, artifact)
         reply = self._receive(op, artifact)
-        if op == "load":
-            self._live.add(args[0])
+        if isinstance(request, protocol.Load):
+            self._live.add(request.key)
         return reply
 
     def _receive(self, op: str, artifact: str | None, timeout_s: float | None = None) -> Any:
@@ -268,14 +278,26 @@ class BackendWorker:
                 doing = f"to {op} {artifact}" if artifact else f"to {op}"
                 raise BackendCrash(f"{self.backend_name} did not answer within {timeout_s:.0f} s "
                                    f"while trying {doing}; the worker was killed")
-            reply = self._conn.recv()
+            frame = self._conn.recv_bytes()
         except (EOFError, OSError, ConnectionResetError):
             self._crashed(op, artifact)
-        if reply[0] == "ok":
-            return reply[1]
-        _, kind, message = reply
+        reply = protocol.decode(frame)
+        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+            raise protocol.ProtocolError(f"{self.backend_name}: malformed reply to {op}")
+        if reply["ok"]:
+            value = reply.get("value")
+            if op == "start":
+                self._check_hello(value)
+            return value
         where = f" {artifact}" if artifact else ""
-        raise BackendError(f"{self.backend_name} failed to {op}{where}: {kind}: {message}")
+        raise BackendError(f"{self.backend_name} failed to {op}{where}: {reply.get('kind')}: {reply.get('message')}")
+
+    def _check_hello(self, hello: Any) -> None:
+        version = hello.get("protocol") if isinstance(hello, dict) else None
+        if version != protocol.PROTOCOL_VERSION:
+            self._kill()
+            raise protocol.ProtocolError(f"{self.backend_name}: the worker speaks protocol {version}, this side "
+                                         f"{protocol.PROTOCOL_VERSION}; install the same pytest-edge on both sides")
 
     def _log_tail(self, lines: int = 8) -> str:
         try:
@@ -316,7 +338,7 @@ class BackendWorker:
     def close(self) -> None:
         if self._conn is not None:
             try:
-                self._conn.send(("exit", ()))
+                self._conn.send_bytes(protocol.encode(protocol.request_json(protocol.Exit())))
             except OSError:
                 pass
             if self._process is not None:

@@ -256,20 +256,21 @@ def test_memory_falls_back_to_a_fresh_worker_where_hwm_cannot_be_reset(
     the first's, so the session measures it again in a fresh worker process."""
     _available("onnxruntime-cpu")
     from pytest_edge import measure
-    from pytest_edge.options import EdgeSpec
+    from pytest_edge.marker import MarkerSpec
     from pytest_edge.session import EdgeSession, Settings
 
     monkeypatch.setattr(measure, "reset_hwm", lambda: False)
     session = EdgeSession(Settings(golden_dir=tmp_path, rootdir=tmp_path, isolated=False,
                                    model_dirs=[FIXTURES]))
     try:
-        spec = EdgeSpec(runs=5, warmup=1)
-        session.load(session.resolve("tiny_mlp"), "onnxruntime-cpu", spec)
-        second = session.load(session.resolve("tiny_cnn"), "onnxruntime-cpu", spec)
-        server = session.workers["onnxruntime-cpu"]._server
+        spec = MarkerSpec(runs=5, warmup=1)
+        session.load(session.plan(session.resolve("tiny_mlp"), "onnxruntime-cpu", spec))
+        plan = session.plan(session.resolve("tiny_cnn"), "onnxruntime-cpu", spec)
+        second = session.load(plan)
+        server = session.pool.workers["onnxruntime-cpu"]._server
         feeds = [np.zeros((1, 3, 32, 32), np.float32)]
         assert server.op_measure(second.key, feeds, 1, 5)["peak_memory_mb"] is None
-        result = session.measure(second, feeds, spec)
+        result = session.measure(second, feeds, plan)
         assert result["peak_memory_mb"] is not None and result["peak_memory_mb"] > 0
     finally:
         session.close()

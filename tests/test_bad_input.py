@@ -26,7 +26,7 @@ from pytest_edge.compare import compare_output, needed_tolerances
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.golden import Golden, GoldenCase, GoldenStore, case_file, npz_bytes, sha256_file
 from pytest_edge.inputs import check_case, check_shapes, generate_case, user_cases
-from pytest_edge.options import parse_marker
+from pytest_edge.marker import parse_marker
 from pytest_edge.report import SCHEMA as REPORT_SCHEMA
 from pytest_edge.report import build_report, load_report, merge_reports, write_report
 

@@ -97,7 +97,7 @@ def test_worker_killed_between_tests_is_restarted_quietly(pytester: pytest.Pytes
 
         def test_kill_it(request):
             from pytest_edge.plugin import SESSION_KEY
-            worker = request.config.stash[SESSION_KEY].workers["onnxruntime-cpu"]
+            worker = request.config.stash[SESSION_KEY].pool.workers["onnxruntime-cpu"]
             pid = worker.call("ping")
             os.kill(pid, signal.SIGKILL)
             worker._process.wait(timeout=30)

@@ -78,7 +78,7 @@ def test_report_merge_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[
     merged = json.loads((tmp_path / "m.json").read_text())
     assert len(merged["records"]) == 2 and set(merged["matrix"]["m"]) == {"pixel [0]", "rpi [1]"}
     assert main(["report", "compare", str(a), str(b), "--max-regression", "10%"]) == 1
-    assert "P50 latency 3.000 ms is +200.0%" in capsys.readouterr().out
+    assert "P50 latency 3.000 ms (one process) is +200.0%" in capsys.readouterr().out
     assert main(["report", "compare", str(b), str(a)]) == 0
     (tmp_path / "bad.json").write_text("{}")
     assert main(["report", "merge", str(tmp_path / "bad.json")]) == 2

@@ -199,19 +199,23 @@ def test_native_crash_fails_one_test_and_the_worker_restarts(pytester: pytest.Py
     pytester.makepyfile("""
         import os, signal, pytest
 
+        import subprocess, threading
+
+        def segfault_litert_workers():
+            subprocess.run(["pkill", "-SEGV", "-f", "pytest_edge.worker litert "])
+
         @pytest.mark.edge(model="tiny_mlp", backends=["litert"])
-        def test_crash(edge_model, request):
-            from pytest_edge.plugin import SESSION_KEY
-            edge_model.inputs  # loads the model in the worker
-            os.kill(request.config.stash[SESSION_KEY].workers["litert"].call("ping"), signal.SIGSEGV)
+        def test_crash(edge_model):
+            threading.Timer(1.5, segfault_litert_workers).start()  # while the long measurement runs
+            edge_model.with_protocol(runs=10**9).measure()
 
         @pytest.mark.edge(model="tiny_mlp", backends=["litert"])
         def test_after(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-processes=1")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*the litert runtime crashed (signal SIGSEGV)*tiny_mlp.tflite*restarted*"])
+    result.stdout.fnmatch_lines(["*the litert runtime crashed (signal SIGSEGV) while trying to measure *tiny_mlp.tflite*"])
 
 
 @needs_executorch
@@ -285,11 +289,10 @@ def test_fallback_budget_names_operators(pytester: pytest.Pytester, models: Path
     """)
     result = pytester.runpytest_subprocess("--edge-update-golden")
     result.assert_outcomes(passed=3, failed=2)
-    result.stdout.fnmatch_lines([
-        "*litert: fallback 16.7% (1 of 6 operators on default CPU kernels) > max_fallback 0.0%; fell back: CUMSUM x1*",
-        "*executorch: fallback 12.5% (1 of 8 operators on default CPU kernels) > max_fallback 0.0%; "
-        "fell back: aten::cumsum x1*",
-    ])
+    result.stdout.fnmatch_lines(
+        ["*litert: fallback 16.7% (1 of 6 operators on default CPU kernels) > max_fallback 0.0%; fell back: CUMSUM x1*"])
+    result.stdout.fnmatch_lines(["*executorch: fallback 12.5% (1 of 8 operators on default CPU kernels) > "
+                                 "max_fallback 0.0%; fell back: aten::cumsum x1*"])
 
 
 def test_predicted_target_coverage(pytester: pytest.Pytester, models: Path) -> None:
@@ -389,8 +392,8 @@ def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> No
     result = pytester.runpytest_subprocess("--edge-baseline=fast.json", "--edge-max-regression=10%",
                                            "--edge-strict-timing")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*onnxruntime-cpu: P50 latency * ms is +*% against the baseline * ms "
-                                 "(allowed +10%; *); re-measured in fresh processes: * ms is +*%*"])
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: P50 latency * ms (one process) is +*% against the baseline * ms "
+                                 "(allowed +10%; *); re-measured in fresh processes: * ms (one process) is +*%*"])
     slow = _scaled(base, 1000)
     slow["records"][0]["peak_memory_mb"] = 1e6
     (pytester.path / "slow.json").write_text(json.dumps(slow))
@@ -406,7 +409,8 @@ def test_stored_baseline_regression_on_a_busy_machine_is_inconclusive(pytester: 
 
     pytester.makepyfile(mlp_test("onnxruntime-cpu"))
     pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=base.json")
-    base = _scaled(json.loads((pytester.path / "base.json").read_text()), 0.01)
+    # The stored run 0.75x of this one: +33 %, which one busy core can explain (up to 2x).
+    base = _scaled(json.loads((pytester.path / "base.json").read_text()), 0.75)
     (pytester.path / "fast.json").write_text(json.dumps(base))
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -463,7 +467,7 @@ def test_ab_mode_catches_a_slower_model_and_passes_an_unchanged_one(pytester: py
         record = json.loads((pytester.path / "r.json").read_text())["records"][0]
         assert record["baseline_check"]["mode"] == "ab" and record["baseline_check"]["baseline"] == "main/mlp.onnx"
         assert len(record["processes"]) == 3 and record["process_spread"] >= 1.0
-    result.stdout.fnmatch_lines(["*P50 latency * ms is +*% against the baseline twin * ms (allowed +10%; "
+    result.stdout.fnmatch_lines(["*P50 latency * ms (geometric mean of 3 process P50s) is +*% against the baseline twin * ms (allowed +10%; "
                                  "paired t=* over 3 A/B pairs*); re-measured in fresh processes*"])
 
 
@@ -482,7 +486,7 @@ def test_isolation_none_runs_in_process(pytester: pytest.Pytester, models: Path)
         def test_mlp(edge_model, request):
             from pytest_edge.plugin import SESSION_KEY
             edge_model.inputs
-            assert request.config.stash[SESSION_KEY].workers["onnxruntime-cpu"].call("ping") == os.getpid()
+            assert request.config.stash[SESSION_KEY].pool.workers["onnxruntime-cpu"].call("ping") == os.getpid()
     """)
     pytester.runpytest_subprocess("--edge-update-golden", "--edge-isolation=none").assert_outcomes(passed=1)
 
@@ -542,7 +546,7 @@ def test_misspelt_backend_option_is_a_usage_error(pytester: pytest.Pytester, mod
     pytester.makepyfile("def test_nothing(): pass")
     result = pytester.runpytest_subprocess("--edge-backends=onnxruntime-cpu,litrt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*pytest-edge: unknown backend 'litrt'; known: onnxruntime-cpu, litert, *"])
+    result.stderr.fnmatch_lines(["*pytest-edge: unknown backend 'litrt'; known: onnxruntime-cpu, litert-ref, executorch, litert*"])
 
 
 @needs_executorch

@@ -82,8 +82,9 @@ def _dependency_view(target: Path) -> Path:
 
 
 def _clone(target: Path) -> Path:
-    """The repository's tracked files, as a user's clone has them."""
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    """The repository's files as a clone has them (and those not committed yet, not ignored)."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, check=True).stdout
     for name in filter(None, files.decode().split("\0")):
         source = ROOT / name
         if source.is_file():

@@ -2,47 +2,48 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from .backends import Coverage, TensorSpec, get_backend
-from .errors import EdgeError, EdgeUsageError
+from .backends import Coverage, TensorSpec
+from .errors import EdgeUsageError
 from .golden import Golden
-from .models import Model
-from .options import EdgeSpec
+from .inputs import generate_case
+from .plan import Plan
 
 if TYPE_CHECKING:
-    from .session import EdgeSession, Loaded
+    from .pool import ModelInfo
+    from .session import EdgeSession
 
 
 class EdgeModel:
-    """A model loaded on one backend. Loading happens on first use, once per (model, backend)."""
+    """A model loaded on one backend, as a test receives it. Loading happens on first use, once
+    per (model, backend, threads, shapes) per worker."""
 
-    def __init__(self, session: "EdgeSession", model: Model, backend: str, spec: EdgeSpec,
-                 test_dir: Path | None = None, unavailable: str | None = None) -> None:
+    def __init__(self, session: "EdgeSession", plan: Plan) -> None:
         self._session = session
-        self.model = model
-        self.backend = backend
-        self.spec = spec
-        self.test_dir = test_dir
-        self.unavailable = unavailable  # why the backend cannot run, for a test --edge-require keeps
+        self.plan = plan
+        self.model = plan.model
+        self.backend = plan.backend
+        self.spec = plan.marker
+        self.test_dir = plan.test_dir
 
     def __repr__(self) -> str:
         return f"<EdgeModel {self.model.name} on {self.backend}>"
 
     @property
     def artifact(self) -> Path:
-        path = self.model.artifact(get_backend(self.backend).suffix)
+        path = self.plan.artifact
         assert path is not None
         return path
 
     @property
-    def loaded(self) -> "Loaded":
-        if self.unavailable:
-            raise EdgeError(f"{self.backend} is required (--edge-require) but unavailable: {self.unavailable}")
-        return self._session.load(self.model, self.backend, self.spec)
+    def loaded(self) -> "ModelInfo":
+        self._session.require(self.plan)
+        return self._session.load(self.plan)
 
     @property
     def inputs(self) -> list[TensorSpec]:
@@ -62,7 +63,23 @@ class EdgeModel:
 
     @property
     def golden(self) -> Golden:
-        return self._session.golden_for(self.model, self.spec, self.artifact, self.test_dir)
+        """The golden outputs this test is checked against (refreshed first with --edge-update-golden)."""
+        self._session.ensure_golden(self.plan)
+        return self._session.golden_for(self.plan)
+
+    def with_protocol(self, warmup: int | None = None, runs: int | None = None) -> "EdgeModel":
+        """The same model measured with other warm-up and run counts."""
+        plan = replace(self.plan, warmup=self.plan.warmup if warmup is None else warmup,
+                       runs=self.plan.runs if runs is None else runs)
+        return EdgeModel(self._session, plan)
+
+    def measure(self, feeds: Sequence[Any] | None = None) -> dict[str, Any]:
+        """Timing and memory by the measurement protocol (fresh processes), on ``feeds`` in input
+        order or on inputs drawn from the signature; what ``edge_benchmark`` reports."""
+        loaded = self.loaded
+        if feeds is None:
+            feeds = list(generate_case(loaded.inputs, self.plan.shapes, self._session.settings.seed).values())
+        return self._session.measure(loaded, feeds, self.plan)
 
     def run(self, feeds: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
         """Run once; ``feeds`` by input name (or in input order). Returns outputs by name."""

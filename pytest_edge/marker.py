@@ -66,7 +66,7 @@ def parse_names(value: Any, what: str) -> list[str] | None:
 
 
 @dataclass
-class EdgeSpec:
+class MarkerSpec:
     """Everything one ``@pytest.mark.edge(...)`` asks for, in canonical units (ms, MB, fraction)."""
 
     model: str | None = None
@@ -98,7 +98,7 @@ class EdgeSpec:
                                            self.max_load_ms))
 
 
-KEYWORDS = tuple(f.name for f in fields(EdgeSpec))
+KEYWORDS = tuple(f.name for f in fields(MarkerSpec))
 TARGETS = ("nnapi", "coreml")
 
 
@@ -108,15 +108,15 @@ def _non_negative_int(value: Any, what: str, minimum: int = 0) -> int:
     return value
 
 
-def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> EdgeSpec:
-    """Build an :class:`EdgeSpec` from the marker's arguments; unknown keywords are errors."""
+def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
+    """Build an :class:`MarkerSpec` from the marker's arguments; unknown keywords are errors."""
     unknown = sorted(set(kwargs) - set(KEYWORDS))
     if unknown:
         raise EdgeUsageError(f"unknown edge marker keyword(s) {', '.join(map(repr, unknown))}; "
                              f"known: {', '.join(KEYWORDS)}")
     if len(args) > 1 or (args and "model" in kwargs):
         raise EdgeUsageError("the edge marker takes at most one positional argument, the model")
-    spec = EdgeSpec()
+    spec = MarkerSpec()
     model = args[0] if args else kwargs.get("model")
     spec.model = None if model is None else str(model)
     spec.backends = parse_names(kwargs.get("backends"), "backends")

@@ -1,0 +1,137 @@
+"""Timing and memory of a loaded model in fresh worker processes, and the regression gate that
+compares them with a baseline (README "Measurement", "The merge gate")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .gate import GateResult, run_gate
+from .measure import combine_processes
+from .plan import Plan
+from .pool import ModelInfo, WorkerPool
+from .protocol import Load, Measure
+from .report import find_baseline
+from .settings import Settings
+from .worker import BackendWorker, machine_measurement_lock
+
+# CPU the rest of the machine used during the timed runs, in cores, from which a timing counts
+# as taken under load.
+LOAD_THRESHOLD_CORES = 0.5
+
+
+class Measurer:
+    """Measures each (model, backend, warmup, runs) once per session and keeps the result."""
+
+    def __init__(self, settings: Settings, pool: WorkerPool) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.results: dict[tuple, dict[str, Any]] = {}
+        self.twin_results: dict[tuple, dict[str, Any]] = {}
+        self.under_load = False  # some timed window of this session ran under load
+        self.measured_any = False
+
+    def forget(self, backend: str) -> None:
+        self.results = {k: v for k, v in self.results.items() if k[0] != backend}
+
+    def baseline_twin(self, artifact: Path) -> Path | None:
+        """The artifact of the same name in --edge-baseline-models, if that folder has one."""
+        folder = self.settings.baseline_models
+        if folder is None:
+            return None
+        twin = folder / artifact.name
+        return twin if twin.is_file() else None
+
+    def measure(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan) -> dict[str, Any]:
+        """The measurement protocol, once per (model, backend, warmup, runs): ``processes`` fresh
+        worker processes, each a real cold start whose memory peak inherits nothing from other
+        models; with a baseline twin (A/B mode) the twin's processes alternate with these."""
+        key = (info.backend, info.key, plan.warmup, plan.runs)
+        if key not in self.results:
+            feeds = info.feeds(feeds)
+            twin = self.baseline_twin(info.artifact)
+            if not self.settings.isolated:  # --edge-isolation=none: in this process, for debugging
+                result = self._in_process(info, feeds, plan)
+            elif twin is not None:
+                result, self.twin_results[key] = self.rounds(info, [info.artifact, twin], feeds, plan)
+            else:
+                (result,) = self.rounds(info, [info.artifact], feeds, plan)
+            self.under_load |= bool(result["under_load"])
+            self.measured_any = True
+            self.results[key] = result
+        return self.results[key]
+
+    def _in_process(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan) -> dict[str, Any]:
+        with machine_measurement_lock():
+            result = self.pool.request(info.backend, Measure(info.key, list(feeds), plan.warmup, plan.runs,
+                                                             self.settings.min_time_s), info.artifact)
+            result["load_ms"] = info.load_ms
+            if result["peak_memory_mb"] is None and not result.get("hwm_reset"):
+                (fresh,) = self.rounds(info, [info.artifact], feeds, plan, processes=1)
+                result.update(peak_memory_mb=fresh["peak_memory_mb"], steady_memory_mb=fresh["steady_memory_mb"])
+        return combine_processes([result], LOAD_THRESHOLD_CORES)
+
+    def rounds(self, info: ModelInfo, artifacts: Sequence[Path], feeds: Sequence[np.ndarray], plan: Plan,
+               processes: int | None = None) -> list[dict[str, Any]]:
+        """``processes`` fresh workers per artifact, timed in rounds (A B, A B, ...), one figure set
+        per artifact. Every worker is started (runtime imported) before the first timed window, so
+        imports never compete with a timing; the machine-wide lock keeps other xdist workers'
+        measurements out of the window."""
+        count = processes or self.settings.processes
+        rounds = [[self.pool.fresh(info.backend) for _ in artifacts] for _ in range(count)]
+        results: list[list[dict[str, Any]]] = [[] for _ in artifacts]
+        try:
+            with machine_measurement_lock():
+                for workers in rounds:
+                    for worker in workers:
+                        worker.launch()
+                for workers in rounds:
+                    for index, (worker, artifact) in enumerate(zip(workers, artifacts)):
+                        results[index].append(self._once(worker, info, artifact, feeds, plan))
+                        worker.close()
+        finally:
+            for workers in rounds:
+                for worker in workers:
+                    worker.close()
+        return [combine_processes(per_artifact, LOAD_THRESHOLD_CORES) for per_artifact in results]
+
+    def _once(self, worker: BackendWorker, info: ModelInfo, artifact: Path, feeds: Sequence[np.ndarray],
+              plan: Plan) -> dict[str, Any]:
+        shapes = {k: list(v) for k, v in info.shapes.items()}
+        loaded = worker.request(Load(info.key, str(artifact), info.threads, shapes, with_coverage=False),
+                                artifact=str(artifact))
+        result = worker.request(Measure(info.key, list(feeds), plan.warmup, plan.runs, self.settings.min_time_s),
+                                artifact=str(artifact))
+        result["load_ms"] = loaded["load_ms"]
+        return result
+
+    def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, record: Mapping[str, Any],
+             twin_coverage: Callable[[Path], dict[str, Any] | None], source_name: Callable[[Path], str]) -> GateResult:
+        """A/B against the twin artifact where --edge-baseline-models has one, else against the
+        stored baseline record; a suspected latency regression is re-measured before it counts."""
+        twin = self.baseline_twin(info.artifact)
+        twin_measured = self.twin_results.get((info.backend, info.key, plan.warmup, plan.runs))
+        feeds = info.feeds(feeds)
+        if twin is not None and twin_measured is not None:
+            baseline = {"backend": info.backend, **twin_measured, "coverage": twin_coverage(twin)}
+
+            def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
+                mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan)
+                return {"backend": info.backend, **mine}, theirs
+
+            source, paired = source_name(twin), True
+        else:
+            stored = find_baseline(self.settings.baseline, record)
+            if stored is None:
+                return GateResult()
+            baseline = stored
+
+            def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
+                (mine,) = self.rounds(info, [info.artifact], feeds, plan)
+                return {"backend": info.backend, **mine}, None
+
+            source, paired = stored.get("test", "?"), False
+        return run_gate(record, baseline, paired=paired, max_regression=self.settings.max_regression,
+                        strict=self.settings.strict_timing, remeasure=remeasure, source=source)

@@ -1,0 +1,100 @@
+"""The backend workers of a session, one per backend, and what they said about the models they
+loaded (:class:`ModelInfo`). Plain Python; the session asks, the pool forwards to the worker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .backends import Coverage, TensorSpec
+from .errors import BackendCrash, EdgeUsageError
+from .protocol import Request
+from .worker import BackendWorker
+
+
+@dataclass
+class ModelInfo:
+    """A model as its backend's worker loaded it: signature, runtime, coverage, load time."""
+
+    key: str
+    backend: str
+    artifact: Path
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    runtime: dict[str, Any]
+    coverage: Coverage | None
+    load_ms: float
+    precision: str
+    threads: int | None
+    shapes: dict[str, tuple[int, ...]]
+
+    def feeds(self, values: Sequence[Any]) -> list[np.ndarray]:
+        """Positional inputs as contiguous arrays of the declared dtypes (Python scalars welcome),
+        checked against the static shapes once here, for every backend (runtimes differ: LiteRT
+        would resize silently)."""
+        if len(values) != len(self.inputs):
+            raise EdgeUsageError(f"{self.backend}: {self.artifact} takes {len(self.inputs)} inputs "
+                                 f"({[s.name for s in self.inputs]}), got {len(values)}")
+        arrays = []
+        for value, spec in zip(values, self.inputs):
+            try:
+                array = np.asarray(value)
+                if array.dtype.kind not in "biuf":
+                    raise TypeError(f"dtype {array.dtype} is not a number type")
+                array = array.astype(spec.dtype, copy=False)
+                if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a scalar 1-d)
+                    array = np.ascontiguousarray(array)
+            except (TypeError, ValueError) as exc:
+                raise EdgeUsageError(f"{self.backend}: input {spec.name!r} of {self.artifact} ({spec.dtype}) "
+                                     f"cannot take {type(value).__name__}: {exc}") from None
+            if not _fits(array.shape, spec.shape):
+                raise EdgeUsageError(f"{self.backend}: input {spec.name!r} of {self.artifact} has shape "
+                                     f"{list(spec.shape)}, got an array of shape {list(array.shape)}")
+            arrays.append(array)
+        return arrays
+
+
+def _fits(shape: Sequence[int], declared: Sequence[Any]) -> bool:
+    """Same rank, and every static dimension equal (dynamic ones are names, None or negative)."""
+    return len(shape) == len(declared) and all(
+        not isinstance(d, int) or d < 0 or d == n for n, d in zip(shape, declared))
+
+
+class WorkerPool:
+    """One long-lived worker per backend; ``on_crash(backend)`` hears when one died with its state."""
+
+    def __init__(self, isolated: bool, timeout_s: float, on_crash: Callable[[str], None]) -> None:
+        self.isolated = isolated
+        self.timeout_s = timeout_s
+        self.on_crash = on_crash
+        self.workers: dict[str, BackendWorker] = {}
+
+    def worker(self, backend: str) -> BackendWorker:
+        if backend not in self.workers:
+            self.workers[backend] = BackendWorker(backend, isolated=self.isolated, timeout_s=self.timeout_s)
+        return self.workers[backend]
+
+    def fresh(self, backend: str) -> BackendWorker:
+        """A worker of its own (a measurement's fresh process), closed by the caller."""
+        return BackendWorker(backend, isolated=True, timeout_s=self.timeout_s)
+
+    def prestart(self, backends: Sequence[str]) -> None:
+        """Launch these backends' workers without waiting for them (see BackendWorker.launch)."""
+        if self.isolated:
+            for backend in dict.fromkeys(backends):
+                self.worker(backend).launch()
+
+    def request(self, backend: str, request: Request, artifact: Path) -> Any:
+        try:
+            return self.worker(backend).request(request, artifact=str(artifact))
+        except BackendCrash:
+            self.on_crash(backend)  # everything that worker held is gone with it
+            raise
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.close()
+        self.workers.clear()

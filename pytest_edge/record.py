@@ -1,0 +1,109 @@
+"""``Record``: what one test found on one backend, the unit of the JSON report.
+
+The core builds records; the plugin only tells it pytest's outcome. A record's verdict is decided
+here, in :meth:`Record.conclude`, and nowhere else. ``to_json``/``from_json`` keep the report's
+field names (README "Reports and CI"); fields a report has that this version does not know are kept
+in ``extra`` and written back unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+VERDICTS = ("passed", "failed", "error", "skipped")
+
+
+@dataclass
+class Record:
+    test: str
+    model: dict[str, Any]  # {"name", "artifact", "sha256"}
+    backend: str
+    verdict: str = "passed"
+    violations: list[str] = field(default_factory=list)
+    skip_reason: str | None = None
+    runtime: dict[str, Any] | None = None
+    plugin: dict[str, Any] | None = None
+    precision: str | None = None
+    threads: int | None = None
+    input: dict[str, Any] | None = None
+    warmup_runs: int | None = None
+    measured_runs: int | None = None
+    coverage: dict[str, Any] | None = None
+    load_ms: float | None = None
+    first_inference_ms: float | None = None
+    latency_ms: dict[str, float] | None = None
+    peak_memory_mb: float | None = None
+    steady_memory_mb: float | None = None
+    drift: float | None = None
+    timing_under_load: bool | None = None
+    other_cores_busy: float | None = None
+    processes: list[dict[str, Any]] | None = None
+    process_spread: float | None = None
+    accuracy: dict[str, Any] | None = None
+    baseline_check: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    # A check ran and measured what it could: the record has every field (skipped, errored and
+    # body-failed records say only who, what and why).
+    checked: bool = field(default=False, repr=False)
+
+    # ------------------------------------------------------------ constructors
+
+    @classmethod
+    def skipped(cls, test: str, model: dict[str, Any], backend: str, reason: str) -> "Record":
+        return cls(test, model, backend, verdict="skipped", skip_reason=reason)
+
+    @classmethod
+    def errored(cls, test: str, model: dict[str, Any], backend: str, message: str) -> "Record":
+        """The check could not run (bad artifact, missing golden): ``message`` says why."""
+        return cls(test, model, backend, verdict="error", violations=[message])
+
+    @classmethod
+    def body_failed(cls, test: str, model: dict[str, Any], backend: str, exception: BaseException) -> "Record":
+        """The test's own body failed before the check: its assertion is the failure."""
+        return cls(test, model, backend, verdict="failed",
+                   violations=[f"the test body failed: {type(exception).__name__}"])
+
+    def conclude(self, violations: list[str]) -> "Record":
+        """The verdict of a check that ran: failed with its violations, else passed."""
+        self.violations = list(violations)
+        self.verdict = "failed" if self.violations else "passed"
+        return self
+
+    # ------------------------------------------------------------ JSON
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.checked:  # skipped, errored, or the body failed: what there is to say
+            data: dict[str, Any] = {"test": self.test, "model": self.model, "backend": self.backend,
+                                    "verdict": self.verdict, "violations": self.violations}
+            if self.skip_reason is not None:
+                data["skip_reason"] = self.skip_reason
+            return {**data, **self.extra}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("extra", "checked", "skip_reason")}
+        if not self.warnings:
+            data.pop("warnings")
+        if self.baseline_check is None:
+            data.pop("baseline_check")
+        return {**data, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Record":
+        known = {f.name for f in fields(cls)} - {"extra", "checked"}
+        record = cls(**{k: v for k, v in data.items() if k in known})
+        record.extra = {k: v for k, v in data.items() if k not in known}
+        record.checked = "accuracy" in data
+        return record
+
+    # ------------------------------------------------------------ views
+
+    def junit_properties(self) -> list[tuple[str, Any]]:
+        """Key figures as JUnit XML properties (``--junitxml``); unmeasured ones left out."""
+        latency = self.latency_ms or {}
+        coverage = self.coverage or {}
+        figures = {"edge_backend": self.backend, "edge_verdict": self.verdict,
+                   "edge_max_abs_err": (self.accuracy or {}).get("max_abs_err"),
+                   "edge_fallback": coverage.get("fallback"), "edge_partitions": coverage.get("partitions"),
+                   "edge_p50_ms": latency.get("p50"), "edge_p99_ms": latency.get("p99"),
+                   "edge_load_ms": self.load_ms, "edge_peak_memory_mb": self.peak_memory_mb}
+        return [(k, v) for k, v in figures.items() if v is not None]

@@ -1,0 +1,142 @@
+"""Session-wide settings: every option, its ini key, its default, and how it is read. The one home
+of defaults: the plugin registers options from :data:`OPTIONS`, and :func:`from_config` reads them
+(the command line wins over the ini file), for pytest and for the ``pytest-edge`` command alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import EdgeError
+from .inputs import DEFAULT_SEED
+from .marker import parse_ms, parse_names, parse_percent
+from .report import load_report
+
+if TYPE_CHECKING:
+    import pytest
+
+
+@dataclass(frozen=True)
+class Option:
+    ini: str
+    help: str
+    default: Any
+    flag: str | None = None  # the command-line flag; None: ini only
+    kind: str = "string"  # pytest ini type: string, bool, paths
+
+    @property
+    def takes_value(self) -> bool:
+        return self.kind != "bool"
+
+
+OPTIONS = [
+    Option("edge_backends", "only these backends (comma-separated)", "", "--edge-backends"),
+    Option("edge_require", "fail, not skip, when these backends are unavailable", "", "--edge-require"),
+    Option("edge_isolation", "'process' (default): each backend in its own worker process; 'none': "
+           "in-process, for pdb", "process", "--edge-isolation"),
+    Option("edge_report", "write the JSON conformance report here", "", "--edge-report"),
+    Option("edge_baseline", "a stored report to compare latency, memory and coverage with", "",
+           "--edge-baseline"),
+    Option("edge_max_regression", "allowed regression against the baseline, e.g. 10%", "10%",
+           "--edge-max-regression"),
+    Option("edge_baseline_models", "A/B mode: a folder with the baseline's artifacts (same file names), "
+           "measured alternately with this run's in the same job", "", "--edge-baseline-models"),
+    Option("edge_processes", "fresh worker processes per measurement", "3", "--edge-processes"),
+    Option("edge_min_time", "least time the timed runs of each process take, e.g. 0.25s", "0.25s",
+           "--edge-min-time"),
+    Option("edge_reference_backend", "backend that records golden outputs", "onnxruntime-cpu",
+           "--edge-reference-backend"),
+    Option("edge_golden_dir", "folder of golden outputs (relative to the rootdir)", "golden", "--edge-golden-dir"),
+    Option("edge_measure", "time and measure memory on every backend, even without budgets", False,
+           "--edge-measure", "bool"),
+    Option("edge_strict_timing", "a latency regression against a stored baseline fails even when the "
+           "machine was busy (default: inconclusive, a warning)", False, "--edge-strict-timing", "bool"),
+    Option("edge_model_dirs", "folders searched for models by stem", [], kind="paths"),
+    Option("edge_atol", "default absolute tolerance", "1e-4"),
+    Option("edge_rtol", "default relative tolerance", "1e-4"),
+    Option("edge_warmup", "warm-up runs discarded before timing", "5"),
+    Option("edge_runs", "least timed runs per process", "50"),
+    Option("edge_threads", "threads given to each runtime that has the setting", "1"),
+    Option("edge_seed", "seed of the inputs drawn from a signature", str(DEFAULT_SEED)),
+    Option("edge_timeout", "seconds a backend may take for one request before its worker is killed", "600"),
+]
+_DEFAULTS = {o.ini: o.default for o in OPTIONS}
+
+
+@dataclass
+class Settings:
+    golden_dir: Path
+    rootdir: Path
+    reference_backend: str = _DEFAULTS["edge_reference_backend"]
+    update_golden: bool = False
+    isolated: bool = True
+    backends: list[str] | None = None
+    require: list[str] = field(default_factory=list)
+    atol: float = float(_DEFAULTS["edge_atol"])
+    rtol: float = float(_DEFAULTS["edge_rtol"])
+    warmup: int = int(_DEFAULTS["edge_warmup"])
+    runs: int = int(_DEFAULTS["edge_runs"])
+    threads: int = int(_DEFAULTS["edge_threads"])
+    seed: int = DEFAULT_SEED
+    measure: bool = False
+    baseline: dict[str, Any] | None = None
+    max_regression: float = parse_percent(_DEFAULTS["edge_max_regression"])
+    model_dirs: list[Path] = field(default_factory=list)
+    timeout_s: float = float(_DEFAULTS["edge_timeout"])
+    # Fresh worker processes per measurement, and the least time the timed runs of each take.
+    processes: int = int(_DEFAULTS["edge_processes"])
+    min_time_s: float = parse_ms(_DEFAULTS["edge_min_time"]) / 1000
+    # A/B mode: a folder with the baseline's artifacts (same file names), measured in this job.
+    baseline_models: Path | None = None
+    # A stored-baseline regression seen while the machine was busy fails instead of warning.
+    strict_timing: bool = False
+    report: str = ""  # --edge-report, relative to the rootdir
+
+
+def _value(config: "pytest.Config", ini: str) -> Any:
+    cli = config.getoption(ini, default=None)
+    if isinstance(cli, bool):
+        return cli or config.getini(ini)
+    return cli if cli is not None else config.getini(ini)
+
+
+def from_config(config: "pytest.Config") -> Settings:
+    """The session's settings from the command line and the project's ini file (CLI wins).
+    Raises EdgeError naming the option for a value that cannot be."""
+    root = Path(config.rootpath)
+    isolation = _value(config, "edge_isolation")
+    if isolation not in ("process", "none"):
+        raise EdgeError(f"--edge-isolation: {isolation!r} is not 'process' or 'none'")
+    try:
+        baseline_path = _value(config, "edge_baseline")
+        baseline = load_report(root / baseline_path) if baseline_path else None
+        numbers = {k: float(config.getini(k)) for k in ("edge_atol", "edge_rtol", "edge_timeout")}
+        counts = {k: int(config.getini(k)) for k in ("edge_warmup", "edge_runs", "edge_threads", "edge_seed")}
+        processes = int(_value(config, "edge_processes"))
+        if processes < 1:
+            raise ValueError(f"edge_processes: {processes} must be at least 1")
+        baseline_models = _value(config, "edge_baseline_models")
+        if baseline_models and not (root / baseline_models).is_dir():
+            raise ValueError(f"--edge-baseline-models: {root / baseline_models} is not a folder")
+        return Settings(
+            golden_dir=root / _value(config, "edge_golden_dir"),
+            rootdir=root,
+            reference_backend=_value(config, "edge_reference_backend"),
+            update_golden=config.getoption("--edge-update-golden"),
+            isolated=isolation == "process",
+            backends=parse_names(_value(config, "edge_backends"), "--edge-backends") or None,
+            require=parse_names(_value(config, "edge_require"), "--edge-require") or [],
+            atol=numbers["edge_atol"], rtol=numbers["edge_rtol"], timeout_s=numbers["edge_timeout"],
+            warmup=counts["edge_warmup"], runs=counts["edge_runs"], threads=counts["edge_threads"],
+            seed=counts["edge_seed"],
+            measure=bool(_value(config, "edge_measure")),
+            baseline=baseline, max_regression=parse_percent(_value(config, "edge_max_regression")),
+            model_dirs=[Path(p) for p in config.getini("edge_model_dirs")],
+            processes=processes, min_time_s=parse_ms(_value(config, "edge_min_time"), "edge_min_time") / 1000,
+            baseline_models=root / baseline_models if baseline_models else None,
+            strict_timing=bool(_value(config, "edge_strict_timing")),
+            report=_value(config, "edge_report") or "",
+        )
+    except ValueError as exc:
+        raise EdgeError(str(exc)) from exc

@@ -1,0 +1,84 @@
+"""Where to look when a backend disagrees with the golden (README "Accuracy triage"): run the same
+artifact without the delegate, then name the first operator whose output diverges."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from .backends import get_backend
+from .compare import compare_output
+from .errors import EdgeError
+from .golden import Golden, GoldenCase
+from .inputs import feed_order
+from .plan import Plan
+from .pool import ModelInfo
+
+
+class Runner(Protocol):
+    """What triage needs of the session: load a plan's model, run it, read its intermediates."""
+
+    def load(self, plan: Plan) -> ModelInfo: ...
+
+    def run(self, info: ModelInfo, feeds: Sequence[Any], reset: bool = True) -> list[np.ndarray]: ...
+
+    def intermediates(self, info: ModelInfo, feeds: Sequence[Any]) -> dict[str, Any] | None: ...
+
+
+def sibling_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], case: GoldenCase) -> list[str]:
+    """Run the same artifact without the delegate (litert -> litert-ref): if that agrees with the
+    golden, the delegate's kernels diverge; if not, the artifact itself does (export,
+    conversion, quantization)."""
+    backend = plan.backend
+    sibling = get_backend(backend).reference_sibling
+    if sibling is not None and sibling == golden.reference_backend:
+        return [f"triage: the golden comes from {sibling} on the same artifact: the {backend} "
+                "delegate's kernels diverge, not the artifact"]
+    if sibling is None or get_backend(sibling).unavailable_reason():
+        return []
+    try:
+        info = runner.load(plan.on(sibling))
+        outputs = runner.run(info, feeds)
+        order = feed_order(golden.outputs_spec, info.outputs)
+    except (EdgeError, ValueError):
+        return []
+    disagree = [ref.name for ref, position in zip(golden.outputs_spec, order)
+                if compare_output(ref.name, case.outputs[ref.name], outputs[position],
+                                  plan.tolerance(ref.name, sibling)).problems]
+    artifact = info.artifact.name
+    if disagree:
+        return [f"triage: {sibling} on the same {artifact} also differs from the golden "
+                f"({', '.join(disagree)}): the artifact itself disagrees with the reference "
+                f"{golden.reference_backend} (look at its export/conversion, then quantization)"]
+    return [f"triage: {sibling} on the same {artifact} matches the golden: the {backend} delegate's "
+            "kernels diverge, not the artifact" + first_divergence(runner, plan, sibling, feeds, golden)]
+
+
+def first_divergence(runner: Runner, plan: Plan, sibling: str, feeds: list[Any], golden: Golden) -> str:
+    """The first operator (in graph order) whose output differs between a backend and its
+    delegate-free sibling, where the runtime exposes intermediate tensors (LiteRT)."""
+    found = []
+    for name in (plan.backend, sibling):
+        try:
+            info = runner.load(plan.on(name))
+            found.append(runner.intermediates(info, feeds))
+        except EdgeError:
+            return ""
+    mine, theirs = found
+    if not mine or not theirs:
+        return ""
+    if not mine["delegated"]:
+        return ("; this runtime does not delegate when intermediate tensors are preserved, so the "
+                "diverging operator cannot be named")
+    tolerance = plan.tolerance(golden.outputs_spec[0].name)
+    atol, rtol = float(tolerance.get("atol", 0.0)), float(tolerance.get("rtol", 0.0))
+    for tensor in theirs["order"]:
+        a, b = mine["tensors"].get(tensor), theirs["tensors"].get(tensor)
+        if a is None or b is None or a.shape != b.shape or a.dtype.kind not in "fiu":
+            continue
+        if not np.allclose(a.astype(np.float64), b.astype(np.float64), atol=atol, rtol=rtol):
+            err = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+            return (f"; first divergence: tensor {theirs['names'].get(tensor, tensor)!r}, the output of "
+                    f"{mine['producers'][tensor]} (max |Δ| {err:.3g} against {sibling})")
+    return ""

@@ -1,0 +1,112 @@
+"""The worker protocol's codec: typed requests round-trip, nothing but JSON and array bytes, and
+every malformed frame is a ProtocolError (never pickle, never another exception)."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from pytest_edge import protocol
+from pytest_edge.protocol import Load, Measure, ProtocolError, Run, decode, encode, request_from, request_json
+
+DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays=st.lists(hnp.arrays(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=4, max_side=5)),
+                       max_size=4),
+       reset=st.booleans())
+def test_run_request_round_trips_with_arrays(arrays: list[np.ndarray], reset: bool) -> None:
+    request = request_from(decode(encode(request_json(Run("k", arrays, reset)))))
+    assert isinstance(request, Run) and request.key == "k" and request.reset is reset
+    assert len(request.feeds) == len(arrays)
+    for sent, got in zip(arrays, request.feeds):
+        assert got.dtype == sent.dtype and got.shape == sent.shape
+        np.testing.assert_array_equal(got, sent)
+
+
+def test_replies_keep_int_keys_nan_and_nesting() -> None:
+    reply = {"order": [3, 1], "tensors": {3: np.arange(4, dtype=np.int32), 1: np.ones((2, 2), np.float32)},
+             "names": {3: "a", 1: "b"}, "drift": float("nan"), "scalar": np.float64(2.5), "none": None}
+    back = decode(encode(protocol.ok(reply)))["value"]
+    assert back["order"] == [3, 1] and set(back["tensors"]) == {1, 3} and back["names"][3] == "a"
+    np.testing.assert_array_equal(back["tensors"][3], np.arange(4))
+    assert np.isnan(back["drift"]) and back["scalar"] == 2.5 and isinstance(back["scalar"], float)
+
+
+def test_typed_requests_reject_unknown_ops_and_fields() -> None:
+    assert isinstance(request_from(decode(encode(request_json(Load("k", "/m.onnx", 1, {"x": [1, 2]}))))), Load)
+    with pytest.raises(ProtocolError, match="not a request"):
+        request_from({"op": "rm -rf", "args": {}})
+    with pytest.raises(ProtocolError, match="unknown field"):
+        request_from({"op": "measure", "args": {"key": "k", "feeds": [], "warmup": 1, "runs": 1, "evil": 1}})
+    with pytest.raises(ProtocolError, match="measure"):
+        request_from({"op": "measure", "args": {"key": "k"}})
+    assert Measure.op == "measure"
+
+
+@pytest.mark.parametrize("value, message", [
+    (np.array(["a", "b"]), "dtype"),
+    (np.array([object()], dtype=object), "dtype"),
+    (object(), "cannot send"),
+    ({1, 2}, "cannot send"),
+])
+def test_what_cannot_be_sent(value: object, message: str) -> None:
+    with pytest.raises(ProtocolError, match=message):
+        encode({"v": value})
+
+
+def _frame(header: bytes, body: bytes = b"", version: int = protocol.PROTOCOL_VERSION, magic: bytes = b"PEDG") -> bytes:
+    return struct.pack("<4sHI", magic, version, len(header)) + header + body
+
+
+@pytest.mark.parametrize("frame, message", [
+    (b"PED", "truncated"),
+    (_frame(b"{}", magic=b"\x80\x04\x95\x00"), "not a pytest-edge frame"),
+    (_frame(b"{}", version=99), "protocol version 99 from the peer, this side speaks 1"),
+    (struct.pack("<4sHI", b"PEDG", 1, 10**9) + b"{}", "does not fit"),
+    (_frame(b"{not json"), "not JSON"),
+    (_frame(b'{"__array__": ["<f4", [4], 16]}', b"\0" * 8), "needs 16 bytes"),
+    (_frame(b'{"__array__": ["|O", [1], 8]}', b"\0" * 8), "refused"),
+    (_frame(b'{"__array__": ["<f4", [-1], 4]}', b"\0" * 4), "refused"),
+    (_frame(b'{"__array__": 5}'), "malformed array"),
+])
+def test_malformed_frames_are_protocol_errors(frame: bytes, message: str) -> None:
+    with pytest.raises(ProtocolError, match=message):
+        decode(frame)
+
+
+def test_a_pickle_is_not_a_frame() -> None:
+    import pickle
+
+    with pytest.raises(ProtocolError, match="not a pytest-edge frame"):
+        decode(pickle.dumps(("load", ("k",))))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200) | st.builds(lambda tail: _frame(tail), st.binary(max_size=100)))
+def test_random_bytes_decode_or_fail_cleanly(data: bytes) -> None:
+    try:
+        decode(data)
+    except ProtocolError:
+        pass
+
+
+def test_a_real_worker_speaks_it() -> None:
+    """A worker process answers typed requests over the codec (ping: its pid; a bad op: an error)."""
+    import os
+
+    from pytest_edge.worker import BackendWorker
+
+    worker = BackendWorker("onnxruntime-cpu")
+    try:
+        assert worker.request(protocol.Ping()) not in (None, os.getpid())
+        with pytest.raises(Exception, match="failed to run.*KeyError"):
+            worker.request(Run("never-loaded", [np.zeros(3, np.float32)]))
+    finally:
+        worker.close()

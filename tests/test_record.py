@@ -1,0 +1,53 @@
+"""The typed record (record.py) and the plan (plan.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytest_edge.marker import parse_marker
+from pytest_edge.models import Model
+from pytest_edge.plan import backend_choices, plan_for
+from pytest_edge.record import Record
+from pytest_edge.settings import Settings
+
+MODEL = {"name": "m", "artifact": "m.onnx", "sha256": "ab"}
+
+
+def test_record_round_trips_and_keeps_unknown_fields() -> None:
+    record = Record("t::a[m-cpu]", MODEL, "onnxruntime-cpu", latency_ms={"p50": 1.0}, accuracy={"cosine": 1.0},
+                    checked=True).conclude(["too slow"])
+    data = json.loads(json.dumps(record.to_json()))
+    assert data["verdict"] == "failed" and data["violations"] == ["too slow"] and data["peak_memory_mb"] is None
+    data["from_the_future"] = {"x": 1}
+    again = Record.from_json(data)
+    assert again.to_json() == data and again.conclude([]).verdict == "passed"
+
+
+def test_short_records_say_who_what_and_why() -> None:
+    assert Record.skipped("t", MODEL, "litert", "no .tflite artifact").to_json() == {
+        "test": "t", "model": MODEL, "backend": "litert", "verdict": "skipped", "violations": [],
+        "skip_reason": "no .tflite artifact"}
+    failed = Record.body_failed("t", MODEL, "litert", AssertionError("x")).to_json()
+    assert failed["verdict"] == "failed" and failed["violations"] == ["the test body failed: AssertionError"]
+    assert Record.errored("t", MODEL, "litert", "corrupt").to_json()["verdict"] == "error"
+
+
+def test_junit_properties_leave_out_what_was_not_measured() -> None:
+    props = dict(Record("t", MODEL, "litert", coverage={"fallback": 0.25, "partitions": 1}, checked=True)
+                 .junit_properties())
+    assert props == {"edge_backend": "litert", "edge_verdict": "passed", "edge_fallback": 0.25, "edge_partitions": 1}
+
+
+def test_plan_resolves_marker_and_settings(tmp_path: Path) -> None:
+    (tmp_path / "m.onnx").write_bytes(b"x")
+    model = Model("m", {".onnx": tmp_path / "m.onnx"})
+    settings = Settings(golden_dir=tmp_path, rootdir=tmp_path, runs=50, atol=1e-4)
+    marker = parse_marker((), {"model": "m", "runs": 7, "atol": 0.5, "tolerances": {"litert": {"atol": 2}},
+                               "p50_ms": 5})
+    plan = plan_for(settings, marker, model, "onnxruntime-cpu", tmp_path)
+    assert (plan.runs, plan.warmup, plan.threads, plan.measure) == (7, 5, 1, True)
+    assert plan.tolerance("y")["atol"] == 0.5 and plan.tolerance("y", "litert")["atol"] == 2
+    assert plan.on("litert").backend == "litert" and plan.on("litert").runs == 7
+    choices = dict(backend_choices(settings, marker, model))
+    assert choices["onnxruntime-cpu"] is None and choices["litert"] == "no .tflite artifact for m"

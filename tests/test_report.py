@@ -1,0 +1,43 @@
+"""The JSON report, table, merge and compare; the baseline check (report.py, checks.py)."""
+
+
+from __future__ import annotations
+
+import json
+
+from pytest_edge.checks import (
+    check_baseline,
+)
+from pytest_edge.report import compare_reports, format_table, merge_reports, table_rows
+
+
+def _record(p50: float, fallback: float, test: str = "t::a[m-litert]") -> dict:
+    return {"test": test, "model": {"name": "m"}, "backend": "litert", "verdict": "passed",
+            "latency_ms": {"p50": p50, "p99": p50 * 2}, "peak_memory_mb": 10.0,
+            "coverage": {"fallback": fallback, "partitions": 1}, "accuracy": {"max_abs_err": 0.0}}
+
+
+def test_baseline_and_compare() -> None:
+    assert check_baseline(_record(1.05, 0.1), _record(1.0, 0.1), 0.10) == []
+    problems = check_baseline(_record(1.2, 0.2), _record(1.0, 0.1), 0.10)
+    assert len(problems) == 3 and "+20.0%" in problems[0] and "coverage dropped" in problems[2]
+    old, new = {"records": [_record(1.0, 0.1)]}, {"records": [_record(2.0, 0.1)]}
+    assert len(compare_reports(old, new, 0.5)) == 2 and compare_reports(new, old, 0.5) == []
+
+
+def test_merge_builds_device_backend_matrix() -> None:
+    a = {"machine": {"cpu": "x86"}, "records": [_record(1.0, 0.1)]}
+    b = {"machine": {"cpu": "arm"}, "records": [_record(3.0, 0.1)]}
+    merged = merge_reports([a, b])
+    assert len(merged["records"]) == 2 and set(merged["matrix"]["m"]) == {"x86 [0]", "arm [1]"}
+    json.dumps(merged)
+
+
+def test_table_rows_show_dash_for_unmeasured() -> None:
+    record = _record(1.0, 0.125)
+    record["latency_ms"] = None
+    (row,) = table_rows([record])
+    assert row[3] == "88%" and row[5] == "—"
+    assert format_table([row])[0].startswith("model")
+
+

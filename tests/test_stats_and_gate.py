@@ -1,0 +1,120 @@
+"""Significance tests (stats.py) and the merge gate's decisions (gate.py), as pure functions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_edge.gate import run_gate
+from pytest_edge.stats import compare_groups, compare_pairs, spread, t_critical
+
+base = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False)
+jitter = st.lists(st.floats(min_value=-0.03, max_value=0.03), min_size=3, max_size=6)
+
+
+@settings(max_examples=100, deadline=None)
+@given(base, jitter, jitter, st.floats(min_value=1.5, max_value=5.0))
+def test_a_clear_slowdown_is_significant_and_its_ratio_measured(p50, old_noise, new_noise, factor) -> None:
+    old = [p50 * (1 + e) for e in old_noise]
+    new = [p50 * factor * (1 + e) for e in new_noise]
+    change = compare_groups(old, new)
+    assert change.significant and change.exceeds(0.10)
+    assert change.ratio == pytest.approx(factor, rel=0.07)
+    paired = compare_pairs(new[:3], old[:3])
+    assert paired.paired and paired.exceeds(0.10)
+
+
+@settings(max_examples=100, deadline=None)
+@given(base, jitter, jitter)
+def test_no_change_never_exceeds_ten_percent(p50, old_noise, new_noise) -> None:
+    old = [p50 * (1 + e) for e in old_noise]
+    new = [p50 * (1 + e) for e in new_noise]
+    assert not compare_groups(old, new).exceeds(0.10)
+    assert not compare_pairs(new[:3], old[:3]).exceeds(0.10)
+
+
+def test_large_spread_is_not_significant() -> None:
+    """Processes 0.6x..1.7x apart (as seen between fresh processes): +20 % on average is not evidence."""
+    change = compare_groups([1.0, 0.6, 1.7], [1.2, 0.7, 2.0])
+    assert change.ratio > 1.1 and not change.significant
+
+
+def test_one_process_per_side_leaves_it_to_the_threshold() -> None:
+    change = compare_groups([1.0], [1.2])
+    assert change.significant and math.isinf(change.critical)
+    assert "one process per side" in change.describe()
+    assert "stands for both" in compare_groups([1.0], [1.3, 1.31, 1.29]).note
+
+
+def test_t_table() -> None:
+    values = [t_critical(df) for df in (1, 2, 3, 5, 10, 30, 1000)]
+    assert values == sorted(values, reverse=True) and math.isinf(t_critical(0.5))
+    assert t_critical(2.9) == t_critical(2)  # a fractional df rounds down (conservative)
+    assert spread([1.0, 2.0]) == 2.0 and spread([1.0]) is None
+
+
+def _record(p50s, busy=None, memory=10.0, fallback=0.0, runs=5000):
+    return {"backend": "onnxruntime-cpu", "test": "t", "model": {"name": "m"},
+            "latency_ms": {"p50": p50s[0], "p99": p50s[0] * 2},
+            "processes": [{"p50": v, "p99": v * 2, "runs": runs} for v in p50s],
+            "peak_memory_mb": memory, "coverage": {"fallback": fallback},
+            "timing_under_load": busy is not None, "under_load": busy is not None, "other_cores_busy": busy}
+
+
+def _never():
+    raise AssertionError("must not re-measure")
+
+
+def test_confirmed_regression_fails_with_both_measurements() -> None:
+    result = run_gate(_record([2.0, 2.02, 1.98]), _record([1.0, 1.01, 0.99]), paired=False, max_regression=0.1,
+                      strict=False, remeasure=lambda: (_record([2.1, 2.05, 2.08]), None), source="base")
+    assert len(result.failures) == 2 and result.summary["verdict"] == "failed"
+    assert ("P50 latency 2.000 ms (geometric mean of 3 process P50s) is +100.0% against the baseline 1.000 ms"
+            in result.failures[0])
+    assert "re-measured in fresh processes: 2.077 ms (geometric mean of 3 process P50s) is +107.7%" in result.failures[0]
+
+
+def test_unconfirmed_regression_is_a_note() -> None:
+    result = run_gate(_record([2.0, 2.02, 1.98]), _record([1.0, 1.01, 0.99]), paired=False, max_regression=0.1,
+                      strict=False, remeasure=lambda: (_record([1.0, 1.01, 1.0]), None), source="base")
+    assert not result.failures and result.summary["verdict"] == "passed"
+    assert any("did not confirm" in n for n in result.notes)
+
+
+@pytest.mark.parametrize("strict, paired, outcome", [
+    (False, False, "inconclusive"), (True, False, "failed"), (False, True, "failed")])
+def test_busy_machine(strict, paired, outcome) -> None:
+    busy = _record([2.0, 2.02, 1.98], busy=1.0)
+    result = run_gate(busy, _record([1.0, 1.01, 0.99]), paired=paired, max_regression=0.1, strict=strict,
+                      remeasure=lambda: (_record([2.0, 2.01, 2.02], busy=1.0), _record([1.0, 1.01, 0.99])),
+                      source="base")
+    assert result.summary["verdict"] == outcome
+    if outcome == "inconclusive":
+        assert "other processes kept 1.0 cores busy" in result.inconclusive[0] and not result.failures
+
+
+def test_memory_and_coverage_fail_without_remeasuring() -> None:
+    same = [1.0, 1.0, 1.0]
+    small = run_gate(_record(same, memory=10.9), _record(same, memory=10.0), paired=False, max_regression=0.05,
+                     strict=False, remeasure=_never, source="base")
+    assert not small.failures  # +9 % but under the 1 MB floor
+    big = run_gate(_record(same, memory=30.0, fallback=0.2), _record(same, memory=10.0), paired=False,
+                   max_regression=0.1, strict=False, remeasure=_never, source="base")
+    assert [m.split(":")[1].split()[0:2] for m in big.failures] == [["peak", "memory"], ["delegate", "coverage"]]
+
+
+def test_p99_needs_enough_runs_per_process() -> None:
+    result = run_gate(_record([1.0, 1.0, 1.0], runs=500), _record([1.0, 1.0, 1.0], runs=500), paired=False,
+                      max_regression=0.1, strict=False, remeasure=_never, source="base")
+    assert any("P99 not gated: 500 runs per process, 1000 needed" in n for n in result.notes)
+
+
+def test_a_slowdown_load_cannot_explain_fails_on_a_busy_machine() -> None:
+    """One busy core may explain up to 2x; a 5x slower model fails, busy or not."""
+    result = run_gate(_record([5.0, 5.1, 4.9], busy=1.0), _record([1.0, 1.01, 0.99]), paired=False,
+                      max_regression=0.1, strict=False,
+                      remeasure=lambda: (_record([5.0, 5.0, 5.1], busy=1.0), None), source="base")
+    assert result.summary["verdict"] == "failed" and not result.inconclusive
