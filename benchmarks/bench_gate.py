@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -106,7 +107,9 @@ def main() -> int:
                         if code not in (0, 1):
                             print(out)
                             raise SystemExit(f"pytest exited {code}")
-                        key = "failed" if code == 1 else "inconclusive" if "inconclusive" in out else "passed"
+                        gate = re.search(r"merge gate .*: (\d+) compared, (\d+) regressed, (\d+) inconclusive", out)
+                        assert gate, out
+                        key = "failed" if code == 1 else "inconclusive" if int(gate.group(3)) else "passed"
                         counts[key] += 1
                         if code == 1:
                             caught = sorted({line.split(":")[1].split(" is ")[0].strip() for line in out.splitlines()

@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from .backends import split_device
 from .gate import GateResult, run_gate
 from .measure import combine_processes
 from .plan import Plan
@@ -64,7 +65,7 @@ class Measurer:
         return self.results[key]
 
     def _in_process(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan) -> dict[str, Any]:
-        with machine_measurement_lock():
+        with machine_measurement_lock(split_device(info.backend)[1] or ""):
             result = self.pool.request(info.backend, Measure(info.key, list(feeds), plan.warmup, plan.runs,
                                                              self.settings.min_time_s), info.artifact)
             result["load_ms"] = info.load_ms
@@ -83,10 +84,14 @@ class Measurer:
         rounds = [[self.pool.fresh(info.backend) for _ in artifacts] for _ in range(count)]
         results: list[list[dict[str, Any]]] = [[] for _ in artifacts]
         try:
-            with machine_measurement_lock():
+            # One measurement at a time per machine: this one, or the device it runs on.
+            with machine_measurement_lock(split_device(info.backend)[1] or ""):
                 for workers in rounds:
                     for worker in workers:
                         worker.launch()
+                for workers in rounds:  # every runtime imported before the first timed window
+                    for worker in workers:
+                        worker.wait_ready()
                 for workers in rounds:
                     for index, (worker, artifact) in enumerate(zip(workers, artifacts)):
                         results[index].append(self._once(worker, info, artifact, feeds, plan))

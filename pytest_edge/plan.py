@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .backends import all_backends, get_backend
+from .backends import all_backends, get_backend, split_device
+from .errors import EdgeUsageError
 from .compare import resolve_tolerance
 from .marker import MarkerSpec
 from .models import Model
@@ -80,10 +81,15 @@ def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> lis
         if name in marker.skip_backends:
             continue
         backend = get_backend(name)
+        device = split_device(name)[1]
+        if device is not None and device not in settings.devices:
+            raise EdgeUsageError(f"{name}: no device {device!r} in edge_devices (known: "
+                                 f"{', '.join(settings.devices) or 'none'})")
         if model.artifact(backend.suffix) is None:
             choices.append((name, f"no {backend.suffix} artifact for {model.name}"))
         else:
-            choices.append((name, backend.unavailable_reason()))
+            # A device's runtimes are the device's to say: its worker reports what it lacks.
+            choices.append((name, None if device else backend.unavailable_reason()))
     return choices
 
 

@@ -36,6 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 group.addoption(option.flag, dest=option.ini, action="store_true", default=None,
                                 help=f"{option.help} (ini: {option.ini})")
         parser.addini(option.ini, option.help, type=option.kind, default=option.default)
+    group.addoption("--edge-device", dest="edge_device", action="append", default=[], metavar="NAME=COMMAND",
+                    help="a device whose backends are BACKEND@NAME (repeatable; ini: edge_devices)")
     group.addoption("--edge-update-golden", action="store_true", default=False,
                     help="regenerate golden outputs on the reference backend (nothing is written without it)")
 

@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .backends import Coverage, TensorSpec
+from .backends import Coverage, TensorSpec, split_device
 from .errors import BackendCrash, EdgeUsageError
 from .protocol import Request
 from .worker import BackendWorker
@@ -30,6 +30,7 @@ class ModelInfo:
     precision: str
     threads: int | None
     shapes: dict[str, tuple[int, ...]]
+    device: dict[str, Any] | None = None  # the machine block of the device it runs on
 
     def feeds(self, values: Sequence[Any]) -> list[np.ndarray]:
         """Positional inputs as contiguous arrays of the declared dtypes (Python scalars welcome),
@@ -66,20 +67,35 @@ def _fits(shape: Sequence[int], declared: Sequence[Any]) -> bool:
 class WorkerPool:
     """One long-lived worker per backend; ``on_crash(backend)`` hears when one died with its state."""
 
-    def __init__(self, isolated: bool, timeout_s: float, on_crash: Callable[[str], None]) -> None:
+    def __init__(self, isolated: bool, timeout_s: float, on_crash: Callable[[str], None],
+                 devices: dict[str, str] | None = None) -> None:
         self.isolated = isolated
         self.timeout_s = timeout_s
         self.on_crash = on_crash
+        self.devices = devices or {}
         self.workers: dict[str, BackendWorker] = {}
+
+    def _new(self, backend: str, isolated: bool) -> BackendWorker:
+        base, device = split_device(backend)
+        if device is not None and device not in self.devices:
+            raise EdgeUsageError(f"{backend}: no device {device!r} in edge_devices (known: "
+                                 f"{', '.join(self.devices) or 'none'})")
+        return BackendWorker(base, isolated=isolated, timeout_s=self.timeout_s,
+                             device=(device, self.devices[device]) if device else None)
 
     def worker(self, backend: str) -> BackendWorker:
         if backend not in self.workers:
-            self.workers[backend] = BackendWorker(backend, isolated=self.isolated, timeout_s=self.timeout_s)
+            self.workers[backend] = self._new(backend, self.isolated)
         return self.workers[backend]
 
     def fresh(self, backend: str) -> BackendWorker:
         """A worker of its own (a measurement's fresh process), closed by the caller."""
-        return BackendWorker(backend, isolated=True, timeout_s=self.timeout_s)
+        return self._new(backend, True)
+
+    def machine(self, backend: str) -> dict[str, Any] | None:
+        """The device's machine block, as its worker said at start; None for this machine."""
+        worker = self.workers.get(backend)
+        return worker.hello.get("machine") if worker is not None and worker.device else None
 
     def prestart(self, backends: Sequence[str]) -> None:
         """Launch these backends' workers without waiting for them (see BackendWorker.launch)."""

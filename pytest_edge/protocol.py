@@ -85,6 +85,31 @@ class Intermediates(Request):
 
 
 @dataclass
+class Start(Request):
+    """The first request to a device worker (``--stdio``): which backend to serve."""
+
+    op: ClassVar[str] = "start"
+    backend: str
+
+
+@dataclass
+class Has(Request):
+    """Does the device's artifact cache hold ``name`` (``<sha256><suffix>``)?"""
+
+    op: ClassVar[str] = "has"
+    name: str
+
+
+@dataclass
+class Put(Request):
+    """Store an artifact in the device's cache under its content name (checked on arrival)."""
+
+    op: ClassVar[str] = "put"
+    name: str
+    data: np.ndarray  # uint8
+
+
+@dataclass
 class Ping(Request):
     op: ClassVar[str] = "ping"
 
@@ -94,7 +119,8 @@ class Exit(Request):
     op: ClassVar[str] = "exit"
 
 
-REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure, Intermediates, Ping, Exit)}
+REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure, Intermediates, Start, Has, Put,
+                                                                Ping, Exit)}
 
 
 def request_json(request: Request) -> dict[str, Any]:
@@ -124,11 +150,12 @@ def failure(kind: str, message: str) -> dict[str, Any]:
     return {"ok": False, "kind": kind, "message": message}
 
 
-def hello(backend: str) -> dict[str, Any]:
-    """The worker's first frame: who it is and which protocol it speaks."""
+def hello(backend: str, machine: dict[str, Any] | None = None, runtime: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The worker's first frame: who it is, which protocol it speaks, and (a device) its machine."""
     from . import __version__
 
-    return {"ok": True, "value": {"protocol": PROTOCOL_VERSION, "plugin": __version__, "backend": backend}}
+    return {"ok": True, "value": {"protocol": PROTOCOL_VERSION, "plugin": __version__, "backend": backend,
+                                  "machine": machine, "runtime": runtime}}
 
 
 # ------------------------------------------------------------------ codec
@@ -217,5 +244,5 @@ def _hashable(key: Any) -> Any:
     return tuple(key) if isinstance(key, list) else key
 
 
-__all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Run", "Measure", "Intermediates", "Ping",
-           "Exit", "encode", "decode", "request_json", "request_from", "ok", "failure", "hello"]
+__all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Run", "Measure", "Intermediates", "Start",
+           "Has", "Put", "Ping", "Exit", "encode", "decode", "request_json", "request_from", "ok", "failure", "hello"]

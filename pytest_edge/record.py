@@ -42,6 +42,7 @@ class Record:
     process_spread: float | None = None
     accuracy: dict[str, Any] | None = None
     baseline_check: dict[str, Any] | None = None
+    device: dict[str, Any] | None = None  # {"name", "machine"} of the device it ran on; None: this machine
     warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     # A check ran and measured what it could: the record has every field (skipped, errored and
@@ -83,8 +84,9 @@ class Record:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("extra", "checked", "skip_reason")}
         if not self.warnings:
             data.pop("warnings")
-        if self.baseline_check is None:
-            data.pop("baseline_check")
+        for optional in ("baseline_check", "device"):
+            if data[optional] is None:
+                data.pop(optional)
         return {**data, **self.extra}
 
     @classmethod

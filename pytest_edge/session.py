@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import __version__
-from .backends import Coverage, TensorSpec, all_backends, get_backend, reference_order
+from .backends import Coverage, TensorSpec, all_backends, get_backend, reference_order, split_device
 from .checks import check_coverage, check_latency, check_load, check_memory
 from .compare import compare_output, summarize
 from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeUsageError, GoldenError, UnknownBackend
@@ -54,7 +54,7 @@ class EdgeSession:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.store = GoldenStore(settings.golden_dir)
-        self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget)
+        self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices)
         self.measurer = Measurer(settings, self.pool)
         self.loaded: dict[str, ModelInfo] = {}
         self.goldens: dict[str, Golden] = {}
@@ -115,7 +115,8 @@ class EdgeSession:
                 outputs=[TensorSpec.from_json(s) for s in info["outputs"]],
                 runtime=info["runtime"], coverage=Coverage.from_json(info["coverage"]),
                 load_ms=info["load_ms"], precision=info["precision"],
-                threads=plan.threads if info["threads_applied"] else None, shapes=shapes)
+                threads=plan.threads if info["threads_applied"] else None, shapes=shapes,
+                device=self.pool.machine(plan.backend))
         check_shapes(plan.shapes, self.loaded[key].inputs, f"{plan.backend}: {artifact}")
         return self.loaded[key]
 
@@ -324,6 +325,7 @@ class EdgeSession:
             steady_memory_mb=measured.get("steady_memory_mb"), drift=measured.get("drift"),
             timing_under_load=measured.get("under_load"), other_cores_busy=measured.get("other_cores_busy"),
             processes=measured.get("processes"), process_spread=measured.get("process_spread"),
+            device=({"name": split_device(info.backend)[1], "machine": info.device} if info.device else None),
             accuracy={"reference": golden.reference_backend, "cases": len(golden.cases), **summarize(comparisons)},
             checked=True,
         )

@@ -53,6 +53,8 @@ OPTIONS = [
     Option("edge_strict_timing", "a latency regression against a stored baseline fails even when the "
            "machine was busy (default: inconclusive, a warning)", False, "--edge-strict-timing", "bool"),
     Option("edge_model_dirs", "folders searched for models by stem", [], kind="paths"),
+    Option("edge_devices", "devices, one per line: NAME = COMMAND that starts `python -m pytest_edge.worker "
+           "--stdio` there (ssh, adb shell, ...); their backends are BACKEND@NAME", [], kind="linelist"),
     Option("edge_atol", "default absolute tolerance", "1e-4"),
     Option("edge_rtol", "default relative tolerance", "1e-4"),
     Option("edge_warmup", "warm-up runs discarded before timing", "5"),
@@ -92,6 +94,22 @@ class Settings:
     # A stored-baseline regression seen while the machine was busy fails instead of warning.
     strict_timing: bool = False
     report: str = ""  # --edge-report, relative to the rootdir
+    # name -> command that starts a worker on the device, speaking the protocol over stdin/stdout
+    devices: dict[str, str] = field(default_factory=dict)
+
+
+def parse_devices(lines: list[str]) -> dict[str, str]:
+    """``NAME = COMMAND`` (ini) or ``NAME=COMMAND`` (--edge-device), one device each."""
+    devices = {}
+    for line in lines:
+        name, sep, command = line.partition("=")
+        name, command = name.strip(), command.strip()
+        if not sep or not name or not command or not name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"edge_devices: {line!r} is not NAME = COMMAND (a name of letters, digits, - and _)")
+        if name == "local":
+            raise ValueError("edge_devices: 'local' names this machine; choose another name")
+        devices[name] = command
+    return devices
 
 
 def _value(config: "pytest.Config", ini: str) -> Any:
@@ -137,6 +155,7 @@ def from_config(config: "pytest.Config") -> Settings:
             baseline_models=root / baseline_models if baseline_models else None,
             strict_timing=bool(_value(config, "edge_strict_timing")),
             report=_value(config, "edge_report") or "",
+            devices=parse_devices([*config.getini("edge_devices"), *(config.getoption("edge_device") or [])]),
         )
     except ValueError as exc:
         raise EdgeError(str(exc)) from exc

@@ -7,7 +7,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from .backends import get_backend
+from .backends import get_backend, split_device
 from .compare import compare_output
 from .errors import EdgeError
 from .golden import Golden, GoldenCase
@@ -31,12 +31,15 @@ def sibling_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any],
     golden, the delegate's kernels diverge; if not, the artifact itself does (export,
     conversion, quantization)."""
     backend = plan.backend
+    device = split_device(backend)[1]
     sibling = get_backend(backend).reference_sibling
-    if sibling is not None and sibling == golden.reference_backend:
+    if sibling is not None and sibling == golden.reference_backend and device is None:
         return [f"triage: the golden comes from {sibling} on the same artifact: the {backend} "
                 "delegate's kernels diverge, not the artifact"]
-    if sibling is None or get_backend(sibling).unavailable_reason():
+    if sibling is None or (device is None and get_backend(sibling).unavailable_reason()):
         return []
+    if device is not None:
+        sibling = f"{sibling}@{device}"  # on the same device
     try:
         info = runner.load(plan.on(sibling))
         outputs = runner.run(info, feeds)

@@ -8,7 +8,10 @@ off (``--edge-isolation=none``) the same server runs in-process, for pdb.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
+import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -17,7 +20,7 @@ import tempfile
 import time
 from array import array
 from contextlib import contextmanager
-from dataclasses import fields
+from dataclasses import fields, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -31,14 +34,19 @@ from .errors import BackendCrash, BackendError
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-edge-measure.lock"
 # Upper bound of timed runs per process, whatever min_time asks (bounds memory for the samples).
 MAX_RUNS = 100_000
+# What a device's artifact cache holds: files named by their content.
+CONTENT_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,16}")
 START_TIMEOUT_S = 120.0
 
 
 class WorkerServer:
     """Holds loaded models of one backend and answers requests. Runs in the worker process."""
 
-    def __init__(self, backend_name: str) -> None:
+    def __init__(self, backend_name: str, cache_dir: Path | None = None) -> None:
         self.backend = get_backend(backend_name)
+        # On a device, artifacts arrive by content into this folder and Load names them there;
+        # the worker opens no other path (cache_dir None: a local worker, given local paths).
+        self.cache_dir = cache_dir
         self.backend.import_runtime()
         # Timings go to a buffer allocated (and its pages touched) before any model is loaded, so
         # it sits in the memory baseline: a growing list of samples would count as the model's
@@ -57,6 +65,10 @@ class WorkerServer:
                 with_coverage: bool = True) -> dict[str, Any]:
         """Load and describe a model. A measuring worker skips coverage: reading a .pte's program in
         Python would leave its allocations in the RSS that the memory figures start from."""
+        if self.cache_dir is not None:
+            path = str(self._cached(path))
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"{path}: not in this device's artifact cache")
         reset = measure.reset_hwm()
         base = measure.rss_mb()
         start = time.perf_counter_ns()
@@ -144,18 +156,46 @@ class WorkerServer:
     def op_ping(self) -> int:
         return os.getpid()
 
+    def _cached(self, name: str) -> Path:
+        if self.cache_dir is None or not CONTENT_NAME.fullmatch(name):
+            raise PermissionError(f"{name!r} is not an artifact name of this device's cache (<sha256><suffix>)")
+        return self.cache_dir / name
 
-def _serve(conn: Connection, backend_name: str) -> None:
-    """The worker's loop: typed requests in, replies out, as frames of the pickle-free codec."""
+    def op_has(self, name: str) -> bool:
+        return self._cached(name).is_file()
+
+    def op_put(self, name: str, data: np.ndarray) -> bool:
+        target = self._cached(name)
+        payload = np.ascontiguousarray(data, dtype=np.uint8).tobytes()
+        digest = hashlib.sha256(payload).hexdigest()
+        if digest != name[:64]:
+            raise ValueError(f"artifact {name} arrived with sha256 {digest}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
+        tmp.write_bytes(payload)
+        os.replace(tmp, target)
+        return True
+
+
+def _serve(reader: Connection, writer: Connection, backend_name: str | None, cache_dir: Path | None = None) -> None:
+    """The worker's loop: typed requests in, replies out, as frames of the pickle-free codec. A
+    device worker (``backend_name`` None) learns its backend from the first request, Start."""
     try:
-        server = WorkerServer(backend_name)
+        if backend_name is None:
+            start = protocol.request_from(protocol.decode(reader.recv_bytes(protocol.MAX_FRAME_BYTES)))
+            if not isinstance(start, protocol.Start):
+                raise protocol.ProtocolError(f"the first request must be start, not {start.op}")
+            backend_name = start.backend
+        server = WorkerServer(backend_name, cache_dir)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        conn.send_bytes(protocol.encode(protocol.failure(type(exc).__name__, str(exc))))
+        writer.send_bytes(protocol.encode(protocol.failure(type(exc).__name__, str(exc))))
         return
-    conn.send_bytes(protocol.encode(protocol.hello(backend_name)))
+    machine = measure.machine_info() if cache_dir is not None else None
+    runtime = {"name": server.backend.distribution, "version": server.backend.runtime_version()}
+    writer.send_bytes(protocol.encode(protocol.hello(backend_name, machine, runtime)))
     while True:
         try:
-            frame = conn.recv_bytes()
+            frame = reader.recv_bytes(protocol.MAX_FRAME_BYTES)
         except (EOFError, OSError):
             return
         try:
@@ -165,7 +205,17 @@ def _serve(conn: Connection, backend_name: str) -> None:
             reply = protocol.ok(server.handle(request))
         except Exception as exc:  # noqa: BLE001 - every runtime error goes back as a message
             reply = protocol.failure(type(exc).__name__, str(exc))
-        conn.send_bytes(protocol.encode(reply))
+        writer.send_bytes(protocol.encode(reply))
+
+
+def serve_stdio() -> None:
+    """``python -m pytest_edge.worker --stdio``: a device worker speaking over stdin/stdout, started
+    by a device's command (ssh, adb shell, ...). The protocol gets a private copy of fd 1 and fd 1
+    becomes stderr, so what runtimes print natively cannot corrupt the frames."""
+    out = os.dup(1)
+    os.dup2(2, 1)
+    cache = Path(os.environ.get("PYTEST_EDGE_CACHE") or Path.home() / ".cache" / "pytest-edge" / "artifacts")
+    _serve(Connection(os.dup(0), writable=False), Connection(out, readable=False), None, cache)
 
 
 def _signal_name(exitcode: int | None) -> str:
@@ -180,24 +230,35 @@ def _signal_name(exitcode: int | None) -> str:
 
 
 class BackendWorker:
-    """The pytest side of one backend's worker; restarts the process after a crash."""
+    """The pytest side of one backend's worker, local or on a device; restarts it after a crash.
 
-    def __init__(self, backend_name: str, *, isolated: bool = True, timeout_s: float = 600.0) -> None:
+    Local: a fresh interpreter with a socket pair. Device: the device's command (``ssh host python3
+    -m pytest_edge.worker --stdio``) with frames over its stdin/stdout; artifacts travel by content
+    into the device's cache, and the transport's own authentication is the security boundary.
+    """
+
+    def __init__(self, backend_name: str, *, isolated: bool = True, timeout_s: float = 600.0,
+                 device: tuple[str, str] | None = None) -> None:
         self.backend_name = backend_name
-        self.isolated = isolated
+        self.device = device  # (name, command) of a device; None: this machine
+        self.label = f"{backend_name}@{device[0]}" if device else backend_name
+        self.isolated = isolated or device is not None
         self.timeout_s = timeout_s
         self._process: subprocess.Popen | None = None
-        self._conn: Connection | None = None
+        self._reader: Connection | None = None
+        self._writer: Connection | None = None
         self._server: WorkerServer | None = None
         self._starting = False
+        self.hello: dict[str, Any] = {}
         # Importing a runtime is not a request: edge_timeout bounds requests, this the start-up.
         self.start_timeout_s = max(timeout_s, START_TIMEOUT_S)
         # Set when a worker that died between requests was replaced; the session drops its state.
         self.restarted = False
         # Load requests by model key, replayed into a replacement process; keys loaded in this one.
-        self._loads: dict[str, tuple] = {}
+        self._loads: dict[str, protocol.Load] = {}
         self._live: set[str] = set()
-        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{backend_name}.log"
+        self._sent: set[str] = set()  # artifacts the device's cache holds (by content name)
+        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{self.label}.log"
 
     @property
     def alive(self) -> bool:
@@ -215,19 +276,34 @@ class BackendWorker:
         if not self.isolated:
             self._server = WorkerServer(self.backend_name)
             return
-        # A fresh interpreter running this module, not multiprocessing's spawn: spawn re-imports
-        # the parent's __main__, which breaks under `python -`, notebooks and unguarded scripts.
-        parent, child = socket.socketpair()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         # Runtimes print to fd 1/2 natively: keep that out of pytest's capture, in a log we can quote.
         # The log starts empty for each process, so a crash quotes this process's output only.
         with open(self.log_path, "wb") as log:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "pytest_edge.worker", self.backend_name, str(child.fileno())],
-                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
-        child.close()
-        self._conn = Connection(parent.detach())
+            if self.device is not None:
+                self._process = subprocess.Popen(shlex.split(self.device[1]), stdin=subprocess.PIPE,
+                                                 stdout=subprocess.PIPE, stderr=log)
+                assert self._process.stdin is not None and self._process.stdout is not None
+                self._reader = Connection(os.dup(self._process.stdout.fileno()), writable=False)
+                self._writer = Connection(os.dup(self._process.stdin.fileno()), readable=False)
+                self._process.stdin.close()
+                self._process.stdout.close()
+                self._sent = set()
+                self._writer.send_bytes(protocol.encode(protocol.request_json(protocol.Start(self.backend_name))))
+            else:
+                # A fresh interpreter running this module, not multiprocessing's spawn: spawn
+                # re-imports the parent's __main__ (breaks under `python -`, notebooks, scripts).
+                parent, child = socket.socketpair()
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", "pytest_edge.worker", self.backend_name, str(child.fileno())],
+                    pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+                child.close()
+                self._reader = self._writer = Connection(parent.detach())
         self._starting = True
+
+    def wait_ready(self) -> None:
+        """Wait until a launched worker has imported its runtime and said hello."""
+        self._handshake(None)
 
     def _handshake(self, artifact: str | None) -> None:
         if self._starting:
@@ -251,53 +327,68 @@ class BackendWorker:
             self._loads[request.key] = request
         elif key in self._loads and key not in self._live:
             self.request(self._loads[key], artifact=artifact)
-        op = request.op
         if self._server is not None:
             try:
                 return self._server.handle(request)
             except Exception as exc:
-                raise BackendError(f"{self.backend_name} failed to {op} {artifact}: "
+                raise BackendError(f"{self.label} failed to {request.op} {artifact}: "
                                    f"{type(exc).__name__}: {exc}") from exc
         self._handshake(artifact)
-        assert self._conn is not None
-        try:
-            self._conn.send_bytes(protocol.encode(protocol.request_json(request)))
-        except (BrokenPipeError, OSError):
-            self._crashed(op, artifact)
-        reply = self._receive(op, artifact)
+        wire = request
+        if isinstance(request, protocol.Load) and self.device is not None:
+            wire = replace(request, path=self._upload(Path(request.path), artifact))
+        reply = self._exchange(wire, artifact)
         if isinstance(request, protocol.Load):
             self._live.add(request.key)
         return reply
 
+    def _upload(self, path: Path, artifact: str | None) -> str:
+        """The artifact's content name in the device's cache, sending it there if it is not yet."""
+        data = path.read_bytes()
+        name = hashlib.sha256(data).hexdigest() + path.suffix
+        if name not in self._sent and not self._exchange(protocol.Has(name), artifact):
+            self._exchange(protocol.Put(name, np.frombuffer(data, dtype=np.uint8)), artifact)
+        self._sent.add(name)
+        return name
+
+    def _exchange(self, request: protocol.Request, artifact: str | None) -> Any:
+        assert self._writer is not None
+        try:
+            self._writer.send_bytes(protocol.encode(protocol.request_json(request)))
+        except (BrokenPipeError, OSError):
+            self._crashed(request.op, artifact)
+        return self._receive(request.op, artifact)
+
     def _receive(self, op: str, artifact: str | None, timeout_s: float | None = None) -> Any:
-        assert self._conn is not None
+        assert self._reader is not None
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         try:
-            if not self._conn.poll(timeout_s):
+            if not self._reader.poll(timeout_s):
                 self._kill()
                 doing = f"to {op} {artifact}" if artifact else f"to {op}"
-                raise BackendCrash(f"{self.backend_name} did not answer within {timeout_s:.0f} s "
+                raise BackendCrash(f"{self.label} did not answer within {timeout_s:.0f} s "
                                    f"while trying {doing}; the worker was killed")
-            frame = self._conn.recv_bytes()
+            frame = self._reader.recv_bytes()
         except (EOFError, OSError, ConnectionResetError):
             self._crashed(op, artifact)
         reply = protocol.decode(frame)
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
-            raise protocol.ProtocolError(f"{self.backend_name}: malformed reply to {op}")
+            raise protocol.ProtocolError(f"{self.label}: malformed reply to {op}")
         if reply["ok"]:
             value = reply.get("value")
             if op == "start":
                 self._check_hello(value)
             return value
         where = f" {artifact}" if artifact else ""
-        raise BackendError(f"{self.backend_name} failed to {op}{where}: {reply.get('kind')}: {reply.get('message')}")
+        raise BackendError(f"{self.label} failed to {op}{where}: {reply.get('kind')}: {reply.get('message')}")
 
     def _check_hello(self, hello: Any) -> None:
         version = hello.get("protocol") if isinstance(hello, dict) else None
         if version != protocol.PROTOCOL_VERSION:
             self._kill()
-            raise protocol.ProtocolError(f"{self.backend_name}: the worker speaks protocol {version}, this side "
+            raise protocol.ProtocolError(f"{self.label}: the worker speaks protocol {version}, this side "
                                          f"{protocol.PROTOCOL_VERSION}; install the same pytest-edge on both sides")
+        self.hello = hello
 
     def _log_tail(self, lines: int = 8) -> str:
         try:
@@ -305,7 +396,7 @@ class BackendWorker:
         except OSError:
             return ""
         tail = "\n".join("    " + line for line in text[-lines:])
-        return f"\n  last lines the runtime printed:\n{tail}" if tail else ""
+        return f"\n  last lines the {'device' if self.device else 'runtime'} printed:\n{tail}" if tail else ""
 
     def _crashed(self, op: str, artifact: str | None) -> None:
         process = self._process
@@ -317,6 +408,9 @@ class BackendWorker:
         how = _signal_name(process.returncode if process else None)
         tail = self._log_tail()
         self._reset()
+        if self.device is not None:
+            raise BackendCrash(f"device {self.device[0]} dropped the connection ({how}) while {self.label} was "
+                               f"trying to {op} {artifact or ''}; it is reconnected for the next test{tail}")
         raise BackendCrash(f"the {self.backend_name} runtime crashed ({how}) while trying to {op} "
                            f"{artifact or ''}; its worker will be restarted for the next test{tail}")
 
@@ -327,18 +421,18 @@ class BackendWorker:
         self._reset()
 
     def _reset(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        self._conn = None
+        for conn in {id(c): c for c in (self._reader, self._writer) if c is not None}.values():
+            conn.close()
+        self._reader = self._writer = None
         self._process = None
         self._server = None
         self._starting = False
         self._live = set()
 
     def close(self) -> None:
-        if self._conn is not None:
+        if self._writer is not None:
             try:
-                self._conn.send_bytes(protocol.encode(protocol.request_json(protocol.Exit())))
+                self._writer.send_bytes(protocol.encode(protocol.request_json(protocol.Exit())))
             except OSError:
                 pass
             if self._process is not None:
@@ -353,30 +447,35 @@ class BackendWorker:
             pass
 
 
-_lock_depth = 0
+_lock_depth: dict[str, int] = {}
 
 
 @contextmanager
-def machine_measurement_lock() -> Iterator[None]:
-    """One timing/memory measurement at a time on this machine, across xdist workers and sessions.
-    Re-entrant within a process (flock on a second descriptor would wait for the first forever)."""
-    global _lock_depth
-    if _lock_depth:
-        _lock_depth += 1
+def machine_measurement_lock(device: str = "") -> Iterator[None]:
+    """One timing/memory measurement at a time on this machine (or on one device), across xdist
+    workers and sessions. Re-entrant within a process (flock on a second descriptor would wait for
+    the first forever)."""
+    if _lock_depth.get(device):
+        _lock_depth[device] += 1
         try:
             yield
         finally:
-            _lock_depth -= 1
+            _lock_depth[device] -= 1
         return
-    with open(MEASURE_LOCK, "a") as handle:
+    path = MEASURE_LOCK if not device else MEASURE_LOCK.with_name(f"pytest-edge-measure-{device}.lock")
+    with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        _lock_depth = 1
+        _lock_depth[device] = 1
         try:
             yield
         finally:
-            _lock_depth = 0
+            _lock_depth[device] = 0
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-if __name__ == "__main__":  # python -m pytest_edge.worker BACKEND FD
-    _serve(Connection(int(sys.argv[2])), sys.argv[1])
+if __name__ == "__main__":  # python -m pytest_edge.worker BACKEND FD | --stdio
+    if sys.argv[1:] == ["--stdio"]:
+        serve_stdio()
+    else:
+        conn = Connection(int(sys.argv[2]))
+        _serve(conn, conn, sys.argv[1])

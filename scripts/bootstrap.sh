@@ -9,7 +9,8 @@ fi
 stamp=.venv/.pytest-edge-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  # torch is pinned to the CPU build in the executorch extra (torch==2.13.0).
+  # torch==2.13.0 comes with the executorch extra; where PyPI would give its CUDA build, install
+  # the CPU build first (README, "Use it in your project").
   .venv/bin/python -m pip install --quiet -e '.[all,test]' 'tox>=4'
   touch "$stamp"
 fi

@@ -114,7 +114,6 @@ def test_walkthrough_from_an_empty_project(tmp_path: Path) -> None:
     subprocess.run([str(shims / "python3"), "-m", "venv", str(project / ".venv")], check=True)
     site = next((project / ".venv/lib").glob("python3*/site-packages"))
     (site / "edge-deps.pth").write_text(str(_dependency_view(tmp_path)) + "\n")
-    (project / ".gitignore").write_text(".venv/\n")
 
     outputs = []
     for section, lang, code in blocks():
@@ -127,10 +126,6 @@ def test_walkthrough_from_an_empty_project(tmp_path: Path) -> None:
             path.write_text(code + "\n")
             continue
         assert lang == "bash", f"a walkthrough block of {lang!r} must name its file on its first line"
-        if "git worktree" in code:  # what the project has before its first pull request
-            for command in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
-                            ["git", "commit", "-q", "-m", "main"], ["git", "checkout", "-q", "-b", "feature"]):
-                subprocess.run(command, cwd=project, env=env, check=True)
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=project, env=env,
                               capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, f"README block failed:\n{code}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
@@ -140,6 +135,8 @@ def test_walkthrough_from_an_empty_project(tmp_path: Path) -> None:
     assert "tiny_cnn-executorch" not in text or "failed" not in text
     assert re.search(r"onnxruntime-cpu\s+\S+ delegated", text), "inspect printed no coverage"
     assert "pytest-edge conformance" in text and "passed" in text
+    assert re.search(r"merge gate \(A/B against \.\./main-models/models\): 4 compared, 0 regressed", text)
+    assert re.search(r"merge gate \(against stored numbers\): 4 compared, 0 regressed", text)
     installed = subprocess.run([str(project / ".venv/bin/python"), "-c",
                                 "import pytest_edge, xdist, pytest_benchmark; print(pytest_edge.__file__)"],
                                capture_output=True, text=True, env=env, cwd=project)

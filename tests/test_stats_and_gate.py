@@ -71,7 +71,8 @@ def _never():
 def test_confirmed_regression_fails_with_both_measurements() -> None:
     result = run_gate(_record([2.0, 2.02, 1.98]), _record([1.0, 1.01, 0.99]), paired=False, max_regression=0.1,
                       strict=False, remeasure=lambda: (_record([2.1, 2.05, 2.08]), None), source="base")
-    assert len(result.failures) == 2 and result.summary["verdict"] == "failed"
+    assert len(result.failures) == 1 and result.summary["verdict"] == "failed"
+    assert any("P99 latency +100.0%" in n and "not gated against stored numbers" in n for n in result.notes)
     assert ("P50 latency 2.000 ms (geometric mean of 3 process P50s) is +100.0% against the baseline 1.000 ms"
             in result.failures[0])
     assert "re-measured in fresh processes: 2.077 ms (geometric mean of 3 process P50s) is +107.7%" in result.failures[0]
@@ -118,3 +119,10 @@ def test_a_slowdown_load_cannot_explain_fails_on_a_busy_machine() -> None:
                       max_regression=0.1, strict=False,
                       remeasure=lambda: (_record([5.0, 5.0, 5.1], busy=1.0), None), source="base")
     assert result.summary["verdict"] == "failed" and not result.inconclusive
+
+
+def test_a_b_mode_gates_the_tail_too() -> None:
+    result = run_gate(_record([2.0, 2.02, 1.98]), _record([1.0, 1.01, 0.99]), paired=True, max_regression=0.1,
+                      strict=False, remeasure=lambda: (_record([2.0, 2.0, 2.0]), _record([1.0, 1.0, 1.0])),
+                      source="main/m.onnx")
+    assert [f.split(":")[1].split()[0] for f in result.failures] == ["P50", "P99"]

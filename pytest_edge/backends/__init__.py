@@ -11,7 +11,7 @@ from ..errors import UnknownBackend
 from .base import Backend, Coverage, LoadedModel, TensorSpec
 
 __all__ = ["Backend", "Coverage", "LoadedModel", "TensorSpec", "all_backends", "get_backend",
-           "reference_order", "UnknownBackend"]
+           "reference_order", "split_device", "UnknownBackend"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"
 
@@ -29,8 +29,16 @@ def all_backends() -> dict[str, Backend]:
     return {b.name: b for b in ranked}
 
 
+def split_device(name: str) -> tuple[str, str | None]:
+    """``litert@pi5`` -> (``litert``, ``pi5``); ``litert`` and ``litert@local`` -> (``litert``, None)."""
+    base, _, device = name.partition("@")
+    return base, (device if device and device != "local" else None)
+
+
 def get_backend(name: str) -> Backend:
-    """The backend named ``name``: registered, or a variant a registered runtime knows."""
+    """The backend named ``name`` (a device suffix ``@pi5`` names where it runs, not what it is):
+    registered, or a variant a registered runtime knows."""
+    name = split_device(name)[0]
     registry = all_backends()
     if name in registry:
         return registry[name]

@@ -1,0 +1,188 @@
+"""Devices: backends whose worker runs on another machine, started by a command and speaking the
+protocol over its stdin/stdout. Tested with a command device (a local process, exactly what an
+`adb shell ...` or any wrapper would start) and with a real SSH server on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_edge import protocol
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+MLP_TEST = """
+import numpy as np, pytest
+
+@pytest.mark.edge(model="tiny_mlp", backends=[{backends}])
+def test_mlp(edge_model):
+    assert edge_model(np.ones((1, 16), np.float32)).shape == (1, 4)
+"""
+
+
+def worker_command(cache: Path) -> str:
+    return f"env PYTEST_EDGE_CACHE={shlex.quote(str(cache))} {shlex.quote(sys.executable)} -m pytest_edge.worker --stdio"
+
+
+def test_command_device_runs_checks_and_measures_there(pytester: pytest.Pytester, models: Path) -> None:
+    cache = pytester.path / "device-cache"
+    pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_processes = 2\nedge_min_time = 0\n"
+                     f"edge_devices =\n    board = {worker_command(cache)}\n")
+    pytester.makepyfile(MLP_TEST.format(backends='"onnxruntime-cpu", "litert@board", "onnxruntime-cpu@board"'))
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=r.json")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*tiny_mlp*litert@board*passed*", "*tiny_mlp*onnxruntime-cpu@board*passed*"])
+    records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    remote = records["litert@board"]
+    assert remote["device"]["name"] == "board" and remote["device"]["machine"]["cores"] == os.cpu_count()
+    assert len(remote["processes"]) == 2 and remote["latency_ms"]["p50"] > 0
+    assert "device" not in records["onnxruntime-cpu"]
+    # Artifacts travelled by content into the device's own cache (goldens stayed on the host).
+    names = sorted(p.name for p in cache.iterdir())
+    assert any(n.endswith(".tflite") for n in names) and all(len(n.split(".")[0]) == 64 for n in names)
+    assert not list(cache.glob("*.npz"))
+
+
+def test_unknown_device_is_a_usage_error(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(MLP_TEST.format(backends='"litert@nowhere"'))
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*litert@nowhere: no device 'nowhere' in edge_devices*"])
+
+
+def test_device_that_drops_fails_that_test_and_reconnects(pytester: pytest.Pytester, models: Path) -> None:
+    cache = pytester.path / "device-cache"
+    pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_devices =\n    board = {worker_command(cache)}\n")
+    pytester.makepyfile("""
+        import os, signal, threading, pytest, numpy as np
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu@board"])
+        def test_drops(edge_model, request):
+            from pytest_edge.plugin import SESSION_KEY
+            from pytest_edge.protocol import Measure
+            pool = request.config.stash[SESSION_KEY].pool
+            info = edge_model.loaded
+            worker = pool.workers["onnxruntime-cpu@board"]
+            threading.Timer(1.0, lambda: worker._process.kill()).start()  # the connection dies mid-request
+            pool.request(info.backend, Measure(info.key, [np.ones((1, 16), np.float32)], 0, 10**9), info.artifact)
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu@board"])
+        def test_after(edge_model):
+            assert edge_model(np.ones((1, 16), np.float32)).shape == (1, 4)
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-processes=1")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*device board dropped the connection*while onnxruntime-cpu@board was trying to*"])
+
+
+def _start_device(tmp_path: Path, cache: Path) -> subprocess.Popen:
+    return subprocess.Popen(shlex.split(worker_command(cache)), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+
+def _frame(process: subprocess.Popen, message: object) -> object:
+    """One request to a device worker by hand, in multiprocessing.Connection's framing."""
+    from multiprocessing.connection import Connection
+
+    writer = Connection(os.dup(process.stdin.fileno()), readable=False)
+    reader = Connection(os.dup(process.stdout.fileno()), writable=False)
+    writer.send_bytes(protocol.encode(message))
+    return protocol.decode(reader.recv_bytes())
+
+
+def test_device_worker_opens_nothing_outside_its_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    device = _start_device(tmp_path, cache)
+    try:
+        hello = _frame(device, protocol.request_json(protocol.Start("onnxruntime-cpu")))
+        assert hello["ok"] and hello["value"]["protocol"] == protocol.PROTOCOL_VERSION
+        assert hello["value"]["machine"]["cores"] == os.cpu_count()
+        for path in ("/etc/passwd", "../../etc/passwd", "0" * 64 + ".onnx/../../x"):
+            reply = _frame(device, protocol.request_json(protocol.Load("k", path, 1)))
+            assert not reply["ok"] and "is not an artifact name of this device's cache" in reply["message"]
+        bad = protocol.Put("0" * 64 + ".onnx", __import__("numpy").frombuffer(b"not that", dtype="uint8"))
+        reply = _frame(device, protocol.request_json(bad))
+        assert not reply["ok"] and "arrived with sha256" in reply["message"]
+        assert not any(cache.glob("*.onnx"))
+    finally:
+        device.kill()
+
+
+def test_protocol_version_mismatch_names_both_versions(pytester: pytest.Pytester, models: Path) -> None:
+    """A peer speaking another protocol version (an older pytest-edge on the device)."""
+    peer = pytester.path / "old_peer.py"
+    peer.write_text(
+        "import os, struct, sys\n"
+        "header = b'{\"ok\": true, \"value\": {\"protocol\": 0}}'\n"
+        "frame = struct.pack('<4sHI', b'PEDG', 0, len(header)) + header\n"
+        "sys.stdin.buffer.read(1)\n"
+        "os.write(1, struct.pack('!i', len(frame)) + frame)\n")
+    pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_devices =\n    old = {sys.executable} {peer}\n")
+    pytester.makepyfile(MLP_TEST.format(backends='"litert@old"'))
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*protocol version 0 from the peer, this side speaks 1*"])
+
+
+# ------------------------------------------------------------------ a real SSH device
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ssh_device(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Debian's sshd on loopback with a key of its own; the device command logs in with ssh."""
+    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not os.path.exists(sshd) or shutil.which("ssh") is None:
+        pytest.skip("openssh-server/openssh-client not installed (scripts/test.sh installs them as root)")
+    folder = tmp_path_factory.mktemp("sshd")
+    for key in ("host", "client"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / key)], check=True)
+    shutil.copy(folder / "client.pub", folder / "authorized_keys")
+    port = _free_port()
+    (folder / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host'}\n"
+        f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n"
+        f"PidFile {folder / 'sshd.pid'}\nSetEnv PYTHONUNBUFFERED=1\n")
+    os.makedirs("/run/sshd", exist_ok=True)
+    server = subprocess.Popen([sshd, "-D", "-e", "-f", str(folder / "sshd_config")], stderr=open(folder / "log", "wb"))
+    for _ in range(100):
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    else:
+        server.kill()
+        pytest.skip(f"sshd did not start: {(folder / 'log').read_text()[-500:]}")
+    user = os.environ.get("USER") or "root"
+    ssh = (f"ssh -p {port} -i {folder / 'client'} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+           f"-o BatchMode=yes -o LogLevel=ERROR {user}@127.0.0.1")
+    yield f"{ssh} {worker_command(folder / 'cache')}"
+    server.kill()
+
+
+def test_ssh_device(pytester: pytest.Pytester, models: Path, ssh_device: str) -> None:
+    pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_processes = 2\nedge_min_time = 0\n"
+                     f"edge_devices =\n    pi = {ssh_device}\n")
+    pytester.makepyfile(MLP_TEST.format(backends='"onnxruntime-cpu", "onnxruntime-cpu@pi", "litert@pi"'))
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=r.json")
+    result.assert_outcomes(passed=3)
+    records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    assert records["litert@pi"]["device"]["name"] == "pi" and records["litert@pi"]["latency_ms"]["p50"] > 0
+    # --edge-device on the command line, with xdist: tests of the device run beside the local ones.
+    result = pytester.runpytest_subprocess("-n", "2", "--edge-device", f"pi2={ssh_device}", "--edge-measure",
+                                           "--edge-backends=onnxruntime-cpu,litert@pi2")
+    result.assert_outcomes(passed=2)
