@@ -33,6 +33,7 @@ class Record:
     load_ms: float | None = None
     first_inference_ms: float | None = None
     latency_ms: dict[str, float] | None = None
+    latency_quantiles_ms: list[float] | None = None  # pooled runs' 0..100th percentiles
     peak_memory_mb: float | None = None
     steady_memory_mb: float | None = None
     drift: float | None = None

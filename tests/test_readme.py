@@ -64,6 +64,22 @@ def test_json_examples_are_reports_pytest_edge_reads(tmp_path: Path) -> None:
         assert load_report(path)["records"]
 
 
+def test_toml_examples_are_configurations_pytest_edge_reads() -> None:
+    import tomllib
+
+    from pytest_edge.settings import OPTIONS, parse_devices
+
+    examples = [code for section, lang, code in blocks() if lang == "toml"]
+    assert examples
+    known = {o.ini for o in OPTIONS}
+    for code in examples:
+        options = tomllib.loads(code)["tool"]["pytest"]["ini_options"]
+        assert set(options) <= known, set(options) - known
+        if "edge_devices" in options:
+            lines = [line for line in options["edge_devices"].splitlines() if line.strip()]
+            assert parse_devices(lines)
+
+
 def _dependency_view(target: Path) -> Path:
     """This environment's site-packages minus pytest-edge itself, for a new venv to see through a
     .pth file: the walkthrough then installs pytest-edge for real without downloading runtimes."""
