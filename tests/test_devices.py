@@ -183,6 +183,13 @@ def test_ssh_device(pytester: pytest.Pytester, models: Path, ssh_device: str) ->
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     assert records["litert@pi"]["device"]["name"] == "pi" and records["litert@pi"]["latency_ms"]["p50"] > 0
     # --edge-device on the command line, with xdist: tests of the device run beside the local ones.
+    pytester.makepyfile(test_any_backend="""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp")
+        def test_mlp(edge_model):
+            pass
+    """)
     result = pytester.runpytest_subprocess("-n", "2", "--edge-device", f"pi2={ssh_device}", "--edge-measure",
-                                           "--edge-backends=onnxruntime-cpu,litert@pi2")
+                                           "--edge-backends=onnxruntime-cpu,litert@pi2", "test_any_backend.py")
     result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*tiny_mlp*litert@pi2*passed*"])
