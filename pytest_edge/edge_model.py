@@ -67,6 +67,14 @@ class EdgeModel:
         self._session.ensure_golden(self.plan)
         return self._session.golden_for(self.plan)
 
+    def on(self, backend: str) -> "EdgeModel":
+        """The same model on another backend (``edge_model.on("onnxruntime-cpu")``), e.g. to check
+        that two backends agree on inputs a property test draws."""
+        from .backends import get_backend
+
+        get_backend(backend)  # a misspelt name is an error here, not later
+        return EdgeModel(self._session, self.plan.on(backend))
+
     def with_protocol(self, warmup: int | None = None, runs: int | None = None) -> "EdgeModel":
         """The same model measured with other warm-up and run counts."""
         plan = replace(self.plan, warmup=self.plan.warmup if warmup is None else warmup,
