@@ -1,4 +1,4 @@
-"""``pytest-edge``: golden refresh, coverage inspection, and report merge/compare."""
+"""``pytest-edge``: golden refresh, coverage inspection, and report merge/compare/html/summary."""
 
 from __future__ import annotations
 
@@ -129,6 +129,53 @@ def _compare(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _load_pair(command: str, args: argparse.Namespace) -> tuple[dict, dict | None, float] | None:
+    """The report, the optional baseline and the threshold, or None after saying what is wrong."""
+    try:
+        report = load_report(Path(args.report))
+        baseline = load_report(Path(args.baseline)) if args.baseline else None
+        limit = parse_percent(args.max_regression)
+    except (ValueError, EdgeError) as exc:
+        print(f"pytest-edge report {command}: {exc}", file=sys.stderr)
+        return None
+    return report, baseline, limit
+
+
+def _html(args: argparse.Namespace) -> int:
+    from .html_report import render_html
+
+    loaded = _load_pair("html", args)
+    if loaded is None:
+        return 2
+    try:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(render_html(*loaded), encoding="utf-8")
+    except OSError as exc:
+        print(f"pytest-edge report html: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"html: {args.output}")
+    return 0
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from .summary_md import markdown_summary
+
+    loaded = _load_pair("summary", args)
+    if loaded is None:
+        return 2
+    text = markdown_summary(*loaded)
+    if not args.output:
+        print(text)
+        return 0
+    try:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"pytest-edge report summary: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["golden", "refresh"]:
@@ -149,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          help="also predict coverage on a mobile ONNX Runtime execution provider")
     inspect.set_defaults(func=_inspect)
 
-    report = commands.add_parser("report", help="join or compare JSON reports")
+    report = commands.add_parser("report", help="join, compare or render JSON reports")
     report_commands = report.add_subparsers(dest="report_command", required=True)
     merge = report_commands.add_parser("merge", help="device x backend matrix from several reports")
     merge.add_argument("reports", nargs="+")
@@ -160,6 +207,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     compare.add_argument("new")
     compare.add_argument("--max-regression", default="10%")
     compare.set_defaults(func=_compare)
+    html = report_commands.add_parser("html", help="one self-contained HTML page (optionally against a baseline)")
+    summary = report_commands.add_parser("summary", help="Markdown for a CI job summary (stdout without -o)")
+    for command, func in ((html, _html), (summary, _summary)):
+        command.add_argument("report")
+        command.add_argument("baseline", nargs="?", help="a report to show the change against")
+        command.add_argument("--max-regression", default="10%", help="changes above this are highlighted")
+        command.set_defaults(func=func)
+    html.add_argument("-o", "--output", required=True, help="write the page here")
+    summary.add_argument("-o", "--output", help="write the Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -17,7 +17,7 @@ from .errors import EdgeError, EdgeInconclusive, UnknownBackend
 from .marker import parse_marker
 from .plan import Plan, plans
 from .record import Record
-from .report import build_report, format_table, gate_summary, table_rows, write_report
+from .report import build_report, format_table, gate_summary, table_footer, table_rows, write_report
 from .session import EdgeSession, Settings
 
 SESSION_KEY = pytest.StashKey[EdgeSession]()
@@ -205,15 +205,42 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if _is_xdist_worker(config):
         config.workeroutput["edge_state"] = json.dumps(edge.state_json())
         return
-    if edge.settings.report and edge.records:
+    if not edge.records:
+        return
+    errors = []
+    records = edge.record_json()
+    report = build_report(records, edge.machine)
+    if edge.settings.report:
         target = edge.settings.rootdir / edge.settings.report
         try:
-            write_report(target, build_report(edge.record_json(), edge.machine))
+            write_report(target, report)
         except OSError as exc:
             # The table and pytest's summary still print; the exit status says something failed.
-            edge.report_error = f"pytest-edge: cannot write the report {target}: {exc.strerror or exc}"
-            if session.exitstatus == 0:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            errors.append(f"pytest-edge: cannot write the report {target}: {exc.strerror or exc}")
+    # The HTML page and the Markdown summary come from the same report and the same baseline the
+    # gate used; each is written on its own, so one unwritable path does not lose the others.
+    from .html_report import render_html
+    from .summary_md import markdown_summary
+
+    for what, path, render in (("HTML report", edge.settings.html, render_html),
+                               ("summary", edge.settings.summary, markdown_summary)):
+        if not path:
+            continue
+        target = edge.settings.rootdir / path
+        try:
+            text = render(report, edge.settings.baseline, edge.settings.max_regression)
+        except Exception as exc:  # noqa: BLE001 - a rendering bug must not hide the run's results
+            errors.append(f"pytest-edge: cannot render the {what}: {type(exc).__name__}: {exc}")
+            continue
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            errors.append(f"pytest-edge: cannot write the {what} {target}: {exc.strerror or exc}")
+    if errors:
+        edge.report_error = "\n".join(errors)
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -223,6 +250,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.section("pytest-edge conformance")
     records = edge.record_json()
     for line in format_table(table_rows(records)):
+        terminalreporter.write_line(line)
+    for line in table_footer(records):  # skipped-for-no-artifact backends, one line per model; legend
         terminalreporter.write_line(line)
     gate = gate_summary(records)
     if gate:
@@ -243,9 +272,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"note: timing and memory ran one at a time across the {workers} xdist workers, but correctness "
             "tests of other workers ran beside them; for the steadiest figures run without -n")
     if edge.report_error:
-        terminalreporter.write_line(edge.report_error, red=True, bold=True)
-    elif edge.settings.report:
-        terminalreporter.write_line(f"report: {edge.settings.rootdir / edge.settings.report}")
+        for line in edge.report_error.splitlines():
+            terminalreporter.write_line(line, red=True, bold=True)
+    for name, path in (("report", edge.settings.report), ("html", edge.settings.html),
+                       ("summary", edge.settings.summary)):
+        target = edge.settings.rootdir / path if path else None
+        if target is not None and str(target) not in edge.report_error:
+            terminalreporter.write_line(f"{name}: {target}")
 
 
 class XdistMerge:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -97,14 +98,80 @@ def _num(value: Any, fmt: str) -> str:
     return DASH if value is None else format(value, fmt)
 
 
-def table_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
-    """One row per (model, backend); the worst verdict over its tests."""
-    order = {"failed": 0, "error": 0, "passed": 1, "skipped": 2}
-    grouped: dict[tuple[str, str], Mapping[str, Any]] = {}
+# A backend skipped because the model has no artifact for it says so in this form (plan.py); such
+# rows carry no information beyond the suffix, so the table folds them into one line per model.
+_NO_ARTIFACT = re.compile(r"^no (\.[\w.-]+) artifact for ")
+VERDICT_RANK = {"failed": 0, "error": 0, "passed": 1, "skipped": 2}
+TABLE_WIDTH = 100
+
+
+def missing_artifact(record: Mapping[str, Any]) -> str | None:
+    """The artifact suffix (".pte") a skipped record lacked, or None for any other record."""
+    if record.get("verdict") != "skipped":
+        return None
+    match = _NO_ARTIFACT.match(str(record.get("skip_reason") or ""))
+    return match.group(1) if match else None
+
+
+def worst_per(records: Iterable[Mapping[str, Any]], key: Any) -> dict[Any, Mapping[str, Any]]:
+    """The record with the worst verdict for each ``key(record)``: several tests of one model on
+    one backend show as one row, and a failure is never hidden behind a pass."""
+    grouped: dict[Any, Mapping[str, Any]] = {}
     for record in records:
-        key = (record["model"]["name"], record["backend"])
-        if key not in grouped or order.get(record["verdict"], 1) < order.get(grouped[key]["verdict"], 1):
-            grouped[key] = record
+        k = key(record)
+        if k not in grouped or VERDICT_RANK.get(record["verdict"], 1) < VERDICT_RANK.get(grouped[k]["verdict"], 1):
+            grouped[k] = record
+    return grouped
+
+
+def folded_skips(records: Iterable[Mapping[str, Any]]) -> dict[str, tuple[list[str], list[str]]]:
+    """Per model: the artifact suffixes it lacks and the backends skipped for that."""
+    folded: dict[str, tuple[list[str], list[str]]] = {}
+    for record in records:
+        suffix = missing_artifact(record)
+        if suffix is None:
+            continue
+        suffixes, backends = folded.setdefault(record["model"]["name"], ([], []))
+        if suffix not in suffixes:
+            suffixes.append(suffix)
+        if record["backend"] not in backends:
+            backends.append(record["backend"])
+    return {m: (sorted(s), sorted(b)) for m, (s, b) in sorted(folded.items())}
+
+
+def fold_line(model: str, suffixes: Sequence[str], backends: Sequence[str]) -> str:
+    return f"{model}: no {', '.join(suffixes)}: {', '.join(backends)} skipped"
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
+
+
+def _fit(rows: list[list[str]], header: Sequence[str], width: int) -> list[list[str]]:
+    """Shorten the free-text columns (verdict, then model, then backend) until the table is at
+    most ``width`` columns wide; the figures are never cut, and no column goes below its header."""
+    def total() -> int:
+        return sum(max(len(str(c)) for c in col) for col in zip(header, *rows)) + 2 * (len(header) - 1)
+
+    for column in (len(header) - 1, 0, 1):
+        excess = total() - width
+        if excess <= 0:
+            break
+        current = max(len(str(c)) for c in [header[column], *(r[column] for r in rows)])
+        # Model and backend names stay readable: at least 12 characters (or the header).
+        floor = len(header[column]) if column == len(header) - 1 else max(len(header[column]), 12)
+        limit = max(current - excess, floor)
+        for row in rows:
+            row[column] = _shorten(row[column], limit)
+    return rows
+
+
+def table_rows(records: Iterable[Mapping[str, Any]], width: int | None = TABLE_WIDTH) -> list[list[str]]:
+    """One row per (model, backend) that ran; the worst verdict over its tests. Backends skipped
+    for a missing artifact are left to :func:`table_footer`. Cells are shortened so the table
+    fits ``width`` columns (None: never shortened)."""
+    grouped = worst_per((r for r in records if missing_artifact(r) is None),
+                        lambda r: (r["model"]["name"], r["backend"]))
     rows = []
     for (model, backend), r in sorted(grouped.items()):
         cov = r.get("coverage") or {}
@@ -118,7 +185,30 @@ def table_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
                      _num(cov.get("partitions"), "d"), _num(lat.get("p50"), ".3f"),
                      _num(lat.get("p99"), ".3f"), _num(r.get("load_ms"), ".1f"),
                      _num(r.get("peak_memory_mb"), ".1f"), verdict])
-    return rows
+    return _fit(rows, HEADER, width) if width else rows
+
+
+def _has_delegate(backend: str) -> bool:
+    """Whether the backend is meant to delegate; a reference lane (litert-ref) is not. Asks the
+    registry, and falls back on the "-ref" naming when the backend is not installed here."""
+    try:
+        from .backends import get_backend
+
+        return bool(get_backend(backend).has_delegate)
+    except Exception:  # noqa: BLE001 - a report read on another machine may name any backend
+        return not backend.partition("@")[0].endswith("-ref")
+
+
+def table_footer(records: Sequence[Mapping[str, Any]], width: int = TABLE_WIDTH) -> list[str]:
+    """Lines printed after the table: one line per model for the backends skipped because it has
+    no artifact for them, and a legend when a reference lane shows 0 % coverage."""
+    lines = [_shorten(fold_line(model, suffixes, backends), width)
+             for model, (suffixes, backends) in folded_skips(records).items()]
+    reference = sorted({r["backend"] for r in records if missing_artifact(r) is None and r.get("coverage")
+                        and not (r["coverage"].get("delegated_ops") or 0) and not _has_delegate(r["backend"])})
+    if reference:
+        lines.append(_shorten(f"coverage 0% on {', '.join(reference)}: a reference lane, no delegate by design", width))
+    return lines
 
 
 HEADER = ["model", "backend", "max |Δ|", "coverage", "parts", "P50 ms", "P99 ms", "load ms",

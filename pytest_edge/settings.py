@@ -36,6 +36,8 @@ OPTIONS = [
     Option("edge_isolation", "'process' (default): each backend in its own worker process; 'none': "
            "in-process, for pdb", "process", "--edge-isolation"),
     Option("edge_report", "write the JSON conformance report here", "", "--edge-report"),
+    Option("edge_html", "write the report as one self-contained HTML page here", "", "--edge-html"),
+    Option("edge_summary", "write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)", "", "--edge-summary"),
     Option("edge_baseline", "a stored report to compare latency, memory and coverage with", "",
            "--edge-baseline"),
     Option("edge_max_regression", "allowed regression against the baseline, e.g. 10%", "10%",
@@ -94,6 +96,8 @@ class Settings:
     # A stored-baseline regression seen while the machine was busy fails instead of warning.
     strict_timing: bool = False
     report: str = ""  # --edge-report, relative to the rootdir
+    html: str = ""  # --edge-html, relative to the rootdir
+    summary: str = ""  # --edge-summary, relative to the rootdir (an absolute path stays one)
     # name -> command that starts a worker on the device, speaking the protocol over stdin/stdout
     devices: dict[str, str] = field(default_factory=dict)
 
@@ -155,6 +159,8 @@ def from_config(config: "pytest.Config") -> Settings:
             baseline_models=root / baseline_models if baseline_models else None,
             strict_timing=bool(_value(config, "edge_strict_timing")),
             report=_value(config, "edge_report") or "",
+            html=_value(config, "edge_html") or "",
+            summary=_value(config, "edge_summary") or "",
             devices=parse_devices([*config.getini("edge_devices"), *(config.getoption("edge_device") or [])]),
         )
     except ValueError as exc:

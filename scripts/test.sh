@@ -9,6 +9,12 @@ if [[ $(id -u) == 0 && ! -x /usr/sbin/sshd ]] && command -v apt-get >/dev/null; 
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client \
     >/dev/null 2>&1) || echo "openssh-server could not be installed: the SSH device test will be skipped"
 fi
+# The HTML report's browser test renders the page in Debian's headless chromium; install it where we
+# can (root, apt). Where it cannot be had, that test is skipped with the reason.
+if [[ $(id -u) == 0 ]] && ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+    >/dev/null 2>&1) || echo "chromium could not be installed: the HTML report's browser test will be skipped"
+fi
 .venv/bin/pytest -n 2 tests "$@"
 # The demo runs the examples with measurement on: the README's first command, kept working.
 bash scripts/demo.sh

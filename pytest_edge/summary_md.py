@@ -1,0 +1,100 @@
+"""GitHub-flavoured Markdown for a CI job summary (``$GITHUB_STEP_SUMMARY``, a GitLab report):
+the conformance table, then the failures and the regressions against a baseline."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .html_report import DEFAULT_MAX_REGRESSION, device_label, figure_changes, regressions
+from .report import DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, missing_artifact, worst_per
+
+_ICON = {"passed": "✅", "failed": "❌", "error": "❌", "skipped": "⏭️"}
+
+
+def _md(value: Any) -> str:
+    """Text safe in a table cell: no pipe or newline breaks the row, and no name from a user's
+    file turns into HTML, a link or emphasis (GitHub renders HTML inside Markdown)."""
+    text = " ".join(str(value).split())
+    for char in "\\`*_[]<>|#":
+        text = text.replace(char, "\\" + char)
+    return text.replace("&", "&amp;")
+
+
+def _fig(value: Any, fmt: str) -> str:
+    return DASH if value is None else format(value, fmt)
+
+
+def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = None,
+                     max_regression: float = DEFAULT_MAX_REGRESSION) -> str:
+    """The report as Markdown: verdict counts, one table row per model x backend (x device in a
+    merged report) that ran, the backends skipped for a missing artifact folded into one line per
+    model, then the failures and the regressions (P50, P99, peak memory above ``max_regression``;
+    any rise of fallback)."""
+    records = list(report.get("records", []))
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record["verdict"]] = counts.get(record["verdict"], 0) + 1
+    found = regressions(report, baseline, max_regression)
+    headline = ", ".join(f"{counts[v]} {v}" for v in sorted(counts, key=lambda v: (VERDICT_RANK.get(v, 1), v)))
+    if baseline is not None:
+        headline += f", {len({id(r) for r, _ in found})} regressed against the baseline"
+    lines = [f"## pytest-edge conformance: {headline or 'no records'}", ""]
+
+    devices = len({device_label(r) for r in records}) > 1
+    grouped = worst_per((r for r in records if missing_artifact(r) is None),
+                        lambda r: (r["model"]["name"], device_label(r) if devices else "", r["backend"]))
+    if grouped:
+        header = ["model", *(["device"] if devices else []), "backend", "max abs err", "coverage", "P50 ms",
+                  "P99 ms", "load ms", "peak MB", "verdict"]
+        lines += ["| " + " | ".join(header) + " |",
+                  "|" + "|".join("---:" if h.endswith(("ms", "MB", "err", "coverage")) else "---"
+                                 for h in header) + "|"]
+        for (model, device, backend), r in sorted(grouped.items()):
+            cov = r.get("coverage") or {}
+            lat = r.get("latency_ms") or {}
+            changes = {c.figure: c for c in figure_changes(r, find_baseline(baseline, r), max_regression)} \
+                if baseline else {}
+
+            def with_change(text: str, figure: str) -> str:
+                # The change beside the figure; a regression in bold so it stands out in the table.
+                change = changes.get(figure)
+                if change is None or change.text() in ("+0.0%", "-0.0%", "+0.0 pp", "-0.0 pp"):
+                    return text
+                shown = f"{text} ({change.text()})"
+                return f"**{shown}**" if change.regressed else shown
+
+            coverage = DASH if cov.get("fallback") is None else f"{1 - cov['fallback']:.0%}"
+            verdict = f"{_ICON.get(r['verdict'], '')} {_md(r['verdict'])}".strip()
+            if r["verdict"] == "skipped" and r.get("skip_reason"):
+                verdict += f": {_md(r['skip_reason'])}"
+            if r.get("warnings"):
+                verdict += " (gate inconclusive)"
+            cells = [_md(model), *([_md(device)] if devices else []), _md(backend),
+                     _fig((r.get("accuracy") or {}).get("max_abs_err"), ".2e"),
+                     with_change(coverage, "fallback"), with_change(_fig(lat.get("p50"), ".3f"), "P50"),
+                     with_change(_fig(lat.get("p99"), ".3f"), "P99"), _fig(r.get("load_ms"), ".1f"),
+                     with_change(_fig(r.get("peak_memory_mb"), ".1f"), "peak memory"), verdict]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    folded = folded_skips(records)
+    if folded:
+        lines += [f"- {_md(fold_line(model, s, b))}" for model, (s, b) in folded.items()] + [""]
+
+    failures = [r for r in records if r["verdict"] in ("failed", "error")]
+    if failures:
+        lines += [f"### Failures ({len(failures)})", ""]
+        for r in failures:
+            where = f" on {_md(r['machine'])}" if devices and r.get("machine") else ""
+            lines.append(f"- `{r['test'].replace('`', '')}` ({_md(r['backend'])}{where}), {_md(r['verdict'])}:")
+            lines += [f"  - {_md(v)}" for v in r.get("violations") or ["(no message)"]]
+        lines.append("")
+    if found:
+        lines += [f"### Regressions against the baseline (more than {max_regression:.0%}; fallback: any rise)", ""]
+        per_record: dict[int, tuple[Mapping[str, Any], list[Any]]] = {}
+        for r, change in found:
+            per_record.setdefault(id(r), (r, []))[1].append(change)
+        for r, changes in per_record.values():
+            lines.append(f"- `{r['test'].replace('`', '')}` ({_md(r['backend'])}): " + "; ".join(
+                f"{_md(c.figure)} {c.text()} ({c.old:.4g} → {c.new:.4g})" for c in changes))
+        lines.append("")
+    return "\n".join(lines)
