@@ -19,7 +19,7 @@ from .backends import Coverage, TensorSpec, all_backends, get_backend, reference
 from .checks import check_coverage, check_latency, check_load, check_memory
 from .compare import compare_output, summarize
 from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeUsageError, GoldenError, UnknownBackend
-from .golden import Golden, GoldenCase, GoldenStore, sha256_file
+from .golden import Golden, GoldenCase, GoldenStore, atomic_write, npz_bytes, sha256_file
 from .inputs import check_case, check_shapes, feed_order, generate_case, signature_problems, user_cases
 from .marker import MarkerSpec
 from .measure import machine_info
@@ -293,9 +293,27 @@ class EdgeSession:
                 violations += [prefix + p for p in comparison.problems]
                 if comparison.problems and failing is None:
                     failing = (feeds, case)
+            if any(c.problems for c in comparisons[-len(out_order):]):
+                path = self.write_obtained(plan, index, golden, outputs, out_order)
+                violations.append(f"{plan.backend}: obtained outputs of case {index} written to {path} "
+                                  f"(compare: pytest-edge golden diff {plan.model.name})")
         if failing is not None:
             violations += sibling_triage(self, plan, golden, *failing)
         return violations, comparisons, first_feeds
+
+    def obtained_dir(self, model: str) -> Path:
+        """Where a mismatching backend's outputs go, beside the golden but outside the committed
+        folder (pytest-regressions' ``.obtained`` files): ``<rootdir>/.edge/obtained/<model>/``."""
+        return self.settings.rootdir / ".edge" / "obtained" / model
+
+    def write_obtained(self, plan: Plan, index: int, golden: Golden, outputs: Sequence[np.ndarray],
+                       out_order: Sequence[int]) -> Path:
+        folder = self.obtained_dir(plan.model.name)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{plan.backend}-case_{index:03d}.npz"
+        arrays = {f"outputs/{ref.name}": np.asarray(outputs[pos]) for ref, pos in zip(golden.outputs_spec, out_order)}
+        atomic_write(path, npz_bytes(arrays))
+        return Path(_relative(path, self.settings.rootdir))
 
     def _twin_coverage(self, twin: Path) -> dict[str, Any] | None:
         """Delegate coverage of a baseline twin artifact, loaded in the shared worker."""

@@ -1,0 +1,52 @@
+"""What a mismatching backend produced, against the golden: ``pytest-edge golden diff MODEL``.
+
+A check that finds a mismatch writes the backend's outputs to
+``<rootdir>/.edge/obtained/<model>/<backend>-case_NNN.npz`` (outside the committed golden folder);
+this reads them back and prints, per backend, case and output, the error statistics and the worst
+elements, so a user diffs files instead of reading numbers out of a failure message.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from .compare import compare_output
+from .golden import GoldenStore
+
+_NAME = re.compile(r"(?P<backend>.+)-case_(?P<case>\d{3,})\.npz")
+
+
+def diff_lines(store: GoldenStore, model: str, obtained_dir: Path, worst: int = 3) -> list[str]:
+    """Lines of the report; GoldenError if the golden cannot be read, [] if nothing was obtained."""
+    golden = store.load(model)
+    lines = []
+    for path in sorted(obtained_dir.glob("*.npz")) if obtained_dir.is_dir() else []:
+        match = _NAME.fullmatch(path.name)
+        if match is None:
+            continue
+        backend, index = match["backend"], int(match["case"])
+        if index >= len(golden.cases):
+            lines.append(f"{backend} case {index}: the golden has {len(golden.cases)} case(s) now; stale file {path}")
+            continue
+        with np.load(path, allow_pickle=False) as data:
+            outputs = {key.split("/", 1)[1]: data[key] for key in data.files if key.startswith("outputs/")}
+        for name, expected in golden.cases[index].outputs.items():
+            actual = outputs.get(name)
+            if actual is None or actual.shape != expected.shape:
+                lines.append(f"{backend} case {index} {name}: shape {None if actual is None else actual.shape} "
+                             f"against the golden's {expected.shape}")
+                continue
+            c = compare_output(name, expected, actual, {"atol": 0.0, "rtol": 0.0})
+            delta = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+            lines.append(f"{backend} case {index} {name}: max |Δ| {c.max_abs_err:.3g}, mean |Δ| "
+                         f"{float(delta.mean()):.3g}, max rel {c.max_rel_err:.3g}, cosine "
+                         f"{'—' if c.cosine is None else format(c.cosine, '.6f')}, SNR "
+                         f"{'—' if c.snr_db is None else format(c.snr_db, '.1f')} dB")
+            flat = np.argsort(delta, axis=None)[::-1][:worst]
+            for position in flat:
+                at = tuple(int(i) for i in np.unravel_index(position, delta.shape))
+                lines.append(f"    at {list(at)}: golden {expected[at]!r}, {backend} {actual[at]!r}")
+    return lines

@@ -1,0 +1,29 @@
+"""Obtained outputs beside the golden on a mismatch, and what golden diff makes of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_edge.golden import GoldenStore
+from pytest_edge.obtained import diff_lines
+
+
+def test_mismatch_writes_obtained_outputs_and_diff_reads_them(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", backends=["onnxruntime-cpu", "litert"], atol=0, rtol=0)
+        def test_exact(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(passed=1, failed=1)  # the reference matches itself bit for bit; XNNPACK does not
+    result.stdout.fnmatch_lines(["*litert: obtained outputs of case 0 written to .edge/obtained/tiny_cnn/"
+                                 "litert-case_000.npz (compare: pytest-edge golden diff tiny_cnn)*"])
+    obtained = pytester.path / ".edge/obtained/tiny_cnn"
+    assert [p.name for p in obtained.iterdir()] == ["litert-case_000.npz"]
+    lines = diff_lines(GoldenStore(pytester.path / "golden"), "tiny_cnn", obtained)
+    assert lines[0].startswith("litert case 0 ") and "max |Δ|" in lines[0] and "cosine 1.0" in lines[0] and "SNR 1" in lines[0]
+    assert len(lines) == 4 and lines[1].strip().startswith("at [0, ")
+    assert diff_lines(GoldenStore(pytester.path / "golden"), "tiny_cnn", pytester.path / "nothing") == []
