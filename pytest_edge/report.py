@@ -148,37 +148,53 @@ def _shorten(text: str, width: int) -> str:
 
 
 def _fit(rows: list[list[str]], header: Sequence[str], width: int) -> list[list[str]]:
-    """Shorten the free-text columns (verdict, then model, then backend) until the table is at
-    most ``width`` columns wide; the figures are never cut, and no column goes below its header."""
+    """Shorten the free-text columns until the table is at most ``width`` columns wide: the model
+    and backend names down to 20 characters, then the verdict, then the names further; the
+    figures are never cut, and no column goes below its header."""
     def total() -> int:
         return sum(max(len(str(c)) for c in col) for col in zip(header, *rows)) + 2 * (len(header) - 1)
 
-    for column in (len(header) - 1, 0, 1):
+    last = len(header) - 1
+    for column, floor in ((0, 20), (1, 20), (last, 12), (0, 10), (1, 10), (last, len(header[last]))):
         excess = total() - width
         if excess <= 0:
             break
         current = max(len(str(c)) for c in [header[column], *(r[column] for r in rows)])
-        # Model and backend names stay readable: at least 12 characters (or the header).
-        floor = len(header[column]) if column == len(header) - 1 else max(len(header[column]), 12)
-        limit = max(current - excess, floor)
+        limit = max(current - excess, floor, len(header[column]))
         for row in rows:
             row[column] = _shorten(row[column], limit)
     return rows
 
 
-def table_rows(records: Iterable[Mapping[str, Any]], width: int | None = TABLE_WIDTH) -> list[list[str]]:
-    """One row per (model, backend) that ran; the worst verdict over its tests. Backends skipped
-    for a missing artifact are left to :func:`table_footer`. Cells are shortened so the table
-    fits ``width`` columns (None: never shortened)."""
+def _table_records(records: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, Mapping[str, Any]]]:
     grouped = worst_per((r for r in records if missing_artifact(r) is None),
                         lambda r: (r["model"]["name"], r["backend"]))
+    return [(model, backend, r) for (model, backend), r in sorted(grouped.items())]
+
+
+def _skip_notes(rows: Sequence[tuple[str, str, Mapping[str, Any]]]) -> dict[str, int]:
+    """Skip reasons (other than a missing artifact) numbered in table order: the row says
+    "skipped [1]" and the footer gives the reason once, however many rows share it."""
+    notes: dict[str, int] = {}
+    for _, _, r in rows:
+        if r["verdict"] == "skipped":
+            notes.setdefault(str(r.get("skip_reason") or ""), len(notes) + 1)
+    return notes
+
+
+def table_rows(records: Iterable[Mapping[str, Any]], width: int | None = TABLE_WIDTH) -> list[list[str]]:
+    """One row per (model, backend) that ran; the worst verdict over its tests. Backends skipped
+    for a missing artifact, and the reasons of other skips, are left to :func:`table_footer`.
+    Cells are shortened so the table fits ``width`` columns (None: never shortened)."""
+    selected = _table_records(records)
+    notes = _skip_notes(selected)
     rows = []
-    for (model, backend), r in sorted(grouped.items()):
+    for model, backend, r in selected:
         cov = r.get("coverage") or {}
         lat = r.get("latency_ms") or {}
         acc = r.get("accuracy") or {}
         coverage = DASH if not cov else f"{1 - cov['fallback']:.0%}" + ("*" if cov.get("method") == "predicted" else "")
-        verdict = r["verdict"] if r["verdict"] != "skipped" else f"skipped: {r.get('skip_reason', '')}"
+        verdict = r["verdict"] if r["verdict"] != "skipped" else f"skipped [{notes[str(r.get('skip_reason') or '')]}]"
         if r.get("warnings"):
             verdict += " (gate inconclusive)"
         rows.append([model, backend, _num(acc.get("max_abs_err"), ".2e"), coverage,
@@ -200,10 +216,13 @@ def _has_delegate(backend: str) -> bool:
 
 
 def table_footer(records: Sequence[Mapping[str, Any]], width: int = TABLE_WIDTH) -> list[str]:
-    """Lines printed after the table: one line per model for the backends skipped because it has
-    no artifact for them, and a legend when a reference lane shows 0 % coverage."""
-    lines = [_shorten(fold_line(model, suffixes, backends), width)
-             for model, (suffixes, backends) in folded_skips(records).items()]
+    """Lines printed after the table: the reasons of the rows' skips, one line per model for the
+    backends skipped because it has no artifact for them, and a legend when a reference lane
+    shows 0 % coverage."""
+    lines = [_shorten(f"[{n}] skipped: {reason or 'no reason given'}", width)
+             for reason, n in _skip_notes(_table_records(records)).items()]
+    lines += [_shorten(fold_line(model, suffixes, backends), width)
+              for model, (suffixes, backends) in folded_skips(records).items()]
     reference = sorted({r["backend"] for r in records if missing_artifact(r) is None and r.get("coverage")
                         and not (r["coverage"].get("delegated_ops") or 0) and not _has_delegate(r["backend"])})
     if reference:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .html_report import DEFAULT_MAX_REGRESSION, device_label, figure_changes, regressions
-from .report import DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, missing_artifact, worst_per
+from .report import (DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, missing_artifact, table_footer,
+                     worst_per)
 
 _ICON = {"passed": "✅", "failed": "❌", "error": "❌", "skipped": "⏭️"}
 
@@ -14,10 +15,10 @@ _ICON = {"passed": "✅", "failed": "❌", "error": "❌", "skipped": "⏭️"}
 def _md(value: Any) -> str:
     """Text safe in a table cell: no pipe or newline breaks the row, and no name from a user's
     file turns into HTML, a link or emphasis (GitHub renders HTML inside Markdown)."""
-    text = " ".join(str(value).split())
-    for char in "\\`*_[]<>|#":
+    text = " ".join(str(value).split()).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    for char in "\\`*_[]|#":
         text = text.replace(char, "\\" + char)
-    return text.replace("&", "&amp;")
+    return text
 
 
 def _fig(value: Any, fmt: str) -> str:
@@ -77,8 +78,10 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     folded = folded_skips(records)
-    if folded:
-        lines += [f"- {_md(fold_line(model, s, b))}" for model, (s, b) in folded.items()] + [""]
+    legend = [line for line in table_footer(records, width=10_000) if line.startswith("coverage 0% on ")]
+    if folded or legend:
+        lines += [f"- {_md(fold_line(model, s, b))}" for model, (s, b) in folded.items()]
+        lines += [f"- {_md(line)}" for line in legend] + [""]
 
     failures = [r for r in records if r["verdict"] in ("failed", "error")]
     if failures:

@@ -1,0 +1,316 @@
+"""The HTML report, the Markdown job summary and the terminal table: unit tests on hand-written
+records, and a real run's report (merged with a relabelled copy, against a scaled baseline)
+rendered in headless Chromium."""
+
+from __future__ import annotations
+
+import copy
+import html
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_edge.cli import main as cli_main
+from pytest_edge.html_report import figure_changes, render_html
+from pytest_edge.report import build_report, format_table, merge_reports, table_footer, table_rows
+from pytest_edge.summary_md import markdown_summary
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+# A src or href that leaves the file: a scheme, or a protocol-relative "//host".
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:[a-z][a-z0-9+.-]*:|//)""", re.I)
+
+
+def record(model: str, backend: str, verdict: str = "passed", *, p50: float | None = 1.0,
+           **extra: Any) -> dict[str, Any]:
+    """A record as the plugin writes it; ``p50=None``: not measured."""
+    base: dict[str, Any] = {"test": f"tests/test_m.py::test_m[{model}-{backend}]",
+                            "model": {"name": model, "artifact": f"models/{model}.onnx", "sha256": "0"},
+                            "backend": backend, "verdict": verdict, "violations": []}
+    if verdict == "skipped":
+        return {**base, **extra}
+    measured = p50 is not None
+    base.update({
+        "coverage": {"total_ops": 8, "delegated_ops": 6, "fallback_ops": 2, "fallback": 0.25, "partitions": 2,
+                     "fallback_op_names": {"CUMSUM": 2}},
+        "load_ms": 3.0 if measured else None, "first_inference_ms": 1.5 if measured else None,
+        "latency_ms": {"p50": p50, "p90": p50 * 1.2, "p99": p50 * 2, "mean": p50 * 1.1, "min": p50 * 0.9}
+        if measured else None,
+        "latency_quantiles_ms": [p50 * (0.9 + 1.1 * i / 100) for i in range(101)] if measured else None,
+        "peak_memory_mb": 10.0 if measured else None,
+        "accuracy": {"reference": "onnxruntime-cpu", "max_abs_err": 1e-6, "max_rel_err": 1e-5, "cosine": 0.9999,
+                     "snr_db": 120.0}})
+    return {**base, **extra}
+
+
+def skipped_for(model: str, backend: str, suffix: str) -> dict[str, Any]:
+    return record(model, backend, "skipped", skip_reason=f"no {suffix} artifact for {model}")
+
+
+def report_of(*records: dict[str, Any], name: str | None = None) -> dict[str, Any]:
+    machine = {"cpu": "Test CPU", "cores": 2, "os": "Linux", "python": "3.11"}
+    return build_report(list(records), {**machine, **({"name": name} if name else {})})
+
+
+def scaled(report: dict[str, Any], factor: float) -> dict[str, Any]:
+    """The same report with every latency and memory figure multiplied by ``factor``."""
+    out = copy.deepcopy(report)
+    for r in out["records"]:
+        if r.get("latency_ms"):
+            r["latency_ms"] = {k: v * factor for k, v in r["latency_ms"].items()}
+        if r.get("latency_quantiles_ms"):
+            r["latency_quantiles_ms"] = [v * factor for v in r["latency_quantiles_ms"]]
+        if r.get("peak_memory_mb") is not None:
+            r["peak_memory_mb"] *= factor
+    return out
+
+
+# ---------------------------------------------------------------- terminal table
+
+
+def test_table_folds_backends_without_an_artifact_into_one_line_per_model() -> None:
+    records = [record("tiny_mlp", "onnxruntime-cpu"), skipped_for("tiny_mlp", "executorch", ".pte"),
+               skipped_for("tiny_mlp", "litert", ".tflite"), skipped_for("tiny_mlp", "litert-ref", ".tflite"),
+               skipped_for("only_pte", "onnxruntime-cpu", ".onnx"),
+               record("two_io", "litert", "skipped", skip_reason="ai-edge-litert is not installed")]
+    rows = table_rows(records)
+    assert [(r[0], r[1]) for r in rows] == [("tiny_mlp", "onnxruntime-cpu"), ("two_io", "litert")]
+    assert rows[1][-1] == "skipped [1]"  # another reason stays a row, the reason below the table
+    footer = table_footer(records)
+    assert footer[0] == "[1] skipped: ai-edge-litert is not installed"
+    assert "tiny_mlp: no .pte, .tflite: executorch, litert, litert-ref skipped" in footer
+    assert "only_pte: no .onnx: onnxruntime-cpu skipped" in footer
+    assert not any("no .pte artifact" in cell for row in rows for cell in row)
+
+
+def test_table_legend_for_a_reference_lane_at_zero_coverage() -> None:
+    no_delegate = {"total_ops": 6, "delegated_ops": 0, "fallback_ops": 6, "fallback": 1.0, "partitions": 0,
+                   "fallback_op_names": {"CONV_2D": 6}}
+    records = [record("m", "litert"), record("m", "litert-ref", coverage=no_delegate)]
+    rows = table_rows(records)
+    assert rows[1][3] == "0%"
+    assert any("litert-ref" in line and "no delegate by design" in line for line in table_footer(records))
+    assert not any("no delegate" in line for line in table_footer(records[:1]))
+
+
+def test_table_fits_100_columns_and_keeps_the_figures() -> None:
+    long_model = "a_model_with_a_really_long_name_from_a_zoo_v2_int8_per_channel"
+    records = [record(long_model, "onnxruntime-cpu@raspberry-pi-5-lab-rack-3", p50=1234.5678),
+               record(long_model, "litert", "failed", violations=["x" * 300]),
+               record("m", "litert", "skipped", skip_reason="the runtime is not installed here " * 5),
+               skipped_for(long_model, "executorch", ".pte")]
+    lines = format_table(table_rows(records)) + table_footer(records)
+    assert all(len(line) <= 100 for line in lines), [len(line) for line in lines]
+    assert any("1234.568" in line for line in lines)  # figures are never cut
+    assert any(line.startswith("a_model_") and "…" in line for line in lines)
+    # Unlimited width on request (the Markdown summary and other callers).
+    assert table_rows(records, width=None)[0][0] == long_model
+
+
+# ---------------------------------------------------------------- HTML and Markdown on hand-written records
+
+
+def test_every_name_is_escaped() -> None:
+    evil = "<script>alert('x')</script>"
+    bad = record(evil, "litert", "failed", violations=[f"P50 too slow <img src=x onerror=alert(1)> {evil}"])
+    bad["coverage"]["fallback_op_names"] = {"<b>OP</b>": 1}
+    baseline = report_of(record(evil, "litert", p50=0.5))
+    page = render_html(report_of(bad, record(evil, 'onnx"runtime'), skipped_for(evil, "executorch", ".pte")),
+                       baseline)
+    assert "<script" not in page.lower() and "<img" not in page and "<b>OP" not in page
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert 'onnx"runtime' not in page and "onnx&quot;runtime" in page
+    summary = markdown_summary(report_of(bad), baseline)
+    outside_code = re.sub(r"`[^`]*`", "", summary)  # a code span shows its text as it is, never as HTML
+    assert "<script" not in outside_code and "<img" not in outside_code
+    assert "&lt;script&gt;" in summary
+
+
+def test_page_has_overview_failures_first_and_every_section() -> None:
+    records = [record("fast", "onnxruntime-cpu", p50=0.05), record("fast", "litert", p50=0.02),
+               record("fast", "litert-ref", p50=0.2, coverage={"total_ops": 8, "delegated_ops": 0, "fallback_ops": 8,
+                                                               "fallback": 1.0, "partitions": 0,
+                                                               "fallback_op_names": {"ADD": 8}}),
+               record("slow", "litert", "failed", violations=["P50 3.1 ms exceeds the budget 2 ms"]),
+               record("legacy", "onnxruntime-cpu", latency_quantiles_ms=None),
+               record("unmeasured", "onnxruntime-cpu", p50=None),
+               skipped_for("fast", "executorch", ".pte")]
+    page = render_html(report_of(*records))
+    assert page.index("Failures (1)") < page.index('id="model-slow"') < page.index('id="model-fast"')
+    assert "P50 3.1 ms exceeds the budget 2 ms" in page
+    for heading in ("Latency distribution", "Load and first inference", "Peak memory", "Delegate coverage",
+                    "Accuracy", "Figures"):
+        assert heading in page
+    assert "<polyline" in page and "CUMSUM" in page and "×2" in page
+    assert "fast: no .pte: executorch skipped" in page
+    assert "reference lane: no delegate by design" in page
+    assert "Device × backend" not in page  # one machine: no matrix
+    assert not EXTERNAL.search(page) and "http" not in page
+    # every chart has a size of its own
+    for svg in re.findall(r"<svg[^>]*>", page):
+        width, height = re.search(r'width="(\d+)" height="(\d+)"', svg).groups()
+        assert int(width) > 0 and int(height) > 0
+
+
+def test_baseline_changes_and_regressions() -> None:
+    new = report_of(record("m", "litert", p50=1.25), record("m", "onnxruntime-cpu", p50=1.05))
+    old = report_of(record("m", "litert", p50=1.0), record("m", "onnxruntime-cpu", p50=1.0))
+    changes = {c.figure: c for c in figure_changes(new["records"][0], old["records"][0])}
+    assert changes["P50"].regressed and changes["P50"].text() == "+25.0%"
+    assert not changes["peak memory"].regressed and not changes["fallback"].regressed
+    assert not figure_changes(new["records"][1], old["records"][1])[0].regressed  # +5 % < 10 %
+    page = render_html(new, old)
+    assert "1 record(s) regressed" in page and 'class="n bad"' in page
+    assert "Against the baseline" in page and "(baseline)" in page  # both distributions overlaid
+    assert "stroke-dasharray" in page
+    assert "0 record(s) regressed" in render_html(new, old, max_regression=0.5)
+    summary = markdown_summary(new, old)
+    assert "**1.250 (+25.0%)**" in summary and "### Regressions against the baseline" in summary
+    # a record matched by (model, backend) when the test id changed
+    renamed = copy.deepcopy(new)
+    renamed["records"][0]["test"] = "tests/test_other.py::test_x[m-litert]"
+    assert "1 record(s) regressed" in render_html(renamed, old)
+
+
+def test_merged_report_has_the_device_by_backend_matrix() -> None:
+    a = report_of(record("m", "litert", p50=1.0), record("m", "onnxruntime-cpu", p50=2.0), name="x86-ci")
+    b = report_of(record("m", "litert", "failed", p50=4.0, violations=["slow"]), name="pi5")
+    # a record that ran on a device of the run has the device in its backend and its record
+    b["records"].append(record("m", "litert@phone", p50=9.0, device={"name": "phone", "machine": {}}))
+    merged = merge_reports([a, b])
+    page = render_html(merged)
+    matrix = page[page.index('id="matrix"'):page.index("</section>", page.index('id="matrix"'))]
+    for label in ("x86-ci", "pi5", "pi5 / phone", "litert", "onnxruntime-cpu", "P50 4.00 ms", "failed"):
+        assert label in matrix
+    summary = markdown_summary(merged)
+    assert "| model | device | backend |" in summary and "| m | pi5 / phone | litert@phone |" in summary
+
+
+def test_summary_is_a_markdown_table() -> None:
+    records = [record("m", "onnxruntime-cpu"), record("m", "litert", "failed", violations=["a | b\nc"]),
+               skipped_for("m", "executorch", ".pte")]
+    lines = markdown_summary(report_of(*records)).splitlines()
+    assert lines[0].startswith("## pytest-edge conformance: 1 failed, 1 passed, 1 skipped")
+    table = [line for line in lines if line.startswith("|")]
+    assert len(table) == 4 and set(table[1]) <= set("|-: ")
+    assert all(re.sub(r"\\\|", "", line).count("|") == table[0].count("|") for line in table)
+    assert "- m: no .pte: executorch skipped" in lines
+    assert "  - a \\| b c" in lines  # a pipe or newline in a message cannot break the list
+
+
+def test_cli_report_html_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = report_of(record("m", "litert", p50=2.0))
+    (tmp_path / "new.json").write_text(json.dumps(report))
+    (tmp_path / "old.json").write_text(json.dumps(scaled(report, 0.5)))
+    assert cli_main(["report", "html", str(tmp_path / "new.json"), str(tmp_path / "old.json"),
+                     "-o", str(tmp_path / "out/page.html")]) == 0
+    assert "1 record(s) regressed" in (tmp_path / "out/page.html").read_text()
+    capsys.readouterr()
+    assert cli_main(["report", "summary", str(tmp_path / "new.json")]) == 0
+    assert "| m | litert |" in capsys.readouterr().out
+    assert cli_main(["report", "summary", str(tmp_path / "new.json"), str(tmp_path / "old.json"),
+                     "--max-regression", "200%", "-o", str(tmp_path / "s.md")]) == 0
+    assert "Regressions" not in (tmp_path / "s.md").read_text()
+    assert cli_main(["report", "html", str(tmp_path / "missing.json"), "-o", str(tmp_path / "x.html")]) == 2
+    assert "cannot read report" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- a real run, in a real browser
+
+RUN_TEST = """
+import pytest
+
+@pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu", "litert", "litert-ref"])
+def test_mlp(edge_model):
+    pass
+
+@pytest.mark.edge(model="tiny_cnn", backends=["onnxruntime-cpu", "litert", "litert-ref"], atol=1e-4, rtol=1e-3)
+def test_cnn(edge_model):
+    pass
+
+@pytest.mark.edge(model="two_io", backends=["onnxruntime-cpu", "litert", "litert-ref"])
+def test_two_io(edge_model):
+    assert False, "the body fails"
+"""
+
+# Added to a copy of the page only: the rendered size of every chart and the resources the page
+# fetched (Resource Timing lists every image, stylesheet, font or script a page requested).
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const sizes = [...document.querySelectorAll("svg")].map(s => { const r = s.getBoundingClientRect();
+                                                                   return [r.width, r.height]; });
+  const probe = document.createElement("pre");
+  probe.id = "probe";
+  probe.textContent = JSON.stringify({sizes, resources: performance.getEntriesByType("resource").map(e => e.name)});
+  document.body.appendChild(probe);
+});
+</script></body>"""
+
+
+def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([shutil.which("chromium") or "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                           "--disable-quic", "--no-first-run", "--disable-background-networking",
+                           "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
+                           "--window-size=1280,2000", *args],
+                          capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_real_report_renders_in_headless_chromium(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(RUN_TEST)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=r.json",
+                                           "--edge-html=out/r.html", "--edge-summary=r.md")
+    result.assert_outcomes(passed=6, failed=1, skipped=2)
+    out = result.stdout.str()
+    table = out[out.index("pytest-edge conformance"):].splitlines()[1:]
+    assert "two_io: no .tflite: litert, litert-ref skipped" in table
+    assert not any("skipped: no .tflite artifact" in line for line in table)
+    assert any("litert-ref" in line and "no delegate by design" in line for line in table)
+    assert all(len(line) <= 100 for line in table[:table.index("two_io: no .tflite: litert, litert-ref skipped")])
+    assert f"html: {pytester.path / 'out/r.html'}" in out and f"summary: {pytester.path / 'r.md'}" in out
+
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert all(len(r["latency_quantiles_ms"]) == 101 for r in report["records"] if r["verdict"] == "passed")
+    page = (pytester.path / "out/r.html").read_text()
+    assert "the body fails" in page or "AssertionError" in page
+    summary = (pytester.path / "r.md").read_text()
+    assert "| tiny\\_mlp | litert |" in summary and "### Failures (1)" in summary
+
+    # Two devices (the report relabelled) against a baseline (the same figures, 20 % faster).
+    other = scaled(report, 1.5)
+    merged = merge_reports([{**report, "machine": {**report["machine"], "name": "x86-ci"}},
+                            {**other, "machine": {**other["machine"], "name": "pi5"}}])
+    html_text = render_html(merged, scaled(report, 0.8))
+    size = len(html_text.encode())
+    print(f"HTML size: {size} bytes for {len(merged['records'])} records")
+    assert size < 300_000, size  # well under 1 MB for tens of records
+    assert "Device × backend" in html_text and "pi5" in html_text and "x86-ci" in html_text
+    assert "regressed against the baseline" in html_text and 'class="n bad"' in html_text
+    assert not EXTERNAL.search(html_text) and "http" not in html_text
+    svg_count = html_text.count("<svg")
+    assert svg_count >= 9  # per model: distribution, load, memory; a coverage bar per backend
+
+    if shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it as root): "
+                    "the page was checked as text but not rendered")
+    page_path = pytester.path / "merged.html"
+    page_path.write_text(html_text)
+    probe_path = pytester.path / "probe.html"
+    probe_path.write_text(html_text.replace("</body>", PROBE))
+    dom = _chromium("--dump-dom", probe_path.as_uri(), profile=pytester.path / "profile")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    probe = json.loads(html.unescape(re.search(r"<pre id=\"probe\">(.*?)</pre>", dom.stdout, re.S).group(1)))
+    assert len(probe["sizes"]) == svg_count
+    assert all(w > 0 and h > 0 for w, h in probe["sizes"]), probe["sizes"]
+    assert probe["resources"] == []  # nothing was requested: no font, image, stylesheet or script
+    # The page itself, as a user opens it: the DOM has every chart, and the screenshot shows them.
+    dom = _chromium("--dump-dom", page_path.as_uri(), profile=pytester.path / "profile")
+    assert dom.stdout.count("<svg") == svg_count and dom.stdout.count("<polyline") >= 12
+    png = pytester.path / "page.png"
+    shot = _chromium(f"--screenshot={png}", page_path.as_uri(), profile=pytester.path / "profile")
+    assert png.is_file(), shot.stderr[-2000:]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 50_000
