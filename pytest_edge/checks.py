@@ -115,10 +115,11 @@ def _per_process(record: Mapping[str, Any], key: str) -> tuple[list[float], int 
 
 
 def latency_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], max_regression: float,
-                        paired: bool = False) -> tuple[list[Regression], list[str]]:
-    """P50 (and P99 where the run counts support it) of ``record`` against ``baseline``: significant
-    and above ``max_regression``. ``paired``: the two were measured as A/B pairs in one job.
-    Returns the regressions and notes on what could not be gated."""
+                        paired: bool = False, significant: bool = True) -> tuple[list[Regression], list[str]]:
+    """P50 (and P99 where the run counts support it) of ``record`` against ``baseline``: above
+    ``max_regression`` and, with ``significant``, significant (without: suspects, to re-measure).
+    ``paired``: the two were measured as A/B pairs in one job. Returns the regressions and notes
+    on what could not be gated."""
     backend = record["backend"]
     found, notes = [], []
     for key, min_runs in _GATED_PERCENTILES.items():
@@ -131,7 +132,7 @@ def latency_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], 
             notes.append(f"{backend}: {key.upper()} not gated: {fewest} runs per process, {min_runs} needed")
             continue
         change = compare_pairs(new, old) if paired else compare_groups(old, new)
-        if not change.exceeds(max_regression):
+        if not (change.exceeds(max_regression) if significant else change.ratio - 1 > max_regression):
             continue
         if key != "p50" and not paired:
             # A tail moves between sessions (interrupts, frequency, page cache) by more than any

@@ -8,8 +8,9 @@ Two modes (README "The merge gate"):
   Another run on another moment of the machine: a regression seen while the machine was busy is
   *inconclusive* (a warning) unless the policy is strict.
 
-Either way a latency regression must be significant and above the threshold twice: in the first
-measurement and again in fresh processes (``remeasure``), and the message shows both. A stored-mode
+Either way a latency figure above the threshold is measured again in fresh processes
+(``remeasure``); it fails only when it is above the threshold both times and significant over
+both measurements together, and the message shows both. A stored-mode
 regression is inconclusive only when the load could explain it: a slowdown of at most 1 + the
 number of cores other processes kept busy (a 5x slower model on a machine with one busy core fails).
 """
@@ -35,26 +36,36 @@ class GateResult:
 
 def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool, max_regression: float,
              strict: bool, remeasure: Remeasure, source: str) -> GateResult:
-    """``baseline``: the twin's measurement (``paired``) or the stored record; ``source`` names it."""
+    """``baseline``: the twin's measurement (``paired``) or the stored record; ``source`` names it.
+
+    A figure above the threshold in the first measurement is a suspect, significant or not (three
+    processes are little evidence either way): it is measured again in fresh processes, and it
+    fails only when the second measurement is above the threshold too and both together are
+    significant (six processes, or six A/B pairs, against the baseline)."""
     result = GateResult()
     what = "the baseline twin" if paired else "the baseline"
-    timed, result.notes = latency_regressions(record, baseline, max_regression, paired=paired)
+    suspects, result.notes = latency_regressions(record, baseline, max_regression, paired=paired, significant=False)
     result.failures = [r.message for r in resource_regressions(record, baseline, max_regression, what)]
-    result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": bool(timed)}
-    if timed:
+    result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": bool(suspects)}
+    if suspects:
         again, twin_again = remeasure()
-        second, _ = latency_regressions(again, twin_again if paired else baseline, max_regression, paired=paired)
-        confirmed = {r.figure: r for r in second}
+        second_baseline = twin_again if paired and twin_again is not None else baseline
+        second, _ = latency_regressions(again, second_baseline, max_regression, paired=paired, significant=False)
+        both_baseline = _pooled(baseline, twin_again) if paired and twin_again is not None else baseline
+        both, _ = latency_regressions(_pooled(record, again), both_baseline, max_regression, paired=paired)
+        seconds = {r.figure: r for r in second}
+        confirmed = {r.figure: r for r in both if r.figure in seconds}
         busy = _busy(record, again)
-        for first in timed:
+        for first in suspects:
             if first.figure not in confirmed:
-                result.notes.append(f"{first.figure} looked {_ratio(first):+.1%} slower, but a re-measurement "
-                                    "in fresh processes did not confirm it")
+                result.notes.append(f"{first.figure} looked {_ratio(first):+.1%} slower, but measured again in "
+                                    "fresh processes the change was not significant and above the threshold twice")
                 continue
-            message = f"{first.message}; re-measured in fresh processes: {_tail(confirmed[first.figure])}"
+            message = (f"{confirmed[first.figure].message}; measured twice in fresh processes: "
+                       f"{_ratio(first):+.1%}, then {_ratio(seconds[first.figure]):+.1%}")
             # Load explains a slowdown up to sharing the cores with the busy ones (1 + busy cores),
             # generously; beyond that the model itself got slower, busy machine or not.
-            explained = busy is not None and min(_ratio(first), _ratio(confirmed[first.figure])) <= busy
+            explained = busy is not None and min(_ratio(first), _ratio(seconds[first.figure])) <= busy
             if not paired and explained and not strict:
                 result.inconclusive.append(
                     f"{message}; inconclusive: other processes kept {busy:.1f} cores busy while this was timed, "
@@ -67,13 +78,13 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
     return result
 
 
+def _pooled(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    """Both measurements as one: their processes together (in order, so A/B pairs stay aligned)."""
+    return {**first, "processes": [*(first.get("processes") or []), *(second.get("processes") or [])]}
+
+
 def _ratio(regression: Regression) -> float:
     return regression.change.ratio - 1 if regression.change else float("nan")
-
-
-def _tail(regression: Regression) -> str:
-    """'0.045 ms is +35.0% against ...' of a message, without the backend and figure name."""
-    return regression.message.split(f"{regression.figure} ", 1)[-1]
 
 
 def _busy(*measurements: Mapping[str, Any]) -> float | None:

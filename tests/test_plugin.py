@@ -392,8 +392,9 @@ def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> No
     result = pytester.runpytest_subprocess("--edge-baseline=fast.json", "--edge-max-regression=10%",
                                            "--edge-strict-timing")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*onnxruntime-cpu: P50 latency * ms (one process) is +*% against the baseline * ms "
-                                 "(allowed +10%; *); re-measured in fresh processes: * ms (one process) is +*%*"])
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: P50 latency * ms (geometric mean of 2 process P50s) is +*% "
+                                 "against the baseline * ms (allowed +10%; *); measured twice in fresh processes: "
+                                 "+*%, then +*%"])
     slow = _scaled(base, 1000)
     slow["records"][0]["peak_memory_mb"] = 1e6
     (pytester.path / "slow.json").write_text(json.dumps(slow))
@@ -467,8 +468,9 @@ def test_ab_mode_catches_a_slower_model_and_passes_an_unchanged_one(pytester: py
         record = json.loads((pytester.path / "r.json").read_text())["records"][0]
         assert record["baseline_check"]["mode"] == "ab" and record["baseline_check"]["baseline"] == "main/mlp.onnx"
         assert len(record["processes"]) == 3 and record["process_spread"] >= 1.0
-    result.stdout.fnmatch_lines(["*P50 latency * ms (geometric mean of 3 process P50s) is +*% against the baseline twin * ms (allowed +10%; "
-                                 "paired t=* over 3 A/B pairs*); re-measured in fresh processes*"])
+    result.stdout.fnmatch_lines(["*P50 latency * ms (geometric mean of 6 process P50s) is +*% against the baseline "
+                                 "twin * ms (allowed +10%; paired t=* over 6 A/B pairs*); measured twice in fresh "
+                                 "processes: +*%, then +*%"])
 
 
 def test_junit_properties(pytester: pytest.Pytester, models: Path) -> None:
