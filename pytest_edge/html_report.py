@@ -271,10 +271,10 @@ def coverage_bar(coverage: Mapping[str, Any], width: int = 300, height: int = 16
     else:
         return ""
     split = width * max(min(delegated_share, 1.0), 0.0)
-    body = [f'<rect x="0" y="0" width="{split:.1f}" height="{height}" fill="{DELEGATED}">'
-            f'<title>delegated {delegated_share:.0%}</title></rect>',
-            f'<rect x="{split:.1f}" y="0" width="{width - split:.1f}" height="{height}" fill="{FALLBACK}">'
-            f'<title>fallback {1 - delegated_share:.0%}</title></rect>']
+    body = [(f'<rect x="0" y="0" width="{split:.1f}" height="{height}" fill="{DELEGATED}">'
+             f'<title>delegated {delegated_share:.0%}</title></rect>'),
+            (f'<rect x="{split:.1f}" y="0" width="{width - split:.1f}" height="{height}" fill="{FALLBACK}">'
+             f'<title>fallback {1 - delegated_share:.0%}</title></rect>')]
     return _svg(width, height, body, f"delegated {delegated_share:.0%}")
 
 
@@ -399,8 +399,8 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
     label = {id(r): lab for r, lab in zip(records, labels)}
     olds = {id(r): find_baseline(baseline, r) if baseline else None for r in records}
     worst = min((VERDICT_RANK.get(r["verdict"], 1) for r in records), default=1)
-    out = [f'<section id="{_anchor(model)}"><h2>{_e(model)} '
-           f'<small>{"failures" if worst == 0 else ""}</small></h2>']
+    out = [(f'<section id="{_anchor(model)}"><h2>{_e(model)} '
+            f'<small>{"failures" if worst == 0 else ""}</small></h2>')]
     artifacts = sorted({str(_get(r, "model", "artifact")) for r in records if _get(r, "model", "artifact")})
     if artifacts:
         out.append("<p class=\"muted\">" + ", ".join(f"<code>{_e(a)}</code>" for a in artifacts) + "</p>")

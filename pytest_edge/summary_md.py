@@ -56,7 +56,7 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
             changes = {c.figure: c for c in figure_changes(r, find_baseline(baseline, r), max_regression)} \
                 if baseline else {}
 
-            def with_change(text: str, figure: str) -> str:
+            def with_change(text: str, figure: str, changes: dict[str, Any] = changes) -> str:
                 # The change beside the figure; a regression in bold so it stands out in the table.
                 change = changes.get(figure)
                 if change is None or change.text() in ("+0.0%", "-0.0%", "+0.0 pp", "-0.0 pp"):

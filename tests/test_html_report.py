@@ -314,3 +314,23 @@ def test_real_report_renders_in_headless_chromium(pytester: pytest.Pytester, mod
     shot = _chromium(f"--screenshot={png}", page_path.as_uri(), profile=pytester.path / "profile")
     assert png.is_file(), shot.stderr[-2000:]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 50_000
+
+
+def test_unwritable_html_and_summary_are_error_lines_and_fail_the_run(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+import pytest
+
+@pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu"])
+def test_mlp(edge_model):
+    pass
+""")
+    (pytester.path / "a_file").write_text("")
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-html=a_file/r.html",
+                                           "--edge-summary=s.md")
+    result.assert_outcomes(passed=1)
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*tiny_mlp*onnxruntime-cpu*passed*",
+                                 f"pytest-edge: cannot write the HTML report {pytester.path / 'a_file/r.html'}: *",
+                                 f"summary: {pytester.path / 's.md'}"])
+    assert not any(line.startswith("html: ") for line in result.stdout.lines)
+    assert (pytester.path / "s.md").read_text().startswith("## pytest-edge conformance: 1 passed")
