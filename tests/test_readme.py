@@ -42,7 +42,8 @@ def test_every_block_has_a_language_and_the_first_commands_are_what_ci_runs() ->
 
 
 def test_python_examples_outside_the_walkthrough_run(tmp_path: Path) -> None:
-    examples = [code for section, lang, code in blocks() if lang == "python" and section != WALKTHROUGH]
+    examples = [code for section, lang, code in blocks() if lang == "python" and section != WALKTHROUGH
+                and "@pytest.mark.edge" not in code]
     assert examples
     for code in examples:
         namespace: dict = {"__name__": "readme_example"}
@@ -51,6 +52,17 @@ def test_python_examples_outside_the_walkthrough_run(tmp_path: Path) -> None:
             from pytest_edge.backends import Backend
 
             assert all(isinstance(b, Backend) for b in namespace["backends"]())
+
+
+def test_test_examples_pass_on_the_shipped_models(pytester: pytest.Pytester, models: Path) -> None:
+    """README blocks that are tests run as tests, against the real runtimes."""
+    examples = [code for section, lang, code in blocks() if lang == "python" and section != WALKTHROUGH
+                and "@pytest.mark.edge" in code]
+    assert examples
+    for index, code in enumerate(examples):
+        pytester.makepyfile(**{f"test_readme_example_{index}": code})
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()[-3000:]
 
 
 def test_json_examples_are_reports_pytest_edge_reads(tmp_path: Path) -> None:
