@@ -103,6 +103,20 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _golden_diff(args: argparse.Namespace) -> int:
+    from .golden import GoldenStore
+    from .obtained import diff_lines, obtained_dir
+
+    try:
+        settings = project_settings()
+        lines = diff_lines(GoldenStore(settings.golden_dir), args.model, obtained_dir(settings.rootdir, args.model))
+    except EdgeError as exc:
+        print(f"pytest-edge golden diff: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines) if lines else f"no obtained outputs for {args.model} (every backend matched its golden)")
+    return 0
+
+
 def _merge(args: argparse.Namespace) -> int:
     try:
         merged = merge_reports([load_report(Path(p)) for p in args.reports])
@@ -187,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     golden = commands.add_parser("golden", help="golden outputs")
     golden_commands = golden.add_subparsers(dest="golden_command", required=True)
     golden_commands.add_parser("refresh", help="pytest --edge-update-golden [pytest args]")
+    diff = golden_commands.add_parser("diff", help="what mismatching backends produced, against the golden")
+    diff.add_argument("model", help="the model's name (its golden folder)")
+    diff.set_defaults(func=_golden_diff)
 
     inspect = commands.add_parser("inspect", help="delegate coverage of a model on every available backend")
     inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")

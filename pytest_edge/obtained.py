@@ -19,6 +19,11 @@ from .golden import GoldenStore
 _NAME = re.compile(r"(?P<backend>.+)-case_(?P<case>\d{3,})\.npz")
 
 
+def obtained_dir(rootdir: Path, model: str) -> Path:
+    """Where a mismatching backend's outputs go: beside the golden, outside the committed folder."""
+    return rootdir / ".edge" / "obtained" / model
+
+
 def diff_lines(store: GoldenStore, model: str, obtained_dir: Path, worst: int = 3) -> list[str]:
     """Lines of the report; GoldenError if the golden cannot be read, [] if nothing was obtained."""
     golden = store.load(model)

@@ -25,6 +25,7 @@ from .marker import MarkerSpec
 from .measure import machine_info
 from .measurement import Measurer
 from .models import Model, resolve_model
+from .obtained import obtained_dir
 from .plan import Plan, plan_for
 from .pool import ModelInfo, WorkerPool
 from .protocol import Intermediates, Load, Run
@@ -301,14 +302,10 @@ class EdgeSession:
             violations += sibling_triage(self, plan, golden, *failing)
         return violations, comparisons, first_feeds
 
-    def obtained_dir(self, model: str) -> Path:
-        """Where a mismatching backend's outputs go, beside the golden but outside the committed
-        folder (pytest-regressions' ``.obtained`` files): ``<rootdir>/.edge/obtained/<model>/``."""
-        return self.settings.rootdir / ".edge" / "obtained" / model
-
     def write_obtained(self, plan: Plan, index: int, golden: Golden, outputs: Sequence[np.ndarray],
                        out_order: Sequence[int]) -> Path:
-        folder = self.obtained_dir(plan.model.name)
+        # Beside the golden, outside the committed folder (pytest-regressions' ``.obtained`` files).
+        folder = obtained_dir(self.settings.rootdir, plan.model.name)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{plan.backend}-case_{index:03d}.npz"
         arrays = {f"outputs/{ref.name}": np.asarray(outputs[pos]) for ref, pos in zip(golden.outputs_spec, out_order)}

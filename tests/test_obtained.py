@@ -27,3 +27,23 @@ def test_mismatch_writes_obtained_outputs_and_diff_reads_them(pytester: pytest.P
     assert lines[0].startswith("litert case 0 ") and "max |Δ|" in lines[0] and "cosine 1.0" in lines[0] and "SNR 1" in lines[0]
     assert len(lines) == 4 and lines[1].strip().startswith("at [0, ")
     assert diff_lines(GoldenStore(pytester.path / "golden"), "tiny_cnn", pytester.path / "nothing") == []
+
+
+def test_golden_diff_command(pytester: pytest.Pytester, models: Path) -> None:
+    import subprocess
+    import sys
+
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", backends=["litert"], atol=0, rtol=0)
+        def test_exact(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(failed=1)
+    done = subprocess.run([sys.executable, "-m", "pytest_edge.cli", "golden", "diff", "tiny_cnn"], cwd=pytester.path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("litert case 0 y: max |Δ|") and "    at [0, " in done.stdout
+    done = subprocess.run([sys.executable, "-m", "pytest_edge.cli", "golden", "diff", "tiny_mlp"], cwd=pytester.path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "no golden outputs for model 'tiny_mlp'" in done.stderr
