@@ -28,6 +28,11 @@ class BackendCrash(BackendError):
     """The runtime's process died (native crash, killed); the worker is restarted for the next test."""
 
 
+class DeviceUnreachable(BackendCrash):
+    """A device's command could not start a worker there (host down, no key, no Python): its
+    backends are skipped with the transport's message, or fail with --edge-require."""
+
+
 class GoldenError(EdgeError):
     """The golden outputs are missing, stale or unreadable."""
 

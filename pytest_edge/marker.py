@@ -100,6 +100,7 @@ class MarkerSpec:
 
 KEYWORDS = tuple(f.name for f in fields(MarkerSpec))
 TARGETS = ("nnapi", "coreml")
+MAX_RUNS = 100_000  # timed runs one worker process keeps (its sample buffer, allocated up front)
 
 
 def _non_negative_int(value: Any, what: str, minimum: int = 0) -> int:
@@ -141,6 +142,9 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
     for key, minimum in (("warmup", 0), ("runs", 1), ("threads", 1)):
         if kwargs.get(key) is not None:
             setattr(spec, key, _non_negative_int(kwargs[key], key, minimum))
+    if spec.runs is not None and spec.runs > MAX_RUNS:
+        raise EdgeUsageError(f"runs: {spec.runs} is more than {MAX_RUNS} timed runs per process; "
+                             "to time longer, raise edge_min_time")
     target = kwargs.get("target")
     if target is not None:
         if str(target).lower() not in TARGETS:

@@ -13,7 +13,7 @@ import pytest
 from . import settings as edge_settings
 from .backends import get_backend
 from .edge_model import EdgeModel
-from .errors import EdgeError, EdgeInconclusive, UnknownBackend
+from .errors import DeviceUnreachable, EdgeError, EdgeInconclusive, UnknownBackend
 from .marker import parse_marker
 from .plan import Plan, plans
 from .record import Record
@@ -155,11 +155,22 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     session = item.config.stash[SESSION_KEY]
     try:
         result = yield
+    except DeviceUnreachable as exc:  # met in the body (edge_model(...) on the device)
+        if plan.required:
+            session.body_failed(item.nodeid, plan, exc)
+            raise
+        session.skipped(item.nodeid, plan, str(exc))
+        pytest.skip(str(exc))
     except (Exception, pytest.fail.Exception) as exc:
         session.body_failed(item.nodeid, plan, exc)  # the body's own failure; the table gets the row
         raise
     try:
         record = session.check(item.nodeid, plan)
+    except DeviceUnreachable as exc:
+        if plan.required:
+            raise
+        session.skipped(item.nodeid, plan, str(exc))
+        pytest.skip(str(exc))
     except EdgeError as exc:
         item.user_properties.extend(session.errored(item.nodeid, plan, exc).junit_properties())
         raise

@@ -162,8 +162,16 @@ def _fit(rows: list[list[str]], header: Sequence[str], width: int) -> list[list[
         current = max(len(str(c)) for c in [header[column], *(r[column] for r in rows)])
         limit = max(current - excess, floor, len(header[column]))
         for row in rows:
-            row[column] = _shorten(row[column], limit)
+            row[column] = _shorten_backend(row[column], limit) if column == 1 else _shorten(row[column], limit)
     return rows
+
+
+def _shorten_backend(name: str, width: int) -> str:
+    """Shorten a backend name but keep its device (``onnxrunt…@board``): the device is the news."""
+    base, at, device = name.partition("@")
+    if not at or len(name) <= width or len(device) + 3 > width:
+        return _shorten(name, width)
+    return _shorten(base, width - len(device) - 1) + "@" + device
 
 
 def _table_records(records: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, Mapping[str, Any]]]:
@@ -252,10 +260,14 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         machine["label"] = label
         machines.append(machine)
         for record in report.get("records", []):
+            # A record of a device (litert@pi5) belongs to the device's row ("host / pi5"), under its
+            # backend's column.
+            device = (record.get("device") or {}).get("name")
+            row = f"{label} / {device}" if device else label
             records.append({**record, "machine": label})
-            cell = matrix.setdefault(record["model"]["name"], {}).setdefault(label, {})
-            cell[record["backend"]] = {"verdict": record["verdict"],
-                                       "p50_ms": (record.get("latency_ms") or {}).get("p50")}
+            cell = matrix.setdefault(record["model"]["name"], {}).setdefault(row, {})
+            cell[record["backend"].partition("@")[0]] = {"verdict": record["verdict"],
+                                                          "p50_ms": (record.get("latency_ms") or {}).get("p50")}
     return {"schema": SCHEMA, "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "machines": machines, "records": records, "matrix": matrix}
 

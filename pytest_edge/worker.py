@@ -29,11 +29,10 @@ import numpy as np
 
 from . import measure, protocol
 from .backends import LoadedModel, get_backend
-from .errors import BackendCrash, BackendError
+from .errors import BackendCrash, BackendError, DeviceUnreachable
+from .marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-edge-measure.lock"
-# Upper bound of timed runs per process, whatever min_time asks (bounds memory for the samples).
-MAX_RUNS = 100_000
 # What a device's artifact cache holds: files named by their content.
 CONTENT_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,16}")
 START_TIMEOUT_S = 120.0
@@ -120,7 +119,10 @@ class WorkerServer:
         load = measure.MachineLoad()
         for _ in range(warmup):
             infer()
-        buffer = self._samples if runs <= len(self._samples) else array("q", bytes(8 * runs))
+        if runs > MAX_RUNS:
+            raise ValueError(f"runs={runs} is more than the {MAX_RUNS} timed runs a process keeps; use edge_min_time "
+                             "to time longer")
+        buffer = self._samples
         clock = time.perf_counter_ns
         deadline = clock() + int(min_time_s * 1e9)
         count = 0
@@ -190,7 +192,8 @@ def _serve(reader: Connection, writer: Connection, backend_name: str | None, cac
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
         writer.send_bytes(protocol.encode(protocol.failure(type(exc).__name__, str(exc))))
         return
-    machine = measure.machine_info() if cache_dir is not None else None
+    # A device says what it is: its machine, and the NumPy its worker runs with.
+    machine = {**measure.machine_info(), "numpy": np.__version__} if cache_dir is not None else None
     runtime = {"name": server.backend.distribution, "version": server.backend.runtime_version()}
     writer.send_bytes(protocol.encode(protocol.hello(backend_name, machine, runtime)))
     while True:
@@ -408,6 +411,9 @@ class BackendWorker:
         how = _signal_name(process.returncode if process else None)
         tail = self._log_tail()
         self._reset()
+        if self.device is not None and op == "start":
+            raise DeviceUnreachable(f"device {self.device[0]} cannot be reached: its command ended ({how}) before "
+                                    f"the worker said hello ({self.device[1]}){tail}")
         if self.device is not None:
             raise BackendCrash(f"device {self.device[0]} dropped the connection ({how}) while {self.label} was "
                                f"trying to {op} {artifact or ''}; it is reconnected for the next test{tail}")

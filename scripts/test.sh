@@ -15,7 +15,9 @@ if [[ $(id -u) == 0 ]] && ! command -v chromium >/dev/null && command -v apt-get
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
     >/dev/null 2>&1) || echo "chromium could not be installed: the HTML report's browser test will be skipped"
 fi
+# The tflite-runtime lane (NumPy < 2) first: its environment is also the "device" of another NumPy
+# major version that tests/test_devices.py reaches over SSH.
+.venv/bin/tox -e tflite-runtime
 .venv/bin/pytest -n 2 tests "$@"
 # The demo runs the examples with measurement on: the README's first command, kept working.
 bash scripts/demo.sh
-.venv/bin/tox -e tflite-runtime

@@ -40,7 +40,7 @@ def test_command_device_runs_checks_and_measures_there(pytester: pytest.Pytester
     pytester.makepyfile(MLP_TEST.format(backends='"onnxruntime-cpu", "litert@board", "onnxruntime-cpu@board"'))
     result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=r.json")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*tiny_mlp*litert@board*passed*", "*tiny_mlp*onnxruntime-cpu@board*passed*"])
+    result.stdout.fnmatch_lines(["*tiny_mlp*litert@board*passed*", "*tiny_mlp*onnxrunt*@board*passed*"])
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     remote = records["litert@board"]
     assert remote["device"]["name"] == "board" and remote["device"]["machine"]["cores"] == os.cpu_count()
@@ -50,6 +50,21 @@ def test_command_device_runs_checks_and_measures_there(pytester: pytest.Pytester
     names = sorted(p.name for p in cache.iterdir())
     assert any(n.endswith(".tflite") for n in names) and all(len(n.split(".")[0]) == 64 for n in names)
     assert not list(cache.glob("*.npz"))
+    # A second run ships nothing: the device's cache has the artifacts by content.
+    stamps = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+    pytester.runpytest_subprocess("--edge-measure").assert_outcomes(passed=3)
+    assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == stamps
+
+
+def test_unreachable_device_skips_its_backends_unless_required(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_devices =\n"
+                     "    gone = ssh -o BatchMode=yes -o ConnectTimeout=2 -p 1 nobody@127.0.0.1 true\n")
+    pytester.makepyfile(MLP_TEST.format(backends='"onnxruntime-cpu", "litert@gone"'))
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*device gone cannot be reached: its command ended (exit status 255)*"])
+    required = pytester.runpytest_subprocess("--edge-require=litert@gone")
+    required.assert_outcomes(passed=1, failed=1)
 
 
 def test_unknown_device_is_a_usage_error(pytester: pytest.Pytester, models: Path) -> None:
@@ -73,7 +88,7 @@ def test_device_that_drops_fails_that_test_and_reconnects(pytester: pytest.Pytes
             info = edge_model.loaded
             worker = pool.workers["onnxruntime-cpu@board"]
             threading.Timer(1.0, lambda: worker._process.kill()).start()  # the connection dies mid-request
-            pool.request(info.backend, Measure(info.key, [np.ones((1, 16), np.float32)], 0, 10**9), info.artifact)
+            pool.request(info.backend, Measure(info.key, [np.ones((1, 16), np.float32)], 10**7, 50), info.artifact)
 
         @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu@board"])
         def test_after(edge_model):
@@ -141,6 +156,16 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+# The tflite-runtime lane's environment (NumPy 1.x, tflite-runtime), built by `tox -e tflite-runtime`
+# (scripts/test.sh runs that lane first): as a device, it proves the codec across NumPy major versions.
+OTHER_ENV = Path(__file__).resolve().parent.parent / ".tox" / "tflite-runtime" / "bin" / "python"
+IN_OTHER_ENV = Path(sys.prefix).resolve() == OTHER_ENV.parent.parent.resolve()
+
+
+def _device_python() -> str:
+    return str(OTHER_ENV) if OTHER_ENV.exists() and not IN_OTHER_ENV else sys.executable
+
+
 @pytest.fixture(scope="module")
 def ssh_device(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Debian's sshd on loopback with a key of its own; the device command logs in with ssh."""
@@ -170,7 +195,8 @@ def ssh_device(tmp_path_factory: pytest.TempPathFactory) -> str:
     user = os.environ.get("USER") or "root"
     ssh = (f"ssh -p {port} -i {folder / 'client'} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
            f"-o BatchMode=yes -o LogLevel=ERROR {user}@127.0.0.1")
-    yield f"{ssh} {worker_command(folder / 'cache')}"
+    cache = folder / "cache"
+    yield f"{ssh} env PYTEST_EDGE_CACHE={shlex.quote(str(cache))} {shlex.quote(_device_python())} -m pytest_edge.worker --stdio"
     server.kill()
 
 
@@ -182,6 +208,9 @@ def test_ssh_device(pytester: pytest.Pytester, models: Path, ssh_device: str) ->
     result.assert_outcomes(passed=3)
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     assert records["litert@pi"]["device"]["name"] == "pi" and records["litert@pi"]["latency_ms"]["p50"] > 0
+    if _device_python() == str(OTHER_ENV):  # NumPy 1.x and tflite-runtime on the device, NumPy 2 here
+        assert records["litert@pi"]["runtime"]["name"] == "tflite-runtime"
+        assert records["litert@pi"]["device"]["machine"]["numpy"].startswith("1.")
     # --edge-device on the command line, with xdist: tests of the device run beside the local ones.
     pytester.makepyfile(test_any_backend="""
         import pytest

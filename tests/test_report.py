@@ -43,3 +43,10 @@ def test_table_rows_show_dash_for_unmeasured() -> None:
     assert format_table([row])[0].startswith("model")
 
 
+
+
+def test_merge_puts_device_records_in_device_rows() -> None:
+    device_record = {**_record(5.0, 0.1), "backend": "litert@pi5", "device": {"name": "pi5", "machine": {}}}
+    merged = merge_reports([{"machine": {"name": "ci"}, "records": [_record(1.0, 0.1), device_record]}])
+    assert set(merged["matrix"]["m"]) == {"ci", "ci / pi5"}
+    assert merged["matrix"]["m"]["ci / pi5"]["litert"]["p50_ms"] == 5.0
