@@ -134,11 +134,12 @@ class EdgeSession:
     # ------------------------------------------------------------ golden outputs
 
     def reference_backend(self, model: Model) -> str:
-        try:
-            get_backend(self.settings.reference_backend)
-        except UnknownBackend as exc:
-            raise EdgeUsageError(f"edge_reference_backend: {exc}") from None
-        for name in reference_order(self.settings.reference_backend):
+        if self.settings.reference_backend:
+            try:
+                get_backend(self.settings.reference_backend)
+            except UnknownBackend as exc:
+                raise EdgeUsageError(f"edge_reference_backend: {exc}") from None
+        for name in reference_order(self.settings.reference_backend or None):
             backend = get_backend(name)
             if model.artifact(backend.suffix) is not None and backend.unavailable_reason() is None:
                 return name

@@ -47,8 +47,8 @@ OPTIONS = [
     Option("edge_processes", "fresh worker processes per measurement", "3", "--edge-processes"),
     Option("edge_min_time", "least time the timed runs of each process take, e.g. 0.25s", "0.25s",
            "--edge-min-time"),
-    Option("edge_reference_backend", "backend that records golden outputs", "onnxruntime-cpu",
-           "--edge-reference-backend"),
+    Option("edge_reference_backend", "backend that records golden outputs (default: the available one the "
+           "backends rank first, onnxruntime-cpu with the built-ins)", "", "--edge-reference-backend"),
     Option("edge_golden_dir", "folder of golden outputs (relative to the rootdir)", "golden", "--edge-golden-dir"),
     Option("edge_measure", "time and measure memory on every backend, even without budgets", False,
            "--edge-measure", "bool"),

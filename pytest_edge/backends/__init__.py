@@ -49,9 +49,9 @@ def get_backend(name: str) -> Backend:
     raise UnknownBackend(f"unknown backend {name!r}; known: {', '.join(registry)}")
 
 
-def reference_order(preferred: str) -> list[str]:
-    """Candidates to record goldens: ``preferred``, then by each backend's reference_priority,
-    then every other backend."""
+def reference_order(preferred: str | None = None) -> list[str]:
+    """Candidates to record goldens: ``preferred`` (the configured one), then by each backend's
+    reference_priority, then every other backend."""
     registry = all_backends()
     ranked = sorted((b.reference_priority, n) for n, b in registry.items() if b.reference_priority is not None)
-    return list(dict.fromkeys([preferred, *(n for _, n in ranked), *registry]))
+    return list(dict.fromkeys([*([preferred] if preferred else []), *(n for _, n in ranked), *registry]))
