@@ -277,13 +277,13 @@ class LiteRTBackend(Backend):
         except ValueError as exc:
             # The interpreter's verifier says only "not a valid Flatbuffer buffer": name the file
             # and what its first bytes are.
-            if "Flatbuffer" not in str(exc):
+            if "Flatbuffer" not in str(exc) and "identifier" not in str(exc):  # ai-edge-litert / tflite-runtime
                 raise
             if content[4:8] == b"TFL3":
                 raise BackendError(f"{path} is not a valid TFLite flatbuffer: it has the TFL3 identifier but "
-                                   f"the runtime's verifier refused it ({exc}): truncated or corrupt "
+                                   f"the runtime's verifier refused it ({str(exc).strip()}): truncated or corrupt "
                                    f"({len(content)} bytes); re-export or re-download it") from exc
-            raise BackendError(f"{path} is not a TFLite flatbuffer: {exc} (bytes 4-8 are {content[4:8]!r}, "
+            raise BackendError(f"{path} is not a TFLite flatbuffer: {str(exc).strip()} (bytes 4-8 are {content[4:8]!r}, "
                                f"a .tflite has b'TFL3'); re-export it") from exc
 
 
