@@ -103,6 +103,41 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def golden_rows(settings: Settings) -> list[list[str]]:
+    """One row per model folder of the golden store: cases, reference backend, its artifacts with
+    their recorded sha256 and whether each still matches the artifact the tests would load."""
+    from .golden import GoldenStore
+
+    store, session = GoldenStore(settings.golden_dir), EdgeSession(settings)
+    rows = []
+    folders = sorted(p for p in settings.golden_dir.iterdir() if p.is_dir()) if settings.golden_dir.is_dir() else []
+    for folder in folders:
+        try:
+            golden = store.load(folder.name)
+        except EdgeError as exc:
+            rows.append([folder.name, "—", "—", "—", f"unreadable: {exc}"])
+            continue
+        try:
+            model = session.resolve(folder.name)
+            states = [f"{path.name}: " + ("stale" if golden.stale_reason(path) else "current")
+                      for path in model.artifacts.values() if path.name in golden.meta.get("artifacts", {})]
+        except EdgeError:
+            states = ["no artifact of that name in edge_model_dirs (unused?)"]
+        recorded = ", ".join(f"{name} {digest[:12]}" for name, digest in sorted(golden.meta.get("artifacts", {}).items()))
+        rows.append([folder.name, str(len(golden.cases)), golden.reference_backend, recorded, "; ".join(states)])
+    return rows
+
+
+def _golden_list(args: argparse.Namespace) -> int:
+    try:
+        rows = golden_rows(project_settings())
+    except EdgeError as exc:
+        print(f"pytest-edge golden list: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(format_table(rows, ["model", "cases", "reference", "artifacts (sha256)", "state"])))
+    return 0
+
+
 def _golden_diff(args: argparse.Namespace) -> int:
     from .golden import GoldenStore
     from .obtained import diff_lines, obtained_dir
@@ -201,6 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     golden = commands.add_parser("golden", help="golden outputs")
     golden_commands = golden.add_subparsers(dest="golden_command", required=True)
     golden_commands.add_parser("refresh", help="pytest --edge-update-golden [pytest args]")
+    listing = golden_commands.add_parser("list", help="models with goldens: cases, reference, artifacts, staleness")
+    listing.set_defaults(func=_golden_list)
     diff = golden_commands.add_parser("diff", help="what mismatching backends produced, against the golden")
     diff.add_argument("model", help="the model's name (its golden folder)")
     diff.set_defaults(func=_golden_diff)

@@ -47,3 +47,23 @@ def test_golden_diff_command(pytester: pytest.Pytester, models: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "pytest_edge.cli", "golden", "diff", "tiny_mlp"], cwd=pytester.path,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "no golden outputs for model 'tiny_mlp'" in done.stderr
+
+
+def test_golden_list_shows_cases_and_staleness(pytester: pytest.Pytester, models: Path) -> None:
+    import subprocess
+    import sys
+
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu"])
+        def test_mlp(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    with open(models / "tiny_mlp.tflite", "ab") as handle:
+        handle.write(b"\0" * 8)  # the .tflite changed since its golden was recorded
+    done = subprocess.run([sys.executable, "-m", "pytest_edge.cli", "golden", "list"], cwd=pytester.path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("tiny_mlp"))
+    assert "onnxruntime-cpu" in row and "tiny_mlp.onnx: current" in row and "tiny_mlp.tflite: stale" in row
