@@ -671,6 +671,14 @@ TFLITE_CASES = [
 def test_bad_tflite_bytes(tmp_path: Path, backend: str, what: str, make: Any, pattern: str) -> None:
     path = tmp_path / "model.tflite"
     path.write_bytes(make((FIXTURES / "tiny_mlp.tflite").read_bytes()))
+    if what == "truncated" and get_backend(backend).distribution == "tflite-runtime":
+        # tflite-runtime 2.14 has no flatbuffer verifier: a truncated model may load (README, Known
+        # limits) or crash its worker; either way this process and its session go on.
+        try:
+            _load(backend, path)
+        except BackendError as exc:
+            assert str(path) in str(exc)
+        return
     with pytest.raises(BackendError, match=pattern) as error:
         _load(backend, path)
     assert str(path) in str(error.value)
