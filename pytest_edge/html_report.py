@@ -496,9 +496,9 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
             share = cov.get("fallback")
             note = ""
             if not (cov.get("delegated_ops") or 0) and not cov.get("partitions"):
-                from .report import _has_delegate  # the registry, or the "-ref" naming
+                from .report import backend_has_delegate  # the registry, or the "-ref" naming
 
-                if not _has_delegate(r["backend"]):
+                if not backend_has_delegate(r["backend"]):
                     note = " <small>reference lane: no delegate by design</small>"
             method = " <small>(predicted)</small>" if cov.get("method") == "predicted" else ""
             out.append(f"<tr><td>{_e(label[id(r)])}</td><td>{coverage_bar(cov)} "

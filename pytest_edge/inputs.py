@@ -123,18 +123,25 @@ def user_cases(source: Any, base_dir: Path) -> list[dict[str, Any]]:
             raise EdgeUsageError(f"cannot read inputs file {path}: {exc}") from exc
     if callable(source):
         produced = _call(source)
-        if isinstance(produced, Mapping):
-            return [_as_case(produced, "the inputs callable")]
-        if isinstance(produced, (list, tuple)):
-            return [_as_case(item, "the inputs callable") for item in produced]
-        raise EdgeUsageError(f"inputs=: the callable {getattr(source, '__qualname__', source)!s} returned "
-                             f"{_what(produced)}; it must return a dict of arrays or a list of dicts")
-    if isinstance(source, Mapping):
-        return [_as_case(source, "inputs=")]
-    if isinstance(source, (list, tuple)):
-        return [_as_case(item, "inputs=") for item in source]
-    raise EdgeUsageError(f"inputs= must be an .npz path, a dict, a list of dicts or a callable, "
-                         f"got {type(source).__name__}")
+        cases = _cases_of(produced, "the inputs callable")
+        if cases is None:
+            raise EdgeUsageError(f"inputs=: the callable {getattr(source, '__qualname__', source)!s} returned "
+                                 f"{_what(produced)}; it must return a dict of arrays or a list of dicts")
+        return cases
+    cases = _cases_of(source, "inputs=")
+    if cases is None:
+        raise EdgeUsageError(f"inputs= must be an .npz path, a dict, a list of dicts or a callable, "
+                             f"got {type(source).__name__}")
+    return cases
+
+
+def _cases_of(value: Any, origin: str) -> list[dict[str, Any]] | None:
+    """A dict is one case, a list or tuple of dicts one case each; None for anything else."""
+    if isinstance(value, Mapping):
+        return [_as_case(value, origin)]
+    if isinstance(value, (list, tuple)):
+        return [_as_case(item, origin) for item in value]
+    return None
 
 
 _KIND_NAMES = {"U": "strings", "S": "bytes", "O": "Python objects", "V": "records", "M": "datetimes",

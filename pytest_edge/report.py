@@ -212,7 +212,7 @@ def table_rows(records: Iterable[Mapping[str, Any]], width: int | None = TABLE_W
     return _fit(rows, HEADER, width) if width else rows
 
 
-def _has_delegate(backend: str) -> bool:
+def backend_has_delegate(backend: str) -> bool:
     """Whether the backend is meant to delegate; a reference lane (litert-ref) is not. Asks the
     registry, and falls back on the "-ref" naming when the backend is not installed here."""
     try:
@@ -232,7 +232,7 @@ def table_footer(records: Sequence[Mapping[str, Any]], width: int = TABLE_WIDTH)
     lines += [_shorten(fold_line(model, suffixes, backends), width)
               for model, (suffixes, backends) in folded_skips(records).items()]
     reference = sorted({r["backend"] for r in records if missing_artifact(r) is None and r.get("coverage")
-                        and not (r["coverage"].get("delegated_ops") or 0) and not _has_delegate(r["backend"])})
+                        and not (r["coverage"].get("delegated_ops") or 0) and not backend_has_delegate(r["backend"])})
     if reference:
         lines.append(_shorten(f"coverage 0% on {', '.join(reference)}: a reference lane, no delegate by design", width))
     return lines
