@@ -9,6 +9,7 @@ budget checks (:mod:`.checks`), comparison (:mod:`.compare`).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -262,7 +263,7 @@ class EdgeSession:
         record = self._record(test_id, plan, info, golden, coverage, comparisons, measured, first_feeds)
         if measured:
             gate = self.measurer.gate(info, first_feeds, plan, record.to_json(), self._twin_coverage,
-                                      lambda path: _relative(path, self.settings.rootdir))
+                                      lambda path: os.path.relpath(path, self.settings.rootdir))
             violations += gate.failures
             if gate.summary:
                 record.baseline_check = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes}

@@ -163,7 +163,7 @@ def test_walkthrough_from_an_empty_project(tmp_path: Path) -> None:
     assert "tiny_cnn-executorch" not in text or "failed" not in text
     assert re.search(r"onnxruntime-cpu\s+\S+ delegated", text), "inspect printed no coverage"
     assert "pytest-edge conformance" in text and "passed" in text
-    assert re.search(r"merge gate \(A/B against \.\./main-models/models\): 4 compared, 0 regressed", text)
+    assert re.search(r"merge gate \(A/B against \.\./main-models/models\): 4 compared, 0 regressed", text), text
     assert re.search(r"merge gate \(against stored numbers\): 4 compared, 0 regressed", text)
     installed = subprocess.run([str(project / ".venv/bin/python"), "-c",
                                 "import pytest_edge, xdist, pytest_benchmark; print(pytest_edge.__file__)"],
