@@ -16,7 +16,6 @@ from .edge_model import EdgeModel
 from .errors import DeviceUnreachable, EdgeError, EdgeInconclusive, UnknownBackend
 from .marker import parse_marker
 from .plan import Plan, plans
-from .record import Record
 from .report import build_report, format_table, gate_summary, table_footer, table_rows, write_report
 from .session import EdgeSession, Settings
 
