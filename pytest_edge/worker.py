@@ -30,6 +30,7 @@ import numpy as np
 from . import measure, protocol
 from .backends import LoadedModel, get_backend
 from .errors import BackendCrash, BackendError, DeviceUnreachable
+from .golden import atomic_write, sha256_file
 from .marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-edge-measure.lock"
@@ -173,9 +174,7 @@ class WorkerServer:
         if digest != name[:64]:
             raise ValueError(f"artifact {name} arrived with sha256 {digest}")
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
-        tmp.write_bytes(payload)
-        os.replace(tmp, target)
+        atomic_write(target, payload)
         return True
 
 
@@ -347,10 +346,9 @@ class BackendWorker:
 
     def _upload(self, path: Path, artifact: str | None) -> str:
         """The artifact's content name in the device's cache, sending it there if it is not yet."""
-        data = path.read_bytes()
-        name = hashlib.sha256(data).hexdigest() + path.suffix
+        name = sha256_file(path) + path.suffix  # hashed once per file version, read only to send it
         if name not in self._sent and not self._exchange(protocol.Has(name), artifact):
-            self._exchange(protocol.Put(name, np.frombuffer(data, dtype=np.uint8)), artifact)
+            self._exchange(protocol.Put(name, np.frombuffer(path.read_bytes(), dtype=np.uint8)), artifact)
         self._sent.add(name)
         return name
 

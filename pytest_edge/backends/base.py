@@ -108,6 +108,16 @@ class LoadedModel(ABC):
         return self.inputs[0].dtype if self.inputs else "unknown"
 
 
+def unusable_artifact(content: bytes, path: Path) -> str | None:
+    """What makes ``content`` no model at all, in words naming ``path``; None if it may be one.
+    Runtimes say only "`model_path` or `model_content` must be specified" for an empty file."""
+    if not content:
+        return f"{path} is empty (0 bytes); re-export or re-download it"
+    if content.startswith(b"version https://git-lfs"):
+        return f"{path} is a Git LFS pointer ({len(content)} bytes), not the model; run git lfs pull"
+    return None
+
+
 class Backend(ABC):
     """A runtime in one configuration. Subclasses set the class attributes and ``load``."""
 

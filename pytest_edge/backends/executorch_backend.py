@@ -9,8 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, Coverage, LoadedModel, TensorSpec
-from .litert_backend import unusable_artifact
+from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
 
 # executorch::runtime::Error (runtime/core/error.h of executorch 1.5), whose codes the Python
 # bindings print in hex ("Failed to load program, error: 0x:23"): name and documented meaning.

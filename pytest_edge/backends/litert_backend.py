@@ -17,20 +17,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, Coverage, LoadedModel, TensorSpec
+from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
 
 _CANDIDATES = (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"))
 _STATEFUL_OPS = {"VAR_HANDLE", "ASSIGN_VARIABLE", "READ_VARIABLE"}
-
-
-def unusable_artifact(content: bytes, path: Path) -> str | None:
-    """What makes ``content`` no model at all, in words naming ``path``; None if it may be one.
-    Runtimes say only "`model_path` or `model_content` must be specified" for an empty file."""
-    if not content:
-        return f"{path} is empty (0 bytes); re-export or re-download it"
-    if content.startswith(b"version https://git-lfs"):
-        return f"{path} is a Git LFS pointer ({len(content)} bytes), not the model; run git lfs pull"
-    return None
 
 
 def _installed() -> tuple[str, str] | None:
