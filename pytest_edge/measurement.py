@@ -3,8 +3,9 @@ compares them with a baseline (README "Measurement", "The merge gate")."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -31,6 +32,7 @@ class Measurer:
         self.pool = pool
         self.results: dict[tuple, dict[str, Any]] = {}
         self.twin_results: dict[tuple, dict[str, Any]] = {}
+        self.twin_coverages: dict[str, dict[str, Any] | None] = {}
         self.under_load = False  # some timed window of this session ran under load
         self.measured_any = False
 
@@ -112,21 +114,28 @@ class Measurer:
         result["load_ms"] = loaded["load_ms"]
         return result
 
-    def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, record: Mapping[str, Any],
-             twin_coverage: Callable[[Path], dict[str, Any] | None], source_name: Callable[[Path], str]) -> GateResult:
+    def _twin_coverage(self, info: ModelInfo, twin: Path) -> dict[str, Any] | None:
+        """Delegate coverage of a baseline twin, loaded once in the backend's shared worker."""
+        if str(twin) not in self.twin_coverages:
+            shapes = {k: list(v) for k, v in info.shapes.items()}
+            loaded = self.pool.request(info.backend, Load(f"twin|{info.key}", str(twin), info.threads, shapes), twin)
+            self.twin_coverages[str(twin)] = loaded["coverage"]
+        return self.twin_coverages[str(twin)]
+
+    def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, record: Mapping[str, Any]) -> GateResult:
         """A/B against the twin artifact where --edge-baseline-models has one, else against the
         stored baseline record; a suspected latency regression is re-measured before it counts."""
         twin = self.baseline_twin(info.artifact)
         twin_measured = self.twin_results.get((info.backend, info.key, plan.warmup, plan.runs))
         feeds = info.feeds(feeds)
         if twin is not None and twin_measured is not None:
-            baseline = {"backend": info.backend, **twin_measured, "coverage": twin_coverage(twin)}
+            baseline = {"backend": info.backend, **twin_measured, "coverage": self._twin_coverage(info, twin)}
 
             def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan)
                 return {"backend": info.backend, **mine}, theirs
 
-            source, paired = source_name(twin), True
+            source, paired = os.path.relpath(twin, self.settings.rootdir), True
         else:
             stored = find_baseline(self.settings.baseline, record)
             if stored is None:

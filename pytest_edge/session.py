@@ -9,7 +9,6 @@ budget checks (:mod:`.checks`), comparison (:mod:`.compare`).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -65,7 +64,6 @@ class EdgeSession:
         self.inconclusive = 0
         self.report_error = ""  # set when --edge-report could not be written
         self.step = ""  # what check() is doing, for the message of an unexpected exception
-        self._twin_coverages: dict[str, dict[str, Any] | None] = {}
         self._predicted: dict[tuple[str, str], Coverage | None] = {}
         self._machine: dict[str, Any] | None = None
 
@@ -262,8 +260,7 @@ class EdgeSession:
 
         record = self._record(test_id, plan, info, golden, coverage, comparisons, measured, first_feeds)
         if measured:
-            gate = self.measurer.gate(info, first_feeds, plan, record.to_json(), self._twin_coverage,
-                                      lambda path: os.path.relpath(path, self.settings.rootdir))
+            gate = self.measurer.gate(info, first_feeds, plan, record.to_json())
             violations += gate.failures
             if gate.summary:
                 record.baseline_check = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes}
@@ -314,10 +311,6 @@ class EdgeSession:
         atomic_write(path, npz_bytes(arrays))
         return Path(_relative(path, self.settings.rootdir))
 
-    def _twin_coverage(self, twin: Path) -> dict[str, Any] | None:
-        """Delegate coverage of a baseline twin artifact, loaded in the shared worker."""
-        return self._twin_coverages.get(str(twin))
-
     def _model_json(self, model: Model, artifact: Path | None) -> dict[str, Any]:
         return {"name": model.name,
                 "artifact": _relative(artifact, self.settings.rootdir) if artifact else None,
@@ -325,11 +318,6 @@ class EdgeSession:
 
     def _record(self, test_id: str, plan: Plan, info: ModelInfo, golden: Golden, coverage: Coverage | None,
                 comparisons: list, measured: dict[str, Any], feeds: Sequence[Any]) -> Record:
-        twin = self.measurer.baseline_twin(info.artifact) if measured else None
-        if twin is not None and str(twin) not in self._twin_coverages:
-            loaded = self.pool.request(info.backend, Load(f"twin|{info.key}", str(twin), info.threads,
-                                                          {k: list(v) for k, v in info.shapes.items()}), twin)
-            self._twin_coverages[str(twin)] = loaded["coverage"]
         return Record(
             test=test_id, model=self._model_json(plan.model, info.artifact), backend=info.backend,
             runtime=info.runtime, plugin={"name": "pytest-edge", "version": __version__},
