@@ -26,6 +26,11 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _table_open(title_html: str, headers: Sequence[str]) -> str:
+    """A section title (trusted HTML) and the opening of its table with escaped column headers."""
+    return f"<h3>{title_html}</h3><table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers) + "</tr>"
+
+
 def _num(value: Any, digits: int = 3) -> str:
     """A figure with ``digits`` significant digits (latencies span µs to s), or a dash."""
     if value is None:
@@ -373,8 +378,7 @@ def _matrix(records: Sequence[Mapping[str, Any]]) -> list[str]:
         if not cells:
             continue
         backends = sorted({b for _, b in cells})
-        out.append(f"<h3>{_e(model)}</h3><table><tr><th>device</th>"
-                   + "".join(f"<th>{_e(b)}</th>" for b in backends) + "</tr>")
+        out.append(_table_open(_e(model), ["device", *backends]))
         for device in sorted({d for d, _ in cells}):
             out.append(f"<tr><th>{_e(device)}</th>")
             for backend in backends:
@@ -446,9 +450,8 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
         out.append("</div>")
 
     # The figures as numbers, the backends' colours as the charts' legend.
-    out.append("<h3>Figures</h3><table><tr><th>backend</th><th>P50 ms</th><th>P90 ms</th><th>P99 ms</th>"
-               "<th>mean ms</th><th>min ms</th><th>runs</th><th>load ms</th><th>first inference ms</th>"
-               "<th>peak MB</th><th>verdict</th></tr>")
+    out.append(_table_open("Figures", ["backend", "P50 ms", "P90 ms", "P99 ms", "mean ms", "min ms", "runs",
+                                       "load ms", "first inference ms", "peak MB", "verdict"]))
     for r in records:
         lat = r.get("latency_ms") or {}
         out.append(f'<tr><td><span class="sw" style="background:{color[id(r)]}"></span>{_e(label[id(r)])}</td>'
@@ -467,9 +470,8 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
     # Against the baseline: each figure's change, regressions highlighted.
     compared = [(r, figure_changes(r, olds[id(r)], max_regression)) for r in ran if olds[id(r)]]
     if any(changes for _, changes in compared):
-        out.append(f"<h3>Against the baseline <small>(regression: more than {max_regression:.0%}; fallback: "
-                   "any rise)</small></h3><table><tr><th>backend</th>"
-                   + "".join(f"<th>{_e(f)}</th>" for f, _, _ in FIGURES) + "</tr>")
+        out.append(_table_open(f"Against the baseline <small>(regression: more than {max_regression:.0%}; "
+                               "fallback: any rise)</small>", ["backend", *(f for f, _, _ in FIGURES)]))
         for r, changes in compared:
             by_figure = {c.figure: c for c in changes}
             cells = []
@@ -487,8 +489,8 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
     # Delegate coverage: the split, the operators left to the CPU, the partitions.
     covered = [r for r in ran if r.get("coverage")]
     if covered:
-        out.append("<h3>Delegate coverage</h3><table><tr><th>backend</th><th>delegated / fallback</th>"
-                   "<th>ops</th><th>partitions</th><th>fallback operators</th></tr>")
+        out.append(_table_open("Delegate coverage",
+                               ["backend", "delegated / fallback", "ops", "partitions", "fallback operators"]))
         for r in covered:
             cov = r["coverage"]
             ops = cov.get("fallback_op_names") or {}
@@ -510,8 +512,8 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
     # Accuracy against the golden, per record (the report keeps the worst over outputs and cases).
     checked = [r for r in ran if r.get("accuracy")]
     if checked:
-        out.append("<h3>Accuracy <small>(worst over outputs and cases)</small></h3><table><tr><th>backend</th>"
-                   "<th>reference</th><th>max |Δ|</th><th>max rel</th><th>cosine</th><th>SNR dB</th></tr>")
+        out.append(_table_open("Accuracy <small>(worst over outputs and cases)</small>",
+                               ["backend", "reference", "max |Δ|", "max rel", "cosine", "SNR dB"]))
         for r in checked:
             acc = r["accuracy"]
             cosine = acc.get("cosine")
