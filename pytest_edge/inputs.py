@@ -57,6 +57,12 @@ def _dtype(spec: TensorSpec) -> np.dtype:
                              "pytest-edge cannot feed it") from exc
 
 
+def integer_range(dtype: np.dtype) -> tuple[int, int]:
+    """Values drawn for an integer input: an 8-bit one's full range, else 0..10 (indices, counts)."""
+    info = np.iinfo(dtype)
+    return (int(info.min), int(info.max)) if dtype.itemsize == 1 else (0, 10)
+
+
 def generate_case(specs: Sequence[TensorSpec], shapes: Mapping[str, Sequence[int]], seed: int) -> Case:
     rng = np.random.default_rng(seed)
     case: Case = {}
@@ -68,8 +74,7 @@ def generate_case(specs: Sequence[TensorSpec], shapes: Mapping[str, Sequence[int
         elif dtype.kind == "b":
             value = rng.integers(0, 2, shape).astype(bool)
         elif dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            low, high = (info.min, info.max) if dtype.itemsize == 1 else (0, 10)
+            low, high = integer_range(dtype)
             value = rng.integers(low, high, shape, endpoint=True).astype(dtype)
         else:
             raise EdgeUsageError(f"cannot draw values for input {spec.name!r} of dtype {spec.dtype}; "

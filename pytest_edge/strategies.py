@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .backends import TensorSpec
-from .inputs import concrete_shape
+from .inputs import concrete_shape, integer_range
 
 
 def inputs_for(model: Any, shapes: Mapping[str, Sequence[int]] | None = None, *, bound: float = 4.0,
@@ -49,8 +49,8 @@ def inputs_for(model: Any, shapes: Mapping[str, Sequence[int]] | None = None, *,
             elements = st.booleans()
         elif dtype.kind in "iu":
             info = np.iinfo(dtype)
-            low, high = (0, 255) if image else (info.min, info.max) if dtype.itemsize == 1 else (0, 10)
-            elements = st.integers(max(low, info.min), min(high, info.max))
+            low, high = (0, 255) if image else integer_range(dtype)
+            elements = st.integers(max(low, int(info.min)), min(high, int(info.max)))
         else:
             raise ValueError(f"input {spec.name!r}: no strategy for dtype {spec.dtype}")
         fields[spec.name] = hnp.arrays(dtype, shape, elements=elements)
