@@ -49,7 +49,8 @@ def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> d
         latency = r["latency_ms"]
         per_process.append({"p50": latency["p50"], "p99": latency["p99"], "min": latency["min"],
                             "runs": r["measured_runs"], "load_ms": r.get("load_ms"),
-                            "peak_memory_mb": r["peak_memory_mb"], "other_cores_busy": r["other_cores_busy"]})
+                            "peak_memory_mb": r["peak_memory_mb"], "other_cores_busy": r["other_cores_busy"],
+                            "probe_us": r.get("probe_us")})
     busy = [r["other_cores_busy"] for r in results if r["other_cores_busy"] is not None]
     p50s = [p["p50"] for p in per_process]
     return {
@@ -71,6 +72,26 @@ def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> d
         "process_spread": (max(p50s) / min(p50s)) if len(p50s) > 1 and min(p50s) > 0 else None,
         "samples_ns": pooled,
     }
+
+
+# The machine probe: a fixed piece of pure-Python CPU work (about 0.1 ms here), timed between a
+# model's runs, once per PROBE_EVERY_NS of timing and a few times around the window. Its median
+# tells how fast this machine ran at that moment, whatever slowed it: other processes, other
+# virtual machines on the same host (invisible in /proc/stat), CPU frequency. The merge gate
+# compares it with the baseline's probe (README "The merge gate").
+PROBE_EVERY_NS = 5_000_000
+PROBE_AROUND = 5
+_PROBE_LOOP = 2000
+
+
+def machine_probe_ns() -> int:
+    """Time one run of the probe's fixed work, in ns."""
+    clock = time.perf_counter_ns
+    start = clock()
+    total = 0
+    for i in range(_PROBE_LOOP):
+        total += i * i
+    return clock() - start
 
 
 def _status_kb(field: str) -> float | None:

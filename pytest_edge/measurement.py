@@ -87,7 +87,9 @@ class Measurer:
         results: list[list[dict[str, Any]]] = [[] for _ in artifacts]
         try:
             # One measurement at a time per machine: this one, or the device it runs on.
-            with machine_measurement_lock(split_device(info.backend)[1] or ""):
+            device = split_device(info.backend)[1]
+            with machine_measurement_lock(device or ""):
+                self.pool.settle(device)
                 for workers in rounds:
                     for worker in workers:
                         worker.launch()

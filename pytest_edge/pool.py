@@ -103,6 +103,16 @@ class WorkerPool:
             for backend in dict.fromkeys(backends):
                 self.worker(backend).launch()
 
+    def settle(self, device: str | None) -> None:
+        """Wait for this machine's workers that are still starting (importing a runtime takes up to
+        seconds of a core): a timing must not share the machine with our own imports."""
+        for backend, worker in list(self.workers.items()):
+            if split_device(backend)[1] == device and worker.starting:
+                try:
+                    worker.wait_ready()
+                except Exception:  # its own request will report the failure, with its backend
+                    pass
+
     def request(self, backend: str, request: Request, artifact: Path) -> Any:
         try:
             return self.worker(backend).request(request, artifact=str(artifact))

@@ -25,6 +25,11 @@ from typing import Sequence
 import numpy as np
 
 ALPHA = 0.05  # one-sided
+# The least spread of log per-process figures a test assumes. Fresh processes of one tiny model
+# differ by 10 % to 70 % on a 2-core CI machine (memory layout, the host's other guests), so three
+# processes that agree to 0.1 % are luck, not precision: without a floor, one such baseline made a
+# 1.2x "slower" unchanged model look significant at t=11 in CI.
+MIN_LOG_SD = 0.05
 # One-sided 95 % critical values of Student's t by degrees of freedom (table lookup keeps NumPy
 # the only dependency; a fractional Welch df rounds down, which is the conservative side).
 _T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833,
@@ -90,12 +95,13 @@ def compare_groups(old: Sequence[float], new: Sequence[float]) -> Change:
         return Change(ratio, True, math.inf, math.inf, nx, ny)
     note = ""
     if nx == 1 or ny == 1:
-        pooled = float(np.var(y if nx == 1 else x, ddof=1))
+        pooled = max(float(np.var(y if nx == 1 else x, ddof=1)), MIN_LOG_SD ** 2)
         se = math.sqrt(pooled * (1 / nx + 1 / ny))
         df = float(max(nx, ny) - 1)
         note = "one process on one side: the other side's spread stands for both"
     else:
-        vx, vy = float(np.var(x, ddof=1)) / nx, float(np.var(y, ddof=1)) / ny
+        vx = max(float(np.var(x, ddof=1)), MIN_LOG_SD ** 2) / nx
+        vy = max(float(np.var(y, ddof=1)), MIN_LOG_SD ** 2) / ny
         se = math.sqrt(vx + vy)
         # Welch-Satterthwaite degrees of freedom.
         df = (vx + vy) ** 2 / ((vx ** 2 / (nx - 1) if vx else 0.0) + (vy ** 2 / (ny - 1) if vy else 0.0)) \
@@ -116,7 +122,7 @@ def compare_pairs(a_values: Sequence[float], b_values: Sequence[float]) -> Chang
     n = len(logs)
     if n == 1:
         return Change(math.exp(mean), True, math.inf, math.inf, 1, 1, paired=True)
-    se = float(np.std(logs, ddof=1)) / math.sqrt(n)
+    se = max(float(np.std(logs, ddof=1)), MIN_LOG_SD) / math.sqrt(n)
     t = _t_statistic(mean, se)
     critical = t_critical(n - 1)
     return Change(math.exp(mean), t > critical, t, critical, n, n, paired=True)

@@ -125,13 +125,21 @@ class WorkerServer:
                              "to time longer")
         buffer = self._samples
         clock = time.perf_counter_ns
+        probe = measure.machine_probe_ns
+        probes = [probe() for _ in range(measure.PROBE_AROUND)]
         deadline = clock() + int(min_time_s * 1e9)
+        next_probe = clock() + measure.PROBE_EVERY_NS
         count = 0
         while count < runs or (clock() < deadline and count < len(buffer)):
             start = clock()
             infer()
-            buffer[count] = clock() - start
+            end = clock()
+            buffer[count] = end - start
             count += 1
+            if end > next_probe:
+                probes.append(probe())
+                next_probe = clock() + measure.PROBE_EVERY_NS
+        probes += [probe() for _ in range(measure.PROBE_AROUND)]
         samples = buffer[:count]
         other_cores = load.other_cores()
         base = self.load_base_mb[key]
@@ -150,6 +158,7 @@ class WorkerServer:
             "warmup_runs": warmup, "measured_runs": len(samples),
             "peak_memory_mb": peak, "steady_memory_mb": steady,
             "other_cores_busy": other_cores,
+            "probe_us": float(np.median(probes)) / 1e3,
             "samples_ns": np.asarray(samples, dtype=np.int64),
         }
 
@@ -302,6 +311,11 @@ class BackendWorker:
                 child.close()
                 self._reader = self._writer = Connection(parent.detach())
         self._starting = True
+
+    @property
+    def starting(self) -> bool:
+        """Launched, and its hello not read yet."""
+        return self._starting
 
     def wait_ready(self) -> None:
         """Wait until a launched worker has imported its runtime and said hello."""

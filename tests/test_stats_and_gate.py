@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_edge.gate import run_gate
-from pytest_edge.stats import compare_groups, compare_pairs, spread, t_critical
+from pytest_edge.stats import MIN_LOG_SD, compare_groups, compare_pairs, spread, t_critical
 
 base = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False)
 jitter = st.lists(st.floats(min_value=-0.03, max_value=0.03), min_size=3, max_size=6)
@@ -42,6 +42,15 @@ def test_large_spread_is_not_significant() -> None:
     assert change.ratio > 1.1 and not change.significant
 
 
+def test_processes_that_agree_by_luck_count_at_the_noise_floor() -> None:
+    """Three processes agreeing to 0.1 % are luck (fresh processes differ by 10 % to 70 % here):
+    without the floor, +12 % over identical figures was t=inf, "as certain as it gets"."""
+    change = compare_groups([1.0, 1.0, 1.001], [1.12, 1.12, 1.121])
+    assert change.t == pytest.approx(math.log(1.12) / math.sqrt(2 * MIN_LOG_SD ** 2 / 3), rel=0.01)
+    assert compare_pairs([1.12, 1.12, 1.12], [1.0, 1.0, 1.0]).t == pytest.approx(
+        math.log(1.12) / (MIN_LOG_SD / math.sqrt(3)))
+
+
 def test_one_process_per_side_leaves_it_to_the_threshold() -> None:
     change = compare_groups([1.0], [1.2])
     assert change.significant and math.isinf(change.critical)
@@ -56,10 +65,10 @@ def test_t_table() -> None:
     assert spread([1.0, 2.0]) == 2.0 and spread([1.0]) is None
 
 
-def _record(p50s, busy=None, memory=10.0, fallback=0.0, runs=5000):
+def _record(p50s, busy=None, memory=10.0, fallback=0.0, runs=5000, probe_us=None):
     return {"backend": "onnxruntime-cpu", "test": "t", "model": {"name": "m"},
             "latency_ms": {"p50": p50s[0], "p99": p50s[0] * 2},
-            "processes": [{"p50": v, "p99": v * 2, "runs": runs} for v in p50s],
+            "processes": [{"p50": v, "p99": v * 2, "runs": runs, "probe_us": probe_us} for v in p50s],
             "peak_memory_mb": memory, "coverage": {"fallback": fallback},
             "timing_under_load": busy is not None, "under_load": busy is not None, "other_cores_busy": busy}
 
@@ -74,7 +83,7 @@ def test_confirmed_regression_fails_with_both_measurements() -> None:
     assert len(result.failures) == 1 and result.summary["verdict"] == "failed"
     assert any("P99 latency +100.0%" in n and "not gated against stored numbers" in n for n in result.notes)
     assert ("P50 latency 2.038 ms (geometric mean of 6 process P50s) is +103.8% against the baseline 1.000 ms "
-            "(allowed +10%; t=64.85 over 3 vs 6 processes, needs > 1.94); measured twice in fresh processes: "
+            "(allowed +10%; t=20.14 over 3 vs 6 processes, needs > 2.13); measured twice in fresh processes: "
             "+100.0%, then +107.7%") in result.failures[0]
 
 
@@ -135,3 +144,21 @@ def test_a_b_mode_gates_the_tail_too() -> None:
                       strict=False, remeasure=lambda: (_record([2.0, 2.0, 2.0]), _record([1.0, 1.0, 1.0])),
                       source="main/m.onnx")
     assert [f.split(":")[1].split()[0] for f in result.failures] == ["P50", "P99"]
+
+
+@pytest.mark.parametrize("probe, slower, strict, outcome", [
+    (130.0, 1.35, False, "inconclusive"),  # the machine probe ran 1.3x slower: it explains 1.35x
+    (130.0, 1.35, True, "failed"),         # unless timing is strict
+    (130.0, 2.0, False, "failed"),         # 2.0 / 1.3 is still +54 %: the model got slower
+    (100.0, 1.35, False, "failed"),        # the machine ran as fast as for the baseline
+    (None, 1.35, False, "failed"),         # no probe on one side (an older report): no excuse
+])
+def test_a_slower_machine_explains_a_stored_regression(probe, slower, strict, outcome) -> None:
+    figures = [slower, slower * 1.01, slower * 0.99]
+    result = run_gate(_record(figures, probe_us=probe), _record([1.0, 1.01, 0.99], probe_us=100.0), paired=False,
+                      max_regression=0.1, strict=strict, remeasure=lambda: (_record(figures, probe_us=probe), None),
+                      source="base")
+    assert result.summary["verdict"] == outcome
+    if outcome == "inconclusive":
+        assert "the machine itself ran 1.30x slower than when the baseline was measured" in result.inconclusive[0]
+        assert "leaves +3.8%" in result.inconclusive[0]
