@@ -1,5 +1,7 @@
 """Where to look when a backend disagrees with the golden (README "Accuracy triage"): run the same
-artifact without the delegate, then name the first operator whose output diverges."""
+artifact without the delegate, then name the first operator whose output diverges. A backend
+without such a sibling whose runtime exposes every node output in several configurations (ONNX
+Runtime: optimized, unoptimized, onnx.reference) is compared with itself node by node."""
 
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ def sibling_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any],
     if sibling is not None and sibling == golden.reference_backend and device is None:
         return [f"triage: the golden comes from {sibling} on the same artifact: the {backend} "
                 "delegate's kernels diverge, not the artifact"]
+    if sibling is None and getattr(get_backend(backend), "per_node_triage", False):
+        return node_triage(runner, plan, golden, feeds)
     if sibling is None or (device is None and get_backend(sibling).unavailable_reason()):
         return []
     if device is not None:
@@ -85,3 +89,99 @@ def first_divergence(runner: Runner, plan: Plan, sibling: str, feeds: list[Any],
             return (f"; first divergence: tensor {theirs['names'].get(tensor, tensor)!r}, the output of "
                     f"{mine['producers'][tensor]} (max |Δ| {err:.3g} against {sibling})")
     return ""
+
+
+def _tolerance(plan: Plan, golden: Golden) -> tuple[float, float]:
+    # The first output's tolerance, as first_divergence uses: intermediates have no tolerance of their own.
+    tolerance = plan.tolerance(golden.outputs_spec[0].name)
+    return float(tolerance.get("atol") or 0.0), float(tolerance.get("rtol") or 0.0)
+
+
+def node_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any]) -> list[str]:
+    """A backend with no delegate-free sibling (onnxruntime-cpu): its own graph run optimized,
+    unoptimized and by the ONNX reference evaluator, compared node by node (see onnx_divergence)."""
+    try:
+        info = runner.load(plan)
+        found = runner.intermediates(info, feeds)
+    except EdgeError:
+        return []
+    if not found or "runs" not in found:
+        return []
+    optimized = found.get("optimized", "optimized")
+    line = (f"triage: {plan.backend} has no delegate-free sibling, so its {info.artifact.name} was run node by node "
+            f"with {optimized}, ORT_DISABLE_ALL and onnx.reference")
+    if found.get("unavailable"):
+        return [f"{line}, which failed: {found['unavailable']}"]
+    atol, rtol = _tolerance(plan, golden)
+    return [line + onnx_divergence(found, atol, rtol, golden.reference_backend)]
+
+
+def _diverges(a: Any, b: Any, atol: float, rtol: float) -> float | None:
+    """max |a - b| where the two differ beyond the tolerance; None where they agree or cannot be compared."""
+    if a is None or b is None or a.shape != b.shape or a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf":
+        return None
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    if np.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True):
+        return None
+    with np.errstate(invalid="ignore"):
+        return float(np.nanmax(np.abs(a - b))) if np.isfinite(a - b).any() else float("inf")
+
+
+def onnx_divergence(found: dict[str, Any], atol: float, rtol: float, reference_backend: str | None = None) -> str:
+    """The first node (graph order) whose output differs beyond atol/rtol between ORT's optimized
+    run and its unoptimized one, or between the unoptimized one and onnx.reference, from the dict
+    ``OrtModel.intermediates`` returns; the other pair's first divergence follows, when it has one."""
+    optimized, unoptimized = found.get("optimized", "optimized"), "ORT_DISABLE_ALL"
+    runs = found["runs"]
+    pairs = [(optimized, found["tensors"], unoptimized, runs.get(unoptimized, {}))]
+    if "onnx.reference" in runs:
+        pairs.append((unoptimized, runs.get(unoptimized, {}), "onnx.reference", runs["onnx.reference"]))
+    firsts: list[tuple[int, str, str, float] | None] = []
+    for mine, mine_values, theirs, their_values in pairs:
+        first = None
+        for position, tensor in enumerate(found["order"]):
+            err = _diverges(mine_values.get(tensor), their_values.get(tensor), atol, rtol)
+            if err is not None:
+                first = (position, tensor, f"{mine} against {theirs}", err)
+                break
+        firsts.append(first)
+    notes = []
+    if found.get("method") == "one at a time":
+        notes.append(f"{optimized}'s values were read one tensor at a time: exposing every tensor at once stopped "
+                     f"fusions that change the outputs" + (f" by max |Δ| {found['exposure_delta']:.3g}"
+                                                           if found.get("exposure_delta") else ""))
+    if found.get("solo_stopped_at"):
+        notes.append(f"{optimized} was compared before tensor {found['solo_stopped_at']!r} only: the "
+                     f"{found.get('solo_budget_s', 0):g} s budget for one-at-a-time sessions ran out")
+    for run, why in found.get("skipped", {}).items():
+        notes.append(f"{run} skipped: {why}")
+    tail = "".join(f"; {n}" for n in notes)
+    named = sorted((f for f in firsts if f is not None), key=lambda f: f[0])
+    if not named:
+        compared = f"{optimized}, {unoptimized}" + (" and onnx.reference" if len(pairs) > 1 else "")
+        return (f"; no node differs beyond atol={atol:g}, rtol={rtol:g} between {compared}: the golden's values "
+                f"come from elsewhere (its reference {reference_backend or 'backend'}, another onnxruntime build "
+                f"or machine, or another export){tail}")
+    tensor = named[0][1]
+    here = [(pair, err) for _, t, pair, err in named if t == tensor]
+    message = f"; first divergence: {_describe(found, tensor, here)}"
+    later = [f for f in named if f[1] != tensor]
+    if later:
+        message += f"; {later[0][2]} first differs at {_describe(found, later[0][1], [('', later[0][3])])}"
+    elif len(here) < len(pairs):
+        other = pairs[1] if firsts[0] is not None else pairs[0]
+        message += f"; {other[0]} and {other[2]} agree on every node"
+    return message + tail
+
+
+def _describe(found: dict[str, Any], tensor: str, diffs: list[tuple[str, float]]) -> str:
+    """"tensor 'x', the output of Op 'name' (node i) (max |Δ| e, A against B)" and what ORT made of the node."""
+    figures = "; ".join(f"max |Δ| {err:.3g}" + (f", {pair}" if pair else "") for pair, err in diffs)
+    text = f"tensor {found['names'].get(tensor, tensor)!r}, the output of {found['producers'].get(tensor, '?')} ({figures})"
+    node = found.get("nodes", {}).get(tensor, {}).get("node")
+    optimized = found.get("optimized", "the optimized run")
+    if tensor in found.get("fused", {}):
+        text += f"; {optimized} computes it with {found['fused'][tensor]}"
+    elif node and node in found.get("removed", []):
+        text += f"; {optimized}'s graph has no node {node!r} (fused or folded into another)"
+    return text
