@@ -104,27 +104,32 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def golden_rows(settings: Settings) -> list[list[str]]:
-    """One row per model folder of the golden store: cases, reference backend, its artifacts with
+    """One row per golden set (model, input set): cases, reference backend, its artifacts with
     their recorded sha256 and whether each still matches the artifact the tests would load."""
     from .golden import GoldenStore
 
     store, session = GoldenStore(settings.golden_dir), EdgeSession(settings)
     rows = []
-    folders = sorted(p for p in settings.golden_dir.iterdir() if p.is_dir()) if settings.golden_dir.is_dir() else []
-    for folder in folders:
-        try:
-            golden = store.load(folder.name)
-        except EdgeError as exc:
-            rows.append([folder.name, "—", "—", "—", f"unreadable: {exc}"])
-            continue
-        try:
-            model = session.resolve(folder.name)
-            states = [f"{path.name}: " + ("stale" if golden.stale_reason(path) else "current")
-                      for path in model.artifacts.values() if path.name in golden.meta.get("artifacts", {})]
-        except EdgeError:
-            states = ["no artifact of that name in edge_model_dirs (unused?)"]
-        recorded = ", ".join(f"{name} {digest[:12]}" for name, digest in sorted(golden.meta.get("artifacts", {}).items()))
-        rows.append([folder.name, str(len(golden.cases)), golden.reference_backend, recorded, "; ".join(states)])
+    for model_name in store.models():
+        keys = store.sets(model_name)
+        if not keys:
+            rows.append([model_name, "—", "—", "—", "—", "no golden set in this folder"])
+        for key in keys:
+            try:
+                golden = store.load(model_name, key)
+            except EdgeError as exc:
+                rows.append([model_name, key, "—", "—", "—", f"unreadable: {exc}"])
+                continue
+            try:
+                model = session.resolve(model_name)
+                states = [f"{path.name}: " + ("stale" if golden.stale_reason(path) else "current")
+                          for path in model.artifacts.values() if path.name in golden.meta.get("artifacts", {})]
+            except EdgeError:
+                states = ["no artifact of that name in edge_model_dirs (unused?)"]
+            recorded = ", ".join(f"{name} {digest[:12]}"
+                                 for name, digest in sorted(golden.meta.get("artifacts", {}).items()))
+            rows.append([model_name, key, str(len(golden.cases)), golden.reference_backend, recorded,
+                         "; ".join(states)])
     return rows
 
 
@@ -134,17 +139,96 @@ def _golden_list(args: argparse.Namespace) -> int:
     except EdgeError as exc:
         print(f"pytest-edge golden list: {exc}", file=sys.stderr)
         return 2
-    print("\n".join(format_table(rows, ["model", "cases", "reference", "artifacts (sha256)", "state"])))
+    print("\n".join(format_table(rows, ["model", "input set", "cases", "reference", "artifacts (sha256)", "state"])))
     return 0
 
 
+def golden_usage(pytest_args: Sequence[str] = ()) -> tuple[Settings, set[tuple[str, str]]]:
+    """Collect the project's tests as ``pytest [pytest_args]`` would (nothing runs, no runtime
+    starts) and return the settings and the (model, input set) references of its edge tests.
+    EdgeUsageError when the collection cannot speak for every test: collection errors, node ids,
+    deselection (-k, -m), or no edge test at all."""
+    import contextlib
+    import io
+
+    import pytest
+
+    from .plugin import SESSION_KEY, USE_KEY, golden_references
+
+    if any("::" in arg for arg in pytest_args):
+        raise EdgeUsageError("prune needs every test collected; node ids (file::test) select some only")
+    found: dict[str, object] = {}
+
+    class _Usage:
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_finish(self, session: pytest.Session) -> None:
+            edge = session.config.stash[SESSION_KEY]
+            found["settings"] = edge.settings
+            found["refs"] = golden_references(edge, session.items)
+            found["use"] = session.config.stash[USE_KEY]
+
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        code = pytest.main(["-p", "no:cacheprovider", "--collect-only", "-q", *pytest_args], plugins=[_Usage()])
+    use = found.get("use")
+    tail = "\n".join(output.getvalue().splitlines()[-15:])
+    if use is None or use.collect_errors or int(code) not in (0, 5):
+        raise EdgeUsageError(f"collecting the tests failed (pytest exit status {int(code)}); nothing is "
+                             f"pruned while a test may be missing:\n{tail}")
+    if use.deselected:
+        raise EdgeUsageError(f"{use.deselected} tests were deselected (-k, -m, --deselect): prune needs "
+                             "every test collected")
+    refs = found["refs"]
+    if not refs:
+        raise EdgeUsageError("no test with @pytest.mark.edge was collected here: pass the paths of the edge "
+                             "tests (pytest-edge golden prune [--dry-run] PATH...)")
+    return found["settings"], refs
+
+
+def golden_prune(argv: Sequence[str]) -> int:
+    """``pytest-edge golden prune [--dry-run] [pytest args]``: remove the golden sets that no
+    collected test uses."""
+    from .golden import GoldenStore, set_label
+    from .plugin import unused_golden_sets
+
+    dry_run = "--dry-run" in argv
+    pytest_args = [arg for arg in argv if arg != "--dry-run"]
+    try:
+        settings, refs = golden_usage(pytest_args)
+        store = GoldenStore(settings.golden_dir)
+        unused = unused_golden_sets(store, refs)
+    except EdgeError as exc:
+        print(f"pytest-edge golden prune: {exc}", file=sys.stderr)
+        return 2
+    if not unused:
+        print(f"no unused golden sets in {settings.golden_dir}")
+        return 0
+    status = 0
+    for model, key in unused:
+        folder = store.folder(model, key)
+        if dry_run:
+            print(f"would remove {set_label(model, key)} ({folder})")
+            continue
+        try:
+            removed = store.remove(model, key)
+        except (EdgeError, OSError) as exc:
+            print(f"pytest-edge golden prune: cannot remove {set_label(model, key)} ({folder}): {exc}",
+                  file=sys.stderr)
+            status = 1
+            continue
+        print(f"removed {set_label(model, key)} ({folder}, {len(removed)} files and folders)")
+    return status
+
+
 def _golden_diff(args: argparse.Namespace) -> int:
-    from .golden import GoldenStore
+    from .golden import GoldenStore, check_set_key
     from .obtained import diff_lines, obtained_dir
 
     try:
         settings = project_settings()
-        lines = diff_lines(GoldenStore(settings.golden_dir), args.model, obtained_dir(settings.rootdir, args.model))
+        key = check_set_key(args.set)
+        lines = diff_lines(GoldenStore(settings.golden_dir), args.model,
+                           obtained_dir(settings.rootdir, args.model, key), key=key)
     except EdgeError as exc:
         print(f"pytest-edge golden diff: {exc}", file=sys.stderr)
         return 2
@@ -230,16 +314,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:2] == ["golden", "refresh"]:
         # Everything after "refresh" belongs to pytest, options included, so argparse stays out.
         return golden_refresh(argv[2:])
+    if argv[:2] == ["golden", "prune"] and not {"-h", "--help"} & set(argv[2:]):
+        return golden_prune(argv[2:])
     parser = argparse.ArgumentParser(prog="pytest-edge", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
     golden = commands.add_parser("golden", help="golden outputs")
     golden_commands = golden.add_subparsers(dest="golden_command", required=True)
     golden_commands.add_parser("refresh", help="pytest --edge-update-golden [pytest args]")
+    golden_commands.add_parser("prune", help="remove golden sets no test uses: prune [--dry-run] [pytest args]")
     listing = golden_commands.add_parser("list", help="models with goldens: cases, reference, artifacts, staleness")
     listing.set_defaults(func=_golden_list)
     diff = golden_commands.add_parser("diff", help="what mismatching backends produced, against the golden")
     diff.add_argument("model", help="the model's name (its golden folder)")
+    diff.add_argument("--set", default="default",
+                      help="the input set (its key, as golden list shows it; default: generated inputs)")
     diff.set_defaults(func=_golden_diff)
 
     inspect = commands.add_parser("inspect", help="delegate coverage of a model on every available backend")

@@ -1,5 +1,10 @@
 """Golden store: ``<golden_dir>/<model>/meta.json`` plus one ``case_NNN-<hash>.npz`` per case.
 
+A model keeps one golden *set* per input set. Generated inputs (seeded, from the signature) form
+the default set, stored in the model's folder itself as before input sets existed; the inputs of a
+marker's ``inputs=`` form a set keyed by :func:`input_key` (12 hex digits of sha256 over the
+arrays' names, dtypes, shapes and bytes), stored in ``<model>/inputs-<key>/`` with the same files.
+
 Nothing is written unless asked. Every write goes to a temporary file beside its target and is
 moved into place with ``os.replace``, under a per-model lock, so an interrupted or concurrent
 (pytest-xdist) refresh never leaves a half-written or lost golden file. ``meta.json`` is written
@@ -28,7 +33,7 @@ import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -39,6 +44,10 @@ SCHEMA = "pytest-edge/golden/1"
 UPDATE_HINT = "pytest --edge-update-golden (or: pytest-edge golden refresh)"
 # What case_file() writes; ASCII digits and lower-case hex only, no path separators.
 CASE_NAME = re.compile(r"case_[0-9]{3,}-[0-9a-f]{12}\.npz")
+# The key of an input set and the subfolder that holds it; validated before any path is built.
+SET_KEY = re.compile(r"[0-9a-f]{12}")
+SET_DIR = re.compile(r"inputs-(?P<key>[0-9a-f]{12})")
+DEFAULT_SET = "default"  # generated inputs: stored in the model's folder itself
 _MEMBER = re.compile(r"(inputs|outputs)/(.+)\.npy")
 # Array kinds a golden may hold: bool, signed and unsigned integers, floats.
 _KINDS = "biuf"
@@ -62,6 +71,41 @@ def sha256_file(path: Path) -> str:
     return _hash_cache[key]
 
 
+def input_key(cases: Sequence[Mapping[str, Any]]) -> str:
+    """The key of a user input set: 12 hex digits of sha256 over each case's arrays (sorted by
+    name: a dict's order carries no meaning; cases keep theirs) with their dtype, shape and bytes.
+    The same arrays from a dict, a list or an .npz under another file name give the same key."""
+    digest = hashlib.sha256(b"pytest-edge/inputs/1")
+    digest.update(len(cases).to_bytes(8, "little"))
+    for case in cases:
+        digest.update(len(case).to_bytes(8, "little"))
+        for name in sorted(case):
+            array = np.ascontiguousarray(np.asarray(case[name]))
+            # Object arrays hold pointers, not values: hash their repr (check_case refuses them later).
+            data = repr(array.tolist()).encode() if array.dtype.hasobject else array.tobytes()
+            header = json.dumps([str(name), array.dtype.str, list(array.shape), len(data)]).encode()
+            digest.update(len(header).to_bytes(8, "little") + header + data)
+    return digest.hexdigest()[:12]
+
+
+def set_label(model: str, key: str) -> str:
+    """How reports name a golden set: ``model/key`` (``model/default`` for generated inputs)."""
+    return f"{model}/{key}"
+
+
+def check_set_key(key: str) -> str:
+    """``key`` if it names a golden set (``default`` or 12 hex digits), else GoldenError: a key is
+    turned into a folder name, so nothing else may pass (no separators, no ``..``)."""
+    if key != DEFAULT_SET and not (isinstance(key, str) and SET_KEY.fullmatch(key)):
+        raise GoldenError(f"{key!r} is not a golden input set key (expected {DEFAULT_SET!r} or 12 hex digits)")
+    return key
+
+
+def unused_sets(stored: Iterable[tuple[str, str]], used: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The stored (model, key) sets no test uses, sorted."""
+    return sorted(set(stored) - set(used))
+
+
 @dataclass
 class GoldenCase:
     inputs: dict[str, np.ndarray]
@@ -74,6 +118,7 @@ class Golden:
     folder: Path
     meta: dict[str, Any]
     cases: list[GoldenCase] = field(default_factory=list)
+    key: str = DEFAULT_SET  # the input set: "default" (generated inputs) or input_key() of inputs=
 
     @property
     def inputs_spec(self) -> list[TensorSpec]:
@@ -219,7 +264,7 @@ def _dtype_kind(name: str) -> str:
         return "?"
 
 
-def _check_meta(meta: Any) -> tuple[list[str], list[str], list[str]]:
+def _check_meta(meta: Any, expected_key: str = DEFAULT_SET) -> tuple[list[str], list[str], list[str]]:
     """Validate the fields the plugin relies on; return (case names, input names, output names)."""
     if not isinstance(meta, dict):
         raise _Corrupt(f"expected a JSON object, got {type(meta).__name__}")
@@ -245,6 +290,10 @@ def _check_meta(meta: Any) -> tuple[list[str], list[str], list[str]]:
     artifacts = meta.get("artifacts", {})
     if not isinstance(artifacts, dict) or not all(isinstance(v, str) for v in artifacts.values()):
         raise _Corrupt(f"'artifacts' must map artifact names to sha256 strings, got {_short(artifacts)}")
+    # A set's meta.json names its key; a folder copied or renamed to another key is refused.
+    recorded_key = meta.get("input_set", DEFAULT_SET)
+    if recorded_key != expected_key:
+        raise _Corrupt(f"'input_set' is {_short(recorded_key)}, but the folder holds input set {expected_key!r}")
     return cases, inputs, outputs
 
 
@@ -303,27 +352,65 @@ class GoldenStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
-    def folder(self, model: str) -> Path:
-        return self.root / model
+    def folder(self, model: str, key: str = DEFAULT_SET) -> Path:
+        """The folder of one input set: the model's folder for the default set, else its
+        ``inputs-<key>`` subfolder."""
+        if check_set_key(key) == DEFAULT_SET:
+            return self.root / model
+        return self.root / model / f"inputs-{key}"
 
-    def load(self, model: str) -> Golden:
-        folder = self.folder(model)
+    def exists(self, model: str, key: str = DEFAULT_SET) -> bool:
+        return os.path.lexists(self.folder(model, key) / "meta.json")
+
+    def models(self) -> list[str]:
+        """The model folders of the store (symbolic links are not followed: not ours)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.is_symlink())
+
+    def sets(self, model: str) -> list[str]:
+        """The keys of the sets stored for ``model``: ``default`` when the model's folder has a
+        ``meta.json``, then each ``inputs-<12 hex>`` subfolder that has one (other names, links
+        and files are not golden sets and are left alone)."""
+        folder = self.root / model
+        keys = [DEFAULT_SET] if os.path.lexists(folder / "meta.json") else []
+        if folder.is_dir() and not folder.is_symlink():
+            for child in sorted(folder.iterdir()):
+                match = SET_DIR.fullmatch(child.name)
+                if match and child.is_dir() and not child.is_symlink() and os.path.lexists(child / "meta.json"):
+                    keys.append(match["key"])
+        return keys
+
+    def all_sets(self) -> list[tuple[str, str]]:
+        return [(model, key) for model in self.models() for key in self.sets(model)]
+
+    def load(self, model: str, key: str = DEFAULT_SET) -> Golden:
+        folder = self.folder(model, key)
         meta_path = folder / "meta.json"
         if not os.path.lexists(meta_path):
-            raise GoldenError(f"no golden outputs for model {model!r} (looked for {meta_path}); "
+            which = "" if key == DEFAULT_SET else f", input set {key} (the inputs= of the test)"
+            raise GoldenError(f"no golden outputs for model {model!r}{which} (looked for {meta_path}); "
                               f"create them with {UPDATE_HINT}")
-        with _locked(folder, shared=True):  # a consistent meta.json + cases, even mid-refresh
-            return self._read(model, folder, meta_path)
+        self._check_set_folder(folder, key)
+        with _locked(self.root / model, shared=True):  # a consistent meta.json + cases, even mid-refresh
+            return self._read(model, key, folder, meta_path)
 
-    def _read(self, model: str, folder: Path, meta_path: Path) -> Golden:
+    @staticmethod
+    def _check_set_folder(folder: Path, key: str) -> None:
+        # _read_regular refuses a linked file, not a linked folder above it: a set's folder
+        # must be a plain folder inside the model's, or reads and writes would land elsewhere.
+        if key != DEFAULT_SET and os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
+            raise _corrupt(folder, "an input set folder must be a plain folder, not a symbolic link or a file")
+
+    def _read(self, model: str, key: str, folder: Path, meta_path: Path) -> Golden:
         try:
             meta = json.loads(_read_regular(meta_path))
-            names, input_names, output_names = _check_meta(meta)
+            names, input_names, output_names = _check_meta(meta, key)
         except RecursionError as exc:  # json nests deeper than the interpreter's stack
             raise _corrupt(meta_path, "nested too deeply") from exc
         except (_Corrupt, ValueError) as exc:  # ValueError: not JSON / not UTF-8
             raise _corrupt(meta_path, str(exc)) from exc
-        golden = Golden(model, folder, meta)
+        golden = Golden(model, folder, meta, key=key)
         for index, name in enumerate(names):
             if not CASE_NAME.fullmatch(name):
                 # Checked before any path is built: nothing outside the model's folder is opened.
@@ -360,8 +447,9 @@ class GoldenStore:
             golden.cases.append(case)
         return golden
 
-    def write(self, model: str, meta: dict[str, Any], cases: list[GoldenCase]) -> Golden:
-        folder = self.folder(model)
+    def write(self, model: str, meta: dict[str, Any], cases: list[GoldenCase], key: str = DEFAULT_SET) -> Golden:
+        """Record one input set; other sets of the model (other folders) are not touched."""
+        folder = self.folder(model, key)
         for index, case in enumerate(cases):
             # The session checks outputs before recording; a golden must never hold NaN/Inf anyway.
             for kind, arrays in (("input", case.inputs), ("output", case.outputs)):
@@ -370,11 +458,14 @@ class GoldenStore:
                     if problem:
                         raise GoldenError(f"refusing to write the golden for {model!r} in {folder}: "
                                           f"case {index}: {problem}")
+        self._check_set_folder(folder, key)
         folder.mkdir(parents=True, exist_ok=True)
         blobs = [npz_bytes({**{f"inputs/{k}": v for k, v in case.inputs.items()},
                             **{f"outputs/{k}": v for k, v in case.outputs.items()}}) for case in cases]
         meta = {**meta, "schema": SCHEMA, "cases": [case_file(i, blob) for i, blob in enumerate(blobs)]}
-        with _locked(folder):
+        if key != DEFAULT_SET:
+            meta["input_set"] = key  # the default set's meta.json keeps the layout it always had
+        with _locked(self.root / model):
             # Under the exclusive lock no other refresh is writing here: any hidden temporary is
             # a leftover of one that was killed between write and rename.
             remove_leftovers(folder)
@@ -385,7 +476,36 @@ class GoldenStore:
             for stale in folder.glob("case_*.npz"):
                 if stale.name not in keep:
                     stale.unlink()
-        return Golden(model, folder, meta, list(cases))
+        return Golden(model, folder, meta, list(cases), key=key)
+
+    def remove(self, model: str, key: str = DEFAULT_SET) -> list[Path]:
+        """Delete one set under the model's exclusive lock: ``meta.json`` first (the commit point:
+        the set is gone even if a case file cannot be removed), then its case files and leftover
+        temporaries, then its folder (and the model's) if nothing else is left in it. Files this
+        store did not write are left where they are. Returns what was removed."""
+        folder = self.folder(model, key)
+        model_folder = self.root / model
+        if not os.path.lexists(folder):
+            return []
+        self._check_set_folder(folder, key)
+        removed: list[Path] = []
+        with _locked(model_folder):
+            meta_path = folder / "meta.json"
+            if os.path.lexists(meta_path):
+                meta_path.unlink()
+                removed.append(meta_path)
+            for path in sorted(folder.iterdir()):
+                if CASE_NAME.fullmatch(path.name) and not path.is_dir():
+                    path.unlink()
+                    removed.append(path)
+            removed += remove_leftovers(folder)
+            for empty in ((folder, model_folder) if key != DEFAULT_SET else (model_folder,)):
+                try:
+                    empty.rmdir()
+                    removed.append(empty)
+                except OSError:  # not empty: other sets or the user's own files
+                    break
+        return removed
 
 
 def remove_leftovers(folder: Path) -> list[Path]:

@@ -14,19 +14,22 @@ from pathlib import Path
 import numpy as np
 
 from .compare import compare_output
-from .golden import GoldenStore
+from .golden import DEFAULT_SET, GoldenStore
 
 _NAME = re.compile(r"(?P<backend>.+)-case_(?P<case>\d{3,})\.npz")
 
 
-def obtained_dir(rootdir: Path, model: str) -> Path:
-    """Where a mismatching backend's outputs go: beside the golden, outside the committed folder."""
-    return rootdir / ".edge" / "obtained" / model
+def obtained_dir(rootdir: Path, model: str, key: str = DEFAULT_SET) -> Path:
+    """Where a mismatching backend's outputs go: beside the golden, outside the committed folder
+    (one subfolder per input set, as in the golden folder)."""
+    folder = rootdir / ".edge" / "obtained" / model
+    return folder if key == DEFAULT_SET else folder / f"inputs-{key}"
 
 
-def diff_lines(store: GoldenStore, model: str, obtained_dir: Path, worst: int = 3) -> list[str]:
+def diff_lines(store: GoldenStore, model: str, obtained_dir: Path, worst: int = 3,
+               key: str = DEFAULT_SET) -> list[str]:
     """Lines of the report; GoldenError if the golden cannot be read, [] if nothing was obtained."""
-    golden = store.load(model)
+    golden = store.load(model, key)
     lines = []
     for path in sorted(obtained_dir.glob("*.npz")) if obtained_dir.is_dir() else []:
         match = _NAME.fullmatch(path.name)

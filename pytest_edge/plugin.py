@@ -14,6 +14,7 @@ from . import settings as edge_settings
 from .backends import get_backend
 from .edge_model import EdgeModel
 from .errors import DeviceUnreachable, EdgeError, EdgeInconclusive, UnknownBackend
+from .golden import GoldenStore, set_label, unused_sets
 from .marker import parse_marker
 from .plan import Plan, plans
 from .report import build_report, format_table, gate_summary, table_footer, table_rows, write_report
@@ -21,6 +22,97 @@ from .session import EdgeSession, Settings
 
 SESSION_KEY = pytest.StashKey[EdgeSession]()
 HANDLE_KEY = pytest.StashKey[EdgeModel]()
+ANY_SET = "*"  # a reference that keeps every set of a model (its input set could not be told)
+
+
+class GoldenUse:
+    """What the unused-golden report needs: whether this session ran every test, and which golden
+    sets its tests use. Conservative: anything that may have left a test out (deselection, node
+    ids, collection errors, -x) and the report says nothing."""
+
+    def __init__(self) -> None:
+        self.deselected = 0
+        self.collect_errors = 0
+        self.finished = 0  # items whose teardown was reported (also from xdist workers)
+        self.worker_refs: list[set[tuple[str, str]]] = []  # from each xdist worker's collection
+        self.workers_partial = False
+        self.unused: list[tuple[str, str]] = []
+        self.models_used: set[str] = set()
+        self.error = ""  # why the unused goldens could not be told
+
+    # Registered as a plugin of its own config: these hooks count what may leave a test out.
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += len(items)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collect_errors += 1
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            self.finished += 1
+
+
+USE_KEY = pytest.StashKey[GoldenUse]()
+
+
+def golden_references(edge: EdgeSession, items: list[pytest.Item]) -> set[tuple[str, str]]:
+    """(model, input set) of every collected edge test, with the stored set it reads where that
+    is another (a legacy golden); ``(model, "*")`` where the set cannot be told (no backend
+    selected, an ``inputs=`` that fails), so that model's sets all count as used."""
+    refs: set[tuple[str, str]] = set()
+    for item in items:
+        marker = item.get_closest_marker("edge")
+        if marker is None:
+            continue
+        plan = _plan(item)
+        if plan is None:
+            try:
+                model = edge.resolve(parse_marker(marker.args, marker.kwargs).model, Path(item.path).parent)
+            except EdgeError:
+                continue  # a marker that does not parse is a collection error: no report then
+            refs.add((model.name, ANY_SET))
+            continue
+        try:
+            refs.add((plan.model.name, edge.input_set(plan)))
+            refs.add((plan.model.name, edge.stored_set(plan)))
+        except Exception:  # noqa: BLE001 - the test itself reports a bad inputs=; keep the model
+            refs.add((plan.model.name, ANY_SET))
+    return refs
+
+
+def unused_golden_sets(store: GoldenStore, refs: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Stored sets that no reference uses."""
+    whole = {model for model, key in refs if key == ANY_SET}
+    return [s for s in unused_sets(store.all_sets(), refs) if s[0] not in whole]
+
+
+def selects_every_test(config: pytest.Config) -> bool:
+    """Whether the command line asks for every test of the project: no arguments (the rootdir or
+    ``testpaths``), or paths that hold the rootdir; never node ids, ``--ignore``, ``--deselect``
+    or ``--pyargs``. Deselection (-k, -m, --lf) is counted separately."""
+    for option in ("ignore", "ignore_glob", "deselect", "pyargs"):
+        if config.getoption(option, None):
+            return False
+    if config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        return True
+    if any("::" in arg for arg in config.args):
+        return False
+    root = config.rootpath.resolve()
+    paths = [Path(config.invocation_params.dir, arg).resolve() for arg in config.args]
+    testpaths = sorted(Path(config.rootpath, t).resolve() for t in config.getini("testpaths"))
+    if testpaths and sorted(set(paths)) == sorted(set(testpaths)):
+        return True
+    return any(path == root or path in root.parents for path in paths)
+
+
+def unused_report(unused: list[tuple[str, str]], models_used: set[str]) -> str:
+    """The line the terminal summary prints, as syrupy reports unused snapshots."""
+    names = [set_label(model, key) + ("" if model in models_used else " (no test uses this model)")
+             for model, key in unused]
+    noun = "golden set" if len(unused) == 1 else "golden sets"
+    return (f"pytest-edge: {len(unused)} unused {noun}: {', '.join(names)}; "
+            "remove them with pytest-edge golden prune")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,8 +159,10 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"pytest-edge: {exc}") from None
     session = EdgeSession(settings)
     config.stash[SESSION_KEY] = session
+    use = config.stash[USE_KEY] = GoldenUse()
+    config.pluginmanager.register(use, "edge-golden-use")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(XdistMerge(session), "edge-xdist")
+        config.pluginmanager.register(XdistMerge(session, config.stash[USE_KEY]), "edge-xdist")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -120,7 +214,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Start the backend workers that the selected tests need now, so their runtimes import
     while pytest finishes collecting and starts the first tests (a fixed cost off the clock)."""
     edge = config.stash.get(SESSION_KEY, None)
-    if edge is not None:
+    if edge is not None and not config.option.collectonly:  # nothing runs: no runtime to start
         edge.prestart([p.backend for p in map(_plan, items) if p is not None and not p.unavailable])
 
 
@@ -207,6 +301,31 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     return report
 
 
+def _collection_complete(config: pytest.Config, use: GoldenUse) -> bool:
+    return selects_every_test(config) and not use.deselected and not use.collect_errors
+
+
+def _find_unused(session: pytest.Session, edge: EdgeSession) -> None:
+    """Fill ``GoldenUse.unused`` when this session ran every test (see :class:`GoldenUse`)."""
+    use = session.config.stash[USE_KEY]
+    if not edge.store.all_sets() or not _collection_complete(session.config, use):
+        return
+    if session.shouldfail or session.shouldstop or session.exitstatus not in (0, 1):
+        return
+    if not session.testscollected or use.finished != session.testscollected:
+        return
+    if session.config.pluginmanager.getplugin("dsession") is not None:  # xdist controller
+        if use.workers_partial or not use.worker_refs:
+            return
+        refs = set().union(*use.worker_refs)
+    else:
+        refs = golden_references(edge, session.items)
+    if not refs:  # no edge test in this run: it says nothing about goldens
+        return
+    use.models_used = {model for model, _ in refs}
+    use.unused = unused_golden_sets(edge.store, refs)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     edge = config.stash.get(SESSION_KEY, None)
@@ -214,7 +333,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     if _is_xdist_worker(config):
         config.workeroutput["edge_state"] = json.dumps(edge.state_json())
+        use = config.stash[USE_KEY]
+        # Every worker collects every test: its references are the whole run's.
+        complete = _collection_complete(config, use) and bool(edge.store.all_sets())
+        refs = sorted(golden_references(edge, session.items)) if complete else []
+        config.workeroutput["edge_golden_use"] = json.dumps({"complete": complete, "refs": refs})
         return
+    try:
+        _find_unused(session, edge)
+    except Exception as exc:  # noqa: BLE001 - an unreadable golden folder must not hide the results
+        config.stash[USE_KEY].error = f"pytest-edge: cannot tell unused goldens: {type(exc).__name__}: {exc}"
     if not edge.records:
         return
     errors = []
@@ -255,7 +383,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     edge = config.stash.get(SESSION_KEY, None)
-    if edge is None or _is_xdist_worker(config) or not edge.records:
+    if edge is None or _is_xdist_worker(config):
+        return
+    use = config.stash[USE_KEY]
+    if not edge.records:
+        if use.unused or use.error:
+            terminalreporter.section("pytest-edge")
+            _write_golden_use(terminalreporter, use)
         return
     terminalreporter.section("pytest-edge conformance")
     records = edge.record_json()
@@ -289,15 +423,31 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         target = edge.settings.rootdir / path if path else None
         if target is not None and str(target) not in edge.report_error:
             terminalreporter.write_line(f"{name}: {target}")
+    _write_golden_use(terminalreporter, use)
+
+
+def _write_golden_use(terminalreporter: Any, use: GoldenUse) -> None:
+    if use.error:
+        terminalreporter.write_line(use.error, yellow=True)
+    if use.unused:
+        terminalreporter.write_line(unused_report(use.unused, use.models_used), yellow=True)
 
 
 class XdistMerge:
-    """Controller side of pytest-xdist: gather every worker's records (registered only with xdist)."""
+    """Controller side of pytest-xdist: gather every worker's records and golden references
+    (registered only with xdist)."""
 
-    def __init__(self, session: EdgeSession) -> None:
+    def __init__(self, session: EdgeSession, use: GoldenUse) -> None:
         self.session = session
+        self.use = use
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        state = getattr(node, "workeroutput", {}).get("edge_state")
+        output = getattr(node, "workeroutput", {})
+        state = output.get("edge_state")
         if state:
             self.session.merge_state_json(json.loads(state))
+        golden_use = json.loads(output.get("edge_golden_use") or '{"complete": false}')
+        if golden_use.get("complete"):
+            self.use.worker_refs.append({(str(m), str(k)) for m, k in golden_use.get("refs", [])})
+        else:  # a worker that died, or one whose collection left tests out
+            self.use.workers_partial = True

@@ -19,7 +19,7 @@ from .backends import Coverage, TensorSpec, all_backends, get_backend, reference
 from .checks import check_coverage, check_latency, check_load, check_memory
 from .compare import compare_output, summarize
 from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeUsageError, GoldenError, UnknownBackend
-from .golden import Golden, GoldenCase, GoldenStore, atomic_write, npz_bytes, sha256_file
+from .golden import DEFAULT_SET, Golden, GoldenCase, GoldenStore, atomic_write, input_key, npz_bytes, sha256_file
 from .inputs import check_case, check_shapes, feed_order, generate_case, signature_problems, user_cases
 from .marker import MarkerSpec
 from .measure import machine_info
@@ -58,8 +58,10 @@ class EdgeSession:
         self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices)
         self.measurer = Measurer(settings, self.pool)
         self.loaded: dict[str, ModelInfo] = {}
-        self.goldens: dict[str, Golden] = {}
-        self.refreshed: set[str] = set()
+        # Keyed by (model, input set): each input set of a model has its own golden.
+        self.goldens: dict[tuple[str, str], Golden] = {}
+        self.refreshed: set[tuple[str, str]] = set()
+        self._set_keys: dict[tuple[str, str, int], tuple[Any, str]] = {}
         self.records: list[Record] = []
         self.inconclusive = 0
         self.report_error = ""  # set when --edge-report could not be written
@@ -154,14 +156,30 @@ class EdgeSession:
             raise EdgeUsageError(f"{origin}: inputs= gave no cases")
         return [check_case(case, inputs, origin) for case in cases]
 
+    def input_set(self, plan: Plan) -> str:
+        """The key of the test's input set: ``default`` for generated inputs, else
+        :func:`~pytest_edge.golden.input_key` of the ``inputs=`` cases as given (before conversion
+        to the model's dtypes, so the key does not depend on a backend). Computed once per marker."""
+        return self.input_set_of(plan.marker.inputs, plan.test_dir or self.settings.rootdir, plan.model.name)
+
+    def input_set_of(self, inputs: Any, test_dir: Path, model: str) -> str:
+        if inputs is None:
+            return DEFAULT_SET
+        memo = (model, str(test_dir), id(inputs))
+        if memo not in self._set_keys:  # the inputs object is kept, so its id is not reused
+            self._set_keys[memo] = (inputs, input_key(user_cases(inputs, test_dir)))
+        return self._set_keys[memo][1]
+
     def ensure_golden(self, plan: Plan) -> None:
-        """With --edge-update-golden, record the model's golden once per session (before a test's
-        body, so a failing body still leaves one); without it, nothing."""
-        if self.settings.update_golden and plan.model.name not in self.refreshed:
+        """With --edge-update-golden, record the test's input set once per session (before a
+        test's body, so a failing body still leaves one); without it, nothing."""
+        if self.settings.update_golden and (plan.model.name, self.input_set(plan)) not in self.refreshed:
             self.refresh_golden(plan)
 
     def refresh_golden(self, plan: Plan) -> Golden:
+        """Record the golden of the test's input set; the model's other sets are not touched."""
         model = plan.model
+        key = self.input_set(plan)
         info = self.load(plan.on(self.reference_backend(model)))
         cases = []
         for case_inputs in self._cases(plan, info.inputs, f"golden for {model.name}"):
@@ -178,31 +196,62 @@ class EdgeSession:
                           "outputs": [s.to_json() for s in info.outputs]},
             "plugin_version": __version__,
         }
-        golden = self.store.write(model.name, meta, cases)
-        self.goldens[model.name] = golden
-        self.refreshed.add(model.name)
+        golden = self.store.write(model.name, meta, cases, key)
+        self.goldens[(model.name, key)] = golden
+        self.refreshed.add((model.name, key))
         return golden
 
+    def _same_inputs(self, plan: Plan, golden: Golden) -> bool:
+        """Whether the recorded inputs of ``golden`` are the test's ``inputs=`` (converted to the
+        recorded signature's dtypes, as a refresh would record them)."""
+        wanted = self._cases(plan, golden.inputs_spec, f"golden for {plan.model.name}")
+        recorded = [c.inputs for c in golden.cases]
+        return len(wanted) == len(recorded) and all(
+            w.keys() == r.keys() and all(np.array_equal(w[k], r[k]) for k in w)
+            for w, r in zip(wanted, recorded))
+
+    def _legacy_set(self, plan: Plan) -> Golden | None:
+        """Before input sets, a test's ``inputs=`` were recorded in the model's folder itself: that
+        golden still serves the test whose inputs it holds, until its own set is recorded."""
+        if not self.store.exists(plan.model.name):
+            return None
+        legacy = self.store.load(plan.model.name)
+        if legacy.meta.get("inputs_from") == "user" and self._same_inputs(plan, legacy):
+            return legacy
+        return None
+
+    def stored_set(self, plan: Plan) -> str:
+        """The set a test reads: its own, or ``default`` where only a legacy golden of the model's
+        folder holds its inputs. Used to tell which stored sets are in use."""
+        key = self.input_set(plan)
+        if key == DEFAULT_SET or self.store.exists(plan.model.name, key):
+            return key
+        try:
+            return DEFAULT_SET if self._legacy_set(plan) is not None else key
+        except EdgeError:  # an unreadable default set serves nobody; its test says why
+            return key
+
     def golden_for(self, plan: Plan) -> Golden:
-        """The model's golden as stored (or as refreshed in this session); reading never writes."""
+        """The golden of the test's input set as stored (or as refreshed in this session);
+        reading never writes."""
         model = plan.model
-        golden = self.goldens.get(model.name)
+        key = self.input_set(plan)
+        golden = self.goldens.get((model.name, key))
         if golden is None:
-            golden = self.goldens[model.name] = self.store.load(model.name)
+            if key != DEFAULT_SET and not self.store.exists(model.name, key):
+                golden = self._legacy_set(plan)
+            if golden is None:
+                golden = self.store.load(model.name, key)
+            self.goldens[(model.name, key)] = golden
         artifact = plan.artifact
-        if model.name not in self.refreshed and artifact is not None:
+        if (model.name, key) not in self.refreshed and artifact is not None:
             stale = golden.stale_reason(artifact)
             if stale:
                 raise GoldenError(stale)
-        if plan.marker.inputs is not None:
-            wanted = self._cases(plan, golden.inputs_spec, f"golden for {model.name}")
-            recorded = [c.inputs for c in golden.cases]
-            same = len(wanted) == len(recorded) and all(
-                w.keys() == r.keys() and all(np.array_equal(w[k], r[k]) for k in w)
-                for w, r in zip(wanted, recorded))
-            if not same:
-                raise GoldenError(f"the inputs= of this test differ from the inputs recorded in "
-                                  f"{golden.folder}; refresh with pytest --edge-update-golden")
+        if plan.marker.inputs is not None and not self._same_inputs(plan, golden):
+            # The key names the inputs, so this is a hand-edited or colliding set.
+            raise GoldenError(f"the inputs= of this test differ from the inputs recorded in "
+                              f"{golden.folder}; refresh with pytest --edge-update-golden")
         return golden
 
     # ------------------------------------------------------------ the check after a test body
@@ -295,8 +344,9 @@ class EdgeSession:
                     failing = (feeds, case)
             if any(c.problems for c in comparisons[-len(out_order):]):
                 path = self.write_obtained(plan, index, golden, outputs, out_order)
+                which = "" if golden.key == DEFAULT_SET else f" --set {golden.key}"
                 violations.append(f"{plan.backend}: obtained outputs of case {index} written to {path} "
-                                  f"(compare: pytest-edge golden diff {plan.model.name})")
+                                  f"(compare: pytest-edge golden diff {plan.model.name}{which})")
         if failing is not None:
             violations += sibling_triage(self, plan, golden, *failing)
         return violations, comparisons, first_feeds
@@ -304,7 +354,7 @@ class EdgeSession:
     def write_obtained(self, plan: Plan, index: int, golden: Golden, outputs: Sequence[np.ndarray],
                        out_order: Sequence[int]) -> Path:
         # Beside the golden, outside the committed folder (pytest-regressions' ``.obtained`` files).
-        folder = obtained_dir(self.settings.rootdir, plan.model.name)
+        folder = obtained_dir(self.settings.rootdir, plan.model.name, golden.key)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{plan.backend}-case_{index:03d}.npz"
         arrays = {f"outputs/{ref.name}": np.asarray(outputs[pos]) for ref, pos in zip(golden.outputs_spec, out_order)}

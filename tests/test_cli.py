@@ -94,3 +94,18 @@ def test_golden_refresh_command_writes_golden(pytester: pytest.Pytester, models:
     done = _cli("golden", "refresh", "-q", "-p", "no:cacheprovider", cwd=pytester.path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (pytester.path / "golden/tiny_mlp/meta.json").is_file()
+
+
+def test_golden_prune_refuses_without_edge_tests_or_with_broken_collection(pytester: pytest.Pytester,
+                                                                          models: Path) -> None:
+    (pytester.path / "golden/tiny_mlp").mkdir(parents=True)
+    (pytester.path / "golden/tiny_mlp/meta.json").write_text("{}")
+    pytester.makepyfile(test_plain="def test_nothing():\n    pass\n")
+    done = _cli("golden", "prune", cwd=pytester.path)
+    assert done.returncode == 2 and "no test with @pytest.mark.edge was collected" in done.stderr
+    pytester.makepyfile(test_broken="import not_a_module_anywhere\n")
+    done = _cli("golden", "prune", cwd=pytester.path)
+    assert done.returncode == 2 and "collecting the tests failed" in done.stderr and "not_a_module_anywhere" in done.stderr
+    done = _cli("golden", "prune", "test_plain.py::test_nothing", cwd=pytester.path)
+    assert done.returncode == 2 and "node ids" in done.stderr
+    assert (pytester.path / "golden/tiny_mlp/meta.json").read_text() == "{}", "nothing may be removed"
