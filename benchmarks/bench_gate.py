@@ -13,6 +13,10 @@ quiet machine, then runs the README's gate lines ``--trials`` times per (mode, l
 Prints, per row, how many runs passed, failed, and were inconclusive (passed with a warning).
 Wanted: unchanged never fails; slower is caught every time in A/B mode, and in stored mode on a
 quiet machine.
+
+``--shipped`` runs the README walkthrough's stored gate instead: the shipped tiny_cnn (.onnx,
+.tflite, .pte) on every backend, unchanged, against a baseline from a run just before (the case a
+CI run of this repository once failed: LiteRT and ExecuTorch "+20 % to +50 %" slower).
 """
 
 from __future__ import annotations
@@ -76,8 +80,11 @@ def main() -> int:
     parser.add_argument("--modes", default="stored,ab")
     parser.add_argument("--loads", default="quiet,busy")
     parser.add_argument("--keep", action="store_true", help="keep the project folder and print its path")
+    parser.add_argument("--shipped", action="store_true", help="tiny_cnn on every backend, stored gate, unchanged")
     args = parser.parse_args()
     project = Path(tempfile.mkdtemp(prefix="edge-gate-"))
+    if args.shipped:
+        return shipped(project, args.trials, args.loads.split(","))
     for folder, extra in (("main", 1.0), ("slow", 1.5)):
         (project / folder).mkdir()
         for name, batch, width, hidden in MODELS:
@@ -124,6 +131,60 @@ def main() -> int:
     if args.keep:
         print("project:", project)
     return 0
+
+
+SHIPPED_TEST = """
+import numpy as np
+import pytest
+
+@pytest.mark.edge(model="tiny_cnn")
+def test_classifier(edge_model):
+    edge_model(np.zeros((1, 3, 32, 32), np.float32))
+"""
+
+
+def shipped(project: Path, trials: int, loads: list[str]) -> int:
+    """The walkthrough's stored gate on the shipped tiny_cnn, every backend, unchanged: per load,
+    how many runs passed, failed, were inconclusive; and the machine probe's ratio to the baseline."""
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    (project / "models").mkdir()
+    for suffix in (".onnx", ".tflite", ".pte"):
+        (project / "models" / f"tiny_cnn{suffix}").write_bytes((fixtures / f"tiny_cnn{suffix}").read_bytes())
+    (project / "test_shipped.py").write_text(SHIPPED_TEST)
+    code, out = pytest_run(project, "models", "--edge-update-golden")
+    assert code == 0, out
+    code, out = pytest_run(project, "models", "--edge-measure", "--edge-report=base.json")
+    assert code == 0, out
+    print(f"{'load':6} {'passed':>6} {'failed':>6} {'inconclusive':>12}  machine probe / baseline's")
+    for load in loads:
+        spinner = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if load == "busy" else None)
+        counts, probes = {"passed": 0, "failed": 0, "inconclusive": 0}, []
+        try:
+            for _ in range(trials):
+                code, out = pytest_run(project, "models", "--edge-baseline=base.json", "--edge-max-regression=10%",
+                                       "--edge-report=gate.json", "-W", "default")
+                gate = re.search(r"merge gate .*: (\d+) compared, (\d+) regressed, (\d+) inconclusive", out)
+                assert code in (0, 1) and gate, out
+                counts["failed" if code == 1 else "inconclusive" if int(gate.group(3)) else "passed"] += 1
+                if code == 1:
+                    print("\n".join(line for line in out.splitlines() if line.startswith("  - ")))
+                probes.append(_probe_ratio(project / "base.json", project / "gate.json"))
+        finally:
+            if spinner is not None:
+                spinner.kill()
+        spread = f"{min(probes):.2f}x .. {max(probes):.2f}x" if all(probes) else "n/a"
+        print(f"{load:6} {counts['passed']:6} {counts['failed']:6} {counts['inconclusive']:12}  {spread}", flush=True)
+    return 0
+
+
+def _probe_ratio(base: Path, gate: Path) -> float | None:
+    from pytest_edge.gate import machine_slowdown
+
+    old = {r["backend"]: r for r in json.loads(base.read_text())["records"]}
+    ratios = [machine_slowdown(old[r["backend"]], r) for r in json.loads(gate.read_text())["records"]
+              if r["backend"] in old]
+    ratios = [r for r in ratios if r is not None]
+    return float(np.exp(np.mean(np.log(ratios)))) if ratios else None
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""``pytest-edge``: golden refresh, coverage inspection, and report merge/compare/html/summary."""
+"""``pytest-edge``: goldens (refresh, prune, list, diff), coverage inspection, quantization triage, and
+report merge/compare/html/summary."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from . import quant
 from .backends import get_backend
 from .errors import EdgeError, EdgeUsageError
 from .marker import MarkerSpec, parse_percent
@@ -338,6 +340,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspect.add_argument("--target", action="append", default=[], choices=["nnapi", "coreml"],
                          help="also predict coverage on a mobile ONNX Runtime execution provider")
     inspect.set_defaults(func=_inspect)
+
+    triage = commands.add_parser("triage", help="where a model loses accuracy")
+    triage_commands = triage.add_subparsers(dest="triage_command", required=True)
+    quant_command = triage_commands.add_parser("quant", help="per-layer quantization loss: float vs int8 .tflite")
+    quant.add_arguments(quant_command)
+    quant_command.set_defaults(func=quant.run_parsed)
 
     report = commands.add_parser("report", help="join, compare or render JSON reports")
     report_commands = report.add_subparsers(dest="report_command", required=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -41,7 +42,26 @@ def test_every_block_has_a_language_and_the_first_commands_are_what_ci_runs() ->
     assert "../shared" not in README.read_text(), "the README must stand alone"
 
 
-def test_python_examples_outside_the_walkthrough_run(tmp_path: Path) -> None:
+def test_command_examples_outside_the_walkthrough_run() -> None:
+    """A bash block outside the walkthrough (and the first commands) runs from the repository root
+    with this environment's Python; a ``text`` block right after it shows its output, whose last
+    line (the verdict) must be in what the command printed."""
+    found = blocks()
+    commands = [(index, code) for index, (section, lang, code) in enumerate(found)
+                if lang == "bash" and index > 0 and section != WALKTHROUGH]
+    assert commands
+    for index, code in commands:
+        code = code.replace(".venv/bin/python", shlex.quote(sys.executable))
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, f"README block failed:\n{code}\n{done.stdout}{done.stderr}"
+        if index + 1 < len(found) and found[index + 1][1] == "text":
+            verdict = found[index + 1][2].strip().splitlines()[-1]
+            assert verdict in done.stdout, f"README shows {verdict!r}; the command printed:\n{done.stdout}"
+
+
+def test_python_examples_outside_the_walkthrough_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # examples name files from the repository root
     examples = [code for section, lang, code in blocks() if lang == "python" and section != WALKTHROUGH
                 and "@pytest.mark.edge" not in code]
     assert examples
