@@ -67,6 +67,28 @@ def check_load(load_ms: float | None, budget: float | None, backend: str) -> lis
     return []
 
 
+# measure.drift needs a tenth of the runs to be at least one run.
+DRIFT_MIN_RUNS = 10
+
+
+def check_drift(drift: float | None, budget: float | None, runs: int | None, backend: str) -> list[str]:
+    """``max_drift``: the median of the last tenth of timed runs over the first tenth (the median
+    of that figure over the measuring processes) must not exceed ``budget``."""
+    if budget is None:
+        return []
+    if drift is None:
+        # Runs are pooled over processes, but each process needs its own ten.
+        done = f"{runs} timed runs in all; " if runs is not None else ""
+        return [f"{backend}: drift was not measured (max_drift={budget:g}); {done}it needs at least "
+                f"{DRIFT_MIN_RUNS} timed runs per process (runs>={DRIFT_MIN_RUNS})"]
+    if drift > budget:
+        over = f"over {runs} timed runs" if runs is not None else "timed runs"
+        return [f"{backend}: drift {drift:.3f} > max_drift {budget:g} (median of the last tenth of the "
+                f"runs over the first tenth, {over}); the model got slower while it ran: thermal "
+                "throttling, a growing cache or allocation, or a busy machine"]
+    return []
+
+
 def check_memory(peak_mb: float | None, budget: float | None, backend: str) -> list[str]:
     if budget is None:
         return []

@@ -55,6 +55,28 @@ def parse_fraction(value: Any, what: str = "fraction") -> float:
     return number
 
 
+def parse_drift(value: Any, what: str = "max_drift") -> float:
+    """A drift budget as a ratio > 1: ``1.10``, ``"1.10"`` or ``"10%"`` (10 % slower at the end)."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        ratio = 1 + _parse(value.strip()[:-1], {"": 1.0}, what, "%") / 100
+    else:
+        ratio = _parse(value, {"": 1.0}, what, "")
+    if ratio <= 1:
+        # A ratio of 1 or less would fail every run that got no faster: almost surely a typo.
+        raise EdgeUsageError(f"{what}: {value!r} must be a ratio above 1 (1.10, or '10%' for 10 % slower "
+                             "at the end of the timed runs than at their start)")
+    return ratio
+
+
+def parse_reference(value: Any, what: str = "reference") -> str:
+    """A model name or artifact path (resolved at collection, like ``model``)."""
+    if isinstance(value, Path):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise EdgeUsageError(f"{what}: expected a model name or an artifact path, got {value!r}")
+    return value.strip()
+
+
 def parse_names(value: Any, what: str) -> list[str] | None:
     if value is None:
         return None
@@ -91,11 +113,20 @@ class MarkerSpec:
     threads: int | None = None
     inputs: Any = None
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # Another model (name or artifact path) whose golden this test's artifact is checked against.
+    reference: str | None = None
+    # Largest allowed drift: median of the last tenth of timed runs over the first tenth.
+    max_drift: float | None = None
 
     @property
     def needs_measurement(self) -> bool:
         return any(v is not None for v in (self.p50_ms, self.p90_ms, self.p99_ms, self.peak_memory_mb,
-                                           self.max_load_ms))
+                                           self.max_load_ms, self.max_drift))
+
+    @property
+    def names_tolerance(self) -> bool:
+        """Whether the marker itself sets any tolerance (keywords or ``tolerances=``)."""
+        return bool(self.tolerances) or any(getattr(self, key) is not None for key in TOLERANCE_KEYS)
 
 
 KEYWORDS = tuple(f.name for f in fields(MarkerSpec))
@@ -150,6 +181,10 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
         if str(target).lower() not in TARGETS:
             raise EdgeUsageError(f"target: {target!r} is not one of {', '.join(TARGETS)}")
         spec.target = str(target).lower()
+    if kwargs.get("max_drift") is not None:
+        spec.max_drift = parse_drift(kwargs["max_drift"])
+    if kwargs.get("reference") is not None:
+        spec.reference = parse_reference(kwargs["reference"])
     spec.tolerances = _check_tolerances(kwargs.get("tolerances") or {})
     spec.inputs = _check_inputs(kwargs.get("inputs"))
     spec.shapes = _check_shapes(kwargs.get("shapes") or {})

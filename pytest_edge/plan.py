@@ -12,7 +12,7 @@ from .backends import all_backends, get_backend, split_device
 from .errors import EdgeUsageError
 from .compare import resolve_tolerance
 from .marker import MarkerSpec
-from .models import Model
+from .models import Model, resolve_model
 from .settings import Settings
 
 
@@ -29,6 +29,19 @@ class Plan:
     runs: int = 50
     measure: bool = False  # time and measure memory after the golden check
     defaults: dict[str, Any] = field(default_factory=dict, compare=False)  # tolerances before overrides
+    # ``reference=``: the model whose golden this plan's artifact is checked against (None: its own).
+    reference: Model | None = None
+
+    @property
+    def golden_model(self) -> Model:
+        """The model that owns the golden this plan is checked against."""
+        return self.reference or self.model
+
+    @property
+    def golden_plan(self) -> "Plan":
+        """This test as the owner of its golden sees it: the reference model (its golden is read,
+        refreshed and judged stale from its own artifacts), the same inputs= and shapes=."""
+        return self if self.reference is None else replace(self, model=self.reference, reference=None)
 
     @property
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -47,8 +60,36 @@ class Plan:
         return replace(self, backend=backend, unavailable=None, required=False)
 
 
+def search_dirs(settings: Settings, test_dir: Path | None) -> list[Path]:
+    """Where a model named by the marker is looked for: the test file's folder, the rootdir, then
+    each ``edge_model_dirs`` folder."""
+    dirs = [d for d in (test_dir, settings.rootdir) if d is not None]
+    return dirs + [d if d.is_absolute() else settings.rootdir / d for d in settings.model_dirs]
+
+
+def resolve_reference(settings: Settings, marker: MarkerSpec, model: Model, test_dir: Path | None) -> Model | None:
+    """The model named by ``reference=`` (None without one), found as ``model=`` is; an unknown
+    one is an EdgeUsageError naming the reference and the places searched."""
+    if marker.reference is None:
+        return None
+    try:
+        reference = resolve_model(marker.reference, search_dirs(settings, test_dir),
+                                  [b.suffix for b in all_backends().values()])
+    except EdgeUsageError as exc:
+        raise EdgeUsageError(f"reference={marker.reference!r} of model {model.name!r}: {exc}") from None
+    if reference.name == model.name:
+        # Goldens are kept per model name: this would be the test's own golden under another label.
+        raise EdgeUsageError(f"reference={marker.reference!r} names the tested model {model.name!r} itself; "
+                             "drop reference= (a model is checked against its own golden by default)")
+    return reference
+
+
 def plan_for(settings: Settings, marker: MarkerSpec, model: Model, backend: str, test_dir: Path,
-             unavailable: str | None = None) -> Plan:
+             unavailable: str | None = None, reference: Model | None = None) -> Plan:
+    # Against another model's golden (an int8 artifact against the float one) the ini's atol/rtol
+    # (1e-4, meant for the same network in another runtime) would always fail: once the marker
+    # names any tolerance of its own, only those apply. A marker that names none keeps the defaults.
+    own_only = reference is not None and marker.names_tolerance
     return Plan(
         model=model, backend=backend, test_dir=test_dir, marker=marker, unavailable=unavailable,
         required=backend in settings.require,
@@ -57,8 +98,9 @@ def plan_for(settings: Settings, marker: MarkerSpec, model: Model, backend: str,
         runs=marker.runs if marker.runs is not None else settings.runs,
         measure=(settings.measure or marker.needs_measurement or settings.baseline is not None
                  or settings.baseline_models is not None),
-        defaults={"atol": marker.atol if marker.atol is not None else settings.atol,
-                  "rtol": marker.rtol if marker.rtol is not None else settings.rtol,
+        reference=reference,
+        defaults={"atol": marker.atol if marker.atol is not None or own_only else settings.atol,
+                  "rtol": marker.rtol if marker.rtol is not None or own_only else settings.rtol,
                   "min_cosine": marker.min_cosine, "min_snr_db": marker.min_snr_db,
                   "topk_agreement": marker.topk_agreement})
 
@@ -94,5 +136,8 @@ def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> lis
 
 
 def plans(settings: Settings, marker: MarkerSpec, model: Model, test_dir: Path) -> list[Plan]:
-    return [plan_for(settings, marker, model, name, test_dir, reason)
+    """One plan per backend; ``reference=`` is resolved here, so an unknown reference is a
+    collection error."""
+    reference = resolve_reference(settings, marker, model, test_dir)
+    return [plan_for(settings, marker, model, name, test_dir, reason, reference)
             for name, reason in backend_choices(settings, marker, model)]

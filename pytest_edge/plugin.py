@@ -68,16 +68,15 @@ def golden_references(edge: EdgeSession, items: list[pytest.Item]) -> set[tuple[
         plan = _plan(item)
         if plan is None:
             try:
-                model = edge.resolve(parse_marker(marker.args, marker.kwargs).model, Path(item.path).parent)
+                name = edge.golden_model_name(parse_marker(marker.args, marker.kwargs), Path(item.path).parent)
             except EdgeError:
                 continue  # a marker that does not parse is a collection error: no report then
-            refs.add((model.name, ANY_SET))
+            refs.add((name, ANY_SET))
             continue
         try:
-            refs.add((plan.model.name, edge.input_set(plan)))
-            refs.add((plan.model.name, edge.stored_set(plan)))
+            refs |= edge.golden_sets_used(plan)  # the reference= model's golden where the test names one
         except Exception:  # noqa: BLE001 - the test itself reports a bad inputs=; keep the model
-            refs.add((plan.model.name, ANY_SET))
+            refs.add((plan.golden_model.name, ANY_SET))
     return refs
 
 

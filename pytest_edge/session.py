@@ -9,6 +9,7 @@ budget checks (:mod:`.checks`), comparison (:mod:`.compare`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from . import __version__
 from .backends import Coverage, TensorSpec, all_backends, get_backend, reference_order, split_device
-from .checks import check_coverage, check_latency, check_load, check_memory
+from .checks import check_coverage, check_drift, check_latency, check_load, check_memory
 from .compare import compare_output, summarize
 from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeUsageError, GoldenError, UnknownBackend
 from .golden import DEFAULT_SET, Golden, GoldenCase, GoldenStore, atomic_write, input_key, npz_bytes, sha256_file
@@ -26,7 +27,7 @@ from .measure import machine_info
 from .measurement import Measurer
 from .models import Model, resolve_model
 from .obtained import obtained_dir
-from .plan import Plan, plan_for
+from .plan import Plan, plan_for, resolve_reference, search_dirs
 from .pool import ModelInfo, WorkerPool
 from .protocol import Intermediates, Load, Run
 from .record import Record
@@ -80,14 +81,15 @@ class EdgeSession:
     def resolve(self, name: str | None, test_dir: Path | None = None) -> Model:
         if not name:
             raise EdgeUsageError("the edge marker needs a model: @pytest.mark.edge(model='name-or-path')")
-        dirs = [d for d in (test_dir, self.settings.rootdir) if d is not None]
-        dirs += [d if d.is_absolute() else self.settings.rootdir / d for d in self.settings.model_dirs]
-        return resolve_model(name, dirs, [b.suffix for b in all_backends().values()])
+        return resolve_model(name, search_dirs(self.settings, test_dir), [b.suffix for b in all_backends().values()])
 
     def plan(self, model: Model, backend: str, marker: MarkerSpec | None = None,
              test_dir: Path | None = None) -> Plan:
         """A plan outside a test (the ``pytest-edge`` command, benchmarks)."""
-        return plan_for(self.settings, marker or MarkerSpec(), model, backend, test_dir or self.settings.rootdir)
+        marker = marker or MarkerSpec()
+        test_dir = test_dir or self.settings.rootdir
+        return plan_for(self.settings, marker, model, backend, test_dir,
+                        reference=resolve_reference(self.settings, marker, model, test_dir))
 
     def _forget(self, backend: str) -> None:
         """A worker crashed: what it held is gone."""
@@ -160,7 +162,7 @@ class EdgeSession:
         """The key of the test's input set: ``default`` for generated inputs, else
         :func:`~pytest_edge.golden.input_key` of the ``inputs=`` cases as given (before conversion
         to the model's dtypes, so the key does not depend on a backend). Computed once per marker."""
-        return self.input_set_of(plan.marker.inputs, plan.test_dir or self.settings.rootdir, plan.model.name)
+        return self.input_set_of(plan.marker.inputs, plan.test_dir or self.settings.rootdir, plan.golden_model.name)
 
     def input_set_of(self, inputs: Any, test_dir: Path, model: str) -> str:
         if inputs is None:
@@ -172,12 +174,16 @@ class EdgeSession:
 
     def ensure_golden(self, plan: Plan) -> None:
         """With --edge-update-golden, record the test's input set once per session (before a
-        test's body, so a failing body still leaves one); without it, nothing."""
-        if self.settings.update_golden and (plan.model.name, self.input_set(plan)) not in self.refreshed:
+        test's body, so a failing body still leaves one); without it, nothing. With ``reference=``
+        the reference model's set is the one recorded."""
+        if self.settings.update_golden and (plan.golden_model.name, self.input_set(plan)) not in self.refreshed:
             self.refresh_golden(plan)
 
     def refresh_golden(self, plan: Plan) -> Golden:
-        """Record the golden of the test's input set; the model's other sets are not touched."""
+        """Record the golden of the test's input set; the model's other sets are not touched.
+        With ``reference=`` that is the reference model's golden, from the reference model's own
+        artifacts: the tested (say quantized) artifact's outputs never become a golden."""
+        plan = plan.golden_plan
         model = plan.model
         key = self.input_set(plan)
         info = self.load(plan.on(self.reference_backend(model)))
@@ -222,7 +228,9 @@ class EdgeSession:
 
     def stored_set(self, plan: Plan) -> str:
         """The set a test reads: its own, or ``default`` where only a legacy golden of the model's
-        folder holds its inputs. Used to tell which stored sets are in use."""
+        folder holds its inputs. Used to tell which stored sets are in use (of the golden's model:
+        :meth:`golden_sets_used`)."""
+        plan = plan.golden_plan
         key = self.input_set(plan)
         if key == DEFAULT_SET or self.store.exists(plan.model.name, key):
             return key
@@ -231,24 +239,46 @@ class EdgeSession:
         except EdgeError:  # an unreadable default set serves nobody; its test says why
             return key
 
+    def golden_sets_used(self, plan: Plan) -> set[tuple[str, str]]:
+        """(model, set) of every stored golden set this test reads: with ``reference=`` they belong
+        to the reference model, not to the tested one."""
+        name = plan.golden_model.name
+        return {(name, self.input_set(plan)), (name, self.stored_set(plan))}
+
+    def golden_model_name(self, marker: MarkerSpec, test_dir: Path | None = None) -> str:
+        """The name under golden/ that a marker's tests read (the reference model's with
+        ``reference=``), for a test that has no plan (no backend selected)."""
+        model = self.resolve(marker.model, test_dir)
+        reference = resolve_reference(self.settings, marker, model, test_dir)
+        return (reference or model).name
+
     def golden_for(self, plan: Plan) -> Golden:
         """The golden of the test's input set as stored (or as refreshed in this session);
-        reading never writes."""
-        model = plan.model
-        key = self.input_set(plan)
+        reading never writes. With ``reference=``, the reference model's golden of that set."""
+        source = plan.golden_plan
+        model = source.model
+        key = self.input_set(source)
+        # Said after every golden error of a reference= test, so the user knows whose golden it is.
+        whose = (f" (the golden of reference={plan.marker.reference!r}, against which "
+                 f"{plan.model.name!r} is checked)" if plan.reference is not None else "")
         golden = self.goldens.get((model.name, key))
         if golden is None:
-            if key != DEFAULT_SET and not self.store.exists(model.name, key):
-                golden = self._legacy_set(plan)
-            if golden is None:
-                golden = self.store.load(model.name, key)
+            try:
+                if key != DEFAULT_SET and not self.store.exists(model.name, key):
+                    golden = self._legacy_set(source)
+                if golden is None:
+                    golden = self.store.load(model.name, key)
+            except GoldenError as exc:
+                if not whose:
+                    raise
+                raise GoldenError(f"{exc}{whose}") from exc
             self.goldens[(model.name, key)] = golden
-        artifact = plan.artifact
-        if (model.name, key) not in self.refreshed and artifact is not None:
-            stale = golden.stale_reason(artifact)
-            if stale:
-                raise GoldenError(stale)
-        if plan.marker.inputs is not None and not self._same_inputs(plan, golden):
+        if (model.name, key) not in self.refreshed:
+            for artifact in _judged_artifacts(plan, golden):
+                stale = golden.stale_reason(artifact)
+                if stale:
+                    raise GoldenError(stale + whose)
+        if source.marker.inputs is not None and not self._same_inputs(source, golden):
             # The key names the inputs, so this is a hand-edited or colliding set.
             raise GoldenError(f"the inputs= of this test differ from the inputs recorded in "
                               f"{golden.folder}; refresh with pytest --edge-update-golden")
@@ -305,6 +335,8 @@ class EdgeSession:
             budgets = {"p50_ms": marker.p50_ms, "p90_ms": marker.p90_ms, "p99_ms": marker.p99_ms}
             violations += check_latency(measured["latency_ms"], measured["measured_runs"], budgets, plan.backend)
             violations += check_memory(measured["peak_memory_mb"], marker.peak_memory_mb, plan.backend)
+            violations += check_drift(measured.get("drift"), marker.max_drift, measured.get("measured_runs"),
+                                      plan.backend)
         violations += check_load(measured.get("load_ms", info.load_ms), marker.max_load_ms, plan.backend)
 
         record = self._record(test_id, plan, info, golden, coverage, comparisons, measured, first_feeds)
@@ -322,8 +354,10 @@ class EdgeSession:
 
     def _compare(self, plan: Plan, info: ModelInfo, golden: Golden) -> tuple[list[str], list, list[Any]]:
         """Every golden case on this backend: violations, comparisons, and the first case's feeds."""
-        in_order = _aligned(golden.inputs_spec, info.inputs, info, golden, "input")
-        out_order = _aligned(golden.outputs_spec, info.outputs, info, golden, "output")
+        in_order = _aligned(golden.inputs_spec, info.inputs, info, golden, "input", plan)
+        out_order = _aligned(golden.outputs_spec, info.outputs, info, golden, "output", plan)
+        # Failure messages of a reference= test say whose golden the outputs missed.
+        against = f"against reference {plan.reference.name}: " if plan.reference is not None else ""
         violations: list[str] = []
         comparisons = []
         first_feeds: list[Any] = []
@@ -338,7 +372,7 @@ class EdgeSession:
                 comparison = compare_output(ref.name, case.outputs[ref.name], outputs[position],
                                             plan.tolerance(ref.name))
                 comparisons.append(comparison)
-                prefix = f"{plan.backend}: " + (f"case {index}: " if len(golden.cases) > 1 else "")
+                prefix = f"{plan.backend}: {against}" + (f"case {index}: " if len(golden.cases) > 1 else "")
                 violations += [prefix + p for p in comparison.problems]
                 if comparison.problems and failing is None:
                     failing = (feeds, case)
@@ -346,17 +380,21 @@ class EdgeSession:
                 path = self.write_obtained(plan, index, golden, outputs, out_order)
                 which = "" if golden.key == DEFAULT_SET else f" --set {golden.key}"
                 violations.append(f"{plan.backend}: obtained outputs of case {index} written to {path} "
-                                  f"(compare: pytest-edge golden diff {plan.model.name}{which})")
+                                  f"(compare: pytest-edge golden diff {golden.model}{which})")
         if failing is not None:
-            violations += sibling_triage(self, plan, golden, *failing)
+            violations += sibling_triage(self, plan, _for_triage(plan, golden), *failing)
         return violations, comparisons, first_feeds
 
     def write_obtained(self, plan: Plan, index: int, golden: Golden, outputs: Sequence[np.ndarray],
                        out_order: Sequence[int]) -> Path:
         # Beside the golden, outside the committed folder (pytest-regressions' ``.obtained`` files).
-        folder = obtained_dir(self.settings.rootdir, plan.model.name, golden.key)
+        # Beside the golden it missed: with reference= the reference model's, named after the tested
+        # model too, so they neither overwrite the reference model's own obtained files nor go
+        # unseen by `pytest-edge golden diff <reference>`.
+        folder = obtained_dir(self.settings.rootdir, golden.model, golden.key)
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{plan.backend}-case_{index:03d}.npz"
+        who = plan.backend if plan.reference is None else f"{plan.model.name}.{plan.backend}"
+        path = folder / f"{who}-case_{index:03d}.npz"
         arrays = {f"outputs/{ref.name}": np.asarray(outputs[pos]) for ref, pos in zip(golden.outputs_spec, out_order)}
         atomic_write(path, npz_bytes(arrays))
         return Path(_relative(path, self.settings.rootdir))
@@ -382,7 +420,9 @@ class EdgeSession:
             timing_under_load=measured.get("under_load"), other_cores_busy=measured.get("other_cores_busy"),
             processes=measured.get("processes"), process_spread=measured.get("process_spread"),
             device=({"name": split_device(info.backend)[1], "machine": info.device} if info.device else None),
-            accuracy={"reference": golden.reference_backend, "cases": len(golden.cases), **summarize(comparisons)},
+            accuracy={"reference": golden.reference_backend, "cases": len(golden.cases), **summarize(comparisons),
+                      # Only for reference= tests: the model whose golden was used (else the test's own).
+                      **({"reference_model": golden.model} if plan.reference is not None else {})},
             checked=True,
         )
 
@@ -438,8 +478,69 @@ def _check_finite(outputs: Sequence[np.ndarray], info: ModelInfo) -> None:
                                f"{int(np.isnan(out).sum())} NaN and {int(np.isinf(out).sum())} Inf values")
 
 
+def _judged_artifacts(plan: Plan, golden: Golden) -> list[Path]:
+    """The artifacts whose sha256 decides whether ``golden`` is stale for ``plan``: the tested one
+    (and, inside ``stale_reason``, the one the golden came from); with ``reference=`` the reference
+    model's artifact the golden came from, else each of the reference model's artifacts. The tested
+    artifact is not among them: checking it against another model's outputs is the test."""
+    if plan.reference is None:
+        return [plan.artifact] if plan.artifact is not None else []
+    artifacts = list(plan.reference.artifacts.values())
+    producer = golden.meta["reference"].get("artifact")
+    return [a for a in artifacts if a.name == producer] or artifacts
+
+
+def _for_triage(plan: Plan, golden: Golden) -> Golden:
+    """The golden as triage should see it. Triage takes "the golden comes from the sibling backend"
+    to mean "from the same artifact"; with reference= it came from another model's artifact, so the
+    reference is labelled with that artifact too (no backend has that name, and messages read
+    "the reference onnxruntime-cpu on tiny_cnn.onnx")."""
+    if plan.reference is None:
+        return golden
+    ref = golden.meta["reference"]
+    label = f"{ref['backend']} on {ref.get('artifact') or golden.model}"
+    return replace(golden, meta={**golden.meta, "reference": {**ref, "backend": label}})
+
+
+def _reference_problems(reference: Sequence[TensorSpec], actual: Sequence[TensorSpec], plan: Plan,
+                        golden: Golden, kind: str) -> tuple[list[int], list[str]]:
+    """Tensor matching and its problems for a reference= test, naming both models."""
+    tested, ref_model = plan.model.name, golden.model
+    try:
+        order = feed_order(reference, actual)
+    except ValueError:
+        return [], [f"{tested} has {len(actual)} {kind}s ({', '.join(s.name for s in actual)}), "
+                    f"{ref_model} has {len(reference)} ({', '.join(s.name for s in reference)})"]
+    problems = []
+    for ref, index in zip(reference, order):
+        act = actual[index]
+        pair = f"{kind} {act.name!r} of {tested} (matched to {ref.name!r} of {ref_model})"
+        if np.dtype(ref.dtype) != np.dtype(act.dtype):
+            problems.append(f"{pair}: dtype {act.dtype}, {ref_model} has {ref.dtype}")
+        if _shapes_differ(ref.shape, act.shape):
+            problems.append(f"{pair}: shape {list(act.shape)}, {ref_model} has {list(ref.shape)}")
+    return order, problems
+
+
+def _shapes_differ(reference: Sequence[Any], actual: Sequence[Any]) -> bool:
+    """Ranks differ, or a static dimension does (dynamic ones, names or None, match anything)."""
+    return len(reference) != len(actual) or any(
+        isinstance(a, int) and isinstance(r, int) and a >= 0 and r >= 0 and a != r
+        for a, r in zip(actual, reference))
+
+
 def _aligned(reference: Sequence[TensorSpec], actual: Sequence[TensorSpec], info: ModelInfo,
-             golden: Golden, kind: str) -> list[int]:
+             golden: Golden, kind: str, plan: Plan | None = None) -> list[int]:
+    if plan is not None and plan.reference is not None:
+        order, problems = _reference_problems(reference, actual, plan, golden, kind)
+        if not problems:
+            return order
+        # The pairing of models is the user's choice, so this is a usage error, not a runtime's.
+        raise EdgeUsageError(
+            f"signature mismatch: {plan.model.name} ({info.artifact.name} on {info.backend}) cannot be checked "
+            f"against the golden of reference model {golden.model} ({golden.folder / 'meta.json'}): "
+            + "; ".join(problems) + " (reference= needs the same input and output names, or the same "
+            "order, with the same shapes and dtypes)")
     try:
         order = feed_order(reference, actual)
     except ValueError as exc:

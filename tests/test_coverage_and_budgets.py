@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_edge.backends import Coverage
 from pytest_edge.backends.litert_backend import delegate_coverage
 from pytest_edge.checks import (
     check_coverage,
+    check_drift,
     check_latency,
     check_memory,
 )
@@ -54,3 +57,34 @@ def test_latency_and_memory_budget_messages() -> None:
     assert "weak evidence: P99 from only 20 runs" in weak
     assert "could not be measured" in check_memory(None, 64, "litert")[0]
     assert drift([10] * 10 + [20] * 10) == pytest.approx(2.0) and drift([1, 2]) is None
+
+
+def test_drift_budget_messages() -> None:
+    problem = check_drift(1.25, 1.1, 150, "litert")
+    assert len(problem) == 1 and problem[0].startswith(
+        "litert: drift 1.250 > max_drift 1.1 (median of the last tenth of the runs over the first tenth, "
+        "over 150 timed runs)")
+    assert check_drift(1.1, 1.1, 150, "litert") == []  # at the budget passes, as the other budgets do
+    assert check_drift(0.7, 1.1, 150, "litert") == []  # faster at the end is no drift problem
+    assert check_drift(None, None, 5, "litert") == [] and check_drift(9.0, None, 50, "litert") == []
+    unmeasured = check_drift(None, 1.1, 5, "onnxruntime-cpu")
+    assert unmeasured == ["onnxruntime-cpu: drift was not measured (max_drift=1.1); 5 timed runs in all; "
+                          "it needs at least 10 timed runs per process (runs>=10)"]
+    assert check_drift(None, 2.0, None, "litert")[0].startswith("litert: drift was not measured (max_drift=2)")
+
+
+@given(st.lists(st.integers(1, 10**9), min_size=10, max_size=400),
+       st.floats(min_value=1.0, max_value=100, exclude_min=True))
+def test_drift_budget_fails_exactly_above_it(samples: list[int], budget: float) -> None:
+    figure = drift(samples)
+    assert figure is not None  # ten runs give a tenth of one run
+    problems = check_drift(figure, budget, len(samples), "litert")
+    assert bool(problems) == (figure > budget)
+    if problems:
+        assert f"max_drift {budget:g}" in problems[0] and f"over {len(samples)} timed runs" in problems[0]
+
+
+@given(st.lists(st.integers(1, 10**9), max_size=9))
+def test_drift_needs_ten_runs(samples: list[int]) -> None:
+    assert drift(samples) is None
+    assert "drift was not measured (max_drift=1.1)" in check_drift(drift(samples), 1.1, len(samples), "litert")[0]

@@ -62,3 +62,65 @@ def test_parse_marker_canonical_units_and_errors() -> None:
     assert parse_marker((), {"tolerances": {"litert": {"atol": 1, "y": {"rtol": 2}}}}).tolerances
 
 
+# ---------------------------------------------------------------- reference= and max_drift=
+
+
+@given(st.floats(min_value=1.0, max_value=1e6, exclude_min=True, allow_nan=False))
+def test_max_drift_takes_ratios_above_one(ratio: float) -> None:
+    spec = parse_marker(("m",), {"max_drift": ratio})
+    assert spec.max_drift == ratio and spec.needs_measurement
+    assert parse_marker(("m",), {"max_drift": repr(ratio)}).max_drift == pytest.approx(ratio)
+
+
+@given(st.floats(min_value=0, max_value=1e4, exclude_min=True, allow_nan=False))
+def test_max_drift_percent_is_how_much_slower(percent: float) -> None:
+    expected = 1 + percent / 100
+    if expected <= 1:  # a percentage too small to move 1.0 in floating point
+        with pytest.raises(EdgeUsageError, match="max_drift"):
+            parse_marker(("m",), {"max_drift": f"{percent!r}%"})
+        return
+    assert parse_marker(("m",), {"max_drift": f"{percent!r}%"}).max_drift == pytest.approx(expected)
+
+
+@given(st.one_of(st.floats(max_value=1.0), st.integers(max_value=1)))
+def test_max_drift_at_or_below_one_is_refused(value: float) -> None:
+    with pytest.raises(EdgeUsageError, match="max_drift"):
+        parse_marker(("m",), {"max_drift": value})
+
+
+@pytest.mark.parametrize("bad", [True, False, float("nan"), float("inf"), "nan", "0%", "-10%", "fast",
+                                 "1.1x", "1", [1.1], "10 %%"])
+def test_max_drift_rejects(bad: object) -> None:
+    with pytest.raises(EdgeUsageError, match="max_drift"):
+        parse_marker(("m",), {"max_drift": bad})
+
+
+def test_max_drift_examples() -> None:
+    assert parse_marker(("m",), {"max_drift": "10%"}).max_drift == pytest.approx(1.10)
+    assert parse_marker(("m",), {"max_drift": 2}).max_drift == 2.0
+    assert parse_marker(("m",), {"max_drift": " 1.5 "}).max_drift == 1.5
+    spec = parse_marker(("m",), {})
+    assert spec.max_drift is None and not spec.needs_measurement
+    with pytest.raises(EdgeUsageError, match=r"max_drift: 1\.0 must be a ratio above 1"):
+        parse_marker(("m",), {"max_drift": 1.0})
+
+
+@given(st.text(min_size=1).filter(lambda t: t.strip()))
+def test_reference_keeps_any_name_or_path(name: str) -> None:
+    assert parse_marker(("m",), {"reference": name}).reference == name.strip()
+
+
+def test_reference_kinds() -> None:
+    from pathlib import Path
+
+    assert parse_marker(("m",), {"reference": Path("models/tiny_cnn.onnx")}).reference == "models/tiny_cnn.onnx"
+    assert parse_marker(("m",), {}).reference is None
+    for bad in ("", "  ", 3, ["tiny_cnn"]):
+        with pytest.raises(EdgeUsageError, match="reference: expected a model name or an artifact path"):
+            parse_marker(("m",), {"reference": bad})
+
+
+def test_names_tolerance_sees_keywords_and_overrides() -> None:
+    assert not parse_marker(("m",), {"reference": "r"}).names_tolerance
+    assert parse_marker(("m",), {"min_cosine": 0.99}).names_tolerance
+    assert parse_marker(("m",), {"tolerances": {"y": {"atol": 1}}}).names_tolerance
