@@ -21,7 +21,8 @@ from pytest_edge.quant import (
     snr_db,
 )
 
-# quant.py falls back to tflite-runtime too, but its 2.14 kernels are not what these numbers were checked on.
+# quant.py falls back to tflite-runtime too, but its 2.14 kernels are not what these numbers were checked on,
+# and it has no flatbuffer verifier: the truncated-file case crashes the process (README "Known limits").
 pytest.importorskip("ai_edge_litert.interpreter")
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
