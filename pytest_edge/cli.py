@@ -155,7 +155,8 @@ def golden_usage(pytest_args: Sequence[str] = ()) -> tuple[Settings, set[tuple[s
 
     import pytest
 
-    from .plugin import SESSION_KEY, USE_KEY, golden_references
+    from .golden_use import USE_KEY, golden_references
+    from .plugin import SESSION_KEY, item_plan
 
     if any("::" in arg for arg in pytest_args):
         raise EdgeUsageError("prune needs every test collected; node ids (file::test) select some only")
@@ -166,7 +167,7 @@ def golden_usage(pytest_args: Sequence[str] = ()) -> tuple[Settings, set[tuple[s
         def pytest_collection_finish(self, session: pytest.Session) -> None:
             edge = session.config.stash[SESSION_KEY]
             found["settings"] = edge.settings
-            found["refs"] = golden_references(edge, session.items)
+            found["refs"] = golden_references(edge, session.items, item_plan)
             found["use"] = session.config.stash[USE_KEY]
 
     output = io.StringIO()
@@ -191,7 +192,7 @@ def golden_prune(argv: Sequence[str]) -> int:
     """``pytest-edge golden prune [--dry-run] [pytest args]``: remove the golden sets that no
     collected test uses."""
     from .golden import GoldenStore, set_label
-    from .plugin import unused_golden_sets
+    from .golden_use import unused_golden_sets
 
     dry_run = "--dry-run" in argv
     pytest_args = [arg for arg in argv if arg != "--dry-run"]

@@ -14,7 +14,7 @@ from . import settings as edge_settings
 from .backends import get_backend
 from .edge_model import EdgeModel
 from .errors import DeviceUnreachable, EdgeError, EdgeInconclusive, UnknownBackend
-from .golden import GoldenStore, set_label, unused_sets
+from .golden_use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .marker import parse_marker
 from .plan import Plan, plans
 from .report import build_report, format_table, gate_summary, table_footer, table_rows, write_report
@@ -22,98 +22,6 @@ from .session import EdgeSession, Settings
 
 SESSION_KEY = pytest.StashKey[EdgeSession]()
 HANDLE_KEY = pytest.StashKey[EdgeModel]()
-ANY_SET = "*"  # a reference that keeps every set of a model (its input set could not be told)
-
-
-class GoldenUse:
-    """What the unused-golden report needs: whether this session ran every test, and which golden
-    sets its tests use. Conservative: anything that may have left a test out (deselection, node
-    ids, collection errors, -x) and the report says nothing."""
-
-    def __init__(self) -> None:
-        self.deselected = 0
-        self.collect_errors = 0
-        self.finished = 0  # items whose teardown was reported (also from xdist workers)
-        self.worker_refs: list[set[tuple[str, str]]] = []  # from each xdist worker's collection
-        self.workers_partial = False
-        self.unused: list[tuple[str, str]] = []
-        self.models_used: set[str] = set()
-        self.error = ""  # why the unused goldens could not be told
-
-    # Registered as a plugin of its own config: these hooks count what may leave a test out.
-    def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        self.deselected += len(items)
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self.collect_errors += 1
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "teardown":
-            self.finished += 1
-
-
-USE_KEY = pytest.StashKey[GoldenUse]()
-
-
-def golden_references(edge: EdgeSession, items: list[pytest.Item]) -> set[tuple[str, str]]:
-    """(model, input set) of every collected edge test, with the stored set it reads where that
-    is another (a legacy golden); ``(model, "*")`` where the set cannot be told (no backend
-    selected, an ``inputs=`` that fails), so that model's sets all count as used."""
-    refs: set[tuple[str, str]] = set()
-    for item in items:
-        marker = item.get_closest_marker("edge")
-        if marker is None:
-            continue
-        plan = _plan(item)
-        if plan is None:
-            try:
-                name = edge.golden_model_name(parse_marker(marker.args, marker.kwargs), Path(item.path).parent)
-            except EdgeError:
-                continue  # a marker that does not parse is a collection error: no report then
-            refs.add((name, ANY_SET))
-            continue
-        try:
-            refs |= edge.golden_sets_used(plan)  # the reference= model's golden where the test names one
-        except Exception:  # noqa: BLE001 - the test itself reports a bad inputs=; keep the model
-            refs.add((plan.golden_model.name, ANY_SET))
-    return refs
-
-
-def unused_golden_sets(store: GoldenStore, refs: set[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Stored sets that no reference uses."""
-    whole = {model for model, key in refs if key == ANY_SET}
-    return [s for s in unused_sets(store.all_sets(), refs) if s[0] not in whole]
-
-
-def selects_every_test(config: pytest.Config) -> bool:
-    """Whether the command line asks for every test of the project: no arguments (the rootdir or
-    ``testpaths``), or paths that hold the rootdir; never node ids, ``--ignore``, ``--deselect``
-    or ``--pyargs``. Deselection (-k, -m, --lf) is counted separately."""
-    for option in ("ignore", "ignore_glob", "deselect", "pyargs"):
-        if config.getoption(option, None):
-            return False
-    if config.args_source == pytest.Config.ArgsSource.TESTPATHS:
-        return True
-    if any("::" in arg for arg in config.args):
-        return False
-    root = config.rootpath.resolve()
-    paths = [Path(config.invocation_params.dir, arg).resolve() for arg in config.args]
-    testpaths = sorted(Path(config.rootpath, t).resolve() for t in config.getini("testpaths"))
-    if testpaths and sorted(set(paths)) == sorted(set(testpaths)):
-        return True
-    return any(path == root or path in root.parents for path in paths)
-
-
-def unused_report(unused: list[tuple[str, str]], models_used: set[str]) -> str:
-    """The line the terminal summary prints, as syrupy reports unused snapshots."""
-    names = [set_label(model, key) + ("" if model in models_used else " (no test uses this model)")
-             for model, key in unused]
-    noun = "golden set" if len(unused) == 1 else "golden sets"
-    return (f"pytest-edge: {len(unused)} unused {noun}: {', '.join(names)}; "
-            "remove them with pytest-edge golden prune")
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     # Every flag has an ini key, so a project sets its policy once in pyproject.toml and CI
     # overrides it on the command line; the table and the defaults live in settings.py.
@@ -202,7 +110,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("edge_model", params, indirect=True)
 
 
-def _plan(item: pytest.Item) -> Plan | None:
+def item_plan(item: pytest.Item) -> Plan | None:
+    """The plan a collected test was parametrized with (None for one without edge_model)."""
     callspec = getattr(item, "callspec", None)
     plan = callspec.params.get("edge_model") if callspec else None
     return plan if isinstance(plan, Plan) else None
@@ -214,7 +123,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     while pytest finishes collecting and starts the first tests (a fixed cost off the clock)."""
     edge = config.stash.get(SESSION_KEY, None)
     if edge is not None and not config.option.collectonly:  # nothing runs: no runtime to start
-        edge.prestart([p.backend for p in map(_plan, items) if p is not None and not p.unavailable])
+        edge.prestart([p.backend for p in map(item_plan, items) if p is not None and not p.unavailable])
 
 
 def _handle(item: pytest.Item, plan: Plan) -> EdgeModel:
@@ -241,7 +150,7 @@ def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    plan = _plan(item)
+    plan = item_plan(item)
     if plan is None:
         return (yield)
     session = item.config.stash[SESSION_KEY]
@@ -293,36 +202,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     if excinfo is not None and isinstance(excinfo.value, EdgeError) and not item.config.getoption("fulltrace"):
         # The message names the file and backend; a traceback into the plugin adds nothing.
         report.longrepr = f"{excinfo.value}"
-    plan = _plan(item)
+    plan = item_plan(item)
     if call.when == "setup" and report.skipped and plan is not None:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         item.config.stash[SESSION_KEY].skipped(item.nodeid, plan, reason.removeprefix("Skipped: "))
     return report
-
-
-def _collection_complete(config: pytest.Config, use: GoldenUse) -> bool:
-    return selects_every_test(config) and not use.deselected and not use.collect_errors
-
-
-def _find_unused(session: pytest.Session, edge: EdgeSession) -> None:
-    """Fill ``GoldenUse.unused`` when this session ran every test (see :class:`GoldenUse`)."""
-    use = session.config.stash[USE_KEY]
-    if not edge.store.all_sets() or not _collection_complete(session.config, use):
-        return
-    if session.shouldfail or session.shouldstop or session.exitstatus not in (0, 1):
-        return
-    if not session.testscollected or use.finished != session.testscollected:
-        return
-    if session.config.pluginmanager.getplugin("dsession") is not None:  # xdist controller
-        if use.workers_partial or not use.worker_refs:
-            return
-        refs = set().union(*use.worker_refs)
-    else:
-        refs = golden_references(edge, session.items)
-    if not refs:  # no edge test in this run: it says nothing about goldens
-        return
-    use.models_used = {model for model, _ in refs}
-    use.unused = unused_golden_sets(edge.store, refs)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -334,12 +218,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.workeroutput["edge_state"] = json.dumps(edge.state_json())
         use = config.stash[USE_KEY]
         # Every worker collects every test: its references are the whole run's.
-        complete = _collection_complete(config, use) and bool(edge.store.all_sets())
-        refs = sorted(golden_references(edge, session.items)) if complete else []
+        complete = collection_complete(config, use) and bool(edge.store.all_sets())
+        refs = sorted(golden_references(edge, session.items, item_plan)) if complete else []
         config.workeroutput["edge_golden_use"] = json.dumps({"complete": complete, "refs": refs})
         return
     try:
-        _find_unused(session, edge)
+        find_unused(session, edge, item_plan)
     except Exception as exc:  # noqa: BLE001 - an unreadable golden folder must not hide the results
         config.stash[USE_KEY].error = f"pytest-edge: cannot tell unused goldens: {type(exc).__name__}: {exc}"
     if not edge.records:
