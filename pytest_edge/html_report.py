@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from .checks import latency_regressions, resource_regressions
 from .report import DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, missing_artifact, worst_per
 
 DEFAULT_MAX_REGRESSION = 0.10
@@ -107,21 +108,30 @@ FIGURES: list[tuple[str, Callable[[Mapping[str, Any]], Any], bool]] = [
 ]
 
 
+# The merge gate's name of each figure (checks.Regression.figure).
+_GATE_FIGURES = {"P50": "P50 latency", "P99": "P99 latency", "peak memory": "peak memory",
+                 "fallback": "delegate coverage"}
+
+
 def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
                    max_regression: float = DEFAULT_MAX_REGRESSION) -> list[Change]:
     """P50, P99, peak memory and fallback against the baseline record, where both have them. A
-    latency or memory figure regressed when it grew by more than ``max_regression``; fallback
-    when it rose at all (as the merge gate judges coverage)."""
+    figure is marked regressed by the merge gate's own rules against stored numbers (checks.py):
+    latency above ``max_regression`` and significant over the processes (P99 is never gated
+    against stored numbers), memory above it and by more than 1 MB, fallback when it rose at all.
+    So a page never calls "regressed" what the gate would pass."""
     if not old:
         return []
+    flagged: set[str] = set()
+    if record.get("backend"):
+        latency, _ = latency_regressions(record, old, max_regression)
+        flagged = {r.figure for r in latency + resource_regressions(record, old, max_regression)}
     changes = []
     for figure, get, relative in FIGURES:
         new_value, old_value = get(record), get(old)
         if not isinstance(new_value, (int, float)) or not isinstance(old_value, (int, float)):
             continue
-        change = Change(figure, float(old_value), float(new_value), relative, False)
-        regressed = change.delta > max_regression if relative else change.delta > 1e-9
-        changes.append(Change(change.figure, change.old, change.new, relative, regressed))
+        changes.append(Change(figure, float(old_value), float(new_value), relative, _GATE_FIGURES[figure] in flagged))
     return changes
 
 

@@ -177,6 +177,25 @@ def test_baseline_changes_and_regressions() -> None:
     assert "1 record(s) regressed" in render_html(renamed, old)
 
 
+def test_regressed_means_what_the_merge_gate_means() -> None:
+    """+25 % over processes that spread 0.6x..1.7x is not significant, and +9 % of memory under 1 MB
+    is allocator noise: the gate passes both, so the page does not call them regressed."""
+    noisy_new = record("m", "litert", p50=1.25, peak_memory_mb=10.9)
+    noisy_new["processes"] = [{"p50": v, "p99": 2 * v, "runs": 5000} for v in (1.25, 0.7, 2.0)]
+    noisy_old = record("m", "litert", p50=1.0, peak_memory_mb=10.0)
+    noisy_old["processes"] = [{"p50": v, "p99": 2 * v, "runs": 5000} for v in (1.0, 0.6, 1.7)]
+    changes = {c.figure: c for c in figure_changes(noisy_new, noisy_old)}
+    assert changes["P50"].text() == "+25.0%" and not changes["P50"].regressed
+    assert changes["peak memory"].text() == "+9.0%" and not changes["peak memory"].regressed
+    steady_new, steady_old = copy.deepcopy(noisy_new), copy.deepcopy(noisy_old)
+    steady_new["processes"] = [{"p50": v, "p99": 2 * v, "runs": 5000} for v in (1.25, 1.26, 1.24)]
+    steady_old["processes"] = [{"p50": v, "p99": 2 * v, "runs": 5000} for v in (1.0, 1.01, 0.99)]
+    steady_new["peak_memory_mb"] = 30.0
+    changes = {c.figure: c for c in figure_changes(steady_new, steady_old)}
+    assert changes["P50"].regressed and changes["peak memory"].regressed
+    assert not changes["P99"].regressed  # a tail change is a note against stored numbers, never gated
+
+
 def test_merged_report_has_the_device_by_backend_matrix() -> None:
     a = report_of(record("m", "litert", p50=1.0), record("m", "onnxruntime-cpu", p50=2.0), name="x86-ci")
     b = report_of(record("m", "litert", "failed", p50=4.0, violations=["slow"]), name="pi5")
