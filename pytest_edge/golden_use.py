@@ -105,9 +105,9 @@ def unused_report(unused: list[tuple[str, str]], models_used: set[str]) -> str:
     """The line the terminal summary prints, as syrupy reports unused snapshots."""
     names = [set_label(model, key) + ("" if model in models_used else " (no test uses this model)")
              for model, key in unused]
-    noun = "golden set" if len(unused) == 1 else "golden sets"
+    noun, pronoun = ("golden set", "it") if len(unused) == 1 else ("golden sets", "them")
     return (f"pytest-edge: {len(unused)} unused {noun}: {', '.join(names)}; "
-            "remove them with pytest-edge golden prune")
+            f"remove {pronoun} with pytest-edge golden prune")
 
 
 def collection_complete(config: pytest.Config, use: GoldenUse) -> bool:

@@ -9,6 +9,7 @@ budget checks (:mod:`.checks`), comparison (:mod:`.compare`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -522,6 +523,15 @@ def _reference_problems(reference: Sequence[TensorSpec], actual: Sequence[Tensor
     return order, problems
 
 
+def _quantized_io_hint(problems: Sequence[str]) -> str:
+    """For an artifact with integer I/O checked against a float golden: what to do instead."""
+    if any(re.search(r": dtype u?int(8|16), \S+ has float", p) for p in problems):
+        return ("; reference= does not quantize inputs or dequantize outputs: export the quantized model with "
+                "float inputs and outputs, or compare the two artifacts layer by layer with "
+                "pytest-edge triage quant FLOAT.tflite INT8.tflite")
+    return ""
+
+
 def _shapes_differ(reference: Sequence[Any], actual: Sequence[Any]) -> bool:
     """Ranks differ, or a static dimension does (dynamic ones, names or None, match anything)."""
     return len(reference) != len(actual) or any(
@@ -540,7 +550,7 @@ def _aligned(reference: Sequence[TensorSpec], actual: Sequence[TensorSpec], info
             f"signature mismatch: {plan.model.name} ({info.artifact.name} on {info.backend}) cannot be checked "
             f"against the golden of reference model {golden.model} ({golden.folder / 'meta.json'}): "
             + "; ".join(problems) + " (reference= needs the same input and output names, or the same "
-            "order, with the same shapes and dtypes)")
+            "order, with the same shapes and dtypes)" + _quantized_io_hint(problems))
     try:
         order = feed_order(reference, actual)
     except ValueError as exc:

@@ -39,7 +39,7 @@ def sibling_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any],
     sibling = get_backend(backend).reference_sibling
     if sibling is not None and sibling == golden.reference_backend and device is None:
         return [f"triage: the golden comes from {sibling} on the same artifact: the {backend} "
-                "delegate's kernels diverge, not the artifact"]
+                "delegate's kernels diverge, not the artifact" + first_divergence(runner, plan, sibling, feeds, golden)]
     if sibling is None and getattr(get_backend(backend), "per_node_triage", False):
         return node_triage(runner, plan, golden, feeds)
     if sibling is None and getattr(get_backend(backend), "etdump_triage", False):
@@ -117,7 +117,15 @@ def node_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any]) ->
     if found.get("unavailable"):
         return [f"{line}, which failed: {found['unavailable']}"]
     atol, rtol = _tolerance(plan, golden)
-    return [line + onnx_divergence(found, atol, rtol, golden.reference_backend)]
+    divergence = onnx_divergence(found, atol, rtol, golden.reference_backend)
+    line += divergence
+    if "first divergence" in divergence and golden.reference_backend != plan.backend:
+        # The likeliest cause is then the other runtime or artifact, which no node of this graph shows.
+        line += (f"; note that the golden itself was recorded by {golden.reference_backend}"
+                 f"{' on ' + golden.meta['reference']['artifact'] if golden.meta['reference'].get('artifact') else ''}"
+                 f", not by {plan.backend}: a node named above differs between ORT's configurations, which "
+                 "need not be why this backend misses a golden from another runtime")
+    return [line]
 
 
 def _diverges(a: Any, b: Any, atol: float, rtol: float) -> float | None:
@@ -317,13 +325,16 @@ def etdump_divergence(found: dict[str, Any], expected: Sequence[tuple[str, np.nd
     if first:
         parts.append(first)
     elif checked:
-        parts.append(f"{'all ' if not skipped else ''}{checked} non-delegated kernel call{'s' if checked != 1 else ''} "
-                     f"agree{'s' if checked == 1 else ''} with PyTorch's kernels re-run on the same inputs")
+        which = (f"{'all ' if not skipped else ''}{checked} non-delegated kernel calls agree" if checked != 1 else
+                 f"{'the only ' if not skipped else 'one '}non-delegated kernel call agrees")
+        parts.append(f"{which} with PyTorch's kernels re-run on the same inputs")
     if skipped:
         parts.append(f"{len(skipped)} kernel call{'s' if len(skipped) != 1 else ''} could not be re-run by PyTorch "
                      f"({', '.join(dict.fromkeys(skipped))})")
     if partitions and not first:
-        parts.append(f"the {partitions} {delegate} partition call{'s' if partitions != 1 else ''} log only the "
+        calls = f"the {partitions} {delegate} partition calls log" if partitions != 1 else \
+            f"the {delegate} partition call logs"
+        parts.append(f"{calls} only the "
                      "tensors at their boundary, and there are no reference tensors to match them with (a .pte keeps "
                      "no tensor names, the golden holds only the model's outputs, and no ETRecord is at hand), so "
                      "the diverging operator inside a partition cannot be named")

@@ -142,7 +142,7 @@ def test_unused_report_with_xdist(pytester: pytest.Pytester, models: Path) -> No
     test_file.write_text(HEADER + ONES_TEST)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"pytest-edge: 1 unused golden set: tiny_mlp/{K2}; remove them with "
+    result.stdout.fnmatch_lines([f"pytest-edge: 1 unused golden set: tiny_mlp/{K2}; remove it with "
                                  "pytest-edge golden prune"])
 
 
@@ -190,5 +190,5 @@ def test_legacy_user_inputs_golden_reads_until_refreshed(pytester: pytest.Pytest
     assert (golden / f"inputs-{K1}/meta.json").is_file()
     migrated = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     migrated.assert_outcomes(passed=1)
-    migrated.stdout.fnmatch_lines(["pytest-edge: 1 unused golden set: tiny_mlp/default; remove them with "
+    migrated.stdout.fnmatch_lines(["pytest-edge: 1 unused golden set: tiny_mlp/default; remove it with "
                                    "pytest-edge golden prune"])

@@ -664,6 +664,15 @@ def test_triage_runs_the_same_artifact_without_its_delegate(pytester: pytest.Pyt
         # tflite-runtime 2.14 does not delegate with all tensors preserved, so it has nothing to name.
         result.stdout.fnmatch_lines(["*first divergence: tensor *, the output of CONV_2D (node 1) on XNNPACK "
                                      "(max |Δ| * against litert-ref)*"])
+        # A golden recorded by the delegate-free sibling itself: the operator is named too.
+        sibling = pytester.runpytest_subprocess("--edge-update-golden", "--edge-reference-backend=litert-ref",
+                                                "-k", "test_kernels")
+        sibling.stdout.fnmatch_lines([
+            "*triage: the golden comes from litert-ref on the same artifact: the litert delegate's kernels "
+            "diverge, not the artifact; first divergence: tensor *, the output of CONV_2D (node 1) on XNNPACK*"])
+        # ONNX Runtime misses that golden too; its node-by-node line says where the golden came from.
+        sibling.stdout.fnmatch_lines(["*note that the golden itself was recorded by litert-ref on tiny_cnn.tflite, "
+                                      "not by onnxruntime-cpu*"])
 
 
 def test_third_party_backend_registers_through_entry_points(pytester: pytest.Pytester, models: Path,

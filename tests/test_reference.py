@@ -16,7 +16,7 @@ from pytest_edge.errors import EdgeUsageError
 from pytest_edge.golden import Golden
 from pytest_edge.marker import parse_marker
 from pytest_edge.plan import plan_for
-from pytest_edge.session import EdgeSession, _judged_artifacts, _reference_problems
+from pytest_edge.session import EdgeSession, _judged_artifacts, _quantized_io_hint, _reference_problems
 from pytest_edge.settings import Settings
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -112,8 +112,10 @@ def test_signature_problems_name_both_models_and_the_tensor(session: EdgeSession
     assert problems == [
         "output 'Identity' of tiny_cnn_int8 (matched to 'y' of tiny_cnn): dtype int8, tiny_cnn has float32",
         "output 'Identity' of tiny_cnn_int8 (matched to 'y' of tiny_cnn): shape [1, 5], tiny_cnn has [1, 10]"]
+    assert "pytest-edge triage quant" in _quantized_io_hint(problems)  # int8 I/O: say what to do instead
     _, problems = _reference_problems(golden.outputs_spec, fine * 2, plan, golden, "output")
     assert problems == ["tiny_cnn_int8 has 2 outputs (Identity, Identity), tiny_cnn has 1 (y)"]
+    assert _quantized_io_hint(problems) == ""
 
 
 # ---------------------------------------------------------------- pytester runs
