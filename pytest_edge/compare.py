@@ -177,7 +177,7 @@ def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
             problems.append(
                 f"output {name!r}: {bad} of {close.size} elements differ beyond atol={atol:g}, "
                 f"rtol={rtol:g}; max abs err {max_abs:.3g}, max rel err {_fmt(max_rel)}; worst at "
-                f"index {tuple(int(i) for i in worst)}: got {a[worst]:.7g}, golden {e[worst]:.7g}; "
+                f"index {tuple(int(i) for i in worst)}: got {a[worst]:.9g}, golden {e[worst]:.9g}; "
                 f"would pass with atol={_fmt(need_atol)} (rtol={rtol:g}) or rtol={_fmt(need_rtol)} "
                 f"(atol={atol:g}); look first at {triage(expected, actual, atol, rtol)}")
     # A figure that cannot be computed (values overflow float64) fails its check rather than passing.

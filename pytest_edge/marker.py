@@ -57,14 +57,18 @@ def parse_fraction(value: Any, what: str = "fraction") -> float:
 
 def parse_drift(value: Any, what: str = "max_drift") -> float:
     """A drift budget as a ratio > 1: ``1.10``, ``"1.10"`` or ``"10%"`` (10 % slower at the end)."""
-    if isinstance(value, str) and value.strip().endswith("%"):
-        ratio = 1 + _parse(value.strip()[:-1], {"": 1.0}, what, "%") / 100
-    else:
-        ratio = _parse(value, {"": 1.0}, what, "")
-    if ratio <= 1:
-        # A ratio of 1 or less would fail every run that got no faster: almost surely a typo.
-        raise EdgeUsageError(f"{what}: {value!r} must be a ratio above 1 (1.10, or '10%' for 10 % slower "
+    # One message for every refusal (a ratio of 1 or less would fail every run that got no faster).
+    refused = EdgeUsageError(f"{what}: {value!r} must be a ratio above 1 (1.10, or '10%' for 10 % slower "
                              "at the end of the timed runs than at their start)")
+    try:
+        if isinstance(value, str) and value.strip().endswith("%"):
+            ratio = 1 + _parse(value.strip()[:-1], {"": 1.0}, what, "%") / 100
+        else:
+            ratio = _parse(value, {"": 1.0}, what, "")
+    except EdgeUsageError:
+        raise refused from None
+    if not ratio > 1:
+        raise refused
     return ratio
 
 

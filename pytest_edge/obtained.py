@@ -56,5 +56,6 @@ def diff_lines(store: GoldenStore, model: str, obtained_dir: Path, worst: int = 
             flat = np.argsort(delta, axis=None)[::-1][:worst]
             for position in flat:
                 at = tuple(int(i) for i in np.unravel_index(position, delta.shape))
-                lines.append(f"    at {list(at)}: golden {expected[at]!r}, {backend} {actual[at]!r}")
+                # 9 significant digits tell any two float32 apart (NumPy 2's repr adds "np.float32(...)").
+                lines.append(f"    at {list(at)}: golden {float(expected[at]):.9g}, {backend} {float(actual[at]):.9g}")
     return lines

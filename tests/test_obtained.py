@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,9 @@ def test_golden_diff_command(pytester: pytest.Pytester, models: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("litert case 0 y: max |Δ|") and "    at [0, " in done.stdout
+    # Plain numbers that tell the two values apart, not NumPy scalar reprs.
+    worst = re.search(r"    at \[0, \d+\]: golden (\S+), litert (\S+)", done.stdout)
+    assert worst and "np." not in done.stdout and float(worst[1]) != float(worst[2]), done.stdout
     done = subprocess.run([sys.executable, "-m", "pytest_edge.cli", "golden", "diff", "tiny_mlp"], cwd=pytester.path,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "no golden outputs for model 'tiny_mlp'" in done.stderr
