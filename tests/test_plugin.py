@@ -198,16 +198,38 @@ def test_mlp(edge_model):
 
 def test_native_crash_fails_one_test_and_the_worker_restarts(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile("""
-        import os, signal, pytest
+        import os, signal, subprocess, threading, time
 
-        import subprocess, threading
+        import pytest
 
-        def segfault_litert_workers():  # this session's only: other sessions may run beside it
-            subprocess.run(["pkill", "-SEGV", "-P", str(os.getpid()), "-f", "pytest_edge.worker litert "])
+        def litert_workers():  # this session's only: other sessions may run beside it
+            found = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "pytest_edge.worker litert "],
+                                   capture_output=True, text=True).stdout.split()
+            return [int(pid) for pid in found]
+
+        def cpu_seconds(pid):
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+        def segfault_the_measuring_worker(shared):
+            # Wait for the measurement's fresh worker (on a busy machine it may start late) to have
+            # spent a CPU second, far more than its import and load: it is in its ten million
+            # warm-up runs then, whatever the load. Then crash it.
+            for _ in range(1200):
+                fresh = [pid for pid in litert_workers() if pid not in shared]
+                try:
+                    if fresh and all(cpu_seconds(pid) > 1.0 for pid in fresh):
+                        for pid in fresh:
+                            os.kill(pid, signal.SIGSEGV)
+                        return
+                except OSError:
+                    pass
+                time.sleep(0.05)
 
         @pytest.mark.edge(model="tiny_mlp", backends=["litert"])
         def test_crash(edge_model):
-            threading.Timer(1.5, segfault_litert_workers).start()  # during ten million warm-up runs
+            threading.Thread(target=segfault_the_measuring_worker, args=(litert_workers(),), daemon=True).start()
             edge_model.with_protocol(warmup=10**7).measure()
 
         @pytest.mark.edge(model="tiny_mlp", backends=["litert"])
