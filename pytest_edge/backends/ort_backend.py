@@ -13,7 +13,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from .base import Backend, Coverage, LoadedModel, TensorSpec
-from .ort_intermediates import node_intermediates
 
 # Providers that do not run the model on this machine's hardware.
 _NOT_LOCAL = {"AzureExecutionProvider"}
@@ -62,6 +61,8 @@ class OrtModel(LoadedModel):
         computes it, with ORT_DISABLE_ALL's and onnx.reference's values: see node_intermediates."""
         if self.path is None:
             return None
+        from .ort_intermediates import node_intermediates  # only on a mismatch
+
         final = dict(zip((s.name for s in self.outputs), self.run(feeds)))
         level = self.session.get_session_options().graph_optimization_level
         return node_intermediates(self.path, self.provider, dict(zip(self._names, feeds)),
@@ -132,18 +133,30 @@ class OrtBackend(Backend):
         return None
 
     def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
-        if threads:
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-        providers = [self.provider] if self.provider == "CPUExecutionProvider" else [
-            self.provider, "CPUExecutionProvider"]
-        session = ort.InferenceSession(str(path), options, providers=providers)
+        session = new_session(str(path), self.provider, threads, record_assignment=True)
         return OrtModel(session, self.provider, Path(path), threads)
+
+
+def new_session(model: bytes | str, provider: str, threads: int | None, *, level: Any = None,
+                save_to: Path | None = None, record_assignment: bool = False):
+    """An InferenceSession on ``provider`` (with the CPU provider behind any other), quiet, with
+    ``threads`` intra-op threads; optionally at an optimization ``level``, saving the optimized
+    graph to ``save_to``, recording which provider runs each node (for coverage)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if record_assignment:
+        options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    if level is not None:
+        options.graph_optimization_level = level
+    if threads:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+    if save_to is not None:
+        options.optimized_model_filepath = str(save_to)
+    providers = [provider] if provider == "CPUExecutionProvider" else [provider, "CPUExecutionProvider"]
+    return ort.InferenceSession(model, options, providers=providers)
 
 
 # Distributions of onnxruntime built with other execution providers (they install the same

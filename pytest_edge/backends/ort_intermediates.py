@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from .ort_backend import new_session
+
 # Limits that keep the per-node triage well inside a worker request's time (edge_timeout).
 SOLO_BUDGET_S = 30.0  # sessions that expose one tensor at a time (see node_intermediates)
 REFERENCE_MAX_NODES = 1000  # onnx.reference runs in NumPy: slow on large graphs
@@ -19,28 +21,13 @@ _SENDABLE = {np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "u
                                    "uint64", "float16", "float32", "float64")}
 
 
-def _session(model: bytes, provider: str, level, threads: int | None, save_to: Path | None = None):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = level
-    if threads:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-    if save_to is not None:
-        options.optimized_model_filepath = str(save_to)
-    providers = [provider] if provider == "CPUExecutionProvider" else [provider, "CPUExecutionProvider"]
-    return ort.InferenceSession(model, options, providers=providers)
-
-
 def _sendable(values: dict[str, Any]) -> dict[str, np.ndarray]:
     # Sequences, maps, strings and bfloat16 cannot cross the worker protocol, nor be compared here.
     return {k: v for k, v in values.items() if isinstance(v, np.ndarray) and v.dtype in _SENDABLE}
 
 
 def _run_exposed(model: bytes, provider: str, level, threads: int | None, feeds: dict[str, np.ndarray]):
-    session = _session(model, provider, level, threads)
+    session = new_session(model, provider, threads, level=level)
     names = [o.name for o in session.get_outputs()]
     return _sendable(dict(zip(names, session.run(None, feeds))))
 
@@ -56,7 +43,7 @@ def _optimized_graph(model: bytes, provider: str, level, threads: int | None,
 
     with tempfile.TemporaryDirectory() as folder:
         saved = Path(folder) / "optimized.onnx"
-        _session(model, provider, level, threads, save_to=saved)
+        new_session(model, provider, threads, level=level, save_to=saved)
         optimized = onnx.load(str(saved), load_external_data=False)
     found = {}
     for node in optimized.graph.node:
