@@ -10,7 +10,6 @@ import numpy as np
 
 from ..errors import BackendError
 from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
-from .executorch_etdump import etdump_intermediates
 
 # executorch::runtime::Error (runtime/core/error.h of executorch 1.5), whose codes the Python
 # bindings print in hex ("Failed to load program, error: 0x:23"): name and documented meaning.
@@ -77,7 +76,8 @@ def pte_problem(data: bytes, path: Path) -> str | None:
     return None
 
 # c10::ScalarType codes as MethodMeta reports them.
-_SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
+# executorch ScalarType codes of the dtypes a model signature may use.
+SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
                  6: "float32", 7: "float64", 11: "bool"}
 
 
@@ -85,7 +85,7 @@ def _specs(meta, count: int, getter: str, prefix: str) -> list[TensorSpec]:
     specs = []
     for i in range(count):
         info = getattr(meta, getter)(i)
-        dtype = _SCALAR_TYPES.get(int(info.dtype()), f"scalar_type_{int(info.dtype())}")
+        dtype = SCALAR_TYPES.get(int(info.dtype()), f"scalar_type_{int(info.dtype())}")
         # A .pte has no tensor names: positions are the names (input_0, output_0, ...).
         specs.append(TensorSpec(f"{prefix}_{i}", tuple(int(d) for d in info.sizes()), dtype))
     return specs
@@ -139,6 +139,8 @@ class ExecuTorchModel(LoadedModel):
 
     def intermediates(self, feeds: Sequence[np.ndarray]) -> dict[str, Any] | None:
         """One run of this .pte with ETDump and a debug buffer: see etdump_intermediates."""
+        from .executorch_etdump import etdump_intermediates  # only on a mismatch
+
         return etdump_intermediates(self._data, feeds)
 
 

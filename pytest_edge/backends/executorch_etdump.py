@@ -11,6 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .executorch_backend import SCALAR_TYPES
+
 # ---------------------------------------------------------------- intermediates through ETDump
 #
 # With a debug buffer the Python bindings set EventTracerDebugLogLevel::kIntermediateOutputs, and
@@ -22,8 +24,7 @@ import numpy as np
 # Prim ops (et_view, sym_size) and moves log nothing.
 
 _ALIGNMENT = 64  # the debug buffer's data sink aligns every tensor to 64 bytes
-_ET_NUMPY = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
-             7: "float64", 11: "bool", 27: "uint16", 28: "uint32", 29: "uint64"}
+_ET_NUMPY = {**SCALAR_TYPES, 27: "uint16", 28: "uint32", 29: "uint64"}  # intermediates may be wider unsigned
 # EValue kinds the ETDump generator can log: any other among a delegate's arguments aborts the process.
 _LOGGABLE = {"Tensor", "TensorList", "Int", "Double", "Bool"}
 
