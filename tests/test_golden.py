@@ -157,12 +157,17 @@ def test_sets_are_stored_apart_and_written_apart(tmp_path: Path) -> None:
         store.load("m", "abcdefabcdef")
 
 
-def test_sets_ignore_other_names_and_refuse_links(tmp_path: Path) -> None:
+def _store_with_one_set(tmp_path: Path) -> tuple[GoldenStore, Path, Path]:
+    """A golden store holding input set 0123456789ab of model m: the store, the artifact, m's folder."""
     artifact = tmp_path / "m.onnx"
     artifact.write_bytes(b"model")
     store = GoldenStore(tmp_path / "golden")
     store.write("m", _meta(artifact), [_case()], key="0123456789ab")
-    folder = tmp_path / "golden/m"
+    return store, artifact, tmp_path / "golden/m"
+
+
+def test_sets_ignore_other_names_and_refuse_links(tmp_path: Path) -> None:
+    store, artifact, folder = _store_with_one_set(tmp_path)
     for junk in ("inputs-zzzzzzzzzzzz", "notes", "inputs-0123456789ab.bak"):
         (folder / junk).mkdir()
         (folder / junk / "meta.json").write_text("{}")
@@ -184,11 +189,7 @@ def test_sets_ignore_other_names_and_refuse_links(tmp_path: Path) -> None:
 def test_a_set_copied_under_another_key_is_refused(tmp_path: Path) -> None:
     import shutil
 
-    artifact = tmp_path / "m.onnx"
-    artifact.write_bytes(b"model")
-    store = GoldenStore(tmp_path / "golden")
-    store.write("m", _meta(artifact), [_case()], key="0123456789ab")
-    folder = tmp_path / "golden/m"
+    store, _, folder = _store_with_one_set(tmp_path)
     shutil.copytree(folder / "inputs-0123456789ab", folder / "inputs-abcdefabcdef")
     with pytest.raises(GoldenError, match=r"corrupt golden file .*inputs-abcdefabcdef/meta\.json: 'input_set' is "
                                           r"'0123456789ab', but the folder holds input set 'abcdefabcdef'"):
