@@ -27,3 +27,39 @@ def models(pytester: pytest.Pytester) -> Path:
     # protocol and of the merge gate set --edge-processes / --edge-min-time themselves.
     pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_processes = 1\nedge_min_time = 0\n")
     return folder
+
+
+NOOPT_BACKEND = """\
+import onnxruntime as ort
+from pytest_edge.backends.ort_backend import OrtBackend, OrtModel
+
+class NoOptBackend(OrtBackend):
+    def __init__(self):
+        super().__init__('CPUExecutionProvider')
+        self.name = 'onnxruntime-noopt'
+
+    def load(self, path, *, threads, shapes):
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.add_session_config_entry('session.record_ep_graph_assignment_info', '1')
+        session = ort.InferenceSession(str(path), options, providers=[self.provider])
+        return OrtModel(session, self.provider)
+
+def backends():
+    return [NoOptBackend()]
+"""
+
+
+@pytest.fixture
+def noopt_backend(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A third-party backend installed the way a distribution is (a dist-info with an entry point
+    in the pytest_edge.backends group): ONNX Runtime with every graph optimisation off, a real
+    runtime behind the same interface. Returns its name."""
+    plugins = pytester.path / "plugins"
+    (plugins / "edge_noopt-0.1.dist-info").mkdir(parents=True)
+    (plugins / "edge_noopt-0.1.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: edge-noopt\nVersion: 0.1\n")
+    (plugins / "edge_noopt-0.1.dist-info/entry_points.txt").write_text(
+        "[pytest_edge.backends]\nnoopt = edge_noopt:backends\n")
+    (plugins / "edge_noopt.py").write_text(NOOPT_BACKEND)
+    monkeypatch.setenv("PYTHONPATH", str(plugins))
+    return "onnxruntime-noopt"

@@ -698,31 +698,9 @@ def test_triage_runs_the_same_artifact_without_its_delegate(pytester: pytest.Pyt
 
 
 def test_third_party_backend_registers_through_entry_points(pytester: pytest.Pytester, models: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+                                                             noopt_backend: str) -> None:
     """An installed distribution adds a runtime configuration without touching pytest-edge: here ONNX
     Runtime with every graph optimisation off, a real runtime behind the same interface."""
-    plugins = pytester.path / "plugins"
-    (plugins / "edge_noopt-0.1.dist-info").mkdir(parents=True)
-    (plugins / "edge_noopt-0.1.dist-info/METADATA").write_text(
-        "Metadata-Version: 2.1\nName: edge-noopt\nVersion: 0.1\n")
-    (plugins / "edge_noopt-0.1.dist-info/entry_points.txt").write_text(
-        "[pytest_edge.backends]\nnoopt = edge_noopt:backends\n")
-    (plugins / "edge_noopt.py").write_text(
-        "import onnxruntime as ort\n"
-        "from pytest_edge.backends.ort_backend import OrtBackend, OrtModel\n\n"
-        "class NoOptBackend(OrtBackend):\n"
-        "    def __init__(self):\n"
-        "        super().__init__('CPUExecutionProvider')\n"
-        "        self.name = 'onnxruntime-noopt'\n\n"
-        "    def load(self, path, *, threads, shapes):\n"
-        "        options = ort.SessionOptions()\n"
-        "        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL\n"
-        "        options.add_session_config_entry('session.record_ep_graph_assignment_info', '1')\n"
-        "        session = ort.InferenceSession(str(path), options, providers=[self.provider])\n"
-        "        return OrtModel(session, self.provider)\n\n"
-        "def backends():\n"
-        "    return [NoOptBackend()]\n")
-    monkeypatch.setenv("PYTHONPATH", str(plugins))
     pytester.makepyfile("""
         import pytest
         @pytest.mark.edge(model="tiny_cnn", backends=["onnxruntime-cpu", "onnxruntime-noopt"], max_fallback=0)

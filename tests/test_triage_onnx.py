@@ -138,37 +138,10 @@ def test_reference_evaluator_is_skipped_with_its_reason(tmp_path: Path) -> None:
                             "onnx.reference does not implement")
 
 
-NOOPT_BACKEND = """\
-import onnxruntime as ort
-from pytest_edge.backends.ort_backend import OrtBackend, OrtModel
-
-class NoOptBackend(OrtBackend):
-    def __init__(self):
-        super().__init__('CPUExecutionProvider')
-        self.name = 'onnxruntime-noopt'
-
-    def load(self, path, *, threads, shapes):
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        session = ort.InferenceSession(str(path), options, providers=[self.provider])
-        return OrtModel(session, self.provider)
-
-def backends():
-    return [NoOptBackend()]
-"""
-
-
 def test_failure_message_names_the_folded_node(pytester: pytest.Pytester, models: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+                                               noopt_backend: str) -> None:
     """Goldens recorded by ORT without graph optimizations (a third-party backend, as in
     test_plugin); onnxruntime-cpu with a tight tolerance fails and its triage names the BN."""
-    plugins = pytester.path / "plugins"
-    (plugins / "edge_noopt-0.1.dist-info").mkdir(parents=True)
-    (plugins / "edge_noopt-0.1.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: edge-noopt\nVersion: 0.1\n")
-    (plugins / "edge_noopt-0.1.dist-info/entry_points.txt").write_text(
-        "[pytest_edge.backends]\nnoopt = edge_noopt:backends\n")
-    (plugins / "edge_noopt.py").write_text(NOOPT_BACKEND)
-    monkeypatch.setenv("PYTHONPATH", str(plugins))
     _, x = conv_bn_model(models / "convbn.onnx")
     pytester.makepyfile(f"""
         import numpy as np, pytest
