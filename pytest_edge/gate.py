@@ -38,7 +38,7 @@ class GateResult:
 
 
 def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool, max_regression: float,
-             strict: bool, remeasure: Remeasure, source: str) -> GateResult:
+             strict: bool, remeasure: Remeasure, source: str, p99_regression: float | None = None) -> GateResult:
     """``baseline``: the twin's measurement (``paired``) or the stored record; ``source`` names it.
 
     A figure above the threshold in the first measurement is a suspect, significant or not (three
@@ -47,15 +47,16 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
     significant (six processes, or six A/B pairs, against the baseline)."""
     result = GateResult()
     what = "the baseline twin" if paired else "the baseline"
-    suspects, result.notes = latency_regressions(record, baseline, max_regression, paired=paired, significant=False)
+    gated = {"paired": paired, "p99_regression": p99_regression}
+    suspects, result.notes = latency_regressions(record, baseline, max_regression, significant=False, **gated)
     result.failures = [r.message for r in resource_regressions(record, baseline, max_regression, what)]
     result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": bool(suspects)}
     if suspects:
         again, twin_again = remeasure()
         second_baseline = twin_again if paired and twin_again is not None else baseline
-        second, _ = latency_regressions(again, second_baseline, max_regression, paired=paired, significant=False)
+        second, _ = latency_regressions(again, second_baseline, max_regression, significant=False, **gated)
         both_baseline = _pooled(baseline, twin_again) if paired and twin_again is not None else baseline
-        both, _ = latency_regressions(_pooled(record, again), both_baseline, max_regression, paired=paired)
+        both, _ = latency_regressions(_pooled(record, again), both_baseline, max_regression, **gated)
         seconds = {r.figure: r for r in second}
         confirmed = {r.figure: r for r in both if r.figure in seconds}
         busy = _busy(record, again)

@@ -119,7 +119,7 @@ class MarkerSpec:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # Another model (name or artifact path) whose golden this test's artifact is checked against.
     reference: str | None = None
-    # Largest allowed drift: median of the last tenth of timed runs over the first tenth.
+    # Largest allowed drift: median run of the last fifth of the timed time over the first fifth.
     max_drift: float | None = None
 
     @property

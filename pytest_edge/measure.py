@@ -20,14 +20,66 @@ def latency_stats(samples_ns: Sequence[int]) -> dict[str, float]:
             "mean": float(ms.mean()), "min": float(ms.min())}
 
 
-def drift(samples_ns: Sequence[int]) -> float | None:
-    """Median of the last tenth of runs over the median of the first tenth (>1: got slower)."""
-    tenth = len(samples_ns) // 10
-    if tenth < 1:
+# Drift compares the runs of the first and the last fifth of a process's timed *time* (not of its
+# run count: 2000 runs of a 20 us model last 40 ms, and an interrupt or a frequency step in one
+# 4 ms tenth moved the old figure by 2x on an idle machine). A window shorter than
+# DRIFT_MIN_WINDOW_S (thousands of runs of a small model, so a burst of a few ms cannot move its
+# median), or with fewer than DRIFT_MIN_WINDOW_RUNS runs, cannot say how fast the model ran then: no
+# figure. A max_drift budget therefore times each process for DRIFT_MIN_TIME_S at least: the windows
+# count the runs' own time, which the timing loop's overhead keeps below the wall clock.
+DRIFT_WINDOW_FRACTION = 0.2
+DRIFT_MIN_WINDOW_S = 0.05
+DRIFT_MIN_WINDOW_RUNS = 5
+DRIFT_MIN_TIME_S = 0.4
+
+
+def drift_windows(samples_ns: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Indices of the runs in the first and the last fifth of the timed time (the runs laid end to
+    end), or None where either window is too short to judge."""
+    samples = np.asarray(samples_ns, dtype=np.float64)
+    if samples.size == 0:
         return None
-    early = float(np.median(samples_ns[:tenth]))
-    late = float(np.median(samples_ns[-tenth:]))
+    ends = np.cumsum(samples)
+    window = float(ends[-1]) * DRIFT_WINDOW_FRACTION
+    if window < DRIFT_MIN_WINDOW_S * 1e9:
+        return None
+    early = np.flatnonzero(ends <= window)
+    late = np.flatnonzero(ends - samples >= ends[-1] - window)
+    if early.size < DRIFT_MIN_WINDOW_RUNS or late.size < DRIFT_MIN_WINDOW_RUNS:
+        return None
+    return early, late
+
+
+def drift(samples_ns: Sequence[int]) -> float | None:
+    """Median run of the last fifth of the timed time over that of the first fifth (>1: got
+    slower); None where the windows are too short (see DRIFT_MIN_WINDOW_S)."""
+    windows = drift_windows(samples_ns)
+    if windows is None:
+        return None
+    samples = np.asarray(samples_ns, dtype=np.float64)
+    early, late = (float(np.median(samples[w])) for w in windows)
     return late / early if early > 0 else None
+
+
+def probe_drift(samples_ns: Sequence[int], probe_after: Sequence[int], probes_ns: Sequence[int]) -> float | None:
+    """The machine probe's drift over the same windows as :func:`drift`: ``probe_after[i]`` is how
+    many timed runs preceded probe ``i``. Near 1 while the model drifted: the model changed; as
+    large: the machine did (another process, another virtual machine, frequency)."""
+    windows = drift_windows(samples_ns)
+    if windows is None or not len(probes_ns):
+        return None
+    after = np.asarray(probe_after)
+    probes = np.asarray(probes_ns, dtype=np.float64)
+    early = probes[after <= windows[0][-1] + 1]
+    late = probes[after >= windows[1][0]]
+    if early.size == 0 or late.size == 0:
+        return None
+    return float(np.median(late) / np.median(early))
+
+
+def geometric_mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None and v > 0]
+    return float(np.exp(np.mean(np.log(present)))) if present else None
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -38,8 +90,8 @@ def _median(values: Sequence[float | None]) -> float | None:
 def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> dict:
     """One measurement from the timed runs of several fresh worker processes (pyperf's practice).
 
-    Percentiles come from all runs pooled; load time, first inference, drift and memory are the
-    median over processes. ``processes`` keeps each process's own figures, which the significance
+    Percentiles come from all runs pooled; load time, first inference and memory are the median
+    over processes, drift their geometric mean. ``processes`` keeps each process's own figures, which the significance
     tests of :mod:`pytest_edge.stats` use, and ``process_spread`` says how far their P50s lie apart.
     A window counts as under load when any process's window was (None where none could be judged).
     """
@@ -50,7 +102,8 @@ def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> d
         per_process.append({"p50": latency["p50"], "p99": latency["p99"], "min": latency["min"],
                             "runs": r["measured_runs"], "load_ms": r.get("load_ms"),
                             "peak_memory_mb": r["peak_memory_mb"], "other_cores_busy": r["other_cores_busy"],
-                            "probe_us": r.get("probe_us")})
+                            "probe_us": r.get("probe_us"), "drift": r.get("drift"),
+                            "probe_drift": r.get("probe_drift")})
     busy = [r["other_cores_busy"] for r in results if r["other_cores_busy"] is not None]
     p50s = [p["p50"] for p in per_process]
     return {
@@ -58,7 +111,9 @@ def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> d
         # The pooled distribution in 101 quantiles (0 %, 1 %, ... 100 %), in ms: enough to draw its
         # ECDF or compare distributions in a report, at a few hundred bytes a record.
         "latency_quantiles_ms": [round(float(q), 6) for q in np.percentile(pooled / 1e6, np.arange(101))],
-        "drift": _median([r["drift"] for r in results]),
+        # Each process's own drift is kept in ``processes``; max_drift judges them as a sample.
+        "drift": geometric_mean([r["drift"] for r in results]),
+        "probe_drift": geometric_mean([r.get("probe_drift") for r in results]),
         "warmup_runs": results[0]["warmup_runs"],
         "measured_runs": int(pooled.size),
         "load_ms": _median([r.get("load_ms") for r in results]),

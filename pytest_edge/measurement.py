@@ -51,7 +51,7 @@ class Measurer:
         """The measurement protocol, once per (model, backend, warmup, runs): ``processes`` fresh
         worker processes, each a real cold start whose memory peak inherits nothing from other
         models; with a baseline twin (A/B mode) the twin's processes alternate with these."""
-        key = (info.backend, info.key, plan.warmup, plan.runs)
+        key = (info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s)
         if key not in self.results:
             feeds = info.feeds(feeds)
             twin = self.baseline_twin(info.artifact)
@@ -69,7 +69,7 @@ class Measurer:
     def _in_process(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan) -> dict[str, Any]:
         with machine_measurement_lock(split_device(info.backend)[1] or ""):
             result = self.pool.request(info.backend, Measure(info.key, list(feeds), plan.warmup, plan.runs,
-                                                             self.settings.min_time_s), info.artifact)
+                                                             plan.min_time_s), info.artifact)
             result["load_ms"] = info.load_ms
             if result["peak_memory_mb"] is None and not result.get("hwm_reset"):
                 (fresh,) = self.rounds(info, [info.artifact], feeds, plan, processes=1)
@@ -111,7 +111,7 @@ class Measurer:
         shapes = {k: list(v) for k, v in info.shapes.items()}
         loaded = worker.request(Load(info.key, str(artifact), info.threads, shapes, with_coverage=False),
                                 artifact=str(artifact))
-        result = worker.request(Measure(info.key, list(feeds), plan.warmup, plan.runs, self.settings.min_time_s),
+        result = worker.request(Measure(info.key, list(feeds), plan.warmup, plan.runs, plan.min_time_s),
                                 artifact=str(artifact))
         result["load_ms"] = loaded["load_ms"]
         return result
@@ -128,7 +128,7 @@ class Measurer:
         """A/B against the twin artifact where --edge-baseline-models has one, else against the
         stored baseline record; a suspected latency regression is re-measured before it counts."""
         twin = self.baseline_twin(info.artifact)
-        twin_measured = self.twin_results.get((info.backend, info.key, plan.warmup, plan.runs))
+        twin_measured = self.twin_results.get((info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s))
         feeds = info.feeds(feeds)
         if twin is not None and twin_measured is not None:
             baseline = {"backend": info.backend, **twin_measured, "coverage": self._twin_coverage(info, twin)}
@@ -150,4 +150,5 @@ class Measurer:
 
             source, paired = stored.get("test", "?"), False
         return run_gate(record, baseline, paired=paired, max_regression=self.settings.max_regression,
-                        strict=self.settings.strict_timing, remeasure=remeasure, source=source)
+                        strict=self.settings.strict_timing, remeasure=remeasure, source=source,
+                        p99_regression=self.settings.p99_regression)

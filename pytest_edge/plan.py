@@ -12,6 +12,7 @@ from .backends import all_backends, get_backend, split_device
 from .errors import EdgeUsageError
 from .compare import resolve_tolerance
 from .marker import MarkerSpec
+from .measure import DRIFT_MIN_TIME_S
 from .models import Model, resolve_model
 from .settings import Settings
 
@@ -27,6 +28,7 @@ class Plan:
     threads: int = 1
     warmup: int = 5
     runs: int = 50
+    min_time_s: float = 0.0  # least time each measuring process spends on timed runs
     measure: bool = False  # time and measure memory after the golden check
     defaults: dict[str, Any] = field(default_factory=dict, compare=False)  # tolerances before overrides
     # ``reference=``: the model whose golden this plan's artifact is checked against (None: its own).
@@ -96,6 +98,8 @@ def plan_for(settings: Settings, marker: MarkerSpec, model: Model, backend: str,
         threads=marker.threads or settings.threads,
         warmup=marker.warmup if marker.warmup is not None else settings.warmup,
         runs=marker.runs if marker.runs is not None else settings.runs,
+        # A drift figure needs two windows long enough to say how fast the model ran in each.
+        min_time_s=max(settings.min_time_s, DRIFT_MIN_TIME_S if marker.max_drift is not None else 0.0),
         measure=(settings.measure or marker.needs_measurement or settings.baseline is not None
                  or settings.baseline_models is not None),
         reference=reference,

@@ -336,8 +336,9 @@ class EdgeSession:
             budgets = {"p50_ms": marker.p50_ms, "p90_ms": marker.p90_ms, "p99_ms": marker.p99_ms}
             violations += check_latency(measured["latency_ms"], measured["measured_runs"], budgets, plan.backend)
             violations += check_memory(measured["peak_memory_mb"], marker.peak_memory_mb, plan.backend)
-            violations += check_drift(measured.get("drift"), marker.max_drift, measured.get("measured_runs"),
-                                      plan.backend)
+            violations += check_drift(measured.get("drift"), marker.max_drift,
+                                      [p.get("drift") for p in measured.get("processes") or []], plan.backend,
+                                      measured.get("probe_drift"))
         violations += check_load(measured.get("load_ms", info.load_ms), marker.max_load_ms, plan.backend)
 
         record = self._record(test_id, plan, info, golden, coverage, comparisons, measured, first_feeds)

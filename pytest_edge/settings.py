@@ -42,6 +42,8 @@ OPTIONS = [
            "--edge-baseline"),
     Option("edge_max_regression", "allowed regression against the baseline, e.g. 10%", "10%",
            "--edge-max-regression"),
+    Option("edge_gate_p99", "A/B mode: also gate P99 latency, with this allowed regression (e.g. 25%; "
+           "off by default: a tail moves more than a median between fresh processes)", "", "--edge-gate-p99"),
     Option("edge_baseline_models", "A/B mode: a folder with the baseline's artifacts (same file names), "
            "measured alternately with this run's in the same job", "", "--edge-baseline-models"),
     Option("edge_processes", "fresh worker processes per measurement", "3", "--edge-processes"),
@@ -86,6 +88,8 @@ class Settings:
     measure: bool = False
     baseline: dict[str, Any] | None = None
     max_regression: float = parse_percent(_DEFAULTS["edge_max_regression"])
+    # A/B mode gates P99 only when asked, with its own threshold (None: P99 reported, not gated).
+    p99_regression: float | None = None
     model_dirs: list[Path] = field(default_factory=list)
     timeout_s: float = float(_DEFAULTS["edge_timeout"])
     # Fresh worker processes per measurement, and the least time the timed runs of each take.
@@ -154,6 +158,8 @@ def from_config(config: "pytest.Config") -> Settings:
             seed=counts["edge_seed"],
             measure=bool(_value(config, "edge_measure")),
             baseline=baseline, max_regression=parse_percent(_value(config, "edge_max_regression")),
+            p99_regression=(parse_percent(_value(config, "edge_gate_p99"), "--edge-gate-p99")
+                            if _value(config, "edge_gate_p99") else None),
             model_dirs=[Path(p) for p in config.getini("edge_model_dirs")],
             processes=processes, min_time_s=parse_ms(_value(config, "edge_min_time"), "edge_min_time") / 1000,
             baseline_models=root / baseline_models if baseline_models else None,

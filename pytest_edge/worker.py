@@ -127,6 +127,7 @@ class WorkerServer:
         clock = time.perf_counter_ns
         probe = measure.machine_probe_ns
         probes = [probe() for _ in range(measure.PROBE_AROUND)]
+        probe_after = [0] * len(probes)  # timed runs before each probe: where it lies in the window
         deadline = clock() + int(min_time_s * 1e9)
         next_probe = clock() + measure.PROBE_EVERY_NS
         count = 0
@@ -138,8 +139,10 @@ class WorkerServer:
             count += 1
             if end > next_probe:
                 probes.append(probe())
+                probe_after.append(count)
                 next_probe = clock() + measure.PROBE_EVERY_NS
         probes += [probe() for _ in range(measure.PROBE_AROUND)]
+        probe_after += [count] * measure.PROBE_AROUND
         samples = buffer[:count]
         other_cores = load.other_cores()
         base = self.load_base_mb[key]
@@ -155,6 +158,7 @@ class WorkerServer:
             "first_inference_ms": self.first_inference_ms[key],
             "latency_ms": measure.latency_stats(samples),
             "drift": measure.drift(samples),
+            "probe_drift": measure.probe_drift(samples, probe_after, probes),
             "warmup_runs": warmup, "measured_runs": len(samples),
             "peak_memory_mb": peak, "steady_memory_mb": steady,
             "other_cores_busy": other_cores,

@@ -63,3 +63,20 @@ def noopt_backend(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
     (plugins / "edge_noopt.py").write_text(NOOPT_BACKEND)
     monkeypatch.setenv("PYTHONPATH", str(plugins))
     return "onnxruntime-noopt"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """After a failed run, say of each failed test whether it is a timing test (marked ``timing``:
+    its verdict rests on measured time, staged far outside the noise a busy 2-core runner meets),
+    so that CI tells a possible flake from a plain failure."""
+    failed = terminalreporter.stats.get("failed", [])
+    if not failed:
+        return
+    terminalreporter.section("failed tests: timing or not")
+    for report in failed:
+        if "timing" in report.keywords:
+            kind = ("timing test: its verdict rests on measured time (staged far outside the noise); "
+                    "read its figures before calling it a flake")
+        else:
+            kind = "not a timing test: a failure, whatever the machine's load"
+        terminalreporter.write_line(f"{report.nodeid}: {kind}")

@@ -215,7 +215,9 @@ def test_measurement_protocol_figures_are_consistent() -> None:
     lat = result["latency_ms"]
     assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"]
     assert result["measured_runs"] == 40 and result["warmup_runs"] == 3
-    assert result["first_inference_ms"] > 0 and result["drift"] > 0
+    assert result["first_inference_ms"] > 0
+    # 40 runs of a ~50 us model last a few ms: too short for two drift windows of 0.05 s, no figure.
+    assert result["drift"] is None and result["probe_drift"] is None
     assert result["peak_memory_mb"] is not None and result["peak_memory_mb"] >= result["steady_memory_mb"] - 1e-9
 
 

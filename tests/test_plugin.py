@@ -372,6 +372,7 @@ def test_user_inputs_with_int_scalar_and_shapes(pytester: pytest.Pytester, model
     pytester.runpytest_subprocess().assert_outcomes(passed=3, skipped=8)
 
 
+@pytest.mark.timing
 def test_latency_and_memory_budgets_below_and_above(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile("""
         import pytest
@@ -406,6 +407,7 @@ def _scaled(report: dict, factor: float) -> dict:
     return report
 
 
+@pytest.mark.timing
 def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(mlp_test("onnxruntime-cpu"))
     pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=base.json")
@@ -413,10 +415,14 @@ def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> No
     assert len(base["records"][0]["processes"]) == 1  # edge_processes = 1 in this project
     base["records"][0]["coverage"]["fallback"] = 0.0
     (pytester.path / "fast.json").write_text(json.dumps(_scaled(base, 0.01)))  # the stored run was 100x faster
+    # Three processes a measurement: against a one-process baseline the test's spread comes from
+    # these, and with one process a measurement (two after the re-measure, one degree of freedom)
+    # a 100x regression once went undetected in CI when the two processes' P50s lay 3x apart.
     result = pytester.runpytest_subprocess("--edge-baseline=fast.json", "--edge-max-regression=10%",
-                                           "--edge-strict-timing")
+                                           "--edge-strict-timing", "--edge-processes=3")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*onnxruntime-cpu: P50 latency * ms (geometric mean of 2 process P50s) is +*% "
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: P50 latency * ms (geometric mean of 6 process P50s; pooled over the runs, as in "
+                                 "the table: * ms) is +*% "
                                  "against the baseline * ms (allowed +10%; *); measured twice in fresh processes: "
                                  "+*%, then +*%"])
     slow = _scaled(base, 1000)
@@ -425,38 +431,52 @@ def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> No
     pytester.runpytest_subprocess("--edge-baseline=slow.json").assert_outcomes(passed=1)
 
 
-def test_stored_baseline_regression_on_a_busy_machine_is_inconclusive(pytester: pytest.Pytester,
-                                                                     models: Path) -> None:
-    """Another process spinning on a core while timing: a regression against stored numbers is a
-    warning by default (the run passes), a failure with --edge-strict-timing."""
+@pytest.mark.timing
+def test_stored_baseline_regression_the_machine_explains_is_inconclusive(pytester: pytest.Pytester,
+                                                                         models: Path) -> None:
+    """A regression against stored numbers that the machine itself explains (its probe ran as much
+    slower as the model) is a warning by default (the run passes), a failure with
+    --edge-strict-timing. The staged figures lie far outside timing noise: the stored model ran
+    2x faster (0.5x) and the stored machine probe 3.3x faster (0.3x), so the model is +100 % (it must
+    read above +10 % twice: a 1.8x margin) and, divided by the machine's slowdown, -40 % (it must stay
+    below +10 %: a 1.8x margin too). Fresh processes of this model vary by 10-70 % on a busy 2-core
+    runner. The gate's other reason, a busy machine, is checked on recorded figures in
+    test_stats_and_gate.py (whether a spinner is seen is below)."""
+    pytester.makepyfile(mlp_test("onnxruntime-cpu"))
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=base.json",
+                                  "--edge-min-time=0.3s", "--edge-processes=3")
+    base = _scaled(json.loads((pytester.path / "base.json").read_text()), 0.5)
+    for process in base["records"][0]["processes"]:
+        process["probe_us"] *= 0.3
+    (pytester.path / "fast.json").write_text(json.dumps(base))
+    gate = ("--edge-baseline=fast.json", "--edge-report=r.json", "--edge-min-time=0.3s", "-W", "default",
+            "--edge-processes=3")
+    lenient = pytester.runpytest_subprocess(*gate)
+    record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+    strict = pytester.runpytest_subprocess(*gate, "--edge-strict-timing")
+    lenient.assert_outcomes(passed=1, warnings=1)
+    lenient.stdout.fnmatch_lines(["*EdgeInconclusive*P50 latency*inconclusive: *"])
+    lenient.stdout.fnmatch_lines(["*latency regression(s) against the stored baseline were inconclusive*"])
+    assert record["baseline_check"]["verdict"] == "inconclusive"
+    strict.assert_outcomes(failed=1)
+
+
+@pytest.mark.timing
+def test_another_process_spinning_marks_the_timing_under_load(pytester: pytest.Pytester, models: Path) -> None:
+    """One core of two kept busy by another process while a 0.3 s window is timed: the record says
+    so (other processes' CPU time from /proc/stat: about 1 core against a threshold of 0.5)."""
     import subprocess
     import sys
 
     pytester.makepyfile(mlp_test("onnxruntime-cpu"))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        # The baseline is measured under the same spinner, just before the gate runs: a baseline
-        # from a calmer moment of a busy CI runner once came out 1.6x slower than the gate's run,
-        # which then hid the staged regression. Three processes a side, as by default (the models
-        # fixture sets one): with one, the t-test has one degree of freedom.
-        pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=base.json",
-                                      "--edge-min-time=0.3s", "--edge-processes=3")
-        # The stored run 0.65x of this one: +54 %, which one busy core can explain (up to 2x). This
-        # 7 us model's P50 moves by up to 15 % between runs, so +33 % (0.75x) was sometimes not confirmed.
-        base = _scaled(json.loads((pytester.path / "base.json").read_text()), 0.65)
-        (pytester.path / "fast.json").write_text(json.dumps(base))
-        gate = ("--edge-baseline=fast.json", "--edge-report=r.json", "--edge-min-time=0.3s", "-W", "default",
-                "--edge-processes=3")
-        lenient = pytester.runpytest_subprocess(*gate)
-        record = json.loads((pytester.path / "r.json").read_text())["records"][0]
-        strict = pytester.runpytest_subprocess(*gate, "--edge-strict-timing")
+        pytester.runpytest_subprocess("--edge-measure", "--edge-report=r.json", "--edge-min-time=0.3s")
     finally:
         spinner.kill()
-    lenient.assert_outcomes(passed=1, warnings=1)
-    lenient.stdout.fnmatch_lines(["*EdgeInconclusive*P50 latency*inconclusive: other processes kept * cores busy*"])
-    lenient.stdout.fnmatch_lines(["*latency regression(s) against the stored baseline were inconclusive*"])
-    assert record["timing_under_load"] is True and record["baseline_check"]["verdict"] == "inconclusive"
-    strict.assert_outcomes(failed=1)
+    record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+    assert record["timing_under_load"] is True and record["other_cores_busy"] > 0.5
 
 
 def _mlp(path: Path, hidden: int) -> None:
@@ -478,6 +498,7 @@ def _mlp(path: Path, hidden: int) -> None:
     onnx.save(model, str(path))
 
 
+@pytest.mark.timing
 def test_ab_mode_catches_a_slower_model_and_passes_an_unchanged_one(pytester: pytest.Pytester) -> None:
     """--edge-baseline-models: each artifact and its twin of the same name, measured A B A B in
     fresh processes in this job; the paired ratio decides."""
@@ -499,7 +520,7 @@ def test_ab_mode_catches_a_slower_model_and_passes_an_unchanged_one(pytester: py
         record = json.loads((pytester.path / "r.json").read_text())["records"][0]
         assert record["baseline_check"]["mode"] == "ab" and record["baseline_check"]["baseline"] == "main/mlp.onnx"
         assert len(record["processes"]) == 3 and record["process_spread"] >= 1.0
-    result.stdout.fnmatch_lines(["*P50 latency * ms (geometric mean of 6 process P50s) is +*% against the baseline "
+    result.stdout.fnmatch_lines(["*P50 latency * ms (geometric mean of 6 process P50s; *) is +*% against the baseline "
                                  "twin * ms (allowed +10%; paired t=* over 6 A/B pairs*); measured twice in fresh "
                                  "processes: +*%, then +*%"])
 

@@ -74,6 +74,7 @@ def test_python_examples_outside_the_walkthrough_run(tmp_path: Path, monkeypatch
             assert all(isinstance(b, Backend) for b in namespace["backends"]())
 
 
+@pytest.mark.timing
 def test_test_examples_pass_on_the_shipped_models(pytester: pytest.Pytester, models: Path) -> None:
     """README blocks that are tests run as tests, against the real runtimes."""
     examples = [code for section, lang, code in blocks() if lang == "python" and section != WALKTHROUGH
@@ -141,6 +142,7 @@ def _clone(target: Path) -> Path:
     return target
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(shutil.which("git") is None, reason="the walkthrough's merge gate uses git worktree")
 def test_walkthrough_from_an_empty_project(tmp_path: Path) -> None:
     from pytest_edge.backends import get_backend
