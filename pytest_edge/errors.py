@@ -42,6 +42,11 @@ class EdgeInconclusive(UserWarning):
     unless the policy is strict (``--edge-strict-timing``)."""
 
 
+class EdgeWorkerRestarted(UserWarning):
+    """A backend worker died between requests (the OOM killer, a kill) and was restarted: the test
+    went on in a new process; ``--edge-strict-restarts`` makes it a failure."""
+
+
 class EdgeCheckFailed(EdgeError):
     """One or more budgets were exceeded; the message lists every one."""
 

@@ -13,7 +13,7 @@ import pytest
 from . import settings as edge_settings
 from .backends import get_backend
 from .edge_model import EdgeModel
-from .errors import DeviceUnreachable, EdgeError, EdgeInconclusive, UnknownBackend
+from .errors import DeviceUnreachable, EdgeError, EdgeInconclusive, EdgeWorkerRestarted, UnknownBackend
 from .golden_use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .marker import parse_marker
 from .plan import Plan, plans
@@ -177,6 +177,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         raise
     for message in record.warnings:
         warnings.warn(EdgeInconclusive(message), stacklevel=1)
+    for message in record.restarts:
+        warnings.warn(EdgeWorkerRestarted(message), stacklevel=1)
     item.user_properties.extend(record.junit_properties())
     return result
 
@@ -293,6 +295,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(
             f"note: {edge.inconclusive} latency regression(s) against the stored baseline were inconclusive "
             "because the machine was busy (see the warnings); A/B mode (--edge-baseline-models) is not fooled by load")
+    restarts = sum(len(r.get("restarts") or []) for r in records)
+    if restarts:
+        terminalreporter.write_line(
+            f"note: {restarts} backend worker(s) died between requests and were restarted (see the "
+            "EdgeWorkerRestarted warnings and the records' restarts; --edge-strict-restarts fails such tests)")
     workers = getattr(config.option, "numprocesses", None)
     if workers and edge.measurer.measured_any:
         terminalreporter.write_line(

@@ -120,6 +120,14 @@ class WorkerPool:
             self.on_crash(backend)  # everything that worker held is gone with it
             raise
 
+    def take_restart_notes(self) -> list[str]:
+        """What each worker that was restarted since the last call said about it (then forgotten)."""
+        notes = []
+        for worker in self.workers.values():
+            notes += worker.restart_notes
+            worker.restart_notes = []
+        return notes
+
     def close(self) -> None:
         for worker in self.workers.values():
             worker.close()

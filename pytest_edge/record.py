@@ -45,6 +45,8 @@ class Record:
     baseline_check: dict[str, Any] | None = None
     device: dict[str, Any] | None = None  # {"name", "machine"} of the device it ran on; None: this machine
     warnings: list[str] = field(default_factory=list)
+    # Backend workers that died between requests during this test and were restarted (how, what was lost).
+    restarts: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     # A check ran and measured what it could: the record has every field (skipped, errored and
     # body-failed records say only who, what and why).
@@ -83,8 +85,9 @@ class Record:
                 data["skip_reason"] = self.skip_reason
             return {**data, **self.extra}
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("extra", "checked", "skip_reason")}
-        if not self.warnings:
-            data.pop("warnings")
+        for empty in ("warnings", "restarts"):
+            if not data[empty]:
+                data.pop(empty)
         for optional in ("baseline_check", "device"):
             if data[optional] is None:
                 data.pop(optional)

@@ -349,6 +349,9 @@ class EdgeSession:
                 record.baseline_check = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes}
             record.warnings = gate.inconclusive
             self.inconclusive += len(gate.inconclusive)
+        record.restarts = self.pool.take_restart_notes()
+        if self.settings.strict_restarts:
+            violations += record.restarts
         self.records.append(record.conclude(violations))
         if violations:
             raise EdgeCheckFailed(violations, record.to_json())

@@ -56,6 +56,8 @@ OPTIONS = [
            "--edge-measure", "bool"),
     Option("edge_strict_timing", "a latency regression against a stored baseline fails even when the "
            "machine was busy (default: inconclusive, a warning)", False, "--edge-strict-timing", "bool"),
+    Option("edge_strict_restarts", "a backend worker that died between requests (the OOM killer, a kill) "
+           "fails the test it was restarted in (default: a warning)", False, "--edge-strict-restarts", "bool"),
     Option("edge_model_dirs", "folders searched for models by stem", [], kind="paths"),
     Option("edge_devices", "devices, one per line: NAME = COMMAND that starts `python -m pytest_edge.worker "
            "--stdio` there (ssh, adb shell, ...); their backends are BACKEND@NAME", [], kind="linelist"),
@@ -99,6 +101,8 @@ class Settings:
     baseline_models: Path | None = None
     # A stored-baseline regression seen while the machine was busy fails instead of warning.
     strict_timing: bool = False
+    # A backend worker restarted after dying between requests fails the test instead of warning.
+    strict_restarts: bool = False
     report: str = ""  # --edge-report, relative to the rootdir
     html: str = ""  # --edge-html, relative to the rootdir
     summary: str = ""  # --edge-summary, relative to the rootdir (an absolute path stays one)
@@ -164,6 +168,7 @@ def from_config(config: "pytest.Config") -> Settings:
             processes=processes, min_time_s=parse_ms(_value(config, "edge_min_time"), "edge_min_time") / 1000,
             baseline_models=root / baseline_models if baseline_models else None,
             strict_timing=bool(_value(config, "edge_strict_timing")),
+            strict_restarts=bool(_value(config, "edge_strict_restarts")),
             report=_value(config, "edge_report") or "",
             html=_value(config, "edge_html") or "",
             summary=_value(config, "edge_summary") or "",

@@ -267,8 +267,10 @@ class BackendWorker:
         self.hello: dict[str, Any] = {}
         # Importing a runtime is not a request: edge_timeout bounds requests, this the start-up.
         self.start_timeout_s = max(timeout_s, START_TIMEOUT_S)
-        # Set when a worker that died between requests was replaced; the session drops its state.
+        # Set when a worker that died between requests was replaced; ``restart_notes`` say how and
+        # what was lost, until the session takes them into the running test's record.
         self.restarted = False
+        self.restart_notes: list[str] = []
         # Load requests by model key, replayed into a replacement process; keys loaded in this one.
         self._loads: dict[str, protocol.Load] = {}
         self._live: set[str] = set()
@@ -337,9 +339,16 @@ class BackendWorker:
     def request(self, request: protocol.Request, artifact: str | None = None) -> Any:
         if self._process is not None and self._process.poll() is not None:
             # It died between requests (a late native crash, the OOM killer, a kill): nothing of
-            # this request ran yet, so start a new one quietly and load again what it held.
+            # this request ran yet, so start a new one and load again what it held; never silently.
+            how = _signal_name(self._process.returncode)
+            held = ", ".join(sorted({Path(self._loads[k].path).name for k in self._live if k in self._loads})) \
+                or "no model"
             self._reset()
             self.restarted = True
+            self.restart_notes.append(
+                f"{self.label}: its worker process died ({how}) between requests (the OOM killer, a kill from "
+                f"outside, or a late native crash) and was restarted; lost with it: {held}, loaded again in the "
+                "new process (its load and first-inference figures are the new process's)")
         if not self.alive:
             self.launch()
         key = getattr(request, "key", None)

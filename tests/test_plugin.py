@@ -242,6 +242,50 @@ def test_native_crash_fails_one_test_and_the_worker_restarts(pytester: pytest.Py
     assert result.duration < 50
 
 
+KILLED_WORKER_TEST = """
+import os, signal, subprocess, time
+
+import pytest
+
+@pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu"])
+def test_killed(edge_model):
+    edge_model(*[__import__("numpy").zeros(s.shape, s.dtype) for s in edge_model.inputs])
+    found = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "pytest_edge.worker onnxruntime-cpu "],
+                           capture_output=True, text=True).stdout.split()
+    assert found, "no onnxruntime-cpu worker of this session"
+    for pid in found:
+        os.kill(int(pid), signal.SIGKILL)  # as the OOM killer does
+    # Dead between requests: a zombie whose threads have all exited (only then can it be reaped;
+    # a request during its exit meets a crash, which fails the test as crashes do).
+    def exiting(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return "Z" not in stat.read().split()[2] or len(os.listdir(f"/proc/{pid}/task")) > 1
+        except OSError:
+            return False
+    for pid in found:
+        while exiting(pid):
+            time.sleep(0.01)
+"""
+
+
+def test_a_worker_killed_during_a_test_is_restarted_with_a_warning_never_silently(
+        pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(KILLED_WORKER_TEST)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "-W", "default")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines([
+        "*EdgeWorkerRestarted: onnxruntime-cpu: its worker process died (signal SIGKILL) between requests*"
+        "lost with it: tiny_mlp*",
+        "*note: 1 backend worker(s) died between requests and were restarted*"])
+    record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+    assert record["verdict"] == "passed" and "signal SIGKILL" in record["restarts"][0]
+    strict = pytester.runpytest_subprocess("--edge-strict-restarts")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*onnxruntime-cpu: its worker process died (signal SIGKILL)*"])
+
+
 @needs_executorch
 def test_report_fields_and_table(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(CNN_TEST)
