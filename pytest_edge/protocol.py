@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import select
 import struct
+import time
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -156,6 +159,63 @@ def hello(backend: str, machine: dict[str, Any] | None = None, runtime: dict[str
 
     return {"ok": True, "value": {"protocol": PROTOCOL_VERSION, "plugin": __version__, "backend": backend,
                                   "machine": machine, "runtime": runtime}}
+
+
+# ------------------------------------------------------------------ reading frames off a stream
+
+# The most a reply to the host may hold (outputs, intermediates, timing samples): a peer claiming
+# more is refused before anything is allocated.
+MAX_REPLY_BYTES = 2**30
+_LENGTH = struct.Struct("!i")  # multiprocessing.Connection's length prefix, before each frame
+
+
+class FrameTimeout(ProtocolError):
+    """No whole frame arrived before the deadline."""
+
+
+def read_frame(fd: int, deadline: float, limit: int = MAX_REPLY_BYTES) -> bytes:
+    """One frame as ``Connection.send_bytes`` wrote it (a 4-byte length, then the frame), read off
+    ``fd`` with every read bounded by ``deadline`` (``time.monotonic()``), the length checked
+    against ``limit`` and the frame's magic checked before its body is read: a login banner or motd
+    printed on a device's stdout is named, not taken for a length to wait for."""
+    prefix = _read_exact(fd, _LENGTH.size + len(MAGIC), deadline)
+    (size,) = _LENGTH.unpack_from(prefix)
+    if prefix[_LENGTH.size:] != MAGIC:
+        raise ProtocolError(f"the peer sent {_shown(prefix + _read_available(fd))} where a pytest-edge frame "
+                            "was expected: something printed on its stdout (a login banner or motd, a shell "
+                            "profile's echo); make the command print nothing else (ssh -q, a non-login shell)")
+    if size < len(MAGIC) or size > limit:
+        raise ProtocolError(f"the peer announced a frame of {size} bytes (the limit is {limit}); refused before "
+                            "reading it")
+    return prefix[_LENGTH.size:] + _read_exact(fd, size - len(MAGIC), deadline)
+
+
+def _read_exact(fd: int, count: int, deadline: float) -> bytes:
+    chunks, got = [], 0
+    while got < count:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise FrameTimeout(f"{got} of {count} bytes of a frame arrived before the deadline")
+        chunk = os.read(fd, min(count - got, 1 << 20))
+        if not chunk:
+            raise EOFError(f"the stream ended after {got} of {count} bytes of a frame")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _read_available(fd: int, most: int = 64) -> bytes:
+    """What else the peer already sent (to quote it), without waiting."""
+    if select.select([fd], [], [], 0)[0]:
+        try:
+            return os.read(fd, most)
+        except OSError:
+            return b""
+    return b""
+
+
+def _shown(data: bytes) -> str:
+    return repr(data[:72].decode("utf-8", "replace"))
 
 
 # ------------------------------------------------------------------ codec

@@ -36,7 +36,6 @@ from .marker import MAX_RUNS  # timed runs a process keeps, whatever min_time as
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-edge-measure.lock"
 # What a device's artifact cache holds: files named by their content.
 CONTENT_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,16}")
-START_TIMEOUT_S = 120.0
 
 
 class WorkerServer:
@@ -265,8 +264,8 @@ class BackendWorker:
         self._server: WorkerServer | None = None
         self._starting = False
         self.hello: dict[str, Any] = {}
-        # Importing a runtime is not a request: edge_timeout bounds requests, this the start-up.
-        self.start_timeout_s = max(timeout_s, START_TIMEOUT_S)
+        # edge_timeout bounds the start-up (importing a runtime, a device's connection) as well.
+        self.start_timeout_s = timeout_s
         # Set when a worker that died between requests was replaced; ``restart_notes`` say how and
         # what was lost, until the session takes them into the running test's record.
         self.restarted = False
@@ -297,8 +296,12 @@ class BackendWorker:
         # The log starts empty for each process, so a crash quotes this process's output only.
         with open(self.log_path, "wb") as log:
             if self.device is not None:
-                self._process = subprocess.Popen(shlex.split(self.device[1]), stdin=subprocess.PIPE,
-                                                 stdout=subprocess.PIPE, stderr=log)
+                try:
+                    self._process = subprocess.Popen(shlex.split(self.device[1]), stdin=subprocess.PIPE,
+                                                     stdout=subprocess.PIPE, stderr=log)
+                except (OSError, ValueError) as exc:  # no such executable (adb not installed), bad quoting
+                    raise DeviceUnreachable(f"device {self.device[0]} cannot be reached: its command "
+                                            f"{self.device[1]!r} cannot be started: {exc}") from None
                 assert self._process.stdin is not None and self._process.stdout is not None
                 self._reader = Connection(os.dup(self._process.stdout.fileno()), writable=False)
                 self._writer = Connection(os.dup(self._process.stdin.fileno()), readable=False)
@@ -390,13 +393,20 @@ class BackendWorker:
     def _receive(self, op: str, artifact: str | None, timeout_s: float | None = None) -> Any:
         assert self._reader is not None
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        doing = f"to {op} {artifact}" if artifact else f"to {op}"
         try:
-            if not self._reader.poll(timeout_s):
-                self._kill()
-                doing = f"to {op} {artifact}" if artifact else f"to {op}"
-                raise BackendCrash(f"{self.label} did not answer within {timeout_s:.0f} s "
-                                   f"while trying {doing}; the worker was killed")
-            frame = self._reader.recv_bytes()
+            frame = protocol.read_frame(self._reader.fileno(), time.monotonic() + timeout_s)
+        except protocol.FrameTimeout:
+            self._kill()
+            error = DeviceUnreachable if self.device is not None and op == "start" else BackendCrash
+            raise error(f"{self.label} did not answer within {timeout_s:g} s (edge_timeout) "
+                        f"while trying {doing}; the worker was killed") from None
+        except protocol.ProtocolError as exc:
+            # A peer that sent something else than frames is not one we can go on talking to.
+            self._kill()
+            what = f"device {self.device[0]} ({self.device[1]})" if self.device else self.label
+            error = DeviceUnreachable if self.device is not None and op == "start" else protocol.ProtocolError
+            raise error(f"{what} while trying {doing}: {exc}") from None
         except (EOFError, OSError, ConnectionResetError):
             self._crashed(op, artifact)
         reply = protocol.decode(frame)
