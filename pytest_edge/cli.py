@@ -14,7 +14,7 @@ from .backends import get_backend
 from .errors import EdgeError, EdgeUsageError
 from .marker import MarkerSpec, parse_percent
 from .plan import backend_choices
-from .report import compare_reports, format_table, load_report, matrix_lines, merge_reports, write_report
+from .report import compare_reports, format_table, load_report, matrix_lines, merge_reports, write_page, write_report
 from .session import EdgeSession, Settings
 
 
@@ -284,8 +284,13 @@ def _html(args: argparse.Namespace) -> int:
     if loaded is None:
         return 2
     try:
+        page = render_html(*loaded)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a field load_report does not check
+        print(f"pytest-edge report html: cannot render {args.report}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    try:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(render_html(*loaded), encoding="utf-8")
+        write_page(Path(args.output), page)
     except OSError as exc:
         print(f"pytest-edge report html: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -299,13 +304,18 @@ def _summary(args: argparse.Namespace) -> int:
     loaded = _load_pair("summary", args)
     if loaded is None:
         return 2
-    text = markdown_summary(*loaded)
+    try:
+        text = markdown_summary(*loaded)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a field load_report does not check
+        print(f"pytest-edge report summary: cannot render {args.report}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return 2
     if not args.output:
         print(text)
         return 0
     try:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_page(Path(args.output), text)
     except OSError as exc:
         print(f"pytest-edge report summary: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -53,6 +53,9 @@ _MEMBER = re.compile(r"(inputs|outputs)/(.+)\.npy")
 _KINDS = "biuf"
 # Deflate cannot expand data by more than ~1032x: a member claiming more is corrupt (or a bomb).
 _MAX_DEFLATE_RATIO = 1032
+# The most one golden array may hold once inflated (a 1 MB case file can inflate to 1 GB): enough
+# for a 4K image or a large model's logits, refused above, before anything is allocated.
+MAX_MEMBER_BYTES = 256 * 2**20
 # Hidden temporaries atomic_write leaves when a refresh is killed between write and rename.
 _LEFTOVER_PATTERNS = (".case_*.npz.*.tmp", ".meta.json.*.tmp")
 
@@ -306,34 +309,50 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, blob_size: int) -> np.ndarray:
-    """One ``.npy`` member, its header checked before anything is allocated."""
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, blob_size: int,
+                 declared: list[Any] | None = None) -> np.ndarray:
+    """One ``.npy`` member, its header read and checked (against the signature's shape
+    ``declared`` where given, and against MAX_MEMBER_BYTES) before its data is inflated."""
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise _Corrupt(f"member {info.filename!r} uses an unsupported compression")
     if info.file_size > min(max(info.compress_size, 1), blob_size) * _MAX_DEFLATE_RATIO:
         raise _Corrupt(f"member {info.filename!r} claims {info.file_size} bytes, more than its data can hold")
-    data = archive.read(info)  # bounded by file_size; zipfile checks the CRC
-    fp = io.BytesIO(data)
-    version = np.lib.format.read_magic(fp)
-    if version == (1, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
-    elif version == (2, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
-    else:
-        raise _Corrupt(f"member {info.filename!r} has .npy format version {version}")
-    if dtype.kind not in _KINDS or dtype.hasobject or dtype.fields:
-        raise _Corrupt(f"member {info.filename!r} holds dtype {dtype}, not bool, integer or float")
-    if any(d < 0 for d in shape):
-        raise _Corrupt(f"member {info.filename!r} declares a negative dimension in shape {shape}")
-    count = math.prod(shape)
-    if len(data) - fp.tell() != count * dtype.itemsize:
-        raise _Corrupt(f"member {info.filename!r} declares shape {shape} of {dtype} "
-                       f"({count * dtype.itemsize} bytes) but holds {len(data) - fp.tell()}")
-    array = np.frombuffer(data, dtype=dtype, count=count, offset=fp.tell())
+    with archive.open(info) as stream:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            raise _Corrupt(f"member {info.filename!r} has .npy format version {version}")
+        if dtype.kind not in _KINDS or dtype.hasobject or dtype.fields:
+            raise _Corrupt(f"member {info.filename!r} holds dtype {dtype}, not bool, integer or float")
+        if any(d < 0 for d in shape):
+            raise _Corrupt(f"member {info.filename!r} declares a negative dimension in shape {shape}")
+        if declared is not None and not _fits_signature(shape, declared):
+            raise _Corrupt(f"member {info.filename!r} declares shape {list(shape)}, which the signature's "
+                           f"{declared} in meta.json cannot hold")
+        size = math.prod(shape) * dtype.itemsize
+        if size > MAX_MEMBER_BYTES:
+            raise _Corrupt(f"member {info.filename!r} declares {size} bytes (shape {list(shape)} of {dtype}), "
+                           f"more than the {MAX_MEMBER_BYTES} bytes a golden array may hold")
+        held = info.file_size - stream.tell()
+        if held != size:
+            raise _Corrupt(f"member {info.filename!r} declares shape {shape} of {dtype} ({size} bytes) but holds "
+                           f"{held}")
+        data = stream.read(size)  # zipfile checks the CRC at the end of the member
+    array = np.frombuffer(data, dtype=dtype, count=math.prod(shape))
     return array.reshape(shape, order="F" if fortran else "C").copy()
 
 
-def _read_case(blob: bytes) -> GoldenCase:
+def _fits_signature(shape: tuple[int, ...], declared: list[Any]) -> bool:
+    """Same rank, and every fixed dimension of the signature equal (names, null, -1: any size)."""
+    return len(shape) == len(declared) and all(
+        not isinstance(d, int) or d < 0 or d == n for n, d in zip(shape, declared))
+
+
+def _read_case(blob: bytes, signature: dict[str, dict[str, list[Any]]] | None = None) -> GoldenCase:
+    """A case file's arrays; ``signature``: {"inputs"|"outputs": {name: declared shape}} from meta.json."""
     arrays: dict[str, dict[str, np.ndarray]] = {"inputs": {}, "outputs": {}}
     with zipfile.ZipFile(io.BytesIO(blob)) as archive:
         for info in archive.infolist():
@@ -344,7 +363,8 @@ def _read_case(blob: bytes) -> GoldenCase:
             kind, name = match.groups()
             if name in arrays[kind]:
                 raise _Corrupt(f"member {info.filename!r} appears twice")
-            arrays[kind][name] = _read_member(archive, info, len(blob))
+            declared = (signature or {}).get(kind, {}).get(name)
+            arrays[kind][name] = _read_member(archive, info, len(blob), declared)
     return GoldenCase(arrays["inputs"], arrays["outputs"])
 
 
@@ -387,20 +407,24 @@ class GoldenStore:
     def load(self, model: str, key: str = DEFAULT_SET) -> Golden:
         folder = self.folder(model, key)
         meta_path = folder / "meta.json"
+        self._check_set_folder(folder, key)
         if not os.path.lexists(meta_path):
             which = "" if key == DEFAULT_SET else f", input set {key} (the inputs= of the test)"
             raise GoldenError(f"no golden outputs for model {model!r}{which} (looked for {meta_path}); "
                               f"create them with {UPDATE_HINT}")
-        self._check_set_folder(folder, key)
         with _locked(self.root / model, shared=True):  # a consistent meta.json + cases, even mid-refresh
             return self._read(model, key, folder, meta_path)
 
-    @staticmethod
-    def _check_set_folder(folder: Path, key: str) -> None:
-        # _read_regular refuses a linked file, not a linked folder above it: a set's folder
-        # must be a plain folder inside the model's, or reads and writes would land elsewhere.
-        if key != DEFAULT_SET and os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
-            raise _corrupt(folder, "an input set folder must be a plain folder, not a symbolic link or a file")
+    def _check_set_folder(self, folder: Path, key: str) -> None:
+        # _read_regular refuses a linked file, not a linked folder above it: the model's folder and
+        # a set's folder must be plain folders under the golden root, or reads and writes (and a
+        # refresh's deletion of stray case files) would land elsewhere.
+        model_folder = folder if key == DEFAULT_SET else folder.parent
+        for path, what in ((model_folder, "a model's golden folder"), (folder, "an input set folder")):
+            if os.path.lexists(path) and (path.is_symlink() or not path.is_dir()):
+                raise _corrupt(path, f"{what} must be a plain folder, not a symbolic link or a file")
+            if key == DEFAULT_SET:
+                break
 
     def _read(self, model: str, key: str, folder: Path, meta_path: Path) -> Golden:
         try:
@@ -411,6 +435,8 @@ class GoldenStore:
         except (_Corrupt, ValueError) as exc:  # ValueError: not JSON / not UTF-8
             raise _corrupt(meta_path, str(exc)) from exc
         golden = Golden(model, folder, meta, key=key)
+        shapes = {kind: {spec["name"]: spec["shape"] for spec in meta["signature"][kind]}
+                  for kind in ("inputs", "outputs")}
         for index, name in enumerate(names):
             if not CASE_NAME.fullmatch(name):
                 # Checked before any path is built: nothing outside the model's folder is opened.
@@ -428,7 +454,7 @@ class GoldenStore:
                 raise _corrupt(path, f"content does not match its hash (the name says {expected}, the "
                                      f"bytes hash to {actual}): the file was modified or truncated")
             try:
-                case = _read_case(blob)
+                case = _read_case(blob, shapes)
             except _Corrupt as exc:
                 raise _corrupt(path, str(exc)) from exc
             except Exception as exc:  # noqa: BLE001 - zipfile/zlib/numpy raise many kinds on bad bytes

@@ -17,7 +17,7 @@ from .errors import DeviceUnreachable, EdgeError, EdgeInconclusive, EdgeWorkerRe
 from .golden_use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .marker import parse_marker
 from .plan import Plan, plans
-from .report import build_report, format_table, gate_summary, table_footer, table_rows, write_report
+from .report import build_report, format_table, gate_summary, table_footer, table_rows, write_page, write_report
 from .session import EdgeSession, Settings
 
 SESSION_KEY = pytest.StashKey[EdgeSession]()
@@ -257,7 +257,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             continue
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            write_page(target, text)
         except OSError as exc:
             errors.append(f"pytest-edge: cannot write the {what} {target}: {exc.strerror or exc}")
     if errors:

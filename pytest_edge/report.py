@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -25,6 +27,17 @@ def build_report(records: Sequence[Mapping[str, Any]], machine: Mapping[str, Any
 def write_report(path: Path, report: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, (json.dumps(report, indent=2) + "\n").encode())
+
+
+def write_page(path: Path, text: str) -> None:
+    """The HTML page or Markdown summary, written as the JSON report is (readers see the old file or
+    the new one, never a page cut short by a full disk); a target that is not a plain file (a pipe,
+    /dev/stdout, a link a CI runner set up) is written in place, not replaced."""
+    path = Path(path)
+    if os.path.islink(path) or (path.exists() and not stat.S_ISREG(path.stat().st_mode)):
+        path.write_text(text, encoding="utf-8")
+        return
+    atomic_write(path, text.encode("utf-8"))
 
 
 def load_report(path: Path) -> dict[str, Any]:
@@ -58,7 +71,9 @@ def load_report(path: Path) -> dict[str, Any]:
         raise bad("'records'", f"expected a list, got {type(records).__name__}")
     # The figures the table, merge and baseline comparison format or do arithmetic on.
     figures = ("load_ms", "first_inference_ms", "peak_memory_mb", "steady_memory_mb", "measured_runs",
-               "warmup_runs")
+               "warmup_runs", "drift", "process_spread", "other_cores_busy")
+    per_process = ("p50", "p99", "min", "runs", "load_ms", "peak_memory_mb", "other_cores_busy", "probe_us",
+                   "drift", "probe_drift")
     nested = {"latency_ms": ("p50", "p90", "p99", "mean", "min"),
               "coverage": ("fallback", "partitions", "total_ops", "delegated_ops", "fallback_ops"),
               "accuracy": ("max_abs_err", "max_rel_err", "cosine", "snr_db")}
@@ -91,6 +106,15 @@ def load_report(path: Path) -> dict[str, Any]:
         if record.get("processes") is not None and not (
                 isinstance(record["processes"], list) and all(isinstance(p, dict) for p in record["processes"])):
             raise bad(where, f"'processes' must be a list of objects, got {record['processes']!r}")
+        for number_index, process in enumerate(record.get("processes") or []):
+            for figure in per_process:
+                if not number(process.get(figure)):
+                    raise bad(where, f"'processes[{number_index}].{figure}' must be a number or null, "
+                                     f"got {process[figure]!r}")
+        quantiles = record.get("latency_quantiles_ms")
+        if quantiles is not None and not (isinstance(quantiles, list) and all(
+                number(q) and q is not None for q in quantiles)):
+            raise bad(where, f"'latency_quantiles_ms' must be a list of numbers or null, got {quantiles!r}")
     return report
 
 

@@ -36,7 +36,7 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
     for record in records:
         counts[record["verdict"]] = counts.get(record["verdict"], 0) + 1
     found = regressions(report, baseline, max_regression)
-    headline = ", ".join(f"{counts[v]} {v}" for v in sorted(counts, key=lambda v: (VERDICT_RANK.get(v, 1), v)))
+    headline = ", ".join(f"{counts[v]} {_md(v)}" for v in sorted(counts, key=lambda v: (VERDICT_RANK.get(v, 1), v)))
     if baseline is not None:
         headline += f", {len({id(r) for r, _ in found})} regressed against the baseline"
     lines = [f"## pytest-edge conformance: {headline or 'no records'}", ""]

@@ -243,10 +243,47 @@ def test_case_with_a_lying_array_header_is_refused_before_allocating(golden) -> 
     name = case_file(0, buffer.getvalue())
     (folder / name).write_bytes(buffer.getvalue())
     _edit_meta(folder, cases=[name])
-    with pytest.raises(GoldenError, match=r"member 'outputs/y.npy' declares shape \(1000000000000,\) of float32 "
-                                          r"\(4000000000000 bytes\) but holds 16") as error:
+    with pytest.raises(GoldenError, match=r"member 'outputs/y.npy' declares shape \[1000000000000\], which the "
+                                          r"signature's \[4\] in meta.json cannot hold") as error:
         store.load("m")
     assert f"corrupt golden file {folder / name}" in str(error.value)
+    # Where the signature leaves the size open, the header's size must still match the data held.
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["signature"]["outputs"][0]["shape"] = ["n"]
+    _edit_meta(folder, signature=meta["signature"])
+    with pytest.raises(GoldenError, match=r"member 'outputs/y.npy' declares 4000000000000 bytes \(shape "
+                                          r"\[1000000000000\] of float32\), more than the 268435456 bytes"):
+        store.load("m")
+
+
+def test_a_small_case_file_that_inflates_to_a_gigabyte_is_refused_before_inflating(golden) -> None:
+    """About a megabyte of deflated zeros that inflates to 1 GiB, under a signature that leaves the
+    size open: refused from its header, the data never inflated (the old reader took 3.2 GB)."""
+    import resource
+
+    store, folder, _ = golden
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["signature"]["outputs"][0]["shape"] = ["n", 4]
+    header = io.BytesIO()
+    rows = 2**28 // 4
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (rows, 4)})
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("inputs/x.npy", npz_member(np.ones(4, np.float32)))
+        with archive.open("outputs/y.npy", "w", force_zip64=True) as member:
+            member.write(header.getvalue())
+            zeros = bytes(2**24)
+            for _ in range(2**30 // len(zeros)):
+                member.write(zeros)
+    assert len(buffer.getvalue()) < 2 * 2**20
+    name = case_file(0, buffer.getvalue())
+    (folder / name).write_bytes(buffer.getvalue())
+    _edit_meta(folder, cases=[name], signature=meta["signature"])
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(GoldenError, match=r"declares 1073741824 bytes \(shape \[67108864, 4\] of float32\), "
+                                          r"more than the 268435456 bytes a golden array may hold"):
+        store.load("m")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KB: nothing inflated
 
 
 def npz_member(array: np.ndarray) -> bytes:

@@ -186,6 +186,24 @@ def test_sets_ignore_other_names_and_refuse_links(tmp_path: Path) -> None:
     assert (elsewhere / "meta.json").read_text() == "{}" and sorted(p.name for p in elsewhere.iterdir()) == ["meta.json"]
 
 
+def test_a_model_folder_that_is_a_link_is_refused_like_a_set_folder(tmp_path: Path) -> None:
+    """golden/m linked to a folder elsewhere (a pull request can add one): neither read nor
+    written, nor are stray files there deleted by a refresh."""
+    store, artifact, folder = _store_with_one_set(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    folder.rename(elsewhere)
+    folder.symlink_to(elsewhere)
+    (elsewhere / "case_000-0123456789ab.npz").write_bytes(b"the user's own file")
+    before = sorted(p.name for p in elsewhere.iterdir())
+    for action in (lambda: store.load("m", "0123456789ab"), lambda: store.load("m"),
+                   lambda: store.write("m", _meta(artifact), [_case()]),
+                   lambda: store.remove("m", "0123456789ab")):
+        with pytest.raises(GoldenError, match=r"golden/m: a model's golden folder must be a plain folder, not a "
+                                              r"symbolic link"):
+            action()
+    assert sorted(p.name for p in elsewhere.iterdir()) == before
+
+
 def test_a_set_copied_under_another_key_is_refused(tmp_path: Path) -> None:
     import shutil
 

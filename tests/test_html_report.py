@@ -7,8 +7,10 @@ from __future__ import annotations
 import copy
 import html
 import json
+import os
 import re
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -237,6 +239,37 @@ def test_cli_report_html_and_summary(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "Regressions" not in (tmp_path / "s.md").read_text()
     assert cli_main(["report", "html", str(tmp_path / "missing.json"), "-o", str(tmp_path / "x.html")]) == 2
     assert "cannot read report" in capsys.readouterr().err
+
+
+def test_pages_are_replaced_whole_and_odd_reports_are_said_not_raised(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    report = report_of(record("m", "litert", p50=2.0))
+    (tmp_path / "new.json").write_text(json.dumps(report))
+    page = tmp_path / "page.html"
+    page.write_text("the old page")
+    page.chmod(0o640)
+    assert cli_main(["report", "html", str(tmp_path / "new.json"), "-o", str(page)]) == 0
+    assert "pytest-edge" in page.read_text() and (page.stat().st_mode & 0o777) == 0o640  # replaced, mode kept
+    assert not list(tmp_path.glob(".page.html.*.tmp"))
+    # A target that is not a plain file (a pipe, /dev/stdout) is written in place, never replaced.
+    fifo = tmp_path / "summary.fifo"
+    os.mkfifo(fifo)
+    import threading
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    assert cli_main(["report", "summary", str(tmp_path / "new.json"), "-o", str(fifo)]) == 0
+    reader.join(10)
+    assert b"| m | litert |" in received[0] and stat.S_ISFIFO(fifo.stat().st_mode)
+    # A verdict that is markup is escaped in the headline as in the table.
+    report["records"][0]["verdict"] = "<img src=x onerror=alert(1)>"
+    assert "<img" not in markdown_summary(report)
+    # A figure that is not a number: a message naming the file and the field, not a TypeError.
+    report["records"][0]["processes"] = [{"p50": "fast"}]
+    (tmp_path / "odd.json").write_text(json.dumps(report))
+    capsys.readouterr()
+    assert cli_main(["report", "html", str(tmp_path / "odd.json"), "-o", str(tmp_path / "odd.html")]) == 2
+    assert "'processes[0].p50' must be a number or null, got 'fast'" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- a real run, in a real browser
