@@ -47,6 +47,10 @@ class EdgeWorkerRestarted(UserWarning):
     went on in a new process; ``--edge-strict-restarts`` makes it a failure."""
 
 
+class EdgeManyCases(UserWarning):
+    """``inputs=`` gave more cases than a golden usually needs (each is a file and a run per backend)."""
+
+
 class EdgeCheckFailed(EdgeError):
     """One or more budgets were exceeded; the message lists every one."""
 

@@ -12,7 +12,7 @@ import numpy as np
 from .backends import Coverage, TensorSpec, split_device
 from .errors import BackendCrash, DeviceUnreachable, EdgeUsageError
 from .protocol import Request
-from .worker import BackendWorker
+from .worker import BackendWorker, remove_stale_logs
 
 
 @dataclass
@@ -74,6 +74,7 @@ class WorkerPool:
         self.on_crash = on_crash
         self.devices = devices or {}
         self.workers: dict[str, BackendWorker] = {}
+        remove_stale_logs()  # of sessions killed before they could clean up
 
     def _new(self, backend: str, isolated: bool) -> BackendWorker:
         base, device = split_device(backend)

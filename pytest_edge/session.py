@@ -10,6 +10,7 @@ budget checks (:mod:`.checks`), comparison (:mod:`.compare`).
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -20,7 +21,7 @@ from . import __version__
 from .backends import Coverage, TensorSpec, all_backends, get_backend, reference_order, split_device
 from .checks import check_coverage, check_drift, check_latency, check_load, check_memory
 from .compare import compare_output, summarize
-from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeUsageError, GoldenError, UnknownBackend
+from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeManyCases, EdgeUsageError, GoldenError, UnknownBackend
 from .golden import DEFAULT_SET, Golden, GoldenCase, GoldenStore, atomic_write, input_key, npz_bytes, sha256_file
 from .inputs import check_case, check_shapes, feed_order, generate_case, signature_problems, user_cases
 from .marker import MarkerSpec
@@ -36,6 +37,9 @@ from .settings import Settings
 from .triage import sibling_triage
 
 __all__ = ["EdgeSession", "Settings", "EdgeStepError"]
+
+# More inputs= cases than this for one model get a warning: each is a golden file and a run per backend.
+MANY_CASES = 100
 
 
 class EdgeStepError(EdgeError):
@@ -170,7 +174,16 @@ class EdgeSession:
             return DEFAULT_SET
         memo = (model, str(test_dir), id(inputs))
         if memo not in self._set_keys:  # the inputs object is kept, so its id is not reused
-            self._set_keys[memo] = (inputs, input_key(user_cases(inputs, test_dir)))
+            try:
+                cases = user_cases(inputs, test_dir)
+            except EdgeUsageError as exc:
+                raise EdgeUsageError(f"model {model}: {exc}") from None
+            if len(cases) > MANY_CASES:
+                warnings.warn(EdgeManyCases(
+                    f"model {model}: inputs= gave {len(cases)} cases; each is a golden file of its own "
+                    f"({len(cases)} files under {self.settings.golden_dir / model}) and a run of every backend: "
+                    "a few representative cases usually say as much"), stacklevel=2)
+            self._set_keys[memo] = (inputs, input_key(cases))
         return self._set_keys[memo][1]
 
     def ensure_golden(self, plan: Plan) -> None:

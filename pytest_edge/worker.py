@@ -514,7 +514,40 @@ def machine_measurement_lock(device: str = "") -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def die_with_parent() -> None:
+    """Linux: the kernel kills this worker when the process that started it dies, so a measuring
+    worker orphaned by a SIGKILLed pytest (or a dropped ssh) does not keep a core busy until its
+    timed window ends. Elsewhere a no-op (the worker ends at the next read of a closed pipe)."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def remove_stale_logs(directory: Path | None = None) -> list[Path]:
+    """Worker logs (``pytest-edge-<pid>-<backend>.log``) left by a session that was killed before it
+    could remove them: those of a pid that no longer runs are removed. Returns what was removed."""
+    removed = []
+    for log in Path(directory or tempfile.gettempdir()).glob("pytest-edge-*-*.log"):
+        match = re.fullmatch(r"pytest-edge-(\d+)-.+\.log", log.name)
+        if match is None or Path(f"/proc/{match[1]}").exists() or not Path("/proc/self").exists():
+            continue
+        try:
+            log.unlink()
+            removed.append(log)
+        except OSError:
+            pass
+    return removed
+
+
 if __name__ == "__main__":  # python -m pytest_edge.worker BACKEND FD | --stdio
+    die_with_parent()
     if sys.argv[1:] == ["--stdio"]:
         serve_stdio()
     else:

@@ -316,3 +316,53 @@ def test_pte_payload_of_an_unreadable_delegate_counts_once_and_is_approximate() 
     coverage = pte_coverage(lowered.to_executorch().buffer)
     assert coverage.approximate and coverage.delegates == ["BackendWithCompilerDemo"]
     assert (coverage.partitions, coverage.delegated_ops, coverage.fallback_op_names) == (1, 1, {"aten::cumsum": 1})
+
+
+def test_a_worker_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    """A measuring worker orphaned by a SIGKILLed pytest must not keep a core busy: a parent that
+    starts a worker and is killed takes the worker with it (Linux PR_SET_PDEATHSIG)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "worker.pid"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import pathlib, sys, time\n"
+        "from pytest_edge.worker import BackendWorker\n"
+        "w = BackendWorker('onnxruntime-cpu'); w.launch(); w.wait_ready()\n"
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(w._process.pid))\n"
+        "time.sleep(600)\n")])
+    try:
+        for _ in range(600):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.1)
+        worker = int(pid_file.read_text())
+        assert Path(f"/proc/{worker}").exists()
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    def running(pid: int) -> bool:  # a zombie (dead, waiting for whoever adopted it to reap it) is not
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    for _ in range(100):
+        if not running(worker):
+            break
+        time.sleep(0.05)
+    assert not running(worker), "the worker outlived the pytest process that started it"
+
+
+def test_logs_of_killed_sessions_are_removed(tmp_path: Path) -> None:
+    from pytest_edge.worker import remove_stale_logs
+
+    dead = tmp_path / "pytest-edge-999999999-litert.log"
+    live = tmp_path / f"pytest-edge-{os.getpid()}-litert.log"
+    other = tmp_path / "pytest-edge-notes.log"
+    for path in (dead, live, other):
+        path.write_text("x")
+    assert remove_stale_logs(tmp_path) == [dead]
+    assert live.exists() and other.exists()

@@ -124,3 +124,23 @@ def test_cnn(edge_model):
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*corrupt golden file *meta.json*etc/passwd*"])
+
+
+def test_an_inputs_callable_of_the_wrong_type_names_the_model_and_many_cases_warn(
+        pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile("""
+        import numpy as np, pytest
+
+        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu", inputs=lambda: 42)
+        def test_wrong(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu",
+                          inputs=lambda: [{"x": np.full((1, 16), i, np.float32)} for i in range(101)])
+        def test_many(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-W", "default")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*model tiny_mlp: inputs=: the callable *<lambda> returned int 42*"])
+    result.stdout.fnmatch_lines(["*EdgeManyCases: model tiny_mlp: inputs= gave 101 cases; each is a golden file*"])
