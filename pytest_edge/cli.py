@@ -60,6 +60,10 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
     try:
         model = session.resolve(target, Path.cwd())
         choices = backend_choices(settings, MarkerSpec(), model)
+        if Path(target).suffix in model.artifacts:
+            # A file was named: that artifact's backends only (not "no .onnx artifact" beside a .pte).
+            choices = [(name, reason) for name, reason in choices
+                       if get_backend(name).suffix == Path(target).suffix]
         for backend, reason in choices:
             if reason:
                 rows.append([backend, "—", "—", "—", "—", f"skipped: {reason}"])
@@ -124,7 +128,7 @@ def golden_rows(settings: Settings) -> list[list[str]]:
                 continue
             try:
                 model = session.resolve(model_name)
-                states = [f"{path.name}: " + ("stale" if golden.stale_reason(path) else "current")
+                states = [f"{path.name}: {_artifact_state(golden, path)}"
                           for path in model.artifacts.values() if path.name in golden.meta.get("artifacts", {})]
             except EdgeError:
                 states = ["no artifact of that name in edge_model_dirs (unused?)"]
@@ -133,6 +137,18 @@ def golden_rows(settings: Settings) -> list[list[str]]:
             rows.append([model_name, key, str(len(golden.cases)), golden.reference_backend, recorded,
                          "; ".join(states)])
     return rows
+
+
+def _artifact_state(golden, path: Path) -> str:
+    """current, stale, LFS pointer (the content was never pulled: not a change), or the problem."""
+    from .backends.base import is_lfs_pointer
+
+    if is_lfs_pointer(path):
+        return "LFS pointer (run git lfs pull)"
+    try:
+        return "stale" if golden.stale_reason(path) else "current"
+    except EdgeError as exc:  # external data missing or outside the model's folder
+        return f"error: {exc}"
 
 
 def _golden_list(args: argparse.Namespace) -> int:

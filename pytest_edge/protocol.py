@@ -54,6 +54,8 @@ class Load(Request):
     threads: int | None
     shapes: dict[str, list[int]] = field(default_factory=dict)
     with_coverage: bool = True
+    # On a device: the external data files of an .onnx, by location, as content names in its cache.
+    external: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
