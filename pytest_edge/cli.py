@@ -1,5 +1,5 @@
-"""``pytest-edge``: goldens (refresh, prune, list, diff), coverage inspection, quantization triage, and
-report merge/compare/html/summary."""
+"""``pytest-edge``: a first configuration (init), goldens (refresh, prune, list, diff), coverage
+inspection, quantization triage, and report merge/compare/html/summary."""
 
 from __future__ import annotations
 
@@ -107,6 +107,16 @@ def _inspect(args: argparse.Namespace) -> int:
     header = ["backend", "delegated", "fallback", "partitions", "fallback operators", "note"]
     print("\n".join(format_table(rows, header)))
     return 0
+
+
+def _init(args: argparse.Namespace) -> int:
+    from .init_project import init
+
+    try:
+        return init(Path(args.folder), record_golden=not args.no_golden)
+    except (EdgeError, OSError) as exc:
+        print(f"pytest-edge init: {exc}", file=sys.stderr)
+        return 2
 
 
 def golden_rows(settings: Settings) -> list[list[str]]:
@@ -349,6 +359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     diff.add_argument("--set", default="default",
                       help="the input set (its key, as golden list shows it; default: generated inputs)")
     diff.set_defaults(func=_golden_diff)
+
+    init = commands.add_parser("init", help="configure a project with model artifacts, write a first test per "
+                                             "model and record its goldens")
+    init.add_argument("folder", nargs="?", default=".", help="the project folder (default: here)")
+    init.add_argument("--no-golden", action="store_true", help="write the configuration and the test only")
+    init.set_defaults(func=_init)
 
     inspect = commands.add_parser("inspect", help="delegate coverage of a model on every available backend")
     inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")
