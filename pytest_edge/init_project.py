@@ -11,6 +11,7 @@ that sets ``edge_model_dirs`` already, or has that test file, is refused with th
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -77,10 +78,11 @@ def _relative(path: Path, base: Path) -> str:
         return str(path.resolve())
 
 
-def test_source(models: Sequence[str], dynamic: Mapping[str, str] | None = None) -> str:
+def first_test_source(models: Sequence[str], traits: Mapping[str, "Traits"] | None = None) -> str:
     """One edge test per model: outputs against the golden on every backend that can run it. A
-    model in ``dynamic`` (model -> its inputs' dynamic shapes) is skipped with the reason: its
-    sizes are the user's to give (shapes=), no default would mean anything."""
+    model with dynamic input dimensions is skipped with the reason (its sizes are the user's to
+    give, with shapes=; no default would mean anything); one with int8/uint8 outputs gets atol=1
+    (one quantization step: delegate and reference kernels may round apart)."""
     names: set[str] = set()
     tests = []
     for model in models:
@@ -88,12 +90,18 @@ def test_source(models: Sequence[str], dynamic: Mapping[str, str] | None = None)
         while name in names:
             name += "_"
         names.add(name)
-        skip = ""
-        if dynamic and model in dynamic:
-            reason = (f"{model}: dynamic input dimensions ({dynamic[model]}): give their sizes with shapes= "
+        trait = (traits or {}).get(model) or Traits()
+        head, budgets = "", ""
+        if trait.int8_outputs:
+            head += (f"# {', '.join(map(repr, trait.int8_outputs))}: int8/uint8 outputs, which kernels may round "
+                     "one quantization step apart\n")
+            budgets = ", atol=1"
+        if trait.dynamic:
+            reason = (f"{model}: dynamic input dimensions ({trait.dynamic}): give their sizes with shapes= "
                       f"in the marker, then remove this skip and run pytest --edge-update-golden")
-            skip = f"@pytest.mark.skip(reason={reason!r})\n"
-        tests.append(f"\n\n{skip}@pytest.mark.edge(model={model!r})\ndef {name}(edge_model):\n    pass\n")
+            head += f"@pytest.mark.skip(reason={reason!r})\n"
+        tests.append(f"\n\n{head}@pytest.mark.edge(model={json.dumps(model)}{budgets})\n"
+                     f"def {name}(edge_model):\n    pass\n")
     return ('"""Conformance of the project\'s models, written by `pytest-edge init`: edit it freely.\n\n'
             "Each test runs on every installed backend that can load one of the model's artifacts and\n"
             "checks the outputs against the golden outputs (`pytest --edge-update-golden` records them).\n"
@@ -166,18 +174,26 @@ def pytest_config(root: Path) -> tuple[Path | None, bool]:
     return (Path(inipath) if inipath else None), bool(found["set"])
 
 
-def dynamic_inputs(root: Path, models: Sequence[str]) -> dict[str, str]:
-    """Model -> its inputs' shapes, for the models with a dynamic dimension other than the leading
-    (batch) one, which pytest-edge cannot choose (inputs.feed_shape). Each model is loaded on its
-    reference backend, with the configuration just written; one that cannot load is left to the
-    pytest run, which names the problem."""
+@dataclass
+class Traits:
+    """What the first test of a model must know of its signature."""
+
+    dynamic: str = ""  # its inputs' shapes, when a dimension other than the leading one is dynamic
+    int8_outputs: list[str] = field(default_factory=list)
+
+
+def model_traits(root: Path, models: Sequence[str]) -> dict[str, Traits]:
+    """Traits of each model, read from its signature on its reference backend (loaded with the
+    configuration just written). pytest-edge feeds a dynamic leading (batch) dimension as 1 and
+    cannot choose the others (inputs.feed_shape). A model that cannot load is left to the pytest
+    run, which names the problem."""
     from .cli import project_settings
     from .errors import EdgeError
     from .session import EdgeSession
 
     settings = project_settings(["--rootdir", str(root), str(root)])
     session = EdgeSession(settings)
-    dynamic = {}
+    traits = {}
     try:
         for name in models:
             try:
@@ -185,11 +201,13 @@ def dynamic_inputs(root: Path, models: Sequence[str]) -> dict[str, str]:
                 info = session.load(session.plan(model, session.reference_backend(model)))
             except EdgeError:
                 continue
+            trait = Traits(int8_outputs=[s.name for s in info.outputs if s.dtype in ("int8", "uint8")])
             if any(not isinstance(d, int) or d < 0 for spec in info.inputs for d in spec.shape[1:]):
-                dynamic[name] = ", ".join(f"{s.name!r}: {list(s.shape)}" for s in info.inputs)
+                trait.dynamic = ", ".join(f"{s.name!r}: {list(s.shape)}" for s in info.inputs)
+            traits[name] = trait
     finally:
         session.close()
-    return dynamic
+    return traits
 
 
 def init(root: Path, record_golden: bool = True) -> int:
@@ -211,7 +229,7 @@ def init(root: Path, record_golden: bool = True) -> int:
     atomic_write(config_path, text.encode("utf-8"))
     print(f"{config_path}: edge_model_dirs = {', '.join(found.dirs)}")
     test_file.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(test_file, test_source(found.models, dynamic_inputs(root, found.models)).encode("utf-8"))
+    atomic_write(test_file, first_test_source(found.models, model_traits(root, found.models)).encode("utf-8"))
     print(f"{test_file}: {len(found.models)} test(s): {', '.join(found.models)}")
     for path in found.ignored:
         print(f"ignored {path}.*: another model of that name comes first (a model's name is its stem)")
