@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import BackendError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: Load.external (an .onnx's external data files on a device)
 MAGIC = b"PEDG"
 _PREFIX = struct.Struct("<4sHI")
 MAX_HEADER_BYTES = 16 * 2**20
