@@ -184,7 +184,7 @@ class WorkerServer:
         assert self.cache_dir is not None
         digest = hashlib.sha256(json.dumps([model.name, sorted(external.items())]).encode()).hexdigest()
         folder = self.cache_dir / "bundles" / digest[:32]
-        files = {f"model{model.suffix}": model}
+        files = {model.name: model}  # its content name: no location of a real model is 64 hex digits
         for location, name in external.items():
             problem = location_problem(location)
             if problem:
@@ -204,7 +204,7 @@ class WorkerServer:
             except OSError:  # a cache on a file system without hard links
                 shutil.copyfile(source, temporary)
             os.replace(temporary, target)
-        return folder / f"model{model.suffix}"
+        return folder / model.name
 
     def op_has(self, name: str) -> bool:
         return self._cached(name).is_file()

@@ -137,7 +137,9 @@ def test_device_receives_the_data_beside_the_model(pytester: pytest.Pytester, mo
     assert (cache / f"{data_sha}.data").is_file()
     (bundle,) = (cache / "bundles").iterdir()
     assert (bundle / "tiny_ext.onnx.data").read_bytes() == (models / "tiny_ext.onnx.data").read_bytes()
-    assert (bundle / "model.onnx").read_bytes() == (models / "tiny_ext.onnx").read_bytes()
+    onnx_sha = hashlib.sha256((models / "tiny_ext.onnx").read_bytes()).hexdigest()
+    assert (bundle / f"{onnx_sha}.onnx").read_bytes() == (models / "tiny_ext.onnx").read_bytes()
+    assert (bundle / f"{onnx_sha}.onnx").stat().st_ino == (cache / f"{onnx_sha}.onnx").stat().st_ino  # a link
 
 
 def test_device_worker_refuses_an_escaping_location(tmp_path: Path) -> None:
