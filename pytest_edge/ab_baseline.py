@@ -9,6 +9,7 @@ Markdown summary (regressions) show the change exactly as they do against stored
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any, Mapping
 
 # The figures the pages compare and draw (html_report.figure_changes, the ECDF and memory charts).
@@ -31,12 +32,12 @@ def twin_baseline(report: Mapping[str, Any]) -> dict[str, Any] | None:
         twin = check.get("twin")
         if check.get("mode") != "ab" or not isinstance(twin, Mapping):
             continue
-        sources.add(str(check.get("baseline", "?")))
+        sources.add(str(PurePath(str(check.get("baseline", "?"))).parent))  # the twins' folder
         records.append({"test": record["test"], "model": record["model"], "backend": record["backend"],
                         "verdict": "passed", **{k: twin.get(k) for k in TWIN_FIGURES}})
     if not records:
         return None
-    return {"schema": report.get("schema"), "created": "this job (A/B: " + ", ".join(sorted(sources)) + ")",
+    return {"schema": report.get("schema"), "created": "this job (A/B against " + ", ".join(sorted(sources)) + ")",
             "machine": report.get("machine"), "records": records}
 
 

@@ -43,7 +43,7 @@ def test_twins_become_the_pages_baseline() -> None:
     report = _report(_record(1.5, 1.0))
     baseline = twin_baseline(report)
     assert baseline is not None and baseline["records"][0]["latency_ms"]["p50"] == 1.0
-    assert "A/B: main/m.onnx" in baseline["created"]
+    assert baseline["created"] == "this job (A/B against main)"
     page = render_html(report)
     assert "Against the baseline" in page and "+50.0%" in page
     assert "Regressions against the baseline (1)" in page
@@ -99,7 +99,7 @@ def test_ab_run_writes_the_baseline_table_and_the_gate_line(pytester: pytest.Pyt
     assert twin["latency_ms"]["p50"] < record["latency_ms"]["p50"] and len(twin["latency_quantiles_ms"]) == 101
     page = (pytester.path / "r.html").read_text()
     assert "Against the baseline" in page and "Regressions against the baseline (1)" in page
-    assert "baseline of this job (A/B: main/mlp.onnx)" in page
+    assert "baseline of this job (A/B against main)" in page
     summary = (pytester.path / "r.md").read_text()
     assert "merge gate (A/B against main): 1 compared, 1 regressed" in summary
     assert "### Regressions against the baseline" in summary and "P50 +" in summary
