@@ -1,5 +1,5 @@
-"""``pytest-edge``: goldens (refresh, prune, list, diff), coverage inspection, quantization triage, and
-report merge/compare/html/summary."""
+"""``pytest-edge``: a first configuration (init), goldens (refresh, prune, list, diff), coverage
+inspection, quantization triage, and report merge/compare/html/summary."""
 
 from __future__ import annotations
 
@@ -60,6 +60,10 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
     try:
         model = session.resolve(target, Path.cwd())
         choices = backend_choices(settings, MarkerSpec(), model)
+        if Path(target).suffix in model.artifacts:
+            # A file was named: that artifact's backends only (not "no .onnx artifact" beside a .pte).
+            choices = [(name, reason) for name, reason in choices
+                       if get_backend(name).suffix == Path(target).suffix]
         for backend, reason in choices:
             if reason:
                 rows.append([backend, "—", "—", "—", "—", f"skipped: {reason}"])
@@ -105,6 +109,16 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _init(args: argparse.Namespace) -> int:
+    from .init_project import init
+
+    try:
+        return init(Path(args.folder), record_golden=not args.no_golden)
+    except (EdgeError, OSError) as exc:
+        print(f"pytest-edge init: {exc}", file=sys.stderr)
+        return 2
+
+
 def golden_rows(settings: Settings) -> list[list[str]]:
     """One row per golden set (model, input set): cases, reference backend, its artifacts with
     their recorded sha256 and whether each still matches the artifact the tests would load."""
@@ -124,7 +138,7 @@ def golden_rows(settings: Settings) -> list[list[str]]:
                 continue
             try:
                 model = session.resolve(model_name)
-                states = [f"{path.name}: " + ("stale" if golden.stale_reason(path) else "current")
+                states = [f"{path.name}: {_artifact_state(golden, path)}"
                           for path in model.artifacts.values() if path.name in golden.meta.get("artifacts", {})]
             except EdgeError:
                 states = ["no artifact of that name in edge_model_dirs (unused?)"]
@@ -133,6 +147,18 @@ def golden_rows(settings: Settings) -> list[list[str]]:
             rows.append([model_name, key, str(len(golden.cases)), golden.reference_backend, recorded,
                          "; ".join(states)])
     return rows
+
+
+def _artifact_state(golden, path: Path) -> str:
+    """current, stale, LFS pointer (the content was never pulled: not a change), or the problem."""
+    from .backends.base import is_lfs_pointer
+
+    if is_lfs_pointer(path):
+        return "LFS pointer (run git lfs pull)"
+    try:
+        return "stale" if golden.stale_reason(path) else "current"
+    except EdgeError as exc:  # external data missing or outside the model's folder
+        return f"error: {exc}"
 
 
 def _golden_list(args: argparse.Namespace) -> int:
@@ -343,6 +369,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     diff.add_argument("--set", default="default",
                       help="the input set (its key, as golden list shows it; default: generated inputs)")
     diff.set_defaults(func=_golden_diff)
+
+    init = commands.add_parser("init", help="configure a project with model artifacts, write a first test per "
+                                             "model and record its goldens")
+    init.add_argument("folder", nargs="?", default=".", help="the project folder (default: here)")
+    init.add_argument("--no-golden", action="store_true", help="write the configuration and the test only")
+    init.set_defaults(func=_init)
 
     inspect = commands.add_parser("inspect", help="delegate coverage of a model on every available backend")
     inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")

@@ -131,8 +131,10 @@ def triage(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) -
     if cos is not None and cos >= 0.99:
         return (f"numerics: same direction (cosine {cos:.5f}), small differences: quantization or the "
                 "backend's kernels; for quantized artifacts use min_cosine/min_snr_db/topk_agreement")
-    return ("large disagreement: pre/post-processing ruled out above; compare the export (operators, "
-            "opset, quantization) with the reference artifact, then the backend's kernels")
+    # Said to a user who sees no "above": name what was ruled out.
+    return ("large disagreement: not a layout, channel-order or scaling difference of the golden; if the "
+            "artifact changed on purpose, refresh the golden; else compare the export (operators, opset, "
+            "quantization) with the reference artifact, then the backend's kernels")
 
 
 def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,

@@ -39,6 +39,7 @@ import numpy as np
 
 from .backends import TensorSpec
 from .errors import GoldenError
+from .external_data import external_files
 
 SCHEMA = "pytest-edge/golden/1"
 UPDATE_HINT = "pytest --edge-update-golden (or: pytest-edge golden refresh)"
@@ -154,6 +155,17 @@ class Golden:
                 return (f"golden for {self.model!r} is stale: {path} has sha256 {current}, the golden "
                         f"({self.folder / 'meta.json'}) was recorded for sha256 {recorded[path.name]}; "
                         f"if the change is intended, refresh it with {UPDATE_HINT}")
+            # An .onnx's external data holds its weights: part of the artifact (recorded by location).
+            for location, data in external_files(path).items():
+                if location not in recorded:
+                    return (f"golden for {self.model!r} was recorded without the external data file {data} "
+                            f"of {path.name}; record it with {UPDATE_HINT}")
+                current = sha256_file(data)
+                if current != recorded[location]:
+                    return (f"golden for {self.model!r} is stale: the external data file {data} of "
+                            f"{path.name} has sha256 {current}, the golden ({self.folder / 'meta.json'}) was "
+                            f"recorded for sha256 {recorded[location]}; if the change is intended, refresh it "
+                            f"with {UPDATE_HINT}")
         return None
 
 

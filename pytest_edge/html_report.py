@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from .ab_baseline import report_baseline
 from .checks import latency_regressions, resource_regressions
 from .report import DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, missing_artifact, worst_per
 
@@ -544,7 +545,9 @@ def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = 
                 max_regression: float = DEFAULT_MAX_REGRESSION) -> str:
     """The whole report as one HTML page: overview, device x backend matrix (merged reports),
     then per model latency, load, memory, coverage, accuracy and the change against ``baseline``
-    (a report of the same shape; records matched by test, else by model and backend)."""
+    (a report of the same shape; records matched by test, else by model and backend; without one,
+    the A/B twins measured in the report's own job)."""
+    baseline = report_baseline(report, baseline)
     records = list(report.get("records", []))
     merged = bool(report.get("machines")) or any(r.get("machine") for r in records)
     found = regressions(report, baseline, max_regression)

@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .ab_baseline import twin_figures
 from .backends import split_device
 from .gate import GateResult, run_gate
 from .measure import combine_processes
@@ -149,6 +150,9 @@ class Measurer:
                 return {"backend": info.backend, **mine}, None
 
             source, paired = stored.get("test", "?"), False
-        return run_gate(record, baseline, paired=paired, max_regression=self.settings.max_regression,
-                        strict=self.settings.strict_timing, remeasure=remeasure, source=source,
-                        p99_regression=self.settings.p99_regression)
+        result = run_gate(record, baseline, paired=paired, max_regression=self.settings.max_regression,
+                          strict=self.settings.strict_timing, remeasure=remeasure, source=source,
+                          p99_regression=self.settings.p99_regression)
+        if paired:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)
+            result.summary["twin"] = twin_figures(baseline)
+        return result

@@ -4,7 +4,6 @@ purpose: the work happens in :mod:`pytest_edge.session` and the modules it calls
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -176,9 +175,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         item.user_properties.extend(session.errored(item.nodeid, plan, exc).junit_properties())
         raise
     for message in record.warnings:
-        warnings.warn(EdgeInconclusive(message), stacklevel=1)
+        item.warn(EdgeInconclusive(message))  # attributed to the test (its file and line), not to this hook
     for message in record.restarts:
-        warnings.warn(EdgeWorkerRestarted(message), stacklevel=1)
+        item.warn(EdgeWorkerRestarted(message))
     item.user_properties.extend(record.junit_properties())
     return result
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from .errors import BackendError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: Load.external (an .onnx's external data files on a device)
 MAGIC = b"PEDG"
 _PREFIX = struct.Struct("<4sHI")
 MAX_HEADER_BYTES = 16 * 2**20
@@ -57,6 +57,8 @@ class Load(Request):
     threads: int | None
     shapes: dict[str, list[int]] = field(default_factory=dict)
     with_coverage: bool = True
+    # On a device: the external data files of an .onnx, by location, as content names in its cache.
+    external: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from .backends import Coverage, TensorSpec, all_backends, get_backend, reference
 from .checks import check_coverage, check_drift, check_latency, check_load, check_memory
 from .compare import compare_output, summarize
 from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeManyCases, EdgeUsageError, GoldenError, UnknownBackend
+from .external_data import artifact_digests, external_files
 from .golden import DEFAULT_SET, Golden, GoldenCase, GoldenStore, atomic_write, input_key, npz_bytes, sha256_file
 from .inputs import check_case, check_shapes, feed_order, generate_case, signature_problems, user_cases
 from .marker import MarkerSpec
@@ -116,6 +117,7 @@ class EdgeSession:
         if key not in self.loaded:
             if not artifact.is_file():
                 raise BackendError(f"{plan.backend}: artifact {artifact} does not exist")
+            external_files(artifact, plan.backend)  # confined to its folder and present, before a runtime reads it
             info = self.pool.request(plan.backend, Load(key, str(artifact), plan.threads,
                                                         {k: list(v) for k, v in shapes.items()}), artifact)
             self.loaded[key] = ModelInfo(
@@ -208,7 +210,9 @@ class EdgeSession:
             cases.append(GoldenCase(case_inputs, {s.name: o for s, o in zip(info.outputs, outputs)}))
         meta = {
             "model": model.name,
-            "artifacts": {p.name: sha256_file(p) for p in model.artifacts.values()},
+            # Each artifact and, for an .onnx, its external data files: the weights are part of it.
+            "artifacts": {name: digest for p in model.artifacts.values()
+                          for name, digest in artifact_digests(p, sha256_file).items()},
             "reference": {"backend": info.backend, "artifact": info.artifact.name, "runtime": info.runtime},
             "seed": self.settings.seed if plan.marker.inputs is None else None,
             "inputs_from": "signature" if plan.marker.inputs is None else "user",

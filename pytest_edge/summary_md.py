@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from .ab_baseline import report_baseline
 from .html_report import DEFAULT_MAX_REGRESSION, device_label, figure_changes, regressions
-from .report import (DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, missing_artifact, table_footer,
-                     worst_per)
+from .report import (DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, gate_summary, missing_artifact,
+                     table_footer, worst_per)
 
 _ICON = {"passed": "✅", "failed": "❌", "error": "❌", "skipped": "⏭️"}
 
@@ -30,7 +31,8 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
     """The report as Markdown: verdict counts, one table row per model x backend (x device in a
     merged report) that ran, the backends skipped for a missing artifact folded into one line per
     model, then the failures and the regressions (P50, P99, peak memory above ``max_regression``;
-    any rise of fallback)."""
+    any rise of fallback). Without ``baseline``, the A/B twins measured in the report's own job."""
+    baseline = report_baseline(report, baseline)
     records = list(report.get("records", []))
     counts: dict[str, int] = {}
     for record in records:
@@ -40,6 +42,9 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
     if baseline is not None:
         headline += f", {len({id(r) for r, _ in found})} regressed against the baseline"
     lines = [f"## pytest-edge conformance: {headline or 'no records'}", ""]
+    gate = gate_summary(records)
+    if gate:  # what the merge gate compared, A/B or stored, as the terminal says it
+        lines += [_md(gate), ""]
 
     devices = len({device_label(r) for r in records}) > 1
     grouped = worst_per((r for r in records if missing_artifact(r) is None),

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +32,7 @@ import numpy as np
 from . import measure, protocol
 from .backends import LoadedModel, get_backend
 from .errors import BackendCrash, BackendError, DeviceUnreachable
+from .external_data import external_files, location_problem
 from .golden import atomic_write, sha256_file
 from .marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 
@@ -61,13 +64,15 @@ class WorkerServer:
         return getattr(self, f"op_{request.op}")(**{f.name: getattr(request, f.name) for f in fields(request)})
 
     def op_load(self, key: str, path: str, threads: int | None, shapes: dict,
-                with_coverage: bool = True) -> dict[str, Any]:
+                with_coverage: bool = True, external: dict | None = None) -> dict[str, Any]:
         """Load and describe a model. A measuring worker skips coverage: reading a .pte's program in
         Python would leave its allocations in the RSS that the memory figures start from."""
         if self.cache_dir is not None:
             path = str(self._cached(path))
             if not Path(path).is_file():
                 raise FileNotFoundError(f"{path}: not in this device's artifact cache")
+            if external:
+                path = str(self._bundle(Path(path), external))
         reset = measure.reset_hwm()
         base = measure.rss_mb()
         start = time.perf_counter_ns()
@@ -175,6 +180,34 @@ class WorkerServer:
         if self.cache_dir is None or not CONTENT_NAME.fullmatch(name):
             raise PermissionError(f"{name!r} is not an artifact name of this device's cache (<sha256><suffix>)")
         return self.cache_dir / name
+
+    def _bundle(self, model: Path, external: dict) -> Path:
+        """A folder of the cache where the model and its external data files sit under the names
+        the model expects (links to their content-named copies): the runtime finds them beside it."""
+        assert self.cache_dir is not None
+        digest = hashlib.sha256(json.dumps([model.name, sorted(external.items())]).encode()).hexdigest()
+        folder = self.cache_dir / "bundles" / digest[:32]
+        files = {model.name: model}  # its content name: no location of a real model is 64 hex digits
+        for location, name in external.items():
+            problem = location_problem(location)
+            if problem:
+                raise PermissionError(f"external data location {location!r} {problem}: refused")
+            source = self._cached(name)
+            if not source.is_file():
+                raise FileNotFoundError(f"external data {location} ({name}): not in this device's artifact cache")
+            files[location] = source
+        for relative, source in files.items():
+            target = folder / relative
+            if target.is_file():
+                continue  # same bundle name, same contents
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            try:
+                os.link(source, temporary)
+            except OSError:  # a cache on a file system without hard links
+                shutil.copyfile(source, temporary)
+            os.replace(temporary, target)
+        return folder / model.name
 
     def op_has(self, name: str) -> bool:
         return self._cached(name).is_file()
@@ -368,15 +401,22 @@ class BackendWorker:
         self._handshake(artifact)
         wire = request
         if isinstance(request, protocol.Load) and self.device is not None:
-            wire = replace(request, path=self._upload(Path(request.path), artifact))
+            wire = self._ship(request, artifact)
         reply = self._exchange(wire, artifact)
         if isinstance(request, protocol.Load):
             self._live.add(request.key)
         return reply
 
-    def _upload(self, path: Path, artifact: str | None) -> str:
-        """The artifact's content name in the device's cache, sending it there if it is not yet."""
-        name = sha256_file(path) + path.suffix  # hashed once per file version, read only to send it
+    def _ship(self, load: protocol.Load, artifact: str | None) -> protocol.Load:
+        """The Load a device gets: the artifact and its external data files by content name."""
+        path = Path(load.path)
+        external = {location: self._upload(data, artifact, ".data")
+                    for location, data in external_files(path, self.label).items()}
+        return replace(load, path=self._upload(path, artifact), external=external)
+
+    def _upload(self, path: Path, artifact: str | None, suffix: str | None = None) -> str:
+        """The file's content name in the device's cache, sending it there if it is not yet."""
+        name = sha256_file(path) + (suffix or path.suffix)  # hashed once per file version, read only to send it
         if name not in self._sent and not self._exchange(protocol.Has(name), artifact):
             self._exchange(protocol.Put(name, np.frombuffer(path.read_bytes(), dtype=np.uint8)), artifact)
         self._sent.add(name)

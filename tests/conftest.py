@@ -21,7 +21,7 @@ def models(pytester: pytest.Pytester) -> Path:
     folder = pytester.path / "models"
     folder.mkdir()
     for path in FIXTURES.iterdir():
-        if path.suffix in {".onnx", ".tflite", ".pte"}:
+        if path.suffix in {".onnx", ".tflite", ".pte", ".data"}:  # .data: ONNX external data
             shutil.copy(path, folder / path.name)
     # One measuring process and no minimum time keep the suite fast; the tests of the measurement
     # protocol and of the merge gate set --edge-processes / --edge-min-time themselves.

@@ -144,7 +144,7 @@ def test_protocol_version_mismatch_names_both_versions(pytester: pytest.Pytester
     pytester.makepyfile(MLP_TEST.format(backends='"litert@old"'))
     result = pytester.runpytest_subprocess("--edge-update-golden")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*protocol version 0 from the peer, this side speaks 1*"])
+    result.stdout.fnmatch_lines([f"*protocol version 0 from the peer, this side speaks {protocol.PROTOCOL_VERSION}*"])
 
 
 # ------------------------------------------------------------------ a real SSH device

@@ -500,6 +500,10 @@ def test_stored_baseline_regression_the_machine_explains_is_inconclusive(pyteste
     strict = pytester.runpytest_subprocess(*gate, "--edge-strict-timing")
     lenient.assert_outcomes(passed=1, warnings=1)
     lenient.stdout.fnmatch_lines(["*EdgeInconclusive*P50 latency*inconclusive: *"])
+    # The warning points at the test (its file and line), not at the plugin's hook.
+    lenient.stdout.fnmatch_lines(["*test_stored_baseline_regression_the_machine_explains_is_inconclusive.py:[0-9]*: "
+                                  "EdgeInconclusive*"])
+    assert "plugin.py" not in lenient.stdout.str()
     lenient.stdout.fnmatch_lines(["*latency regression(s) against the stored baseline were inconclusive*"])
     assert record["baseline_check"]["verdict"] == "inconclusive"
     strict.assert_outcomes(failed=1)

@@ -68,8 +68,8 @@ def _frame(header: bytes, body: bytes = b"", version: int = protocol.PROTOCOL_VE
 @pytest.mark.parametrize("frame, message", [
     (b"PED", "truncated"),
     (_frame(b"{}", magic=b"\x80\x04\x95\x00"), "not a pytest-edge frame"),
-    (_frame(b"{}", version=99), "protocol version 99 from the peer, this side speaks 1"),
-    (struct.pack("<4sHI", b"PEDG", 1, 10**9) + b"{}", "does not fit"),
+    (_frame(b"{}", version=99), f"protocol version 99 from the peer, this side speaks {protocol.PROTOCOL_VERSION}"),
+    (struct.pack("<4sHI", b"PEDG", protocol.PROTOCOL_VERSION, 10**9) + b"{}", "does not fit"),
     (_frame(b"{not json"), "not JSON"),
     (_frame(b'{"__array__": ["<f4", [4], 16]}', b"\0" * 8), "needs 16 bytes"),
     (_frame(b'{"__array__": ["|O", [1], 8]}', b"\0" * 8), "refused"),

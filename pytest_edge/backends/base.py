@@ -113,9 +113,29 @@ def unusable_artifact(content: bytes, path: Path) -> str | None:
     Runtimes say only "`model_path` or `model_content` must be specified" for an empty file."""
     if not content:
         return f"{path} is empty (0 bytes); re-export or re-download it"
-    if content.startswith(b"version https://git-lfs"):
+    if content.startswith(LFS_POINTER):
         return f"{path} is a Git LFS pointer ({len(content)} bytes), not the model; run git lfs pull"
     return None
+
+
+LFS_POINTER = b"version https://git-lfs"
+# A pointer file is a few lines of text (~130 bytes); its head is all of it.
+POINTER_HEAD = 1024
+
+
+def file_head(path: Path) -> bytes:
+    """The first bytes of ``path``: all of an empty file or of an LFS pointer, for
+    :func:`unusable_artifact` without reading a large model."""
+    with open(path, "rb") as handle:
+        return handle.read(POINTER_HEAD)
+
+
+def is_lfs_pointer(path: Path) -> bool:
+    """Whether ``path`` is a Git LFS pointer checked out instead of its content (no git lfs pull)."""
+    try:
+        return file_head(path).startswith(LFS_POINTER)
+    except OSError:
+        return False
 
 
 class Backend(ABC):

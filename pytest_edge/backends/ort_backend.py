@@ -12,7 +12,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .base import Backend, Coverage, LoadedModel, TensorSpec
+from ..errors import BackendError
+from .base import Backend, Coverage, LoadedModel, TensorSpec, file_head, unusable_artifact
 
 # Providers that do not run the model on this machine's hardware.
 _NOT_LOCAL = {"AzureExecutionProvider"}
@@ -133,6 +134,10 @@ class OrtBackend(Backend):
         return None
 
     def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
+        # ONNX Runtime says only "INVALID_PROTOBUF ... Protobuf parsing failed" for these.
+        problem = unusable_artifact(file_head(Path(path)), Path(path))
+        if problem:
+            raise BackendError(problem)
         session = new_session(str(path), self.provider, threads, record_assignment=True)
         return OrtModel(session, self.provider, Path(path), threads)
 

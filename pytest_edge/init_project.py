@@ -1,0 +1,246 @@
+"""``pytest-edge init``: a project with model artifacts, green in one command.
+
+It finds the ``.onnx``/``.tflite``/``.pte`` files under the project folder (not in virtual
+environments, hidden folders or node_modules), adds ``edge_model_dirs`` to the pytest
+configuration pytest already reads there (or creates one: ``[tool.pytest.ini_options]`` in an
+existing pyproject.toml, else pytest.ini), writes ``tests/test_edge_models.py`` with one
+``@pytest.mark.edge`` test per model, and records the golden outputs with
+``pytest --edge-update-golden`` on that file. Nothing the user wrote is overwritten: a project
+that sets ``edge_model_dirs`` already, or has that test file, is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from .errors import EdgeUsageError
+from .golden import atomic_write
+
+SUFFIXES = (".onnx", ".tflite", ".pte")
+TEST_FILE = Path("tests") / "test_edge_models.py"
+# Folders that hold someone else's files (environments, caches, dependencies).
+SKIPPED_DIRS = {"venv", "env", "node_modules", "__pycache__", "site-packages"}
+
+
+@dataclass
+class Found:
+    """The models of a project: folders to search by stem (relative to the config's folder), the
+    stems, and the folders of a stem met again elsewhere (ignored: a model's name is its stem,
+    which also names its golden folder)."""
+
+    dirs: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+
+def _skipped(folder: Path) -> bool:
+    return folder.name.startswith(".") or folder.name in SKIPPED_DIRS or (folder / "pyvenv.cfg").exists()
+
+
+def find_models(root: Path, base: Path | None = None) -> Found:
+    """The artifacts under ``root``, in sorted order; paths relative to ``base`` (the folder of
+    the configuration file, where pytest resolves ``edge_model_dirs``; default ``root``)."""
+    base = base or root
+    stems: dict[str, list[Path]] = {}
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        for path in sorted(folder.iterdir()):
+            if path.is_dir() and not path.is_symlink():
+                if not _skipped(path):
+                    pending.append(path)
+            elif path.suffix in SUFFIXES and path.is_file():
+                stems.setdefault(path.stem, [])
+                if path.parent not in stems[path.stem]:
+                    stems[path.stem].append(path.parent)
+    found = Found()
+    for stem, folders in sorted(stems.items()):
+        first, *others = sorted(folders, key=lambda f: (len(f.relative_to(root).parts), str(f)))
+        relative = _relative(first, base)
+        if relative not in found.dirs:
+            found.dirs.append(relative)
+        found.models.append(stem)
+        found.ignored += [f"{_relative(f, base)}/{stem}" for f in others]
+    found.dirs.sort()
+    return found
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix() or "."
+    except ValueError:
+        return str(path.resolve())
+
+
+def first_test_source(models: Sequence[str], traits: Mapping[str, "Traits"] | None = None) -> str:
+    """One edge test per model: outputs against the golden on every backend that can run it. A
+    model with dynamic input dimensions is skipped with the reason (its sizes are the user's to
+    give, with shapes=; no default would mean anything); one with int8/uint8 outputs gets atol=1
+    (one quantization step: delegate and reference kernels may round apart)."""
+    names: set[str] = set()
+    tests = []
+    for model in models:
+        name = "test_" + (re.sub(r"\W", "_", model).strip("_") or "model")
+        while name in names:
+            name += "_"
+        names.add(name)
+        trait = (traits or {}).get(model) or Traits()
+        head, budgets = "", ""
+        if trait.int8_outputs:
+            head += (f"# {', '.join(map(repr, trait.int8_outputs))}: int8/uint8 outputs, which kernels may round "
+                     "one quantization step apart\n")
+            budgets = ", atol=1"
+        if trait.dynamic:
+            reason = (f"{model}: dynamic input dimensions ({trait.dynamic}): give their sizes with shapes= "
+                      f"in the marker, then remove this skip and run pytest --edge-update-golden")
+            head += f"@pytest.mark.skip(reason={reason!r})\n"
+        tests.append(f"\n\n{head}@pytest.mark.edge(model={json.dumps(model)}{budgets})\n"
+                     f"def {name}(edge_model):\n    pass\n")
+    return ('"""Conformance of the project\'s models, written by `pytest-edge init`: edit it freely.\n\n'
+            "Each test runs on every installed backend that can load one of the model's artifacts and\n"
+            "checks the outputs against the golden outputs (`pytest --edge-update-golden` records them).\n"
+            "Budgets go in the marker: atol=, max_fallback=, p50_ms=, peak_memory_mb= ...\n"
+            '"""\n\nimport pytest\n' + "".join(tests))
+
+
+# ------------------------------------------------------------------ the pytest configuration
+
+
+def _ini_line(dirs: Sequence[str]) -> str:
+    return "edge_model_dirs = " + " ".join(dirs)
+
+
+def _toml_line(dirs: Sequence[str]) -> str:
+    return "edge_model_dirs = [" + ", ".join(f'"{d}"' for d in dirs) + "]"
+
+
+def _insert_after(text: str, header: str, line: str) -> str | None:
+    """``text`` with ``line`` right after the table/section ``header`` line; None without one."""
+    match = re.search(rf"^[ \t]*{re.escape(header)}[ \t]*(#.*)?$", text, re.M)
+    if match is None:
+        return None
+    return text[:match.end()] + "\n" + line + text[match.end():]
+
+
+def configured_text(inipath: Path | None, root: Path, dirs: Sequence[str]) -> tuple[Path, str]:
+    """The configuration file to write and its new text: the one pytest reads (``inipath``), or a
+    new ``[tool.pytest.ini_options]`` in pyproject.toml, or a new pytest.ini."""
+    if inipath is None:
+        pyproject = root / "pyproject.toml"
+        if pyproject.is_file():
+            text = pyproject.read_text(encoding="utf-8")
+            return pyproject, text + ("" if text.endswith("\n") or not text else "\n") + \
+                f"\n[tool.pytest.ini_options]\n{_toml_line(dirs)}\n"
+        return root / "pytest.ini", f"[pytest]\n{_ini_line(dirs)}\n"
+    text = inipath.read_text(encoding="utf-8")
+    name = inipath.name
+    if name == "pyproject.toml":
+        headers, line = ("[tool.pytest.ini_options]", "[tool.pytest]"), _toml_line(dirs)
+    elif name in ("pytest.toml", ".pytest.toml"):
+        headers, line = ("[pytest]",), _toml_line(dirs)
+    else:
+        headers, line = ("[tool:pytest]" if name == "setup.cfg" else "[pytest]",), _ini_line(dirs)
+    for header in headers:
+        new = _insert_after(text, header, line)
+        if new is not None:
+            return inipath, new
+    # pytest reads pytest.ini even without its section.
+    return inipath, text + ("" if text.endswith("\n") or not text else "\n") + f"{headers[0]}\n{line}\n"
+
+
+def pytest_config(root: Path) -> tuple[Path | None, bool]:
+    """The configuration file pytest reads for ``root`` and whether it sets edge_model_dirs."""
+    import pytest
+
+    found: dict[str, object] = {}
+
+    class _Capture:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_cmdline_main(self, config: pytest.Config) -> int:
+            found["inipath"] = config.inipath
+            found["set"] = "edge_model_dirs" in config.inicfg
+            return 0
+
+    code = pytest.main(["-p", "no:cacheprovider", "--rootdir", str(root), str(root)], plugins=[_Capture()])
+    if "inipath" not in found:
+        raise EdgeUsageError(f"cannot read the pytest configuration of {root} (pytest exit status {int(code)})")
+    inipath = found["inipath"]
+    return (Path(inipath) if inipath else None), bool(found["set"])
+
+
+@dataclass
+class Traits:
+    """What the first test of a model must know of its signature."""
+
+    dynamic: str = ""  # its inputs' shapes, when a dimension other than the leading one is dynamic
+    int8_outputs: list[str] = field(default_factory=list)
+
+
+def model_traits(root: Path, models: Sequence[str]) -> dict[str, Traits]:
+    """Traits of each model, read from its signature on its reference backend (loaded with the
+    configuration just written). pytest-edge feeds a dynamic leading (batch) dimension as 1 and
+    cannot choose the others (inputs.feed_shape). A model that cannot load is left to the pytest
+    run, which names the problem."""
+    from .cli import project_settings
+    from .errors import EdgeError
+    from .session import EdgeSession
+
+    settings = project_settings(["--rootdir", str(root), str(root)])
+    session = EdgeSession(settings)
+    traits = {}
+    try:
+        for name in models:
+            try:
+                model = session.resolve(name, root)
+                info = session.load(session.plan(model, session.reference_backend(model)))
+            except EdgeError:
+                continue
+            trait = Traits(int8_outputs=[s.name for s in info.outputs if s.dtype in ("int8", "uint8")])
+            if any(not isinstance(d, int) or d < 0 for spec in info.inputs for d in spec.shape[1:]):
+                trait.dynamic = ", ".join(f"{s.name!r}: {list(s.shape)}" for s in info.inputs)
+            traits[name] = trait
+    finally:
+        session.close()
+    return traits
+
+
+def init(root: Path, record_golden: bool = True) -> int:
+    """Configure, write the first test, record the goldens; the exit status of that pytest run."""
+    root = root.resolve()
+    inipath, already = pytest_config(root)
+    if already:
+        raise EdgeUsageError(f"{inipath} sets edge_model_dirs already: this project is configured (write edge "
+                             f"tests by hand, or remove the setting to run pytest-edge init again)")
+    test_file = root / TEST_FILE
+    if test_file.exists():
+        raise EdgeUsageError(f"{test_file} exists: pytest-edge init does not overwrite it")
+    base = inipath.parent if inipath is not None else root
+    found = find_models(root, base)
+    if not found.models:
+        raise EdgeUsageError(f"no {'/'.join(SUFFIXES)} artifact under {root} (virtual environments and hidden "
+                             "folders are not searched): export a model first")
+    config_path, text = configured_text(inipath, root, found.dirs)
+    atomic_write(config_path, text.encode("utf-8"))
+    print(f"{config_path}: edge_model_dirs = {', '.join(found.dirs)}")
+    test_file.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(test_file, first_test_source(found.models, model_traits(root, found.models)).encode("utf-8"))
+    print(f"{test_file}: {len(found.models)} test(s): {', '.join(found.models)}")
+    for path in found.ignored:
+        print(f"ignored {path}.*: another model of that name comes first (a model's name is its stem)")
+    if not record_golden:
+        print("golden outputs not recorded (--no-golden): pytest --edge-update-golden records them")
+        return 0
+    print(f"recording golden outputs: pytest --edge-update-golden {TEST_FILE}")
+    done = subprocess.run([sys.executable, "-m", "pytest", "--edge-update-golden", str(TEST_FILE)], cwd=root)
+    if done.returncode == 0:
+        print("done: `pytest` now checks every model on every backend installed here against its golden")
+    else:
+        print(f"pytest --edge-update-golden {TEST_FILE} failed (exit status {done.returncode}): the messages above "
+              "name the model and backend; fix the artifact, then run that command again", file=sys.stderr)
+    return done.returncode

@@ -1,0 +1,122 @@
+"""``pytest-edge init``: a project with artifacts is configured, gets a first test per model and its
+goldens, and ``pytest`` is green right after; nothing the user wrote is overwritten."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_edge.init_project import Traits, configured_text, find_models, first_test_source
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_edge.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_init_makes_a_project_with_the_fixtures_green(pytester: pytest.Pytester, models: Path) -> None:
+    (pytester.path / "tox.ini").unlink()  # the models fixture configures the project (makeini): init does here
+    venv = pytester.path / ".venv/lib/site-packages/somepkg"
+    venv.mkdir(parents=True)
+    (venv / "vendored.onnx").write_bytes((models / "tiny_mlp.onnx").read_bytes())  # not the project's
+    done = _cli("init", cwd=pytester.path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (pytester.path / "pytest.ini").read_text() == "[pytest]\nedge_model_dirs = models\n"
+    source = (pytester.path / "tests/test_edge_models.py").read_text()
+    stems = sorted({p.stem for p in models.iterdir() if p.suffix in (".onnx", ".tflite", ".pte")})
+    assert [line for line in source.splitlines() if line.startswith("@pytest.mark.edge")] == [
+        f"@pytest.mark.edge(model={json.dumps(stem)}" + (", atol=1)" if stem == "quant_probe_int8" else ")")
+        for stem in stems]
+    assert "vendored" not in source
+    # conv_dynhw's height and width are the user's to choose: skipped with the reason, not guessed.
+    assert "@pytest.mark.skip(reason=\"conv_dynhw: dynamic input dimensions ('x': [1, 3, 'height', 'width'])" in source
+    assert sorted(p.name for p in (pytester.path / "golden").iterdir()) == [s for s in stems if s != "conv_dynhw"]
+    result = pytester.runpytest_subprocess("-rs")
+    outcomes = result.parseoutcomes()
+    assert result.ret == 0 and not outcomes.get("failed") and not outcomes.get("errors"), result.stdout.str()
+    assert outcomes["passed"] >= len(stems) - 1
+    result.stdout.fnmatch_lines(["*conv_dynhw: dynamic input dimensions*give their sizes with shapes=*"])
+    # Run again: refused, nothing touched.
+    again = _cli("init", cwd=pytester.path)
+    assert again.returncode == 2 and "sets edge_model_dirs already: this project is configured" in again.stderr
+    assert (pytester.path / "tests/test_edge_models.py").read_text() == source
+
+
+def test_init_writes_into_the_existing_pyproject_table(pytester: pytest.Pytester) -> None:
+    (pytester.path / "exported").mkdir()
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    for name in ("tiny_ext.onnx", "tiny_ext.onnx.data"):
+        (pytester.path / "exported" / name).write_bytes((fixtures / name).read_bytes())
+    pyproject = '[project]\nname = "kws"\n\n[tool.pytest.ini_options]  # ours\naddopts = "-ra"\n\n[tool.other]\nx = 1\n'
+    (pytester.path / "pyproject.toml").write_text(pyproject)
+    done = _cli("init", cwd=pytester.path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    config = tomllib.loads((pytester.path / "pyproject.toml").read_text())
+    assert config["tool"]["pytest"]["ini_options"] == {"addopts": "-ra", "edge_model_dirs": ["exported"]}
+    assert config["project"] == {"name": "kws"} and config["tool"]["other"] == {"x": 1}
+    assert (pytester.path / "golden/tiny_ext/meta.json").is_file()
+    pytester.runpytest_subprocess().assert_outcomes(passed=1, skipped=3)  # no .tflite, no .pte
+
+
+def test_init_refuses_to_overwrite_the_test_file_and_needs_models(pytester: pytest.Pytester) -> None:
+    done = _cli("init", cwd=pytester.path)
+    assert done.returncode == 2 and "no .onnx/.tflite/.pte artifact under" in done.stderr
+    assert not (pytester.path / "pytest.ini").exists()
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    (pytester.path / "tiny_mlp.onnx").write_bytes((fixtures / "tiny_mlp.onnx").read_bytes())
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests/test_edge_models.py").write_text("# mine\n")
+    done = _cli("init", "--no-golden", cwd=pytester.path)
+    assert done.returncode == 2 and "test_edge_models.py exists: pytest-edge init does not overwrite it" in done.stderr
+    assert (pytester.path / "tests/test_edge_models.py").read_text() == "# mine\n"
+    assert not (pytester.path / "pytest.ini").exists(), "nothing written when refused"
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("tox.ini", "[tox]\nenvlist = py\n\n[pytest]\naddopts = -q\n",
+     "[tox]\nenvlist = py\n\n[pytest]\nedge_model_dirs = models\naddopts = -q\n"),
+    ("setup.cfg", "[metadata]\nname = x\n[tool:pytest]\n",
+     "[metadata]\nname = x\n[tool:pytest]\nedge_model_dirs = models\n"),
+    ("pytest.ini", "", "[pytest]\nedge_model_dirs = models\n"),
+    ("pytest.toml", "[pytest]\naddopts = [\"-q\"]\n", "[pytest]\nedge_model_dirs = [\"models\"]\naddopts = [\"-q\"]\n"),
+])
+def test_configuration_goes_where_pytest_reads_it(tmp_path: Path, name: str, text: str, expected: str) -> None:
+    (tmp_path / name).write_text(text)
+    assert configured_text(tmp_path / name, tmp_path, ["models"]) == (tmp_path / name, expected)
+
+
+def test_pyproject_without_a_pytest_table_gets_one(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"')
+    path, text = configured_text(None, tmp_path, ["models", "more models"])
+    assert path == tmp_path / "pyproject.toml"
+    assert tomllib.loads(text) == {"project": {"name": "x"},
+                                   "tool": {"pytest": {"ini_options": {"edge_model_dirs": ["models", "more models"]}}}}
+
+
+def test_models_found_and_named(tmp_path: Path) -> None:
+    for relative in ("a/kws.onnx", "a/kws.tflite", "b/kws.pte", "c/net-v2.onnx", "node_modules/x.onnx",
+                     "env2/y.onnx", ".git/z.onnx", "c/notes.txt"):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_bytes(b"x")
+    (tmp_path / "env2/pyvenv.cfg").write_text("home = /usr\n")  # a virtual environment by another name
+    found = find_models(tmp_path)
+    assert found.dirs == ["a", "c"] and found.models == ["kws", "net-v2"]
+    assert found.ignored == ["b/kws"]  # a stem names one model (and its golden folder): the first one found
+    source = first_test_source(found.models, {"net-v2": Traits(dynamic="'x': [1, 'n']"),
+                                              "kws": Traits(int8_outputs=["logits"])})
+    assert "# 'logits': int8/uint8 outputs, which kernels may round one quantization step apart\n" \
+           "@pytest.mark.edge(model=\"kws\", atol=1)\n" in source
+    assert "def test_kws(edge_model)" in source and "def test_net_v2(edge_model)" in source
+    assert "@pytest.mark.skip(reason=\"net-v2: dynamic input dimensions ('x': [1, 'n'])" in source
+    compile(source, "test_edge_models.py", "exec")
