@@ -28,11 +28,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("edge", "pytest-edge: deployment conformance of on-device models")
     for option in edge_settings.OPTIONS:
         if option.flag:
+            # argparse %-formats help texts: a bare "10%" would make `pytest --help` raise.
+            text = f"{option.help} (ini: {option.ini})".replace("%", "%%")
             if option.takes_value:
-                group.addoption(option.flag, dest=option.ini, default=None, help=f"{option.help} (ini: {option.ini})")
+                group.addoption(option.flag, dest=option.ini, default=None, help=text)
             else:
-                group.addoption(option.flag, dest=option.ini, action="store_true", default=None,
-                                help=f"{option.help} (ini: {option.ini})")
+                group.addoption(option.flag, dest=option.ini, action="store_true", default=None, help=text)
         parser.addini(option.ini, option.help, type=option.kind, default=option.default)
     group.addoption("--edge-device", dest="edge_device", action="append", default=[], metavar="NAME=COMMAND",
                     help="a device whose backends are BACKEND@NAME (repeatable; ini: edge_devices)")
