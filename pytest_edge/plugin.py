@@ -56,7 +56,7 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "edge(model=None, **budgets): check a model on every available backend against golden "
-        "outputs and budgets (see pytest-edge's README)")
+        "outputs and budgets (see pytest-edge's docs/marker.md)")
     settings = settings_from_config(config)
     # Only names the user typed on this run: listing backends imports onnxruntime, which a
     # session that never uses the marker should not pay for.

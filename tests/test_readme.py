@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -256,8 +257,12 @@ def test_walkthrough_from_an_empty_project(tmp_path: Path) -> None:
             path.write_text(code + "\n")
             continue
         assert lang == "bash", f"a walkthrough block of {lang!r} must name its file on its first line"
+        started = time.perf_counter()
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=project, env=env,
                               capture_output=True, text=True, timeout=900)
+        # How long each step took (shown with -rP): docs/ci.md quotes these figures.
+        lines = code.splitlines()
+        print(f"{time.perf_counter() - started:6.1f} s  {next((x for x in lines if 'pytest' in x), lines[0])}")
         assert done.returncode == 0, f"walkthrough block failed:\n{code}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
         outputs.append(done.stdout)
     text = "\n".join(outputs)
