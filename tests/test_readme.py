@@ -1,7 +1,7 @@
 """Every code block of README.md and docs/*.md runs. Each page runs its blocks one of three ways:
 
 - the walkthrough (docs/index.md): in order, in a new project with a new virtual environment;
-- a page that runs in a folder (docs/export.md): its Python blocks in order in one namespace, in a
+- a page that runs in a folder (docs/export.md): its Python blocks in order as one script, in a
   fresh folder, with its file blocks (first line ``# path``) written there and its bash blocks run
   there; a block right after ``<!-- needs: MODULE -->`` runs only where MODULE imports (the page is
   run once more with it, or that run is skipped with the reason);
@@ -153,10 +153,25 @@ def _missing(module: str) -> str | None:
     return None if importlib.util.find_spec(module) else f"{module} is not installed here"
 
 
+def _run(command: list[str], folder: Path, what: str) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID")}
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{what} failed:\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
+
+
 def _run_in_a_folder(page: Path, folder: Path, optional: str | None) -> None:
-    """The page's blocks in order, in ``folder``: Python blocks in one namespace, file blocks written,
-    bash blocks run there with this environment's Python (for ``.venv/bin/python`` and ``pytest``)."""
-    namespace: dict = {"__name__": "docs_example"}
+    """The page's blocks in order, in ``folder``: consecutive Python blocks as one script in a fresh
+    process (one namespace, as a reader runs them one after another), file blocks written, bash
+    blocks run there with this environment's Python (for ``.venv/bin/python`` and ``pytest``)."""
+    script: list[str] = []
+
+    def run_script() -> None:
+        if script:
+            (folder / "_page.py").write_text("\n\n".join(script) + "\n")
+            _run([sys.executable, "_page.py"], folder, f"the Python blocks of {page.name} (as _page.py)")
+            script.clear()
+
     for block in blocks(page):
         if block.needs not in (None, optional):
             continue
@@ -166,33 +181,31 @@ def _run_in_a_folder(page: Path, folder: Path, optional: str | None) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(block.code + "\n")
         elif block.lang == "python":
-            exec(compile(block.code, str(page), "exec"), namespace)  # noqa: S102 - our own docs
+            script.append(block.code)
         elif block.lang == "bash":
+            run_script()
             python = shlex.quote(sys.executable)
-            code = block.code.replace(".venv/bin/pytest", f"{python} -m pytest").replace(".venv/bin/python", python)
-            done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=folder, capture_output=True,
-                                  text=True, timeout=600)
-            assert done.returncode == 0, f"{page.name} block failed:\n{code}\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
+            code = re.sub(r"(?<![\w/])\.venv/bin/(pytest|python)\b",
+                          lambda m: f"{python} -m pytest" if m.group(1) == "pytest" else python, block.code)
+            _run(["bash", "-euo", "pipefail", "-c", code], folder, f"{page.name} block\n{code}")
+    run_script()
 
 
 @pytest.mark.parametrize("page", IN_A_FOLDER, ids=lambda p: p.name)
-def test_pages_run_in_a_fresh_folder(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pages_run_in_a_fresh_folder(page: Path, tmp_path: Path) -> None:
     for module in ("torch", "executorch", "onnxscript", "onnxruntime"):
         if _missing(module):
             pytest.skip(f"{page.name} exports with torch, ExecuTorch and onnxscript: {_missing(module)}")
-    monkeypatch.chdir(tmp_path)
     _run_in_a_folder(page, tmp_path, None)
 
 
 @pytest.mark.parametrize(("page", "module"), [(p, m) for p in IN_A_FOLDER
                                               for m in sorted({b.needs for b in blocks(p) if b.needs})])
-def test_blocks_that_need_an_optional_package(page: Path, module: str, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_blocks_that_need_an_optional_package(page: Path, module: str, tmp_path: Path) -> None:
     """The page once more with the blocks that need ``module``, where it is installed."""
     for needed in ("torch", "executorch", "onnxscript", "onnxruntime", module):
         if _missing(needed):
             pytest.skip(f"the blocks of {page.name} that need {module} do not run: {_missing(needed)}")
-    monkeypatch.chdir(tmp_path)
     _run_in_a_folder(page, tmp_path, module)
 
 
