@@ -199,7 +199,7 @@ def test_pages_run_in_a_fresh_folder(page: Path, tmp_path: Path) -> None:
     _run_in_a_folder(page, tmp_path, None)
 
 
-@pytest.mark.parametrize(("page", "module"), [(p, m) for p in IN_A_FOLDER
+@pytest.mark.parametrize(("page", "module"), [pytest.param(p, m, id=f"{p.name}-{m}") for p in IN_A_FOLDER
                                               for m in sorted({b.needs for b in blocks(p) if b.needs})])
 def test_blocks_that_need_an_optional_package(page: Path, module: str, tmp_path: Path) -> None:
     """The page once more with the blocks that need ``module``, where it is installed."""
