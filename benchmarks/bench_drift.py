@@ -1,8 +1,8 @@
-"""Does the drift budget hold on an unchanged model? The README's drift example, quiet and busy.
+"""Does the drift budget hold on an unchanged model? The drift example of docs/measurement.md, quiet and busy.
 
     .venv/bin/python benchmarks/bench_drift.py [--trials 8] [--loads quiet,busy] [--model tiny_mlp]
 
-Copies a shipped model into a throw-away project with the README's drift test
+Copies a shipped model into a throw-away project with the drift test of docs/measurement.md
 (``max_drift=1.5`` on onnxruntime-cpu, default settings: 3 fresh processes), records its golden,
 then runs ``pytest --edge-report`` ``--trials`` times per load. "busy" is another process spinning on
 one core for the whole run, as on a shared CI runner. Prints each run's drift (the geometric mean

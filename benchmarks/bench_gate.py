@@ -4,7 +4,7 @@
 
 Builds a throw-away project with two ONNX MLPs (about 0.5 ms and 30 us on onnxruntime-cpu) and
 their 1.5x slower twins (hidden layer 1.5x wider, same signature), records a baseline report on a
-quiet machine, then runs the README's gate lines ``--trials`` times per (mode, load, variant):
+quiet machine, then runs the documented gate lines (docs/index.md) ``--trials`` times per (mode, load, variant):
 
 - stored: ``pytest --edge-baseline=base.json --edge-max-regression=10%``
 - ab:     ``pytest --edge-baseline-models=main --edge-max-regression=10%`` (both artifacts in one job)
@@ -14,7 +14,7 @@ Prints, per row, how many runs passed, failed, and were inconclusive (passed wit
 Wanted: unchanged never fails; slower is caught every time in A/B mode, and in stored mode on a
 quiet machine.
 
-``--shipped`` runs the README walkthrough's stored gate instead: the shipped tiny_cnn (.onnx,
+``--shipped`` runs the walkthrough's (docs/index.md) stored gate instead: the shipped tiny_cnn (.onnx,
 .tflite, .pte) on every backend, unchanged, against a baseline from a run just before (the case a
 CI run of this repository once failed: LiteRT and ExecuTorch "+20 % to +50 %" slower).
 """

@@ -1,6 +1,6 @@
 """The merge gate: does this measurement regress against a baseline? Pure logic, no pytest.
 
-Two modes (README "The merge gate"):
+Two modes (docs/gate.md):
 
 - **A/B** (``--edge-baseline-models=DIR``): the artifact and its twin from DIR were measured as
   pairs of fresh processes in this job (A B A B ...), under the same load; a paired test decides.

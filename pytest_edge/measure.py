@@ -133,7 +133,7 @@ def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> d
 # model's runs, once per PROBE_EVERY_NS of timing and a few times around the window. Its median
 # tells how fast this machine ran at that moment, whatever slowed it: other processes, other
 # virtual machines on the same host (invisible in /proc/stat), CPU frequency. The merge gate
-# compares it with the baseline's probe (README "The merge gate").
+# compares it with the baseline's probe (docs/gate.md).
 PROBE_EVERY_NS = 5_000_000
 PROBE_AROUND = 5
 _PROBE_LOOP = 2000

@@ -1,5 +1,5 @@
 """Timing and memory of a loaded model in fresh worker processes, and the regression gate that
-compares them with a baseline (README "Measurement", "The merge gate")."""
+compares them with a baseline (docs/measurement.md, docs/gate.md)."""
 
 from __future__ import annotations
 

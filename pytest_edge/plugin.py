@@ -27,11 +27,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("edge", "pytest-edge: deployment conformance of on-device models")
     for option in edge_settings.OPTIONS:
         if option.flag:
+            # argparse %-formats help texts: a bare "10%" would make `pytest --help` raise.
+            text = f"{option.help} (ini: {option.ini})".replace("%", "%%")
             if option.takes_value:
-                group.addoption(option.flag, dest=option.ini, default=None, help=f"{option.help} (ini: {option.ini})")
+                group.addoption(option.flag, dest=option.ini, default=None, help=text)
             else:
-                group.addoption(option.flag, dest=option.ini, action="store_true", default=None,
-                                help=f"{option.help} (ini: {option.ini})")
+                group.addoption(option.flag, dest=option.ini, action="store_true", default=None, help=text)
         parser.addini(option.ini, option.help, type=option.kind, default=option.default)
     group.addoption("--edge-device", dest="edge_device", action="append", default=[], metavar="NAME=COMMAND",
                     help="a device whose backends are BACKEND@NAME (repeatable; ini: edge_devices)")
@@ -54,7 +55,7 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "edge(model=None, **budgets): check a model on every available backend against golden "
-        "outputs and budgets (see pytest-edge's README)")
+        "outputs and budgets (see pytest-edge's docs/marker.md)")
     settings = settings_from_config(config)
     # Only names the user typed on this run: listing backends imports onnxruntime, which a
     # session that never uses the marker should not pay for.

@@ -2,7 +2,7 @@
 
 The core builds records; the plugin only tells it pytest's outcome. A record's verdict is decided
 here, in :meth:`Record.conclude`, and nowhere else. ``to_json``/``from_json`` keep the report's
-field names (README "Reports and CI"); fields a report has that this version does not know are kept
+field names (docs/reports.md); fields a report has that this version does not know are kept
 in ``extra`` and written back unchanged.
 """
 

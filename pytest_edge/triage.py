@@ -1,4 +1,4 @@
-"""Where to look when a backend disagrees with the golden (README "Accuracy triage"): run the same
+"""Where to look when a backend disagrees with the golden (docs/triage.md): run the same
 artifact without the delegate, then name the first operator whose output diverges. A backend
 without such a sibling whose runtime exposes every node output in several configurations (ONNX
 Runtime: optimized, unoptimized, onnx.reference) is compared with itself node by node; ExecuTorch,

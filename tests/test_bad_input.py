@@ -709,7 +709,7 @@ def test_bad_tflite_bytes(tmp_path: Path, backend: str, what: str, make: Any, pa
     path = tmp_path / "model.tflite"
     path.write_bytes(make((FIXTURES / "tiny_mlp.tflite").read_bytes()))
     if what == "truncated" and get_backend(backend).distribution == "tflite-runtime":
-        # tflite-runtime 2.14 has no flatbuffer verifier: a truncated model may load (README, Known
+        # tflite-runtime 2.14 has no flatbuffer verifier: a truncated model may load (docs/design.md, Known
         # limits) or crash its worker; either way this process and its session go on.
         try:
             _load(backend, path)

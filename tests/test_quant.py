@@ -22,7 +22,7 @@ from pytest_edge.quant import (
 )
 
 # quant.py falls back to tflite-runtime too, but its 2.14 kernels are not what these numbers were checked on,
-# and it has no flatbuffer verifier: the truncated-file case crashes the process (README "Known limits").
+# and it has no flatbuffer verifier: the truncated-file case crashes the process (docs/design.md, "Known limits").
 pytest.importorskip("ai_edge_litert.interpreter")
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

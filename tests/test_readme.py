@@ -1,9 +1,18 @@
-"""Every code block of the README runs: the "Use it in your project" walkthrough in a new project
-with a new virtual environment, the other Python examples on their own, the first commands by
-what runs them (CI)."""
+"""Every code block of README.md and docs/*.md runs. Each page runs its blocks one of three ways:
+
+- the walkthrough (docs/index.md): in order, in a new project with a new virtual environment;
+- a page that runs in a folder (docs/export.md): its Python blocks in order as one script, in a
+  fresh folder, with its file blocks (first line ``# path``) written there and its bash blocks run
+  there; a block right after ``<!-- needs: MODULE -->`` runs only where MODULE imports (the page is
+  run once more with it, or that run is skipped with the reason);
+- every other page: bash blocks from the repository root (a ``text`` block right after one shows
+  its output, whose last line must be printed), Python examples on their own, test examples
+  (``@pytest.mark.edge``) as tests on the shipped models, JSON as reports, TOML as configurations.
+The first block of the README is the commands CI runs."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -11,63 +20,81 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-WALKTHROUGH = "## Use it in your project"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+WALKTHROUGH = ROOT / "docs/index.md"
+IN_A_FOLDER = [ROOT / "docs/export.md"]
 _BLOCK = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
+_NEEDS = re.compile(r"^<!-- needs: (\w+) -->$")
 
 
-def blocks() -> list[tuple[str, str, str]]:
-    """(section heading, language, code) of every fenced block, in order."""
-    text = README.read_text()
+class Block(NamedTuple):
+    page: Path
+    lang: str
+    code: str
+    needs: str | None  # a module the block runs only with (``<!-- needs: MODULE -->`` above it)
+
+
+def blocks(page: Path | None = None) -> list[Block]:
+    """Every fenced block of one page, or of every page, in order."""
     found = []
-    for match in _BLOCK.finditer(text):
-        headings = re.findall(r"^## .*$", text[:match.start()], re.M)
-        indent = len(match.group(1))
-        code = "\n".join(line[indent:] for line in match.group(3).splitlines())
-        found.append((headings[-1] if headings else "", match.group(2), code))
+    for path in [page] if page else PAGES:
+        text = path.read_text()
+        for match in _BLOCK.finditer(text):
+            indent = len(match.group(1))
+            code = "\n".join(line[indent:] for line in match.group(3).splitlines())
+            needs = _NEEDS.search(text[:match.start()].rstrip().rpartition("\n")[2])
+            found.append(Block(path, match.group(2), code, needs.group(1) if needs else None))
     return found
 
 
+def _elsewhere(lang: str) -> list[Block]:
+    """The blocks of one language on the pages that run from the repository root."""
+    return [b for b in blocks() if b.lang == lang and b.page != WALKTHROUGH and b.page not in IN_A_FOLDER]
+
+
 def test_every_block_has_a_language_and_the_first_commands_are_what_ci_runs() -> None:
-    assert all(lang for _, lang, _ in blocks()), "a block without a language cannot be run"
-    first = blocks()[0][2]
+    assert all(b.lang for b in blocks()), [b.page.name for b in blocks() if not b.lang]
+    first = blocks(README)[0].code
     assert "bash scripts/demo.sh" in first and "bash scripts/test.sh" in first
     assert "bash scripts/test.sh" in (ROOT / ".ci/run").read_text()
     assert "scripts/demo.sh" in (ROOT / "scripts/test.sh").read_text()
-    assert "../shared" not in README.read_text(), "the README must stand alone"
+    for page in PAGES:
+        assert "../shared" not in page.read_text(), f"{page.name}: the documentation must stand alone"
 
 
-def test_command_examples_outside_the_walkthrough_run() -> None:
-    """A bash block outside the walkthrough (and the first commands) runs from the repository root
-    with this environment's Python; a ``text`` block right after it shows its output, whose last
-    line (the verdict) must be in what the command printed."""
+def test_command_examples_run_from_the_repository_root() -> None:
+    """A bash block (but the README's first) runs from the repository root with this environment's
+    Python; a ``text`` block right after it shows its output, whose last line (the verdict) must be
+    in what the command printed."""
     found = blocks()
-    commands = [(index, code) for index, (section, lang, code) in enumerate(found)
-                if lang == "bash" and index > 0 and section != WALKTHROUGH]
+    commands = [(i, b) for i, b in enumerate(found) if b in _elsewhere("bash") and b != blocks(README)[0]]
     assert commands
-    for index, code in commands:
-        code = code.replace(".venv/bin/python", shlex.quote(sys.executable))
+    for index, block in commands:
+        code = block.code.replace(".venv/bin/python", shlex.quote(sys.executable))
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=ROOT, capture_output=True, text=True,
                               timeout=300)
-        assert done.returncode == 0, f"README block failed:\n{code}\n{done.stdout}{done.stderr}"
-        if index + 1 < len(found) and found[index + 1][1] == "text":
-            verdict = found[index + 1][2].strip().splitlines()[-1]
-            assert verdict in done.stdout, f"README shows {verdict!r}; the command printed:\n{done.stdout}"
+        assert done.returncode == 0, f"{block.page.name} block failed:\n{code}\n{done.stdout}{done.stderr}"
+        after = found[index + 1] if index + 1 < len(found) else None
+        if after and after.page == block.page and after.lang == "text":
+            verdict = after.code.strip().splitlines()[-1]
+            assert verdict in done.stdout, f"{block.page.name} shows {verdict!r}; the command printed:\n{done.stdout}"
 
 
-def test_python_examples_outside_the_walkthrough_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # examples name files from the repository root
-    examples = [code for section, lang, code in blocks() if lang == "python" and section != WALKTHROUGH
-                and "@pytest.mark.edge" not in code]
+    examples = [b for b in _elsewhere("python") if "@pytest.mark.edge" not in b.code]
     assert examples
-    for code in examples:
+    for block in examples:
         namespace: dict = {"__name__": "readme_example"}
-        exec(compile(code, str(README), "exec"), namespace)  # noqa: S102 - our own README
+        exec(compile(block.code, str(block.page), "exec"), namespace)  # noqa: S102 - our own docs
         if "backends" in namespace:  # an entry-point callable returns Backend objects
             from pytest_edge.backends import Backend
 
@@ -76,9 +103,8 @@ def test_python_examples_outside_the_walkthrough_run(tmp_path: Path, monkeypatch
 
 @pytest.mark.timing
 def test_test_examples_pass_on_the_shipped_models(pytester: pytest.Pytester, models: Path) -> None:
-    """README blocks that are tests run as tests, against the real runtimes."""
-    examples = [code for section, lang, code in blocks() if lang == "python" and section != WALKTHROUGH
-                and "@pytest.mark.edge" in code]
+    """Blocks that are tests run as tests, against the real runtimes."""
+    examples = [b.code for b in _elsewhere("python") if "@pytest.mark.edge" in b.code]
     assert examples
     for index, code in enumerate(examples):
         pytester.makepyfile(**{f"test_readme_example_{index}": code})
@@ -89,7 +115,7 @@ def test_test_examples_pass_on_the_shipped_models(pytester: pytest.Pytester, mod
 def test_json_examples_are_reports_pytest_edge_reads(tmp_path: Path) -> None:
     from pytest_edge.report import load_report
 
-    examples = [code for _, lang, code in blocks() if lang == "json"]
+    examples = [b.code for b in blocks() if b.lang == "json"]
     assert examples
     for index, code in enumerate(examples):
         path = tmp_path / f"example{index}.json"
@@ -102,7 +128,7 @@ def test_toml_examples_are_configurations_pytest_edge_reads() -> None:
 
     from pytest_edge.settings import OPTIONS, parse_devices
 
-    examples = [code for section, lang, code in blocks() if lang == "toml"]
+    examples = [b.code for b in blocks() if b.lang == "toml"]
     assert examples
     known = {o.ini for o in OPTIONS}
     for code in examples:
@@ -111,6 +137,76 @@ def test_toml_examples_are_configurations_pytest_edge_reads() -> None:
         if "edge_devices" in options:
             lines = [line for line in options["edge_devices"].splitlines() if line.strip()]
             assert parse_devices(lines)
+
+
+def test_the_command_line_page_names_every_option() -> None:
+    from pytest_edge.settings import OPTIONS
+
+    page = (ROOT / "docs/cli.md").read_text()
+    for option in OPTIONS:
+        assert f"`{option.ini}`" in page, option.ini
+        assert option.flag is None or f"`{option.flag}" in page, option.flag
+    assert "`--edge-device" in page and "`--edge-update-golden`" in page
+
+
+def _missing(module: str) -> str | None:
+    return None if importlib.util.find_spec(module) else f"{module} is not installed here"
+
+
+def _run(command: list[str], folder: Path, what: str) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID")}
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{what} failed:\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
+
+
+def _run_in_a_folder(page: Path, folder: Path, optional: str | None) -> None:
+    """The page's blocks in order, in ``folder``: consecutive Python blocks as one script in a fresh
+    process (one namespace, as a reader runs them one after another), file blocks written, bash
+    blocks run there with this environment's Python (for ``.venv/bin/python`` and ``pytest``)."""
+    script: list[str] = []
+
+    def run_script() -> None:
+        if script:
+            (folder / "_page.py").write_text("\n\n".join(script) + "\n")
+            _run([sys.executable, "_page.py"], folder, f"the Python blocks of {page.name} (as _page.py)")
+            script.clear()
+
+    for block in blocks(page):
+        if block.needs not in (None, optional):
+            continue
+        first = block.code.splitlines()[0]
+        if block.lang in ("toml", "python") and re.match(r"# [\w./-]+\.(py|toml)$", first):
+            path = folder / first[2:]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(block.code + "\n")
+        elif block.lang == "python":
+            script.append(block.code)
+        elif block.lang == "bash":
+            run_script()
+            python = shlex.quote(sys.executable)
+            code = re.sub(r"(?<![\w/])\.venv/bin/(pytest|python)\b",
+                          lambda m: f"{python} -m pytest" if m.group(1) == "pytest" else python, block.code)
+            _run(["bash", "-euo", "pipefail", "-c", code], folder, f"{page.name} block\n{code}")
+    run_script()
+
+
+@pytest.mark.parametrize("page", IN_A_FOLDER, ids=lambda p: p.name)
+def test_pages_run_in_a_fresh_folder(page: Path, tmp_path: Path) -> None:
+    for module in ("torch", "executorch", "onnxscript", "onnxruntime"):
+        if _missing(module):
+            pytest.skip(f"{page.name} exports with torch, ExecuTorch and onnxscript: {_missing(module)}")
+    _run_in_a_folder(page, tmp_path, None)
+
+
+@pytest.mark.parametrize(("page", "module"), [pytest.param(p, m, id=f"{p.name}-{m}") for p in IN_A_FOLDER
+                                              for m in sorted({b.needs for b in blocks(p) if b.needs})])
+def test_blocks_that_need_an_optional_package(page: Path, module: str, tmp_path: Path) -> None:
+    """The page once more with the blocks that need ``module``, where it is installed."""
+    for needed in ("torch", "executorch", "onnxscript", "onnxruntime", module):
+        if _missing(needed):
+            pytest.skip(f"the blocks of {page.name} that need {module} do not run: {_missing(needed)}")
+    _run_in_a_folder(page, tmp_path, module)
 
 
 def _dependency_view(target: Path) -> Path:
@@ -166,9 +262,7 @@ def test_walkthrough_from_an_empty_project(tmp_path: Path) -> None:
     (site / "edge-deps.pth").write_text(str(_dependency_view(tmp_path)) + "\n")
 
     outputs = []
-    for section, lang, code in blocks():
-        if section != WALKTHROUGH:
-            continue
+    for _, lang, code, _ in blocks(WALKTHROUGH):
         first = code.splitlines()[0]
         if lang in ("toml", "python") and first.startswith("# "):
             path = project / first[2:].strip()
@@ -176,9 +270,13 @@ def test_walkthrough_from_an_empty_project(tmp_path: Path) -> None:
             path.write_text(code + "\n")
             continue
         assert lang == "bash", f"a walkthrough block of {lang!r} must name its file on its first line"
+        started = time.perf_counter()
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=project, env=env,
                               capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, f"README block failed:\n{code}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+        # How long each step took (shown with -rP): docs/ci.md quotes these figures.
+        lines = code.splitlines()
+        print(f"{time.perf_counter() - started:6.1f} s  {next((x for x in lines if 'pytest' in x), lines[0])}")
+        assert done.returncode == 0, f"walkthrough block failed:\n{code}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
         outputs.append(done.stdout)
     text = "\n".join(outputs)
     assert (project / "golden/tiny_cnn/meta.json").is_file()

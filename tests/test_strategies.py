@@ -28,7 +28,7 @@ def test_drawn_inputs_fit_the_signature(data) -> None:
 
 
 def test_backends_agree_on_any_input(pytester: pytest.Pytester, models: Path) -> None:
-    """The README's property test, run against the real runtimes; and it can fail: a tolerance of
+    """The property test of docs/triage.md, run against the real runtimes; and it can fail: a tolerance of
     zero between a delegate and another runtime is caught with the counterexample."""
     pytester.makepyfile("""
         import numpy as np, pytest

@@ -1,4 +1,4 @@
-"""ExecuTorch intermediates through ETDump, for triage (README "Accuracy triage"): the ``.pte`` run
+"""ExecuTorch intermediates through ETDump, for triage (docs/triage.md): the ``.pte`` run
 once more with an event tracer and a debug buffer, the logged tensors mapped to the execution plan's
 values, and non-delegated kernels re-run with PyTorch on the inputs they received. Runs in the
 executorch worker only, on a mismatch."""

@@ -1,4 +1,4 @@
-"""ONNX Runtime intermediates for per-node triage (README "Accuracy triage"): every node output of
+"""ONNX Runtime intermediates for per-node triage (docs/triage.md): every node output of
 the graph exposed and computed with the session's optimizations, with ORT_DISABLE_ALL and with
 onnx.reference. Runs in the onnxruntime worker only, on a mismatch."""
 
