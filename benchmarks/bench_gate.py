@@ -80,11 +80,15 @@ def main() -> int:
     parser.add_argument("--modes", default="stored,ab")
     parser.add_argument("--loads", default="quiet,busy")
     parser.add_argument("--keep", action="store_true", help="keep the project folder and print its path")
-    parser.add_argument("--shipped", action="store_true", help="tiny_cnn on every backend, stored gate, unchanged")
+    parser.add_argument("--shipped", action="store_true",
+                        help="tiny_cnn on every backend, unchanged, with the walkthrough's gate commands (--modes)")
+    parser.add_argument("--gate-p99", default="", metavar="PCT",
+                        help="also gate P99 in A/B mode with this threshold (--edge-gate-p99), e.g. 25%%")
     args = parser.parse_args()
     project = Path(tempfile.mkdtemp(prefix="edge-gate-"))
+    extra = [f"--edge-gate-p99={args.gate_p99}"] if args.gate_p99 else []
     if args.shipped:
-        return shipped(project, args.trials, args.loads.split(","))
+        return shipped(project, args.trials, args.loads.split(","), args.modes.split(","), extra)
     for folder, extra in (("main", 1.0), ("slow", 1.5)):
         (project / folder).mkdir()
         for name, batch, width, hidden in MODELS:
@@ -110,7 +114,7 @@ def main() -> int:
                         gate = (["--edge-baseline=base.json"] if mode == "stored" else
                                 ["--edge-baseline-models=main"])
                         code, out = pytest_run(project, variant, f"--edge-golden-dir=golden_{variant}",
-                                               *gate, "--edge-max-regression=10%", "-W", "default")
+                                               *gate, "--edge-max-regression=10%", "-W", "default", *extra)
                         if code not in (0, 1):
                             print(out)
                             raise SystemExit(f"pytest exited {code}")
@@ -143,26 +147,32 @@ def test_classifier(edge_model):
 """
 
 
-def shipped(project: Path, trials: int, loads: list[str]) -> int:
-    """The walkthrough's stored gate on the shipped tiny_cnn, every backend, unchanged: per load,
-    how many runs passed, failed, were inconclusive; and the machine probe's ratio to the baseline."""
+def shipped(project: Path, trials: int, loads: list[str], modes: list[str], extra: list[str]) -> int:
+    """The walkthrough's gate commands on the shipped tiny_cnn, every backend, unchanged: the A/B
+    gate against a copy of the models (``../main-models/models`` in the walkthrough) and the stored
+    gate against a report from a run just before; per mode and load, how many runs passed, failed,
+    were inconclusive; and the machine probe's ratio to the stored baseline."""
     fixtures = Path(__file__).resolve().parent.parent / "fixtures"
     (project / "models").mkdir()
     for suffix in (".onnx", ".tflite", ".pte"):
         (project / "models" / f"tiny_cnn{suffix}").write_bytes((fixtures / f"tiny_cnn{suffix}").read_bytes())
+    (project / "main-models").mkdir()
+    for path in (project / "models").iterdir():
+        (project / "main-models" / path.name).write_bytes(path.read_bytes())
     (project / "test_shipped.py").write_text(SHIPPED_TEST)
     code, out = pytest_run(project, "models", "--edge-update-golden")
     assert code == 0, out
     code, out = pytest_run(project, "models", "--edge-measure", "--edge-report=base.json")
     assert code == 0, out
-    print(f"{'load':6} {'passed':>6} {'failed':>6} {'inconclusive':>12}  machine probe / baseline's")
-    for load in loads:
+    print(f"{'mode':7} {'load':6} {'passed':>6} {'failed':>6} {'inconclusive':>12}  machine probe / baseline's")
+    for mode, load in ((m, lo) for m in modes for lo in loads):
         spinner = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if load == "busy" else None)
         counts, probes = {"passed": 0, "failed": 0, "inconclusive": 0}, []
+        gate_args = ["--edge-baseline=base.json"] if mode == "stored" else ["--edge-baseline-models=main-models"]
         try:
             for _ in range(trials):
-                code, out = pytest_run(project, "models", "--edge-baseline=base.json", "--edge-max-regression=10%",
-                                       "--edge-report=gate.json", "-W", "default")
+                code, out = pytest_run(project, "models", *gate_args, "--edge-max-regression=10%",
+                                       "--edge-report=gate.json", "-W", "default", *extra)
                 gate = re.search(r"merge gate .*: (\d+) compared, (\d+) regressed, (\d+) inconclusive", out)
                 assert code in (0, 1) and gate, out
                 counts["failed" if code == 1 else "inconclusive" if int(gate.group(3)) else "passed"] += 1
@@ -173,7 +183,8 @@ def shipped(project: Path, trials: int, loads: list[str]) -> int:
             if spinner is not None:
                 spinner.kill()
         spread = f"{min(probes):.2f}x .. {max(probes):.2f}x" if all(probes) else "n/a"
-        print(f"{load:6} {counts['passed']:6} {counts['failed']:6} {counts['inconclusive']:12}  {spread}", flush=True)
+        print(f"{mode:7} {load:6} {counts['passed']:6} {counts['failed']:6} {counts['inconclusive']:12}  {spread}",
+              flush=True)
     return 0
 
 
