@@ -62,7 +62,8 @@ class EdgeSession:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.store = GoldenStore(settings.golden_dir)
-        self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices)
+        self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices,
+                               device_cache=settings.device_cache)
         self.measurer = Measurer(settings, self.pool)
         self.loaded: dict[str, ModelInfo] = {}
         # Keyed by (model, input set): each input set of a model has its own golden.
