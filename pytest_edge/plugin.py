@@ -291,6 +291,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(
             "note: some timings ran under load (other processes kept more than half a core busy; see "
             "timing_under_load in the report): their latency figures are noisier than on an idle machine")
+    not_judged = sorted({r["backend"] for r in records if r.get("timing_not_judged")})
+    if not_judged:
+        terminalreporter.write_line(
+            f"note: latency, load time and memory of {', '.join(not_judged)} were recorded, not judged against "
+            "budgets or baselines (emulated device: timing and memory are not the target's; "
+            "edge_judge_emulated_timing = true judges them)")
     if edge.inconclusive:
         terminalreporter.write_line(
             f"note: {edge.inconclusive} latency regression(s) against the stored baseline were inconclusive "
