@@ -153,6 +153,11 @@ def read_manifest(folder: Path) -> dict | None:
     return manifest if isinstance(manifest, dict) and isinstance(manifest.get("files"), dict) else None
 
 
+def size_mb(folder: Path) -> float:
+    """The device folder's size by its manifest."""
+    return sum(size for size, _ in (read_manifest(folder) or {"files": {}})["files"].values()) / 2**20
+
+
 def damage(folder: Path, full: bool = False) -> str | None:
     """What is wrong with a device folder (None: intact). Sizes always; content with ``full``."""
     manifest = read_manifest(folder)
