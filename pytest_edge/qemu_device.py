@@ -12,7 +12,6 @@ own source travels beside it, keyed by its content, so editing pytest-edge rebui
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -23,12 +22,12 @@ import shutil
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from . import __version__
+from .device_folder import damage, locked, read_manifest, remove, write_manifest
 
 KIND = "qemu:"
 ARCHES = {"aarch64": "arm64"}  # QEMU's name -> Debian's
@@ -41,7 +40,7 @@ RUNTIME_DISTRIBUTIONS = ["onnxruntime", "ai-edge-litert", "onnx", "numpy"]
 NOT_PROVISIONED = {"executorch": "ExecuTorch is not provisioned on qemu devices: its aarch64 wheel needs torch's "
                                  "(~430 MB), too slow to install and start under emulation"}
 EMULATED_ENV = "PYTEST_EDGE_EMULATED"  # set by the launcher; the device worker reports it
-RECIPE_VERSION = 1  # bump when the folder layout or the way it is built changes
+RECIPE_VERSION = 2  # bump when the folder layout or the way it is built changes
 Progress = Callable[[str], None]
 
 
@@ -118,86 +117,6 @@ def tool_problem() -> str | None:
     return None
 
 
-# ------------------------------------------------------------------ the folder and its manifest
-
-MANIFEST = "manifest.json"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _files(folder: Path) -> Iterator[Path]:
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")  # bytecode comes and goes
-        for name in sorted(names):
-            path = Path(root) / name
-            if path.is_file() and not path.is_symlink() and name != MANIFEST:
-                yield path
-
-
-def write_manifest(folder: Path, facts: dict) -> None:
-    files = {str(p.relative_to(folder)): [p.stat().st_size, _sha256(p)] for p in _files(folder)}
-    (folder / MANIFEST).write_text(json.dumps({**facts, "files": files}, indent=1, sort_keys=True))
-
-
-def read_manifest(folder: Path) -> dict | None:
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("files"), dict) else None
-
-
-def size_mb(folder: Path) -> float:
-    """The device folder's size by its manifest."""
-    return sum(size for size, _ in (read_manifest(folder) or {"files": {}})["files"].values()) / 2**20
-
-
-def damage(folder: Path, full: bool = False) -> str | None:
-    """What is wrong with a device folder (None: intact). Sizes always; content with ``full``."""
-    manifest = read_manifest(folder)
-    if manifest is None:
-        return f"{folder / MANIFEST} is missing or unreadable (a provisioning that did not finish)"
-    for name, (size, digest) in manifest["files"].items():
-        path = folder / name
-        try:
-            actual = path.stat().st_size
-        except OSError:
-            return f"{path} is missing"
-        if actual != size:
-            return f"{path} has {actual} bytes, the manifest says {size}"
-        if full and _sha256(path) != digest:
-            return f"{path} has sha256 {_sha256(path)}, the manifest says {digest}"
-    return None
-
-
-@contextmanager
-def _locked(path: Path, progress: Progress, what: str) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress(f"waiting for another session that is provisioning {what} ...")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _remove(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path)
-
-
 # ------------------------------------------------------------------ building
 
 def _run(argv: list[str], what: str) -> str:
@@ -216,10 +135,7 @@ def _mirror() -> list[str]:
     return [mirror] if mirror else []
 
 
-def _build(recipe: Recipe, target: Path, progress: Progress) -> dict:
-    """Everything of the device folder into ``target`` (a fresh temporary folder); its facts."""
-    started = time.monotonic()
-    target.mkdir(parents=True)
+def _build_qemu(recipe: Recipe, target: Path, progress: Progress) -> dict:
     extract = target / "qemu-extract"
     progress(f"unpacking qemu-user-static from Debian {recipe.qemu_suite} (mmdebstrap) ...")
     _run(["mmdebstrap", "--variant=extract", "--include=qemu-user-static", "--quiet", recipe.qemu_suite,
@@ -227,18 +143,25 @@ def _build(recipe: Recipe, target: Path, progress: Progress) -> dict:
     binary = extract / "usr" / "bin" / f"qemu-{recipe.arch}"
     if not binary.is_file():
         raise ProvisionError(f"Debian's qemu-user-static ({recipe.qemu_suite}) has no {binary.name}")
-    shutil.copy2(binary.resolve(), target / f"qemu-{recipe.arch}")
-    _remove(extract)
-    version = _run([str(target / f"qemu-{recipe.arch}"), "--version"], "qemu --version").split()[2]
+    (target / "qemu").mkdir()
+    shutil.copy2(binary.resolve(), target / "qemu" / binary.name)
+    remove(extract)
+    version = _run([str(target / "qemu" / binary.name), "--version"], "qemu --version").split()[2]
+    return {"qemu_version": version}
 
+
+def _build_rootfs(recipe: Recipe, target: Path, progress: Progress) -> dict:
     progress(f"unpacking Python {recipe.python} for {ARCHES[recipe.arch]} from Debian {recipe.suite} (mmdebstrap) ...")
     packages = [f"python{recipe.python}", *ROOTFS_PACKAGES]
     _run(["mmdebstrap", f"--arch={ARCHES[recipe.arch]}", "--variant=extract", "--quiet",
           f"--include={','.join(packages)}", recipe.suite, str(target / "rootfs"), *_mirror()],
          "unpacking the arm64 root filesystem")
     for junk in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info", "dev", "var/cache"):
-        _remove(target / "rootfs" / junk)  # device nodes and documentation: nothing the worker opens
+        remove(target / "rootfs" / junk)  # device nodes and documentation: nothing the worker opens
+    return {}
 
+
+def _build_site(recipe: Recipe, target: Path, progress: Progress) -> dict:
     pins = [f"{name}=={version}" for name, version in recipe.wheels]
     progress(f"downloading {recipe.arch} wheels from PyPI: {', '.join(pins)} ...")
     platforms = [f"manylinux_2_{minor}_{recipe.arch}" for minor in range(36, 16, -1)] + [f"manylinux2014_{recipe.arch}"]
@@ -246,7 +169,11 @@ def _build(recipe: Recipe, target: Path, progress: Progress) -> dict:
           "--target", str(target / "site"), "--python-version", recipe.python, "--implementation", "cp",
           "--only-binary=:all:", *(a for p in platforms for a in ("--platform", p)), *pins],
          f"pip install of the {recipe.arch} wheels")
-    return {"recipe": asdict(recipe), "qemu_version": version, "built_s": round(time.monotonic() - started, 1)}
+    return {}
+
+
+# The parts of a device folder, each built on its own: a damaged one is rebuilt, the others kept.
+COMPONENTS = {"qemu": _build_qemu, "rootfs": _build_rootfs, "site": _build_site}
 
 
 def _plugin_source() -> tuple[Path, str]:
@@ -265,7 +192,7 @@ def _ship_plugin(root: Path) -> Path:
     if folder.is_dir():
         return folder
     temporary = root / "plugins" / f".tmp-{digest}-{os.getpid()}"
-    _remove(temporary)
+    remove(temporary)
     shutil.copytree(package, temporary / "pytest_edge", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     info = temporary / f"pytest_edge-{__version__}.dist-info"
     info.mkdir()
@@ -300,7 +227,7 @@ class Device:
                "PYTEST_EDGE_CACHE": str(self.artifacts), EMULATED_ENV: f"qemu-user {self.qemu_version}",
                "QEMU_LD_PREFIX": str(rootfs)}
         return shlex.join(["env", "-u", "PYTHONHOME", "-u", "PYTHONSTARTUP",
-                           *(f"{k}={v}" for k, v in env.items()), str(self.folder / f"qemu-{self.arch}"),
+                           *(f"{k}={v}" for k, v in env.items()), str(self.folder / "qemu" / f"qemu-{self.arch}"),
                            str(rootfs / "usr" / "bin" / f"python{self.python}"), "-m", "pytest_edge.worker", "--stdio"])
 
 
@@ -309,7 +236,7 @@ def state(root: Path, recipe: Recipe) -> str:
     folder = root / recipe.key
     if not folder.exists():
         return "absent"
-    problem = damage(folder)
+    problem = damage(folder, COMPONENTS)[0]
     return "ready" if problem is None else f"damaged: {problem}"
 
 
@@ -321,30 +248,48 @@ def provision(root: Path, arch: str, progress: Progress = lambda line: None, ver
         raise ProvisionError(problem)
     recipe = recipe_for(arch)
     folder = root / recipe.key
-    with _locked(root / f"{recipe.key}.lock", progress, f"{folder}"):
-        problem = damage(folder, full=verify) if folder.exists() else "absent"
+    with locked(root / f"{recipe.key}.lock", progress, f"{folder}"):
+        problem, broken = damage(folder, COMPONENTS, full=verify) if folder.exists() else ("absent", set(COMPONENTS))
         if problem is not None:
             tool = tool_problem()
             if tool:
                 raise ProvisionError(tool)
-            if problem != "absent":
-                progress(f"device folder {folder} is damaged ({problem}); rebuilding it")
-            for leftover in root.glob(f".tmp-{recipe.key}-*"):  # of a session killed while building
-                _remove(leftover)
-            temporary = root / f".tmp-{recipe.key}-{os.getpid()}"
-            progress(f"provisioning a {KIND}{arch} device into {folder} (once; later sessions reuse it)")
-            try:
-                facts = _build(recipe, temporary, progress)
-                progress("writing the manifest (size and sha256 of every file) ...")
-                write_manifest(temporary, facts)
-                _remove(folder)
-                os.replace(temporary, folder)
-            finally:
-                _remove(temporary)
-            progress(f"device ready in {facts['built_s']:.0f} s: {folder}")
+            _rebuild(recipe, root, folder, problem, broken, progress)
         plugin = _ship_plugin(root)
     manifest = read_manifest(folder) or {}
     return Device(folder, plugin, arch, recipe.python, str(manifest.get("qemu_version", "?")), root / "artifacts")
+
+
+def _rebuild(recipe: Recipe, root: Path, folder: Path, problem: str, broken: set[str], progress: Progress) -> None:
+    """Build the ``broken`` parts in a temporary folder beside the intact ones (hard links of the
+    old folder's files), write the manifest, then swap it in: nothing half-built is ever used."""
+    for leftover in [*root.glob(f".tmp-{recipe.key}-*"), *root.glob(f".old-{recipe.key}-*")]:
+        remove(leftover)  # of a session killed while building (the lock says none is building now)
+    started = time.monotonic()
+    temporary = root / f".tmp-{recipe.key}-{os.getpid()}"
+    facts = {"recipe": asdict(recipe), **{k: v for k, v in (read_manifest(folder) or {}).items() if k != "files"}}
+    if problem == "absent":
+        progress(f"provisioning a {KIND}{recipe.arch} device into {folder} (once; later sessions reuse it)")
+        temporary.mkdir(parents=True)
+    else:
+        progress(f"device folder {folder} is damaged ({problem}); rebuilding its {', '.join(sorted(broken))}")
+        shutil.copytree(folder, temporary, symlinks=True, copy_function=os.link,
+                        ignore=lambda where, names: [n for n in names if Path(where) == folder and n in broken])
+    old = root / f".old-{recipe.key}-{os.getpid()}"
+    try:
+        for part in COMPONENTS:
+            if part in broken:
+                facts.update(COMPONENTS[part](recipe, temporary, progress))
+        progress("writing the manifest (size and sha256 of every file) ...")
+        facts["built_s"] = round(time.monotonic() - started, 1)
+        write_manifest(temporary, facts)
+        if folder.exists():
+            os.replace(folder, old)
+        os.replace(temporary, folder)
+    finally:
+        remove(temporary)
+        remove(old)
+    progress(f"device ready in {facts['built_s']:.0f} s: {folder}")
 
 
 def unavailable_reason(command: str, distribution: str, root: Path) -> str | None:
