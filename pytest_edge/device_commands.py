@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import qemu_device
+from .device_folder import size_mb
 from .errors import EdgeError
 from .report import format_table
 
@@ -73,7 +74,7 @@ def prepare_command(args: argparse.Namespace) -> int:
             failed += 1
             continue
         print(f"{name}: ready ({command.strip()}, qemu-user {device.qemu_version}, "
-              f"{qemu_device.size_mb(device.folder):.0f} MB): {device.folder}")
+              f"{size_mb(device.folder):.0f} MB): {device.folder}")
     return 1 if failed else 0
 
 
