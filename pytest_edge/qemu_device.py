@@ -248,6 +248,9 @@ def provision(root: Path, arch: str, progress: Progress = lambda line: None, ver
         raise ProvisionError(problem)
     recipe = recipe_for(arch)
     folder = root / recipe.key
+    tool = tool_problem()
+    if tool and state(root, recipe) != "ready":
+        raise ProvisionError(tool)  # before the lock: a host that cannot provision leaves no trace
     with locked(root / f"{recipe.key}.lock", progress, f"{folder}"):
         problem, broken = damage(folder, COMPONENTS, full=verify) if folder.exists() else ("absent", set(COMPONENTS))
         if problem is not None:

@@ -211,6 +211,17 @@ def test_without_qemu_the_device_backends_skip_unless_required(
     result.stdout.fnmatch_lines([f"SKIPPED*{reason}*"])
     required = pytester.runpytest_subprocess("--edge-require=onnxruntime-cpu@arm64")
     required.assert_outcomes(passed=1, failed=1)
+    # The command line says the same: the device is absent, and preparing it names what is missing.
+    listing = pytester.run(sys.executable, "-m", "pytest_edge.cli", "device", "list")
+    assert listing.ret == 0
+    listing.stdout.fnmatch_lines(["device*kind*state*runtimes*where*",
+                                  f"arm64*qemu:aarch64*{qemu_device.host_problem() or 'absent'}*"])
+    if qemu_device.host_problem() is None:
+        listing.stdout.fnmatch_lines([f"*onnxruntime {qemu_device.recipe_for('aarch64').wheels[0][1]}*"])
+    prepare = pytester.run(sys.executable, "-m", "pytest_edge.cli", "device", "prepare")
+    assert prepare.ret == 1
+    missing = qemu_device.host_problem() or "provisioning needs mmdebstrap on PATH"
+    prepare.stderr.fnmatch_lines([f"arm64: cannot be provisioned: {missing}*"])
     assert not (pytester.path / "no-devices").exists() or not any((pytester.path / "no-devices").iterdir())
 
 
