@@ -50,9 +50,10 @@ def device_cache() -> Path:
     return root
 
 
-def _project(pytester: pytest.Pytester, cache: Path) -> None:
+def _project(pytester: pytest.Pytester, cache: Path, device_in_ini: bool = True) -> None:
     pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_processes = 1\nedge_min_time = 0\n"
-                     f"edge_device_cache = {cache}\nedge_devices =\n    arm64 = qemu:aarch64\n")
+                     f"edge_device_cache = {cache}\n"
+                     + ("edge_devices =\n    arm64 = qemu:aarch64\n" if device_in_ini else ""))
 
 
 def _device_folder(cache: Path) -> Path:
@@ -122,7 +123,7 @@ def test_cross_isa_mismatch_fails_on_the_arm_side_naming_the_isa(
         pytester: pytest.Pytester, models: Path, device_cache: Path) -> None:
     if platform.machine() != "x86_64":
         pytest.skip(f"the goldens must be recorded on x86-64 to differ from aarch64 (this is {platform.machine()})")
-    _project(pytester, device_cache)
+    _project(pytester, device_cache, device_in_ini=False)  # the device from the command line this time
     pytester.makepyfile("""
         import pytest
 
@@ -134,7 +135,7 @@ def test_cross_isa_mismatch_fails_on_the_arm_side_naming_the_isa(
         def test_int8(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-device", "arm64=qemu:aarch64")
     saturates = _host_saturates()
     # cast_overflow differs on every x86 host; the int8 model only where x86's kernel saturates
     # (AVX2 without VNNI; AVX512-VNNI and AVX-VNNI are exact, like ARM).
@@ -231,3 +232,16 @@ def test_unknown_device_kind_is_a_usage_error(pytester: pytest.Pytester, models:
     result = pytester.runpytest_subprocess()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*'qemu:riscv64' is not a device kind; known: qemu:aarch64*"])
+
+
+def test_report_compare_judges_only_coverage_of_an_emulated_record() -> None:
+    """`pytest-edge report compare` on a record whose timing was not judged (an emulated device):
+    a 10x latency and 5x memory are not regressions there, a delegate coverage drop still is."""
+    from pytest_edge.checks import check_baseline
+
+    old = {"backend": "litert@arm64", "latency_ms": {"p50": 1.0}, "peak_memory_mb": 100.0, "coverage": {"fallback": 0.0}}
+    new = {**old, "latency_ms": {"p50": 10.0}, "peak_memory_mb": 500.0, "coverage": {"fallback": 0.5}}
+    assert len(check_baseline(new, old, 0.1)) == 3
+    only = check_baseline({**new, "timing_not_judged": "emulated device: timing and memory are not the target's"},
+                          old, 0.1)
+    assert only == ["litert@arm64: delegate coverage dropped: fallback 50.0% against the baseline 0.0%"]
