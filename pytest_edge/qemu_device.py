@@ -202,7 +202,12 @@ def _ship_plugin(root: Path) -> Path:
         if entry.value.startswith("pytest_edge."):  # the built-ins; a third party's are not on the device
             lines.append(f"{entry.name} = {entry.value}")
     (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
-    os.replace(temporary, folder)
+    try:
+        os.replace(temporary, folder)
+    except OSError:  # another device's session shipped the same source meanwhile
+        remove(temporary)
+        if not folder.is_dir():
+            raise
     return folder
 
 
