@@ -138,7 +138,7 @@ def _mirror() -> list[str]:
 def _build_qemu(recipe: Recipe, target: Path, progress: Progress) -> dict:
     extract = target / "qemu-extract"
     progress(f"unpacking qemu-user-static from Debian {recipe.qemu_suite} (mmdebstrap) ...")
-    _run(["mmdebstrap", "--variant=extract", "--include=qemu-user-static", "--quiet", recipe.qemu_suite,
+    _run(["mmdebstrap", "--mode=chrootless", "--variant=extract", "--include=qemu-user-static", "--quiet", recipe.qemu_suite,
           str(extract), *_mirror()], "unpacking qemu-user-static")
     binary = extract / "usr" / "bin" / f"qemu-{recipe.arch}"
     if not binary.is_file():
@@ -153,7 +153,7 @@ def _build_qemu(recipe: Recipe, target: Path, progress: Progress) -> dict:
 def _build_rootfs(recipe: Recipe, target: Path, progress: Progress) -> dict:
     progress(f"unpacking Python {recipe.python} for {ARCHES[recipe.arch]} from Debian {recipe.suite} (mmdebstrap) ...")
     packages = [f"python{recipe.python}", *ROOTFS_PACKAGES]
-    _run(["mmdebstrap", f"--arch={ARCHES[recipe.arch]}", "--variant=extract", "--quiet",
+    _run(["mmdebstrap", "--mode=chrootless", f"--arch={ARCHES[recipe.arch]}", "--variant=extract", "--quiet",
           f"--include={','.join(packages)}", recipe.suite, str(target / "rootfs"), *_mirror()],
          "unpacking the arm64 root filesystem")
     for junk in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info", "dev", "var/cache"):

@@ -51,8 +51,9 @@ def device_cache() -> Path:
 
 
 def _project(pytester: pytest.Pytester, cache: Path, device_in_ini: bool = True) -> None:
+    # One measuring process with few runs: every instruction is emulated.
     pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_processes = 1\nedge_min_time = 0\n"
-                     f"edge_device_cache = {cache}\n"
+                     f"edge_warmup = 1\nedge_runs = 5\nedge_device_cache = {cache}\n"
                      + ("edge_devices =\n    arm64 = qemu:aarch64\n" if device_in_ini else ""))
 
 
