@@ -310,7 +310,7 @@ def unavailable_reason(command: str, distribution: str, root: Path) -> str | Non
         return NOT_PROVISIONED[distribution]
     recipe = recipe_for(parse_kind(command))
     if distribution not in RUNTIME_DISTRIBUTIONS:
-        return (f"the {command.strip()} device installs {', '.join(RUNTIME_DISTRIBUTIONS[:2])} only, not "
+        return (f"the {command.strip()} device installs only {' and '.join(RUNTIME_DISTRIBUTIONS[:2])}, not "
                 f"{distribution}")
     if not recipe.has(distribution):
         return (f"the {command.strip()} device gets its runtimes at this host's versions, and this host has no "
