@@ -1,5 +1,5 @@
 """``pytest-edge``: a first configuration (init), goldens (refresh, prune, list, diff), coverage
-inspection, quantization triage, and report merge/compare/html/summary."""
+inspection, quantization triage, report merge/compare/html/summary, and devices (prepare, list)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import quant
+from . import device_commands, quant
 from .backends import get_backend
 from .errors import EdgeError, EdgeUsageError
 from .marker import MarkerSpec, parse_percent
@@ -410,6 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.set_defaults(func=func)
     html.add_argument("-o", "--output", required=True, help="write the page here")
     summary.add_argument("-o", "--output", help="write the Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
+
+    device_commands.add_arguments(commands)
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -228,5 +228,5 @@ def machine_info() -> dict[str, object]:
         memory_mb = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20)
     except (ValueError, OSError, AttributeError):
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_mb": memory_mb,
+    return {"cpu": cpu, "arch": platform.machine(), "cores": os.cpu_count(), "memory_mb": memory_mb,
             "os": platform.platform(), "python": platform.python_version()}

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from . import qemu_device
 from .backends import all_backends, get_backend, split_device
 from .errors import EdgeUsageError
 from .compare import resolve_tolerance
@@ -134,8 +135,11 @@ def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> lis
         if model.artifact(backend.suffix) is None:
             choices.append((name, f"no {backend.suffix} artifact for {model.name}"))
         else:
-            # A device's runtimes are the device's to say: its worker reports what it lacks.
-            choices.append((name, None if device else backend.unavailable_reason()))
+            # A device's runtimes are the device's to say: its worker reports what it lacks. An
+            # emulated device's are known here (the host's versions), as is a host that cannot run one.
+            command = settings.devices.get(device, "") if device else ""
+            choices.append((name, qemu_device.unavailable_reason(command, backend.distribution, settings.device_cache)
+                            if qemu_device.is_qemu(command) else None if device else backend.unavailable_reason()))
     return choices
 
 

@@ -4,8 +4,9 @@ purpose: the work happens in :mod:`pytest_edge.session` and the modules it calls
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -65,11 +66,27 @@ def pytest_configure(config: pytest.Config) -> None:
         except UnknownBackend as exc:
             raise pytest.UsageError(f"pytest-edge: {exc}") from None
     session = EdgeSession(settings)
+    session.pool.progress = _progress_writer(config)
     config.stash[SESSION_KEY] = session
     use = config.stash[USE_KEY] = GoldenUse()
     config.pluginmanager.register(use, "edge-golden-use")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistMerge(session, config.stash[USE_KEY]), "edge-xdist")
+
+
+def _progress_writer(config: pytest.Config) -> Callable[[str], None]:
+    """Progress lines of a long step (provisioning an emulated device) on the terminal, past the
+    capture; an xdist worker, which has no terminal, writes them to stderr."""
+    def write(line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None or capture is None:
+            print(f"pytest-edge: {line}", file=sys.stderr, flush=True)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"pytest-edge: {line}")
+
+    return write
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -291,6 +308,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(
             "note: some timings ran under load (other processes kept more than half a core busy; see "
             "timing_under_load in the report): their latency figures are noisier than on an idle machine")
+    not_judged = sorted({r["backend"] for r in records if r.get("timing_not_judged")})
+    if not_judged:
+        terminalreporter.write_line(
+            f"note: latency, load time and memory of {', '.join(not_judged)} were recorded, not judged against "
+            "budgets or baselines (emulated device: timing and memory are not the target's; "
+            "edge_judge_emulated_timing = true judges them)")
     if edge.inconclusive:
         terminalreporter.write_line(
             f"note: {edge.inconclusive} latency regression(s) against the stored baseline were inconclusive "

@@ -3,6 +3,7 @@ loaded (:class:`ModelInfo`). Plain Python; the session asks, the pool forwards t
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -12,6 +13,7 @@ import numpy as np
 from .backends import Coverage, TensorSpec, split_device
 from .errors import BackendCrash, DeviceUnreachable, EdgeUsageError
 from .protocol import Request
+from .qemu_device import ProvisionError, default_cache, is_qemu, parse_kind, provision
 from .worker import BackendWorker, remove_stale_logs
 
 
@@ -68,13 +70,17 @@ class WorkerPool:
     """One long-lived worker per backend; ``on_crash(backend)`` hears when one died with its state."""
 
     def __init__(self, isolated: bool, timeout_s: float, on_crash: Callable[[str], None],
-                 devices: dict[str, str] | None = None) -> None:
+                 devices: dict[str, str] | None = None, device_cache: Path | None = None) -> None:
         self.isolated = isolated
         self.timeout_s = timeout_s
         self.on_crash = on_crash
         self.devices = devices or {}
         self.workers: dict[str, BackendWorker] = {}
         remove_stale_logs()  # of sessions killed before they could clean up
+        # Emulated devices (qemu:aarch64) are provisioned on first use; their commands, resolved.
+        self.device_cache = device_cache
+        self.progress: Callable[[str], None] = lambda line: print(f"pytest-edge: {line}", file=sys.stderr, flush=True)
+        self._commands: dict[str, str | DeviceUnreachable] = {}
 
     def _new(self, backend: str, isolated: bool) -> BackendWorker:
         base, device = split_device(backend)
@@ -82,7 +88,26 @@ class WorkerPool:
             raise EdgeUsageError(f"{backend}: no device {device!r} in edge_devices (known: "
                                  f"{', '.join(self.devices) or 'none'})")
         return BackendWorker(base, isolated=isolated, timeout_s=self.timeout_s,
-                             device=(device, self.devices[device]) if device else None)
+                             device=(device, self.command(device)) if device else None)
+
+    def command(self, device: str) -> str:
+        """The command that starts a worker on ``device``: as configured, or an emulated device's
+        (provisioned first if need be; DeviceUnreachable when it cannot be)."""
+        if device not in self._commands:
+            configured = self.devices[device]
+            if is_qemu(configured):
+                try:
+                    emulated = provision(self.device_cache or default_cache(), parse_kind(configured), self.progress)
+                    self._commands[device] = emulated.command()
+                except (ProvisionError, OSError) as exc:  # once per session: every test of it skips with this
+                    self._commands[device] = DeviceUnreachable(
+                        f"device {device} ({configured.strip()}) cannot be provisioned: {exc}")
+            else:
+                self._commands[device] = configured
+        command = self._commands[device]
+        if isinstance(command, DeviceUnreachable):
+            raise command
+        return command
 
     def worker(self, backend: str) -> BackendWorker:
         if backend not in self.workers:

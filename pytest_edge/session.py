@@ -21,6 +21,7 @@ from . import __version__
 from .backends import Coverage, TensorSpec, all_backends, get_backend, reference_order, split_device
 from .checks import check_coverage, check_drift, check_latency, check_load, check_memory
 from .compare import compare_output, summarize
+from .cross_isa import cross_isa_note, timing_not_judged
 from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeManyCases, EdgeUsageError, GoldenError, UnknownBackend
 from .external_data import artifact_digests, external_files
 from .golden import DEFAULT_SET, Golden, GoldenCase, GoldenStore, atomic_write, input_key, npz_bytes, sha256_file
@@ -62,7 +63,8 @@ class EdgeSession:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.store = GoldenStore(settings.golden_dir)
-        self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices)
+        self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices,
+                               device_cache=settings.device_cache)
         self.measurer = Measurer(settings, self.pool)
         self.loaded: dict[str, ModelInfo] = {}
         # Keyed by (model, input set): each input set of a model has its own golden.
@@ -213,7 +215,9 @@ class EdgeSession:
             # Each artifact and, for an .onnx, its external data files: the weights are part of it.
             "artifacts": {name: digest for p in model.artifacts.values()
                           for name, digest in artifact_digests(p, sha256_file).items()},
-            "reference": {"backend": info.backend, "artifact": info.artifact.name, "runtime": info.runtime},
+            "reference": {"backend": info.backend, "artifact": info.artifact.name, "runtime": info.runtime,
+                          # the recording machine's ISA: a mismatch on another ISA is explained as such
+                          "isa": (info.device or self.machine).get("arch")},
             "seed": self.settings.seed if plan.marker.inputs is None else None,
             "inputs_from": "signature" if plan.marker.inputs is None else "user",
             "signature": {"inputs": [s.to_json() for s in info.inputs],
@@ -347,19 +351,25 @@ class EdgeSession:
         if get_backend(plan.backend).has_delegate or predicted is not None:
             violations += check_coverage(coverage, marker.max_fallback, marker.max_partitions, plan.backend)
         measured: dict[str, Any] = {}
+        # An emulated device's figures are recorded, not judged (unless edge_judge_emulated_timing).
+        not_judged = timing_not_judged(info.device, self.settings.judge_emulated_timing)
         if plan.measure:
             self.step = "measure"
             measured = self.measure(info, first_feeds, plan)
-            budgets = {"p50_ms": marker.p50_ms, "p90_ms": marker.p90_ms, "p99_ms": marker.p99_ms}
-            violations += check_latency(measured["latency_ms"], measured["measured_runs"], budgets, plan.backend)
-            violations += check_memory(measured["peak_memory_mb"], marker.peak_memory_mb, plan.backend)
-            violations += check_drift(measured.get("drift"), marker.max_drift,
-                                      [p.get("drift") for p in measured.get("processes") or []], plan.backend,
-                                      measured.get("probe_drift"))
-        violations += check_load(measured.get("load_ms", info.load_ms), marker.max_load_ms, plan.backend)
+            if not not_judged:
+                budgets = {"p50_ms": marker.p50_ms, "p90_ms": marker.p90_ms, "p99_ms": marker.p99_ms}
+                violations += check_latency(measured["latency_ms"], measured["measured_runs"], budgets, plan.backend)
+                violations += check_memory(measured["peak_memory_mb"], marker.peak_memory_mb, plan.backend)
+                violations += check_drift(measured.get("drift"), marker.max_drift,
+                                          [p.get("drift") for p in measured.get("processes") or []], plan.backend,
+                                          measured.get("probe_drift"))
+        if not not_judged:
+            violations += check_load(measured.get("load_ms", info.load_ms), marker.max_load_ms, plan.backend)
 
         record = self._record(test_id, plan, info, golden, coverage, comparisons, measured, first_feeds)
-        if measured:
+        if not_judged:
+            record.extra["timing_not_judged"] = not_judged
+        if measured and not not_judged:
             gate = self.measurer.gate(info, first_feeds, plan, record.to_json())
             violations += gate.failures
             if gate.summary:
@@ -398,12 +408,14 @@ class EdgeSession:
                 violations += [prefix + p for p in comparison.problems]
                 if comparison.problems and failing is None:
                     failing = (feeds, case)
+                    failing_outputs = (outputs, out_order)
             if any(c.problems for c in comparisons[-len(out_order):]):
                 path = self.write_obtained(plan, index, golden, outputs, out_order)
                 which = "" if golden.key == DEFAULT_SET else f" --set {golden.key}"
                 violations.append(f"{plan.backend}: obtained outputs of case {index} written to {path} "
                                   f"(compare: pytest-edge golden diff {golden.model}{which})")
         if failing is not None:
+            violations += cross_isa_note(self, plan, info, golden, self.machine, failing[1], *failing_outputs)
             violations += sibling_triage(self, plan, _for_triage(plan, golden), *failing)
         return violations, comparisons, first_feeds
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import EdgeError
 from .inputs import DEFAULT_SEED
 from .marker import parse_ms, parse_names, parse_percent
+from .qemu_device import default_cache, is_qemu, parse_kind
 from .report import load_report
 
 if TYPE_CHECKING:
@@ -60,7 +61,12 @@ OPTIONS = [
            "fails the test it was restarted in (default: a warning)", False, "--edge-strict-restarts", "bool"),
     Option("edge_model_dirs", "folders searched for models by stem", [], kind="paths"),
     Option("edge_devices", "devices, one per line: NAME = COMMAND that starts `python -m pytest_edge.worker "
-           "--stdio` there (ssh, adb shell, ...); their backends are BACKEND@NAME", [], kind="linelist"),
+           "--stdio` there (ssh, adb shell, ...), or a device kind (qemu:aarch64, an emulated ARM64 machine "
+           "provisioned on first use); their backends are BACKEND@NAME", [], kind="linelist"),
+    Option("edge_device_cache", "folder of provisioned emulated devices (default: ~/.cache/pytest-edge/devices, "
+           "shared between projects)", ""),
+    Option("edge_judge_emulated_timing", "judge latency, load time and memory budgets and the baseline gate on "
+           "emulated devices too (default: recorded, not judged)", False, kind="bool"),
     Option("edge_atol", "default absolute tolerance", "1e-4"),
     Option("edge_rtol", "default relative tolerance", "1e-4"),
     Option("edge_warmup", "warm-up runs discarded before timing", "5"),
@@ -108,6 +114,8 @@ class Settings:
     summary: str = ""  # --edge-summary, relative to the rootdir (an absolute path stays one)
     # name -> command that starts a worker on the device, speaking the protocol over stdin/stdout
     devices: dict[str, str] = field(default_factory=dict)
+    device_cache: Path = field(default_factory=default_cache)  # where qemu:* devices are provisioned
+    judge_emulated_timing: bool = False
 
 
 def parse_devices(lines: list[str]) -> dict[str, str]:
@@ -120,6 +128,8 @@ def parse_devices(lines: list[str]) -> dict[str, str]:
             raise ValueError(f"edge_devices: {line!r} is not NAME = COMMAND (a name of letters, digits, - and _)")
         if name == "local":
             raise ValueError("edge_devices: 'local' names this machine; choose another name")
+        if is_qemu(command):
+            parse_kind(command)  # an unknown kind is a usage error now, not a skip later
         devices[name] = command
     return devices
 
@@ -173,6 +183,9 @@ def from_config(config: "pytest.Config") -> Settings:
             html=_value(config, "edge_html") or "",
             summary=_value(config, "edge_summary") or "",
             devices=parse_devices([*config.getini("edge_devices"), *(config.getoption("edge_device") or [])]),
+            device_cache=root / Path(config.getini("edge_device_cache")).expanduser() if config.getini("edge_device_cache")
+            else default_cache(),
+            judge_emulated_timing=bool(config.getini("edge_judge_emulated_timing")),
         )
     except ValueError as exc:
         raise EdgeError(str(exc)) from exc

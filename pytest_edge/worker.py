@@ -35,6 +35,7 @@ from .errors import BackendCrash, BackendError, DeviceUnreachable
 from .external_data import external_files, location_problem
 from .golden import atomic_write, sha256_file
 from .marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
+from .qemu_device import EMULATED_ENV
 
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-edge-measure.lock"
 # What a device's artifact cache holds: files named by their content.
@@ -237,7 +238,11 @@ def _serve(reader: Connection, writer: Connection, backend_name: str | None, cac
         writer.send_bytes(protocol.encode(protocol.failure(type(exc).__name__, str(exc))))
         return
     # A device says what it is: its machine, and the NumPy its worker runs with.
-    machine = {**measure.machine_info(), "numpy": np.__version__} if cache_dir is not None else None
+    # An emulated one (qemu:aarch64) says so too: its launcher names the emulator, and the worker
+    # confirms the ISA it runs on (platform.machine(), as the runtimes see it).
+    machine = {**measure.machine_info(), "numpy": np.__version__,
+               **({"emulated": os.environ[EMULATED_ENV]} if os.environ.get(EMULATED_ENV) else {})} \
+        if cache_dir is not None else None
     runtime = {"name": server.backend.distribution, "version": server.backend.runtime_version()}
     writer.send_bytes(protocol.encode(protocol.hello(backend_name, machine, runtime)))
     while True:

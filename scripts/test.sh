@@ -15,6 +15,13 @@ if [[ $(id -u) == 0 ]] && ! command -v chromium >/dev/null && command -v apt-get
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
     >/dev/null 2>&1) || echo "chromium could not be installed: the HTML report's browser test will be skipped"
 fi
+# The emulated aarch64 device (qemu:aarch64) is provisioned with mmdebstrap, which unpacks Debian's
+# qemu-user-static and arm64 Python; install it where we can (root, apt). Where it cannot be had, the
+# device's tests are skipped with the reason. The device is cached in ~/.cache/pytest-edge/devices.
+if [[ $(id -u) == 0 ]] && ! command -v mmdebstrap >/dev/null && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap \
+    >/dev/null 2>&1) || echo "mmdebstrap could not be installed: the qemu:aarch64 device tests will be skipped"
+fi
 # The tflite-runtime lane (NumPy < 2) first: its environment is also the "device" of another NumPy
 # major version that tests/test_devices.py reaches over SSH.
 .venv/bin/tox -e tflite-runtime

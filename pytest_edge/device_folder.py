@@ -1,0 +1,99 @@
+"""A provisioned folder's integrity: a manifest of every file's size and sha256, checked on use, so
+a damaged folder is found (and rebuilt by its owner); a lock so that one process provisions while
+the others wait. Used by the emulated devices (:mod:`pytest_edge.qemu_device`)."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+MANIFEST = "manifest.json"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _files(folder: Path) -> Iterator[Path]:
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")  # bytecode comes and goes
+        for name in sorted(names):
+            path = Path(root) / name
+            if path.is_file() and not path.is_symlink() and name != MANIFEST:
+                yield path
+
+
+def write_manifest(folder: Path, facts: dict) -> None:
+    files = {str(p.relative_to(folder)): [p.stat().st_size, _sha256(p)] for p in _files(folder)}
+    staged = folder / f".{MANIFEST}.tmp"  # a new file, not the old one's inode (a repair hard-links it)
+    staged.write_text(json.dumps({**facts, "files": files}, indent=1, sort_keys=True))
+    os.replace(staged, folder / MANIFEST)
+
+
+def read_manifest(folder: Path) -> dict | None:
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("files"), dict) else None
+
+
+def size_mb(folder: Path) -> float:
+    """The device folder's size by its manifest."""
+    return sum(size for size, _ in (read_manifest(folder) or {"files": {}})["files"].values()) / 2**20
+
+
+def damage(folder: Path, components: Iterable[str], full: bool = False) -> tuple[str | None, set[str]]:
+    """What is wrong with a device folder and which of its ``components`` (top-level folders) must
+    be rebuilt; (None, set()) when intact. Sizes always; content too with ``full``."""
+    components = set(components)
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return f"{folder / MANIFEST} is missing or unreadable (a provisioning that did not finish)", components
+    problem, broken = None, set()
+    for name, (size, digest) in manifest["files"].items():
+        path = folder / name
+        try:
+            actual = path.stat().st_size
+        except OSError:
+            actual = None
+        found = (f"{path} is missing" if actual is None else
+                 f"{path} has {actual} bytes, the manifest says {size}" if actual != size else
+                 f"{path} does not have the sha256 of the manifest" if full and _sha256(path) != digest else None)
+        if found:
+            problem = problem or found
+            part = Path(name).parts[0]
+            broken.add(part if part in components else next(iter(sorted(components))))
+    return problem, broken
+
+
+@contextmanager
+def locked(path: Path, progress: Callable[[str], None], what: str) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"waiting for another session that is provisioning {what} ...")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)

@@ -1,0 +1,321 @@
+"""The ``qemu:aarch64`` device kind: an emulated ARM64 machine that runs the runtimes' own aarch64
+wheels under QEMU's user-mode emulator, provisioned from Debian's and PyPI's packages.
+
+A device folder (one per recipe, under ``edge_device_cache``) holds a static ``qemu-aarch64``
+(Debian trixie's ``qemu-user-static``), an arm64 root filesystem with Python (Debian's packages,
+extracted by ``mmdebstrap``, nothing run), and a ``site`` folder with the aarch64 wheels of the
+runtimes at this host's versions. It is built in a temporary folder, described by a manifest
+(every file's size and sha256) and renamed into place in one step, under a lock: a half-built or
+damaged folder is never used, and two sessions (or xdist workers) provision once. This package's
+own source travels beside it, keyed by its content, so editing pytest-edge rebuilds nothing big.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from . import __version__
+from .device_folder import damage, locked, read_manifest, remove, write_manifest
+
+KIND = "qemu:"
+ARCHES = {"aarch64": "arm64"}  # QEMU's name -> Debian's
+QEMU_SUITE = "trixie"  # qemu 10: Debian 12's qemu 7.2 crashes in the runtimes' CPU-feature detection
+DEBIAN_SUITES = {"3.11": "bookworm", "3.13": "trixie"}  # the device's Python follows the host's where it can
+DEFAULT_SUITE = "bookworm"
+ROOTFS_PACKAGES = ["libstdc++6"]  # beside python3.X (the runtimes' wheels link libstdc++)
+# The runtimes a device gets, at the host's versions (a runtime the host lacks, the device lacks).
+RUNTIME_DISTRIBUTIONS = ["onnxruntime", "ai-edge-litert", "onnx", "numpy"]
+NOT_PROVISIONED = {"executorch": "ExecuTorch is not provisioned on qemu devices: its aarch64 wheel needs torch's "
+                                 "(~430 MB), too slow to install and start under emulation"}
+EMULATED_ENV = "PYTEST_EDGE_EMULATED"  # set by the launcher; the device worker reports it
+RECIPE_VERSION = 2  # bump when the folder layout or the way it is built changes
+Progress = Callable[[str], None]
+
+
+class ProvisionError(Exception):
+    """The device could not be provisioned (no tool, no network, a package that does not exist)."""
+
+
+def is_qemu(command: str) -> bool:
+    return command.strip().startswith(KIND)
+
+
+def parse_kind(command: str) -> str:
+    """``qemu:aarch64`` -> ``aarch64``; ValueError naming the known kinds otherwise."""
+    arch = command.strip()[len(KIND):]
+    if arch not in ARCHES:
+        raise ValueError(f"edge_devices: {command.strip()!r} is not a device kind; known: "
+                         + ", ".join(KIND + a for a in ARCHES))
+    return arch
+
+
+def default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-edge" / "devices"
+
+
+def _host_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a device folder is built from; its key names the folder."""
+
+    arch: str
+    suite: str
+    python: str
+    qemu_suite: str
+    wheels: tuple[tuple[str, str], ...]  # (distribution, version) pinned to the host's
+    version: int = RECIPE_VERSION
+
+    @property
+    def key(self) -> str:
+        digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        return f"{self.arch}-py{self.python}-{digest}"
+
+    def has(self, distribution: str) -> bool:
+        return any(name == distribution for name, _ in self.wheels)
+
+
+def recipe_for(arch: str) -> Recipe:
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    suite = DEBIAN_SUITES.get(python, DEFAULT_SUITE)
+    python = next((p for p, s in DEBIAN_SUITES.items() if s == suite), python)
+    wheels = tuple((d, v) for d in RUNTIME_DISTRIBUTIONS if (v := _host_version(d)) is not None)
+    return Recipe(arch, suite, python, QEMU_SUITE, wheels)
+
+
+def host_problem() -> str | None:
+    """Why this host cannot run a qemu device at all, or None."""
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "aarch64"):
+        return (f"qemu devices need an x86-64 or aarch64 Linux host (QEMU user mode); this is "
+                f"{sys.platform} on {platform.machine()}")
+    return None
+
+
+def tool_problem() -> str | None:
+    """Why this host cannot provision a device folder, or None."""
+    if shutil.which("mmdebstrap") is None:
+        return ("provisioning needs mmdebstrap on PATH (Debian/Ubuntu: apt-get install mmdebstrap) to unpack "
+                "Debian's qemu-user-static and arm64 Python packages")
+    return None
+
+
+# ------------------------------------------------------------------ building
+
+def _run(argv: list[str], what: str) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProvisionError(f"{what}: {exc}") from None
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-6:])
+        raise ProvisionError(f"{what} failed (exit status {done.returncode}): {shlex.join(argv)}\n{tail}")
+    return done.stdout
+
+
+def _mirror() -> list[str]:
+    mirror = os.environ.get("PYTEST_EDGE_DEBIAN_MIRROR")
+    return [mirror] if mirror else []
+
+
+def _build_qemu(recipe: Recipe, target: Path, progress: Progress) -> dict:
+    extract = target / "qemu-extract"
+    progress(f"unpacking qemu-user-static from Debian {recipe.qemu_suite} (mmdebstrap) ...")
+    _run(["mmdebstrap", "--mode=chrootless", "--variant=extract", "--include=qemu-user-static", "--quiet", recipe.qemu_suite,
+          str(extract), *_mirror()], "unpacking qemu-user-static")
+    binary = extract / "usr" / "bin" / f"qemu-{recipe.arch}"
+    if not binary.is_file():
+        raise ProvisionError(f"Debian's qemu-user-static ({recipe.qemu_suite}) has no {binary.name}")
+    (target / "qemu").mkdir()
+    shutil.copy2(binary.resolve(), target / "qemu" / binary.name)
+    remove(extract)
+    version = _run([str(target / "qemu" / binary.name), "--version"], "qemu --version").split()[2]
+    return {"qemu_version": version}
+
+
+def _build_rootfs(recipe: Recipe, target: Path, progress: Progress) -> dict:
+    progress(f"unpacking Python {recipe.python} for {ARCHES[recipe.arch]} from Debian {recipe.suite} (mmdebstrap) ...")
+    packages = [f"python{recipe.python}", *ROOTFS_PACKAGES]
+    _run(["mmdebstrap", "--mode=chrootless", f"--arch={ARCHES[recipe.arch]}", "--variant=extract", "--quiet",
+          f"--include={','.join(packages)}", recipe.suite, str(target / "rootfs"), *_mirror()],
+         "unpacking the arm64 root filesystem")
+    for junk in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info", "dev", "var/cache"):
+        remove(target / "rootfs" / junk)  # device nodes and documentation: nothing the worker opens
+    return {}
+
+
+def _build_site(recipe: Recipe, target: Path, progress: Progress) -> dict:
+    pins = [f"{name}=={version}" for name, version in recipe.wheels]
+    progress(f"downloading {recipe.arch} wheels from PyPI: {', '.join(pins)} ...")
+    platforms = [f"manylinux_2_{minor}_{recipe.arch}" for minor in range(36, 16, -1)] + [f"manylinux2014_{recipe.arch}"]
+    _run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location",
+          "--target", str(target / "site"), "--python-version", recipe.python, "--implementation", "cp",
+          "--only-binary=:all:", *(a for p in platforms for a in ("--platform", p)), *pins],
+         f"pip install of the {recipe.arch} wheels")
+    return {}
+
+
+# The parts of a device folder, each built on its own: a damaged one is rebuilt, the others kept.
+COMPONENTS = {"qemu": _build_qemu, "rootfs": _build_rootfs, "site": _build_site}
+
+
+def _plugin_source() -> tuple[Path, str]:
+    """This package's folder and a digest of its source (the device runs the same code)."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256(__version__.encode())
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    return package, digest.hexdigest()[:12]
+
+
+def _ship_plugin(root: Path) -> Path:
+    """This pytest-edge's source (and its backends' entry points) under ``root/plugins/<digest>``."""
+    package, digest = _plugin_source()
+    folder = root / "plugins" / digest
+    if folder.is_dir():
+        return folder
+    temporary = root / "plugins" / f".tmp-{digest}-{os.getpid()}"
+    remove(temporary)
+    shutil.copytree(package, temporary / "pytest_edge", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    info = temporary / f"pytest_edge-{__version__}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: pytest-edge\nVersion: {__version__}\n")
+    lines = ["[pytest_edge.backends]"]
+    for entry in importlib.metadata.entry_points(group="pytest_edge.backends"):
+        if entry.value.startswith("pytest_edge."):  # the built-ins; a third party's are not on the device
+            lines.append(f"{entry.name} = {entry.value}")
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    try:
+        os.replace(temporary, folder)
+    except OSError:  # another device's session shipped the same source meanwhile
+        remove(temporary)
+        if not folder.is_dir():
+            raise
+    return folder
+
+
+# ------------------------------------------------------------------ the device
+
+
+@dataclass
+class Device:
+    """A provisioned device folder and how to start a worker in it."""
+
+    folder: Path
+    plugin: Path
+    arch: str
+    python: str
+    qemu_version: str
+    artifacts: Path
+
+    def command(self) -> str:
+        """The device command (as ``edge_devices`` takes it) that starts a worker under QEMU."""
+        rootfs = self.folder / "rootfs"
+        env = {"PYTHONPATH": f"{self.folder / 'site'}{os.pathsep}{self.plugin}", "PYTHONNOUSERSITE": "1",
+               "PYTEST_EDGE_CACHE": str(self.artifacts), EMULATED_ENV: f"qemu-user {self.qemu_version}",
+               "QEMU_LD_PREFIX": str(rootfs)}
+        return shlex.join(["env", "-u", "PYTHONHOME", "-u", "PYTHONSTARTUP",
+                           *(f"{k}={v}" for k, v in env.items()), str(self.folder / "qemu" / f"qemu-{self.arch}"),
+                           str(rootfs / "usr" / "bin" / f"python{self.python}"), "-m", "pytest_edge.worker", "--stdio"])
+
+
+def state(root: Path, recipe: Recipe) -> str:
+    """``ready``, ``absent`` or ``damaged: <what>`` (sizes only: cheap enough for every session)."""
+    folder = root / recipe.key
+    if not folder.exists():
+        return "absent"
+    problem = damage(folder, COMPONENTS)[0]
+    return "ready" if problem is None else f"damaged: {problem}"
+
+
+def provision(root: Path, arch: str, progress: Progress = lambda line: None, verify: bool = False) -> Device:
+    """The device folder for ``arch`` under ``root``, built (or repaired) first if need be.
+    Raises ProvisionError saying what is missing."""
+    problem = host_problem()
+    if problem:
+        raise ProvisionError(problem)
+    recipe = recipe_for(arch)
+    folder = root / recipe.key
+    tool = tool_problem()
+    if tool and state(root, recipe) != "ready":
+        raise ProvisionError(tool)  # before the lock: a host that cannot provision leaves no trace
+    with locked(root / f"{recipe.key}.lock", progress, f"{folder}"):
+        problem, broken = damage(folder, COMPONENTS, full=verify) if folder.exists() else ("absent", set(COMPONENTS))
+        if problem is not None:
+            tool = tool_problem()
+            if tool:
+                raise ProvisionError(tool)
+            _rebuild(recipe, root, folder, problem, broken, progress)
+        plugin = _ship_plugin(root)
+    manifest = read_manifest(folder) or {}
+    return Device(folder, plugin, arch, recipe.python, str(manifest.get("qemu_version", "?")), root / "artifacts")
+
+
+def _rebuild(recipe: Recipe, root: Path, folder: Path, problem: str, broken: set[str], progress: Progress) -> None:
+    """Build the ``broken`` parts in a temporary folder beside the intact ones (hard links of the
+    old folder's files), write the manifest, then swap it in: nothing half-built is ever used."""
+    for leftover in [*root.glob(f".tmp-{recipe.key}-*"), *root.glob(f".old-{recipe.key}-*")]:
+        remove(leftover)  # of a session killed while building (the lock says none is building now)
+    started = time.monotonic()
+    temporary = root / f".tmp-{recipe.key}-{os.getpid()}"
+    facts = {"recipe": asdict(recipe), **{k: v for k, v in (read_manifest(folder) or {}).items() if k != "files"}}
+    if problem == "absent":
+        progress(f"provisioning a {KIND}{recipe.arch} device into {folder} (once; later sessions reuse it)")
+        temporary.mkdir(parents=True)
+    else:
+        progress(f"device folder {folder} is damaged ({problem}); rebuilding its {', '.join(sorted(broken))}")
+        shutil.copytree(folder, temporary, symlinks=True, copy_function=os.link,
+                        ignore=lambda where, names: [n for n in names if Path(where) == folder and n in broken])
+    old = root / f".old-{recipe.key}-{os.getpid()}"
+    try:
+        for part in COMPONENTS:
+            if part in broken:
+                facts.update(COMPONENTS[part](recipe, temporary, progress))
+        progress("writing the manifest (size and sha256 of every file) ...")
+        facts["built_s"] = round(time.monotonic() - started, 1)
+        write_manifest(temporary, facts)
+        if folder.exists():
+            os.replace(folder, old)
+        os.replace(temporary, folder)
+    finally:
+        remove(temporary)
+        remove(old)
+    progress(f"device ready in {facts['built_s']:.0f} s: {folder}")
+
+
+def unavailable_reason(command: str, distribution: str, root: Path) -> str | None:
+    """Why a backend of this runtime cannot run on a qemu device here (None: it can, provisioned
+    first if need be). Cheap: no download, no hashing."""
+    problem = host_problem()
+    if problem:
+        return problem
+    if distribution in NOT_PROVISIONED:
+        return NOT_PROVISIONED[distribution]
+    recipe = recipe_for(parse_kind(command))
+    if distribution not in RUNTIME_DISTRIBUTIONS:
+        return (f"the {command.strip()} device installs only {' and '.join(RUNTIME_DISTRIBUTIONS[:2])}, not "
+                f"{distribution}")
+    if not recipe.has(distribution):
+        return (f"the {command.strip()} device gets its runtimes at this host's versions, and this host has no "
+                f"{distribution}")
+    tool = tool_problem()
+    if tool and state(root, recipe) != "ready":
+        return f"no {command.strip()} device in {root} and {tool}"
+    return None
