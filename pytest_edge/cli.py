@@ -87,7 +87,7 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
                              "no backend here predicts it for this model's artifacts"])
                 continue
             backend = get_backend(predictors[0])
-            artifact = model.artifact(backend.suffix)
+            artifact = backend.artifact_of(model)
             assert artifact is not None
             rows.append(_coverage_row(f"predicted {target_name}", backend.predicted_coverage(artifact, target_name),
                                       f"{backend.name}'s prediction"))

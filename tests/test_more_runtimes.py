@@ -1,0 +1,182 @@
+"""OpenVINO, ncnn and MNN: the real runtimes on the shipped fixture models, against the shipped
+goldens (recorded by onnxruntime-cpu). Each test skips with the reason where its runtime is not
+installed (the tflite-runtime lane has none of them)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_edge.backends import DISABLE_ENV, all_backends, get_backend
+from pytest_edge.errors import BackendError
+from pytest_edge.models import resolve_model
+from pytest_edge.worker import WorkerServer
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+GOLDEN = ROOT / "golden"
+
+
+@pytest.fixture(autouse=True)
+def every_runtime(monkeypatch: pytest.MonkeyPatch):
+    """This module tests the runtimes tests/conftest.py keeps out of the rest of the suite."""
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    all_backends.cache_clear()
+    yield
+    all_backends.cache_clear()
+
+
+def _server(name: str) -> WorkerServer:
+    reason = get_backend(name).unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    return WorkerServer(name)
+
+
+def golden_case(model: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The first stored case of the shipped golden of ``model``: its inputs and outputs by name."""
+    meta = json.loads((GOLDEN / model / "meta.json").read_text())
+    with np.load(GOLDEN / model / meta["cases"][0]) as case:
+        inputs = {k.removeprefix("inputs/"): case[k] for k in case.files if k.startswith("inputs/")}
+        outputs = {k.removeprefix("outputs/"): case[k] for k in case.files if k.startswith("outputs/")}
+    return inputs, outputs
+
+
+def max_diff_vs_golden(server: WorkerServer, artifact: Path, model: str) -> float:
+    """Runs ``artifact`` on the golden's inputs (by position) and returns max |actual - golden|."""
+    info = server.op_load(artifact.name, str(artifact), 1, {})
+    inputs, outputs = golden_case(model)
+    assert len(info["inputs"]) == len(inputs) and len(info["outputs"]) == len(outputs)
+    actual = server.op_run(artifact.name, list(inputs.values()))
+    diffs = []
+    for got, want in zip(actual, outputs.values()):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        diffs.append(float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))))
+    return max(diffs)
+
+
+def test_the_more_runtimes_are_registered() -> None:
+    names = list(all_backends())
+    assert {"openvino", "ncnn", "mnn"} <= set(names)
+    # Their precision/device variants are known by name, so they are reported, not unknown.
+    assert get_backend("openvino-bf16").name == "openvino-bf16"
+    assert get_backend("ncnn-vulkan").name == "ncnn-vulkan"
+
+
+# ------------------------------------------------------------------ OpenVINO
+
+@pytest.mark.parametrize("artifact", ["tiny_cnn.onnx", "tiny_cnn.tflite", "tiny_mlp.onnx", "tiny_mlp.tflite"])
+def test_openvino_matches_the_shipped_golden(artifact: str) -> None:
+    server = _server("openvino")
+    diff = max_diff_vs_golden(server, FIXTURES / artifact, artifact.split(".")[0])
+    assert diff <= 1e-4, f"openvino on {artifact}: max |diff| {diff:g} vs the onnxruntime-cpu golden"
+    info = server.op_load(artifact, str(FIXTURES / artifact), 1, {})
+    assert info["precision"] == "float32"  # set explicitly: a BF16-capable CPU would default to bf16
+    assert info["runtime"]["name"] == "openvino" and info["runtime"]["version"]
+    coverage = info["coverage"]
+    assert coverage["method"] == "runtime" and coverage["delegates"] == ["CPU"]
+    assert coverage["total_ops"] > 0 and coverage["fallback_ops"] == 0
+
+
+def test_openvino_prefers_its_ir_then_onnx_then_tflite(tmp_path: Path) -> None:
+    server = _server("openvino")
+    import openvino as ov
+
+    for name in ("tiny_cnn.onnx", "tiny_cnn.tflite"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    backend = get_backend("openvino")
+    suffixes = backend.artifact_suffixes()
+    assert backend.artifact_of(resolve_model("tiny_cnn", [tmp_path], suffixes)).suffix == ".onnx"
+    (tmp_path / "tiny_cnn.onnx").unlink()
+    assert backend.artifact_of(resolve_model("tiny_cnn", [tmp_path], suffixes)).suffix == ".tflite"
+    ov.save_model(ov.Core().read_model(str(FIXTURES / "tiny_cnn.onnx")), str(tmp_path / "tiny_cnn.xml"),
+                  compress_to_fp16=False)
+    ir = backend.artifact_of(resolve_model("tiny_cnn", [tmp_path], suffixes))
+    assert ir.name == "tiny_cnn.xml"
+    assert max_diff_vs_golden(server, ir, "tiny_cnn") <= 1e-4
+    (tmp_path / "tiny_cnn.bin").unlink()
+    with pytest.raises(BackendError, match=r"openvino: .*tiny_cnn.xml is OpenVINO IR without its weights"):
+        server.op_load("ir", str(ir), 1, {})
+
+
+def test_openvino_names_the_file_it_cannot_read(tmp_path: Path) -> None:
+    server = _server("openvino")
+    # Resource variables (VAR_HANDLE) have no OpenVINO TFLite-frontend type.
+    with pytest.raises(BackendError, match=r"openvino: OpenVINO cannot read .*counter_state.tflite.*RESOURCE"):
+        server.op_load("c", str(FIXTURES / "counter_state.tflite"), 1, {})
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    with pytest.raises(BackendError, match=r"openvino: .*empty.onnx is empty"):
+        server.op_load("e", str(empty), 1, {})
+
+
+def test_openvino_precision_variants_follow_the_cpu_capabilities() -> None:
+    _server("openvino")
+    import openvino as ov
+
+    capabilities = ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    for name, capability in (("openvino-bf16", "BF16"), ("openvino-f16", "FP16")):
+        backend = get_backend(name)
+        assert backend.reference_sibling == "openvino"
+        reason = backend.unavailable_reason()
+        if capability not in capabilities:
+            assert reason is not None and f"no {capability}" in reason
+            continue
+        assert reason is None
+        server = WorkerServer(name)
+        diff = max_diff_vs_golden(server, FIXTURES / "tiny_cnn.onnx", "tiny_cnn")
+        # Reduced precision is really used: further from the golden than float32, still close.
+        assert 1e-4 < diff < 0.1, f"{name}: max |diff| {diff:g}"
+        assert server.op_load("tiny_cnn.onnx", str(FIXTURES / "tiny_cnn.onnx"), 1, {})["precision"] in (
+            "bfloat16", "float16")
+
+
+def test_openvino_predicted_coverage_for_a_device_without_its_plugin_is_none() -> None:
+    _server("openvino")
+    import openvino as ov
+
+    core = ov.Core()
+    for target, device in (("gpu", "GPU"), ("npu", "NPU")):
+        coverage = get_backend("openvino").predicted_coverage(FIXTURES / "tiny_cnn.onnx", target)
+        try:
+            core.query_model(core.read_model(str(FIXTURES / "tiny_cnn.onnx")), device)
+        except RuntimeError:
+            assert coverage is None  # said unavailable: check_coverage reports it cannot be read
+        else:
+            assert coverage is not None and coverage.method == "predicted" and coverage.delegates == [device]
+
+
+def test_openvino_in_a_pytest_run(pytester: pytest.Pytester, models: Path) -> None:
+    _server("openvino")
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", backends=["onnxruntime-cpu", "openvino", "openvino-bf16", "openvino-f16"],
+                          tolerances={"openvino-bf16": {"atol": 0.1}, "openvino-f16": {"atol": 0.1}},
+                          max_fallback=0.0)
+        def test_cnn(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["openvino"], target="gpu", max_fallback=0.0)
+        def test_gpu_target(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-rs", "--edge-update-golden", "--edge-report=report.json")
+    import openvino as ov
+
+    capabilities = ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    expected_skips = sum(c not in capabilities for c in ("BF16", "FP16"))
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) == expected_skips, result.stdout.str()
+    records = json.loads((pytester.path / "report.json").read_text())["records"]
+    by_backend = {(r["model"]["name"], r["backend"]): r for r in records}
+    cnn = by_backend[("tiny_cnn", "openvino")]
+    assert cnn["verdict"] == "passed" and cnn["runtime"]["name"] == "openvino"
+    assert cnn["coverage"]["delegates"] == ["CPU"]
+    gpu = by_backend[("tiny_mlp", "openvino")]
+    if "GPU" not in ov.Core().available_devices:
+        assert gpu["verdict"] == "failed"
+        result.stdout.fnmatch_lines(["*openvino: delegate coverage cannot be read*"])
