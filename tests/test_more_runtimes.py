@@ -180,3 +180,109 @@ def test_openvino_in_a_pytest_run(pytester: pytest.Pytester, models: Path) -> No
     if "GPU" not in ov.Core().available_devices:
         assert gpu["verdict"] == "failed"
         result.stdout.fnmatch_lines(["*openvino: delegate coverage cannot be read*"])
+
+
+# ------------------------------------------------------------------ ncnn
+
+@pytest.mark.parametrize("model", ["tiny_cnn", "tiny_mlp"])
+def test_ncnn_matches_the_shipped_golden(model: str) -> None:
+    server = _server("ncnn")
+    artifact = FIXTURES / f"{model}.ncnn.param"
+    diff = max_diff_vs_golden(server, artifact, model)
+    assert diff <= 1e-4, f"ncnn on {artifact.name}: max |diff| {diff:g} vs the onnxruntime-cpu golden"
+    info = server.op_load(artifact.name, str(artifact), 1, {})
+    # The batch ncnn does not have is given back: the signature is the .onnx's, in NCHW.
+    golden_inputs, golden_outputs = golden_case(model)
+    assert [s["shape"] for s in info["inputs"]] == [list(v.shape) for v in golden_inputs.values()]
+    assert [s["shape"] for s in info["outputs"]] == [list(v.shape) for v in golden_outputs.values()]
+    assert info["precision"] == "float32" and info["runtime"]["name"] == "ncnn"
+    coverage = info["coverage"]
+    assert coverage["delegates"] == ["cpu"] and coverage["fallback_ops"] == 0 and coverage["total_ops"] > 0
+    if model == "tiny_cnn":
+        assert "CumulativeSum" in (FIXTURES / "tiny_cnn.ncnn.param").read_text()  # the op XNNPACK leaves out
+
+
+def test_ncnn_fp16_is_its_default_options_and_vulkan_needs_a_device() -> None:
+    server = _server("ncnn-fp16")
+    diff = max_diff_vs_golden(server, FIXTURES / "tiny_cnn.ncnn.param", "tiny_cnn")
+    # ncnn's defaults store activations in fp16 where the CPU can (x86: F16C): close, not float32-close.
+    assert diff < 0.05, f"ncnn-fp16: max |diff| {diff:g}"
+    assert get_backend("ncnn-fp16").reference_sibling == "ncnn"
+    from pytest_edge.backends.ncnn_backend import vulkan_devices
+
+    reason = get_backend("ncnn-vulkan").unavailable_reason()
+    assert (reason is None) == (vulkan_devices() > 0)
+    if reason is not None:
+        assert "no Vulkan device" in reason
+
+
+def test_ncnn_names_what_is_missing(tmp_path: Path) -> None:
+    server = _server("ncnn")
+    param = tmp_path / "tiny_mlp.ncnn.param"
+    shutil.copy(FIXTURES / "tiny_mlp.ncnn.param", param)
+    with pytest.raises(BackendError, match=r"ncnn: .*tiny_mlp.ncnn.param has no weights file .*tiny_mlp.ncnn.bin"):
+        server.op_load("a", str(param), 1, {})
+    shutil.copy(FIXTURES / "tiny_mlp.ncnn.bin", tmp_path / "tiny_mlp.ncnn.bin")
+    # pnnx's own output has no input shape: said, with the way out.
+    param.write_text(param.read_text().replace(" 0=16\n", "\n", 1))
+    with pytest.raises(BackendError, match=r"does not give its input shapes.*shapes="):
+        server.op_load("b", str(param), 1, {})
+    info = server.op_load("c", str(param), 1, {"in0": (1, 16)})
+    assert info["outputs"][0]["shape"] == [1, 4]
+    param.write_text(param.read_text().replace("InnerProduct", "NoSuchLayer", 1))
+    with pytest.raises(BackendError, match=r"ncnn: ncnn cannot load .*tiny_mlp.ncnn.param"):
+        server.op_load("d", str(param), 1, {})
+
+
+# ------------------------------------------------------------------ MNN
+
+@pytest.mark.parametrize("model", ["tiny_cnn", "tiny_mlp"])
+def test_mnn_matches_the_shipped_golden(model: str) -> None:
+    server = _server("mnn")
+    artifact = FIXTURES / f"{model}.mnn"
+    diff = max_diff_vs_golden(server, artifact, model)
+    assert diff <= 1e-4, f"mnn on {artifact.name}: max |diff| {diff:g} vs the onnxruntime-cpu golden"
+    info = server.op_load(artifact.name, str(artifact), 1, {})
+    golden_inputs, _ = golden_case(model)
+    assert [s["name"] for s in info["inputs"]] == list(golden_inputs)  # the .onnx's own names
+    assert info["precision"] == "float32" and info["runtime"]["name"] == "MNN" and info["runtime"]["version"]
+    assert info["coverage"] is None  # MNN's Python API does not say where each operator ran
+
+
+def test_mnn_gpu_forward_types_are_probed_and_bad_files_named(tmp_path: Path) -> None:
+    server = _server("mnn")
+    for name in ("mnn-opencl", "mnn-vulkan"):
+        reason = get_backend(name).unavailable_reason()
+        assert reason is None or "forward type here" in reason
+    broken = tmp_path / "broken.mnn"
+    broken.write_bytes((FIXTURES / "tiny_mlp.onnx").read_bytes())
+    with pytest.raises(BackendError, match=r"mnn: MNN cannot load .*broken.mnn"):
+        server.op_load("x", str(broken), 1, {})
+
+
+def test_ncnn_and_mnn_in_a_pytest_run(pytester: pytest.Pytester, models: Path) -> None:
+    """One golden from onnxruntime-cpu, checked on ncnn and MNN; MNN's unreadable coverage is
+    said when a coverage budget asks for it; an uninstalled GPU variant is skipped with its reason."""
+    for backend in ("ncnn", "mnn"):
+        _server(backend)
+    for name in ("tiny_cnn.ncnn.param", "tiny_cnn.ncnn.bin", "tiny_cnn.mnn"):
+        shutil.copy(FIXTURES / name, models / name)
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", backends=["onnxruntime-cpu", "ncnn", "mnn", "mnn-vulkan"])
+        def test_cnn(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_cnn", backends=["ncnn", "mnn"], max_fallback=0.0)
+        def test_budget(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-rs", "--edge-update-golden", "--edge-report=report.json")
+    records = json.loads((pytester.path / "report.json").read_text())["records"]
+    verdicts = {(r["test"].split("[")[0].split("::")[-1], r["backend"]): r["verdict"] for r in records}
+    assert verdicts[("test_cnn", "ncnn")] == verdicts[("test_cnn", "mnn")] == "passed", result.stdout.str()
+    assert verdicts[("test_budget", "ncnn")] == "passed"
+    assert verdicts[("test_budget", "mnn")] == "failed"
+    result.stdout.fnmatch_lines(["*mnn: delegate coverage cannot be read*"])
+    if get_backend("mnn-vulkan").unavailable_reason():
+        result.stdout.fnmatch_lines(["*SKIPPED*MNN has no VULKAN forward type here*"])
