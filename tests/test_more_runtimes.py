@@ -163,12 +163,16 @@ def test_openvino_in_a_pytest_run(pytester: pytest.Pytester, models: Path) -> No
         @pytest.mark.edge(model="tiny_mlp", backends=["openvino"], target="gpu", max_fallback=0.0)
         def test_gpu_target(edge_model):
             pass
+
+        @pytest.mark.edge(model="tiny_cnn", backends=["openvino-bf16"])
+        def test_bf16_at_float32_tolerance(edge_model):
+            pass
     """)
     result = pytester.runpytest_subprocess("-rs", "--edge-update-golden", "--edge-report=report.json")
     import openvino as ov
 
     capabilities = ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
-    expected_skips = sum(c not in capabilities for c in ("BF16", "FP16"))
+    expected_skips = sum(c not in capabilities for c in ("BF16", "FP16")) + ("BF16" not in capabilities)
     outcomes = result.parseoutcomes()
     assert outcomes.get("skipped", 0) == expected_skips, result.stdout.str()
     records = json.loads((pytester.path / "report.json").read_text())["records"]
@@ -176,6 +180,10 @@ def test_openvino_in_a_pytest_run(pytester: pytest.Pytester, models: Path) -> No
     cnn = by_backend[("tiny_cnn", "openvino")]
     assert cnn["verdict"] == "passed" and cnn["runtime"]["name"] == "openvino"
     assert cnn["coverage"]["delegates"] == ["CPU"]
+    if "BF16" in capabilities:
+        # Triage runs the float32 sibling on the same artifact, then both operation by operation.
+        result.stdout.fnmatch_lines(["*triage: openvino on the same tiny_cnn.onnx matches the golden*"
+                                     "first divergence: tensor*Convolution*"])
     gpu = by_backend[("tiny_mlp", "openvino")]
     if "GPU" not in ov.Core().available_devices:
         assert gpu["verdict"] == "failed"
@@ -286,3 +294,22 @@ def test_ncnn_and_mnn_in_a_pytest_run(pytester: pytest.Pytester, models: Path) -
     result.stdout.fnmatch_lines(["*mnn: delegate coverage cannot be read*"])
     if get_backend("mnn-vulkan").unavailable_reason():
         result.stdout.fnmatch_lines(["*SKIPPED*MNN has no VULKAN forward type here*"])
+
+
+def test_a_runtime_not_installed_skips_only_its_backends(pytester: pytest.Pytester, models: Path) -> None:
+    for backend in ("openvino", "mnn"):
+        _server(backend)
+    for name in ("tiny_mlp.ncnn.param", "tiny_mlp.ncnn.bin", "tiny_mlp.mnn"):
+        shutil.copy(FIXTURES / name, models / name)
+    # As if ncnn were uninstalled: importlib finds no spec for a module set to None in sys.modules.
+    pytester.makeconftest("import sys\nsys.modules['ncnn'] = None\n")
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp")
+        def test_mlp(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-rs", "--edge-update-golden",
+                                           "--edge-backends=onnxruntime-cpu,openvino,ncnn,mnn")
+    result.assert_outcomes(passed=3, skipped=1)
+    result.stdout.fnmatch_lines(["*SKIPPED*ncnn not installed*"])

@@ -75,8 +75,8 @@ def read_model(core: Any, path: Path, backend: str) -> Any:
 
 
 class OpenVINOModel(LoadedModel):
-    def __init__(self, core: Any, model: Any, compiled: Any) -> None:
-        self.core, self.model, self.compiled = core, model, compiled
+    def __init__(self, core: Any, model: Any, compiled: Any, config: dict[str, Any]) -> None:
+        self.core, self.model, self.compiled, self.config = core, model, compiled, config
         self.request = compiled.create_infer_request()
         self.inputs = [_spec(p) for p in model.inputs]
         self.outputs = [_spec(p) for p in model.outputs]
@@ -91,6 +91,28 @@ class OpenVINOModel(LoadedModel):
 
     def delegates(self) -> list[str]:
         return ["CPU"]
+
+    def intermediates(self, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
+        """Every operation's outputs, by adding them as model outputs (OpenVINO's way to expose
+        them) and compiling with this model's configuration. Tensors are ``<operation>:<port>``,
+        which both precisions of one artifact share (openvino-bf16 against openvino). Extra
+        outputs keep the plugin from fusing across them: what diverges is named per operation."""
+        model = self.model.clone()
+        ports = [(op, i) for op in operations(model) for i in range(op.get_output_size())
+                 if op.get_output_element_type(i).is_real()]
+        # Tensor names as the artifact has them (adding outputs names the unnamed ones Result_*).
+        tensor_names = {(op.get_friendly_name(), i): min(op.output(i).get_names(), default=None) for op, i in ports}
+        added = model.add_outputs([op.output(i) for op, i in ports])
+        request = self.core.compile_model(model, "CPU", self.config).create_infer_request()
+        request.infer(list(feeds))
+        order, producers, tensors, names = [], {}, {}, {}
+        for (op, i), port in zip(ports, added):
+            tensor_id = f"{op.get_friendly_name()}:{i}"
+            order.append(tensor_id)
+            producers[tensor_id] = f"{op.get_type_name()} {op.get_friendly_name()!r} on the CPU plugin"
+            tensors[tensor_id] = request.get_tensor(port).data.copy()
+            names[tensor_id] = tensor_names[(op.get_friendly_name(), i)] or tensor_id
+        return {"order": order, "producers": producers, "tensors": tensors, "names": names, "delegated": True}
 
     def coverage(self) -> Coverage | None:
         return query_coverage(self.core, self.model, "CPU", "runtime")
@@ -144,7 +166,7 @@ class OpenVINOBackend(Backend):
             compiled = core.compile_model(model, "CPU", config)
         except RuntimeError as exc:
             raise BackendError(f"{self.name}: OpenVINO's CPU plugin cannot compile {path}: {exc}") from exc
-        return OpenVINOModel(core, model, compiled)
+        return OpenVINOModel(core, model, compiled, config)
 
     def predicted_coverage(self, artifact: Path, target: str) -> Coverage | None:
         """Coverage on the ``target`` device's plugin; None (said unavailable) where it does not load."""
