@@ -5,15 +5,18 @@ Artifacts are ``.mnn`` files, made by MNN's converter (``mnnconvert``, from the 
 the ``.onnx`` (fixtures/make_models.py). Inputs and outputs are the model's own, in NCHW as the
 ``.onnx`` had them, matched by position. The Express module API runs them (``MNN.nn``).
 
-Coverage cannot be read: MNN's Python API does not say which backend ran each operator (a
-forward type a build lacks falls back to the CPU as a whole, which is why the GPU variants are
-probed before use), so max_fallback/max_partitions are said not checkable on MNN.
+Coverage: on the CPU forward type every operator MNN runs is the CPU's, counted from one session
+run with a per-operator callback (``runSessionWithCallBackInfo``; MNN's own graph after conversion:
+tiny_cnn's CumSum became a While loop with Raster ops). On the GPU forward types it cannot be
+read: MNN's Python API does not say which backend ran each operator (and a forward type a build
+lacks falls back to the CPU as a whole, which is why those variants are probed before use).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, LoadedModel, TensorSpec, unusable_artifact
+from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
 
 _FORWARD_TYPES = {"mnn": "CPU", "mnn-opencl": "OPENCL", "mnn-vulkan": "VULKAN"}
 _PROBE = """
@@ -87,6 +90,27 @@ class MNNModel(LoadedModel):
 
     def delegates(self) -> list[str]:
         return [self.forward]
+
+    def coverage(self) -> Coverage | None:
+        if self.forward != "CPU" or any(s.is_dynamic for s in self.inputs):
+            return None
+        import MNN
+
+        interpreter = MNN.Interpreter(str(self.path))
+        session = interpreter.createSession({"backend": "CPU", "precision": "high", "numThread": 1})
+        for spec in self.inputs:
+            interpreter.resizeTensor(interpreter.getSessionInput(session, spec.name), tuple(spec.shape))
+        interpreter.resizeSession(session)
+        ran: Counter[str] = Counter()
+
+        def before(tensors: Any, info: Any) -> bool:
+            ran[info.getType()] += 1
+            return True
+
+        interpreter.runSessionWithCallBackInfo(session, before, lambda tensors, info: True)
+        total = sum(ran.values())
+        return Coverage(total_ops=total, delegated_ops=total, fallback_ops=0, partitions=1 if total else 0,
+                        delegates=["CPU"], method="runtime")
 
 
 class MNNBackend(Backend):
