@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -315,3 +317,29 @@ def test_a_runtime_not_installed_skips_only_its_backends(pytester: pytest.Pytest
                                            "--edge-backends=onnxruntime-cpu,openvino,ncnn,mnn")
     result.assert_outcomes(passed=3, skipped=1)
     result.stdout.fnmatch_lines(["*SKIPPED*ncnn not installed*"])
+
+
+def test_disabled_runtimes_are_left_out_but_known_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DISABLE_ENV, "openvino, ncnn")
+    all_backends.cache_clear()
+    names = list(all_backends())
+    assert "openvino" not in names and "ncnn" not in names and "onnxruntime-cpu" in names
+    assert get_backend("openvino").name == "openvino" and get_backend("ncnn-vulkan").name == "ncnn-vulkan"
+
+
+def test_inspect_shows_the_more_runtimes_and_an_openvino_target(tmp_path: Path) -> None:
+    for backend in ("openvino", "ncnn", "mnn"):
+        _server(backend)
+    for name in ("tiny_cnn.onnx", "tiny_cnn.ncnn.param", "tiny_cnn.ncnn.bin", "tiny_cnn.mnn"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    done = subprocess.run([sys.executable, "-m", "pytest_edge.cli", "inspect", "tiny_cnn", "--target", "gpu",
+                           "--model-dir", str(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[2:] if line.strip()}
+    assert "31/31 delegated" in rows["openvino"]  # OpenVINO's own count of tiny_cnn.onnx's operations
+    assert "6/6 delegated" in rows["ncnn"] and "10/10 delegated" in rows["mnn"]
+    import openvino as ov
+
+    if "GPU" not in ov.Core().available_devices:
+        assert "openvino cannot predict it here" in rows["predicted"]
