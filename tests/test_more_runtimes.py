@@ -343,3 +343,39 @@ def test_inspect_shows_the_more_runtimes_and_an_openvino_target(tmp_path: Path) 
 
     if "GPU" not in ov.Core().available_devices:
         assert "openvino cannot predict it here" in rows["predicted"]
+
+
+def test_weights_files_travel_to_a_device_and_date_the_golden(pytester: pytest.Pytester, models: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """ncnn's .bin and OpenVINO IR's .bin are part of the artifact: sent to a device beside it, and
+    recorded in the golden's provenance, so new weights under the same .param make it stale."""
+    for backend in ("ncnn", "openvino"):
+        _server(backend)
+    import openvino as ov
+
+    for name in ("tiny_mlp.ncnn.param", "tiny_mlp.ncnn.bin"):
+        shutil.copy(FIXTURES / name, models / name)
+    ov.save_model(ov.Core().read_model(str(FIXTURES / "tiny_mlp.onnx")), str(models / "mlp_ir.xml"),
+                  compress_to_fp16=False)
+    shutil.copy(FIXTURES / "tiny_mlp.onnx", models / "mlp_ir.onnx")
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", backends=["ncnn", "ncnn@here"])
+        def test_mlp(edge_model):
+            pass
+        @pytest.mark.edge(model="mlp_ir", backends=["openvino", "openvino@here"])
+        def test_ir(edge_model):
+            pass
+    """)
+    device = f"here={sys.executable} -m pytest_edge.worker --stdio"
+    monkeypatch.setenv("PYTEST_EDGE_CACHE", str(pytester.path / "device-cache"))
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-device", device).assert_outcomes(passed=4)
+    meta = json.loads((pytester.path / "golden/tiny_mlp/meta.json").read_text())
+    assert {"tiny_mlp.ncnn.param", "tiny_mlp.ncnn.bin"} <= set(meta["artifacts"])
+    bundles = list((pytester.path / "device-cache/bundles").glob("*/*.bin"))
+    assert sorted(p.name for p in bundles) == ["mlp_ir.bin", "tiny_mlp.ncnn.bin"]
+    weights = models / "tiny_mlp.ncnn.bin"
+    weights.write_bytes(weights.read_bytes()[:-4] + b"\0\0\0\0")
+    stale = pytester.runpytest_subprocess("-k", "test_mlp", "--edge-device", device)
+    stale.assert_outcomes(failed=2)
+    stale.stdout.fnmatch_lines(["*golden for 'tiny_mlp' is stale*tiny_mlp.ncnn.bin*"])

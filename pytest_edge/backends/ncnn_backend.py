@@ -14,6 +14,7 @@ Coverage: every layer of the loaded net runs on the CPU here; on ``ncnn-vulkan``
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -137,6 +138,9 @@ class NcnnBackend(Backend):
 
         path = Path(path)
         weights = path.with_name(path.name.removesuffix(".param") + ".bin")
+        beside = sorted(path.parent.glob("*.ncnn.bin"))
+        if not weights.is_file() and re.fullmatch(r"[0-9a-f]{64}\.param", path.name) and len(beside) == 1:
+            weights = beside[0]  # on a device: the .param under its content name, its weights as named
         with open(path, "rb") as f:
             problem = unusable_artifact(f.read(1024), path)
         if problem:

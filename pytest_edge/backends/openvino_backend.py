@@ -14,6 +14,7 @@ the plugin does not load here it is said unavailable (coverage None).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -65,10 +66,15 @@ def read_model(core: Any, path: Path, backend: str) -> Any:
         problem = unusable_artifact(f.read(1024), path)  # an LFS pointer is ~130 bytes: all of it
     if problem:
         raise BackendError(f"{backend}: {problem}")
-    if path.suffix == ".xml" and not path.with_suffix(".bin").is_file():
-        raise BackendError(f"{backend}: {path} is OpenVINO IR without its weights {path.with_suffix('.bin')}")
+    weights = path.with_suffix(".bin")
+    beside = sorted(path.parent.glob("*.bin"))
+    if path.suffix == ".xml" and not weights.is_file() and re.fullmatch(r"[0-9a-f]{64}\.xml", path.name) \
+            and len(beside) == 1:
+        weights = beside[0]  # on a device: the .xml under its content name, its weights as named
+    if path.suffix == ".xml" and not weights.is_file():
+        raise BackendError(f"{backend}: {path} is OpenVINO IR without its weights {weights}")
     try:
-        return core.read_model(str(path))
+        return core.read_model(str(path), str(weights)) if path.suffix == ".xml" else core.read_model(str(path))
     except RuntimeError as exc:
         detail = " ".join(line for line in str(exc).splitlines() if line.strip() and "Exception from" not in line)
         raise BackendError(f"{backend}: OpenVINO cannot read {path}: {detail}") from exc
