@@ -12,7 +12,7 @@ from typing import Sequence
 from . import device_commands, quant
 from .backends import get_backend
 from .errors import EdgeError, EdgeUsageError
-from .marker import MarkerSpec, parse_percent
+from .marker import TARGETS, MarkerSpec, parse_percent
 from .plan import backend_choices
 from .report import compare_reports, format_table, load_report, matrix_lines, merge_reports, write_page, write_report
 from .session import EdgeSession, Settings
@@ -87,10 +87,14 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
                              "no backend here predicts it for this model's artifacts"])
                 continue
             backend = get_backend(predictors[0])
-            artifact = model.artifact(backend.suffix)
+            artifact = backend.artifact_of(model)
             assert artifact is not None
-            rows.append(_coverage_row(f"predicted {target_name}", backend.predicted_coverage(artifact, target_name),
-                                      f"{backend.name}'s prediction"))
+            predicted = backend.predicted_coverage(artifact, target_name)
+            if predicted is None:  # OpenVINO without that device's plugin here
+                rows.append([f"predicted {target_name}", "—", "—", "—", "—",
+                             f"{backend.name} cannot predict it here (the device's plugin does not load)"])
+                continue
+            rows.append(_coverage_row(f"predicted {target_name}", predicted, f"{backend.name}'s prediction"))
     finally:
         session.close()
     return rows
@@ -380,8 +384,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")
     inspect.add_argument("--model-dir", action="append", default=[],
                          help="also search this folder for a stem (the project's edge_model_dirs are searched)")
-    inspect.add_argument("--target", action="append", default=[], choices=["nnapi", "coreml"],
-                         help="also predict coverage on a mobile ONNX Runtime execution provider")
+    inspect.add_argument("--target", action="append", default=[], choices=list(TARGETS),
+                         help="also predict coverage on a mobile ONNX Runtime execution provider (nnapi, "
+                              "coreml) or an OpenVINO device (gpu, npu)")
     inspect.set_defaults(func=_inspect)
 
     triage = commands.add_parser("triage", help="where a model loses accuracy")

@@ -131,14 +131,29 @@ def location_problem(location: str) -> str | None:
     return None
 
 
+def weights_file(model: Path) -> Path | None:
+    """The weights file beside a model whose format keeps them apart under its own name: ncnn's
+    ``m.ncnn.param`` -> ``m.ncnn.bin``, OpenVINO IR's ``m.xml`` -> ``m.bin``; None for the others."""
+    if model.name.endswith(".ncnn.param"):
+        return model.with_name(model.name.removesuffix(".param") + ".bin")
+    return model.with_suffix(".bin") if model.suffix == ".xml" else None
+
+
 def external_files(model: Path, backend: str | None = None) -> dict[str, Path]:
     """The external-data files of ``model`` by location, each checked: inside the model's folder
     (else refused unread) and present. {} for other formats and self-contained models.
-    BackendError naming the model, the location and ``backend`` otherwise."""
+    BackendError naming the model, the location and ``backend`` otherwise. An ncnn ``.param``'s
+    or OpenVINO ``.xml``'s weights file counts as its external data (golden provenance, devices)."""
     model = Path(model)
+    who = f"{backend}: " if backend else ""
+    weights = weights_file(model)
+    if weights is not None and model.is_file():
+        if not weights.is_file():
+            raise BackendError(f"{who}{model} keeps its weights in {weights}, which is missing; copy it beside "
+                               f"the model (it is part of the artifact, like {model.name} itself)")
+        return {weights.name: weights}
     if model.suffix != SUFFIX or not model.is_file():
         return {}
-    who = f"{backend}: " if backend else ""
     files = {}
     for location in external_locations(model):
         problem = location_problem(location)

@@ -134,7 +134,7 @@ class MarkerSpec:
 
 
 KEYWORDS = tuple(f.name for f in fields(MarkerSpec))
-TARGETS = ("nnapi", "coreml")
+TARGETS = ("nnapi", "coreml", "gpu", "npu")  # ONNX Runtime EPs; OpenVINO devices
 MAX_RUNS = 100_000  # timed runs one worker process keeps (its sample buffer, allocated up front)
 
 

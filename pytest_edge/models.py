@@ -27,9 +27,11 @@ def resolve_model(spec: str, search_dirs: Sequence[Path], suffixes: Iterable[str
     for folder in search_dirs:
         candidate = given if given.is_absolute() else folder / given
         searched.append(str(candidate))
-        if candidate.suffix in suffixes:
+        # The longest suffix the name ends with: "m.ncnn.param" is an ".ncnn.param", not a ".param".
+        named = max((s for s in suffixes if candidate.name.endswith(s) and candidate.name != s), key=len, default=None)
+        if named is not None:
             if candidate.is_file():
-                return Model(candidate.stem, {candidate.suffix: candidate})
+                return Model(candidate.name.removesuffix(named), {named: candidate})
             continue
         found = {s: candidate.with_name(candidate.name + s) for s in suffixes}
         found = {s: p for s, p in found.items() if p.is_file()}

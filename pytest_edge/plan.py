@@ -52,7 +52,7 @@ class Plan:
 
     @property
     def artifact(self) -> Path | None:
-        return self.model.artifact(get_backend(self.backend).suffix)
+        return get_backend(self.backend).artifact_of(self.model)
 
     def tolerance(self, output: str, backend: str | None = None) -> dict[str, Any]:
         """The tolerances for one output on ``backend`` (this plan's by default), overrides applied."""
@@ -77,7 +77,7 @@ def resolve_reference(settings: Settings, marker: MarkerSpec, model: Model, test
         return None
     try:
         reference = resolve_model(marker.reference, search_dirs(settings, test_dir),
-                                  [b.suffix for b in all_backends().values()])
+                                  [s for b in all_backends().values() for s in b.artifact_suffixes()])
     except EdgeUsageError as exc:
         raise EdgeUsageError(f"reference={marker.reference!r} of model {model.name!r}: {exc}") from None
     if reference.name == model.name:
@@ -132,8 +132,8 @@ def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> lis
         if device is not None and device not in settings.devices:
             raise EdgeUsageError(f"{name}: no device {device!r} in edge_devices (known: "
                                  f"{', '.join(settings.devices) or 'none'})")
-        if model.artifact(backend.suffix) is None:
-            choices.append((name, f"no {backend.suffix} artifact for {model.name}"))
+        if backend.artifact_of(model) is None:
+            choices.append((name, backend.missing_artifact(model.name)))
         else:
             # A device's runtimes are the device's to say: its worker reports what it lacks. An
             # emulated device's are known here (the host's versions), as is a host that cannot run one.

@@ -89,7 +89,7 @@ class EdgeSession:
     def resolve(self, name: str | None, test_dir: Path | None = None) -> Model:
         if not name:
             raise EdgeUsageError("the edge marker needs a model: @pytest.mark.edge(model='name-or-path')")
-        return resolve_model(name, search_dirs(self.settings, test_dir), [b.suffix for b in all_backends().values()])
+        return resolve_model(name, search_dirs(self.settings, test_dir), [s for b in all_backends().values() for s in b.artifact_suffixes()])
 
     def plan(self, model: Model, backend: str, marker: MarkerSpec | None = None,
              test_dir: Path | None = None) -> Plan:
@@ -113,7 +113,7 @@ class EdgeSession:
         backend = get_backend(plan.backend)
         artifact = plan.artifact
         if artifact is None:
-            raise BackendError(f"{plan.backend}: no {backend.suffix} artifact for {plan.model.name}")
+            raise BackendError(f"{plan.backend}: {backend.missing_artifact(plan.model.name)}")
         shapes = dict(sorted(plan.shapes.items()))
         key = f"{artifact.resolve()}|{plan.backend}|{plan.threads}|{shapes}"
         if key not in self.loaded:
@@ -153,7 +153,7 @@ class EdgeSession:
                 raise EdgeUsageError(f"edge_reference_backend: {exc}") from None
         for name in reference_order(self.settings.reference_backend or None):
             backend = get_backend(name)
-            if model.artifact(backend.suffix) is not None and backend.unavailable_reason() is None:
+            if backend.artifact_of(model) is not None and backend.unavailable_reason() is None:
                 return name
         raise GoldenError(f"no backend available here can run any artifact of {model.name} "
                           f"({', '.join(str(p) for p in model.artifacts.values())}) to record golden outputs")
@@ -346,8 +346,10 @@ class EdgeSession:
         marker = plan.marker
         coverage = info.coverage
         predicted = self.predicted_coverage(info, marker.target) if marker.target is not None else None
-        if predicted is not None:
-            coverage = predicted  # backends that cannot predict a target keep their own figures
+        if predicted is not None or marker.target in get_backend(plan.backend).predicts_targets:
+            # Backends that cannot predict a target keep their own figures; one that predicts it
+            # but cannot here (OpenVINO without that device's plugin) has none: said unreadable.
+            coverage = predicted
         if get_backend(plan.backend).has_delegate or predicted is not None:
             violations += check_coverage(coverage, marker.max_fallback, marker.max_partitions, plan.backend)
         measured: dict[str, Any] = {}

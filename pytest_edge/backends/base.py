@@ -143,6 +143,9 @@ class Backend(ABC):
 
     name: str  # e.g. "litert-ref"
     suffix: str  # artifact suffix, e.g. ".tflite"
+    # Every artifact suffix the runtime reads, most preferred first (OpenVINO: .xml, .onnx,
+    # .tflite); empty for a runtime of one format, ``suffix``.
+    suffixes: tuple[str, ...] = ()
     runtime_module: str  # module whose presence makes the backend available
     distribution: str  # PyPI name reported in records
     threads_supported: bool = True
@@ -169,6 +172,21 @@ class Backend(ABC):
     def predicted_coverage(self, artifact: Path, target: str) -> Coverage | None:
         """Coverage predicted for ``target`` (one of ``predicts_targets``) in this process."""
         return None
+
+    def artifact_suffixes(self) -> tuple[str, ...]:
+        return self.suffixes or (self.suffix,)
+
+    def artifact_of(self, model: Any) -> Path | None:
+        """The artifact of ``model`` (a models.Model) this backend runs: the first of its suffixes
+        the model has; None if it has none of them."""
+        for suffix in self.artifact_suffixes():
+            if model.artifact(suffix) is not None:
+                return model.artifact(suffix)
+        return None
+
+    def missing_artifact(self, model_name: str) -> str:
+        """Why a model without any artifact this backend reads is skipped on it."""
+        return f"no {' / '.join(self.artifact_suffixes())} artifact for {model_name}"
 
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run here, without importing the runtime; None if it can."""

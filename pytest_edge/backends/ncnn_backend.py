@@ -1,0 +1,171 @@
+"""ncnn: ``ncnn`` (CPU, float32) and, by name, ``ncnn-fp16`` (ncnn's default options: fp16 storage
+and arithmetic where the CPU has them) and ``ncnn-vulkan`` (its Vulkan GPU compute).
+
+Artifacts are ``<model>.ncnn.param`` (text) with ``<model>.ncnn.bin`` beside it, as ``pnnx`` writes
+them (fixtures/make_models.py). ncnn has no batch dimension: a blob is ``w``, ``h, w`` or
+``c, h, w`` (channel-packed inside, which the Python ``Mat`` hides). So inputs are given with a
+leading batch of 1, which is dropped, and outputs get it back. The input shapes come from the
+``Input`` layers' ``0=w 1=h 2=c`` parameters where the param file has them (make_models.py writes
+them; pnnx alone does not), and the output shapes from one run on zeros at load.
+
+Coverage: every layer of the loaded net runs on the CPU here; on ``ncnn-vulkan`` the layers whose
+``support_vulkan`` is false fall back to the CPU.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import BackendError
+from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+
+_VARIANTS = ("ncnn", "ncnn-fp16", "ncnn-vulkan")
+
+
+def read_param(path: Path) -> list[tuple[str, str, list[str], list[str], dict[str, str]]]:
+    """The layers of a text .param: (type, name, input blobs, output blobs, params)."""
+    lines = [line.split() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    if not lines or lines[0] != ["7767517"]:
+        raise BackendError(f"ncnn: {path} is not a text ncnn .param (its first line is not the magic 7767517)")
+    layers = []
+    for fields in lines[2:]:
+        kind, name, n_in, n_out = fields[0], fields[1], int(fields[2]), int(fields[3])
+        blobs = fields[4:4 + n_in + n_out]
+        params = dict(p.split("=", 1) for p in fields[4 + n_in + n_out:] if "=" in p)
+        layers.append((kind, name, blobs[:n_in], blobs[n_in:], params))
+    return layers
+
+
+def io_blobs(layers: list) -> tuple[list[tuple[str, tuple[int, ...] | None]], list[str]]:
+    """Input blobs with their shape (batch 1 first; None where the param does not say) and the
+    output blobs (produced, never consumed), in file order."""
+    inputs, consumed, produced = [], set(), []
+    for kind, _, ins, outs, params in layers:
+        consumed.update(ins)
+        produced += outs
+        if kind == "Input":
+            dims = [int(params[k]) for k in ("2", "1", "0") if int(params.get(k, 0)) > 0]  # c, h, w
+            inputs.append((outs[0], (1, *dims) if dims else None))
+    return inputs, [b for b in produced if b not in consumed]
+
+
+@lru_cache(maxsize=1)
+def vulkan_devices() -> int:
+    """How many Vulkan devices ncnn finds, asked in a child process: without libvulkan ncnn prints
+    its dlopen failures on the process's own stderr."""
+    done = subprocess.run([sys.executable, "-c", "import ncnn; print(ncnn.get_gpu_count())"],
+                          capture_output=True, text=True, timeout=60)
+    return int(done.stdout.split()[-1]) if done.returncode == 0 and done.stdout.split() else 0
+
+
+class NcnnModel(LoadedModel):
+    def __init__(self, net: Any, layers: list, vulkan: bool, path: Path, shapes: dict[str, tuple[int, ...]]) -> None:
+        import ncnn
+
+        self.net, self.layers, self.vulkan, self.path, self._ncnn = net, layers, vulkan, path, ncnn
+        inputs, outputs = io_blobs(layers)
+        inputs = [(name, tuple(shapes[name]) if name in shapes else shape) for name, shape in inputs]
+        if any(shape is None for _, shape in inputs):
+            raise BackendError(f"ncnn: {path} does not give its input shapes (Input layer 0=w 1=h 2=c); "
+                               "add them to the Input lines of the .param, "
+                               "or give shapes= in the marker")
+        self._in = [name for name, _ in inputs]
+        self._out = outputs
+        self.inputs = [TensorSpec(name, shape, "float32") for name, shape in inputs]
+        probe = self.run([np.zeros(spec.shape, np.float32) for spec in self.inputs])
+        self.outputs = [TensorSpec(name, value.shape, "float32") for name, value in zip(outputs, probe)]
+
+    def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+        extractor = self.net.create_extractor()
+        for name, value in zip(self._in, feeds):
+            if value.shape[:1] != (1,):
+                raise BackendError(f"ncnn: {self.path} takes a batch of 1 (ncnn blobs have no batch), "
+                                   f"input {name!r} has shape {value.shape}")
+            extractor.input(name, self._ncnn.Mat(np.ascontiguousarray(value[0], dtype=np.float32)))
+        outputs = []
+        for name in self._out:
+            ret, mat = extractor.extract(name)
+            if ret != 0:
+                raise BackendError(f"ncnn: extracting {name!r} of {self.path} failed ({ret})")
+            outputs.append(np.array(mat)[None].copy())
+        return outputs
+
+    def delegates(self) -> list[str]:
+        return ["vulkan" if self.vulkan else "cpu"]
+
+    def coverage(self) -> Coverage:
+        layers = [layer for layer in self.net.layers() if layer.type != "Input"]
+        fallback = Counter(layer.type for layer in layers if self.vulkan and not layer.support_vulkan)
+        n_fallback = sum(fallback.values())
+        return Coverage(total_ops=len(layers), delegated_ops=len(layers) - n_fallback, fallback_ops=n_fallback,
+                        partitions=1 if len(layers) > n_fallback else 0, fallback_op_names=dict(fallback),
+                        delegates=self.delegates(), method="runtime")
+
+    def precision(self) -> str:
+        opt = self.net.opt
+        return "float16" if opt.use_fp16_storage or opt.use_fp16_arithmetic else "float32"
+
+
+class NcnnBackend(Backend):
+    runtime_module = "ncnn"
+    distribution = "ncnn"
+    suffix = ".ncnn.param"
+
+    def __init__(self, name: str = "ncnn") -> None:
+        self.name = name
+        self.reference_sibling = None if name == "ncnn" else "ncnn"
+
+    @classmethod
+    def variant(cls, name: str) -> Backend | None:
+        return cls(name) if name in _VARIANTS else None
+
+    def unavailable_reason(self) -> str | None:
+        reason = super().unavailable_reason()
+        if reason or self.name != "ncnn-vulkan":
+            return reason
+        return None if vulkan_devices() else "ncnn finds no Vulkan device here (no GPU or no libvulkan)"
+
+    def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
+        import ncnn
+
+        path = Path(path)
+        weights = path.with_name(path.name.removesuffix(".param") + ".bin")
+        beside = sorted(path.parent.glob("*.ncnn.bin"))
+        if not weights.is_file() and re.fullmatch(r"[0-9a-f]{64}\.param", path.name) and len(beside) == 1:
+            weights = beside[0]  # on a device: the .param under its content name, its weights as named
+        with open(path, "rb") as f:
+            problem = unusable_artifact(f.read(1024), path)
+        if problem:
+            raise BackendError(f"{self.name}: {problem}")
+        if not weights.is_file():
+            raise BackendError(f"{self.name}: {path} has no weights file {weights} beside it")
+        layers = read_param(path)
+        net = ncnn.Net()
+        if self.name == "ncnn":
+            # ncnn's defaults store (and on ARM compute) in fp16 where the CPU can: ncnn-fp16.
+            opt = net.opt
+            opt.use_fp16_packed = opt.use_fp16_storage = opt.use_fp16_arithmetic = False
+            opt.use_bf16_storage = False
+        net.opt.use_vulkan_compute = self.name == "ncnn-vulkan"
+        if threads:
+            net.opt.num_threads = threads
+        if net.load_param(str(path)) != 0:
+            raise BackendError(f"{self.name}: ncnn cannot load {path} (an unknown layer type or a malformed "
+                               "line; ncnn prints which on stderr)")
+        if net.load_model(str(weights)) != 0:
+            raise BackendError(f"{self.name}: ncnn cannot load the weights {weights} for {path} "
+                               "(truncated, or written for another .param)")
+        return NcnnModel(net, layers, self.name == "ncnn-vulkan", path, shapes)
+
+
+def backends() -> list[Backend]:
+    """``ncnn`` (float32 on the CPU); ``ncnn-fp16`` and ``ncnn-vulkan`` are named, not registered."""
+    return [NcnnBackend()]

@@ -1,0 +1,381 @@
+"""OpenVINO, ncnn and MNN: the real runtimes on the shipped fixture models, against the shipped
+goldens (recorded by onnxruntime-cpu). Each test skips with the reason where its runtime is not
+installed (the tflite-runtime lane has none of them)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_edge.backends import DISABLE_ENV, all_backends, get_backend
+from pytest_edge.errors import BackendError
+from pytest_edge.models import resolve_model
+from pytest_edge.worker import WorkerServer
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+GOLDEN = ROOT / "golden"
+
+
+@pytest.fixture(autouse=True)
+def every_runtime(monkeypatch: pytest.MonkeyPatch):
+    """This module tests the runtimes tests/conftest.py keeps out of the rest of the suite."""
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    all_backends.cache_clear()
+    yield
+    all_backends.cache_clear()
+
+
+def _server(name: str) -> WorkerServer:
+    reason = get_backend(name).unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    return WorkerServer(name)
+
+
+def golden_case(model: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The first stored case of the shipped golden of ``model``: its inputs and outputs by name."""
+    meta = json.loads((GOLDEN / model / "meta.json").read_text())
+    with np.load(GOLDEN / model / meta["cases"][0]) as case:
+        inputs = {k.removeprefix("inputs/"): case[k] for k in case.files if k.startswith("inputs/")}
+        outputs = {k.removeprefix("outputs/"): case[k] for k in case.files if k.startswith("outputs/")}
+    return inputs, outputs
+
+
+def max_diff_vs_golden(server: WorkerServer, artifact: Path, model: str) -> float:
+    """Runs ``artifact`` on the golden's inputs (by position) and returns max |actual - golden|."""
+    info = server.op_load(artifact.name, str(artifact), 1, {})
+    inputs, outputs = golden_case(model)
+    assert len(info["inputs"]) == len(inputs) and len(info["outputs"]) == len(outputs)
+    actual = server.op_run(artifact.name, list(inputs.values()))
+    diffs = []
+    for got, want in zip(actual, outputs.values()):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        diffs.append(float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))))
+    return max(diffs)
+
+
+def test_the_more_runtimes_are_registered() -> None:
+    names = list(all_backends())
+    assert {"openvino", "ncnn", "mnn"} <= set(names)
+    # Their precision/device variants are known by name, so they are reported, not unknown.
+    assert get_backend("openvino-bf16").name == "openvino-bf16"
+    assert get_backend("ncnn-vulkan").name == "ncnn-vulkan"
+
+
+# ------------------------------------------------------------------ OpenVINO
+
+@pytest.mark.parametrize("artifact", ["tiny_cnn.onnx", "tiny_cnn.tflite", "tiny_mlp.onnx", "tiny_mlp.tflite"])
+def test_openvino_matches_the_shipped_golden(artifact: str) -> None:
+    server = _server("openvino")
+    diff = max_diff_vs_golden(server, FIXTURES / artifact, artifact.split(".")[0])
+    assert diff <= 1e-4, f"openvino on {artifact}: max |diff| {diff:g} vs the onnxruntime-cpu golden"
+    info = server.op_load(artifact, str(FIXTURES / artifact), 1, {})
+    assert info["precision"] == "float32"  # set explicitly: a BF16-capable CPU would default to bf16
+    assert info["runtime"]["name"] == "openvino" and info["runtime"]["version"]
+    coverage = info["coverage"]
+    assert coverage["method"] == "runtime" and coverage["delegates"] == ["CPU"]
+    assert coverage["total_ops"] > 0 and coverage["fallback_ops"] == 0
+
+
+def test_openvino_prefers_its_ir_then_onnx_then_tflite(tmp_path: Path) -> None:
+    server = _server("openvino")
+    import openvino as ov
+
+    for name in ("tiny_cnn.onnx", "tiny_cnn.tflite"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    backend = get_backend("openvino")
+    suffixes = backend.artifact_suffixes()
+    assert backend.artifact_of(resolve_model("tiny_cnn", [tmp_path], suffixes)).suffix == ".onnx"
+    (tmp_path / "tiny_cnn.onnx").unlink()
+    assert backend.artifact_of(resolve_model("tiny_cnn", [tmp_path], suffixes)).suffix == ".tflite"
+    ov.save_model(ov.Core().read_model(str(FIXTURES / "tiny_cnn.onnx")), str(tmp_path / "tiny_cnn.xml"),
+                  compress_to_fp16=False)
+    ir = backend.artifact_of(resolve_model("tiny_cnn", [tmp_path], suffixes))
+    assert ir.name == "tiny_cnn.xml"
+    assert max_diff_vs_golden(server, ir, "tiny_cnn") <= 1e-4
+    (tmp_path / "tiny_cnn.bin").unlink()
+    with pytest.raises(BackendError, match=r"openvino: .*tiny_cnn.xml is OpenVINO IR without its weights"):
+        server.op_load("ir", str(ir), 1, {})
+
+
+def test_openvino_names_the_file_it_cannot_read(tmp_path: Path) -> None:
+    server = _server("openvino")
+    # Resource variables (VAR_HANDLE) have no OpenVINO TFLite-frontend type.
+    with pytest.raises(BackendError, match=r"openvino: OpenVINO cannot read .*counter_state.tflite.*RESOURCE"):
+        server.op_load("c", str(FIXTURES / "counter_state.tflite"), 1, {})
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    with pytest.raises(BackendError, match=r"openvino: .*empty.onnx is empty"):
+        server.op_load("e", str(empty), 1, {})
+
+
+def test_openvino_precision_variants_follow_the_cpu_capabilities() -> None:
+    _server("openvino")
+    import openvino as ov
+
+    capabilities = ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    for name, capability in (("openvino-bf16", "BF16"), ("openvino-f16", "FP16")):
+        backend = get_backend(name)
+        assert backend.reference_sibling == "openvino"
+        reason = backend.unavailable_reason()
+        if capability not in capabilities:
+            assert reason is not None and f"no {capability}" in reason
+            continue
+        assert reason is None
+        server = WorkerServer(name)
+        diff = max_diff_vs_golden(server, FIXTURES / "tiny_cnn.onnx", "tiny_cnn")
+        # Reduced precision is really used: further from the golden than float32, still close.
+        assert 1e-4 < diff < 0.1, f"{name}: max |diff| {diff:g}"
+        assert server.op_load("tiny_cnn.onnx", str(FIXTURES / "tiny_cnn.onnx"), 1, {})["precision"] in (
+            "bfloat16", "float16")
+
+
+def test_openvino_predicted_coverage_for_a_device_without_its_plugin_is_none() -> None:
+    _server("openvino")
+    import openvino as ov
+
+    core = ov.Core()
+    for target, device in (("gpu", "GPU"), ("npu", "NPU")):
+        coverage = get_backend("openvino").predicted_coverage(FIXTURES / "tiny_cnn.onnx", target)
+        try:
+            core.query_model(core.read_model(str(FIXTURES / "tiny_cnn.onnx")), device)
+        except RuntimeError:
+            assert coverage is None  # said unavailable: check_coverage reports it cannot be read
+        else:
+            assert coverage is not None and coverage.method == "predicted" and coverage.delegates == [device]
+
+
+def test_openvino_in_a_pytest_run(pytester: pytest.Pytester, models: Path) -> None:
+    _server("openvino")
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", backends=["onnxruntime-cpu", "openvino", "openvino-bf16", "openvino-f16"],
+                          tolerances={"openvino-bf16": {"atol": 0.1}, "openvino-f16": {"atol": 0.1}},
+                          max_fallback=0.0)
+        def test_cnn(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["openvino"], target="gpu", max_fallback=0.0)
+        def test_gpu_target(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_cnn", backends=["openvino-bf16"])
+        def test_bf16_at_float32_tolerance(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-rs", "--edge-update-golden", "--edge-report=report.json")
+    import openvino as ov
+
+    capabilities = ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    expected_skips = sum(c not in capabilities for c in ("BF16", "FP16")) + ("BF16" not in capabilities)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) == expected_skips, result.stdout.str()
+    records = json.loads((pytester.path / "report.json").read_text())["records"]
+    by_backend = {(r["model"]["name"], r["backend"]): r for r in records}
+    cnn = by_backend[("tiny_cnn", "openvino")]
+    assert cnn["verdict"] == "passed" and cnn["runtime"]["name"] == "openvino"
+    assert cnn["coverage"]["delegates"] == ["CPU"]
+    if "BF16" in capabilities:
+        # Triage runs the float32 sibling on the same artifact, then both operation by operation.
+        result.stdout.fnmatch_lines(["*triage: openvino on the same tiny_cnn.onnx matches the golden*"
+                                     "first divergence: tensor*Convolution*"])
+    gpu = by_backend[("tiny_mlp", "openvino")]
+    if "GPU" not in ov.Core().available_devices:
+        assert gpu["verdict"] == "failed"
+        result.stdout.fnmatch_lines(["*openvino: delegate coverage cannot be read*"])
+
+
+# ------------------------------------------------------------------ ncnn
+
+@pytest.mark.parametrize("model", ["tiny_cnn", "tiny_mlp"])
+def test_ncnn_matches_the_shipped_golden(model: str) -> None:
+    server = _server("ncnn")
+    artifact = FIXTURES / f"{model}.ncnn.param"
+    diff = max_diff_vs_golden(server, artifact, model)
+    assert diff <= 1e-4, f"ncnn on {artifact.name}: max |diff| {diff:g} vs the onnxruntime-cpu golden"
+    info = server.op_load(artifact.name, str(artifact), 1, {})
+    # The batch ncnn does not have is given back: the signature is the .onnx's, in NCHW.
+    golden_inputs, golden_outputs = golden_case(model)
+    assert [s["shape"] for s in info["inputs"]] == [list(v.shape) for v in golden_inputs.values()]
+    assert [s["shape"] for s in info["outputs"]] == [list(v.shape) for v in golden_outputs.values()]
+    assert info["precision"] == "float32" and info["runtime"]["name"] == "ncnn"
+    coverage = info["coverage"]
+    assert coverage["delegates"] == ["cpu"] and coverage["fallback_ops"] == 0 and coverage["total_ops"] > 0
+    if model == "tiny_cnn":
+        assert "CumulativeSum" in (FIXTURES / "tiny_cnn.ncnn.param").read_text()  # the op XNNPACK leaves out
+
+
+def test_ncnn_fp16_is_its_default_options_and_vulkan_needs_a_device() -> None:
+    server = _server("ncnn-fp16")
+    diff = max_diff_vs_golden(server, FIXTURES / "tiny_cnn.ncnn.param", "tiny_cnn")
+    # ncnn's defaults store activations in fp16 where the CPU can (x86: F16C): close, not float32-close.
+    assert diff < 0.05, f"ncnn-fp16: max |diff| {diff:g}"
+    assert get_backend("ncnn-fp16").reference_sibling == "ncnn"
+    from pytest_edge.backends.ncnn_backend import vulkan_devices
+
+    reason = get_backend("ncnn-vulkan").unavailable_reason()
+    assert (reason is None) == (vulkan_devices() > 0)
+    if reason is not None:
+        assert "no Vulkan device" in reason
+
+
+def test_ncnn_names_what_is_missing(tmp_path: Path) -> None:
+    server = _server("ncnn")
+    param = tmp_path / "tiny_mlp.ncnn.param"
+    shutil.copy(FIXTURES / "tiny_mlp.ncnn.param", param)
+    with pytest.raises(BackendError, match=r"ncnn: .*tiny_mlp.ncnn.param has no weights file .*tiny_mlp.ncnn.bin"):
+        server.op_load("a", str(param), 1, {})
+    shutil.copy(FIXTURES / "tiny_mlp.ncnn.bin", tmp_path / "tiny_mlp.ncnn.bin")
+    # pnnx's own output has no input shape: said, with the way out.
+    param.write_text(param.read_text().replace(" 0=16\n", "\n", 1))
+    with pytest.raises(BackendError, match=r"does not give its input shapes.*shapes="):
+        server.op_load("b", str(param), 1, {})
+    info = server.op_load("c", str(param), 1, {"in0": (1, 16)})
+    assert info["outputs"][0]["shape"] == [1, 4]
+    param.write_text(param.read_text().replace("InnerProduct", "NoSuchLayer", 1))
+    with pytest.raises(BackendError, match=r"ncnn: ncnn cannot load .*tiny_mlp.ncnn.param"):
+        server.op_load("d", str(param), 1, {})
+
+
+# ------------------------------------------------------------------ MNN
+
+@pytest.mark.parametrize("model", ["tiny_cnn", "tiny_mlp"])
+def test_mnn_matches_the_shipped_golden(model: str) -> None:
+    server = _server("mnn")
+    artifact = FIXTURES / f"{model}.mnn"
+    diff = max_diff_vs_golden(server, artifact, model)
+    assert diff <= 1e-4, f"mnn on {artifact.name}: max |diff| {diff:g} vs the onnxruntime-cpu golden"
+    info = server.op_load(artifact.name, str(artifact), 1, {})
+    golden_inputs, _ = golden_case(model)
+    assert [s["name"] for s in info["inputs"]] == list(golden_inputs)  # the .onnx's own names
+    assert info["precision"] == "float32" and info["runtime"]["name"] == "MNN" and info["runtime"]["version"]
+    coverage = info["coverage"]  # the operators one session run went through, all on the CPU
+    assert coverage["delegates"] == ["CPU"] and coverage["total_ops"] > 0 and coverage["fallback_ops"] == 0
+
+
+def test_mnn_gpu_forward_types_are_probed_and_bad_files_named(tmp_path: Path) -> None:
+    server = _server("mnn")
+    for name in ("mnn-opencl", "mnn-vulkan"):
+        reason = get_backend(name).unavailable_reason()
+        assert reason is None or "forward type here" in reason
+    broken = tmp_path / "broken.mnn"
+    broken.write_bytes((FIXTURES / "tiny_mlp.onnx").read_bytes())
+    with pytest.raises(BackendError, match=r"mnn: MNN cannot load .*broken.mnn"):
+        server.op_load("x", str(broken), 1, {})
+
+
+def test_ncnn_and_mnn_in_a_pytest_run(pytester: pytest.Pytester, models: Path) -> None:
+    """One golden from onnxruntime-cpu, checked on ncnn and MNN, with a coverage budget; a GPU
+    variant this machine lacks is skipped with its reason."""
+    for backend in ("ncnn", "mnn"):
+        _server(backend)
+    for name in ("tiny_cnn.ncnn.param", "tiny_cnn.ncnn.bin", "tiny_cnn.mnn"):
+        shutil.copy(FIXTURES / name, models / name)
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", backends=["onnxruntime-cpu", "ncnn", "mnn", "mnn-vulkan"])
+        def test_cnn(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_cnn", backends=["ncnn", "mnn", "mnn-vulkan"], max_fallback=0.0)
+        def test_budget(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-rs", "--edge-update-golden", "--edge-report=report.json")
+    records = json.loads((pytester.path / "report.json").read_text())["records"]
+    verdicts = {(r["test"].split("[")[0].split("::")[-1], r["backend"]): r["verdict"] for r in records}
+    assert verdicts[("test_cnn", "ncnn")] == verdicts[("test_cnn", "mnn")] == "passed", result.stdout.str()
+    assert verdicts[("test_budget", "ncnn")] == verdicts[("test_budget", "mnn")] == "passed"
+    if get_backend("mnn-vulkan").unavailable_reason():
+        result.stdout.fnmatch_lines(["*SKIPPED*MNN has no VULKAN forward type here*"])
+    else:  # where it runs, MNN does not say which operators the GPU took
+        assert verdicts[("test_budget", "mnn-vulkan")] == "failed"
+        result.stdout.fnmatch_lines(["*mnn-vulkan: delegate coverage cannot be read*"])
+
+
+def test_a_runtime_not_installed_skips_only_its_backends(pytester: pytest.Pytester, models: Path) -> None:
+    for backend in ("openvino", "mnn"):
+        _server(backend)
+    for name in ("tiny_mlp.ncnn.param", "tiny_mlp.ncnn.bin", "tiny_mlp.mnn"):
+        shutil.copy(FIXTURES / name, models / name)
+    # As if ncnn were uninstalled: importlib finds no spec for a module set to None in sys.modules.
+    pytester.makeconftest("import sys\nsys.modules['ncnn'] = None\n")
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp")
+        def test_mlp(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-rs", "--edge-update-golden",
+                                           "--edge-backends=onnxruntime-cpu,openvino,ncnn,mnn")
+    result.assert_outcomes(passed=3, skipped=1)
+    result.stdout.fnmatch_lines(["*SKIPPED*ncnn not installed*"])
+
+
+def test_disabled_runtimes_are_left_out_but_known_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DISABLE_ENV, "openvino, ncnn")
+    all_backends.cache_clear()
+    names = list(all_backends())
+    assert "openvino" not in names and "ncnn" not in names and "onnxruntime-cpu" in names
+    assert get_backend("openvino").name == "openvino" and get_backend("ncnn-vulkan").name == "ncnn-vulkan"
+
+
+def test_inspect_shows_the_more_runtimes_and_an_openvino_target(tmp_path: Path) -> None:
+    for backend in ("openvino", "ncnn", "mnn"):
+        _server(backend)
+    for name in ("tiny_cnn.onnx", "tiny_cnn.ncnn.param", "tiny_cnn.ncnn.bin", "tiny_cnn.mnn"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    done = subprocess.run([sys.executable, "-m", "pytest_edge.cli", "inspect", "tiny_cnn", "--target", "gpu",
+                           "--model-dir", str(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[2:] if line.strip()}
+    assert "31/31 delegated" in rows["openvino"]  # OpenVINO's own count of tiny_cnn.onnx's operations
+    assert "6/6 delegated" in rows["ncnn"] and "10/10 delegated" in rows["mnn"]
+    import openvino as ov
+
+    if "GPU" not in ov.Core().available_devices:
+        assert "openvino cannot predict it here" in rows["predicted"]
+
+
+def test_weights_files_travel_to_a_device_and_date_the_golden(pytester: pytest.Pytester, models: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """ncnn's .bin and OpenVINO IR's .bin are part of the artifact: sent to a device beside it, and
+    recorded in the golden's provenance, so new weights under the same .param make it stale."""
+    for backend in ("ncnn", "openvino"):
+        _server(backend)
+    import openvino as ov
+
+    for name in ("tiny_mlp.ncnn.param", "tiny_mlp.ncnn.bin"):
+        shutil.copy(FIXTURES / name, models / name)
+    ov.save_model(ov.Core().read_model(str(FIXTURES / "tiny_mlp.onnx")), str(models / "mlp_ir.xml"),
+                  compress_to_fp16=False)
+    shutil.copy(FIXTURES / "tiny_mlp.onnx", models / "mlp_ir.onnx")
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_mlp", backends=["ncnn", "ncnn@here"])
+        def test_mlp(edge_model):
+            pass
+        @pytest.mark.edge(model="mlp_ir", backends=["openvino", "openvino@here"])
+        def test_ir(edge_model):
+            pass
+    """)
+    device = f"here={sys.executable} -m pytest_edge.worker --stdio"
+    monkeypatch.setenv("PYTEST_EDGE_CACHE", str(pytester.path / "device-cache"))
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-device", device).assert_outcomes(passed=4)
+    meta = json.loads((pytester.path / "golden/tiny_mlp/meta.json").read_text())
+    assert {"tiny_mlp.ncnn.param", "tiny_mlp.ncnn.bin"} <= set(meta["artifacts"])
+    bundles = list((pytester.path / "device-cache/bundles").glob("*/*.bin"))
+    assert sorted(p.name for p in bundles) == ["mlp_ir.bin", "tiny_mlp.ncnn.bin"]
+    weights = models / "tiny_mlp.ncnn.bin"
+    weights.write_bytes(weights.read_bytes()[:-4] + b"\0\0\0\0")
+    stale = pytester.runpytest_subprocess("-k", "test_mlp", "--edge-device", device)
+    stale.assert_outcomes(failed=2)
+    stale.stdout.fnmatch_lines(["*golden for 'tiny_mlp' is stale*tiny_mlp.ncnn.bin*"])
