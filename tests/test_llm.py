@@ -162,12 +162,13 @@ def test_generate(edge_llm):
 
 def test_golden_lifecycle_missing_then_recorded_then_passing(pytester: pytest.Pytester, llm_project: Path) -> None:
     pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu", "executorch"'))
-    missing = pytester.runpytest_subprocess("--edge-report=r.json")
-    missing.assert_outcomes(failed=2)
+    # ExecuTorch joins in the last run only (its import is the slow part): checked against ORT's goldens.
+    missing = pytester.runpytest_subprocess("--edge-report=r.json", f"--edge-backends={ORT}")
+    missing.assert_outcomes(failed=1)
     missing.stdout.fnmatch_lines(["*no LLM golden *golden/tiny_llm/llm/prompt-*.npz for prompt [[]1, 2, 3, 4, 5[]]: "
                                   "record it with --edge-update-golden*"])
     assert not (pytester.path / "golden").exists()
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess("--edge-update-golden", f"--edge-backends={ORT}").assert_outcomes(passed=1)
     assert len(list((pytester.path / "golden/tiny_llm/llm").glob("prompt-*.npz"))) == 2
     passing = pytester.runpytest_subprocess("--edge-report=r.json")
     passing.assert_outcomes(passed=2)
@@ -191,7 +192,7 @@ def test_a_changed_model_fails_naming_the_first_differing_token(pytester: pytest
     for init in model.graph.initializer:  # the same graph with perturbed weights
         array = numpy_helper.to_array(init)
         if array.dtype == np.float32 and array.ndim == 2:
-            init.CopyFrom(numpy_helper.from_array(array + rng.normal(0, 0.3, array.shape).astype(np.float32), init.name))
+            init.CopyFrom(numpy_helper.from_array(array + rng.normal(0, 0.02, array.shape).astype(np.float32), init.name))
     onnx.save(model, str(llm_project / "tiny_llm.onnx"))
     result = pytester.runpytest_subprocess("--edge-report=r.json")
     result.assert_outcomes(failed=1)
@@ -201,8 +202,9 @@ def test_a_changed_model_fails_naming_the_first_differing_token(pytester: pytest
     assert first is not None and prompt["tokens"][first] != prompt["golden_tokens"][first]
     result.stdout.fnmatch_lines([f"*onnxruntime-cpu: prompt [[]1, 2, 3, 4, 5[]]: token agreement * < 1: first "
                                  f"difference at new token {first} (golden {prompt['golden_tokens'][first]}, "
-                                 f"got {prompt['tokens'][first]})*",
-                                 "*the golden was recorded from tiny_llm.onnx with sha256*"])
+                                 f"got {prompt['tokens'][first]}); golden * (the golden was recorded from "
+                                 "tiny_llm.onnx with sha256 *; this artifact's is *)"])
+    assert "4 check(s) failed" in result.stdout.str()  # tokens and logits of 2 prompts; the note is no check
 
 
 def test_figures_in_the_record_and_budgets_named(pytester: pytest.Pytester, llm_project: Path) -> None:
