@@ -136,6 +136,14 @@ def test_context_sweep_stops_where_the_memory_budget_is_exceeded() -> None:
     assert sweep["os_killed"] is False
 
 
+def test_context_sweep_reports_a_failed_allocation_as_where_it_stopped() -> None:
+    # 30 MB more than the runtime alone: a 1024-token prefill's attention scores do not fit.
+    sweep = context_sweep(ORT, LLM / "tiny_llm.onnx", CONFIG, [16, 1024], None, memory_limit_mb=30)
+    assert [p["status"] for p in sweep["points"]] == ["ok", "out of memory"]
+    assert sweep["longest_stable"] == 16 and sweep["stopped"]["tokens"] == 1024
+    assert "bad_alloc" in sweep["stopped"]["reason"] and sweep["points"][0]["peak_memory_mb"] > 0
+
+
 # ---------------------------------------------------------------- the marker, end to end
 
 

@@ -167,7 +167,8 @@ class LlmChecker:
             if too_long:
                 raise EdgeUsageError(f"{target.model.name}: contexts {too_long} exceed the model's maximum "
                                      f"context of {config.max_context}")
-            block["context"] = probe.context_sweep(target.backend, artifact, config, lengths, spec.peak_memory_mb)
+            block["context"] = probe.context_sweep(target.backend, artifact, config, lengths, spec.peak_memory_mb,
+                                                   spec.memory_limit_mb)
         return measured
 
 

@@ -28,6 +28,7 @@ class LlmSpec:
     max_context: int | None = None  # budget: the longest stable context must reach this
     contexts: tuple[int, ...] | None = None  # lengths to sweep (default: doubling up to the cap)
     context_cap: int | None = None  # highest length the doubling probe tries (default: the model's maximum)
+    memory_limit_mb: float | None = None  # the sweep's processes may map this much more than the runtime alone
     backends: tuple[str, ...] | None = None
     skip_backends: tuple[str, ...] = ()
     warmup: int = 2

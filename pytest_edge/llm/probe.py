@@ -47,6 +47,18 @@ def _reset_peak() -> bool:
         return False
 
 
+def _limit_address_space(limit_mb: float) -> None:
+    """Let the process map at most ``limit_mb`` more than it has now (as a device with that much
+    free memory would): an allocation past it fails inside the runtime, as it would there."""
+    import resource
+
+    size = _status_mb("VmSize")
+    if size is None:
+        raise RuntimeError("memory_limit_mb needs /proc/self/status (Linux)")
+    limit = int((size + limit_mb) * 2**20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def _import_runtime(backend: str) -> None:
     if backend == "executorch":
         from executorch.runtime import Runtime
@@ -64,6 +76,8 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
     _import_runtime(backend)
     import torch  # noqa: F401 - executorch's runner needs it; imported before the baseline either way
 
+    if request.get("memory_limit_mb"):
+        _limit_address_space(request["memory_limit_mb"])
     baseline = _status_mb("VmRSS")
     peak_reset = _reset_peak()
     start = time.perf_counter()
@@ -118,8 +132,11 @@ def run_probe(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         return {"ok": False, "error": f"timed out after {timeout_s:g} s", "status": "timed out"}
     for line in reversed(done.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
-            return {"status": "ok" if json.loads(line[len(RESULT_PREFIX):])["ok"] else "failed",
-                    **json.loads(line[len(RESULT_PREFIX):])}
+            result = json.loads(line[len(RESULT_PREFIX):])
+            error = result.get("error") or ""
+            status = "ok" if result["ok"] else "out of memory" if any(
+                word in error for word in ("bad_alloc", "MemoryError", "MemoryAllocationFailed")) else "failed"
+            return {"status": status, **result}
     if done.returncode < 0:
         name = signal.Signals(-done.returncode).name
         why = " (the OOM killer?)" if name == "SIGKILL" else ""
@@ -162,13 +179,15 @@ def context_lengths(start: int, cap: int) -> list[int]:
 
 
 def context_sweep(backend: str, artifact: Path, config: LlmConfig, lengths: Sequence[int],
-                  memory_budget_mb: float | None, timeout_s: float = 120.0) -> dict[str, Any]:
-    """Each length in a fresh process, shortest first, until one fails, is killed, or goes over
-    ``memory_budget_mb``: the longest stable length and where and why it stopped."""
+                  memory_budget_mb: float | None, memory_limit_mb: float | None = None,
+                  timeout_s: float = 120.0) -> dict[str, Any]:
+    """Each length in a fresh process, shortest first, until one fails (an allocation past
+    ``memory_limit_mb`` fails), is killed, or goes over ``memory_budget_mb``: the longest stable
+    length and where and why it stopped."""
     points, longest, stopped = [], None, None
     for length in sorted(lengths):
         result = run_probe({"mode": "context", "backend": backend, "artifact": str(artifact), "config": asdict(config),
-                            "context": int(length)}, timeout_s)
+                            "context": int(length), "memory_limit_mb": memory_limit_mb}, timeout_s)
         point = {"tokens": int(length), "status": result["status"],
                  "peak_memory_mb": result.get("peak_memory_mb"),
                  "kv_cache_estimate_mb": config.kv_cache_bytes(int(length)) / 2**20}
