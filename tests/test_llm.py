@@ -247,3 +247,39 @@ def test_figures_in_the_record_and_budgets_named(pytester: pytest.Pytester, llm_
     assert llm["kv_cache_estimate_mb"] == CONFIG.kv_cache_bytes(5 + 6) / 2**20
     assert [p["tokens"] for p in llm["context"]["points"]] == [16, 32] and llm["context"]["longest_stable"] == 32
     assert record["warmup_runs"] == 1 and record["measured_runs"] == 2
+
+
+def test_gate_regressions_name_the_figure_and_need_significance() -> None:
+    from pytest_edge.llm.gate import regressions
+
+    old = [{"ttft_p50_ms": 1.0, "tpot_p50_ms": 0.50}, {"ttft_p50_ms": 1.02, "tpot_p50_ms": 0.51},
+           {"ttft_p50_ms": 0.99, "tpot_p50_ms": 0.49}]
+    slower = [{"ttft_p50_ms": p["ttft_p50_ms"], "tpot_p50_ms": p["tpot_p50_ms"] * 1.5} for p in old]
+    failures, summary = regressions("executorch", slower, old, 0.10, True, "the baseline twin base/m.pte")
+    assert len(failures) == 1 and failures[0].startswith("executorch: TPOT P50 0.75 ms is +50.0% (paired t=")
+    assert "against the baseline twin base/m.pte 0.5 ms (allowed +10%)" in failures[0]
+    assert summary["mode"] == "ab" and summary["tpot_p50_ms"]["significant"] and summary["ttft_p50_ms"]["ratio"] == 1.0
+    assert regressions("executorch", old, old, 0.10, False, "the stored baseline")[0] == []
+
+
+@pytest.mark.timing
+def test_ab_gate_catches_a_deeper_decoder_and_passes_an_unchanged_one(pytester: pytest.Pytester,
+                                                                     llm_project: Path) -> None:
+    """A twice-as-deep decoder (fixtures/llm/deep: 4 layers, same file name) decodes each token with
+    about twice the work of the baseline: far outside the noise of three A/B pairs."""
+    pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu"'))
+    base = pytester.path / "base"
+    base.mkdir()
+    for name in ("tiny_llm.onnx", "tiny_llm.json"):  # the twin and its own configuration
+        shutil.copy(llm_project / name, base / name)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    same = pytester.runpytest_subprocess("--edge-baseline-models=base", "--edge-processes=3", "--edge-report=r.json")
+    same.assert_outcomes(passed=1)
+    (record,) = _report(pytester)
+    assert record["llm"]["baseline_check"]["mode"] == "ab" and len(record["llm"]["processes"]) == 3
+    for name in ("tiny_llm.onnx", "tiny_llm.json"):
+        shutil.copy(LLM / "deep" / name, llm_project / name)
+    deeper = pytester.runpytest_subprocess("--edge-baseline-models=base", "--edge-processes=3")
+    deeper.assert_outcomes(failed=1)  # its tokens differ from the golden too; the gate's line is what counts here
+    deeper.stdout.fnmatch_lines(["*onnxruntime-cpu: TPOT P50 * ms is +* (paired t=* over 3 A/B pairs*) against the "
+                                 "baseline twin base/tiny_llm.onnx * ms (allowed +10%)*"])

@@ -17,7 +17,7 @@ from ..golden import sha256_file
 from ..models import Model
 from ..record import Record
 from ..settings import Settings
-from . import probe
+from . import gate, probe
 from .config import LlmConfig, config_path
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec
@@ -133,9 +133,10 @@ class LlmChecker:
         block: dict[str, Any] = {"config": config.__dict__, "new_tokens": spec.new_tokens,
                                  "kv_cache": CACHE_KIND.get(target.backend), "prompts": per_prompt}
         measured: dict[str, Any] = {}
-        if spec.needs_measurement or self.settings.measure:
-            measured = self._measure(target, config, prompts[0], block)
-            violations += budget_messages(target.backend, block, spec.budgets)
+        gated = self.settings.baseline is not None or gate.twin_of(self.settings.baseline_models, artifact) is not None
+        if spec.needs_measurement or self.settings.measure or gated:
+            measured, regressions = self._measure(test_id, target, config, prompts[0], block)
+            violations += budget_messages(target.backend, block, spec.budgets) + regressions
         record = Record(
             test=test_id, backend=target.backend,
             model={"name": target.model.name, "artifact": _relative(artifact, rootdir), "sha256": sha256_file(artifact)},
@@ -152,10 +153,24 @@ class LlmChecker:
             extra={"llm": block}, checked=True)
         return record.conclude(violations), violations
 
-    def _measure(self, target: LlmTarget, config: LlmConfig, prompt: list[int], block: dict[str, Any]) -> dict:
-        spec, artifact = target.spec, target.artifact
-        measured = probe.measure(target.backend, artifact, config, prompt, spec.new_tokens, spec.warmup,
-                                 spec.runs, self.settings.processes, spec.threads)
+    def _measure(self, test_id: str, target: LlmTarget, config: LlmConfig, prompt: list[int],
+                 block: dict[str, Any]) -> tuple[dict, list[str]]:
+        """The figures into ``block``; returns them and the merge gate's failures."""
+        spec, artifact, settings = target.spec, target.artifact, self.settings
+        twin = gate.twin_of(settings.baseline_models, artifact)
+        models = [(artifact, config)] + ([(twin, gate.twin_config(twin, config))] if twin is not None else [])
+        measured, *twin_measured = probe.measure_rounds(target.backend, models, prompt, spec.new_tokens, spec.warmup,
+                                                        spec.runs, settings.processes, spec.threads)
+        if twin is not None:
+            regressions, block["baseline_check"] = gate.regressions(
+                target.backend, measured["processes"], twin_measured[0]["processes"], settings.max_regression,
+                True, f"the baseline twin {_relative(twin, settings.rootdir)}")
+        else:
+            old = gate.stored_processes(settings.baseline, test_id, target.backend)
+            regressions = []
+            if old:
+                regressions, block["baseline_check"] = gate.regressions(
+                    target.backend, measured["processes"], old, settings.max_regression, False, "the stored baseline")
         block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"]))
         block.update(load_ms=measured["load_ms"], peak_memory_mb=measured["peak_memory_mb"],
                      steady_memory_mb=measured["steady_memory_mb"], processes=measured["processes"],
@@ -169,7 +184,7 @@ class LlmChecker:
                                      f"context of {config.max_context}")
             block["context"] = probe.context_sweep(target.backend, artifact, config, lengths, spec.peak_memory_mb,
                                                    spec.memory_limit_mb)
-        return measured
+        return measured, regressions
 
 
 def _short(prompt: list[int]) -> str:

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..errors import BackendError
 from .config import LlmConfig
 
 RESULT_PREFIX = "PYTEST_EDGE_LLM "
@@ -148,25 +149,38 @@ def run_probe(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
 def measure(backend: str, artifact: Path, config: LlmConfig, prompt: Sequence[int], new_tokens: int,
             warmup: int, runs: int, processes: int, threads: int = 1, timeout_s: float = 300.0) -> dict[str, Any]:
     """TTFT and TPOT samples pooled over ``processes`` fresh processes, the median load time, and
-    the highest peak and steady memory among them. A process that failed raises RuntimeError."""
-    pooled: dict[str, Any] = {"ttft_s": [], "tpot_s": [], "load_ms": [], "peak": [], "steady": []}
-    for _ in range(processes):
-        result = run_probe({"mode": "measure", "backend": backend, "artifact": str(artifact), "config": asdict(config),
-                            "prompt": list(prompt), "new_tokens": new_tokens, "warmup": warmup, "runs": runs,
-                            "threads": threads}, timeout_s)
-        if not result["ok"]:
-            raise RuntimeError(f"{backend}: measuring {artifact} failed: {result['error']}")
-        pooled["ttft_s"] += result["ttft_s"]
-        pooled["tpot_s"] += result["tpot_s"]
-        pooled["load_ms"].append(result["load_ms"])
-        pooled["peak"].append(result["peak_memory_mb"])
-        pooled["steady"].append(result["steady_memory_mb"])
-    known_peak = [p for p in pooled["peak"] if p is not None]
-    known_steady = [p for p in pooled["steady"] if p is not None]
-    return {"ttft_s": pooled["ttft_s"], "tpot_s": pooled["tpot_s"], "processes": processes,
-            "load_ms": float(np.median(pooled["load_ms"])),
-            "peak_memory_mb": max(known_peak) if known_peak else None,
-            "steady_memory_mb": max(known_steady) if known_steady else None}
+    the highest peak and steady memory among them. A process that failed raises BackendError."""
+    (pooled,) = measure_rounds(backend, [(artifact, config)], prompt, new_tokens, warmup, runs, processes, threads,
+                               timeout_s)
+    return pooled
+
+
+def measure_rounds(backend: str, models: Sequence[tuple[Path, LlmConfig]], prompt: Sequence[int], new_tokens: int,
+                   warmup: int, runs: int, rounds: int, threads: int = 1, timeout_s: float = 300.0) -> list[dict]:
+    """Each round measures every model once, in turn (A B A B ...: an A/B pair sees the same
+    moment of the machine); one pooled result per model (see :func:`measure`)."""
+    results: list[list[dict[str, Any]]] = [[] for _ in models]
+    for _ in range(rounds):
+        for index, (artifact, config) in enumerate(models):
+            result = run_probe({"mode": "measure", "backend": backend, "artifact": str(artifact),
+                                "config": asdict(config), "prompt": list(prompt), "new_tokens": new_tokens,
+                                "warmup": warmup, "runs": runs, "threads": threads}, timeout_s)
+            if not result["ok"]:
+                raise BackendError(f"{artifact} ({backend}): measuring failed: {result['error']}")
+            results[index].append(result)
+    return [_pooled(r) for r in results]
+
+
+def _pooled(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    peaks = [r["peak_memory_mb"] for r in results if r["peak_memory_mb"] is not None]
+    steadies = [r["steady_memory_mb"] for r in results if r["steady_memory_mb"] is not None]
+    return {"ttft_s": [t for r in results for t in r["ttft_s"]], "tpot_s": [t for r in results for t in r["tpot_s"]],
+            # per fresh process: what the merge gate compares
+            "processes": [{"ttft_p50_ms": float(np.median(r["ttft_s"])) * 1000.0,
+                           "tpot_p50_ms": float(np.median(r["tpot_s"])) * 1000.0 if r["tpot_s"] else None}
+                          for r in results],
+            "load_ms": float(np.median([r["load_ms"] for r in results])),
+            "peak_memory_mb": max(peaks) if peaks else None, "steady_memory_mb": max(steadies) if steadies else None}
 
 
 def context_lengths(start: int, cap: int) -> list[int]:
