@@ -4,6 +4,7 @@ No timing is asserted: budgets are impossible (1 ns) or generous (60 s)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -179,9 +180,10 @@ def test_golden_lifecycle_missing_then_recorded_then_passing(pytester: pytest.Py
     pytester.runpytest_subprocess("--edge-update-golden", f"--edge-backends={ORT}").assert_outcomes(passed=1)
     assert len(list((pytester.path / "golden/tiny_llm/llm").glob("prompt-*.npz"))) == 2
     passing = pytester.runpytest_subprocess("--edge-report=r.json")
-    passing.assert_outcomes(passed=2)
+    have_executorch = importlib.util.find_spec("executorch") is not None  # not in the tflite-runtime lane
+    passing.assert_outcomes(passed=2) if have_executorch else passing.assert_outcomes(passed=1, skipped=1)
     records = {r["backend"]: r for r in _report(pytester)}
-    assert set(records) == {ORT, "executorch"}
+    assert set(records) == ({ORT, "executorch"} if have_executorch else {ORT})
     for record in records.values():
         assert record["accuracy"]["reference"] == ORT and record["accuracy"]["token_agreement"] == 1.0
         first = record["llm"]["prompts"][0]

@@ -62,6 +62,7 @@ def _limit_address_space(limit_mb: float) -> None:
 
 def _import_runtime(backend: str) -> None:
     if backend == "executorch":
+        import torch  # noqa: F401 - the runner's tensors: part of the baseline, not of the model
         from executorch.runtime import Runtime
 
         Runtime.get()  # loads the kernel library: part of the baseline, not of the model
@@ -75,7 +76,6 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
     backend, artifact = request["backend"], Path(request["artifact"])
     config = LlmConfig(**request["config"])
     _import_runtime(backend)
-    import torch  # noqa: F401 - executorch's runner needs it; imported before the baseline either way
 
     if request.get("memory_limit_mb"):
         _limit_address_space(request["memory_limit_mb"])
