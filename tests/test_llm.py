@@ -238,7 +238,10 @@ def test_figures_in_the_record_and_budgets_named(pytester: pytest.Pytester, llm_
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: TTFT P50 * ms exceeds the budget ttft_ms=1e-06 ms*",
                                  "*onnxruntime-cpu: TPOT P50 * ms exceeds the budget tpot_ms=1e-06 ms*",
-                                 "*onnxruntime-cpu: prefill tokens/s * is under the budget min_prefill_tps=1e+12*"])
+                                 "*onnxruntime-cpu: prefill tokens/s * is under the budget min_prefill_tps=1e+12*",
+                                 "*pytest-edge LLM generation*",
+                                 "*test_generous[[]tiny_llm-onnxruntime-cpu[]]: TTFT P50 * ms (5 tokens), TPOT P50 * ms, "
+                                 "decode * tokens/s, longest stable context 32"])
     record = next(r for r in _report(pytester) if "generous" in r["test"])
     llm = record["llm"]
     assert llm["prompt_tokens"] == 5 and llm["ttft_samples"] == 2 and llm["tpot_samples"] == 2 * 5

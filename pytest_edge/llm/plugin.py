@@ -136,3 +136,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
             and not item.config.getoption("fulltrace"):
         report.longrepr = f"{call.excinfo.value}"
     return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """One line per measured (test, backend) of edge_llm: the generation figures the table lacks."""
+    if hasattr(config, "workerinput"):
+        return
+    lines = []
+    for record in _session(config).record_json():
+        llm = record.get("llm") or {}
+        if not llm.get("ttft_ms"):
+            continue
+        context = llm.get("context") or {}
+        longest = f", longest stable context {context.get('longest_stable')}" if context else ""
+        lines.append(f"{record['test']}: TTFT P50 {llm['ttft_ms']['p50']:.3f} ms ({llm['prompt_tokens']} tokens), "
+                     f"TPOT P50 {llm['tpot_ms']['p50']:.3f} ms, decode {llm['decode_tokens_per_s']:.0f} tokens/s"
+                     f"{longest}")
+    if lines:
+        terminalreporter.section("pytest-edge LLM generation")
+        for line in lines:
+            terminalreporter.write_line(line)
