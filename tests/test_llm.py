@@ -90,6 +90,19 @@ def test_prompts_are_refused_before_the_runtime_sees_them() -> None:
         check_prompt([], 1, CONFIG, "m (b)")
 
 
+def test_a_bad_configuration_is_named(tmp_path: Path) -> None:
+    with pytest.raises(EdgeUsageError, match=r"m.json: no LLM configuration \(a JSON file beside the model with "
+                                             r"vocab_size, n_layers"):
+        LlmConfig.load(tmp_path / "m.json")
+    (tmp_path / "m.json").write_text('{"vocab_size": 8, "n_layers": 1, "n_heads": 3, "n_kv_heads": 2}')
+    with pytest.raises(EdgeUsageError, match="m.json: LLM configuration lacks head_dim, max_context"):
+        LlmConfig.load(tmp_path / "m.json")
+    (tmp_path / "m.json").write_text('{"vocab_size": 8, "n_layers": 1, "n_heads": 3, "n_kv_heads": 2, '
+                                     '"head_dim": 4, "max_context": 16}')
+    with pytest.raises(EdgeUsageError, match="n_heads 3 is not a multiple of n_kv_heads 2"):
+        LlmConfig.load(tmp_path / "m.json")
+
+
 def test_context_lengths_double_up_to_the_cap() -> None:
     assert context_lengths(64, 1024) == [64, 128, 256, 512, 1024]
     assert context_lengths(64, 100) == [64, 100]
