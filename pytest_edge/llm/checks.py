@@ -74,7 +74,7 @@ class LlmChecker:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._runners: dict[tuple[str, str], Runner] = {}
-        self._recorded: set[Path] = set()
+        self._recorded: dict[Path, int] = {}  # goldens written this session, with how many tokens
 
     def runner(self, backend: str, artifact: Path, config: LlmConfig, threads: int) -> Runner:
         key = (backend, str(artifact))
@@ -91,14 +91,14 @@ class LlmChecker:
     def golden(self, target: LlmTarget, config: LlmConfig, prompt: list[int]) -> TokenGolden:
         """The prompt's golden; with --edge-update-golden first (re)recorded once per session."""
         path = golden_path(self.settings.golden_dir, target.model.name, prompt)
-        if self.settings.update_golden and path not in self._recorded:
+        if self.settings.update_golden and self._recorded.get(path, 0) < target.spec.new_tokens:
             reference = self.reference_backend(target.model)
             artifact = target.model.artifact(LLM_BACKENDS[reference].suffix)
             run = generate(self.runner(reference, artifact, config, target.spec.threads), prompt, target.spec.new_tokens)
             write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, {
                 "reference_backend": reference, "artifact": artifact.name, "sha256": sha256_file(artifact),
                 "new_tokens": target.spec.new_tokens, "plugin_version": __version__}))
-            self._recorded.add(path)
+            self._recorded[path] = target.spec.new_tokens
         golden = read_golden(path, prompt)
         if len(golden.tokens) < target.spec.new_tokens:
             raise GoldenError(f"{path}: holds {len(golden.tokens)} tokens, the test asks for "
