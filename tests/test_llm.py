@@ -204,6 +204,14 @@ def test_golden_lifecycle_missing_then_recorded_then_passing(pytester: pytest.Py
         assert record["load_ms"] is None  # nothing measured without a budget: null, not made up
 
 
+def test_a_required_backend_that_cannot_run_fails(pytester: pytest.Pytester, llm_project: Path) -> None:
+    pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu", "litert"'))
+    result = pytester.runpytest_subprocess("--edge-require=litert", "--edge-backends=litert")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*litert is required (--edge-require) but cannot run tiny_llm: LiteRT decoders need "
+                                 "prefill/decode signatures from litert-torch*"])
+
+
 def test_a_changed_model_fails_naming_the_first_differing_token(pytester: pytest.Pytester, llm_project: Path) -> None:
     import onnx
     from onnx import numpy_helper

@@ -43,7 +43,8 @@ class LlmTarget:
 
 
 def targets(spec: LlmSpec, model: Model, selected: list[str] | None) -> list[LlmTarget]:
-    """One target per LLM backend, with the reason where it cannot run here."""
+    """One target per LLM backend, with the reason where it cannot run here (a skip, or a failure
+    where --edge-require names it)."""
     for name in [*(spec.backends or []), *spec.skip_backends]:
         if name not in LLM_BACKENDS:
             raise EdgeUsageError(f"edge_llm: unknown backend {name!r}; LLM backends: {', '.join(LLM_BACKENDS)}")

@@ -56,8 +56,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
     if "edge_llm" not in metafunc.fixturenames:
         metafunc.fixturenames.append("edge_llm")  # checked on each backend even without the fixture
+    required = set(session.settings.require)
     params = [pytest.param(t, id=f"{model.name}-{t.backend}",
-                           marks=[pytest.mark.skip(reason=t.unavailable)] if t.unavailable else []) for t in found]
+                           marks=[pytest.mark.skip(reason=t.unavailable)] if t.unavailable and t.backend not in required
+                           else []) for t in found]
     if not params:
         params.append(pytest.param(None, id=f"{model.name}-none",
                                    marks=[pytest.mark.skip(reason="no LLM backend selected for this test")]))
@@ -88,7 +90,11 @@ class LlmHandle:
 @pytest.fixture
 def edge_llm(request: pytest.FixtureRequest) -> LlmHandle:
     """The test's decoder loaded on one backend (parametrized over the LLM backends)."""
-    return LlmHandle(_checker(request.config), request.param)
+    target: LlmTarget = request.param
+    if target.unavailable:  # only a required backend gets here: the others were skipped
+        pytest.fail(f"{target.backend} is required (--edge-require) but cannot run {target.model.name}: "
+                    f"{target.unavailable}", pytrace=False)
+    return LlmHandle(_checker(request.config), target)
 
 
 def _target(item: pytest.Item) -> LlmTarget | None:
