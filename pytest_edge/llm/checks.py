@@ -140,7 +140,7 @@ class LlmChecker:
             violations += budget_messages(target.backend, block, spec.budgets) + regressions
         record = Record(
             test=test_id, backend=target.backend,
-            model={"name": target.model.name, "artifact": _relative(artifact, rootdir), "sha256": sha256_file(artifact)},
+            model=model_json(target, rootdir),
             runtime=_runtime(target.backend), plugin={"name": "pytest-edge", "version": __version__},
             precision=config.dtype, threads=spec.threads,
             input={"input_ids": {"shape": [1, len(prompts[0])], "dtype": "int64"}},
@@ -186,6 +186,13 @@ class LlmChecker:
             block["context"] = probe.context_sweep(target.backend, artifact, config, lengths, spec.peak_memory_mb,
                                                    spec.memory_limit_mb)
         return measured, regressions
+
+
+def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:
+    """The record's ``model``: name, artifact (relative to the rootdir) and its sha256 (None without one)."""
+    artifact = target.artifact
+    return {"name": target.model.name, "artifact": _relative(artifact, rootdir) if artifact else None,
+            "sha256": sha256_file(artifact) if artifact and artifact.is_file() else None}
 
 
 def _short(prompt: list[int]) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from ..errors import EdgeCheckFailed, EdgeError
 from ..record import Record
-from .checks import LlmChecker, LlmTarget, config_of, targets
+from .checks import LlmChecker, LlmTarget, config_of, model_json, targets
 from .marker import parse_llm_marker
 from .runners import check_prompt, generate
 
@@ -104,7 +104,7 @@ def _target(item: pytest.Item) -> LlmTarget | None:
 
 
 def _model_json(session: Any, target: LlmTarget) -> dict[str, Any]:
-    return session._model_json(target.model, target.artifact)
+    return model_json(target, session.settings.rootdir)
 
 
 @pytest.hookimpl(wrapper=True)
