@@ -70,6 +70,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     use = config.stash[USE_KEY] = GoldenUse()
     config.pluginmanager.register(use, "edge-golden-use")
+    from .llm import plugin as llm_plugin  # @pytest.mark.edge_llm and the edge_llm fixture
+
+    config.pluginmanager.register(llm_plugin, "edge-llm")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistMerge(session, config.stash[USE_KEY]), "edge-xdist")
 

@@ -106,6 +106,8 @@ def test_test_examples_pass_on_the_shipped_models(pytester: pytest.Pytester, mod
     """Blocks that are tests run as tests, against the real runtimes."""
     examples = [b.code for b in _elsewhere("python") if "@pytest.mark.edge" in b.code]
     assert examples
+    for path in (ROOT / "fixtures/llm").glob("tiny_llm.*"):  # the decoder of docs/llm.md's @pytest.mark.edge_llm
+        shutil.copy(path, models / path.name)
     for index, code in enumerate(examples):
         pytester.makepyfile(**{f"test_readme_example_{index}": code})
     result = pytester.runpytest_subprocess("--edge-update-golden", "-p", "no:cacheprovider")

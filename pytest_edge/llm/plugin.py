@@ -1,0 +1,164 @@
+"""pytest hooks of ``@pytest.mark.edge_llm`` and the ``edge_llm`` fixture (registered by the main
+plugin). Thin: the work is in :mod:`.checks`. Records join the session's, so the JSON report, the
+table and xdist merging carry them like any other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import pytest
+
+from ..errors import EdgeCheckFailed, EdgeError
+from ..record import Record
+from .checks import LlmChecker, LlmTarget, config_of, model_json, targets
+from .marker import parse_llm_marker
+from .runners import check_prompt, generate
+
+CHECKER_KEY = pytest.StashKey[LlmChecker]()
+
+
+def _session(config: pytest.Config) -> Any:
+    from ..plugin import SESSION_KEY
+
+    return config.stash[SESSION_KEY]
+
+
+def _checker(config: pytest.Config) -> LlmChecker:
+    if CHECKER_KEY not in config.stash:
+        config.stash[CHECKER_KEY] = LlmChecker(_session(config).settings)
+    return config.stash[CHECKER_KEY]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "edge_llm(model, prompts, new_tokens=16, **budgets): greedy generation on every available "
+        "backend against golden token ids and first-step logits, TTFT/TPOT/memory budgets (see docs/llm.md)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    markers = list(metafunc.definition.iter_markers("edge_llm"))
+    if not markers:
+        if "edge_llm" in metafunc.fixturenames:
+            raise pytest.Collector.CollectError(
+                f"{metafunc.definition.nodeid}: edge_llm needs @pytest.mark.edge_llm(model=..., prompts=...)")
+        return
+    if len(markers) > 1:
+        raise pytest.Collector.CollectError(
+            f"{metafunc.definition.nodeid}: {len(markers)} @pytest.mark.edge_llm markers apply; one must say everything")
+    session = _session(metafunc.config)
+    try:
+        spec = parse_llm_marker(markers[0].args, markers[0].kwargs)
+        model = session.resolve(spec.model, Path(metafunc.definition.path).parent)
+        found = targets(spec, model, session.settings.backends)
+    except EdgeError as exc:
+        raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
+    if "edge_llm" not in metafunc.fixturenames:
+        metafunc.fixturenames.append("edge_llm")  # checked on each backend even without the fixture
+    required = set(session.settings.require)
+    params = [pytest.param(t, id=f"{model.name}-{t.backend}",
+                           marks=[pytest.mark.skip(reason=t.unavailable)] if t.unavailable and t.backend not in required
+                           else []) for t in found]
+    if not params:
+        params.append(pytest.param(None, id=f"{model.name}-none",
+                                   marks=[pytest.mark.skip(reason="no LLM backend selected for this test")]))
+    metafunc.parametrize("edge_llm", params, indirect=True)
+
+
+class LlmHandle:
+    """The test's decoder on one backend: ``generate(prompt, new_tokens)`` gives greedy token ids."""
+
+    def __init__(self, checker: LlmChecker, target: LlmTarget) -> None:
+        self._checker, self.target = checker, target
+        self.backend = target.backend
+        self.config = config_of(target.model)
+
+    def generate(self, prompt: Sequence[int], new_tokens: int | None = None) -> list[int]:
+        n = new_tokens or self.target.spec.new_tokens
+        ids = check_prompt(prompt, n, self.config, f"{self.target.model.name} ({self.backend})")
+        runner = self._checker.runner(self.backend, self.target.artifact, self.config, self.target.spec.threads)
+        return generate(runner, ids, n).tokens
+
+    def logits(self, prompt: Sequence[int]) -> np.ndarray:
+        """The logits the first new token is chosen from."""
+        ids = check_prompt(prompt, 1, self.config, f"{self.target.model.name} ({self.backend})")
+        runner = self._checker.runner(self.backend, self.target.artifact, self.config, self.target.spec.threads)
+        return generate(runner, ids, 1).first_logits
+
+
+@pytest.fixture
+def edge_llm(request: pytest.FixtureRequest) -> LlmHandle:
+    """The test's decoder loaded on one backend (parametrized over the LLM backends)."""
+    target: LlmTarget = request.param
+    if target.unavailable:  # only a required backend gets here: the others were skipped
+        pytest.fail(f"{target.backend} is required (--edge-require) but cannot run {target.model.name}: "
+                    f"{target.unavailable}", pytrace=False)
+    return LlmHandle(_checker(request.config), target)
+
+
+def _target(item: pytest.Item) -> LlmTarget | None:
+    callspec = getattr(item, "callspec", None)
+    target = callspec.params.get("edge_llm") if callspec else None
+    return target if isinstance(target, LlmTarget) else None
+
+
+def _model_json(session: Any, target: LlmTarget) -> dict[str, Any]:
+    return model_json(target, session.settings.rootdir)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    target = _target(item)
+    if target is None:
+        return (yield)
+    session = _session(item.config)
+    try:
+        result = yield
+    except (Exception, pytest.fail.Exception) as exc:  # the body's own failure (a skip is no failure)
+        session.records.append(Record.body_failed(item.nodeid, _model_json(session, target), target.backend, exc))
+        raise
+    try:
+        record, violations = _checker(item.config).check(item.nodeid, target, session.settings.rootdir)
+    except EdgeError as exc:
+        session.records.append(Record.errored(item.nodeid, _model_json(session, target), target.backend, str(exc)))
+        raise
+    session.records.append(record)
+    if violations:
+        raise EdgeCheckFailed(violations, record.to_json())
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[pytest.TestReport]:
+    report = yield
+    target = _target(item)
+    if target is not None and call.when == "setup" and report.skipped:
+        session = _session(item.config)
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        session.records.append(Record.skipped(item.nodeid, _model_json(session, target), target.backend,
+                                              reason.removeprefix("Skipped: ")))
+    if target is not None and call.excinfo is not None and isinstance(call.excinfo.value, EdgeError) \
+            and not item.config.getoption("fulltrace"):
+        report.longrepr = f"{call.excinfo.value}"
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """One line per measured (test, backend) of edge_llm: the generation figures the table lacks."""
+    if hasattr(config, "workerinput"):
+        return
+    lines = []
+    for record in _session(config).record_json():
+        llm = record.get("llm") or {}
+        if not llm.get("ttft_ms"):
+            continue
+        context = llm.get("context") or {}
+        longest = f", longest stable context {context.get('longest_stable')}" if context else ""
+        lines.append(f"{record['test']}: TTFT P50 {llm['ttft_ms']['p50']:.3f} ms ({llm['prompt_tokens']} tokens), "
+                     f"TPOT P50 {llm['tpot_ms']['p50']:.3f} ms, decode {llm['decode_tokens_per_s']:.0f} tokens/s"
+                     f"{longest}")
+    if lines:
+        terminalreporter.section("pytest-edge LLM generation")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -1,0 +1,222 @@
+"""Timing and memory of generation, each measurement in a fresh process that imports only the
+runtime it measures (``python -m pytest_edge.llm.probe`` reads one JSON request on stdin and
+prints one result line). The parent side, :func:`measure` and :func:`context_sweep`, starts them,
+pools their samples, and turns a process the OS killed into a figure instead of a crash.
+
+Memory is resident set size from ``/proc/self/status`` over the process's baseline after the
+runtime is imported (the peak is reset there through ``/proc/self/clear_refs``, so the import's
+own peak is not counted): Linux only; elsewhere the memory figures are null.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import BackendError
+from .config import LlmConfig
+
+RESULT_PREFIX = "PYTEST_EDGE_LLM "
+
+
+def _status_mb(key: str) -> float | None:
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")  # resets VmHWM to the current RSS
+        return True
+    except OSError:
+        return False
+
+
+def _limit_address_space(limit_mb: float) -> None:
+    """Let the process map at most ``limit_mb`` more than it has now (as a device with that much
+    free memory would): an allocation past it fails inside the runtime, as it would there."""
+    import resource
+
+    size = _status_mb("VmSize")
+    if size is None:
+        raise RuntimeError("memory_limit_mb needs /proc/self/status (Linux)")
+    limit = int((size + limit_mb) * 2**20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _import_runtime(backend: str) -> None:
+    if backend == "executorch":
+        import torch  # noqa: F401 - the runner's tensors: part of the baseline, not of the model
+        from executorch.runtime import Runtime
+
+        Runtime.get()  # loads the kernel library: part of the baseline, not of the model
+    elif backend == "onnxruntime-cpu":
+        import onnxruntime  # noqa: F401
+
+
+def _child(request: dict[str, Any]) -> dict[str, Any]:
+    from .runners import generate, open_runner
+
+    backend, artifact = request["backend"], Path(request["artifact"])
+    config = LlmConfig(**request["config"])
+    _import_runtime(backend)
+
+    if request.get("memory_limit_mb"):
+        _limit_address_space(request["memory_limit_mb"])
+    baseline = _status_mb("VmRSS")
+    peak_reset = _reset_peak()
+    start = time.perf_counter()
+    runner = open_runner(backend, artifact, config, request.get("threads", 1))
+    load_ms = (time.perf_counter() - start) * 1000.0
+    result: dict[str, Any] = {"load_ms": load_ms}
+    if request["mode"] == "context":
+        length = request["context"]
+        prompt = np.random.default_rng(length).integers(0, config.vocab_size, length - 1).tolist()
+        generate(runner, prompt, 2)  # fills length positions: the prompt, then one decode step
+    else:
+        prompt, new_tokens = request["prompt"], request["new_tokens"]
+        for _ in range(request["warmup"]):
+            generate(runner, prompt, new_tokens)
+        ttft, tpot = [], []
+        for _ in range(request["runs"]):
+            run = generate(runner, prompt, new_tokens)
+            ttft.append(run.prefill_s)
+            tpot.extend(run.step_s)
+        result.update(ttft_s=ttft, tpot_s=tpot)
+    steady, peak = _status_mb("VmRSS"), _status_mb("VmHWM")
+    usable = baseline is not None and peak is not None and peak_reset
+    result.update(baseline_mb=baseline, peak_memory_mb=peak - baseline if usable else None,
+                  steady_memory_mb=steady - baseline if usable and steady is not None else None)
+    return result
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.read())
+    try:
+        result = {"ok": True, **_child(request)}
+    except MemoryError:
+        result = {"ok": False, "error": "MemoryError: the runtime could not allocate"}
+    except Exception as exc:  # noqa: BLE001 - reported to the parent with its type
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    sys.stdout.write("\n" + RESULT_PREFIX + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+# ---------------------------------------------------------------- parent side
+
+
+def run_probe(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """One fresh process for ``request``; what it printed, or how it ended (killed, timed out)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                                       os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    try:
+        done = subprocess.run([sys.executable, "-m", "pytest_edge.llm.probe"], input=json.dumps(request),
+                              capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {timeout_s:g} s", "status": "timed out"}
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            result = json.loads(line[len(RESULT_PREFIX):])
+            error = result.get("error") or ""
+            status = "ok" if result["ok"] else "out of memory" if any(
+                word in error for word in ("bad_alloc", "MemoryError", "MemoryAllocationFailed")) else "failed"
+            return {"status": status, **result}
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        why = " (the OOM killer?)" if name == "SIGKILL" else ""
+        return {"ok": False, "status": "killed", "error": f"killed by {name}{why}"}
+    tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+    return {"ok": False, "status": "failed", "error": f"exit status {done.returncode}: {' | '.join(tail)}"}
+
+
+def measure(backend: str, artifact: Path, config: LlmConfig, prompt: Sequence[int], new_tokens: int,
+            warmup: int, runs: int, processes: int, threads: int = 1, timeout_s: float = 300.0) -> dict[str, Any]:
+    """TTFT and TPOT samples pooled over ``processes`` fresh processes, the median load time, and
+    the highest peak and steady memory among them. A process that failed raises BackendError."""
+    (pooled,) = measure_rounds(backend, [(artifact, config)], prompt, new_tokens, warmup, runs, processes, threads,
+                               timeout_s)
+    return pooled
+
+
+def measure_rounds(backend: str, models: Sequence[tuple[Path, LlmConfig]], prompt: Sequence[int], new_tokens: int,
+                   warmup: int, runs: int, rounds: int, threads: int = 1, timeout_s: float = 300.0) -> list[dict]:
+    """Each round measures every model once, in turn (A B A B ...: an A/B pair sees the same
+    moment of the machine); one pooled result per model (see :func:`measure`)."""
+    results: list[list[dict[str, Any]]] = [[] for _ in models]
+    for _ in range(rounds):
+        for index, (artifact, config) in enumerate(models):
+            result = run_probe({"mode": "measure", "backend": backend, "artifact": str(artifact),
+                                "config": asdict(config), "prompt": list(prompt), "new_tokens": new_tokens,
+                                "warmup": warmup, "runs": runs, "threads": threads}, timeout_s)
+            if not result["ok"]:
+                raise BackendError(f"{artifact} ({backend}): measuring failed: {result['error']}")
+            results[index].append(result)
+    return [_pooled(r) for r in results]
+
+
+def _pooled(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    peaks = [r["peak_memory_mb"] for r in results if r["peak_memory_mb"] is not None]
+    steadies = [r["steady_memory_mb"] for r in results if r["steady_memory_mb"] is not None]
+    return {"ttft_s": [t for r in results for t in r["ttft_s"]], "tpot_s": [t for r in results for t in r["tpot_s"]],
+            # per fresh process: what the merge gate compares
+            "processes": [{"ttft_p50_ms": float(np.median(r["ttft_s"])) * 1000.0,
+                           "tpot_p50_ms": float(np.median(r["tpot_s"])) * 1000.0 if r["tpot_s"] else None}
+                          for r in results],
+            "load_ms": float(np.median([r["load_ms"] for r in results])),
+            "peak_memory_mb": max(peaks) if peaks else None, "steady_memory_mb": max(steadies) if steadies else None}
+
+
+def context_lengths(start: int, cap: int) -> list[int]:
+    """Doubling lengths from ``start`` up to ``cap``, ``cap`` itself last."""
+    lengths, n = [], max(2, start)
+    while n < cap:
+        lengths.append(n)
+        n *= 2
+    return lengths + [cap]
+
+
+def context_sweep(backend: str, artifact: Path, config: LlmConfig, lengths: Sequence[int],
+                  memory_budget_mb: float | None, memory_limit_mb: float | None = None,
+                  timeout_s: float = 120.0) -> dict[str, Any]:
+    """Each length in a fresh process, shortest first, until one fails (an allocation past
+    ``memory_limit_mb`` fails), is killed, or goes over ``memory_budget_mb``: the longest stable
+    length and where and why it stopped."""
+    points, longest, stopped = [], None, None
+    for length in sorted(lengths):
+        result = run_probe({"mode": "context", "backend": backend, "artifact": str(artifact), "config": asdict(config),
+                            "context": int(length), "memory_limit_mb": memory_limit_mb}, timeout_s)
+        point = {"tokens": int(length), "status": result["status"],
+                 "peak_memory_mb": result.get("peak_memory_mb"),
+                 "kv_cache_estimate_mb": config.kv_cache_bytes(int(length)) / 2**20}
+        if not result["ok"]:
+            point["error"] = result["error"]
+        elif memory_budget_mb is not None and (result.get("peak_memory_mb") or 0.0) > memory_budget_mb:
+            point["status"] = "over memory budget"
+        points.append(point)
+        if point["status"] != "ok":
+            stopped = {"tokens": int(length), "reason": point.get("error") or point["status"]}
+            break
+        longest = int(length)
+    return {"points": points, "longest_stable": longest, "stopped": stopped,
+            "os_killed": any(p["status"] == "killed" for p in points)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Greedy generation on each runtime in its own LLM export convention.
+
+A runner holds one loaded decoder and its cache; ``step(ids)`` feeds tokens at the next positions
+and returns the logits of the last one. Runtimes are imported inside the runners, so the measuring
+subprocess pays only for the one it runs.
+
+* ``onnxruntime-cpu``: ``input_ids`` plus ``past_key_values.{i}.key/value`` in, ``logits`` plus
+  ``present.{i}.key/value`` out (ONNX Runtime's generative layout); the cache lives in NumPy.
+* ``executorch``: ``forward(tokens [1, seq], input_pos [seq])`` with the cache as the program's
+  mutable buffers (executorch's LLM export); a new prompt restarts at position 0 and the causal
+  mask hides what the last one left beyond it.
+* ``litert`` and ``llama.cpp`` are named with the reason they cannot run here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+
+from ..errors import BackendError, EdgeUsageError
+from .config import LlmConfig
+
+
+class Runner(Protocol):
+    backend: str
+
+    def reset(self) -> None: ...
+
+    def step(self, ids: Sequence[int]) -> np.ndarray: ...
+
+
+def _signature_error(path: Path, backend: str, expected: str, found: str) -> BackendError:
+    return BackendError(f"{path} ({backend}): not a decoder in this runtime's LLM convention: expected "
+                        f"{expected}; found {found}")
+
+
+class OrtRunner:
+    backend = "onnxruntime-cpu"
+
+    def __init__(self, path: Path, config: LlmConfig, threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        try:
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own classes
+            raise BackendError(f"{path} ({self.backend}): cannot load: {exc}") from None
+        self.config = config
+        self.past_names = [f"past_key_values.{i}.{kv}" for i in range(config.n_layers) for kv in ("key", "value")]
+        present = [f"present.{i}.{kv}" for i in range(config.n_layers) for kv in ("key", "value")]
+        inputs = [i.name for i in self.session.get_inputs()]
+        outputs = [o.name for o in self.session.get_outputs()]
+        if inputs != ["input_ids", *self.past_names] or outputs != ["logits", *present]:
+            raise _signature_error(path, self.backend,
+                                   f"inputs {['input_ids', *self.past_names]} and outputs {['logits', *present]}",
+                                   f"inputs {inputs} and outputs {outputs}")
+        self.reset()
+
+    def reset(self) -> None:
+        c = self.config
+        empty = np.zeros((1, c.n_kv_heads, 0, c.head_dim), np.float32)
+        self.past = dict.fromkeys(self.past_names, empty)
+
+    def step(self, ids: Sequence[int]) -> np.ndarray:
+        out = self.session.run(None, {"input_ids": np.asarray([ids], np.int64), **self.past})
+        self.past = dict(zip(self.past_names, out[1:]))
+        return out[0][0, -1]
+
+
+class ExecuTorchRunner:
+    backend = "executorch"
+
+    def __init__(self, path: Path, config: LlmConfig, threads: int = 1) -> None:
+        from executorch.runtime import Runtime
+
+        try:
+            self._data = Path(path).read_bytes()  # the program points into these bytes: keep them alive
+            self.program = Runtime.get().load_program(self._data)
+            self.method = self.program.load_method("forward")
+        except (RuntimeError, OSError) as exc:
+            raise BackendError(f"{path} ({self.backend}): cannot load: {exc}") from None
+        meta = self.method.metadata
+        found = [(str(meta.input_tensor_meta(i).dtype()), len(meta.input_tensor_meta(i).sizes()))
+                 for i in range(meta.num_inputs())]
+        if len(found) != 2 or meta.num_outputs() != 1:
+            raise _signature_error(path, self.backend,
+                                   "forward(tokens [1, seq], input_pos [seq]) -> logits, the KV cache in "
+                                   "mutable buffers", f"{meta.num_inputs()} inputs (dtype, rank) {found} and "
+                                   f"{meta.num_outputs()} outputs")
+        self.config = config
+        self.position = 0
+
+    def reset(self) -> None:
+        self.position = 0
+
+    def step(self, ids: Sequence[int]) -> np.ndarray:
+        import torch
+
+        positions = torch.arange(self.position, self.position + len(ids))
+        out = self.method.execute([torch.tensor([list(ids)], dtype=torch.long), positions])
+        self.position += len(ids)
+        return out[0][0, -1].numpy().copy()
+
+
+@dataclass(frozen=True)
+class LlmBackend:
+    name: str
+    suffix: str
+    runner: Callable[[Path, LlmConfig, int], Runner] | None
+    module: str | None  # the runtime's import name; None where there is no runner
+    why_not: str | None = None  # why it cannot run here, whatever is installed
+
+    def unavailable_reason(self) -> str | None:
+        if self.why_not:
+            return self.why_not
+        import importlib.util
+
+        if importlib.util.find_spec(self.module) is None:
+            return f"{self.module} is not installed"
+        return None
+
+
+LLM_BACKENDS: dict[str, LlmBackend] = {b.name: b for b in (
+    LlmBackend("onnxruntime-cpu", ".onnx", OrtRunner, "onnxruntime"),
+    LlmBackend("executorch", ".pte", ExecuTorchRunner, "executorch"),
+    LlmBackend("litert", ".tflite", None, None,
+               "LiteRT decoders need prefill/decode signatures from litert-torch's generative converter, "
+               "which is not installed here: no runner yet"),
+    LlmBackend("llama.cpp", ".gguf", None, None,
+               "llama-cpp-python has no prebuilt wheel here (a source build only): no runner yet"),
+)}
+
+
+def open_runner(backend: str, path: Path, config: LlmConfig, threads: int = 1) -> Runner:
+    spec = LLM_BACKENDS.get(backend)
+    if spec is None:
+        raise EdgeUsageError(f"unknown LLM backend {backend!r}; known: {', '.join(LLM_BACKENDS)}")
+    reason = spec.unavailable_reason()
+    if reason or spec.runner is None:
+        raise BackendError(f"{path} ({backend}): {reason}")
+    return spec.runner(path, config, threads)
+
+
+def check_prompt(prompt: Sequence[int], new_tokens: int, config: LlmConfig, where: str) -> list[int]:
+    """The prompt as ints, refused before any runtime sees it: empty, an id out of the vocabulary,
+    or longer (with the new tokens) than the model's context."""
+    ids = [int(t) for t in prompt]
+    if not ids:
+        raise EdgeUsageError(f"{where}: an empty prompt (at least one token id is needed)")
+    bad = [t for t in ids if not 0 <= t < config.vocab_size]
+    if bad:
+        raise EdgeUsageError(f"{where}: token id {bad[0]} is outside the vocabulary [0, {config.vocab_size})")
+    if len(ids) + new_tokens > config.max_context:
+        raise EdgeUsageError(f"{where}: the prompt's {len(ids)} tokens + {new_tokens} new tokens = "
+                             f"{len(ids) + new_tokens} exceed the model's maximum context of {config.max_context}")
+    return ids
+
+
+@dataclass
+class Generation:
+    prompt: list[int]
+    tokens: list[int]  # the new tokens, greedy
+    first_logits: np.ndarray  # the logits the first new token was chosen from
+    prefill_s: float  # prompt in, first token out (TTFT)
+    step_s: list[float] = field(default_factory=list)  # each later token (TPOT samples)
+
+
+def generate(runner: Runner, prompt: Sequence[int], new_tokens: int,
+             clock: Callable[[], float] = time.perf_counter) -> Generation:
+    """Greedy decoding of ``new_tokens`` after ``prompt`` (the first from the prefill)."""
+    runner.reset()
+    start = clock()
+    logits = runner.step(list(prompt))
+    token = int(np.argmax(logits))
+    prefill_s = clock() - start
+    result = Generation(list(prompt), [token], np.asarray(logits, np.float32).copy(), prefill_s)
+    for _ in range(new_tokens - 1):
+        start = clock()
+        token = int(np.argmax(runner.step([token])))
+        result.step_s.append(clock() - start)
+        result.tokens.append(token)
+    return result

@@ -1,0 +1,311 @@
+"""@pytest.mark.edge_llm: greedy generation against token goldens, budgets on TTFT/TPOT/memory, the
+context sweep, on the real runtimes with the tiny decoder of fixtures/llm (fixtures/make_llm.py).
+No timing is asserted: budgets are impossible (1 ns) or generous (60 s)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
+from pytest_edge.llm.config import LlmConfig
+from pytest_edge.llm.golden import TokenGolden, golden_path, read_golden, write_golden
+from pytest_edge.llm.marker import parse_llm_marker
+from pytest_edge.llm.metrics import budget_messages, token_agreement, token_message
+from pytest_edge.llm.probe import context_lengths, context_sweep
+from pytest_edge.llm.runners import check_prompt, generate, open_runner
+
+LLM = Path(__file__).resolve().parent.parent / "fixtures" / "llm"
+FIXTURES = LLM.parent
+CONFIG = LlmConfig.load(LLM / "tiny_llm.json")
+ORT = "onnxruntime-cpu"
+
+# ---------------------------------------------------------------- pure logic
+
+
+@given(st.lists(st.integers(0, 63), min_size=1, max_size=32), st.data())
+def test_token_agreement_names_the_first_difference(tokens: list[int], data: st.DataObject) -> None:
+    assert token_agreement(tokens, tokens) == (1.0, None)
+    position = data.draw(st.integers(0, len(tokens) - 1))
+    changed = list(tokens)
+    changed[position] = (changed[position] + 1) % 64
+    agreement, first = token_agreement(tokens, changed)
+    assert first == position and agreement == (len(tokens) - 1) / len(tokens)
+    message = token_message(tokens, changed, agreement, first, 1.0)
+    assert f"first difference at new token {position} (golden {tokens[position]}, got {changed[position]})" in message
+    assert token_message(tokens, changed, agreement, first, agreement) is None  # within the budget
+
+
+def test_token_agreement_counts_missing_tokens_as_different() -> None:
+    assert token_agreement([1, 2, 3, 4], [1, 2]) == (0.5, 2)
+
+
+@given(st.integers(1, 4096), st.integers(1, 8))
+def test_kv_cache_estimate_is_the_formula(tokens: int, batch: int) -> None:
+    c = CONFIG  # 2 layers, 2 kv heads (4 query heads: GQA), head_dim 8, float32
+    assert (c.n_heads, c.n_kv_heads) == (4, 2)
+    assert c.kv_cache_bytes(tokens, batch) == 2 * 2 * batch * tokens * 2 * 8 * 4
+
+
+def test_budget_messages_name_backend_figure_and_budget() -> None:
+    figures = {"ttft_ms": {"p50": 2.0}, "tpot_ms": {"p50": 0.5}, "decode_tokens_per_s": 2000.0,
+               "peak_memory_mb": 40.0, "context": {"longest_stable": 256}}
+    generous = {"ttft_ms": 60000, "tpot_ms": 60000, "min_decode_tps": 0.001, "peak_memory_mb": 1e6, "max_context": 64}
+    assert budget_messages("executorch", figures, generous) == []
+    found = budget_messages("executorch", figures, {"ttft_ms": 1e-6, "min_decode_tps": 1e9, "max_context": 512,
+                                                    "min_prefill_tps": 1.0})
+    assert found == [
+        "executorch: TTFT P50 2 ms exceeds the budget ttft_ms=1e-06 ms",
+        "executorch: decode tokens/s 2000 tokens/s is under the budget min_decode_tps=1e+09 tokens/s",
+        "executorch: prefill tokens/s was not measured; budget min_prefill_tps=1 tokens/s",
+        "executorch: longest stable context 256 tokens is under the budget max_context=512 tokens"]
+
+
+def test_marker_parsing() -> None:
+    spec = parse_llm_marker(("tiny_llm",), {"prompts": lambda: [[1, 2], [3]], "tpot_ms": 5})
+    assert spec.prompts == ((1, 2), (3,)) and spec.needs_measurement and not spec.needs_context_sweep
+    assert parse_llm_marker((), {"model": "m", "prompts": [4, 5]}).prompts == ((4, 5),)  # one prompt, flat
+    with pytest.raises(EdgeUsageError, match="unknown keyword.*ttft"):
+        parse_llm_marker((), {"model": "m", "prompts": [[1]], "ttft": 3})
+    with pytest.raises(EdgeUsageError, match="token ids.*'hello'"):
+        parse_llm_marker((), {"model": "m", "prompts": ["hello"]})
+    with pytest.raises(EdgeUsageError, match="min_token_agreement=1.5"):
+        parse_llm_marker((), {"model": "m", "prompts": [[1]], "min_token_agreement": 1.5})
+
+
+def test_prompts_are_refused_before_the_runtime_sees_them() -> None:
+    assert check_prompt(np.array([1, 2]), 4, CONFIG, "m (b)") == [1, 2]
+    with pytest.raises(EdgeUsageError, match=r"m \(b\): token id 64 is outside the vocabulary \[0, 64\)"):
+        check_prompt([1, 64], 4, CONFIG, "m (b)")
+    with pytest.raises(EdgeUsageError, match="1020 tokens \\+ 8 new tokens = 1028 exceed the model's maximum "
+                                             "context of 1024"):
+        check_prompt([1] * 1020, 8, CONFIG, "m (b)")
+    with pytest.raises(EdgeUsageError, match="empty prompt"):
+        check_prompt([], 1, CONFIG, "m (b)")
+
+
+def test_a_bad_configuration_is_named(tmp_path: Path) -> None:
+    with pytest.raises(EdgeUsageError, match=r"m.json: no LLM configuration \(a JSON file beside the model with "
+                                             r"vocab_size, n_layers"):
+        LlmConfig.load(tmp_path / "m.json")
+    (tmp_path / "m.json").write_text('{"vocab_size": 8, "n_layers": 1, "n_heads": 3, "n_kv_heads": 2}')
+    with pytest.raises(EdgeUsageError, match="m.json: LLM configuration lacks head_dim, max_context"):
+        LlmConfig.load(tmp_path / "m.json")
+    (tmp_path / "m.json").write_text('{"vocab_size": 8, "n_layers": 1, "n_heads": 3, "n_kv_heads": 2, '
+                                     '"head_dim": 4, "max_context": 16}')
+    with pytest.raises(EdgeUsageError, match="n_heads 3 is not a multiple of n_kv_heads 2"):
+        LlmConfig.load(tmp_path / "m.json")
+
+
+def test_context_lengths_double_up_to_the_cap() -> None:
+    assert context_lengths(64, 1024) == [64, 128, 256, 512, 1024]
+    assert context_lengths(64, 100) == [64, 100]
+
+
+def test_golden_round_trip_and_bad_files(tmp_path: Path) -> None:
+    path = golden_path(tmp_path, "m", [1, 2, 3])
+    write_golden(path, TokenGolden([1, 2, 3], [5, 6], np.arange(4, dtype=np.float32), {"reference_backend": ORT}))
+    golden = read_golden(path, [1, 2, 3])
+    assert golden.tokens == [5, 6] and golden.meta == {"reference_backend": ORT}
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # nothing temporary left
+    with pytest.raises(GoldenError, match="no LLM golden .* for prompt \\[9\\]: record it with --edge-update-golden"):
+        read_golden(golden_path(tmp_path, "m", [9]), [9])
+    path.write_bytes(b"not a zip")
+    with pytest.raises(GoldenError, match="unreadable LLM golden"):
+        read_golden(path, [1, 2, 3])
+
+
+# ---------------------------------------------------------------- real runtimes
+
+
+def test_onnx_and_executorch_decode_the_same_tokens() -> None:
+    pytest.importorskip("executorch")
+    prompt = [1, 2, 3, 4, 5]
+    ort_run = generate(open_runner(ORT, LLM / "tiny_llm.onnx", CONFIG), prompt, 12)
+    et = open_runner("executorch", LLM / "tiny_llm.pte", CONFIG)
+    et_run = generate(et, prompt, 12)
+    assert ort_run.tokens == et_run.tokens and len(et_run.step_s) == 11
+    assert np.allclose(ort_run.first_logits, et_run.first_logits, atol=1e-4)
+    assert generate(et, [7, 8], 12).tokens != et_run.tokens  # the static cache restarts at position 0
+    assert generate(et, prompt, 12).tokens == et_run.tokens
+
+
+def test_a_model_without_the_llm_signature_names_what_was_expected() -> None:
+    with pytest.raises(BackendError, match=r"tiny_mlp.onnx \(onnxruntime-cpu\): not a decoder .* expected inputs "
+                                           r"\['input_ids', 'past_key_values.0.key'.*found inputs \['x'\]"):
+        open_runner(ORT, FIXTURES / "tiny_mlp.onnx", CONFIG)
+
+
+def test_context_sweep_stops_where_the_memory_budget_is_exceeded() -> None:
+    sweep = context_sweep(ORT, LLM / "tiny_llm.onnx", CONFIG, [32, 64], memory_budget_mb=1e-6)
+    assert sweep["longest_stable"] is None and sweep["stopped"] == {"tokens": 32, "reason": "over memory budget"}
+    assert [p["tokens"] for p in sweep["points"]] == [32]  # nothing longer is tried
+    assert sweep["points"][0]["kv_cache_estimate_mb"] == CONFIG.kv_cache_bytes(32) / 2**20
+    assert sweep["os_killed"] is False
+
+
+def test_context_sweep_reports_a_failed_allocation_as_where_it_stopped() -> None:
+    # 30 MB more than the runtime alone: a 1024-token prefill's attention scores do not fit.
+    sweep = context_sweep(ORT, LLM / "tiny_llm.onnx", CONFIG, [16, 1024], None, memory_limit_mb=30)
+    assert [p["status"] for p in sweep["points"]] == ["ok", "out of memory"]
+    assert sweep["longest_stable"] == 16 and sweep["stopped"]["tokens"] == 1024
+    assert "bad_alloc" in sweep["stopped"]["reason"] and sweep["points"][0]["peak_memory_mb"] > 0
+
+
+# ---------------------------------------------------------------- the marker, end to end
+
+
+@pytest.fixture
+def llm_project(pytester: pytest.Pytester) -> Path:
+    folder = pytester.path / "models"
+    shutil.copytree(LLM, folder)
+    pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_processes = 1\n")
+    return folder
+
+
+def _report(pytester: pytest.Pytester) -> list[dict]:
+    return [r for r in json.loads((pytester.path / "r.json").read_text())["records"] if r["verdict"] != "skipped"]
+
+
+GENERATE = """
+import pytest
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3, 4, 5], [7, 8]], new_tokens=8, backends=[{backends}])
+def test_generate(edge_llm):
+    assert len(edge_llm.generate([1, 2, 3], 4)) == 4
+"""
+
+
+def test_golden_lifecycle_missing_then_recorded_then_passing(pytester: pytest.Pytester, llm_project: Path) -> None:
+    pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu", "executorch"'))
+    # ExecuTorch joins in the last run only (its import is the slow part): checked against ORT's goldens.
+    missing = pytester.runpytest_subprocess("--edge-report=r.json", f"--edge-backends={ORT}")
+    missing.assert_outcomes(failed=1)
+    missing.stdout.fnmatch_lines(["*no LLM golden *golden/tiny_llm/llm/prompt-*.npz for prompt [[]1, 2, 3, 4, 5[]]: "
+                                  "record it with --edge-update-golden*"])
+    assert not (pytester.path / "golden").exists()
+    pytester.runpytest_subprocess("--edge-update-golden", f"--edge-backends={ORT}").assert_outcomes(passed=1)
+    assert len(list((pytester.path / "golden/tiny_llm/llm").glob("prompt-*.npz"))) == 2
+    passing = pytester.runpytest_subprocess("--edge-report=r.json")
+    have_executorch = importlib.util.find_spec("executorch") is not None  # not in the tflite-runtime lane
+    passing.assert_outcomes(passed=2) if have_executorch else passing.assert_outcomes(passed=1, skipped=1)
+    records = {r["backend"]: r for r in _report(pytester)}
+    assert set(records) == ({ORT, "executorch"} if have_executorch else {ORT})
+    for record in records.values():
+        assert record["accuracy"]["reference"] == ORT and record["accuracy"]["token_agreement"] == 1.0
+        first = record["llm"]["prompts"][0]
+        assert first["tokens"] == first["golden_tokens"] and len(first["tokens"]) == 8
+        assert record["load_ms"] is None  # nothing measured without a budget: null, not made up
+
+
+def test_a_required_backend_that_cannot_run_fails(pytester: pytest.Pytester, llm_project: Path) -> None:
+    pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu", "litert"'))
+    result = pytester.runpytest_subprocess("--edge-require=litert", "--edge-backends=litert")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*litert is required (--edge-require) but cannot run tiny_llm: LiteRT decoders need "
+                                 "prefill/decode signatures from litert-torch*"])
+
+
+def test_a_changed_model_fails_naming_the_first_differing_token(pytester: pytest.Pytester, llm_project: Path) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu"'))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    model = onnx.load(str(llm_project / "tiny_llm.onnx"))
+    rng = np.random.default_rng(0)
+    for init in model.graph.initializer:  # the same graph with perturbed weights
+        array = numpy_helper.to_array(init)
+        if array.dtype == np.float32 and array.ndim == 2:
+            init.CopyFrom(numpy_helper.from_array(array + rng.normal(0, 0.02, array.shape).astype(np.float32), init.name))
+    onnx.save(model, str(llm_project / "tiny_llm.onnx"))
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(failed=1)
+    (record,) = _report(pytester)
+    prompt = record["llm"]["prompts"][0]
+    first = prompt["first_difference"]
+    assert first is not None and prompt["tokens"][first] != prompt["golden_tokens"][first]
+    result.stdout.fnmatch_lines([f"*onnxruntime-cpu: prompt [[]1, 2, 3, 4, 5[]]: token agreement * < 1: first "
+                                 f"difference at new token {first} (golden {prompt['golden_tokens'][first]}, "
+                                 f"got {prompt['tokens'][first]}); golden * (the golden was recorded from "
+                                 "tiny_llm.onnx with sha256 *; this artifact's is *)"])
+    assert "4 check(s) failed" in result.stdout.str()  # tokens and logits of 2 prompts; the note is no check
+
+
+def test_figures_in_the_record_and_budgets_named(pytester: pytest.Pytester, llm_project: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        common = dict(model="tiny_llm", prompts=[[1, 2, 3, 4, 5]], new_tokens=6, backends=["onnxruntime-cpu"],
+                      warmup=1, runs=2)
+
+        @pytest.mark.edge_llm(**common, ttft_ms=60000, tpot_ms=60000, min_decode_tps=0.001, peak_memory_mb=4000,
+                              contexts=[16, 32], max_context=32)
+        def test_generous():
+            pass
+
+        @pytest.mark.edge_llm(**common, ttft_ms=1e-6, tpot_ms=1e-6, min_prefill_tps=1e12)
+        def test_impossible():
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1, failed=1)
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: TTFT P50 * ms exceeds the budget ttft_ms=1e-06 ms*",
+                                 "*onnxruntime-cpu: TPOT P50 * ms exceeds the budget tpot_ms=1e-06 ms*",
+                                 "*onnxruntime-cpu: prefill tokens/s * is under the budget min_prefill_tps=1e+12*",
+                                 "*pytest-edge LLM generation*",
+                                 "*test_generous[[]tiny_llm-onnxruntime-cpu[]]: TTFT P50 * ms (5 tokens), TPOT P50 * ms, "
+                                 "decode * tokens/s, longest stable context 32"])
+    record = next(r for r in _report(pytester) if "generous" in r["test"])
+    llm = record["llm"]
+    assert llm["prompt_tokens"] == 5 and llm["ttft_samples"] == 2 and llm["tpot_samples"] == 2 * 5
+    for figure in (llm["ttft_ms"]["p50"], llm["ttft_ms"]["p90"], llm["tpot_ms"]["p50"], llm["tpot_ms"]["p90"],
+                   llm["prefill_tokens_per_s"], llm["decode_tokens_per_s"], record["load_ms"]):
+        assert figure > 0
+    assert record["peak_memory_mb"] is not None and record["steady_memory_mb"] is not None
+    assert llm["kv_cache_estimate_mb"] == CONFIG.kv_cache_bytes(5 + 6) / 2**20
+    assert [p["tokens"] for p in llm["context"]["points"]] == [16, 32] and llm["context"]["longest_stable"] == 32
+    assert record["warmup_runs"] == 1 and record["measured_runs"] == 2
+
+
+def test_gate_regressions_name_the_figure_and_need_significance() -> None:
+    from pytest_edge.llm.gate import regressions
+
+    old = [{"ttft_p50_ms": 1.0, "tpot_p50_ms": 0.50}, {"ttft_p50_ms": 1.02, "tpot_p50_ms": 0.51},
+           {"ttft_p50_ms": 0.99, "tpot_p50_ms": 0.49}]
+    slower = [{"ttft_p50_ms": p["ttft_p50_ms"], "tpot_p50_ms": p["tpot_p50_ms"] * 1.5} for p in old]
+    failures, summary = regressions("executorch", slower, old, 0.10, True, "the baseline twin base/m.pte")
+    assert len(failures) == 1 and failures[0].startswith("executorch: TPOT P50 0.75 ms is +50.0% (paired t=")
+    assert "against the baseline twin base/m.pte 0.5 ms (allowed +10%)" in failures[0]
+    assert summary["mode"] == "ab" and summary["tpot_p50_ms"]["significant"] and summary["ttft_p50_ms"]["ratio"] == 1.0
+    assert regressions("executorch", old, old, 0.10, False, "the stored baseline")[0] == []
+
+
+@pytest.mark.timing
+def test_ab_gate_catches_a_deeper_decoder_and_passes_an_unchanged_one(pytester: pytest.Pytester,
+                                                                     llm_project: Path) -> None:
+    """A twice-as-deep decoder (fixtures/llm/deep: 4 layers, same file name) decodes each token with
+    about twice the work of the baseline: far outside the noise of three A/B pairs."""
+    pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu"'))
+    base = pytester.path / "base"
+    base.mkdir()
+    for name in ("tiny_llm.onnx", "tiny_llm.json"):  # the twin and its own configuration
+        shutil.copy(llm_project / name, base / name)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    same = pytester.runpytest_subprocess("--edge-baseline-models=base", "--edge-processes=3", "--edge-report=r.json")
+    same.assert_outcomes(passed=1)
+    (record,) = _report(pytester)
+    assert record["llm"]["baseline_check"]["mode"] == "ab" and len(record["llm"]["processes"]) == 3
+    for name in ("tiny_llm.onnx", "tiny_llm.json"):
+        shutil.copy(LLM / "deep" / name, llm_project / name)
+    deeper = pytester.runpytest_subprocess("--edge-baseline-models=base", "--edge-processes=3")
+    deeper.assert_outcomes(failed=1)  # its tokens differ from the golden too; the gate's line is what counts here
+    deeper.stdout.fnmatch_lines(["*onnxruntime-cpu: TPOT P50 * ms is +* (paired t=* over 3 A/B pairs*) against the "
+                                 "baseline twin base/tiny_llm.onnx * ms (allowed +10%)*"])
