@@ -155,7 +155,9 @@ def test_context_sweep_reports_a_failed_allocation_as_where_it_stopped() -> None
     sweep = context_sweep(ORT, LLM / "tiny_llm.onnx", CONFIG, [16, 1024], None, memory_limit_mb=30)
     assert [p["status"] for p in sweep["points"]] == ["ok", "out of memory"]
     assert sweep["longest_stable"] == 16 and sweep["stopped"]["tokens"] == 1024
-    assert "bad_alloc" in sweep["stopped"]["reason"] and sweep["points"][0]["peak_memory_mb"] > 0
+    # Which allocation fails first varies (a std::bad_alloc, or ONNX Runtime's arena saying so).
+    reason = sweep["stopped"]["reason"]
+    assert ("bad_alloc" in reason or "Failed to allocate memory" in reason) and sweep["points"][0]["peak_memory_mb"] > 0
 
 
 # ---------------------------------------------------------------- the marker, end to end

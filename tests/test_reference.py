@@ -191,24 +191,26 @@ def test_unknown_reference_is_a_collection_error(pytester: pytest.Pytester, mode
                                  "'tiny_cnn_fp32' not found: no .onnx/.tflite/.pte artifact at *"])
 
 
-def test_max_drift_generous_passes_and_too_few_runs_fail(pytester: pytest.Pytester, models: Path) -> None:
-    # No timing assertion: a generous budget passes whatever the machine does, and five runs
-    # per process can never give a drift figure.
+def test_max_drift_generous_passes_and_a_drift_test_times_long_enough_whatever_runs_says(
+        pytester: pytest.Pytester, models: Path) -> None:
+    # No timing assertion: a generous budget passes whatever the machine does. A max_drift test
+    # times each process for 0.4 s at least (two windows of 0.05 s of runs), so even runs=5 (and
+    # this project's edge_min_time = 0) gives a drift figure; the unmeasured message is checked in
+    # test_coverage_and_budgets.py on recorded samples.
     pytester.makepyfile("""
         import pytest
         @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu", max_drift=50, runs=20)
         def test_generous(edge_model):
             pass
 
-        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu", max_drift="10%", runs=5)
-        def test_unmeasured(edge_model):
+        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu", max_drift=50, runs=5)
+        def test_few_runs(edge_model):
             pass
     """)
     result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=report.json")
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*onnxruntime-cpu: drift was not measured (max_drift=1.1); 5 timed runs in all; "
-                                 "it needs at least 10 timed runs per process (runs>=10)*"])
+    result.assert_outcomes(passed=2)
     records = {r["test"].split("::")[1]: r for r in json.loads((pytester.path / "report.json").read_text())["records"]}
-    generous = records["test_generous[tiny_mlp-onnxruntime-cpu]"]
-    assert generous["measured_runs"] >= 20 and generous["drift"] > 0
-    assert records["test_unmeasured[tiny_mlp-onnxruntime-cpu]"]["drift"] is None
+    for name in ("test_generous", "test_few_runs"):
+        record = records[f"{name}[tiny_mlp-onnxruntime-cpu]"]
+        assert record["measured_runs"] > 1000 and record["drift"] > 0
+        assert record["processes"][0]["drift"] == pytest.approx(record["drift"])

@@ -136,7 +136,8 @@ def run_probe(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
             result = json.loads(line[len(RESULT_PREFIX):])
             error = result.get("error") or ""
             status = "ok" if result["ok"] else "out of memory" if any(
-                word in error for word in ("bad_alloc", "MemoryError", "MemoryAllocationFailed")) else "failed"
+                word in error for word in ("bad_alloc", "MemoryError", "MemoryAllocationFailed",
+                                           "Failed to allocate memory")) else "failed"
             return {"status": status, **result}
     if done.returncode < 0:
         name = signal.Signals(-done.returncode).name
