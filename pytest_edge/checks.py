@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .backends import Coverage
-from .measure import (DRIFT_MIN_TIME_S, DRIFT_MIN_WINDOW_RUNS, DRIFT_MIN_WINDOW_S,
-                      DRIFT_WINDOW_FRACTION)
-from .stats import Change, compare_groups, compare_pairs
+from .measurement.timing import (DRIFT_MIN_TIME_S, DRIFT_MIN_WINDOW_RUNS, DRIFT_MIN_WINDOW_S,
+                                 DRIFT_WINDOW_FRACTION)
+from .measurement.stats import Change, compare_groups, compare_pairs
 
 # Below these run counts a percentile rests on too few samples to be trusted.
 _MIN_RUNS = {"p50": 5, "p90": 20, "p99": 100}

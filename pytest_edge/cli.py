@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import device_commands, quant
+from . import device_commands
+from .triage import quant
 from .backends import get_backend
 from .errors import EdgeError, EdgeUsageError
 from .marker import TARGETS, MarkerSpec, parse_percent
 from .plan import backend_choices
-from .report import compare_reports, format_table, load_report, matrix_lines, merge_reports, write_page, write_report
+from .report.json_report import compare_reports, format_table, load_report, matrix_lines, merge_reports, write_page, write_report
 from .session import EdgeSession, Settings
 
 
@@ -126,7 +127,7 @@ def _init(args: argparse.Namespace) -> int:
 def golden_rows(settings: Settings) -> list[list[str]]:
     """One row per golden set (model, input set): cases, reference backend, its artifacts with
     their recorded sha256 and whether each still matches the artifact the tests would load."""
-    from .golden import GoldenStore
+    from .golden.store import GoldenStore
 
     store, session = GoldenStore(settings.golden_dir), EdgeSession(settings)
     rows = []
@@ -185,7 +186,7 @@ def golden_usage(pytest_args: Sequence[str] = ()) -> tuple[Settings, set[tuple[s
 
     import pytest
 
-    from .golden_use import USE_KEY, golden_references
+    from .golden.use import USE_KEY, golden_references
     from .plugin import SESSION_KEY, item_plan
 
     if any("::" in arg for arg in pytest_args):
@@ -221,8 +222,8 @@ def golden_usage(pytest_args: Sequence[str] = ()) -> tuple[Settings, set[tuple[s
 def golden_prune(argv: Sequence[str]) -> int:
     """``pytest-edge golden prune [--dry-run] [pytest args]``: remove the golden sets that no
     collected test uses."""
-    from .golden import GoldenStore, set_label
-    from .golden_use import unused_golden_sets
+    from .golden.store import GoldenStore, set_label
+    from .golden.use import unused_golden_sets
 
     dry_run = "--dry-run" in argv
     pytest_args = [arg for arg in argv if arg != "--dry-run"]
@@ -254,8 +255,8 @@ def golden_prune(argv: Sequence[str]) -> int:
 
 
 def _golden_diff(args: argparse.Namespace) -> int:
-    from .golden import GoldenStore, check_set_key
-    from .obtained import diff_lines, obtained_dir
+    from .golden.store import GoldenStore, check_set_key
+    from .golden.obtained import diff_lines, obtained_dir
 
     try:
         settings = project_settings()
@@ -308,7 +309,7 @@ def _load_pair(command: str, args: argparse.Namespace) -> tuple[dict, dict | Non
 
 
 def _html(args: argparse.Namespace) -> int:
-    from .html_report import render_html
+    from .report.html import render_html
 
     loaded = _load_pair("html", args)
     if loaded is None:
@@ -329,7 +330,7 @@ def _html(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from .summary_md import markdown_summary
+    from .report.markdown import markdown_summary
 
     loaded = _load_pair("summary", args)
     if loaded is None:

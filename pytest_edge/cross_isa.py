@@ -11,9 +11,10 @@ import numpy as np
 
 from .backends import split_device
 from .errors import EdgeError
-from .golden import Golden, GoldenCase, sha256_file
+from .files import sha256_file
+from .golden.store import Golden, GoldenCase
 from .inputs import feed_order
-from .triage import Runner
+from .triage.ladder import Runner
 
 NOT_JUDGED = "emulated device: timing and memory are not the target's"
 

@@ -11,7 +11,7 @@ from typing import Any
 from . import qemu_device
 from .device_folder import size_mb
 from .errors import EdgeError
-from .report import format_table
+from .report.json_report import format_table
 
 
 def add_arguments(commands: Any) -> None:

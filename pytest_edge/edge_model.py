@@ -10,12 +10,12 @@ import numpy as np
 
 from .backends import Coverage, TensorSpec
 from .errors import EdgeUsageError
-from .golden import Golden
+from .golden.store import Golden
 from .inputs import generate_case
 from .plan import Plan
 
 if TYPE_CHECKING:
-    from .pool import ModelInfo
+    from .worker.pool import ModelInfo
     from .session import EdgeSession
 
 

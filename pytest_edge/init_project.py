@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .errors import EdgeUsageError
-from .golden import atomic_write
+from .files import atomic_write
 
 SUFFIXES = (".onnx", ".tflite", ".pte")
 TEST_FILE = Path("tests") / "test_edge_models.py"

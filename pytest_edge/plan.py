@@ -13,7 +13,7 @@ from .backends import all_backends, get_backend, split_device
 from .errors import EdgeUsageError
 from .compare import resolve_tolerance
 from .marker import MarkerSpec
-from .measure import DRIFT_MIN_TIME_S
+from .measurement.timing import DRIFT_MIN_TIME_S
 from .models import Model, resolve_model
 from .settings import Settings
 

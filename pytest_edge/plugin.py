@@ -14,10 +14,10 @@ from . import settings as edge_settings
 from .backends import get_backend
 from .edge_model import EdgeModel
 from .errors import DeviceUnreachable, EdgeError, EdgeInconclusive, EdgeWorkerRestarted, UnknownBackend
-from .golden_use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
+from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .marker import parse_marker
 from .plan import Plan, plans
-from .report import build_report, format_table, gate_summary, table_footer, table_rows, write_page, write_report
+from .report.json_report import build_report, format_table, gate_summary, table_footer, table_rows, write_page, write_report
 from .session import EdgeSession, Settings
 
 SESSION_KEY = pytest.StashKey[EdgeSession]()
@@ -262,8 +262,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             errors.append(f"pytest-edge: cannot write the report {target}: {exc.strerror or exc}")
     # The HTML page and the Markdown summary come from the same report and the same baseline the
     # gate used; each is written on its own, so one unwritable path does not lose the others.
-    from .html_report import render_html
-    from .summary_md import markdown_summary
+    from .report.html import render_html
+    from .report.markdown import markdown_summary
 
     for what, path, render in (("HTML report", edge.settings.html, render_html),
                                ("summary", edge.settings.summary, markdown_summary)):

@@ -24,19 +24,20 @@ from .compare import compare_output, summarize
 from .cross_isa import cross_isa_note, timing_not_judged
 from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeManyCases, EdgeUsageError, GoldenError, UnknownBackend
 from .external_data import artifact_digests, external_files
-from .golden import DEFAULT_SET, Golden, GoldenCase, GoldenStore, atomic_write, input_key, npz_bytes, sha256_file
+from .files import atomic_write, sha256_file
+from .golden.store import DEFAULT_SET, Golden, GoldenCase, GoldenStore, input_key, npz_bytes
 from .inputs import check_case, check_shapes, feed_order, generate_case, signature_problems, user_cases
 from .marker import MarkerSpec
-from .measure import machine_info
-from .measurement import Measurer
+from .measurement.timing import machine_info
+from .measurement.measurer import Measurer
 from .models import Model, resolve_model
-from .obtained import obtained_dir
+from .golden.obtained import obtained_dir
 from .plan import Plan, plan_for, resolve_reference, search_dirs
-from .pool import ModelInfo, WorkerPool
-from .protocol import Intermediates, Load, Run
+from .worker.pool import ModelInfo, WorkerPool
+from .worker.protocol import Intermediates, Load, Run
 from .record import Record
 from .settings import Settings
-from .triage import sibling_triage
+from .triage.ladder import sibling_triage
 
 __all__ = ["EdgeSession", "Settings", "EdgeStepError"]
 

@@ -12,7 +12,7 @@ from .errors import EdgeError
 from .inputs import DEFAULT_SEED
 from .marker import parse_ms, parse_names, parse_percent
 from .qemu_device import default_cache, is_qemu, parse_kind
-from .report import load_report
+from .report.json_report import load_report
 
 if TYPE_CHECKING:
     import pytest

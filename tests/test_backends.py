@@ -13,7 +13,7 @@ import pytest
 from pytest_edge.backends import all_backends, get_backend
 from pytest_edge.backends.pte_coverage import pte_coverage
 from pytest_edge.errors import BackendCrash, BackendError
-from pytest_edge.worker import BackendWorker, WorkerServer
+from pytest_edge.worker.client import BackendWorker, WorkerServer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -257,7 +257,7 @@ def test_memory_falls_back_to_a_fresh_worker_where_hwm_cannot_be_reset(
     """In-process (isolation none) with clear_refs refused: the second model's peak would inherit
     the first's, so the session measures it again in a fresh worker process."""
     _available("onnxruntime-cpu")
-    from pytest_edge import measure
+    from pytest_edge.measurement import timing as measure
     from pytest_edge.marker import MarkerSpec
     from pytest_edge.session import EdgeSession, Settings
 
@@ -284,7 +284,7 @@ def test_workers_start_from_any_main_module(tmp_path: Path) -> None:
     script = tmp_path / "unguarded.py"
     script.write_text(
         "import numpy as np\n"
-        "from pytest_edge.worker import BackendWorker\n"
+        "from pytest_edge.worker.client import BackendWorker\n"
         "print('main ran')\n"
         "w = BackendWorker('onnxruntime-cpu')\n"
         f"w.call('load', 'm', {str(FIXTURES / 'tiny_mlp.onnx')!r}, 1, {{}})\n"

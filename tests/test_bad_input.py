@@ -24,7 +24,7 @@ from pytest_edge.backends import TensorSpec, get_backend
 from pytest_edge.backends.executorch_backend import explain_error
 from pytest_edge.compare import compare_output, needed_tolerances
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
-from pytest_edge.golden import (
+from pytest_edge.golden.store import (
     Golden,
     GoldenCase,
     GoldenStore,
@@ -34,9 +34,9 @@ from pytest_edge.golden import (
 )
 from pytest_edge.inputs import check_case, check_shapes, generate_case, user_cases
 from pytest_edge.marker import parse_marker
-from pytest_edge.report import SCHEMA as REPORT_SCHEMA
-from pytest_edge.report import build_report, load_report, merge_reports, write_report
-from pytest_edge.worker import BackendWorker
+from pytest_edge.report.json_report import SCHEMA as REPORT_SCHEMA
+from pytest_edge.report.json_report import build_report, load_report, merge_reports, write_report
+from pytest_edge.worker.client import BackendWorker
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -15,7 +15,7 @@ from pytest_edge.checks import (
     check_latency,
     check_memory,
 )
-from pytest_edge.measure import DRIFT_MIN_TIME_S, combine_processes, drift, latency_stats, probe_drift
+from pytest_edge.measurement.timing import DRIFT_MIN_TIME_S, combine_processes, drift, latency_stats, probe_drift
 
 # ---------------------------------------------------------------- coverage and budgets
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_edge import protocol
+from pytest_edge.worker import protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -83,7 +83,7 @@ def test_device_that_drops_fails_that_test_and_reconnects(pytester: pytest.Pytes
         @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu@board"])
         def test_drops(edge_model, request):
             from pytest_edge.plugin import SESSION_KEY
-            from pytest_edge.protocol import Measure
+            from pytest_edge.worker.protocol import Measure
             pool = request.config.stash[SESSION_KEY].pool
             info = edge_model.loaded
             worker = pool.workers["onnxruntime-cpu@board"]

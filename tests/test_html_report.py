@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from pytest_edge.cli import main as cli_main
-from pytest_edge.html_report import figure_changes, render_html
-from pytest_edge.report import build_report, format_table, merge_reports, table_footer, table_rows
-from pytest_edge.summary_md import markdown_summary
+from pytest_edge.report.html import figure_changes, render_html
+from pytest_edge.report.json_report import build_report, format_table, merge_reports, table_footer, table_rows
+from pytest_edge.report.markdown import markdown_summary
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 

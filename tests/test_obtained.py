@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_edge.golden import GoldenStore
-from pytest_edge.obtained import diff_lines
+from pytest_edge.golden.store import GoldenStore
+from pytest_edge.golden.obtained import diff_lines
 
 
 def test_mismatch_writes_obtained_outputs_and_diff_reads_them(pytester: pytest.Pytester, models: Path) -> None:

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from pytest_edge import protocol
-from pytest_edge.protocol import Load, Measure, ProtocolError, Run, decode, encode, request_from, request_json
+from pytest_edge.worker import protocol
+from pytest_edge.worker.protocol import Load, Measure, ProtocolError, Run, decode, encode, request_from, request_json
 
 DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64"]
 
@@ -101,7 +101,7 @@ def test_a_real_worker_speaks_it() -> None:
     """A worker process answers typed requests over the codec (ping: its pid; a bad op: an error)."""
     import os
 
-    from pytest_edge.worker import BackendWorker
+    from pytest_edge.worker.client import BackendWorker
 
     worker = BackendWorker("onnxruntime-cpu")
     try:

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from pytest_edge import quant
+from pytest_edge.triage import quant
 from pytest_edge.errors import EdgeError
-from pytest_edge.quant import (
+from pytest_edge.triage.quant import (
     QuantParams,
     cosine_similarity,
     dequantize,

@@ -13,7 +13,7 @@ from edge_helpers import LIGHT
 
 from pytest_edge.backends import TensorSpec
 from pytest_edge.errors import EdgeUsageError
-from pytest_edge.golden import Golden
+from pytest_edge.golden.store import Golden
 from pytest_edge.marker import parse_marker
 from pytest_edge.plan import plan_for
 from pytest_edge.session import EdgeSession, _judged_artifacts, _quantized_io_hint, _reference_problems

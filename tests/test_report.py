@@ -8,7 +8,7 @@ import json
 from pytest_edge.checks import (
     check_baseline,
 )
-from pytest_edge.report import compare_reports, format_table, merge_reports, table_rows
+from pytest_edge.report.json_report import compare_reports, format_table, merge_reports, table_rows
 
 
 def _record(p50: float, fallback: float, test: str = "t::a[m-litert]") -> dict:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_edge.gate import run_gate
-from pytest_edge.stats import MIN_LOG_SD, compare_groups, compare_pairs, spread, t_critical
+from pytest_edge.measurement.gate import run_gate
+from pytest_edge.measurement.stats import MIN_LOG_SD, compare_groups, compare_pairs, spread, t_critical
 
 base = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False)
 jitter = st.lists(st.floats(min_value=-0.03, max_value=0.03), min_size=3, max_size=6)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pytest_edge.backends import get_backend
-from pytest_edge.triage import etdump_divergence
+from pytest_edge.triage.ladder import etdump_divergence
 
 pytestmark = [
     pytest.mark.skipif(get_backend("executorch").unavailable_reason() is not None,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pytest_edge.backends import get_backend
-from pytest_edge.triage import onnx_divergence
+from pytest_edge.triage.ladder import onnx_divergence
 
 onnx = pytest.importorskip("onnx")
 from onnx import helper, numpy_helper

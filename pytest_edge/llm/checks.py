@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import EdgeUsageError, GoldenError
-from ..golden import sha256_file
+from ..files import sha256_file
 from ..models import Model
 from ..record import Record
 from ..settings import Settings

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..stats import compare_groups, compare_pairs
+from ..measurement.stats import compare_groups, compare_pairs
 from .config import LlmConfig, config_path
 
 GATED = (("ttft_p50_ms", "TTFT P50"), ("tpot_p50_ms", "TPOT P50"))

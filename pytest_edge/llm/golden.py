@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import GoldenError
-from ..golden import atomic_write
+from ..files import atomic_write
 
 
 @dataclass

@@ -28,7 +28,6 @@ import math
 import os
 import re
 import stat
-import tempfile
 import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,9 +36,10 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .backends import TensorSpec
-from .errors import GoldenError
-from .external_data import external_files
+from ..backends import TensorSpec
+from ..errors import GoldenError
+from ..external_data import external_files
+from ..files import atomic_write, sha256_file
 
 SCHEMA = "pytest-edge/golden/1"
 UPDATE_HINT = "pytest --edge-update-golden (or: pytest-edge golden refresh)"
@@ -59,21 +59,6 @@ _MAX_DEFLATE_RATIO = 1032
 MAX_MEMBER_BYTES = 256 * 2**20
 # Hidden temporaries atomic_write leaves when a refresh is killed between write and rename.
 _LEFTOVER_PATTERNS = (".case_*.npz.*.tmp", ".meta.json.*.tmp")
-
-_hash_cache: dict[tuple[str, int, int], str] = {}
-
-
-def sha256_file(path: Path) -> str:
-    stat_ = path.stat()
-    key = (str(path.resolve()), stat_.st_mtime_ns, stat_.st_size)
-    if key not in _hash_cache:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        _hash_cache[key] = digest.hexdigest()
-    return _hash_cache[key]
-
 
 def input_key(cases: Sequence[Mapping[str, Any]]) -> str:
     """The key of a user input set: 12 hex digits of sha256 over each case's arrays (sorted by
@@ -570,50 +555,3 @@ def _locked(folder: Path, shared: bool = False) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def current_umask() -> int:
-    """The process umask, read without changing it where /proc allows (os.umask(0) would briefly
-    let another thread create world-writable files)."""
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _mode_for(path: Path) -> int:
-    """Keep the mode of the file being replaced; a new file gets what open() would give it."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return 0o666 & ~current_umask()
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old or the new file, never a part. The
-    file gets the mode of the one it replaces, or ``0o666 & ~umask`` when new (mkstemp alone
-    would leave it 0600, unreadable to the rest of a team sharing the checkout)."""
-    path = Path(path)
-    mode = _mode_for(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-

@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .checks import check_baseline
-from .golden import atomic_write
+from ..checks import check_baseline
+from ..files import atomic_write
 
 SCHEMA = "pytest-edge/report/1"
 DASH = "—"
@@ -239,7 +239,7 @@ def backend_has_delegate(backend: str) -> bool:
     """Whether the backend is meant to delegate; a reference lane (litert-ref) is not. Asks the
     registry, and falls back on the "-ref" naming when the backend is not installed here."""
     try:
-        from .backends import get_backend
+        from ..backends import get_backend
 
         return bool(get_backend(backend).has_delegate)
     except Exception:  # noqa: BLE001 - a report read on another machine may name any backend

@@ -11,13 +11,13 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from .backends import get_backend, split_device
-from .compare import compare_output
-from .errors import EdgeError
-from .golden import Golden, GoldenCase
-from .inputs import feed_order
-from .plan import Plan
-from .pool import ModelInfo
+from ..backends import get_backend, split_device
+from ..compare import compare_output
+from ..errors import EdgeError
+from ..golden.store import Golden, GoldenCase
+from ..inputs import feed_order
+from ..plan import Plan
+from ..worker.pool import ModelInfo
 
 
 class Runner(Protocol):

@@ -9,11 +9,11 @@ from typing import Callable
 
 import pytest
 
-from .errors import EdgeError
-from .golden import GoldenStore, set_label, unused_sets
-from .marker import parse_marker
-from .plan import Plan
-from .session import EdgeSession
+from ..errors import EdgeError
+from .store import GoldenStore, set_label, unused_sets
+from ..marker import parse_marker
+from ..plan import Plan
+from ..session import EdgeSession
 
 # The edge_model parameter of a collected test (None for a test without one).
 PlanOf = Callable[[pytest.Item], "Plan | None"]

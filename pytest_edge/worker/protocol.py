@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .errors import BackendError
+from ..errors import BackendError
 
 PROTOCOL_VERSION = 2  # 2: Load.external (an .onnx's external data files on a device)
 MAGIC = b"PEDG"
@@ -157,7 +157,7 @@ def failure(kind: str, message: str) -> dict[str, Any]:
 
 def hello(backend: str, machine: dict[str, Any] | None = None, runtime: dict[str, Any] | None = None) -> dict[str, Any]:
     """The worker's first frame: who it is, which protocol it speaks, and (a device) its machine."""
-    from . import __version__
+    from .. import __version__
 
     return {"ok": True, "value": {"protocol": PROTOCOL_VERSION, "plugin": __version__, "backend": backend,
                                   "machine": machine, "runtime": runtime}}

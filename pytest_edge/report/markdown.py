@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .ab_baseline import report_baseline
-from .html_report import DEFAULT_MAX_REGRESSION, device_label, figure_changes, regressions
-from .report import (DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, gate_summary, missing_artifact,
-                     table_footer, worst_per)
+from ..ab_baseline import report_baseline
+from .html import DEFAULT_MAX_REGRESSION, device_label, figure_changes, regressions
+from .json_report import (DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, gate_summary, missing_artifact,
+                          table_footer, worst_per)
 
 _ICON = {"passed": "✅", "failed": "❌", "error": "❌", "skipped": "⏭️"}
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .compare import compare_output
-from .golden import DEFAULT_SET, GoldenStore
+from ..compare import compare_output
+from .store import DEFAULT_SET, GoldenStore
 
 _NAME = re.compile(r"(?P<backend>.+)-case_(?P<case>\d{3,})\.npz")
 

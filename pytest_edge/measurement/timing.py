@@ -92,7 +92,7 @@ def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> d
 
     Percentiles come from all runs pooled; load time, first inference and memory are the median
     over processes, drift their geometric mean. ``processes`` keeps each process's own figures, which the significance
-    tests of :mod:`pytest_edge.stats` use, and ``process_spread`` says how far their P50s lie apart.
+    tests of :mod:`pytest_edge.measurement.stats` use, and ``process_spread`` says how far their P50s lie apart.
     A window counts as under load when any process's window was (None where none could be judged).
     """
     pooled = np.concatenate([np.asarray(r["samples_ns"], dtype=np.int64) for r in results])

@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .ab_baseline import report_baseline
-from .checks import latency_regressions, resource_regressions
-from .report import DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, missing_artifact, worst_per
+from ..ab_baseline import report_baseline
+from ..checks import latency_regressions, resource_regressions
+from .json_report import DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, missing_artifact, worst_per
 
 DEFAULT_MAX_REGRESSION = 0.10
 # Colour-blind-safe (Okabe-Ito), one per series of a chart.
@@ -509,7 +509,7 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
             share = cov.get("fallback")
             note = ""
             if not (cov.get("delegated_ops") or 0) and not cov.get("partitions"):
-                from .report import backend_has_delegate  # the registry, or the "-ref" naming
+                from .json_report import backend_has_delegate  # the registry, or the "-ref" naming
 
                 if not backend_has_delegate(r["backend"]):
                     note = " <small>reference lane: no delegate by design</small>"

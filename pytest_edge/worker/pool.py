@@ -10,11 +10,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .backends import Coverage, TensorSpec, split_device
-from .errors import BackendCrash, DeviceUnreachable, EdgeUsageError
+from ..backends import Coverage, TensorSpec, split_device
+from ..errors import BackendCrash, DeviceUnreachable, EdgeUsageError
 from .protocol import Request
-from .qemu_device import ProvisionError, default_cache, is_qemu, parse_kind, provision
-from .worker import BackendWorker, remove_stale_logs
+from ..qemu_device import ProvisionError, default_cache, is_qemu, parse_kind, provision
+from .client import BackendWorker, remove_stale_logs
 
 
 @dataclass

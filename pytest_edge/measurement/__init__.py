@@ -1,0 +1,1 @@
+"""Measurement: timing and memory in fresh worker processes, their statistics, and the merge gate."""

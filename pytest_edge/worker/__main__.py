@@ -1,0 +1,14 @@
+"""``python -m pytest_edge.worker BACKEND FD``: a local worker on a socket the parent passed;
+``python -m pytest_edge.worker --stdio``: a device worker over stdin/stdout (a device's command)."""
+
+import sys
+from multiprocessing.connection import Connection
+
+from .server import die_with_parent, serve, serve_stdio
+
+die_with_parent()
+if sys.argv[1:] == ["--stdio"]:
+    serve_stdio()
+else:
+    connection = Connection(int(sys.argv[2]))
+    serve(connection, connection, sys.argv[1])

@@ -1,0 +1,307 @@
+"""The pytest side of a backend worker: starts the worker process (local or on a device), sends
+typed requests over a pipe with NumPy arrays, and restarts it after a crash, so a native crash
+fails one test only."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendCrash, BackendError, DeviceUnreachable
+from ..external_data import external_files
+from ..files import sha256_file
+from . import protocol
+from .server import WorkerServer
+
+
+
+def _signal_name(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "no exit code"
+    if exitcode < 0:
+        try:
+            return f"signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+class BackendWorker:
+    """The pytest side of one backend's worker, local or on a device; restarts it after a crash.
+
+    Local: a fresh interpreter with a socket pair. Device: the device's command (``ssh host python3
+    -m pytest_edge.worker --stdio``) with frames over its stdin/stdout; artifacts travel by content
+    into the device's cache, and the transport's own authentication is the security boundary.
+    """
+
+    def __init__(self, backend_name: str, *, isolated: bool = True, timeout_s: float = 600.0,
+                 device: tuple[str, str] | None = None) -> None:
+        self.backend_name = backend_name
+        self.device = device  # (name, command) of a device; None: this machine
+        self.label = f"{backend_name}@{device[0]}" if device else backend_name
+        self.isolated = isolated or device is not None
+        self.timeout_s = timeout_s
+        self._process: subprocess.Popen | None = None
+        self._reader: Connection | None = None
+        self._writer: Connection | None = None
+        self._server: WorkerServer | None = None
+        self._starting = False
+        self.hello: dict[str, Any] = {}
+        # edge_timeout bounds the start-up (importing a runtime, a device's connection) as well.
+        self.start_timeout_s = timeout_s
+        # Set when a worker that died between requests was replaced; ``restart_notes`` say how and
+        # what was lost, until the session takes them into the running test's record.
+        self.restarted = False
+        self.restart_notes: list[str] = []
+        # Load requests by model key, replayed into a replacement process; keys loaded in this one.
+        self._loads: dict[str, protocol.Load] = {}
+        self._live: set[str] = set()
+        self._sent: set[str] = set()  # artifacts the device's cache holds (by content name)
+        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{self.label}.log"
+
+    @property
+    def alive(self) -> bool:
+        return self._server is not None or (self._process is not None and self._process.poll() is None)
+
+    def start(self) -> None:
+        self.launch()
+        self._handshake(None)
+
+    def launch(self) -> None:
+        """Start the worker process without waiting for it to import its runtime, so several
+        workers (or collection) can go on meanwhile; the first request waits for it."""
+        if self.alive:
+            return
+        if not self.isolated:
+            self._server = WorkerServer(self.backend_name)
+            return
+        # Runtimes print to fd 1/2 natively: keep that out of pytest's capture, in a log we can quote.
+        # The log starts empty for each process, so a crash quotes this process's output only.
+        with open(self.log_path, "wb") as log:
+            if self.device is not None:
+                try:
+                    self._process = subprocess.Popen(shlex.split(self.device[1]), stdin=subprocess.PIPE,
+                                                     stdout=subprocess.PIPE, stderr=log)
+                except (OSError, ValueError) as exc:  # no such executable (adb not installed), bad quoting
+                    raise DeviceUnreachable(f"device {self.device[0]} cannot be reached: its command "
+                                            f"{self.device[1]!r} cannot be started: {exc}") from None
+                assert self._process.stdin is not None and self._process.stdout is not None
+                self._reader = Connection(os.dup(self._process.stdout.fileno()), writable=False)
+                self._writer = Connection(os.dup(self._process.stdin.fileno()), readable=False)
+                self._process.stdin.close()
+                self._process.stdout.close()
+                self._sent = set()
+                self._writer.send_bytes(protocol.encode(protocol.request_json(protocol.Start(self.backend_name))))
+            else:
+                # A fresh interpreter running this module, not multiprocessing's spawn: spawn
+                # re-imports the parent's __main__ (breaks under `python -`, notebooks, scripts).
+                parent, child = socket.socketpair()
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", "pytest_edge.worker", self.backend_name, str(child.fileno())],
+                    pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+                child.close()
+                self._reader = self._writer = Connection(parent.detach())
+        self._starting = True
+
+    @property
+    def starting(self) -> bool:
+        """Launched, and its hello not read yet."""
+        return self._starting
+
+    def wait_ready(self) -> None:
+        """Wait until a launched worker has imported its runtime and said hello."""
+        self._handshake(None)
+
+    def _handshake(self, artifact: str | None) -> None:
+        if self._starting:
+            self._starting = False
+            self._receive("start", artifact, self.start_timeout_s)
+
+    def call(self, op: str, *args: Any, artifact: str | None = None) -> Any:
+        """``request`` for the operation ``op`` with its fields in order (a shorthand)."""
+        return self.request(protocol.REQUESTS[op](*args), artifact=artifact)
+
+    def request(self, request: protocol.Request, artifact: str | None = None) -> Any:
+        if self._process is not None and self._process.poll() is not None:
+            # It died between requests (a late native crash, the OOM killer, a kill): nothing of
+            # this request ran yet, so start a new one and load again what it held; never silently.
+            how = _signal_name(self._process.returncode)
+            held = ", ".join(sorted({Path(self._loads[k].path).name for k in self._live if k in self._loads})) \
+                or "no model"
+            self._reset()
+            self.restarted = True
+            self.restart_notes.append(
+                f"{self.label}: its worker process died ({how}) between requests (the OOM killer, a kill from "
+                f"outside, or a late native crash) and was restarted; lost with it: {held}, loaded again in the "
+                "new process (its load and first-inference figures are the new process's)")
+        if not self.alive:
+            self.launch()
+        key = getattr(request, "key", None)
+        if isinstance(request, protocol.Load):
+            self._loads[request.key] = request
+        elif key in self._loads and key not in self._live:
+            self.request(self._loads[key], artifact=artifact)
+        if self._server is not None:
+            try:
+                return self._server.handle(request)
+            except Exception as exc:
+                raise BackendError(f"{self.label} failed to {request.op} {artifact}: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+        self._handshake(artifact)
+        wire = request
+        if isinstance(request, protocol.Load) and self.device is not None:
+            wire = self._ship(request, artifact)
+        reply = self._exchange(wire, artifact)
+        if isinstance(request, protocol.Load):
+            self._live.add(request.key)
+        return reply
+
+    def _ship(self, load: protocol.Load, artifact: str | None) -> protocol.Load:
+        """The Load a device gets: the artifact and its external data files by content name."""
+        path = Path(load.path)
+        external = {location: self._upload(data, artifact, ".data")
+                    for location, data in external_files(path, self.label).items()}
+        return replace(load, path=self._upload(path, artifact), external=external)
+
+    def _upload(self, path: Path, artifact: str | None, suffix: str | None = None) -> str:
+        """The file's content name in the device's cache, sending it there if it is not yet."""
+        name = sha256_file(path) + (suffix or path.suffix)  # hashed once per file version, read only to send it
+        if name not in self._sent and not self._exchange(protocol.Has(name), artifact):
+            self._exchange(protocol.Put(name, np.frombuffer(path.read_bytes(), dtype=np.uint8)), artifact)
+        self._sent.add(name)
+        return name
+
+    def _exchange(self, request: protocol.Request, artifact: str | None) -> Any:
+        assert self._writer is not None
+        try:
+            self._writer.send_bytes(protocol.encode(protocol.request_json(request)))
+        except (BrokenPipeError, OSError):
+            self._crashed(request.op, artifact)
+        return self._receive(request.op, artifact)
+
+    def _receive(self, op: str, artifact: str | None, timeout_s: float | None = None) -> Any:
+        assert self._reader is not None
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        doing = f"to {op} {artifact}" if artifact else f"to {op}"
+        try:
+            frame = protocol.read_frame(self._reader.fileno(), time.monotonic() + timeout_s)
+        except protocol.FrameTimeout:
+            self._kill()
+            error = DeviceUnreachable if self.device is not None and op == "start" else BackendCrash
+            raise error(f"{self.label} did not answer within {timeout_s:g} s (edge_timeout) "
+                        f"while trying {doing}; the worker was killed") from None
+        except protocol.ProtocolError as exc:
+            # A peer that sent something else than frames is not one we can go on talking to.
+            self._kill()
+            what = f"device {self.device[0]} ({self.device[1]})" if self.device else self.label
+            error = DeviceUnreachable if self.device is not None and op == "start" else protocol.ProtocolError
+            raise error(f"{what} while trying {doing}: {exc}") from None
+        except (EOFError, OSError, ConnectionResetError):
+            self._crashed(op, artifact)
+        reply = protocol.decode(frame)
+        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+            raise protocol.ProtocolError(f"{self.label}: malformed reply to {op}")
+        if reply["ok"]:
+            value = reply.get("value")
+            if op == "start":
+                self._check_hello(value)
+            return value
+        where = f" {artifact}" if artifact else ""
+        raise BackendError(f"{self.label} failed to {op}{where}: {reply.get('kind')}: {reply.get('message')}")
+
+    def _check_hello(self, hello: Any) -> None:
+        version = hello.get("protocol") if isinstance(hello, dict) else None
+        if version != protocol.PROTOCOL_VERSION:
+            self._kill()
+            raise protocol.ProtocolError(f"{self.label}: the worker speaks protocol {version}, this side "
+                                         f"{protocol.PROTOCOL_VERSION}; install the same pytest-edge on both sides")
+        self.hello = hello
+
+    def _log_tail(self, lines: int = 8) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        tail = "\n".join("    " + line for line in text[-lines:])
+        return f"\n  last lines the {'device' if self.device else 'runtime'} printed:\n{tail}" if tail else ""
+
+    def _crashed(self, op: str, artifact: str | None) -> None:
+        process = self._process
+        if process is not None:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        how = _signal_name(process.returncode if process else None)
+        tail = self._log_tail()
+        self._reset()
+        if self.device is not None and op == "start":
+            raise DeviceUnreachable(f"device {self.device[0]} cannot be reached: its command ended ({how}) before "
+                                    f"the worker said hello ({self.device[1]}){tail}")
+        if self.device is not None:
+            raise BackendCrash(f"device {self.device[0]} dropped the connection ({how}) while {self.label} was "
+                               f"trying to {op} {artifact or ''}; it is reconnected for the next test{tail}")
+        raise BackendCrash(f"the {self.backend_name} runtime crashed ({how}) while trying to {op} "
+                           f"{artifact or ''}; its worker will be restarted for the next test{tail}")
+
+    def _kill(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait(timeout=5)
+        self._reset()
+
+    def _reset(self) -> None:
+        for conn in {id(c): c for c in (self._reader, self._writer) if c is not None}.values():
+            conn.close()
+        self._reader = self._writer = None
+        self._process = None
+        self._server = None
+        self._starting = False
+        self._live = set()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.send_bytes(protocol.encode(protocol.request_json(protocol.Exit())))
+            except OSError:
+                pass
+            if self._process is not None:
+                try:
+                    self._process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+        self._kill()
+        try:
+            self.log_path.unlink()
+        except OSError:
+            pass
+
+
+def remove_stale_logs(directory: Path | None = None) -> list[Path]:
+    """Worker logs (``pytest-edge-<pid>-<backend>.log``) left by a session that was killed before it
+    could remove them: those of a pid that no longer runs are removed. Returns what was removed."""
+    removed = []
+    for log in Path(directory or tempfile.gettempdir()).glob("pytest-edge-*-*.log"):
+        match = re.fullmatch(r"pytest-edge-(\d+)-.+\.log", log.name)
+        if match is None or Path(f"/proc/{match[1]}").exists() or not Path("/proc/self").exists():
+            continue
+        try:
+            log.unlink()
+            removed.append(log)
+        except OSError:
+            pass
+    return removed

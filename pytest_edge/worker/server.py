@@ -1,0 +1,279 @@
+"""The worker process of one backend: holds the loaded models and answers typed requests.
+
+Loading, running and every timing and memory measurement happen here, never across the pipe.
+A local worker is a fresh interpreter (``python -m pytest_edge.worker BACKEND FD``); a device
+worker speaks over stdin/stdout (``python -m pytest_edge.worker --stdio``). With isolation off
+(``--edge-isolation=none``) the same server runs in the pytest process, for pdb.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import time
+from array import array
+from dataclasses import fields
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..backends import LoadedModel, get_backend
+from ..external_data import location_problem
+from ..files import atomic_write
+from ..qemu_device import EMULATED_ENV
+from ..marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
+from ..measurement import timing
+from . import protocol
+
+# What a device's artifact cache holds: files named by their content.
+CONTENT_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,16}")
+
+
+class WorkerServer:
+    """Holds loaded models of one backend and answers requests. Runs in the worker process."""
+
+    def __init__(self, backend_name: str, cache_dir: Path | None = None) -> None:
+        self.backend = get_backend(backend_name)
+        # On a device, artifacts arrive by content into this folder and Load names them there;
+        # the worker opens no other path (cache_dir None: a local worker, given local paths).
+        self.cache_dir = cache_dir
+        self.backend.import_runtime()
+        # Timings go to a buffer allocated (and its pages touched) before any model is loaded, so
+        # it sits in the memory baseline: a growing list of samples would count as the model's
+        # memory (50 000 runs of a list of ints are ~2 MB).
+        self._samples = array("q", bytes(8 * MAX_RUNS))
+        self.models: dict[str, LoadedModel] = {}
+        self.first_inference_ms: dict[str, float | None] = {}
+        self.load_peak_mb: dict[str, float | None] = {}
+        self.load_base_mb: dict[str, float | None] = {}
+        self.loads = 0
+
+    def handle(self, request: protocol.Request) -> Any:
+        return getattr(self, f"op_{request.op}")(**{f.name: getattr(request, f.name) for f in fields(request)})
+
+    def op_load(self, key: str, path: str, threads: int | None, shapes: dict,
+                with_coverage: bool = True, external: dict | None = None) -> dict[str, Any]:
+        """Load and describe a model. A measuring worker skips coverage: reading a .pte's program in
+        Python would leave its allocations in the RSS that the memory figures start from."""
+        if self.cache_dir is not None:
+            path = str(self._cached(path))
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"{path}: not in this device's artifact cache")
+            if external:
+                path = str(self._bundle(Path(path), external))
+        reset = timing.reset_hwm()
+        base = timing.rss_mb()
+        start = time.perf_counter_ns()
+        model = self.backend.load(Path(path), threads=threads, shapes={k: tuple(v) for k, v in shapes.items()})
+        load_ms = (time.perf_counter_ns() - start) / 1e6
+        # A peak over the baseline means something only if the high-water mark was reset, or this
+        # is the first model of a fresh process.
+        trusted = reset or self.loads == 0
+        self.loads += 1
+        self.models[key] = model
+        self.first_inference_ms[key] = None
+        self.load_base_mb[key] = base if trusted else None
+        self.load_peak_mb[key] = timing.hwm_mb() if trusted else None
+        coverage = model.coverage() if with_coverage else None
+        return {
+            "inputs": [s.to_json() for s in model.inputs],
+            "outputs": [s.to_json() for s in model.outputs],
+            "runtime": {"name": self.backend.distribution, "version": self.backend.runtime_version(),
+                        "delegates": model.delegates()},
+            "coverage": coverage.to_json() if coverage else None,
+            "load_ms": load_ms,
+            "precision": model.precision(),
+            "threads_applied": bool(threads) and self.backend.threads_supported,
+        }
+
+    def _run_timed(self, key: str, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+        model = self.models[key]
+        start = time.perf_counter_ns()
+        outputs = model.run(feeds)
+        if self.first_inference_ms[key] is None:
+            self.first_inference_ms[key] = (time.perf_counter_ns() - start) / 1e6
+        return outputs
+
+    def op_run(self, key: str, feeds: list[np.ndarray], reset: bool = True) -> list[np.ndarray]:
+        if reset:
+            self.models[key].reset()
+        return self._run_timed(key, feeds)
+
+    def op_measure(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int,
+                   min_time_s: float = 0.0) -> dict[str, Any]:
+        """``warmup`` discarded runs, then timed runs until there are at least ``runs`` of them and
+        they took at least ``min_time_s`` together (LiteRT benchmark_model's --min_secs), so a
+        20 us model is timed thousands of times and a busy window is long enough to be judged."""
+        model = self.models[key]
+        reset = timing.reset_hwm()
+        if self.first_inference_ms[key] is None:
+            self._run_timed(key, feeds)
+        infer = model.bind(feeds)
+        load = timing.MachineLoad()
+        for _ in range(warmup):
+            infer()
+        if runs > MAX_RUNS:
+            raise ValueError(f"runs={runs} is more than the {MAX_RUNS} timed runs a process keeps; use edge_min_time "
+                             "to time longer")
+        buffer = self._samples
+        clock = time.perf_counter_ns
+        probe = timing.machine_probe_ns
+        probes = [probe() for _ in range(timing.PROBE_AROUND)]
+        probe_after = [0] * len(probes)  # timed runs before each probe: where it lies in the window
+        deadline = clock() + int(min_time_s * 1e9)
+        next_probe = clock() + timing.PROBE_EVERY_NS
+        count = 0
+        while count < runs or (clock() < deadline and count < len(buffer)):
+            start = clock()
+            infer()
+            end = clock()
+            buffer[count] = end - start
+            count += 1
+            if end > next_probe:
+                probes.append(probe())
+                probe_after.append(count)
+                next_probe = clock() + timing.PROBE_EVERY_NS
+        probes += [probe() for _ in range(timing.PROBE_AROUND)]
+        probe_after += [count] * timing.PROBE_AROUND
+        samples = buffer[:count]
+        other_cores = load.other_cores()
+        base = self.load_base_mb[key]
+        peak = steady = None
+        if base is not None and (reset or self.loads == 1):
+            run_peak = timing.hwm_mb()
+            peaks = [p for p in (self.load_peak_mb[key], run_peak) if p is not None]
+            peak = max(peaks) - base if peaks else None
+            rss = timing.rss_mb()
+            steady = rss - base if rss is not None else None
+        return {
+            "hwm_reset": reset,
+            "first_inference_ms": self.first_inference_ms[key],
+            "latency_ms": timing.latency_stats(samples),
+            "drift": timing.drift(samples),
+            "probe_drift": timing.probe_drift(samples, probe_after, probes),
+            "warmup_runs": warmup, "measured_runs": len(samples),
+            "peak_memory_mb": peak, "steady_memory_mb": steady,
+            "other_cores_busy": other_cores,
+            "probe_us": float(np.median(probes)) / 1e3,
+            "samples_ns": np.asarray(samples, dtype=np.int64),
+        }
+
+    def op_intermediates(self, key: str, feeds: list[np.ndarray]) -> dict[str, Any] | None:
+        return self.models[key].intermediates(feeds)
+
+    def op_ping(self) -> int:
+        return os.getpid()
+
+    def _cached(self, name: str) -> Path:
+        if self.cache_dir is None or not CONTENT_NAME.fullmatch(name):
+            raise PermissionError(f"{name!r} is not an artifact name of this device's cache (<sha256><suffix>)")
+        return self.cache_dir / name
+
+    def _bundle(self, model: Path, external: dict) -> Path:
+        """A folder of the cache where the model and its external data files sit under the names
+        the model expects (links to their content-named copies): the runtime finds them beside it."""
+        assert self.cache_dir is not None
+        digest = hashlib.sha256(json.dumps([model.name, sorted(external.items())]).encode()).hexdigest()
+        folder = self.cache_dir / "bundles" / digest[:32]
+        files = {model.name: model}  # its content name: no location of a real model is 64 hex digits
+        for location, name in external.items():
+            problem = location_problem(location)
+            if problem:
+                raise PermissionError(f"external data location {location!r} {problem}: refused")
+            source = self._cached(name)
+            if not source.is_file():
+                raise FileNotFoundError(f"external data {location} ({name}): not in this device's artifact cache")
+            files[location] = source
+        for relative, source in files.items():
+            target = folder / relative
+            if target.is_file():
+                continue  # same bundle name, same contents
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            try:
+                os.link(source, temporary)
+            except OSError:  # a cache on a file system without hard links
+                shutil.copyfile(source, temporary)
+            os.replace(temporary, target)
+        return folder / model.name
+
+    def op_has(self, name: str) -> bool:
+        return self._cached(name).is_file()
+
+    def op_put(self, name: str, data: np.ndarray) -> bool:
+        target = self._cached(name)
+        payload = np.ascontiguousarray(data, dtype=np.uint8).tobytes()
+        digest = hashlib.sha256(payload).hexdigest()
+        if digest != name[:64]:
+            raise ValueError(f"artifact {name} arrived with sha256 {digest}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, payload)
+        return True
+
+
+def serve(reader: Connection, writer: Connection, backend_name: str | None, cache_dir: Path | None = None) -> None:
+    """The worker's loop: typed requests in, replies out, as frames of the pickle-free codec. A
+    device worker (``backend_name`` None) learns its backend from the first request, Start."""
+    try:
+        if backend_name is None:
+            start = protocol.request_from(protocol.decode(reader.recv_bytes(protocol.MAX_FRAME_BYTES)))
+            if not isinstance(start, protocol.Start):
+                raise protocol.ProtocolError(f"the first request must be start, not {start.op}")
+            backend_name = start.backend
+        server = WorkerServer(backend_name, cache_dir)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        writer.send_bytes(protocol.encode(protocol.failure(type(exc).__name__, str(exc))))
+        return
+    # A device says what it is: its machine, and the NumPy its worker runs with.
+    # An emulated one (qemu:aarch64) says so too: its launcher names the emulator, and the worker
+    # confirms the ISA it runs on (platform.machine(), as the runtimes see it).
+    machine = {**timing.machine_info(), "numpy": np.__version__,
+               **({"emulated": os.environ[EMULATED_ENV]} if os.environ.get(EMULATED_ENV) else {})} \
+        if cache_dir is not None else None
+    runtime = {"name": server.backend.distribution, "version": server.backend.runtime_version()}
+    writer.send_bytes(protocol.encode(protocol.hello(backend_name, machine, runtime)))
+    while True:
+        try:
+            frame = reader.recv_bytes(protocol.MAX_FRAME_BYTES)
+        except (EOFError, OSError):
+            return
+        try:
+            request = protocol.request_from(protocol.decode(frame))
+            if isinstance(request, protocol.Exit):
+                return
+            reply = protocol.ok(server.handle(request))
+        except Exception as exc:  # noqa: BLE001 - every runtime error goes back as a message
+            reply = protocol.failure(type(exc).__name__, str(exc))
+        writer.send_bytes(protocol.encode(reply))
+
+
+def die_with_parent() -> None:
+    """Linux: the kernel kills this worker when the process that started it dies, so a measuring
+    worker orphaned by a SIGKILLed pytest (or a dropped ssh) does not keep a core busy until its
+    timed window ends. Elsewhere a no-op (the worker ends at the next read of a closed pipe)."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def serve_stdio() -> None:
+    """``python -m pytest_edge.worker --stdio``: a device worker speaking over stdin/stdout, started
+    by a device's command (ssh, adb shell, ...). The protocol gets a private copy of fd 1 and fd 1
+    becomes stderr, so what runtimes print natively cannot corrupt the frames."""
+    out = os.dup(1)
+    os.dup2(2, 1)
+    cache = Path(os.environ.get("PYTEST_EDGE_CACHE") or Path.home() / ".cache" / "pytest-edge" / "artifacts")
+    serve(Connection(os.dup(0), writable=False), Connection(out, readable=False), None, cache)
