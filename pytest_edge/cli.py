@@ -127,7 +127,7 @@ def _init(args: argparse.Namespace) -> int:
 def golden_rows(settings: Settings) -> list[list[str]]:
     """One row per golden set (model, input set): cases, reference backend, its artifacts with
     their recorded sha256 and whether each still matches the artifact the tests would load."""
-    from .golden.store import GoldenStore
+    from .golden import GoldenStore
 
     store, session = GoldenStore(settings.golden_dir), EdgeSession(settings)
     rows = []
@@ -222,7 +222,7 @@ def golden_usage(pytest_args: Sequence[str] = ()) -> tuple[Settings, set[tuple[s
 def golden_prune(argv: Sequence[str]) -> int:
     """``pytest-edge golden prune [--dry-run] [pytest args]``: remove the golden sets that no
     collected test uses."""
-    from .golden.store import GoldenStore, set_label
+    from .golden import GoldenStore, set_label
     from .golden.use import unused_golden_sets
 
     dry_run = "--dry-run" in argv
@@ -255,7 +255,7 @@ def golden_prune(argv: Sequence[str]) -> int:
 
 
 def _golden_diff(args: argparse.Namespace) -> int:
-    from .golden.store import GoldenStore, check_set_key
+    from .golden import GoldenStore, check_set_key
     from .golden.obtained import diff_lines, obtained_dir
 
     try:

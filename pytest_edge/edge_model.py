@@ -10,7 +10,7 @@ import numpy as np
 
 from .backends import Coverage, TensorSpec
 from .errors import EdgeUsageError
-from .golden.store import Golden
+from .golden import Golden
 from .inputs import generate_case
 from .plan import Plan
 
@@ -64,8 +64,8 @@ class EdgeModel:
     @property
     def golden(self) -> Golden:
         """The golden outputs this test is checked against (refreshed first with --edge-update-golden)."""
-        self._session.ensure_golden(self.plan)
-        return self._session.golden_for(self.plan)
+        self._session.golden.ensure(self.plan)
+        return self._session.golden.golden_for(self.plan)
 
     def on(self, backend: str) -> "EdgeModel":
         """The same model on another backend (``edge_model.on("onnxruntime-cpu")``), e.g. to check

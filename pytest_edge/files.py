@@ -70,3 +70,11 @@ def atomic_write(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def relative_path(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` where it lies inside it, else as given (for reports)."""
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)

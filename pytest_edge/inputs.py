@@ -246,9 +246,13 @@ def signature_problems(reference: Sequence[TensorSpec], actual: Sequence[TensorS
         act = actual[index]
         if np.dtype(ref.dtype) != np.dtype(act.dtype):
             problems.append(f"{kind} {ref.name!r}: dtype {act.dtype}, golden has {ref.dtype}")
-        if len(ref.shape) != len(act.shape) or any(
-                isinstance(a, int) and isinstance(r, int) and a >= 0 and r >= 0 and a != r
-                for a, r in zip(act.shape, ref.shape)):
+        if shapes_differ(ref.shape, act.shape):
             problems.append(f"{kind} {ref.name!r}: shape {list(act.shape)}, golden has {list(ref.shape)}")
     return problems
 
+
+def shapes_differ(reference: Sequence[Any], actual: Sequence[Any]) -> bool:
+    """Ranks differ, or a static dimension does (dynamic ones, names or None, match anything)."""
+    return len(reference) != len(actual) or any(
+        isinstance(a, int) and isinstance(r, int) and a >= 0 and r >= 0 and a != r
+        for a, r in zip(actual, reference))

@@ -162,7 +162,7 @@ def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
         # Refresh before the body, so a failing body still leaves a golden. A refresh that cannot
         # run is reported by the check after the body, as a failure of this test, not a setup error.
         try:
-            request.config.stash[SESSION_KEY].ensure_golden(plan)
+            request.config.stash[SESSION_KEY].golden.ensure(plan)
         except Exception:  # noqa: BLE001 - the check after the body meets it again and names it
             pass
     return _handle(request.node, plan)

@@ -9,9 +9,17 @@ in ``extra`` and written back unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Mapping
 
-VERDICTS = ("passed", "failed", "error", "skipped")
+from .files import relative_path, sha256_file
+
+
+def model_json(name: str, artifact: Path | None, rootdir: Path) -> dict[str, Any]:
+    """A record's ``model``: its name, the artifact relative to the project, the artifact's sha256."""
+    return {"name": name,
+            "artifact": relative_path(artifact, rootdir) if artifact else None,
+            "sha256": sha256_file(artifact) if artifact and artifact.is_file() else None}
 
 
 @dataclass

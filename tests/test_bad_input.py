@@ -24,14 +24,9 @@ from pytest_edge.backends import TensorSpec, get_backend
 from pytest_edge.backends.executorch_backend import explain_error
 from pytest_edge.compare import compare_output, needed_tolerances
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
-from pytest_edge.golden.store import (
-    Golden,
-    GoldenCase,
-    GoldenStore,
-    case_file,
-    npz_bytes,
-    sha256_file,
-)
+from pytest_edge.golden import Golden, GoldenCase, GoldenStore
+from pytest_edge.files import sha256_file
+from pytest_edge.golden.layout import case_file, npz_bytes
 from pytest_edge.inputs import check_case, check_shapes, generate_case, user_cases
 from pytest_edge.marker import parse_marker
 from pytest_edge.report.json_report import SCHEMA as REPORT_SCHEMA

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_edge.errors import GoldenError
 from pytest_edge.files import atomic_write
-from pytest_edge.golden.store import GoldenCase, GoldenStore
+from pytest_edge.golden import GoldenCase, GoldenStore
 
 # ---------------------------------------------------------------- golden store
 
@@ -102,7 +102,7 @@ def test_corrupt_meta_names_file(tmp_path: Path) -> None:
 
 
 def test_input_key_is_the_content_of_the_inputs() -> None:
-    from pytest_edge.golden.store import input_key
+    from pytest_edge.golden import input_key
 
     x, m = np.arange(4, dtype=np.float32), np.ones((2, 2), np.int8)
     key = input_key([{"x": x, "m": m}])
@@ -123,7 +123,7 @@ def test_input_key_is_the_content_of_the_inputs() -> None:
 
 
 def test_set_keys_are_validated_before_paths_are_built(tmp_path: Path) -> None:
-    from pytest_edge.golden.store import DEFAULT_SET, check_set_key
+    from pytest_edge.golden import DEFAULT_SET, check_set_key
 
     store = GoldenStore(tmp_path)
     assert store.folder("m") == store.folder("m", DEFAULT_SET) == tmp_path / "m"
@@ -245,7 +245,7 @@ def test_remove_deletes_one_set_and_keeps_foreign_files(tmp_path: Path) -> None:
 
 
 def test_unused_sets() -> None:
-    from pytest_edge.golden.store import set_label, unused_sets
+    from pytest_edge.golden import set_label, unused_sets
 
     stored = [("b", "default"), ("a", "0123456789ab"), ("a", "default")]
     assert unused_sets(stored, {("a", "default"), ("c", "default")}) == [("a", "0123456789ab"), ("b", "default")]

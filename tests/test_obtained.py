@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_edge.golden.store import GoldenStore
+from pytest_edge.golden import GoldenStore
 from pytest_edge.golden.obtained import diff_lines
 
 

@@ -13,10 +13,12 @@ from edge_helpers import LIGHT
 
 from pytest_edge.backends import TensorSpec
 from pytest_edge.errors import EdgeUsageError
-from pytest_edge.golden.store import Golden
+from pytest_edge.golden import Golden
 from pytest_edge.marker import parse_marker
 from pytest_edge.plan import plan_for
-from pytest_edge.session import EdgeSession, _judged_artifacts, _quantized_io_hint, _reference_problems
+from pytest_edge.alignment import quantized_io_hint, reference_problems
+from pytest_edge.golden.sets import judged_artifacts
+from pytest_edge.session import EdgeSession
 from pytest_edge.settings import Settings
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -45,16 +47,16 @@ def test_reference_is_resolved_like_model_and_owns_the_golden(session: EdgeSessi
     assert plan.golden_model.name == "tiny_cnn" and set(plan.reference.artifacts) == {".onnx", ".tflite", ".pte"}
     assert plan.golden_plan.model.name == "tiny_cnn" and plan.golden_plan.reference is None
     assert plan.artifact is not None and plan.artifact.name == "tiny_cnn_int8.tflite"  # the tested one
-    assert session.golden_sets_used(plan) == {("tiny_cnn", "default")}
-    assert session.golden_model_name(plan.marker) == "tiny_cnn"
-    assert session.golden_model_name(parse_marker(("tiny_cnn_int8",), {})) == "tiny_cnn_int8"
+    assert session.golden.used(plan) == {("tiny_cnn", "default")}
+    assert session.golden.model_name(plan.marker) == "tiny_cnn"
+    assert session.golden.model_name(parse_marker(("tiny_cnn_int8",), {})) == "tiny_cnn_int8"
     # An artifact path names one artifact of the reference model.
     by_path = _plan(session, reference=str(FIXTURES / "tiny_cnn.onnx"))
     assert by_path.golden_model.name == "tiny_cnn" and list(by_path.golden_model.artifacts) == [".onnx"]
     # inputs= pick that input set of the reference model.
     case = {"x": np.zeros((1, 3, 32, 32), np.float32)}
     with_inputs = _plan(session, reference="tiny_cnn", inputs=case)
-    assert session.golden_sets_used(with_inputs) == {("tiny_cnn", session.input_set(with_inputs))} != {
+    assert session.golden.used(with_inputs) == {("tiny_cnn", session.golden.input_set(with_inputs))} != {
         ("tiny_cnn", "default")}
 
 
@@ -91,31 +93,31 @@ def _golden(model: str, producer: str, outputs: list[dict]) -> Golden:
 def test_staleness_is_judged_on_the_artifact_the_reference_golden_came_from(session: EdgeSession) -> None:
     plan = _plan(session, reference="tiny_cnn")
     golden = _golden("tiny_cnn", "tiny_cnn.onnx", [])
-    assert [p.name for p in _judged_artifacts(plan, golden)] == ["tiny_cnn.onnx"]
+    assert [p.name for p in judged_artifacts(plan, golden)] == ["tiny_cnn.onnx"]
     # Recorded from an artifact the reference model does not have here: each of its own is judged.
     elsewhere = _golden("tiny_cnn", "tiny_cnn.mlmodel", [])
-    assert sorted(p.name for p in _judged_artifacts(plan, elsewhere)) == [
+    assert sorted(p.name for p in judged_artifacts(plan, elsewhere)) == [
         "tiny_cnn.onnx", "tiny_cnn.pte", "tiny_cnn.tflite"]
     own = _plan(session)
-    assert [p.name for p in _judged_artifacts(own, golden)] == ["tiny_cnn_int8.tflite"]
+    assert [p.name for p in judged_artifacts(own, golden)] == ["tiny_cnn_int8.tflite"]
 
 
 def test_signature_problems_name_both_models_and_the_tensor(session: EdgeSession) -> None:
     plan = _plan(session, reference="tiny_cnn")
     golden = _golden("tiny_cnn", "tiny_cnn.onnx", [{"name": "y", "shape": [1, 10], "dtype": "float32"}])
     fine = [TensorSpec("Identity", (1, 10), "float32")]
-    assert _reference_problems(golden.outputs_spec, fine, plan, golden, "output") == ([0], [])
+    assert reference_problems(golden.outputs_spec, fine, plan, golden, "output") == ([0], [])
     dynamic = [TensorSpec("Identity", ("batch", 10), "float32")]
-    assert _reference_problems(golden.outputs_spec, dynamic, plan, golden, "output")[1] == []
-    _, problems = _reference_problems(golden.outputs_spec, [TensorSpec("Identity", (1, 5), "int8")], plan,
+    assert reference_problems(golden.outputs_spec, dynamic, plan, golden, "output")[1] == []
+    _, problems = reference_problems(golden.outputs_spec, [TensorSpec("Identity", (1, 5), "int8")], plan,
                                       golden, "output")
     assert problems == [
         "output 'Identity' of tiny_cnn_int8 (matched to 'y' of tiny_cnn): dtype int8, tiny_cnn has float32",
         "output 'Identity' of tiny_cnn_int8 (matched to 'y' of tiny_cnn): shape [1, 5], tiny_cnn has [1, 10]"]
-    assert "pytest-edge triage quant" in _quantized_io_hint(problems)  # int8 I/O: say what to do instead
-    _, problems = _reference_problems(golden.outputs_spec, fine * 2, plan, golden, "output")
+    assert "pytest-edge triage quant" in quantized_io_hint(problems)  # int8 I/O: say what to do instead
+    _, problems = reference_problems(golden.outputs_spec, fine * 2, plan, golden, "output")
     assert problems == ["tiny_cnn_int8 has 2 outputs (Identity, Identity), tiny_cnn has 1 (y)"]
-    assert _quantized_io_hint(problems) == ""
+    assert quantized_io_hint(problems) == ""
 
 
 # ---------------------------------------------------------------- pytester runs

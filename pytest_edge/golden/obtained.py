@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
 from ..compare import compare_output
-from .store import DEFAULT_SET, GoldenStore
+from ..files import atomic_write, relative_path
+from ..plan import Plan
+from .layout import DEFAULT_SET, Golden, npz_bytes
+from .store import GoldenStore
 
 _NAME = re.compile(r"(?P<backend>.+)-case_(?P<case>\d{3,})\.npz")
 
@@ -24,6 +28,21 @@ def obtained_dir(rootdir: Path, model: str, key: str = DEFAULT_SET) -> Path:
     (one subfolder per input set, as in the golden folder)."""
     folder = rootdir / ".edge" / "obtained" / model
     return folder if key == DEFAULT_SET else folder / f"inputs-{key}"
+
+
+def write_obtained(rootdir: Path, plan: Plan, index: int, golden: Golden, outputs: Sequence[np.ndarray],
+                   out_order: Sequence[int]) -> Path:
+    """Write one case's outputs beside the golden they missed (pytest-regressions' ``.obtained``
+    files); the path relative to ``rootdir``. With reference= that is the reference model's golden,
+    and the file is named after the tested model too, so it neither overwrites the reference model's
+    own obtained files nor goes unseen by ``pytest-edge golden diff <reference>``."""
+    folder = obtained_dir(rootdir, golden.model, golden.key)
+    folder.mkdir(parents=True, exist_ok=True)
+    who = plan.backend if plan.reference is None else f"{plan.model.name}.{plan.backend}"
+    path = folder / f"{who}-case_{index:03d}.npz"
+    arrays = {f"outputs/{ref.name}": np.asarray(outputs[pos]) for ref, pos in zip(golden.outputs_spec, out_order)}
+    atomic_write(path, npz_bytes(arrays))
+    return Path(relative_path(path, rootdir))
 
 
 def diff_lines(store: GoldenStore, model: str, obtained_dir: Path, worst: int = 3,

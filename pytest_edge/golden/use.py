@@ -10,10 +10,11 @@ from typing import Callable
 import pytest
 
 from ..errors import EdgeError
-from .store import GoldenStore, set_label, unused_sets
 from ..marker import parse_marker
 from ..plan import Plan
 from ..session import EdgeSession
+from .layout import set_label, unused_sets
+from .store import GoldenStore
 
 # The edge_model parameter of a collected test (None for a test without one).
 PlanOf = Callable[[pytest.Item], "Plan | None"]
@@ -64,13 +65,13 @@ def golden_references(edge: EdgeSession, items: list[pytest.Item], plan_of: Plan
         plan = plan_of(item)
         if plan is None:
             try:
-                name = edge.golden_model_name(parse_marker(marker.args, marker.kwargs), Path(item.path).parent)
+                name = edge.golden.model_name(parse_marker(marker.args, marker.kwargs), Path(item.path).parent)
             except EdgeError:
                 continue  # a marker that does not parse is a collection error: no report then
             refs.add((name, ANY_SET))
             continue
         try:
-            refs |= edge.golden_sets_used(plan)  # the reference= model's golden where the test names one
+            refs |= edge.golden.used(plan)  # the reference= model's golden where the test names one
         except Exception:  # noqa: BLE001 - the test itself reports a bad inputs=; keep the model
             refs.add((plan.golden_model.name, ANY_SET))
     return refs

@@ -7,6 +7,7 @@ etdump_triage)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 from ..backends import get_backend, split_device
 from ..compare import compare_output
 from ..errors import EdgeError
-from ..golden.store import Golden, GoldenCase
+from ..golden import Golden, GoldenCase
 from ..inputs import feed_order
 from ..plan import Plan
 from ..worker.pool import ModelInfo
@@ -28,6 +29,18 @@ class Runner(Protocol):
     def run(self, info: ModelInfo, feeds: Sequence[Any], reset: bool = True) -> list[np.ndarray]: ...
 
     def intermediates(self, info: ModelInfo, feeds: Sequence[Any]) -> dict[str, Any] | None: ...
+
+
+def as_seen_by_triage(plan: Plan, golden: Golden) -> Golden:
+    """The golden as triage should see it. Triage takes "the golden comes from the sibling backend"
+    to mean "from the same artifact"; with reference= it came from another model's artifact, so the
+    reference is labelled with that artifact too (no backend has that name, and messages read
+    "the reference onnxruntime-cpu on tiny_cnn.onnx")."""
+    if plan.reference is None:
+        return golden
+    ref = golden.meta["reference"]
+    label = f"{ref['backend']} on {ref.get('artifact') or golden.model}"
+    return replace(golden, meta={**golden.meta, "reference": {**ref, "backend": label}})
 
 
 def sibling_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], case: GoldenCase) -> list[str]:

@@ -34,6 +34,17 @@ class ModelInfo:
     shapes: dict[str, tuple[int, ...]]
     device: dict[str, Any] | None = None  # the machine block of the device it runs on
 
+    @classmethod
+    def from_load(cls, key: str, backend: str, artifact: Path, reply: dict[str, Any], threads: int | None,
+                  shapes: dict[str, tuple[int, ...]], device: dict[str, Any] | None) -> "ModelInfo":
+        """The worker's reply to a Load request, typed."""
+        return cls(key=key, backend=backend, artifact=artifact,
+                   inputs=[TensorSpec.from_json(s) for s in reply["inputs"]],
+                   outputs=[TensorSpec.from_json(s) for s in reply["outputs"]],
+                   runtime=reply["runtime"], coverage=Coverage.from_json(reply["coverage"]),
+                   load_ms=reply["load_ms"], precision=reply["precision"],
+                   threads=threads if reply["threads_applied"] else None, shapes=shapes, device=device)
+
     def feeds(self, values: Sequence[Any]) -> list[np.ndarray]:
         """Positional inputs as contiguous arrays of the declared dtypes (Python scalars welcome),
         checked against the static shapes once here, for every backend (runtimes differ: LiteRT

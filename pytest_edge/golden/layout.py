@@ -1,0 +1,164 @@
+"""The golden file layout: its schema, names and keys, the :class:`Golden` and :class:`GoldenCase`
+types, the key of an input set, and the exact bytes a case file holds."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..backends import TensorSpec
+from ..errors import GoldenError
+from ..external_data import external_files
+from ..files import sha256_file
+
+SCHEMA = "pytest-edge/golden/1"
+UPDATE_HINT = "pytest --edge-update-golden (or: pytest-edge golden refresh)"
+# What case_file() writes; ASCII digits and lower-case hex only, no path separators.
+CASE_NAME = re.compile(r"case_[0-9]{3,}-[0-9a-f]{12}\.npz")
+# The key of an input set and the subfolder that holds it; validated before any path is built.
+SET_KEY = re.compile(r"[0-9a-f]{12}")
+SET_DIR = re.compile(r"inputs-(?P<key>[0-9a-f]{12})")
+DEFAULT_SET = "default"  # generated inputs: stored in the model's folder itself
+
+
+def input_key(cases: Sequence[Mapping[str, Any]]) -> str:
+    """The key of a user input set: 12 hex digits of sha256 over each case's arrays (sorted by
+    name: a dict's order carries no meaning; cases keep theirs) with their dtype, shape and bytes.
+    The same arrays from a dict, a list or an .npz under another file name give the same key."""
+    digest = hashlib.sha256(b"pytest-edge/inputs/1")
+    digest.update(len(cases).to_bytes(8, "little"))
+    for case in cases:
+        digest.update(len(case).to_bytes(8, "little"))
+        for name in sorted(case):
+            array = np.ascontiguousarray(np.asarray(case[name]))
+            # Object arrays hold pointers, not values: hash their repr (check_case refuses them later).
+            data = repr(array.tolist()).encode() if array.dtype.hasobject else array.tobytes()
+            header = json.dumps([str(name), array.dtype.str, list(array.shape), len(data)]).encode()
+            digest.update(len(header).to_bytes(8, "little") + header + data)
+    return digest.hexdigest()[:12]
+
+
+def set_label(model: str, key: str) -> str:
+    """How reports name a golden set: ``model/key`` (``model/default`` for generated inputs)."""
+    return f"{model}/{key}"
+
+
+def check_set_key(key: str) -> str:
+    """``key`` if it names a golden set (``default`` or 12 hex digits), else GoldenError: a key is
+    turned into a folder name, so nothing else may pass (no separators, no ``..``)."""
+    if key != DEFAULT_SET and not (isinstance(key, str) and SET_KEY.fullmatch(key)):
+        raise GoldenError(f"{key!r} is not a golden input set key (expected {DEFAULT_SET!r} or 12 hex digits)")
+    return key
+
+
+def unused_sets(stored: Iterable[tuple[str, str]], used: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The stored (model, key) sets no test uses, sorted."""
+    return sorted(set(stored) - set(used))
+
+
+@dataclass
+class GoldenCase:
+    inputs: dict[str, np.ndarray]
+    outputs: dict[str, np.ndarray]
+
+
+@dataclass
+class Golden:
+    model: str
+    folder: Path
+    meta: dict[str, Any]
+    cases: list[GoldenCase] = field(default_factory=list)
+    key: str = DEFAULT_SET  # the input set: "default" (generated inputs) or input_key() of inputs=
+
+    @property
+    def inputs_spec(self) -> list[TensorSpec]:
+        return [TensorSpec.from_json(s) for s in self.meta["signature"]["inputs"]]
+
+    @property
+    def outputs_spec(self) -> list[TensorSpec]:
+        return [TensorSpec.from_json(s) for s in self.meta["signature"]["outputs"]]
+
+    @property
+    def reference_backend(self) -> str:
+        return self.meta["reference"]["backend"]
+
+    def stale_reason(self, artifact: Path) -> str | None:
+        """Why this golden no longer speaks for ``artifact`` (or for its reference artifact)."""
+        recorded: dict[str, str] = self.meta.get("artifacts", {})
+        checks = [artifact]
+        reference = self.folder.parent / "__none__"
+        ref_name = self.meta["reference"].get("artifact")
+        if ref_name and ref_name != artifact.name:
+            reference = artifact.with_name(ref_name)
+            if reference.exists():
+                checks.append(reference)
+        for path in checks:
+            if path.name not in recorded:
+                return (f"golden for {self.model!r} was recorded without {path.name}; "
+                        f"record it with {UPDATE_HINT}")
+            current = sha256_file(path)
+            if current != recorded[path.name]:
+                return (f"golden for {self.model!r} is stale: {path} has sha256 {current}, the golden "
+                        f"({self.folder / 'meta.json'}) was recorded for sha256 {recorded[path.name]}; "
+                        f"if the change is intended, refresh it with {UPDATE_HINT}")
+            # An .onnx's external data holds its weights: part of the artifact (recorded by location).
+            for location, data in external_files(path).items():
+                if location not in recorded:
+                    return (f"golden for {self.model!r} was recorded without the external data file {data} "
+                            f"of {path.name}; record it with {UPDATE_HINT}")
+                current = sha256_file(data)
+                if current != recorded[location]:
+                    return (f"golden for {self.model!r} is stale: the external data file {data} of "
+                            f"{path.name} has sha256 {current}, the golden ({self.folder / 'meta.json'}) was "
+                            f"recorded for sha256 {recorded[location]}; if the change is intended, refresh it "
+                            f"with {UPDATE_HINT}")
+        return None
+
+
+def case_file(index: int, data: bytes) -> str:
+    # The content hash in the name makes meta.json the single commit point of a refresh: new case
+    # files never overwrite the ones an older meta.json names.
+    return f"case_{index:03d}-{content_hash(data)}.npz"
+
+
+def content_hash(data: bytes) -> str:
+    """The 12 hex digits of sha256 that name a case file."""
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """An .npz with fixed timestamps, so refreshing an unchanged golden changes no byte."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for name, value in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            with archive.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def non_finite(array: np.ndarray) -> tuple[int, int]:
+    """(NaN count, Inf count) of a float array; (0, 0) for other kinds."""
+    if array.dtype.kind not in "fc":
+        return 0, 0
+    return int(np.count_nonzero(np.isnan(array))), int(np.count_nonzero(np.isinf(array)))
+
+
+def non_finite_problem(kind: str, name: str, array: np.ndarray, where: str = "") -> str | None:
+    """Golden values must be usable references: no NaN anywhere, and no Inf in outputs. Inputs may
+    hold +-Inf (additive attention masks use -inf), never NaN (a NaN input is never equal to
+    itself, so the recorded inputs could not be matched against the test's)."""
+    nan, inf = non_finite(array)
+    if nan or (inf and kind == "output"):
+        return f"golden {kind} {name!r}{where} contains {nan} NaN and {inf} Inf of {array.size} values"
+    return None
+
+

@@ -1,0 +1,235 @@
+"""The golden sets of one session: which input set a test reads (generated inputs, or the key of its
+``inputs=``), reading it from the store (or a legacy golden of the model's folder), checking it is
+not stale, and recording it on the reference backend with ``--edge-update-golden``."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..backends import TensorSpec, get_backend, reference_order
+from ..errors import BackendError, EdgeError, EdgeManyCases, EdgeUsageError, GoldenError, UnknownBackend
+from ..external_data import artifact_digests
+from ..files import sha256_file
+from ..inputs import check_case, check_shapes, generate_case, user_cases
+from ..marker import MarkerSpec
+from ..models import Model
+from ..plan import Plan, resolve_reference
+from ..settings import Settings
+from ..worker.pool import ModelInfo
+from .layout import DEFAULT_SET, Golden, GoldenCase, input_key
+from .store import GoldenStore
+
+# More inputs= cases than this for one model get a warning: each is a golden file and a run per backend.
+MANY_CASES = 100
+
+
+class Runner(Protocol):
+    """What recording a golden needs of the session: find a model, load it, run it."""
+
+    def resolve(self, name: str | None, test_dir: Path | None = None) -> Model: ...
+
+    def load(self, plan: Plan) -> ModelInfo: ...
+
+    def run(self, info: ModelInfo, feeds: Sequence[Any], reset: bool = True) -> list[np.ndarray]: ...
+
+    @property
+    def machine(self) -> dict[str, Any]: ...
+
+
+class GoldenSets:
+    """The golden of each (model, input set) this session read or recorded; reading never writes."""
+
+    def __init__(self, settings: Settings, runner: Runner) -> None:
+        self.settings = settings
+        self.runner = runner
+        self.store = GoldenStore(settings.golden_dir)
+        # Keyed by (model, input set): each input set of a model has its own golden.
+        self.loaded: dict[tuple[str, str], Golden] = {}
+        self.refreshed: set[tuple[str, str]] = set()
+        self._set_keys: dict[tuple[str, str, int], tuple[Any, str]] = {}
+
+    def reference_backend(self, model: Model) -> str:
+        if self.settings.reference_backend:
+            try:
+                get_backend(self.settings.reference_backend)
+            except UnknownBackend as exc:
+                raise EdgeUsageError(f"edge_reference_backend: {exc}") from None
+        for name in reference_order(self.settings.reference_backend or None):
+            backend = get_backend(name)
+            if backend.artifact_of(model) is not None and backend.unavailable_reason() is None:
+                return name
+        raise GoldenError(f"no backend available here can run any artifact of {model.name} "
+                          f"({', '.join(str(p) for p in model.artifacts.values())}) to record golden outputs")
+
+    def cases(self, plan: Plan, inputs: Sequence[TensorSpec], origin: str) -> list[dict[str, np.ndarray]]:
+        check_shapes(plan.shapes, inputs, origin)
+        if plan.marker.inputs is None:
+            return [generate_case(inputs, plan.shapes, self.settings.seed)]
+        cases = user_cases(plan.marker.inputs, plan.test_dir or self.settings.rootdir)
+        if not cases:
+            raise EdgeUsageError(f"{origin}: inputs= gave no cases")
+        return [check_case(case, inputs, origin) for case in cases]
+
+    def input_set(self, plan: Plan) -> str:
+        """The key of the test's input set: ``default`` for generated inputs, else
+        :func:`~pytest_edge.golden.input_key` of the ``inputs=`` cases as given (before conversion
+        to the model's dtypes, so the key does not depend on a backend). Computed once per marker."""
+        return self.input_set_of(plan.marker.inputs, plan.test_dir or self.settings.rootdir, plan.golden_model.name)
+
+    def input_set_of(self, inputs: Any, test_dir: Path, model: str) -> str:
+        if inputs is None:
+            return DEFAULT_SET
+        memo = (model, str(test_dir), id(inputs))
+        if memo not in self._set_keys:  # the inputs object is kept, so its id is not reused
+            try:
+                cases = user_cases(inputs, test_dir)
+            except EdgeUsageError as exc:
+                raise EdgeUsageError(f"model {model}: {exc}") from None
+            if len(cases) > MANY_CASES:
+                warnings.warn(EdgeManyCases(
+                    f"model {model}: inputs= gave {len(cases)} cases; each is a golden file of its own "
+                    f"({len(cases)} files under {self.settings.golden_dir / model}) and a run of every backend: "
+                    "a few representative cases usually say as much"), stacklevel=2)
+            self._set_keys[memo] = (inputs, input_key(cases))
+        return self._set_keys[memo][1]
+
+    def ensure(self, plan: Plan) -> None:
+        """With --edge-update-golden, record the test's input set once per session (before a
+        test's body, so a failing body still leaves one); without it, nothing. With ``reference=``
+        the reference model's set is the one recorded."""
+        if self.settings.update_golden and (plan.golden_model.name, self.input_set(plan)) not in self.refreshed:
+            self.refresh(plan)
+
+    def refresh(self, plan: Plan) -> Golden:
+        """Record the golden of the test's input set; the model's other sets are not touched.
+        With ``reference=`` that is the reference model's golden, from the reference model's own
+        artifacts: the tested (say quantized) artifact's outputs never become a golden."""
+        plan = plan.golden_plan
+        model = plan.model
+        key = self.input_set(plan)
+        info = self.runner.load(plan.on(self.reference_backend(model)))
+        cases = []
+        for case_inputs in self.cases(plan, info.inputs, f"golden for {model.name}"):
+            outputs = self.runner.run(info, list(case_inputs.values()))
+            check_finite(outputs, info)
+            cases.append(GoldenCase(case_inputs, {s.name: o for s, o in zip(info.outputs, outputs)}))
+        meta = {
+            "model": model.name,
+            # Each artifact and, for an .onnx, its external data files: the weights are part of it.
+            "artifacts": {name: digest for p in model.artifacts.values()
+                          for name, digest in artifact_digests(p, sha256_file).items()},
+            "reference": {"backend": info.backend, "artifact": info.artifact.name, "runtime": info.runtime,
+                          # the recording machine's ISA: a mismatch on another ISA is explained as such
+                          "isa": (info.device or self.runner.machine).get("arch")},
+            "seed": self.settings.seed if plan.marker.inputs is None else None,
+            "inputs_from": "signature" if plan.marker.inputs is None else "user",
+            "signature": {"inputs": [s.to_json() for s in info.inputs],
+                          "outputs": [s.to_json() for s in info.outputs]},
+            "plugin_version": __version__,
+        }
+        golden = self.store.write(model.name, meta, cases, key)
+        self.loaded[(model.name, key)] = golden
+        self.refreshed.add((model.name, key))
+        return golden
+
+    def same_inputs(self, plan: Plan, golden: Golden) -> bool:
+        """Whether the recorded inputs of ``golden`` are the test's ``inputs=`` (converted to the
+        recorded signature's dtypes, as a refresh would record them)."""
+        wanted = self.cases(plan, golden.inputs_spec, f"golden for {plan.model.name}")
+        recorded = [c.inputs for c in golden.cases]
+        return len(wanted) == len(recorded) and all(
+            w.keys() == r.keys() and all(np.array_equal(w[k], r[k]) for k in w)
+            for w, r in zip(wanted, recorded))
+
+    def _legacy_set(self, plan: Plan) -> Golden | None:
+        """Before input sets, a test's ``inputs=`` were recorded in the model's folder itself: that
+        golden still serves the test whose inputs it holds, until its own set is recorded."""
+        if not self.store.exists(plan.model.name):
+            return None
+        legacy = self.store.load(plan.model.name)
+        if legacy.meta.get("inputs_from") == "user" and self.same_inputs(plan, legacy):
+            return legacy
+        return None
+
+    def stored_set(self, plan: Plan) -> str:
+        """The set a test reads: its own, or ``default`` where only a legacy golden of the model's
+        folder holds its inputs. Used to tell which stored sets are in use (of the golden's model:
+        :meth:`used`)."""
+        plan = plan.golden_plan
+        key = self.input_set(plan)
+        if key == DEFAULT_SET or self.store.exists(plan.model.name, key):
+            return key
+        try:
+            return DEFAULT_SET if self._legacy_set(plan) is not None else key
+        except EdgeError:  # an unreadable default set serves nobody; its test says why
+            return key
+
+    def used(self, plan: Plan) -> set[tuple[str, str]]:
+        """(model, set) of every stored golden set this test reads: with ``reference=`` they belong
+        to the reference model, not to the tested one."""
+        name = plan.golden_model.name
+        return {(name, self.input_set(plan)), (name, self.stored_set(plan))}
+
+    def model_name(self, marker: MarkerSpec, test_dir: Path | None = None) -> str:
+        """The name under golden/ that a marker's tests read (the reference model's with
+        ``reference=``), for a test that has no plan (no backend selected)."""
+        model = self.runner.resolve(marker.model, test_dir)
+        reference = resolve_reference(self.settings, marker, model, test_dir)
+        return (reference or model).name
+
+    def golden_for(self, plan: Plan) -> Golden:
+        """The golden of the test's input set as stored (or as refreshed in this session);
+        reading never writes. With ``reference=``, the reference model's golden of that set."""
+        source = plan.golden_plan
+        model = source.model
+        key = self.input_set(source)
+        # Said after every golden error of a reference= test, so the user knows whose golden it is.
+        whose = (f" (the golden of reference={plan.marker.reference!r}, against which "
+                 f"{plan.model.name!r} is checked)" if plan.reference is not None else "")
+        golden = self.loaded.get((model.name, key))
+        if golden is None:
+            try:
+                if key != DEFAULT_SET and not self.store.exists(model.name, key):
+                    golden = self._legacy_set(source)
+                if golden is None:
+                    golden = self.store.load(model.name, key)
+            except GoldenError as exc:
+                if not whose:
+                    raise
+                raise GoldenError(f"{exc}{whose}") from exc
+            self.loaded[(model.name, key)] = golden
+        if (model.name, key) not in self.refreshed:
+            for artifact in judged_artifacts(plan, golden):
+                stale = golden.stale_reason(artifact)
+                if stale:
+                    raise GoldenError(stale + whose)
+        if source.marker.inputs is not None and not self.same_inputs(source, golden):
+            # The key names the inputs, so this is a hand-edited or colliding set.
+            raise GoldenError(f"the inputs= of this test differ from the inputs recorded in "
+                              f"{golden.folder}; refresh with pytest --edge-update-golden")
+        return golden
+
+
+def check_finite(outputs: Sequence[np.ndarray], info: ModelInfo) -> None:
+    for spec, out in zip(info.outputs, outputs):
+        out = np.asarray(out)
+        if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
+            raise BackendError(f"{info.backend}: output {spec.name!r} of {info.artifact} has "
+                               f"{int(np.isnan(out).sum())} NaN and {int(np.isinf(out).sum())} Inf values")
+
+
+def judged_artifacts(plan: Plan, golden: Golden) -> list[Path]:
+    """The artifacts whose sha256 decides whether ``golden`` is stale for ``plan``: the tested one
+    (and, inside ``stale_reason``, the one the golden came from); with ``reference=`` the reference
+    model's artifact the golden came from, else each of the reference model's artifacts. The tested
+    artifact is not among them: checking it against another model's outputs is the test."""
+    if plan.reference is None:
+        return [plan.artifact] if plan.artifact is not None else []
+    artifacts = list(plan.reference.artifacts.values())
+    producer = golden.meta["reference"].get("artifact")
+    return [a for a in artifacts if a.name == producer] or artifacts

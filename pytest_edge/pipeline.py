@@ -1,0 +1,152 @@
+"""The check of one plan as named steps, each returning what it found: the golden, the comparison
+of every golden case (with the obtained files and the triage of a mismatch), delegate coverage,
+the budgets, the merge gate, and the record that collects every violation. The session runs them
+in this order and owns none of their logic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import __version__
+from .alignment import aligned
+from .backends import Coverage, get_backend, split_device
+from .checks import check_coverage, check_drift, check_latency, check_load, check_memory
+from .compare import OutputComparison, compare_output, summarize
+from .cross_isa import cross_isa_note
+from .golden import DEFAULT_SET, Golden, GoldenCase
+from .golden.obtained import write_obtained
+from .golden.sets import GoldenSets
+from .measurement.gate import GateResult
+from .plan import Plan
+from .record import Record, model_json
+from .triage.ladder import Runner, as_seen_by_triage, sibling_triage
+from .worker.pool import ModelInfo
+
+
+@dataclass
+class Compared:
+    """The compare step: every output of every golden case, the violations (obtained files and
+    triage included), and the first case's feeds (what measurement runs)."""
+
+    comparisons: list[OutputComparison] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    first_feeds: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class Covered:
+    """The coverage step: the figures the record shows (a prediction for marker ``target=``, else
+    the backend's own) and the max_fallback / max_partitions violations."""
+
+    coverage: Coverage | None
+    violations: list[str] = field(default_factory=list)
+
+
+def golden(sets: GoldenSets, plan: Plan) -> Golden:
+    """The golden the test is checked against; recorded first with ``--edge-update-golden``."""
+    sets.ensure(plan)
+    return sets.golden_for(plan)
+
+
+def compare(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, rootdir: Path) -> Compared:
+    """Every golden case on this backend, against the golden's outputs."""
+    in_order = aligned(golden.inputs_spec, info.inputs, info, golden, "input", plan)
+    out_order = aligned(golden.outputs_spec, info.outputs, info, golden, "output", plan)
+    # Failure messages of a reference= test say whose golden the outputs missed.
+    against = f"against reference {plan.reference.name}: " if plan.reference is not None else ""
+    found = Compared()
+    failing: tuple[list[Any], GoldenCase] | None = None
+    for index, case in enumerate(golden.cases):
+        feeds: list[Any] = [None] * len(info.inputs)
+        for ref, position in zip(golden.inputs_spec, in_order):
+            feeds[position] = case.inputs[ref.name]
+        found.first_feeds = found.first_feeds or feeds
+        outputs = runner.run(info, feeds)
+        for ref, position in zip(golden.outputs_spec, out_order):
+            comparison = compare_output(ref.name, case.outputs[ref.name], outputs[position], plan.tolerance(ref.name))
+            found.comparisons.append(comparison)
+            prefix = f"{plan.backend}: {against}" + (f"case {index}: " if len(golden.cases) > 1 else "")
+            found.violations += [prefix + p for p in comparison.problems]
+            if comparison.problems and failing is None:
+                failing = (feeds, case)
+                failing_outputs = (outputs, out_order)
+        if any(c.problems for c in found.comparisons[-len(out_order):]):
+            found.violations.append(_obtained(rootdir, plan, index, golden, outputs, out_order))
+    if failing is not None:
+        found.violations += cross_isa_note(runner, plan, info, golden, runner.machine, failing[1], *failing_outputs)
+        found.violations += sibling_triage(runner, plan, as_seen_by_triage(plan, golden), *failing)
+    return found
+
+
+def _obtained(rootdir: Path, plan: Plan, index: int, golden: Golden, outputs: Sequence[np.ndarray],
+              out_order: Sequence[int]) -> str:
+    path = write_obtained(rootdir, plan, index, golden, outputs, out_order)
+    which = "" if golden.key == DEFAULT_SET else f" --set {golden.key}"
+    return (f"{plan.backend}: obtained outputs of case {index} written to {path} "
+            f"(compare: pytest-edge golden diff {golden.model}{which})")
+
+
+def coverage(plan: Plan, info: ModelInfo, predicted: Coverage | None) -> Covered:
+    """Delegate coverage against max_fallback / max_partitions, where the backend delegates or a
+    target's coverage was predicted (backends that cannot predict a target keep their own figures)."""
+    marker = plan.marker
+    # Backends that cannot predict a target keep their own figures; one that predicts it but cannot
+    # here (OpenVINO without that device's plugin) has none: said unreadable.
+    predicts = predicted is not None or marker.target in get_backend(plan.backend).predicts_targets
+    found = Covered(predicted if predicts else info.coverage)
+    if get_backend(plan.backend).has_delegate or predicted is not None:
+        found.violations = check_coverage(found.coverage, marker.max_fallback, marker.max_partitions, plan.backend)
+    return found
+
+
+def budgets(plan: Plan, info: ModelInfo, measured: dict[str, Any]) -> list[str]:
+    """Latency, memory and drift budgets of a measured plan, and the load-time budget of any."""
+    marker = plan.marker
+    violations: list[str] = []
+    if measured:
+        latency = {"p50_ms": marker.p50_ms, "p90_ms": marker.p90_ms, "p99_ms": marker.p99_ms}
+        violations += check_latency(measured["latency_ms"], measured["measured_runs"], latency, plan.backend)
+        violations += check_memory(measured["peak_memory_mb"], marker.peak_memory_mb, plan.backend)
+        violations += check_drift(measured.get("drift"), marker.max_drift,
+                                  [p.get("drift") for p in measured.get("processes") or []], plan.backend,
+                                  measured.get("probe_drift"))
+    violations += check_load(measured.get("load_ms", info.load_ms), marker.max_load_ms, plan.backend)
+    return violations
+
+
+def gate_into(record: Record, gate: GateResult) -> list[str]:
+    """The gate's verdict kept on the record (its summary and inconclusive warnings); its failures."""
+    if gate.summary:
+        record.baseline_check = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes}
+    record.warnings = gate.inconclusive
+    return gate.failures
+
+
+def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: Covered, compared: Compared,
+           measured: dict[str, Any], rootdir: Path) -> Record:
+    """The record of a check that ran: every figure found; its verdict comes from the violations."""
+    feeds = compared.first_feeds
+    return Record(
+        test=test_id, model=model_json(plan.model.name, info.artifact, rootdir), backend=info.backend,
+        runtime=info.runtime, plugin={"name": "pytest-edge", "version": __version__},
+        precision=info.precision, threads=info.threads,
+        input={s.name: {"shape": list(np.shape(x)), "dtype": s.dtype} for s, x in zip(info.inputs, feeds)},
+        warmup_runs=measured.get("warmup_runs"), measured_runs=measured.get("measured_runs"),
+        coverage=covered.coverage.to_json() if covered.coverage else None,
+        load_ms=measured.get("load_ms", info.load_ms), first_inference_ms=measured.get("first_inference_ms"),
+        latency_ms=measured.get("latency_ms"), latency_quantiles_ms=measured.get("latency_quantiles_ms"),
+        peak_memory_mb=measured.get("peak_memory_mb"),
+        steady_memory_mb=measured.get("steady_memory_mb"), drift=measured.get("drift"),
+        timing_under_load=measured.get("under_load"), other_cores_busy=measured.get("other_cores_busy"),
+        processes=measured.get("processes"), process_spread=measured.get("process_spread"),
+        device=({"name": split_device(info.backend)[1], "machine": info.device} if info.device else None),
+        accuracy={"reference": golden.reference_backend, "cases": len(golden.cases),
+                  **summarize(compared.comparisons),
+                  # Only for reference= tests: the model whose golden was used (else the test's own).
+                  **({"reference_model": golden.model} if plan.reference is not None else {})},
+        checked=True,
+    )
