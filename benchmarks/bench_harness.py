@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_edge.backends import get_backend  # noqa: E402
 from pytest_edge.inputs import generate_case  # noqa: E402
-from pytest_edge.worker.client import WorkerServer  # noqa: E402
+from pytest_edge.worker import WorkerServer  # noqa: E402
 
 
 def bare_call(backend: str, model, feeds):

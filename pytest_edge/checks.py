@@ -1,19 +1,14 @@
-"""Budget checks as pure functions: measurements and budgets in, violation messages out."""
+"""Budget checks as pure functions: measurements and budgets in, violation messages out (the
+regressions against a baseline are in :mod:`.measurement.regressions`)."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from .backends import Coverage
-from .measurement.timing import (DRIFT_MIN_TIME_S, DRIFT_MIN_WINDOW_RUNS, DRIFT_MIN_WINDOW_S,
-                                 DRIFT_WINDOW_FRACTION)
-from .measurement.stats import Change, compare_groups, compare_pairs
-
-# Below these run counts a percentile rests on too few samples to be trusted.
-_MIN_RUNS = {"p50": 5, "p90": 20, "p99": 100}
-
+from .measurement.stats import compare_pairs
+from .measurement.timing import (DRIFT_MIN_TIME_S, DRIFT_MIN_WINDOW_RUNS, DRIFT_MIN_WINDOW_S, DRIFT_WINDOW_FRACTION,
+                                 MIN_RUNS)
 
 def check_coverage(coverage: Coverage | None, max_fallback: float | None,
                    max_partitions: int | None, backend: str) -> list[str]:
@@ -51,9 +46,9 @@ def check_latency(latency: Mapping[str, float] | None, runs: int | None,
         figure = latency[key]
         if figure > budget:
             weak = ""
-            if runs is not None and runs < _MIN_RUNS[key]:
+            if runs is not None and runs < MIN_RUNS[key]:
                 weak = (f" [weak evidence: {key.upper()} from only {runs} runs; "
-                        f"use runs>={_MIN_RUNS[key]}]")
+                        f"use runs>={MIN_RUNS[key]}]")
             problems.append(f"{backend}: {key.upper()} latency {figure:.3f} ms > {key}_ms {budget:g} ms "
                             f"(over {runs} runs){weak}")
     return problems
@@ -110,137 +105,3 @@ def check_memory(peak_mb: float | None, budget: float | None, backend: str) -> l
         return [f"{backend}: peak memory {peak_mb:.1f} MB over the runtime's baseline > "
                 f"peak_memory_mb {budget:g} MB"]
     return []
-
-
-@dataclass(frozen=True)
-class Regression:
-    """A figure that got worse than the baseline allows. ``timed`` regressions (latency) depend on
-    the machine's state, so the session re-measures them before they fail."""
-
-    figure: str
-    message: str
-    timed: bool = False
-    change: Change | None = None
-
-
-# Percentile -> fewest runs per process from which it is gated against a baseline. A P99 of a few
-# hundred runs rests on a handful of slow runs (an interrupt, a page fault): gated from 1000 runs,
-# ten runs beyond it in every process.
-_GATED_PERCENTILES = {"p50": _MIN_RUNS["p50"], "p99": 1000}
-# Peak memory moves by allocator pages and arenas between processes; below this much a change is
-# not reported whatever its percentage (a 1.2 MB model going to 1.4 MB is +17 % of noise).
-MEMORY_FLOOR_MB = 1.0
-
-
-def _per_process(record: Mapping[str, Any], key: str) -> tuple[list[float], int | None]:
-    """One figure per process (a report without per-process figures counts as one process)."""
-    processes = record.get("processes") or []
-    values = [p.get(key) for p in processes if isinstance(p, Mapping)]
-    values = [float(v) for v in values if isinstance(v, (int, float)) and v > 0]
-    runs = [p.get("runs") for p in processes if isinstance(p, Mapping)]
-    if values:
-        fewest = min((r for r in runs if isinstance(r, int)), default=None)
-        return values, fewest
-    pooled = _dig(record, ("latency_ms", key))
-    if isinstance(pooled, (int, float)) and pooled > 0:
-        runs_total = record.get("measured_runs")
-        return [float(pooled)], runs_total if isinstance(runs_total, int) else None
-    return [], None
-
-
-def latency_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], max_regression: float,
-                        paired: bool = False, significant: bool = True,
-                        p99_regression: float | None = None) -> tuple[list[Regression], list[str]]:
-    """P50 (and P99 where the run counts support it) of ``record`` against ``baseline``: above
-    ``max_regression`` and, with ``significant``, significant (without: suspects, to re-measure).
-    ``paired``: the two were measured as A/B pairs in one job; only then is P99 gated, and only with
-    its own threshold ``p99_regression`` (None: reported, not gated). Returns the regressions and
-    notes on what could not be gated."""
-    backend = record["backend"]
-    found, notes = [], []
-    for key, min_runs in _GATED_PERCENTILES.items():
-        new, new_runs = _per_process(record, key)
-        old, old_runs = _per_process(baseline, key)
-        if not new or not old:
-            continue
-        fewest = min(r for r in (new_runs, old_runs, min_runs * 10**6) if r is not None)
-        if fewest < min_runs:
-            notes.append(f"{backend}: {key.upper()} not gated: {fewest} runs per process, {min_runs} needed")
-            continue
-        gated = key == "p50" or (paired and p99_regression is not None)
-        threshold = max_regression if key == "p50" or p99_regression is None else p99_regression
-        change = compare_pairs(new, old) if paired else compare_groups(old, new)
-        if not (change.exceeds(threshold) if significant else change.ratio - 1 > threshold):
-            continue
-        if not gated:
-            # A tail moves between fresh processes (interrupts, page faults, the host's other guests)
-            # by more than a median: an unchanged model read +18 % on P99 in an A/B gate on a shared
-            # machine. Against stored numbers it is never gated; A/B mode gates it on request.
-            how = ("not gated unless asked (--edge-gate-p99=25%)" if paired else
-                   "not gated against stored numbers (A/B mode gates it with --edge-gate-p99)")
-            notes.append(f"{backend}: {key.upper()} latency {change.describe()} against the "
-                         f"{'baseline twin' if paired else 'stored baseline'}; {how}")
-            continue
-        new_mean, old_mean = _geomean(new), _geomean(old)
-        what = "the baseline twin" if paired else "the baseline"
-        per = f"geometric mean of {len(new)} process {key.upper()}s" if len(new) > 1 else "one process"
-        pooled = _dig(record, ("latency_ms", key))
-        if len(new) > 1 and _number(pooled):
-            # The terminal table shows the pooled percentile of the first measurement's runs.
-            per += f"; pooled over the runs, as in the table: {pooled:.3f} ms"
-        found.append(Regression(
-            f"{key.upper()} latency",
-            f"{backend}: {key.upper()} latency {new_mean:.3f} ms ({per}) is {change.ratio - 1:+.1%} against {what} "
-            f"{old_mean:.3f} ms (allowed +{threshold:.0%}; {_evidence(change)})", timed=True, change=change))
-    return found, notes
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
-def _evidence(change: Change) -> str:
-    text = change.describe()
-    return text[text.index("(") + 1:-1] if "(" in text else text
-
-
-def resource_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any],
-                         max_regression: float, what: str = "the baseline") -> list[Regression]:
-    """Peak memory above ``max_regression`` (and MEMORY_FLOOR_MB), or a higher fallback fraction."""
-    backend = record["backend"]
-    found = []
-    new, old = _dig(record, ("peak_memory_mb",)), _dig(baseline, ("peak_memory_mb",))
-    if _number(new) and _number(old) and old > 0:
-        change = new / old - 1
-        if change > max_regression and new - old > MEMORY_FLOOR_MB:
-            found.append(Regression("peak memory", f"{backend}: peak memory {new:.3f} MB is {change:+.1%} against "
-                                    f"{what} {old:.3f} MB (allowed +{max_regression:.0%})"))
-    new_cov, old_cov = _dig(record, ("coverage", "fallback")), _dig(baseline, ("coverage", "fallback"))
-    if _number(new_cov) and _number(old_cov) and new_cov > old_cov + 1e-12:
-        found.append(Regression("delegate coverage", f"{backend}: delegate coverage dropped: fallback "
-                                f"{new_cov:.1%} against {what} {old_cov:.1%}"))
-    return found
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def check_baseline(record: Mapping[str, Any], baseline: Mapping[str, Any] | None,
-                   max_regression: float) -> list[str]:
-    """Every regression of ``record`` against a stored ``baseline`` record, as messages (no
-    re-measurement: what ``pytest-edge report compare`` says about two finished reports)."""
-    if baseline is None:
-        return []
-    if record.get("timing_not_judged"):  # an emulated device: its coverage is judged, its timing and memory not
-        return [r.message for r in resource_regressions(record, baseline, max_regression) if r.figure == "delegate coverage"]
-    timed, _ = latency_regressions(record, baseline, max_regression)
-    return [r.message for r in [*timed, *resource_regressions(record, baseline, max_regression)]]
-
-
-def _dig(data: Mapping[str, Any] | None, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data

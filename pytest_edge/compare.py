@@ -11,7 +11,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from . import metrics
 from .marker import TOLERANCE_KEYS
+from .metrics import as_float
 
 
 @dataclass
@@ -25,50 +27,29 @@ class OutputComparison:
     problems: list[str] = field(default_factory=list)
 
 
-def _as_float(a: np.ndarray) -> np.ndarray:
-    return a.astype(np.float64) if a.dtype != np.float64 else a
-
-
 def _finite_or_none(x: float) -> float | None:
     # A figure computed from NaN/Inf (or overflowing float64) means nothing: say so with None.
     return x if math.isfinite(x) else None
 
 
 def cosine(expected: np.ndarray, actual: np.ndarray) -> float | None:
-    e, a = _as_float(expected).ravel(), _as_float(actual).ravel()
-    with np.errstate(all="ignore"):
-        ne, na = np.linalg.norm(e), np.linalg.norm(a)
-        if ne == 0 and na == 0:
-            return 1.0
-        if ne == 0 or na == 0:
-            return 0.0
-        return _finite_or_none(float(np.dot(e / ne, a / na)))  # normalised first: no overflow
+    return _finite_or_none(metrics.cosine(expected, actual))
 
 
 def snr_db(expected: np.ndarray, actual: np.ndarray) -> float | None:
     """Signal-to-noise ratio of ``actual`` against ``expected`` in dB (capped at 200 when exact)."""
-    e, a = _as_float(expected), _as_float(actual)
-    with np.errstate(all="ignore"):
-        peak = float(max(np.max(np.abs(e), initial=0.0), np.max(np.abs(a), initial=0.0)))
-        if math.isfinite(peak) and peak > 0:  # scaled first, so squares of large values do not overflow
-            e, a = e / peak, a / peak
-        noise = float(np.sum((a - e) ** 2))
-        signal = float(np.sum(e ** 2))
-    if not (math.isfinite(noise) and math.isfinite(signal)):
+    snr = metrics.snr_db(expected, actual)
+    if math.isnan(snr):
         return None
-    if noise == 0:
-        return 200.0
-    if signal == 0:
-        return -200.0
-    return min(200.0, 10 * math.log10(signal / noise))
+    return -200.0 if snr == -math.inf else min(200.0, snr)
 
 
 def topk_agreement(expected: np.ndarray, actual: np.ndarray, k: int = 1) -> float | None:
     """Fraction of rows (last axis = classes) whose top-k class sets agree."""
     if expected.ndim == 0 or expected.shape[-1] < k:
         return None
-    e = _as_float(expected).reshape(-1, expected.shape[-1])
-    a = _as_float(actual).reshape(-1, actual.shape[-1])
+    e = as_float(expected).reshape(-1, expected.shape[-1])
+    a = as_float(actual).reshape(-1, actual.shape[-1])
     top_e = np.argsort(-e, axis=1, kind="stable")[:, :k]
     top_a = np.argsort(-a, axis=1, kind="stable")[:, :k]
     agree = [set(x) == set(y) for x, y in zip(top_e, top_a)]
@@ -78,7 +59,7 @@ def topk_agreement(expected: np.ndarray, actual: np.ndarray, k: int = 1) -> floa
 def needed_tolerances(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) -> tuple[float, float]:
     """The smallest atol (with the given rtol) and rtol (with the given atol) that would pass;
     ``inf`` where no finite tolerance would (NaN or Inf on either side), never NaN."""
-    e, a = _as_float(expected), _as_float(actual)
+    e, a = as_float(expected), as_float(actual)
     with np.errstate(invalid="ignore"):
         diff = np.where(a == e, 0.0, np.abs(a - e))  # equal infinities agree
     if not np.all(np.isfinite(diff)):
@@ -98,11 +79,11 @@ def _fmt(x: float) -> str:
     return "inf" if not math.isfinite(x) else f"{x:.3g}"  # never suggest a NaN tolerance
 
 
-def triage(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) -> str:
+def likely_cause(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) -> str:
     """Where to look first when outputs disagree, in the order the field has learned (SPEC §7):
     pre/post-processing (layout, channel order, normalisation), then export and quantization,
     then the backend's kernels."""
-    e, a = _as_float(expected), _as_float(actual)
+    e, a = as_float(expected), as_float(actual)
 
     def close(x: np.ndarray) -> bool:
         return x.shape == a.shape and bool(np.allclose(a, x, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5)))
@@ -156,13 +137,13 @@ def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
         return OutputComparison(name, math.inf, math.inf, None, None, None, problems)
     if actual.shape != expected.shape:
         problems.append(f"output {name!r}: shape {list(actual.shape)}, golden has {list(expected.shape)}; "
-                        f"look first at {triage(expected, actual, atol, rtol)}")
+                        f"look first at {likely_cause(expected, actual, atol, rtol)}")
         return OutputComparison(name, math.inf, math.inf, None, None, None, problems)
     if actual.dtype.kind == "f" and not np.all(np.isfinite(actual)):
         nan, inf = int(np.isnan(actual).sum()), int(np.isinf(actual).sum())
         problems.append(f"output {name!r} has {nan} NaN and {inf} Inf of {actual.size} elements")
         return OutputComparison(name, math.inf, math.inf, None, None, None, problems)
-    e, a = _as_float(expected), _as_float(actual)
+    e, a = as_float(expected), as_float(actual)
     diff = np.abs(a - e)
     max_abs = float(diff.max(initial=0.0))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -181,7 +162,7 @@ def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
                 f"rtol={rtol:g}; max abs err {max_abs:.3g}, max rel err {_fmt(max_rel)}; worst at "
                 f"index {tuple(int(i) for i in worst)}: got {a[worst]:.9g}, golden {e[worst]:.9g}; "
                 f"would pass with atol={_fmt(need_atol)} (rtol={rtol:g}) or rtol={_fmt(need_rtol)} "
-                f"(atol={atol:g}); look first at {triage(expected, actual, atol, rtol)}")
+                f"(atol={atol:g}); look first at {likely_cause(expected, actual, atol, rtol)}")
     # A figure that cannot be computed (values overflow float64) fails its check rather than passing.
     if "min_cosine" in tolerance and (cos is None or cos < float(tolerance["min_cosine"])):
         problems.append(f"output {name!r}: cosine similarity {'not computable' if cos is None else f'{cos:.6f}'} "

@@ -11,7 +11,7 @@ from typing import Any
 from . import qemu_device
 from .device_folder import size_mb
 from .errors import EdgeError
-from .report.json_report import format_table
+from .report.table import format_table
 
 
 def add_arguments(commands: Any) -> None:
@@ -31,7 +31,7 @@ def add_arguments(commands: Any) -> None:
 
 
 def _project() -> tuple[dict[str, str], Path]:
-    from .cli import project_settings
+    from .cli.project import project_settings
 
     settings = project_settings()
     return settings.devices, settings.device_cache

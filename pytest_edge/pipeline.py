@@ -1,7 +1,7 @@
-"""The check of one plan as named steps, each returning what it found: the golden, the comparison
-of every golden case (with the obtained files and the triage of a mismatch), delegate coverage,
-the budgets, the merge gate, and the record that collects every violation. The session runs them
-in this order and owns none of their logic."""
+"""The check of one plan as named steps, each returning what it found: delegate coverage (what the
+loaded model says, before any run), the golden, the comparison of every golden case (with the
+obtained files and the triage of a mismatch), the budgets, the merge gate, and the record that
+collects every violation. The session runs them in this order and owns none of their logic."""
 
 from __future__ import annotations
 
@@ -46,6 +46,19 @@ class Covered:
     violations: list[str] = field(default_factory=list)
 
 
+def coverage(plan: Plan, info: ModelInfo, predicted: Coverage | None) -> Covered:
+    """Delegate coverage against max_fallback / max_partitions, where the backend delegates or a
+    target's coverage was predicted (backends that cannot predict a target keep their own figures)."""
+    marker = plan.marker
+    # Backends that cannot predict a target keep their own figures; one that predicts it but cannot
+    # here (OpenVINO without that device's plugin) has none: said unreadable.
+    predicts = predicted is not None or marker.target in get_backend(plan.backend).predicts_targets
+    found = Covered(predicted if predicts else info.coverage)
+    if get_backend(plan.backend).has_delegate or predicted is not None:
+        found.violations = check_coverage(found.coverage, marker.max_fallback, marker.max_partitions, plan.backend)
+    return found
+
+
 def golden(sets: GoldenSets, plan: Plan) -> Golden:
     """The golden the test is checked against; recorded first with ``--edge-update-golden``."""
     sets.ensure(plan)
@@ -88,19 +101,6 @@ def _obtained(rootdir: Path, plan: Plan, index: int, golden: Golden, outputs: Se
     which = "" if golden.key == DEFAULT_SET else f" --set {golden.key}"
     return (f"{plan.backend}: obtained outputs of case {index} written to {path} "
             f"(compare: pytest-edge golden diff {golden.model}{which})")
-
-
-def coverage(plan: Plan, info: ModelInfo, predicted: Coverage | None) -> Covered:
-    """Delegate coverage against max_fallback / max_partitions, where the backend delegates or a
-    target's coverage was predicted (backends that cannot predict a target keep their own figures)."""
-    marker = plan.marker
-    # Backends that cannot predict a target keep their own figures; one that predicts it but cannot
-    # here (OpenVINO without that device's plugin) has none: said unreadable.
-    predicts = predicted is not None or marker.target in get_backend(plan.backend).predicts_targets
-    found = Covered(predicted if predicts else info.coverage)
-    if get_backend(plan.backend).has_delegate or predicted is not None:
-        found.violations = check_coverage(found.coverage, marker.max_fallback, marker.max_partitions, plan.backend)
-    return found
 
 
 def budgets(plan: Plan, info: ModelInfo, measured: dict[str, Any]) -> list[str]:

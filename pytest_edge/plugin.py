@@ -17,7 +17,8 @@ from .errors import DeviceUnreachable, EdgeError, EdgeInconclusive, EdgeWorkerRe
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .marker import parse_marker
 from .plan import Plan, plans
-from .report.json_report import build_report, format_table, gate_summary, table_footer, table_rows, write_page, write_report
+from .report.json_report import build_report, write_page, write_report
+from .report.table import format_table, gate_summary, table_footer, table_rows
 from .session import EdgeSession, Settings
 
 SESSION_KEY = pytest.StashKey[EdgeSession]()
@@ -65,16 +66,16 @@ def pytest_configure(config: pytest.Config) -> None:
             get_backend(name)
         except UnknownBackend as exc:
             raise pytest.UsageError(f"pytest-edge: {exc}") from None
-    session = EdgeSession(settings)
-    session.pool.progress = _progress_writer(config)
-    config.stash[SESSION_KEY] = session
+    edge = EdgeSession(settings)
+    edge.pool.progress = _progress_writer(config)
+    config.stash[SESSION_KEY] = edge
     use = config.stash[USE_KEY] = GoldenUse()
     config.pluginmanager.register(use, "edge-golden-use")
     from .llm import plugin as llm_plugin  # @pytest.mark.edge_llm and the edge_llm fixture
 
     config.pluginmanager.register(llm_plugin, "edge-llm")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(XdistMerge(session, config.stash[USE_KEY]), "edge-xdist")
+        config.pluginmanager.register(XdistMerge(edge, config.stash[USE_KEY]), "edge-xdist")
 
 
 def _progress_writer(config: pytest.Config) -> Callable[[str], None]:
@@ -93,9 +94,9 @@ def _progress_writer(config: pytest.Config) -> Callable[[str], None]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    session = config.stash.get(SESSION_KEY, None)
-    if session is not None:
-        session.close()
+    edge = config.stash.get(SESSION_KEY, None)
+    if edge is not None:
+        edge.close()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -109,12 +110,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             raise pytest.Collector.CollectError(
                 f"{metafunc.definition.nodeid}: edge_model needs @pytest.mark.edge(model=...)")
         return
-    session = metafunc.config.stash[SESSION_KEY]
+    edge = metafunc.config.stash[SESSION_KEY]
     test_dir = Path(metafunc.definition.path).parent
     try:
         marker = parse_marker(markers[0].args, markers[0].kwargs)
-        model = session.resolve(marker.model, test_dir)
-        test_plans = plans(session.settings, marker, model, test_dir)
+        model = edge.resolve(marker.model, test_dir)
+        test_plans = plans(edge.settings, marker, model, test_dir)
     except EdgeError as exc:
         raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
     if "edge_model" not in metafunc.fixturenames:
@@ -173,27 +174,27 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     plan = item_plan(item)
     if plan is None:
         return (yield)
-    session = item.config.stash[SESSION_KEY]
+    edge = item.config.stash[SESSION_KEY]
     try:
         result = yield
     except DeviceUnreachable as exc:  # met in the body (edge_model(...) on the device)
         if plan.required:
-            session.body_failed(item.nodeid, plan, exc)
+            edge.body_failed(item.nodeid, plan, exc)
             raise
-        session.skipped(item.nodeid, plan, str(exc))
+        edge.skipped(item.nodeid, plan, str(exc))
         pytest.skip(str(exc))
     except (Exception, pytest.fail.Exception) as exc:
-        session.body_failed(item.nodeid, plan, exc)  # the body's own failure; the table gets the row
+        edge.body_failed(item.nodeid, plan, exc)  # the body's own failure; the table gets the row
         raise
     try:
-        record = session.check(item.nodeid, plan)
+        record = edge.check(item.nodeid, plan)
     except DeviceUnreachable as exc:
         if plan.required:
             raise
-        session.skipped(item.nodeid, plan, str(exc))
+        edge.skipped(item.nodeid, plan, str(exc))
         pytest.skip(str(exc))
     except EdgeError as exc:
-        item.user_properties.extend(session.errored(item.nodeid, plan, exc).junit_properties())
+        item.user_properties.extend(edge.errored(item.nodeid, plan, exc).junit_properties())
         raise
     for message in record.warnings:
         item.warn(EdgeInconclusive(message))  # attributed to the test (its file and line), not to this hook
@@ -241,11 +242,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         use = config.stash[USE_KEY]
         # Every worker collects every test: its references are the whole run's.
         complete = collection_complete(config, use) and bool(edge.store.all_sets())
-        refs = sorted(golden_references(edge, session.items, item_plan)) if complete else []
+        refs = sorted(golden_references(edge.golden, session.items, item_plan)) if complete else []
         config.workeroutput["edge_golden_use"] = json.dumps({"complete": complete, "refs": refs})
         return
     try:
-        find_unused(session, edge, item_plan)
+        find_unused(session, edge.golden, item_plan)
     except Exception as exc:  # noqa: BLE001 - an unreadable golden folder must not hide the results
         config.stash[USE_KEY].error = f"pytest-edge: cannot tell unused goldens: {type(exc).__name__}: {exc}"
     if not edge.records:
@@ -353,15 +354,15 @@ class XdistMerge:
     """Controller side of pytest-xdist: gather every worker's records and golden references
     (registered only with xdist)."""
 
-    def __init__(self, session: EdgeSession, use: GoldenUse) -> None:
-        self.session = session
+    def __init__(self, edge: EdgeSession, use: GoldenUse) -> None:
+        self.edge = edge
         self.use = use
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", {})
         state = output.get("edge_state")
         if state:
-            self.session.merge_state_json(json.loads(state))
+            self.edge.merge_state_json(json.loads(state))
         golden_use = json.loads(output.get("edge_golden_use") or '{"complete": false}')
         if golden_use.get("complete"):
             self.use.worker_refs.append({(str(m), str(k)) for m, k in golden_use.get("refs", [])})

@@ -15,6 +15,15 @@ from typing import Any, Mapping
 from .files import relative_path, sha256_file
 
 
+def dig(data: Any, *path: str) -> Any:
+    """``data[path[0]][path[1]]...`` of a report record, or None where any level is missing."""
+    for key in path:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data
+
+
 def model_json(name: str, artifact: Path | None, rootdir: Path) -> dict[str, Any]:
     """A record's ``model``: its name, the artifact relative to the project, the artifact's sha256."""
     return {"name": name,

@@ -15,21 +15,21 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import pipeline
-from .backends import Coverage, all_backends, get_backend
+from .backends import Coverage, Intermediates, all_backends, get_backend
 from .cross_isa import timing_not_judged
 from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeUsageError
 from .external_data import external_files
 from .golden.sets import GoldenSets
 from .inputs import check_shapes
 from .marker import MarkerSpec
-from .measurement.measurer import Measurer
 from .measurement.timing import machine_info
+from .measurer import Measurer
 from .models import Model, resolve_model
 from .plan import Plan, plan_for, resolve_reference, search_dirs
 from .record import Record, model_json
 from .settings import Settings
 from .worker.pool import ModelInfo, WorkerPool
-from .worker.protocol import Intermediates, Load, Run
+from .worker.protocol import Load, ReadIntermediates, Run
 
 __all__ = ["EdgeSession", "Settings", "EdgeStepError"]
 
@@ -112,8 +112,9 @@ class EdgeSession:
     def run(self, info: ModelInfo, feeds: Sequence[Any], reset: bool = True) -> list[np.ndarray]:
         return self.pool.request(info.backend, Run(info.key, info.feeds(feeds), reset), info.artifact)
 
-    def intermediates(self, info: ModelInfo, feeds: Sequence[Any]) -> Any:
-        return self.pool.request(info.backend, Intermediates(info.key, info.feeds(feeds)), info.artifact)
+    def intermediates(self, info: ModelInfo, feeds: Sequence[Any]) -> Intermediates | None:
+        reply = self.pool.request(info.backend, ReadIntermediates(info.key, info.feeds(feeds)), info.artifact)
+        return Intermediates.from_json(reply) if reply is not None else None
 
     def measure(self, info: ModelInfo, feeds: Sequence[Any], plan: Plan) -> dict[str, Any]:
         """Timing and memory of ``info`` by the measurement protocol (cached per session)."""
@@ -148,15 +149,18 @@ class EdgeSession:
             raise EdgeStepError(self.step, plan.model.name, plan.backend, exc) from exc
 
     def _check(self, test_id: str, plan: Plan) -> Record:
-        """The steps of :mod:`.pipeline` in order; every violation they find goes to the record."""
+        """The steps of :mod:`.pipeline`: what the loaded model says (coverage) before any run, then the
+        golden, the comparison, the budgets and the gate; every violation goes to the record, in the
+        order a reader needs them (accuracy first)."""
         self.require(plan)
         info = self.load(plan)
+        self.step = "check the delegate coverage of"
+        target = plan.marker.target
+        covered = pipeline.coverage(plan, info, self.predicted_coverage(info, target) if target is not None else None)
         self.step = "refresh the golden of" if self.settings.update_golden else "read the golden of"
         golden = pipeline.golden(self.golden, plan)
         self.step = "compare"
         compared = pipeline.compare(self, plan, info, golden, self.settings.rootdir)
-        target = plan.marker.target
-        covered = pipeline.coverage(plan, info, self.predicted_coverage(info, target) if target is not None else None)
         measured: dict[str, Any] = {}
         if plan.measure:
             self.step = "measure"

@@ -12,6 +12,7 @@ from .errors import EdgeError
 from .inputs import DEFAULT_SEED
 from .marker import parse_ms, parse_names, parse_percent
 from .qemu_device import default_cache, is_qemu, parse_kind
+from .report.changes import MAX_REGRESSION
 from .report.json_report import load_report
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ OPTIONS = [
     Option("edge_summary", "write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)", "", "--edge-summary"),
     Option("edge_baseline", "a stored report to compare latency, memory and coverage with", "",
            "--edge-baseline"),
-    Option("edge_max_regression", "allowed regression against the baseline, e.g. 10%", "10%",
+    Option("edge_max_regression", "allowed regression against the baseline, e.g. 10%", MAX_REGRESSION,
            "--edge-max-regression"),
     Option("edge_gate_p99", "A/B mode: also gate P99 latency, with this allowed regression (e.g. 25%; "
            "off by default: a tail moves more than a median between fresh processes)", "", "--edge-gate-p99"),

@@ -5,6 +5,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from edge_helpers import FIXTURES
 
 from pytest_edge.backends import DISABLE_ENV, all_backends
 
@@ -21,8 +22,6 @@ try:
     import onnx  # noqa: F401
 except ImportError:  # the tflite-runtime lane may lack it
     pass
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 @pytest.fixture

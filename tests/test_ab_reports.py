@@ -11,7 +11,7 @@ import pytest
 
 from pytest_edge.ab_baseline import twin_baseline
 from pytest_edge.report.html import render_html
-from pytest_edge.report.json_report import build_report
+from pytest_edge.report import build_report
 from pytest_edge.report.markdown import markdown_summary
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")

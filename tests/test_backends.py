@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from edge_helpers import FIXTURES
 
 from pytest_edge.backends import all_backends, get_backend
 from pytest_edge.backends.pte_coverage import pte_coverage
 from pytest_edge.errors import BackendCrash, BackendError
-from pytest_edge.worker.client import BackendWorker, WorkerServer
+from pytest_edge.worker import BackendWorker, WorkerServer
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def _available(name: str) -> None:
@@ -284,7 +284,7 @@ def test_workers_start_from_any_main_module(tmp_path: Path) -> None:
     script = tmp_path / "unguarded.py"
     script.write_text(
         "import numpy as np\n"
-        "from pytest_edge.worker.client import BackendWorker\n"
+        "from pytest_edge.worker import BackendWorker\n"
         "print('main ran')\n"
         "w = BackendWorker('onnxruntime-cpu')\n"
         f"w.call('load', 'm', {str(FIXTURES / 'tiny_mlp.onnx')!r}, 1, {{}})\n"

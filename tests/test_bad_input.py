@@ -25,15 +25,15 @@ from pytest_edge.backends.executorch_backend import explain_error
 from pytest_edge.compare import compare_output, needed_tolerances
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.golden import Golden, GoldenCase, GoldenStore
-from pytest_edge.files import sha256_file
 from pytest_edge.golden.layout import case_file, npz_bytes
 from pytest_edge.inputs import check_case, check_shapes, generate_case, user_cases
 from pytest_edge.marker import parse_marker
-from pytest_edge.report.json_report import SCHEMA as REPORT_SCHEMA
-from pytest_edge.report.json_report import build_report, load_report, merge_reports, write_report
-from pytest_edge.worker.client import BackendWorker
+from pytest_edge.report import SCHEMA as REPORT_SCHEMA
+from pytest_edge.report import build_report, load_report, merge_reports, write_report
+from pytest_edge.worker import BackendWorker
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+from edge_helpers import FIXTURES, golden_meta, record
+
 
 # ---------------------------------------------------------------- golden files
 
@@ -43,20 +43,13 @@ def _case(y: np.ndarray | None = None) -> GoldenCase:
     return GoldenCase({"x": x}, {"y": x * 2 if y is None else y})
 
 
-def _meta(artifact: Path) -> dict[str, Any]:
-    return {"model": "m", "artifacts": {artifact.name: sha256_file(artifact)},
-            "reference": {"backend": "onnxruntime-cpu", "artifact": artifact.name},
-            "signature": {"inputs": [{"name": "x", "shape": [4], "dtype": "float32"}],
-                          "outputs": [{"name": "y", "shape": [4], "dtype": "float32"}]}}
-
-
 @pytest.fixture
 def golden(tmp_path: Path) -> tuple[GoldenStore, Path, Path]:
     """A valid golden for model 'm' (from a copy of a fixture model): store, folder, artifact."""
     artifact = tmp_path / "m.onnx"
     artifact.write_bytes((FIXTURES / "tiny_mlp.onnx").read_bytes())
     store = GoldenStore(tmp_path / "golden")
-    store.write("m", _meta(artifact), [_case()])
+    store.write("m", golden_meta(artifact), [_case()])
     return store, tmp_path / "golden" / "m", artifact
 
 
@@ -206,7 +199,7 @@ def test_writing_a_non_finite_golden_is_refused(tmp_path: Path) -> None:
     store = GoldenStore(tmp_path / "golden")
     with pytest.raises(GoldenError, match=r"refusing to write the golden for 'm'.*case 1: golden output 'y' "
                                           r"contains 1 NaN"):
-        store.write("m", _meta(artifact), [_case(), _case(np.array([0, np.nan, 1, 2], np.float32))])
+        store.write("m", golden_meta(artifact), [_case(), _case(np.array([0, np.nan, 1, 2], np.float32))])
     assert not (tmp_path / "golden/m/meta.json").exists()
 
 
@@ -313,12 +306,12 @@ def test_written_files_follow_the_umask_and_keep_an_existing_mode(tmp_path: Path
     artifact = tmp_path / "m.onnx"
     artifact.write_bytes(b"model")
     store = GoldenStore(tmp_path / "golden")
-    store.write("m", _meta(artifact), [_case()])
+    store.write("m", golden_meta(artifact), [_case()])
     folder = tmp_path / "golden/m"
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()} == {
         p.name: 0o640 for p in folder.iterdir()}, "0o666 & ~umask, not mkstemp's 0600"
     (folder / "meta.json").chmod(0o664)
-    store.write("m", _meta(artifact), [_case(np.ones(4, np.float32))])
+    store.write("m", golden_meta(artifact), [_case(np.ones(4, np.float32))])
     assert stat.S_IMODE((folder / "meta.json").stat().st_mode) == 0o664, "a replaced file keeps its mode"
     write_report(tmp_path / "r.json", build_report([], {}))
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o640
@@ -332,7 +325,7 @@ def test_refresh_removes_temporaries_of_an_interrupted_refresh(golden) -> None:
         path.write_bytes(b"partial")
     store.load("m")  # a reader holds only a shared lock: it removes nothing
     assert all(p.exists() for p in leftovers)
-    store.write("m", _meta(artifact), [_case()])
+    store.write("m", golden_meta(artifact), [_case()])
     assert not any(p.exists() for p in leftovers) and all(p.exists() for p in unrelated)
 
 
@@ -370,7 +363,7 @@ def _fresh_golden(root: Path) -> tuple[GoldenStore, Path, Path]:
     artifact = root / "m.onnx"
     artifact.write_bytes(b"model bytes")
     store = GoldenStore(root / "golden")
-    store.write("m", _meta(artifact), [_case()])
+    store.write("m", golden_meta(artifact), [_case()])
     return store, root / "golden" / "m", artifact
 
 
@@ -447,11 +440,10 @@ def test_fuzz_case_npz(data: st.DataObject) -> None:
 
 
 def _record(**changes: Any) -> dict[str, Any]:
-    """A record of the shape session._record writes (with figures measured)."""
-    record = {
-        "test": "tests/test_m.py::test_m[m-litert]",
+    """A record of the shape the pipeline's record step writes, every field present (figures measured)."""
+    return record("m", "litert", **{
         "model": {"name": "m", "artifact": "models/m.tflite", "sha256": "0" * 64},
-        "backend": "litert", "runtime": {"name": "ai-edge-litert", "version": "2.3.0"},
+        "runtime": {"name": "ai-edge-litert", "version": "2.3.0"},
         "plugin": {"name": "pytest-edge", "version": "0.1.0"}, "precision": "float32", "threads": 1,
         "input": {"x": {"shape": [1, 16], "dtype": "float32"}}, "warmup_runs": 5, "measured_runs": 50,
         "coverage": {"total_ops": 3, "delegated_ops": 3, "fallback_ops": 0, "partitions": 1,
@@ -463,10 +455,7 @@ def _record(**changes: Any) -> dict[str, Any]:
         "other_cores_busy": 0.1, "processes": [{"p50": 0.1, "p99": 0.3, "runs": 50}],
         "accuracy": {"reference": "onnxruntime-cpu", "cases": 1, "max_abs_err": math.inf,
                      "max_rel_err": 0.0, "cosine": None, "snr_db": None},
-        "verdict": "passed", "violations": [], "something_new": {"any": "thing"},
-    }
-    record.update(changes)
-    return record
+        "something_new": {"any": "thing"}, **changes})
 
 
 def _skipped() -> dict[str, Any]:

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from edge_helpers import needs_executorch
+from edge_helpers import needs_executorch, run_cli
 from pytest_edge.cli import main
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest_edge.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
 
 
 @needs_executorch
@@ -33,7 +26,7 @@ def test_inspect_prints_the_numbers_of_the_report(pytester: pytest.Pytester, mod
     # No --model-dir: inspect reads edge_model_dirs from the project's ini file, as pytest does,
     # also from a subfolder (the rootdir is found the way pytest finds it).
     (pytester.path / "sub").mkdir()
-    done = _cli("inspect", "tiny_cnn", cwd=pytester.path / "sub")
+    done = run_cli("inspect", "tiny_cnn", cwd=pytester.path / "sub")
     assert done.returncode == 0, done.stderr
     rows = {line.split()[0]: line for line in done.stdout.splitlines()[2:]}
     for record in records:
@@ -46,7 +39,7 @@ def test_inspect_prints_the_numbers_of_the_report(pytester: pytest.Pytester, mod
 
 def test_inspect_predicts_mobile_targets(tmp_path: Path) -> None:
     fixtures = Path(__file__).resolve().parent.parent / "fixtures"
-    done = _cli("inspect", "tiny_cnn", "--target", "nnapi", "--target", "coreml", "--model-dir", str(fixtures),
+    done = run_cli("inspect", "tiny_cnn", "--target", "nnapi", "--target", "coreml", "--model-dir", str(fixtures),
                 cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     rows = {" ".join(line.split()[:2]): line for line in done.stdout.splitlines()[2:]}
@@ -55,7 +48,7 @@ def test_inspect_predicts_mobile_targets(tmp_path: Path) -> None:
 
 
 def test_inspect_unknown_model_is_a_clear_error(tmp_path: Path) -> None:
-    done = _cli("inspect", "nothing_here", cwd=tmp_path)
+    done = run_cli("inspect", "nothing_here", cwd=tmp_path)
     assert done.returncode == 2 and "model 'nothing_here' not found" in done.stderr
     assert "edge_model_dirs" in done.stderr and str(tmp_path / "nothing_here") in done.stderr
 
@@ -91,7 +84,7 @@ def test_golden_refresh_command_writes_golden(pytester: pytest.Pytester, models:
         def test_mlp(edge_model):
             pass
     """)
-    done = _cli("golden", "refresh", "-q", "-p", "no:cacheprovider", cwd=pytester.path)
+    done = run_cli("golden", "refresh", "-q", "-p", "no:cacheprovider", cwd=pytester.path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (pytester.path / "golden/tiny_mlp/meta.json").is_file()
 
@@ -101,11 +94,11 @@ def test_golden_prune_refuses_without_edge_tests_or_with_broken_collection(pytes
     (pytester.path / "golden/tiny_mlp").mkdir(parents=True)
     (pytester.path / "golden/tiny_mlp/meta.json").write_text("{}")
     pytester.makepyfile(test_plain="def test_nothing():\n    pass\n")
-    done = _cli("golden", "prune", cwd=pytester.path)
+    done = run_cli("golden", "prune", cwd=pytester.path)
     assert done.returncode == 2 and "no test with @pytest.mark.edge was collected" in done.stderr
     pytester.makepyfile(test_broken="import not_a_module_anywhere\n")
-    done = _cli("golden", "prune", cwd=pytester.path)
+    done = run_cli("golden", "prune", cwd=pytester.path)
     assert done.returncode == 2 and "collecting the tests failed" in done.stderr and "not_a_module_anywhere" in done.stderr
-    done = _cli("golden", "prune", "test_plain.py::test_nothing", cwd=pytester.path)
+    done = run_cli("golden", "prune", "test_plain.py::test_nothing", cwd=pytester.path)
     assert done.returncode == 2 and "node ids" in done.stderr
     assert (pytester.path / "golden/tiny_mlp/meta.json").read_text() == "{}", "nothing may be removed"

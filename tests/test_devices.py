@@ -200,6 +200,7 @@ def ssh_device(tmp_path_factory: pytest.TempPathFactory) -> str:
     server.kill()
 
 
+@pytest.mark.slow
 def test_ssh_device(pytester: pytest.Pytester, models: Path, ssh_device: str) -> None:
     pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_processes = 2\nedge_min_time = 0\n"
                      f"edge_devices =\n    pi = {ssh_device}\n")

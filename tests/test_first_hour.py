@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_edge.report.json_report import format_table, table_rows
+from pytest_edge.report import format_table, table_rows
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

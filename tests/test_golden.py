@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from edge_helpers import golden_meta
 
 from pytest_edge.errors import GoldenError
 from pytest_edge.files import atomic_write
@@ -20,22 +21,13 @@ def _case() -> GoldenCase:
     return GoldenCase({"x": np.arange(4, dtype=np.float32)}, {"y": np.arange(4, dtype=np.float32) * 2})
 
 
-def _meta(artifact: Path) -> dict:
-    from pytest_edge.files import sha256_file
-
-    return {"model": "m", "artifacts": {artifact.name: sha256_file(artifact)},
-            "reference": {"backend": "onnxruntime-cpu", "artifact": artifact.name},
-            "signature": {"inputs": [{"name": "x", "shape": [4], "dtype": "float32"}],
-                          "outputs": [{"name": "y", "shape": [4], "dtype": "float32"}]}}
-
-
 def test_golden_roundtrip_stale_and_missing(tmp_path: Path) -> None:
     artifact = tmp_path / "m.onnx"
     artifact.write_bytes(b"model v1")
     store = GoldenStore(tmp_path / "golden")
     with pytest.raises(GoldenError, match="--edge-update-golden"):
         store.load("m")
-    store.write("m", _meta(artifact), [_case(), _case()])
+    store.write("m", golden_meta(artifact), [_case(), _case()])
     golden = store.load("m")
     assert len(golden.cases) == 2 and golden.stale_reason(artifact) is None
     assert golden.cases[1].outputs["y"].tolist() == [0, 2, 4, 6]
@@ -43,10 +35,10 @@ def test_golden_roundtrip_stale_and_missing(tmp_path: Path) -> None:
     reason = golden.stale_reason(artifact)
     assert reason is not None and "stale" in reason and golden.meta["artifacts"]["m.onnx"] in reason
     before = {p.name: p.read_bytes() for p in (tmp_path / "golden/m").iterdir()}
-    store.write("m", _meta(artifact), [_case()])
+    store.write("m", golden_meta(artifact), [_case()])
     after = {p.name: p.read_bytes() for p in (tmp_path / "golden/m").iterdir()}
     assert sorted(after) == sorted(n for n in before if n.startswith("case_000-")) + ["meta.json"]
-    store.write("m", _meta(artifact), [_case()])
+    store.write("m", golden_meta(artifact), [_case()])
     assert {p.name: p.read_bytes() for p in (tmp_path / "golden/m").iterdir()} == after, \
         "refreshing an unchanged golden must not change a byte"
 
@@ -68,12 +60,12 @@ def test_concurrent_golden_writes_never_expose_a_partial_file(tmp_path: Path) ->
     artifact = tmp_path / "m.onnx"
     artifact.write_bytes(b"model")
     store = GoldenStore(tmp_path / "golden")
-    store.write("m", _meta(artifact), [_case()])
+    store.write("m", golden_meta(artifact), [_case()])
     errors: list[Exception] = []
 
     def writer() -> None:
         for _ in range(20):
-            store.write("m", _meta(artifact), [_case()])
+            store.write("m", golden_meta(artifact), [_case()])
 
     def reader() -> None:
         for _ in range(50):
@@ -140,8 +132,8 @@ def test_sets_are_stored_apart_and_written_apart(tmp_path: Path) -> None:
     artifact.write_bytes(b"model")
     store = GoldenStore(tmp_path / "golden")
     other = GoldenCase({"x": np.full(4, 7, np.float32)}, {"y": np.full(4, 14, np.float32)})
-    store.write("m", _meta(artifact), [_case()])
-    store.write("m", _meta(artifact), [other], key="0123456789ab")
+    store.write("m", golden_meta(artifact), [_case()])
+    store.write("m", golden_meta(artifact), [other], key="0123456789ab")
     folder = tmp_path / "golden/m"
     assert store.sets("m") == ["default", "0123456789ab"]
     assert store.load("m").cases[0].outputs["y"].tolist() == [0, 2, 4, 6]
@@ -149,9 +141,9 @@ def test_sets_are_stored_apart_and_written_apart(tmp_path: Path) -> None:
     assert loaded.key == "0123456789ab" and loaded.cases[0].outputs["y"].tolist() == [14] * 4
     assert loaded.folder == folder / "inputs-0123456789ab" and loaded.meta["input_set"] == "0123456789ab"
     before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and "inputs-" not in str(p)}
-    store.write("m", _meta(artifact), [other, other], key="0123456789ab")
+    store.write("m", golden_meta(artifact), [other, other], key="0123456789ab")
     assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and "inputs-" not in str(p)} == before
-    store.write("m", _meta(artifact), [_case()])  # the default set's refresh keeps the other set's files
+    store.write("m", golden_meta(artifact), [_case()])  # the default set's refresh keeps the other set's files
     assert len(store.load("m", "0123456789ab").cases) == 2
     with pytest.raises(GoldenError, match=r"no golden outputs for model 'm', input set abcdefabcdef .*"
                                           r"inputs-abcdefabcdef/meta\.json.*--edge-update-golden"):
@@ -163,7 +155,7 @@ def _store_with_one_set(tmp_path: Path) -> tuple[GoldenStore, Path, Path]:
     artifact = tmp_path / "m.onnx"
     artifact.write_bytes(b"model")
     store = GoldenStore(tmp_path / "golden")
-    store.write("m", _meta(artifact), [_case()], key="0123456789ab")
+    store.write("m", golden_meta(artifact), [_case()], key="0123456789ab")
     return store, artifact, tmp_path / "golden/m"
 
 
@@ -183,7 +175,7 @@ def test_sets_ignore_other_names_and_refuse_links(tmp_path: Path) -> None:
     with pytest.raises(GoldenError, match="symbolic link"):
         store.remove("m", "abcdefabcdef")
     with pytest.raises(GoldenError, match="symbolic link"):
-        store.write("m", _meta(artifact), [_case()], key="abcdefabcdef")
+        store.write("m", golden_meta(artifact), [_case()], key="abcdefabcdef")
     assert (elsewhere / "meta.json").read_text() == "{}" and sorted(p.name for p in elsewhere.iterdir()) == ["meta.json"]
 
 
@@ -197,7 +189,7 @@ def test_a_model_folder_that_is_a_link_is_refused_like_a_set_folder(tmp_path: Pa
     (elsewhere / "case_000-0123456789ab.npz").write_bytes(b"the user's own file")
     before = sorted(p.name for p in elsewhere.iterdir())
     for action in (lambda: store.load("m", "0123456789ab"), lambda: store.load("m"),
-                   lambda: store.write("m", _meta(artifact), [_case()]),
+                   lambda: store.write("m", golden_meta(artifact), [_case()]),
                    lambda: store.remove("m", "0123456789ab")):
         with pytest.raises(GoldenError, match=r"golden/m: a model's golden folder must be a plain folder, not a "
                                               r"symbolic link"):
@@ -225,9 +217,9 @@ def test_remove_deletes_one_set_and_keeps_foreign_files(tmp_path: Path) -> None:
     artifact.write_bytes(b"model")
     store = GoldenStore(tmp_path / "golden")
     folder = tmp_path / "golden/m"
-    store.write("m", _meta(artifact), [_case()])
-    store.write("m", _meta(artifact), [_case()], key="0123456789ab")
-    store.write("m", _meta(artifact), [_case()], key="abcdefabcdef")
+    store.write("m", golden_meta(artifact), [_case()])
+    store.write("m", golden_meta(artifact), [_case()], key="0123456789ab")
+    store.write("m", golden_meta(artifact), [_case()], key="abcdefabcdef")
     (folder / "inputs-abcdefabcdef/README").write_text("mine")
     kept = {p: p.read_bytes() for p in (folder / "inputs-0123456789ab").iterdir()}
 

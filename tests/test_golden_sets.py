@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from edge_helpers import run_cli
 
 from pytest_edge.golden import input_key
 
@@ -45,11 +44,6 @@ def test_generated(edge_model):
 
 def _files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest_edge.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
 
 
 def _rewrite_meta(path: Path, **changes: object) -> None:
@@ -111,17 +105,17 @@ def test_unused_report_and_prune(pytester: pytest.Pytester, models: Path) -> Non
         partial_run = pytester.runpytest_subprocess("-p", "no:cacheprovider", *partial)
         assert "unused golden" not in partial_run.stdout.str(), partial
 
-    refused = _cli("golden", "prune", "-k", "ones", cwd=pytester.path)
+    refused = run_cli("golden", "prune", "-k", "ones", cwd=pytester.path)
     assert refused.returncode == 2 and "deselected" in refused.stderr
 
     before = _files(pytester.path / "golden")
-    dry = _cli("golden", "prune", "--dry-run", cwd=pytester.path)
+    dry = run_cli("golden", "prune", "--dry-run", cwd=pytester.path)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert dry.stdout.splitlines() == [f"would remove ghost/default ({ghost})",
                                        f"would remove tiny_mlp/{K2} ({pytester.path}/golden/tiny_mlp/inputs-{K2})"]
     assert _files(pytester.path / "golden") == before, "--dry-run removes nothing"
 
-    done = _cli("golden", "prune", cwd=pytester.path)
+    done = run_cli("golden", "prune", cwd=pytester.path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert [line.split(" (")[0] for line in done.stdout.splitlines()] == ["removed ghost/default",
                                                                        f"removed tiny_mlp/{K2}"]
@@ -131,7 +125,7 @@ def test_unused_report_and_prune(pytester: pytest.Pytester, models: Path) -> Non
     clean = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     clean.assert_outcomes(passed=2)
     assert "unused golden" not in clean.stdout.str()
-    again = _cli("golden", "prune", cwd=pytester.path)
+    again = run_cli("golden", "prune", cwd=pytester.path)
     assert again.returncode == 0 and again.stdout.startswith("no unused golden sets")
 
 
@@ -150,7 +144,7 @@ def test_golden_list_shows_each_set(pytester: pytest.Pytester, models: Path) -> 
     pytester.makepyfile(test_sets=HEADER + ONES_TEST + GENERATED_TEST)
     pytester.runpytest_subprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=2)
     (models / "tiny_mlp.onnx").write_bytes((models / "tiny_mlp.onnx").read_bytes() + b"\0")
-    done = _cli("golden", "list", cwd=pytester.path)
+    done = run_cli("golden", "list", cwd=pytester.path)
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()[2:]]
     assert [row[:3] for row in rows] == [["tiny_mlp", "default", "1"], ["tiny_mlp", K1, "1"]]

@@ -16,38 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from edge_helpers import record
 
 from pytest_edge.cli import main as cli_main
-from pytest_edge.report.html import figure_changes, render_html
-from pytest_edge.report.json_report import build_report, format_table, merge_reports, table_footer, table_rows
+from pytest_edge.report import build_report, format_table, merge_reports, table_footer, table_rows
+from pytest_edge.report.changes import figure_changes
+from pytest_edge.report.html import render_html
 from pytest_edge.report.markdown import markdown_summary
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 # A src or href that leaves the file: a scheme, or a protocol-relative "//host".
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:[a-z][a-z0-9+.-]*:|//)""", re.I)
-
-
-def record(model: str, backend: str, verdict: str = "passed", *, p50: float | None = 1.0,
-           **extra: Any) -> dict[str, Any]:
-    """A record as the plugin writes it; ``p50=None``: not measured."""
-    base: dict[str, Any] = {"test": f"tests/test_m.py::test_m[{model}-{backend}]",
-                            "model": {"name": model, "artifact": f"models/{model}.onnx", "sha256": "0"},
-                            "backend": backend, "verdict": verdict, "violations": []}
-    if verdict == "skipped":
-        return {**base, **extra}
-    measured = p50 is not None
-    base.update({
-        "coverage": {"total_ops": 8, "delegated_ops": 6, "fallback_ops": 2, "fallback": 0.25, "partitions": 2,
-                     "fallback_op_names": {"CUMSUM": 2}},
-        "load_ms": 3.0 if measured else None, "first_inference_ms": 1.5 if measured else None,
-        "latency_ms": {"p50": p50, "p90": p50 * 1.2, "p99": p50 * 2, "mean": p50 * 1.1, "min": p50 * 0.9}
-        if measured else None,
-        "latency_quantiles_ms": [p50 * (0.9 + 1.1 * i / 100) for i in range(101)] if measured else None,
-        "peak_memory_mb": 10.0 if measured else None,
-        "accuracy": {"reference": "onnxruntime-cpu", "max_abs_err": 1e-6, "max_rel_err": 1e-5, "cosine": 0.9999,
-                     "snr_db": 120.0}})
-    return {**base, **extra}
 
 
 def skipped_for(model: str, backend: str, suffix: str) -> dict[str, Any]:
@@ -312,6 +292,7 @@ def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=180, check=False)
 
 
+@pytest.mark.slow
 def test_real_report_renders_in_headless_chromium(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(RUN_TEST)
     result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=r.json",

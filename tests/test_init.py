@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_edge.init_project import Traits, configured_text, find_models, first_test_source
+from pytest_edge.cli.init import Traits, configured_text, find_models, first_test_source
 
 try:
     import tomllib

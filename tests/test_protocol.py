@@ -101,7 +101,7 @@ def test_a_real_worker_speaks_it() -> None:
     """A worker process answers typed requests over the codec (ping: its pid; a bad op: an error)."""
     import os
 
-    from pytest_edge.worker.client import BackendWorker
+    from pytest_edge.worker import BackendWorker
 
     worker = BackendWorker("onnxruntime-cpu")
     try:

@@ -7,25 +7,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from edge_helpers import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from pytest_edge.triage import quant
 from pytest_edge.errors import EdgeError
-from pytest_edge.triage.quant import (
-    QuantParams,
-    cosine_similarity,
-    dequantize,
-    quantize,
-    snr_db,
-)
+from pytest_edge.metrics import cosine, snr_db
+from pytest_edge.triage import quant, tflite_graph
+from pytest_edge.triage.quant_numbers import QuantParams, dequantize, quantize
 
 # quant.py falls back to tflite-runtime too, but its 2.14 kernels are not what these numbers were checked on,
 # and it has no flatbuffer verifier: the truncated-file case crashes the process (docs/design.md, "Known limits").
 pytest.importorskip("ai_edge_litert.interpreter")
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PROBE, PROBE_INT8 = FIXTURES / "quant_probe.tflite", FIXTURES / "quant_probe_int8.tflite"
 CNN, CNN_INT8 = FIXTURES / "tiny_cnn.tflite", FIXTURES / "tiny_cnn_int8.tflite"
 CNN_CASE = next((FIXTURES.parent / "golden/tiny_cnn_int8").glob("case_*.npz"), None)
@@ -142,22 +137,22 @@ def test_main_reports_bad_file_on_stderr(tmp_path: Path, capsys: pytest.CaptureF
 # ---------------------------------------------------------------- matching by name
 
 
-def _t(index: int, name: str, shape: tuple[int, ...] = (1, 4)) -> quant._Tensor:
-    return quant._Tensor(index, name, np.dtype(np.float32), shape, None, "OP")
+def _t(index: int, name: str, shape: tuple[int, ...] = (1, 4)) -> tflite_graph.GraphTensor:
+    return tflite_graph.GraphTensor(index, name, np.dtype(np.float32), shape, None, "OP")
 
 
 def test_names_match_exactly_then_by_fused_parts() -> None:
     floats = [_t(0, "x"), _t(1, "Relu;add;MatMul"), _t(2, "conv:0"), _t(3, "y", (1, 2)), _t(4, "only_float")]
     quants = [_t(10, "x"), _t(11, "MatMul;Relu;add"), _t(12, "conv_requantized"), _t(13, "y", (1, 3)),
               _t(14, "tfl.quantize")]
-    pairs = {f.name: (q.index if q else None) for f, q in quant._match(floats, quants)}
+    pairs = {f.name: (q.index if q else None) for f, q in tflite_graph.match_tensors(floats, quants)}
     assert pairs == {"x": 10, "Relu;add;MatMul": 11, "conv:0": 12, "y": None, "only_float": None}
 
 
 def test_ambiguous_normalised_names_stay_unmatched() -> None:
     floats = [_t(0, "a;b")]
     quants = [_t(10, "b;a"), _t(11, "a_int8;b")]
-    assert quant._match(floats, quants)[0][1] is None
+    assert tflite_graph.match_tensors(floats, quants)[0][1] is None
 
 
 # ---------------------------------------------------------------- the numbers
@@ -169,7 +164,7 @@ arrays = hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3, max_sid
 @given(arrays)
 def test_snr_of_identical_tensors_is_infinite(x: np.ndarray) -> None:
     assert snr_db(x, x.copy()) == math.inf
-    assert cosine_similarity(x, x) == pytest.approx(1.0) or not np.any(x)
+    assert cosine(x, x) == pytest.approx(1.0) or not np.any(x)
 
 
 @given(arrays.filter(lambda a: np.sum(a ** 2) > 1e-6), st.integers(0, 2 ** 32 - 1),
@@ -183,8 +178,8 @@ def test_snr_falls_as_noise_grows(x: np.ndarray, seed: int, small: float, factor
 
 @given(arrays.filter(lambda a: np.linalg.norm(a) > 1e-6), st.floats(1e-3, 1e3))
 def test_cosine_ignores_positive_scale_and_flips_with_sign(x: np.ndarray, c: float) -> None:
-    assert cosine_similarity(x, c * x) == pytest.approx(1.0)
-    assert cosine_similarity(x, -c * x) == pytest.approx(-1.0)
+    assert cosine(x, c * x) == pytest.approx(1.0)
+    assert cosine(x, -c * x) == pytest.approx(-1.0)
 
 
 @settings(max_examples=200)

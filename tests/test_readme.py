@@ -115,7 +115,7 @@ def test_test_examples_pass_on_the_shipped_models(pytester: pytest.Pytester, mod
 
 
 def test_json_examples_are_reports_pytest_edge_reads(tmp_path: Path) -> None:
-    from pytest_edge.report.json_report import load_report
+    from pytest_edge.report import load_report
 
     examples = [b.code for b in blocks() if b.lang == "json"]
     assert examples
@@ -242,6 +242,7 @@ def _clone(target: Path) -> Path:
 
 @pytest.mark.timing
 @pytest.mark.skipif(shutil.which("git") is None, reason="the walkthrough's merge gate uses git worktree")
+@pytest.mark.slow
 def test_walkthrough_from_an_empty_project(tmp_path: Path) -> None:
     from pytest_edge.backends import get_backend
 

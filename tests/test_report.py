@@ -1,20 +1,17 @@
-"""The JSON report, table, merge and compare; the baseline check (report.py, checks.py)."""
-
+"""The JSON report, table, merge and compare; the baseline check (report/, checks.py)."""
 
 from __future__ import annotations
 
 import json
 
-from pytest_edge.checks import (
-    check_baseline,
-)
-from pytest_edge.report.json_report import compare_reports, format_table, merge_reports, table_rows
+from edge_helpers import record
+
+from pytest_edge.measurement.regressions import check_baseline
+from pytest_edge.report import compare_reports, format_table, merge_reports, table_rows
 
 
-def _record(p50: float, fallback: float, test: str = "t::a[m-litert]") -> dict:
-    return {"test": test, "model": {"name": "m"}, "backend": "litert", "verdict": "passed",
-            "latency_ms": {"p50": p50, "p99": p50 * 2}, "peak_memory_mb": 10.0,
-            "coverage": {"fallback": fallback, "partitions": 1}, "accuracy": {"max_abs_err": 0.0}}
+def _record(p50: float, fallback: float) -> dict:
+    return record("m", "litert", p50=p50, coverage={"fallback": fallback, "partitions": 1})
 
 
 def test_baseline_and_compare() -> None:

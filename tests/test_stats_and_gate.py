@@ -7,6 +7,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from edge_helpers import record
 
 from pytest_edge.measurement.gate import run_gate
 from pytest_edge.measurement.stats import MIN_LOG_SD, compare_groups, compare_pairs, spread, t_critical
@@ -68,11 +69,10 @@ def test_t_table() -> None:
 def _record(p50s, busy=None, memory=10.0, fallback=0.0, runs=5000, probe_us=None, p99=None):
     """Per-process P50s (P99: twice ``p99`` where given, else twice the P50)."""
     p99s = [2 * v for v in (p99 or p50s)]
-    return {"backend": "onnxruntime-cpu", "test": "t", "model": {"name": "m"},
-            "latency_ms": {"p50": p50s[0], "p99": p99s[0]},
-            "processes": [{"p50": v, "p99": t, "runs": runs, "probe_us": probe_us} for v, t in zip(p50s, p99s)],
-            "peak_memory_mb": memory, "coverage": {"fallback": fallback},
-            "timing_under_load": busy is not None, "under_load": busy is not None, "other_cores_busy": busy}
+    return record("m", "onnxruntime-cpu", p50=p50s[0], test="t", latency_ms={"p50": p50s[0], "p99": p99s[0]},
+                  processes=[{"p50": v, "p99": t, "runs": runs, "probe_us": probe_us} for v, t in zip(p50s, p99s)],
+                  peak_memory_mb=memory, coverage={"fallback": fallback},
+                  timing_under_load=busy is not None, under_load=busy is not None, other_cores_busy=busy)
 
 
 def _never():

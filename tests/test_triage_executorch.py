@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pytest_edge.backends import get_backend
-from pytest_edge.triage.ladder import etdump_divergence
+from pytest_edge.backends import Intermediates, get_backend
+from pytest_edge.triage import etdump_divergence
 
 pytestmark = [
     pytest.mark.skipif(get_backend("executorch").unavailable_reason() is not None,
@@ -54,19 +55,19 @@ def mixed_pte(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def mixed_found(mixed_pte: Path) -> dict:
+def mixed_found(mixed_pte: Path) -> Intermediates:
     return get_backend("executorch").load(mixed_pte, threads=1, shapes={}).intermediates([X])
 
 
-def _event(found: dict, text: str) -> dict:
-    (event,) = [e for e in found["events"] if text in e["label"]]
+def _event(found: Intermediates, text: str) -> dict:
+    (event,) = [e for e in found.details["events"] if text in e["label"]]
     return event
 
 
-def test_intermediates_hold_kernel_outputs_and_partition_boundaries(mixed_pte: Path, mixed_found: dict) -> None:
+def test_intermediates_hold_kernel_outputs_and_partition_boundaries(mixed_pte: Path, mixed_found: Intermediates) -> None:
     found = mixed_found
-    assert found["unavailable"] is None and found["delegated"] and found["partitions"] == 2
-    labels = [e["label"] for e in found["events"]]
+    assert found.unavailable is None and found.delegated and found.details["partitions"] == 2
+    labels = [e["label"] for e in found.details["events"]]
     # Execution order: the x * 2 partition, atan2 and cumsum on the CPU kernels, the + 1 partition.
     mul, atan2, cumsum, add = (labels.index(next(label for label in labels if text in label))
                                for text in ("(Multiply (ND))", "aten::atan2.out", "aten::cumsum.out", "(Add (ND))"))
@@ -80,8 +81,8 @@ def test_intermediates_hold_kernel_outputs_and_partition_boundaries(mixed_pte: P
     # The runtime's own record of the output is what run() returns.
     model = get_backend("executorch").load(mixed_pte, threads=1, shapes={})
     (output,) = model.run([X])
-    assert np.array_equal(found["program_outputs"][0], output)
-    assert found["order"][-1] in _event(found, "(Add (ND))")["outputs"]
+    assert np.array_equal(found.details["program_outputs"][0], output)
+    assert found.order[-1] in _event(found, "(Add (ND))")["outputs"]
     # Non-delegated kernels were re-run by PyTorch on the inputs they received (atan2's weight
     # read from the .pte's constant segment): the same values.
     for text in ("aten::atan2.out", "aten::cumsum.out"):
@@ -91,8 +92,8 @@ def test_intermediates_hold_kernel_outputs_and_partition_boundaries(mixed_pte: P
             np.testing.assert_allclose(event["reference"][key], value, rtol=1e-6, atol=1e-6)
 
 
-def test_triage_line_says_what_it_can_and_cannot_name(mixed_found: dict) -> None:
-    output = mixed_found["program_outputs"][0]
+def test_triage_line_says_what_it_can_and_cannot_name(mixed_found: Intermediates) -> None:
+    output = mixed_found.details["program_outputs"][0]
     golden = output + np.float32(0.5)
     message = etdump_divergence(mixed_found, [("y", golden, 0, {"atol": 1e-5, "rtol": 0.0})], 1e-5, 0.0, [X])
     assert "operator calls recorded (2 XNNPACK partition calls, " in message
@@ -109,13 +110,13 @@ def test_triage_line_says_what_it_can_and_cannot_name(mixed_found: dict) -> None
     assert "the runtime's own record of its outputs matches the golden" in same
 
 
-def test_a_kernel_that_disagrees_with_pytorch_is_named_first(mixed_found: dict) -> None:
+def test_a_kernel_that_disagrees_with_pytorch_is_named_first(mixed_found: Intermediates) -> None:
     """The recorded cumsum output shifted, as a faulty kernel would leave it (the rest is the real record)."""
     cumsum = _event(mixed_found, "aten::cumsum.out")
     (key,) = cumsum["outputs"]
-    broken = {**mixed_found, "events": [
+    broken = replace(mixed_found, details={**mixed_found.details, "events": [
         {**e, "outputs": {key: e["outputs"][key] + np.float32(0.25)}} if e is cumsum else e
-        for e in mixed_found["events"]]}
+        for e in mixed_found.details["events"]]})
     message = etdump_divergence(broken, [], 1e-5, 0.0, [X])
     assert (f"first divergence: {cumsum['label']}: its output value {key[1:]} differs from PyTorch's kernel on the "
             "same inputs (max |Δ| 0.25)") in message
@@ -133,7 +134,7 @@ def test_first_non_finite_output_names_the_partition(tmp_path: Path) -> None:
     huge = np.array([[3e38, -3e38, 1.0]], np.float32)
     path = _lower(Overflow(), (torch.from_numpy(huge),), tmp_path / "overflow.pte")
     found = get_backend("executorch").load(path, threads=1, shapes={}).intermediates([huge])
-    (partition,) = [e for e in found["events"] if e["kind"] == "delegate"]
+    (partition,) = [e for e in found.details["events"] if e["kind"] == "delegate"]
     (doubled,) = partition["outputs"].values()
     assert np.isinf(doubled).sum() == 2
     message = etdump_divergence(found, [("y", np.zeros((1, 3), np.float32), 0, {"atol": 1e-3})], 1e-3, 0.0, [huge])

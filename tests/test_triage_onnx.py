@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_edge.backends import get_backend
-from pytest_edge.triage.ladder import onnx_divergence
+from pytest_edge.backends import Intermediates, get_backend
+from pytest_edge.triage import onnx_divergence
 
 onnx = pytest.importorskip("onnx")
 from onnx import helper, numpy_helper
@@ -78,7 +78,7 @@ def _plain_run(path: Path, x: np.ndarray, level_name: str) -> np.ndarray:
     return session.run(None, {"x": x})[0]
 
 
-def _intermediates(path: Path, x: np.ndarray) -> dict:
+def _intermediates(path: Path, x: np.ndarray) -> Intermediates:
     return get_backend("onnxruntime-cpu").load(path, threads=1, shapes={}).intermediates([x])
 
 
@@ -89,12 +89,12 @@ def test_folded_batchnorm_is_named_as_the_first_divergence(tmp_path: Path) -> No
     assert not np.allclose(optimized, unoptimized, atol=TIGHT, rtol=TIGHT)
 
     found = _intermediates(path, x)
-    assert found["order"] == ["c", "bn", "y"]
+    assert found.order == ["c", "bn", "y"]
     # Exposing 'c' keeps ORT from folding the BN, so each tensor was exposed alone.
-    assert found["method"] == "one at a time" and found["exposure_delta"] > TIGHT
-    assert np.array_equal(found["tensors"]["y"], optimized)
-    assert np.array_equal(found["tensors"]["c"], found["runs"]["ORT_DISABLE_ALL"]["c"])
-    assert "bn" in found["removed"] and "onnx.reference" in found["runs"]
+    assert found.details["exposure"] == "one at a time" and found.details["exposure_delta"] > TIGHT
+    assert np.array_equal(found.tensors["y"], optimized)
+    assert np.array_equal(found.tensors["c"], found.details["runs"]["ORT_DISABLE_ALL"]["c"])
+    assert "bn" in found.details["removed"] and "onnx.reference" in found.details["runs"]
 
     message = onnx_divergence(found, TIGHT, TIGHT)
     assert message.startswith("; first divergence: tensor 'bn', the output of BatchNormalization 'bn' (node 1) "
@@ -109,11 +109,11 @@ def test_folded_batchnorm_is_named_as_the_first_divergence(tmp_path: Path) -> No
 def test_exact_graph_names_nothing_even_with_zero_tolerance(tmp_path: Path) -> None:
     path, x = integer_mlp_model(tmp_path / "mlp.onnx")
     found = _intermediates(path, x)
-    # The LiteRT keys that first_divergence reads, keyed by tensor name here.
-    assert found["order"] == ["mm", "h", "r", "y"] and found["delegated"] is False
-    assert found["producers"]["h"] == "Add 'add' (node 1)" and found["names"]["h"] == "h"
-    assert found["method"] == "all at once" and found["exposure_delta"] == 0.0
-    assert set(found["runs"]) == {"ORT_DISABLE_ALL", "onnx.reference"} and not found["skipped"]
+    # The fields every runtime's intermediates have (first_divergence reads them), keyed by tensor name here.
+    assert found.order == ["mm", "h", "r", "y"] and found.delegated is False
+    assert found.producers["h"] == "Add 'add' (node 1)" and found.names["h"] == "h"
+    assert found.details["exposure"] == "all at once" and found.details["exposure_delta"] == 0.0
+    assert set(found.details["runs"]) == {"ORT_DISABLE_ALL", "onnx.reference"} and not found.details["skipped"]
     message = onnx_divergence(found, 0.0, 0.0, "litert-ref")
     assert message.startswith("; no node differs beyond atol=0, rtol=0 between ORT_ENABLE_ALL, ORT_DISABLE_ALL "
                               "and onnx.reference: the golden's values come from elsewhere (its reference "
@@ -130,7 +130,7 @@ def test_reference_evaluator_is_skipped_with_its_reason(tmp_path: Path) -> None:
                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])], [],
                  opset=(("", 17), ("com.microsoft", 1)))
     found = _intermediates(path, np.array([-1, 0, 1, 2], np.float32))
-    assert found["skipped"] == {"onnx.reference": "it has operators of domain com.microsoft, which "
+    assert found.details["skipped"] == {"onnx.reference": "it has operators of domain com.microsoft, which "
                                                   "onnx.reference does not implement"}
     message = onnx_divergence(found, 0.0, 0.0)
     assert "between ORT_ENABLE_ALL, ORT_DISABLE_ALL:" in message

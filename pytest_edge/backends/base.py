@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -26,10 +26,6 @@ class TensorSpec:
     name: str
     shape: tuple[Dim, ...]
     dtype: str
-
-    @property
-    def is_dynamic(self) -> bool:
-        return any(not isinstance(d, int) or d < 0 for d in self.shape)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
@@ -69,6 +65,38 @@ class Coverage:
         return cls(**data)
 
 
+@dataclass
+class Intermediates:
+    """Tensors a runtime computed on the way for one run (:meth:`LoadedModel.intermediates`), for triage.
+
+    ``method`` says how they were taken, and so which triage reads them: ``"tensors"`` (LiteRT: every
+    tensor this configuration computes, compared with the delegate-free sibling's), ``"nodes"`` (ONNX
+    Runtime: the graph in several configurations, ``details["runs"]``), ``"etdump"`` (ExecuTorch: the
+    runtime's record of each operator call, ``details["events"]``). Tensor ids are the runtime's own
+    (LiteRT tensor indices, ONNX tensor names, ExecuTorch value ids).
+    """
+
+    method: str
+    order: list[Any] = field(default_factory=list)  # tensor ids in graph (execution) order
+    producers: dict[Any, str] = field(default_factory=dict)  # id -> the node or partition computing it
+    tensors: dict[Any, np.ndarray] = field(default_factory=dict)
+    names: dict[Any, str] = field(default_factory=dict)  # id -> tensor name
+    delegated: bool = False  # whether a delegate ran
+    unavailable: str | None = None  # why nothing (or not everything) could be recorded
+    details: dict[str, Any] = field(default_factory=dict)  # what the method adds
+
+    def to_json(self) -> dict[str, Any]:
+        """For the worker protocol (arrays travel as arrays)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Intermediates":
+        """From :meth:`to_json`, or from a flat dict whose keys other than the fields are details."""
+        known = {f.name for f in fields(cls)} - {"details"}
+        details = {**data.get("details", {}), **{k: v for k, v in data.items() if k not in known and k != "details"}}
+        return cls(**{k: v for k, v in data.items() if k in known}, details=details)
+
+
 class LoadedModel(ABC):
     """A model loaded in one runtime. Lives only inside the backend's worker process."""
 
@@ -91,10 +119,8 @@ class LoadedModel(ABC):
     def delegates(self) -> list[str]:
         return []
 
-    def intermediates(self, feeds: Sequence[np.ndarray]) -> dict[str, Any] | None:
-        """Tensors computed on the way for one run: ``{"order": [tensor ids in graph order],
-        "producers": {id: label of the node or partition}, "tensors": {id: array}, "names": {id:
-        tensor name}, "delegated": whether a delegate ran}``; None where the runtime cannot tell."""
+    def intermediates(self, feeds: Sequence[np.ndarray]) -> Intermediates | None:
+        """Tensors computed on the way for one run, for triage; None where the runtime cannot tell."""
         return None
 
     def reset(self) -> None:
@@ -161,6 +187,10 @@ class Backend(ABC):
     # Mobile targets whose delegate coverage this backend can predict from its artifact alone
     # (ONNX Runtime's usability checker for NNAPI and Core ML); see predicted_coverage.
     predicts_targets: tuple[str, ...] = ()
+    # What triage does for this backend when its outputs miss the golden and it has no delegate-free
+    # sibling: read its own intermediates of this ``Intermediates.method`` ("nodes", "etdump");
+    # None: nothing more to try.
+    triage_method: str | None = None
 
     @classmethod
     def variant(cls, name: str) -> "Backend | None":

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
+from .executorch_dtypes import SCALAR_TYPES
 
 # executorch::runtime::Error (runtime/core/error.h of executorch 1.5), whose codes the Python
 # bindings print in hex ("Failed to load program, error: 0x:23"): name and documented meaning.
@@ -75,12 +76,6 @@ def pte_problem(data: bytes, path: Path) -> str | None:
                     "re-export or re-download it")
     return None
 
-# c10::ScalarType codes as MethodMeta reports them.
-# executorch ScalarType codes of the dtypes a model signature may use.
-SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
-                 6: "float32", 7: "float64", 11: "bool"}
-
-
 def _specs(meta, count: int, getter: str, prefix: str) -> list[TensorSpec]:
     specs = []
     for i in range(count):
@@ -137,7 +132,7 @@ class ExecuTorchModel(LoadedModel):
         coverage = self.coverage()
         return coverage.delegates if coverage else []
 
-    def intermediates(self, feeds: Sequence[np.ndarray]) -> dict[str, Any] | None:
+    def intermediates(self, feeds: Sequence[np.ndarray]) -> Intermediates | None:
         """One run of this .pte with ETDump and a debug buffer: see etdump_intermediates."""
         from .executorch_etdump import etdump_intermediates  # only on a mismatch
 
@@ -150,8 +145,8 @@ class ExecuTorchBackend(Backend):
     reference_priority = 20
     runtime_module = "executorch.runtime"
     distribution = "executorch"
-    # No delegate-free sibling: triage re-runs the .pte with ETDump (triage.etdump_triage).
-    etdump_triage = True
+    # No delegate-free sibling: triage re-runs the .pte with ETDump (triage.etdump).
+    triage_method = "etdump"
 
     def import_runtime(self) -> None:
         # Runtime.get() loads the kernel library and the .pte reader pulls in exir: both belong to

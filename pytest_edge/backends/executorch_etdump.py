@@ -11,7 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .executorch_backend import SCALAR_TYPES
+from .base import Intermediates
+from .executorch_dtypes import INTERMEDIATE_TYPES
 
 # ---------------------------------------------------------------- intermediates through ETDump
 #
@@ -24,14 +25,13 @@ from .executorch_backend import SCALAR_TYPES
 # Prim ops (et_view, sym_size) and moves log nothing.
 
 _ALIGNMENT = 64  # the debug buffer's data sink aligns every tensor to 64 bytes
-_ET_NUMPY = {**SCALAR_TYPES, 27: "uint16", 28: "uint32", 29: "uint64"}  # intermediates may be wider unsigned
 # EValue kinds the ETDump generator can log: any other among a delegate's arguments aborts the process.
 _LOGGABLE = {"Tensor", "TensorList", "Int", "Double", "Bool"}
 
 
 def _nbytes(tensor: Any) -> int:
     count = int(np.prod(tensor.sizes, dtype=np.int64)) if len(tensor.sizes) else 1
-    dtype = _ET_NUMPY.get(int(tensor.scalar_type))
+    dtype = INTERMEDIATE_TYPES.get(int(tensor.scalar_type))
     return count * (np.dtype(dtype).itemsize if dtype else 8)
 
 
@@ -108,7 +108,7 @@ class _Layout:
     def constant(self, value_id: int) -> np.ndarray | None:
         """A constant tensor (weights) of the program, from its constant segment or buffer."""
         tensor = self.values[value_id]
-        dtype = _ET_NUMPY.get(int(tensor.scalar_type))
+        dtype = INTERMEDIATE_TYPES.get(int(tensor.scalar_type))
         if dtype is None:
             return None
         nbytes, segment = _nbytes(tensor), self.program.constant_segment
@@ -127,7 +127,8 @@ class _Layout:
 
 
 def _debug_tensor(tensor: Any, buffer: bytes) -> np.ndarray | None:
-    dtype = _ET_NUMPY.get(int(tensor.scalar_type.value if hasattr(tensor.scalar_type, "value") else tensor.scalar_type))
+    code = tensor.scalar_type.value if hasattr(tensor.scalar_type, "value") else tensor.scalar_type
+    dtype = INTERMEDIATE_TYPES.get(int(code))
     if dtype is None:
         return None
     shape = tuple(int(d) for d in tensor.sizes)
@@ -166,12 +167,17 @@ def _is_output(entry: Any) -> bool:
     return bool(getattr(flag, "bool_val", flag)) if flag is not None else False
 
 
-def etdump_intermediates(data: bytes, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
-    """What one ETDump run records, per instruction in execution order: ``{"events": [{"instruction",
+def etdump_intermediates(data: bytes, feeds: Sequence[np.ndarray]) -> Intermediates:
+    """What one ETDump run records: :class:`Intermediates` of method "etdump" (value ids "v12": a .pte
+    has no tensor names) with the details, per instruction in execution order, ``{"events": [{"instruction",
     "kind" ("delegate" or "kernel"), "label", "inputs": {value id: array}, "outputs": {...},
     "reference": {...} (non-delegated kernels: PyTorch's kernel on the same inputs),
     "reference_note"}], "program_outputs": [arrays], "partitions", "kernels", "unlogged", "unavailable"}``
-    plus the keys of ``LoadedModel.intermediates`` (value ids "v12": a .pte has no tensor names)."""
+    """
+    return Intermediates.from_json({"method": "etdump", **_etdump_run(data, feeds)})
+
+
+def _etdump_run(data: bytes, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
     from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
 
     layout = _Layout(data)
@@ -258,7 +264,7 @@ def _aten_reference(layout: _Layout, step: dict[str, Any], known: dict[int, np.n
     except (AttributeError, RuntimeError):
         return {}, f"PyTorch has no operator {name}.{overload}"
     schema = op._schema
-    torch_dtypes = {code: getattr(torch, dtype) for code, dtype in _ET_NUMPY.items()}
+    torch_dtypes = {code: getattr(torch, dtype) for code, dtype in INTERMEDIATE_TYPES.items()}
 
     def tensor(vid: int) -> Any:
         if vid not in known:

@@ -17,13 +17,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
 
 _CANDIDATES = (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"))
 _STATEFUL_OPS = {"VAR_HANDLE", "ASSIGN_VARIABLE", "READ_VARIABLE"}
 
 
-def _installed() -> tuple[str, str] | None:
+def installed_runtime() -> tuple[str, str] | None:
+    """(module, distribution) of the LiteRT runtime this machine has: ai-edge-litert, else the older
+    tflite-runtime; None for neither. The one place that chooses between them."""
     for module, dist in _CANDIDATES:
         if importlib.util.find_spec(module) is not None:
             return module, dist
@@ -177,7 +179,7 @@ class LiteRTModel(LoadedModel):
     def delegates(self) -> list[str]:
         return [self._delegate_name] if self._delegate_name else []
 
-    def intermediates(self, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
+    def intermediates(self, feeds: Sequence[np.ndarray]) -> Intermediates:
         """Every tensor this configuration really computes, by tensor index, with the node that
         computes it: original nodes left on the CPU and whole delegate partitions. Tensors inside
         a partition are allocated but never written, so they are left out."""
@@ -215,8 +217,8 @@ class LiteRTModel(LoadedModel):
                 continue
         order = [int(t) for op in ops if op["op_name"] != "DELEGATE" for t in op["outputs"]]
         tensor_names = {int(d["index"]): d["name"] for d in interpreter.get_tensor_details()}
-        return {"order": order, "producers": producers, "tensors": tensors, "delegated": bool(partitions),
-                "names": {t: tensor_names.get(t, str(t)) for t in tensors}}
+        return Intermediates("tensors", order=order, producers=producers, tensors=tensors, delegated=bool(partitions),
+                             names={t: tensor_names.get(t, str(t)) for t in tensors})
 
     def precision(self) -> str:
         # Quantized tensors carry scales; a float-I/O int8 model is still an int8 model.
@@ -241,12 +243,12 @@ class LiteRTBackend(Backend):
         self.reference_sibling = "litert-ref" if with_delegate else None
         # The reference kernels before the delegate: a delegate's numerics are what is under test.
         self.reference_priority = 30 if with_delegate else 10
-        found = _installed()
+        found = installed_runtime()
         self.runtime_module, self.distribution = (
             (f"{found[0]}.interpreter", found[1]) if found else ("ai_edge_litert.interpreter", "ai-edge-litert"))
 
     def unavailable_reason(self) -> str | None:
-        return None if _installed() else "ai-edge-litert (or tflite-runtime) not installed"
+        return None if installed_runtime() else "ai-edge-litert (or tflite-runtime) not installed"
 
     def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
         module = importlib.import_module(self.runtime_module)

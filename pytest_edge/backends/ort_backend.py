@@ -8,12 +8,13 @@ import platform
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, Coverage, LoadedModel, TensorSpec, file_head, unusable_artifact
+from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
+from .ort_session import new_session
 
 # Providers that do not run the model on this machine's hardware.
 _NOT_LOCAL = {"AzureExecutionProvider"}
@@ -57,7 +58,7 @@ class OrtModel(LoadedModel):
     def delegates(self) -> list[str]:
         return [self.provider]
 
-    def intermediates(self, feeds: Sequence[np.ndarray]) -> dict[str, Any] | None:
+    def intermediates(self, feeds: Sequence[np.ndarray]) -> Intermediates | None:
         """Every node output of the ONNX graph, as this session's configuration (ORT_ENABLE_ALL)
         computes it, with ORT_DISABLE_ALL's and onnx.reference's values: see node_intermediates."""
         if self.path is None:
@@ -102,7 +103,7 @@ class OrtBackend(Backend):
     predicts_targets = ("nnapi", "coreml")
     # No delegate-free sibling for the CPU EP: triage compares its own graph node by node
     # (optimized, unoptimized, onnx.reference; OrtModel.intermediates).
-    per_node_triage = True
+    triage_method = "nodes"
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
@@ -140,28 +141,6 @@ class OrtBackend(Backend):
             raise BackendError(problem)
         session = new_session(str(path), self.provider, threads, record_assignment=True)
         return OrtModel(session, self.provider, Path(path), threads)
-
-
-def new_session(model: bytes | str, provider: str, threads: int | None, *, level: Any = None,
-                save_to: Path | None = None, record_assignment: bool = False):
-    """An InferenceSession on ``provider`` (with the CPU provider behind any other), quiet, with
-    ``threads`` intra-op threads; optionally at an optimization ``level``, saving the optimized
-    graph to ``save_to``, recording which provider runs each node (for coverage)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if record_assignment:
-        options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
-    if level is not None:
-        options.graph_optimization_level = level
-    if threads:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-    if save_to is not None:
-        options.optimized_model_filepath = str(save_to)
-    providers = [provider] if provider == "CPUExecutionProvider" else [provider, "CPUExecutionProvider"]
-    return ort.InferenceSession(model, options, providers=providers)
 
 
 # Distributions of onnxruntime built with other execution providers (they install the same

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from .ort_backend import new_session
+from ..metrics import max_abs_diff
+from .base import Intermediates
+from .ort_session import new_session
 
 # Limits that keep the per-node triage well inside a worker request's time (edge_timeout).
 SOLO_BUDGET_S = 30.0  # sessions that expose one tensor at a time (see node_intermediates)
@@ -68,7 +70,7 @@ def _reference_skip(model) -> str | None:
 
 
 def node_intermediates(path: Path, provider: str, feeds: dict[str, np.ndarray], *, threads: int | None = None,
-                       final: dict[str, np.ndarray] | None = None, level=None) -> dict[str, Any]:
+                       final: dict[str, np.ndarray] | None = None, level=None) -> Intermediates:
     """Every node output of the ONNX graph at ``path`` in three runs, for the per-node triage.
 
     A copy of the graph declares each node output a graph output and runs with ORT at ``level``
@@ -78,14 +80,20 @@ def node_intermediates(path: Path, provider: str, feeds: dict[str, np.ndarray], 
     session) differ from that run's, each tensor is exposed alone instead (fusions around it kept)
     until SOLO_BUDGET_S is spent, and the graph outputs are taken from ``final``.
 
-    Returns the LiteRT ``intermediates`` keys ("order", "producers", "tensors" (the optimized
-    values), "names", "delegated") keyed by tensor name, plus "nodes" (tensor -> node name,
+    Returns :class:`Intermediates` of method "nodes" keyed by tensor name (``tensors``: the optimized
+    values), with the details "nodes" (tensor -> node name,
     op_type, index), "runs" (ORT_DISABLE_ALL's and onnx.reference's tensors), "optimized" (the
-    level's name), "method" ("all at once" or "one at a time"), "exposure_delta" (max |Δ| on the
+    level's name), "exposure" ("all at once" or "one at a time"), "exposure_delta" (max |Δ| on the
     outputs from exposing every tensor), "solo_stopped_at", "fused" (tensor -> node of ORT's
     optimized graph), "removed" (node names its optimized graph no longer has) and "skipped" (run
     -> why not); "unavailable" with a reason where it cannot be done.
     """
+    found = _node_runs(path, provider, feeds, threads=threads, final=final, level=level)
+    return Intermediates.from_json({"method": "nodes", **found})
+
+
+def _node_runs(path: Path, provider: str, feeds: dict[str, np.ndarray], *, threads: int | None,
+               final: dict[str, np.ndarray] | None, level) -> dict[str, Any]:
     empty: dict[str, Any] = {"order": [], "producers": {}, "tensors": {}, "names": {},
                              "delegated": provider != "CPUExecutionProvider", "runs": {}, "skipped": {}}
     try:
@@ -131,7 +139,7 @@ def node_intermediates(path: Path, provider: str, feeds: dict[str, np.ndarray], 
             graph.output.append(onnx.ValueInfoProto(name=tensor))
     exposed = model.SerializeToString()
     found = {**empty, "order": order, "producers": producers, "names": {t: t for t in order}, "nodes": nodes,
-             "optimized": level_name, "method": "all at once", "exposure_delta": None, "solo_stopped_at": None,
+             "optimized": level_name, "exposure": "all at once", "exposure_delta": None, "solo_stopped_at": None,
              "fused": {}, "removed": [], "solo_budget_s": SOLO_BUDGET_S}
     try:
         found["runs"][UNOPTIMIZED] = _run_exposed(exposed, provider, ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -146,14 +154,14 @@ def node_intermediates(path: Path, provider: str, feeds: dict[str, np.ndarray], 
         optimized = None
     final = _sendable(final or {})
     if optimized is not None and final:
-        deltas = [_max_delta(final[o], optimized[o]) for o in final if o in optimized]
+        deltas = [max_abs_diff(final[o], optimized[o]) for o in final if o in optimized]
         found["exposure_delta"] = max(deltas, default=0.0)
     if optimized is not None and not (found["exposure_delta"] or 0.0) > 0.0:
         found["tensors"] = optimized
     else:
         # Exposing every tensor stopped a fusion that changes the outputs (or ORT refused the copy):
         # expose one at a time, so the fusions around each tensor stay.
-        found["method"] = "one at a time"
+        found["exposure"] = "one at a time"
         solo, deadline = dict(final), time.monotonic() + SOLO_BUDGET_S
         for tensor in order:
             if tensor in final:
@@ -193,14 +201,3 @@ def node_intermediates(path: Path, provider: str, feeds: dict[str, np.ndarray], 
         return {**empty, "unavailable": f"the intermediate tensors of {path} take {size / 2**30:.1f} GiB per run, "
                                         f"more than the {MAX_INTERMEDIATE_BYTES / 2**30:.0f} GiB a worker sends back"}
     return found
-
-
-def _max_delta(a: np.ndarray, b: np.ndarray) -> float:
-    if a.shape != b.shape:
-        return float("inf")
-    with np.errstate(all="ignore"):
-        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-    same_nan = np.isnan(a.astype(np.float64)) & np.isnan(b.astype(np.float64))
-    return float(np.max(np.where(same_nan, 0.0, diff), initial=0.0))
-
-

@@ -12,8 +12,8 @@ import pytest
 from ..errors import EdgeError
 from ..marker import parse_marker
 from ..plan import Plan
-from ..session import EdgeSession
 from .layout import set_label, unused_sets
+from .sets import GoldenSets
 from .store import GoldenStore
 
 # The edge_model parameter of a collected test (None for a test without one).
@@ -53,7 +53,7 @@ class GoldenUse:
 USE_KEY = pytest.StashKey[GoldenUse]()
 
 
-def golden_references(edge: EdgeSession, items: list[pytest.Item], plan_of: PlanOf) -> set[tuple[str, str]]:
+def golden_references(sets: GoldenSets, items: list[pytest.Item], plan_of: PlanOf) -> set[tuple[str, str]]:
     """(model, input set) of every collected edge test, with the stored set it reads where that
     is another (a legacy golden); ``(model, "*")`` where the set cannot be told (no backend
     selected, an ``inputs=`` that fails), so that model's sets all count as used."""
@@ -65,13 +65,13 @@ def golden_references(edge: EdgeSession, items: list[pytest.Item], plan_of: Plan
         plan = plan_of(item)
         if plan is None:
             try:
-                name = edge.golden.model_name(parse_marker(marker.args, marker.kwargs), Path(item.path).parent)
+                name = sets.model_name(parse_marker(marker.args, marker.kwargs), Path(item.path).parent)
             except EdgeError:
                 continue  # a marker that does not parse is a collection error: no report then
             refs.add((name, ANY_SET))
             continue
         try:
-            refs |= edge.golden.used(plan)  # the reference= model's golden where the test names one
+            refs |= sets.used(plan)  # the reference= model's golden where the test names one
         except Exception:  # noqa: BLE001 - the test itself reports a bad inputs=; keep the model
             refs.add((plan.golden_model.name, ANY_SET))
     return refs
@@ -115,10 +115,10 @@ def collection_complete(config: pytest.Config, use: GoldenUse) -> bool:
     return selects_every_test(config) and not use.deselected and not use.collect_errors
 
 
-def find_unused(session: pytest.Session, edge: EdgeSession, plan_of: PlanOf) -> None:
+def find_unused(session: pytest.Session, sets: GoldenSets, plan_of: PlanOf) -> None:
     """Fill ``GoldenUse.unused`` when this session ran every test (see :class:`GoldenUse`)."""
     use = session.config.stash[USE_KEY]
-    if not edge.store.all_sets() or not collection_complete(session.config, use):
+    if not sets.store.all_sets() or not collection_complete(session.config, use):
         return
     if session.shouldfail or session.shouldstop or session.exitstatus not in (0, 1):
         return
@@ -129,8 +129,8 @@ def find_unused(session: pytest.Session, edge: EdgeSession, plan_of: PlanOf) -> 
             return
         refs = set().union(*use.worker_refs)
     else:
-        refs = golden_references(edge, session.items, plan_of)
+        refs = golden_references(sets, session.items, plan_of)
     if not refs:  # no edge test in this run: it says nothing about goldens
         return
     use.models_used = {model for model, _ in refs}
-    use.unused = unused_golden_sets(edge.store, refs)
+    use.unused = unused_golden_sets(sets.store, refs)

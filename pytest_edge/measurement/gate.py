@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ..checks import Regression, latency_regressions, resource_regressions
+from .regressions import Regression, latency_regressions, resource_regressions
 
 # (the new measurement, the twin's measurement or None) from fresh processes.
 Remeasure = Callable[[], "tuple[Mapping[str, Any], Mapping[str, Any] | None]"]

@@ -24,7 +24,6 @@ from typing import Sequence
 
 import numpy as np
 
-ALPHA = 0.05  # one-sided
 # The least spread of log per-process figures a test assumes. Fresh processes of one tiny model
 # differ by 10 % to 70 % on a 2-core CI machine (memory layout, the host's other guests), so three
 # processes that agree to 0.1 % are luck, not precision: without a floor, one such baseline made a

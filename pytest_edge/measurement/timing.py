@@ -10,6 +10,8 @@ from typing import Sequence
 import numpy as np
 
 _KB_PER_MB = 1024.0
+# Below these run counts a percentile rests on too few samples to be trusted.
+MIN_RUNS = {"p50": 5, "p90": 20, "p99": 100}
 
 
 def latency_stats(samples_ns: Sequence[int]) -> dict[str, float]:

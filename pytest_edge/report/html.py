@@ -1,71 +1,27 @@
 """One self-contained HTML page from a JSON report: verdicts, latency distributions, delegate
 coverage, accuracy, the change against a baseline and the device x backend matrix.
 
-Charts are inline SVG drawn by the few functions below (no plotting library, no script, no font
+Charts are inline SVG (:mod:`.charts`) (no plotting library, no script, no font
 or stylesheet from the network), so the page opens offline from a CI artifact years later and stays
-a few kilobytes per record. Every string that comes from a report goes through :func:`_e`.
+a few kilobytes per record. Every string that comes from a report goes through :func:`~.charts.escape`.
 """
 
 from __future__ import annotations
 
-import html
-import math
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..ab_baseline import report_baseline
-from ..checks import latency_regressions, resource_regressions
-from .json_report import DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, missing_artifact, worst_per
-
-DEFAULT_MAX_REGRESSION = 0.10
-# Colour-blind-safe (Okabe-Ito), one per series of a chart.
-PALETTE = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000"]
-DELEGATED, FALLBACK = "#009e73", "#d55e00"
-
-
-def _e(value: Any) -> str:
-    """HTML-escaped text: model, test and operator names come from user files."""
-    return html.escape(str(value), quote=True)
+from ..record import dig
+from .changes import (DEFAULT_MAX_REGRESSION, FIGURES, FigureChange, base_backend, device_label, figure_changes,
+                      regressions)
+from .charts import PALETTE, Series, bar_chart, coverage_bar, ecdf_chart, escape, significant
+from .json_report import find_baseline
+from .table import DASH, VERDICT_RANK, fold_line, folded_skips, missing_artifact, worst_per
 
 
 def _table_open(title_html: str, headers: Sequence[str]) -> str:
     """A section title (trusted HTML) and the opening of its table with escaped column headers."""
-    return f"<h3>{title_html}</h3><table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers) + "</tr>"
-
-
-def _num(value: Any, digits: int = 3) -> str:
-    """A figure with ``digits`` significant digits (latencies span µs to s), or a dash."""
-    if value is None:
-        return DASH
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        return _e(value)
-    if isinstance(value, int) or value == 0 or abs(value) >= 10 ** digits:
-        return f"{value:.0f}"
-    return f"{value:.{max(digits - 1 - math.floor(math.log10(abs(value))), 0)}f}"
-
-
-def _get(record: Mapping[str, Any], *path: str) -> Any:
-    value: Any = record
-    for key in path:
-        value = value.get(key) if isinstance(value, Mapping) else None
-    return value
-
-
-# ------------------------------------------------------------------ labels
-
-
-def device_label(record: Mapping[str, Any]) -> str:
-    """Where a record ran: the merged report's machine label, then the device name (from
-    ``device`` or the ``@device`` suffix of the backend); "local" for neither."""
-    parts = [str(record["machine"])] if record.get("machine") else []
-    device = _get(record, "device", "name") or record["backend"].partition("@")[2]
-    if device and device != "local":
-        parts.append(str(device))
-    return " / ".join(parts) or "local"
-
-
-def base_backend(record: Mapping[str, Any]) -> str:
-    return record["backend"].partition("@")[0]
+    return f"<h3>{title_html}</h3><table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in headers) + "</tr>"
 
 
 def _series_labels(records: Sequence[Mapping[str, Any]], merged: bool) -> list[str]:
@@ -74,224 +30,6 @@ def _series_labels(records: Sequence[Mapping[str, Any]], merged: bool) -> list[s
     labels = [r["backend"] + (f" · {r['machine']}" if merged and r.get("machine") else "") for r in records]
     return [f"{label} [{r['test'].rpartition('::')[2]}]" if labels.count(label) > 1 else label
             for label, r in zip(labels, records)]
-
-
-# ------------------------------------------------------------------ baseline
-
-
-@dataclass(frozen=True)
-class Change:
-    """One figure of a record against its baseline record."""
-
-    figure: str
-    old: float
-    new: float
-    relative: bool  # latency, memory: a ratio; fallback: a difference of fractions
-    regressed: bool
-
-    @property
-    def delta(self) -> float:
-        if not self.relative:
-            return self.new - self.old
-        return self.new / self.old - 1 if self.old else (math.inf if self.new else 0.0)
-
-    def text(self) -> str:
-        if not self.relative:
-            return f"{self.delta * 100:+.1f} pp"
-        return "new" if math.isinf(self.delta) else f"{self.delta:+.1%}"
-
-
-FIGURES: list[tuple[str, Callable[[Mapping[str, Any]], Any], bool]] = [
-    ("P50", lambda r: _get(r, "latency_ms", "p50"), True),
-    ("P99", lambda r: _get(r, "latency_ms", "p99"), True),
-    ("peak memory", lambda r: r.get("peak_memory_mb"), True),
-    ("fallback", lambda r: _get(r, "coverage", "fallback"), False),
-]
-
-
-# The merge gate's name of each figure (checks.Regression.figure).
-_GATE_FIGURES = {"P50": "P50 latency", "P99": "P99 latency", "peak memory": "peak memory",
-                 "fallback": "delegate coverage"}
-
-
-def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
-                   max_regression: float = DEFAULT_MAX_REGRESSION) -> list[Change]:
-    """P50, P99, peak memory and fallback against the baseline record, where both have them. A
-    figure is marked regressed by the merge gate's own rules against stored numbers (checks.py):
-    latency above ``max_regression`` and significant over the processes (P99 is never gated
-    against stored numbers), memory above it and by more than 1 MB, fallback when it rose at all.
-    So a page never calls "regressed" what the gate would pass."""
-    if not old:
-        return []
-    flagged: set[str] = set()
-    if record.get("backend"):
-        latency, _ = latency_regressions(record, old, max_regression)
-        flagged = {r.figure for r in latency + resource_regressions(record, old, max_regression)}
-    changes = []
-    for figure, get, relative in FIGURES:
-        new_value, old_value = get(record), get(old)
-        if not isinstance(new_value, (int, float)) or not isinstance(old_value, (int, float)):
-            continue
-        changes.append(Change(figure, float(old_value), float(new_value), relative, _GATE_FIGURES[figure] in flagged))
-    return changes
-
-
-def regressions(report: Mapping[str, Any], baseline: Mapping[str, Any] | None,
-                max_regression: float = DEFAULT_MAX_REGRESSION) -> list[tuple[Mapping[str, Any], Change]]:
-    """Every regressed figure of the report's records against the baseline report."""
-    if not baseline:
-        return []
-    found = []
-    for record in report.get("records", []):
-        if record.get("verdict") == "skipped":
-            continue
-        found += [(record, c) for c in figure_changes(record, find_baseline(baseline, record), max_regression)
-                  if c.regressed]
-    return found
-
-
-# ------------------------------------------------------------------ SVG
-
-
-def _svg(width: int, height: int, body: Iterable[str], label: str) -> str:
-    # width/height attributes as well as the viewBox: the chart has a size before CSS applies.
-    return (f'<svg width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(label)}">'
-            + "".join(body) + "</svg>")
-
-
-def _ticks(lo: float, hi: float, log: bool) -> list[float]:
-    """Round axis values in [lo, hi]: 1-2-5 steps (per decade on a log axis)."""
-    if log:
-        ticks = []
-        for exponent in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
-            for mantissa in (1, 2, 5):
-                value = mantissa * 10.0 ** exponent
-                if lo <= value <= hi:
-                    ticks.append(value)
-        return ticks if len(ticks) <= 7 else [t for t in ticks if f"{t:.0e}".startswith("1")]
-    raw = (hi - lo) / 5 or 1.0
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
-    first = math.ceil(lo / step) * step
-    return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
-
-
-def _text(x: float, y: float, text: str, anchor: str = "start", cls: str = "") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"'
-            + (f' class="{cls}"' if cls else "") + f">{_e(text)}</text>")
-
-
-@dataclass
-class Series:
-    label: str
-    color: str
-    quantiles: list[float] | None  # 0..100th percentiles, ms
-    marks: dict[str, float]  # p50/p90/p99 -> ms
-    baseline: bool = False
-
-
-def ecdf_chart(series: Sequence[Series], width: int = 560, height: int = 270) -> str:
-    """The latency distributions as ECDFs (x: ms, log scale when they span more than a decade;
-    y: fraction of runs at most x), P50/P90/P99 marked on each; baseline series dashed."""
-    left, right, top, bottom = 46, 14, 10, 38
-    values = [v for s in series for v in [*(s.quantiles or []), *s.marks.values()]
-              if isinstance(v, (int, float)) and math.isfinite(v)]
-    if not values:
-        return ""
-    lo, hi = min(values), max(values)
-    log = lo > 0 and hi / lo > 10
-    if log:
-        lo, hi = lo / 1.1, hi * 1.1
-    else:
-        pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
-        lo, hi = max(lo - pad, 0.0), hi + pad
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def x(v: float) -> float:
-        if log:
-            return left + plot_w * (math.log10(max(v, lo)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
-        return left + plot_w * (v - lo) / (hi - lo)
-
-    def y(fraction: float) -> float:
-        return top + plot_h * (1 - fraction)
-
-    body = [f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="plot"/>']
-    for tick in _ticks(lo, hi, log):
-        body.append(f'<line x1="{x(tick):.1f}" y1="{top}" x2="{x(tick):.1f}" y2="{top + plot_h}" class="grid"/>')
-        body.append(_text(x(tick), top + plot_h + 13, _num(tick, 2), "middle", "tick"))
-    for fraction, name in ((0.0, "0"), (0.5, "P50"), (0.9, "P90"), (0.99, "P99"), (1.0, "")):
-        body.append(f'<line x1="{left}" y1="{y(fraction):.1f}" x2="{left + plot_w}" y2="{y(fraction):.1f}" '
-                    f'class="{"guide" if name not in ("0", "") else "grid"}"/>')
-        if name:
-            body.append(_text(left - 4, y(fraction) + (7 if name == "P99" else 3.5), name, "end", "tick"))
-    body.append(_text(left + plot_w / 2, height - 6,
-                      "latency, ms" + (" (log scale)" if log else "") + ": fraction of runs at most x",
-                      "middle", "axis"))
-    for s in series:
-        dash = ' stroke-dasharray="5 3" stroke-opacity="0.75"' if s.baseline else ""
-        if s.quantiles:
-            points = " ".join(f"{x(v):.1f},{y(i / (len(s.quantiles) - 1)):.1f}" for i, v in enumerate(s.quantiles))
-        else:  # no quantiles (an older report): the marks alone, joined
-            marks = sorted((s.marks[k], f) for k, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)) if k in s.marks)
-            points = " ".join(f"{x(v):.1f},{y(f):.1f}" for v, f in marks)
-            dash = ' stroke-dasharray="2 3"'
-        body.append(f'<polyline points="{points}" fill="none" stroke="{s.color}" '
-                    f'stroke-width="{1.3 if s.baseline else 1.8}"{dash}><title>{_e(s.label)}</title></polyline>')
-        for key, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
-            if key in s.marks:
-                fill = "#fff" if s.baseline else s.color
-                body.append(f'<circle cx="{x(s.marks[key]):.1f}" cy="{y(fraction):.1f}" r="3.2" fill="{fill}" '
-                            f'stroke="{s.color}"><title>{_e(s.label)} {key.upper()} '
-                            f'{_num(s.marks[key])} ms</title></circle>')
-    return _svg(width, height, body, "latency distribution per backend")
-
-
-def bar_chart(groups: Sequence[tuple[str, Sequence[tuple[float | None, str, str]]]], unit: str,
-              width: int = 360) -> str:
-    """Horizontal bars: per group (a backend) one bar per (value, colour, name); a missing value
-    is a dash, not a zero-length bar that would read as "free"."""
-    label_w, row, gap = 150, 11, 7
-    values = [v for _, bars in groups for v, _, _ in bars if isinstance(v, (int, float))]
-    if not values:
-        return ""
-    top_value = max(values) or 1.0
-    plot_w = width - label_w - 58
-    height = sum(len(bars) * row + gap for _, bars in groups) + 4
-    body, cursor = [], 2
-    for label, bars in groups:
-        short = label if len(label) <= 24 else label[:23] + "…"
-        body.append(f'<text x="{label_w - 6}" y="{cursor + len(bars) * row / 2 + 4:.1f}" text-anchor="end" '
-                    f'class="tick"><title>{_e(label)}</title>{_e(short)}</text>')
-        for value, color, name in bars:
-            if isinstance(value, (int, float)):
-                length = max(plot_w * value / top_value, 1.0)
-                body.append(f'<rect x="{label_w}" y="{cursor}" width="{length:.1f}" height="{row - 2}" '
-                            f'fill="{color}"><title>{_e(label)} {_e(name)}: {_num(value)} {_e(unit)}</title></rect>')
-                body.append(_text(label_w + length + 4, cursor + row - 3, f"{_num(value)} {unit}", "start", "val"))
-            else:
-                body.append(_text(label_w + 2, cursor + row - 3, f"{name}: not measured", "start", "val"))
-            cursor += row
-        cursor += gap
-    return _svg(width, height, body, f"bars, {unit}")
-
-
-def coverage_bar(coverage: Mapping[str, Any], width: int = 300, height: int = 16) -> str:
-    """One bar split delegated (green) / fallback (orange) by operator count."""
-    total = coverage.get("total_ops")
-    fallback = coverage.get("fallback")
-    if total:
-        delegated_share = (coverage.get("delegated_ops") or 0) / total
-    elif isinstance(fallback, (int, float)):
-        delegated_share = 1 - fallback
-    else:
-        return ""
-    split = width * max(min(delegated_share, 1.0), 0.0)
-    body = [(f'<rect x="0" y="0" width="{split:.1f}" height="{height}" fill="{DELEGATED}">'
-             f'<title>delegated {delegated_share:.0%}</title></rect>'),
-            (f'<rect x="{split:.1f}" y="0" width="{width - split:.1f}" height="{height}" fill="{FALLBACK}">'
-             f'<title>fallback {1 - delegated_share:.0%}</title></rect>')]
-    return _svg(width, height, body, f"delegated {delegated_share:.0%}")
 
 
 # ------------------------------------------------------------------ page
@@ -319,18 +57,18 @@ ul.fail li{margin-bottom:4px}code{font-size:12px;background:#f6f8fa;padding:0 3p
 
 
 def _chip(verdict: str, count: int) -> str:
-    return f'<span class="{_e(verdict)}">{count} {_e(verdict)}</span>'
+    return f'<span class="{escape(verdict)}">{count} {escape(verdict)}</span>'
 
 
 def _verdict_cell(record: Mapping[str, Any]) -> str:
     verdict = record["verdict"]
     extra = " (gate inconclusive)" if record.get("warnings") else ""
     title = "; ".join(record.get("violations") or []) or record.get("skip_reason") or ""
-    return f'<td class="{_e(verdict)}" title="{_e(title)}">{_e(verdict + extra)}</td>'
+    return f'<td class="{escape(verdict)}" title="{escape(title)}">{escape(verdict + extra)}</td>'
 
 
 def _overview(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
-              found: Sequence[tuple[Mapping[str, Any], Change]], max_regression: float,
+              found: Sequence[tuple[Mapping[str, Any], FigureChange]], max_regression: float,
               has_baseline: bool) -> list[str]:
     counts: dict[str, int] = {}
     for record in records:
@@ -349,25 +87,25 @@ def _overview(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
     if failures:
         out.append(f"<h3>Failures ({len(failures)})</h3><ul class=\"fail\">")
         for r in failures:
-            messages = "".join(f"<li>{_e(v)}</li>" for v in r.get("violations") or ["(no message)"])
-            out.append(f'<li><a href="#{_anchor(r["model"]["name"])}"><code>{_e(r["test"])}</code></a> '
-                       f'on <b>{_e(r["backend"])}</b>'
-                       + (f" ({_e(r['machine'])})" if r.get("machine") else "")
-                       + f' <span class="{_e(r["verdict"])}">{_e(r["verdict"])}</span><ul>{messages}</ul></li>')
+            messages = "".join(f"<li>{escape(v)}</li>" for v in r.get("violations") or ["(no message)"])
+            out.append(f'<li><a href="#{_anchor(r["model"]["name"])}"><code>{escape(r["test"])}</code></a> '
+                       f'on <b>{escape(r["backend"])}</b>'
+                       + (f" ({escape(r['machine'])})" if r.get("machine") else "")
+                       + f' <span class="{escape(r["verdict"])}">{escape(r["verdict"])}</span><ul>{messages}</ul></li>')
         out.append("</ul>")
     if found:
-        per_record: dict[int, tuple[Mapping[str, Any], list[Change]]] = {}
+        per_record: dict[int, tuple[Mapping[str, Any], list[FigureChange]]] = {}
         for r, change in found:
             per_record.setdefault(id(r), (r, []))[1].append(change)
         out.append(f"<h3>Regressions against the baseline ({len(per_record)})</h3><ul class=\"fail\">")
         for r, changes in per_record.values():
-            out.append(f'<li><code>{_e(r["test"])}</code> on <b>{_e(r["backend"])}</b>: ' + "; ".join(
-                f"{_e(c.figure)} {_e(c.text())} ({_num(c.old)} → {_num(c.new)})" for c in changes) + "</li>")
+            out.append(f'<li><code>{escape(r["test"])}</code> on <b>{escape(r["backend"])}</b>: ' + "; ".join(
+                f"{escape(c.figure)} {escape(c.text())} ({significant(c.old)} → {significant(c.new)})" for c in changes) + "</li>")
         out.append("</ul>")
     warnings = [(r, w) for r in records for w in r.get("warnings") or []]
     if warnings:
         out.append("<h3>Warnings</h3><ul>" + "".join(
-            f"<li><code>{_e(r['test'])}</code>: {_e(w)}</li>" for r, w in warnings) + "</ul>")
+            f"<li><code>{escape(r['test'])}</code>: {escape(w)}</li>" for r, w in warnings) + "</ul>")
     out.append("</section>")
     return out
 
@@ -389,17 +127,17 @@ def _matrix(records: Sequence[Mapping[str, Any]]) -> list[str]:
         if not cells:
             continue
         backends = sorted({b for _, b in cells})
-        out.append(_table_open(_e(model), ["device", *backends]))
+        out.append(_table_open(escape(model), ["device", *backends]))
         for device in sorted({d for d, _ in cells}):
-            out.append(f"<tr><th>{_e(device)}</th>")
+            out.append(f"<tr><th>{escape(device)}</th>")
             for backend in backends:
                 r = cells.get((device, backend))
                 if r is None:
                     out.append(f'<td class="muted">{DASH}</td>')
                     continue
-                p50 = _get(r, "latency_ms", "p50")
-                out.append(f'<td class="{_e(r["verdict"])}">{_e(r["verdict"])}'
-                           + (f"<br>P50 {_num(p50)} ms" if p50 is not None else "") + "</td>")
+                p50 = dig(r, "latency_ms", "p50")
+                out.append(f'<td class="{escape(r["verdict"])}">{escape(r["verdict"])}'
+                           + (f"<br>P50 {significant(p50)} ms" if p50 is not None else "") + "</td>")
             out.append("</tr>")
         out.append("</table>")
     out.append("</section>")
@@ -414,23 +152,23 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
     label = {id(r): lab for r, lab in zip(records, labels)}
     olds = {id(r): find_baseline(baseline, r) if baseline else None for r in records}
     worst = min((VERDICT_RANK.get(r["verdict"], 1) for r in records), default=1)
-    out = [(f'<section id="{_anchor(model)}"><h2>{_e(model)} '
+    out = [(f'<section id="{_anchor(model)}"><h2>{escape(model)} '
             f'<small>{"failures" if worst == 0 else ""}</small></h2>')]
-    artifacts = sorted({str(_get(r, "model", "artifact")) for r in records if _get(r, "model", "artifact")})
+    artifacts = sorted({str(dig(r, "model", "artifact")) for r in records if dig(r, "model", "artifact")})
     if artifacts:
-        out.append("<p class=\"muted\">" + ", ".join(f"<code>{_e(a)}</code>" for a in artifacts) + "</p>")
+        out.append("<p class=\"muted\">" + ", ".join(f"<code>{escape(a)}</code>" for a in artifacts) + "</p>")
 
     # Latency: distributions, then load / first inference and peak memory beside them.
     series = []
     for r in ran:
-        marks = {k: v for k, v in (_get(r, "latency_ms") or {}).items()
+        marks = {k: v for k, v in (dig(r, "latency_ms") or {}).items()
                  if k in ("p50", "p90", "p99") and isinstance(v, (int, float))}
         quantiles = r.get("latency_quantiles_ms") if isinstance(r.get("latency_quantiles_ms"), list) else None
         if quantiles or marks:
             series.append(Series(label[id(r)], color[id(r)], quantiles, marks))
         old = olds[id(r)]
-        if old and (old.get("latency_quantiles_ms") or _get(old, "latency_ms", "p50") is not None):
-            old_marks = {k: v for k, v in (_get(old, "latency_ms") or {}).items()
+        if old and (old.get("latency_quantiles_ms") or dig(old, "latency_ms", "p50") is not None):
+            old_marks = {k: v for k, v in (dig(old, "latency_ms") or {}).items()
                          if k in ("p50", "p90", "p99") and isinstance(v, (int, float))}
             old_quantiles = old.get("latency_quantiles_ms") if isinstance(old.get("latency_quantiles_ms"), list) \
                 else None
@@ -465,8 +203,8 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
                                        "load ms", "first inference ms", "peak MB", "verdict"]))
     for r in records:
         lat = r.get("latency_ms") or {}
-        out.append(f'<tr><td><span class="sw" style="background:{color[id(r)]}"></span>{_e(label[id(r)])}</td>'
-                   + "".join(f'<td class="n">{_num(v)}</td>' for v in (
+        out.append(f'<tr><td><span class="sw" style="background:{color[id(r)]}"></span>{escape(label[id(r)])}</td>'
+                   + "".join(f'<td class="n">{significant(v)}</td>' for v in (
                        lat.get("p50"), lat.get("p90"), lat.get("p99"), lat.get("mean"), lat.get("min"),
                        r.get("measured_runs"), r.get("load_ms"), r.get("first_inference_ms"),
                        r.get("peak_memory_mb")))
@@ -475,8 +213,8 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
     for r in records:
         if r["verdict"] in ("failed", "error", "skipped") and (r.get("violations") or r.get("skip_reason")):
             text = "; ".join(r.get("violations") or []) or r.get("skip_reason")
-            out.append(f'<p><span class="{_e(r["verdict"])}">&nbsp;{_e(r["verdict"])}&nbsp;</span> '
-                       f"<b>{_e(label[id(r)])}</b>: {_e(text)}</p>")
+            out.append(f'<p><span class="{escape(r["verdict"])}">&nbsp;{escape(r["verdict"])}&nbsp;</span> '
+                       f"<b>{escape(label[id(r)])}</b>: {escape(text)}</p>")
 
     # Against the baseline: each figure's change, regressions highlighted.
     compared = [(r, figure_changes(r, olds[id(r)], max_regression)) for r in ran if olds[id(r)]]
@@ -491,10 +229,10 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
                 if c is None:
                     cells.append(f'<td class="muted">{DASH}</td>')
                     continue
-                shown = (lambda v: f"{v:.1%}") if not relative else _num
+                shown = (lambda v: f"{v:.1%}") if not relative else significant
                 cls = "bad" if c.regressed else ("good" if c.delta < 0 else "")
-                cells.append(f'<td class="n {cls}">{shown(c.old)} → {shown(c.new)} ({_e(c.text())})</td>')
-            out.append(f"<tr><td>{_e(label[id(r)])}</td>{''.join(cells)}</tr>")
+                cells.append(f'<td class="n {cls}">{shown(c.old)} → {shown(c.new)} ({escape(c.text())})</td>')
+            out.append(f"<tr><td>{escape(label[id(r)])}</td>{''.join(cells)}</tr>")
         out.append("</table>")
 
     # Delegate coverage: the split, the operators left to the CPU, the partitions.
@@ -505,19 +243,19 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
         for r in covered:
             cov = r["coverage"]
             ops = cov.get("fallback_op_names") or {}
-            names = ", ".join(f"<code>{_e(op)}</code> ×{_e(n)}" for op, n in sorted(ops.items())) or "none"
+            names = ", ".join(f"<code>{escape(op)}</code> ×{escape(n)}" for op, n in sorted(ops.items())) or "none"
             share = cov.get("fallback")
             note = ""
             if not (cov.get("delegated_ops") or 0) and not cov.get("partitions"):
-                from .json_report import backend_has_delegate  # the registry, or the "-ref" naming
+                from .table import backend_has_delegate  # the registry, or the "-ref" naming
 
                 if not backend_has_delegate(r["backend"]):
                     note = " <small>reference lane: no delegate by design</small>"
             method = " <small>(predicted)</small>" if cov.get("method") == "predicted" else ""
-            out.append(f"<tr><td>{_e(label[id(r)])}</td><td>{coverage_bar(cov)} "
+            out.append(f"<tr><td>{escape(label[id(r)])}</td><td>{coverage_bar(cov)} "
                        f"{'' if share is None else f'{1 - share:.0%} delegated'}{method}{note}</td>"
-                       f'<td class="n">{_num(cov.get("delegated_ops"))}/{_num(cov.get("total_ops"))}</td>'
-                       f'<td class="n">{_num(cov.get("partitions"))}</td><td>{names}</td></tr>')
+                       f'<td class="n">{significant(cov.get("delegated_ops"))}/{significant(cov.get("total_ops"))}</td>'
+                       f'<td class="n">{significant(cov.get("partitions"))}</td><td>{names}</td></tr>')
         out.append("</table>")
 
     # Accuracy against the golden, per record (the report keeps the worst over outputs and cases).
@@ -528,15 +266,15 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
         for r in checked:
             acc = r["accuracy"]
             cosine = acc.get("cosine")
-            out.append(f"<tr><td>{_e(label[id(r)])}</td><td>{_e(acc.get('reference') or DASH)}</td>"
+            out.append(f"<tr><td>{escape(label[id(r)])}</td><td>{escape(acc.get('reference') or DASH)}</td>"
                        + "".join(f'<td class="n">{v}</td>' for v in (
                            DASH if acc.get("max_abs_err") is None else f"{acc['max_abs_err']:.2e}",
                            DASH if acc.get("max_rel_err") is None else f"{acc['max_rel_err']:.2e}",
-                           DASH if cosine is None else f"{cosine:.6f}", _num(acc.get("snr_db"))))
+                           DASH if cosine is None else f"{cosine:.6f}", significant(acc.get("snr_db"))))
                        + "</tr>")
         out.append("</table>")
     for model_name, (suffixes, backends) in folded_skips(skipped).items():
-        out.append(f'<p class="muted">{_e(fold_line(model_name, suffixes, backends))}</p>')
+        out.append(f'<p class="muted">{escape(fold_line(model_name, suffixes, backends))}</p>')
     out.append("</section>")
     return out
 
@@ -560,9 +298,9 @@ def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = 
            '<meta name="viewport" content="width=device-width,initial-scale=1">',
            "<title>pytest-edge report</title>", f"<style>{CSS}</style></head><body>",
            "<h1>pytest-edge conformance report</h1>",
-           f'<p class="muted">{_e(report.get("created", ""))} · {len(records)} record(s)'
-           + (f" · {_e(described)}" if described else "")
-           + (f" · baseline of {_e(baseline.get('created', '?'))}" if baseline else "") + "</p>"]
+           f'<p class="muted">{escape(report.get("created", ""))} · {len(records)} record(s)'
+           + (f" · {escape(described)}" if described else "")
+           + (f" · baseline of {escape(baseline.get('created', '?'))}" if baseline else "") + "</p>"]
     out += _overview(report, records, found, max_regression, baseline is not None)
     out += _matrix(records)
     by_model: dict[str, list[Mapping[str, Any]]] = {}

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..ab_baseline import report_baseline
-from .html import DEFAULT_MAX_REGRESSION, device_label, figure_changes, regressions
-from .json_report import (DASH, VERDICT_RANK, find_baseline, fold_line, folded_skips, gate_summary, missing_artifact,
-                          table_footer, worst_per)
+from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, regressions
+from .json_report import find_baseline
+from .table import (DASH, VERDICT_RANK, figure, fold_line, folded_skips, gate_summary, missing_artifact,
+                    table_footer, worst_per)
 
 _ICON = {"passed": "✅", "failed": "❌", "error": "❌", "skipped": "⏭️"}
 
@@ -20,10 +21,6 @@ def _md(value: Any) -> str:
     for char in "\\`*_[]|#":
         text = text.replace(char, "\\" + char)
     return text
-
-
-def _fig(value: Any, fmt: str) -> str:
-    return DASH if value is None else format(value, fmt)
 
 
 def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = None,
@@ -76,10 +73,10 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
             if r.get("warnings"):
                 verdict += " (gate inconclusive)"
             cells = [_md(model), *([_md(device)] if devices else []), _md(backend),
-                     _fig((r.get("accuracy") or {}).get("max_abs_err"), ".2e"),
-                     with_change(coverage, "fallback"), with_change(_fig(lat.get("p50"), ".3f"), "P50"),
-                     with_change(_fig(lat.get("p99"), ".3f"), "P99"), _fig(r.get("load_ms"), ".1f"),
-                     with_change(_fig(r.get("peak_memory_mb"), ".1f"), "peak memory"), verdict]
+                     figure((r.get("accuracy") or {}).get("max_abs_err"), ".2e"),
+                     with_change(coverage, "fallback"), with_change(figure(lat.get("p50"), ".3f"), "P50"),
+                     with_change(figure(lat.get("p99"), ".3f"), "P99"), figure(r.get("load_ms"), ".1f"),
+                     with_change(figure(r.get("peak_memory_mb"), ".1f"), "peak memory"), verdict]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     folded = folded_skips(records)

@@ -76,10 +76,6 @@ class BackendWorker:
     def alive(self) -> bool:
         return self._server is not None or (self._process is not None and self._process.poll() is None)
 
-    def start(self) -> None:
-        self.launch()
-        self._handshake(None)
-
     def launch(self) -> None:
         """Start the worker process without waiting for it to import its runtime, so several
         workers (or collection) can go on meanwhile; the first request waits for it."""

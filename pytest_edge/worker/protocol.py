@@ -83,7 +83,9 @@ class Measure(Request):
 
 
 @dataclass
-class Intermediates(Request):
+class ReadIntermediates(Request):
+    """One run of ``key`` that keeps the tensors computed on the way (a backend's ``Intermediates``)."""
+
     op: ClassVar[str] = "intermediates"
     key: str
     feeds: list[np.ndarray]
@@ -124,7 +126,7 @@ class Exit(Request):
     op: ClassVar[str] = "exit"
 
 
-REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure, Intermediates, Start, Has, Put,
+REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure, ReadIntermediates, Start, Has, Put,
                                                                 Ping, Exit)}
 
 
@@ -306,5 +308,5 @@ def _hashable(key: Any) -> Any:
     return tuple(key) if isinstance(key, list) else key
 
 
-__all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Run", "Measure", "Intermediates", "Start",
+__all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Run", "Measure", "ReadIntermediates", "Start",
            "Has", "Put", "Ping", "Exit", "encode", "decode", "request_json", "request_from", "ok", "failure", "hello"]

@@ -165,7 +165,8 @@ class WorkerServer:
         }
 
     def op_intermediates(self, key: str, feeds: list[np.ndarray]) -> dict[str, Any] | None:
-        return self.models[key].intermediates(feeds)
+        found = self.models[key].intermediates(feeds)
+        return found.to_json() if found is not None else None
 
     def op_ping(self) -> int:
         return os.getpid()

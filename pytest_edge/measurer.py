@@ -9,17 +9,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..ab_baseline import twin_figures
-from ..backends import split_device
-from .gate import GateResult, run_gate
-from .timing import combine_processes
-from ..plan import Plan
-from ..worker.pool import ModelInfo, WorkerPool
-from ..worker.protocol import Load, Measure
-from ..report.json_report import find_baseline
-from ..settings import Settings
-from ..worker.client import BackendWorker
-from .lock import machine_measurement_lock
+from .ab_baseline import twin_figures
+from .backends import split_device
+from .measurement.gate import GateResult, run_gate
+from .measurement.lock import machine_measurement_lock
+from .measurement.timing import combine_processes
+from .plan import Plan
+from .report.json_report import find_baseline
+from .settings import Settings
+from .worker.client import BackendWorker
+from .worker.pool import ModelInfo, WorkerPool
+from .worker.protocol import Load, Measure
 
 # CPU the rest of the machine used during the timed runs, in cores, from which a timing counts
 # as taken under load.

@@ -11,6 +11,7 @@ that sets ``edge_model_dirs`` already, or has that test file, is refused with th
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -19,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .errors import EdgeUsageError
-from .files import atomic_write
+from ..errors import EdgeError, EdgeUsageError
+from ..files import atomic_write
 
 SUFFIXES = (".onnx", ".tflite", ".pte")
 TEST_FILE = Path("tests") / "test_edge_models.py"
@@ -187,9 +188,8 @@ def model_traits(root: Path, models: Sequence[str]) -> dict[str, Traits]:
     configuration just written). pytest-edge feeds a dynamic leading (batch) dimension as 1 and
     cannot choose the others (inputs.feed_shape). A model that cannot load is left to the pytest
     run, which names the problem."""
-    from .cli import project_settings
-    from .errors import EdgeError
-    from .session import EdgeSession
+    from ..session import EdgeSession
+    from .project import project_settings
 
     settings = project_settings(["--rootdir", str(root), str(root)])
     session = EdgeSession(settings)
@@ -244,3 +244,11 @@ def init(root: Path, record_golden: bool = True) -> int:
         print(f"pytest --edge-update-golden {TEST_FILE} failed (exit status {done.returncode}): the messages above "
               "name the model and backend; fix the artifact, then run that command again", file=sys.stderr)
     return done.returncode
+
+
+def init_command(args: argparse.Namespace) -> int:
+    try:
+        return init(Path(args.folder), record_golden=not args.no_golden)
+    except (EdgeError, OSError) as exc:
+        print(f"pytest-edge init: {exc}", file=sys.stderr)
+        return 2

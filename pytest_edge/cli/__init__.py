@@ -1,0 +1,87 @@
+"""``pytest-edge``: a first configuration (init), goldens (refresh, prune, list, diff), coverage
+inspection, quantization triage, report merge/compare/html/summary, and devices (prepare, list)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from ..report.changes import MAX_REGRESSION
+from .. import device_commands
+from ..marker import TARGETS
+from ..triage import quant
+from .golden import diff_command, golden_prune, golden_refresh, list_command
+from .init import init_command
+from .inspect import inspect_command
+from .report import compare_command, html_command, merge_command, summary_command
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["golden", "refresh"]:
+        # Everything after "refresh" belongs to pytest, options included, so argparse stays out.
+        return golden_refresh(argv[2:])
+    if argv[:2] == ["golden", "prune"] and not {"-h", "--help"} & set(argv[2:]):
+        return golden_prune(argv[2:])
+    parser = argparse.ArgumentParser(prog="pytest-edge", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    golden = commands.add_parser("golden", help="golden outputs")
+    golden_commands = golden.add_subparsers(dest="golden_command", required=True)
+    golden_commands.add_parser("refresh", help="pytest --edge-update-golden [pytest args]")
+    golden_commands.add_parser("prune", help="remove golden sets no test uses: prune [--dry-run] [pytest args]")
+    listing = golden_commands.add_parser("list", help="models with goldens: cases, reference, artifacts, staleness")
+    listing.set_defaults(func=list_command)
+    diff = golden_commands.add_parser("diff", help="what mismatching backends produced, against the golden")
+    diff.add_argument("model", help="the model's name (its golden folder)")
+    diff.add_argument("--set", default="default",
+                      help="the input set (its key, as golden list shows it; default: generated inputs)")
+    diff.set_defaults(func=diff_command)
+
+    init = commands.add_parser("init", help="configure a project with model artifacts, write a first test per "
+                                             "model and record its goldens")
+    init.add_argument("folder", nargs="?", default=".", help="the project folder (default: here)")
+    init.add_argument("--no-golden", action="store_true", help="write the configuration and the test only")
+    init.set_defaults(func=init_command)
+
+    inspect = commands.add_parser("inspect", help="delegate coverage of a model on every available backend")
+    inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")
+    inspect.add_argument("--model-dir", action="append", default=[],
+                         help="also search this folder for a stem (the project's edge_model_dirs are searched)")
+    inspect.add_argument("--target", action="append", default=[], choices=list(TARGETS),
+                         help="also predict coverage on a mobile ONNX Runtime execution provider (nnapi, "
+                              "coreml) or an OpenVINO device (gpu, npu)")
+    inspect.set_defaults(func=inspect_command)
+
+    triage = commands.add_parser("triage", help="where a model loses accuracy")
+    triage_commands = triage.add_subparsers(dest="triage_command", required=True)
+    quant_command = triage_commands.add_parser("quant", help="per-layer quantization loss: float vs int8 .tflite")
+    quant.add_arguments(quant_command)
+    quant_command.set_defaults(func=quant.run_parsed)
+
+    report = commands.add_parser("report", help="join, compare or render JSON reports")
+    report_commands = report.add_subparsers(dest="report_command", required=True)
+    merge = report_commands.add_parser("merge", help="device x backend matrix from several reports")
+    merge.add_argument("reports", nargs="+")
+    merge.add_argument("-o", "--output", help="write the merged report here")
+    merge.set_defaults(func=merge_command)
+    compare = report_commands.add_parser("compare", help="regressions of NEW against OLD (exit 1 if any)")
+    compare.add_argument("old")
+    compare.add_argument("new")
+    compare.add_argument("--max-regression", default=MAX_REGRESSION)
+    compare.set_defaults(func=compare_command)
+    html = report_commands.add_parser("html", help="one self-contained HTML page (optionally against a baseline)")
+    summary = report_commands.add_parser("summary", help="Markdown for a CI job summary (stdout without -o)")
+    for command, func in ((html, html_command), (summary, summary_command)):
+        command.add_argument("report")
+        command.add_argument("baseline", nargs="?", help="a report to show the change against")
+        command.add_argument("--max-regression", default=MAX_REGRESSION, help="changes above this are highlighted")
+        command.set_defaults(func=func)
+    html.add_argument("-o", "--output", required=True, help="write the page here")
+    summary.add_argument("-o", "--output", help="write the Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
+
+    device_commands.add_arguments(commands)
+
+    args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,124 @@
+"""``pytest-edge golden``: refresh, list, prune and diff the golden sets."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import EdgeError
+from ..report.table import format_table
+from ..session import EdgeSession
+from ..settings import Settings
+from .project import golden_usage, project_settings
+
+
+def golden_refresh(pytest_args: Sequence[str]) -> int:
+    """``pytest --edge-update-golden`` with any pytest arguments (paths, -k, -n ...)."""
+    import pytest
+
+    return int(pytest.main(["--edge-update-golden", *pytest_args]))
+
+
+def golden_rows(settings: Settings) -> list[list[str]]:
+    """One row per golden set (model, input set): cases, reference backend, its artifacts with
+    their recorded sha256 and whether each still matches the artifact the tests would load."""
+    from ..golden import GoldenStore
+
+    store, session = GoldenStore(settings.golden_dir), EdgeSession(settings)
+    rows = []
+    for model_name in store.models():
+        keys = store.sets(model_name)
+        if not keys:
+            rows.append([model_name, "—", "—", "—", "—", "no golden set in this folder"])
+        for key in keys:
+            try:
+                golden = store.load(model_name, key)
+            except EdgeError as exc:
+                rows.append([model_name, key, "—", "—", "—", f"unreadable: {exc}"])
+                continue
+            try:
+                model = session.resolve(model_name)
+                states = [f"{path.name}: {_artifact_state(golden, path)}"
+                          for path in model.artifacts.values() if path.name in golden.meta.get("artifacts", {})]
+            except EdgeError:
+                states = ["no artifact of that name in edge_model_dirs (unused?)"]
+            recorded = ", ".join(f"{name} {digest[:12]}"
+                                 for name, digest in sorted(golden.meta.get("artifacts", {}).items()))
+            rows.append([model_name, key, str(len(golden.cases)), golden.reference_backend, recorded,
+                         "; ".join(states)])
+    return rows
+
+
+def _artifact_state(golden, path: Path) -> str:
+    """current, stale, LFS pointer (the content was never pulled: not a change), or the problem."""
+    from ..backends.base import is_lfs_pointer
+
+    if is_lfs_pointer(path):
+        return "LFS pointer (run git lfs pull)"
+    try:
+        return "stale" if golden.stale_reason(path) else "current"
+    except EdgeError as exc:  # external data missing or outside the model's folder
+        return f"error: {exc}"
+
+
+def list_command(args: argparse.Namespace) -> int:
+    try:
+        rows = golden_rows(project_settings())
+    except EdgeError as exc:
+        print(f"pytest-edge golden list: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(format_table(rows, ["model", "input set", "cases", "reference", "artifacts (sha256)", "state"])))
+    return 0
+
+
+def golden_prune(argv: Sequence[str]) -> int:
+    """``pytest-edge golden prune [--dry-run] [pytest args]``: remove the golden sets that no
+    collected test uses."""
+    from ..golden import GoldenStore, set_label
+    from ..golden.use import unused_golden_sets
+
+    dry_run = "--dry-run" in argv
+    pytest_args = [arg for arg in argv if arg != "--dry-run"]
+    try:
+        settings, refs = golden_usage(pytest_args)
+        store = GoldenStore(settings.golden_dir)
+        unused = unused_golden_sets(store, refs)
+    except EdgeError as exc:
+        print(f"pytest-edge golden prune: {exc}", file=sys.stderr)
+        return 2
+    if not unused:
+        print(f"no unused golden sets in {settings.golden_dir}")
+        return 0
+    status = 0
+    for model, key in unused:
+        folder = store.folder(model, key)
+        if dry_run:
+            print(f"would remove {set_label(model, key)} ({folder})")
+            continue
+        try:
+            removed = store.remove(model, key)
+        except (EdgeError, OSError) as exc:
+            print(f"pytest-edge golden prune: cannot remove {set_label(model, key)} ({folder}): {exc}",
+                  file=sys.stderr)
+            status = 1
+            continue
+        print(f"removed {set_label(model, key)} ({folder}, {len(removed)} files and folders)")
+    return status
+
+
+def diff_command(args: argparse.Namespace) -> int:
+    from ..golden import GoldenStore, check_set_key
+    from ..golden.obtained import diff_lines, obtained_dir
+
+    try:
+        settings = project_settings()
+        key = check_set_key(args.set)
+        lines = diff_lines(GoldenStore(settings.golden_dir), args.model,
+                           obtained_dir(settings.rootdir, args.model, key), key=key)
+    except EdgeError as exc:
+        print(f"pytest-edge golden diff: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines) if lines else f"no obtained outputs for {args.model} (every backend matched its golden)")
+    return 0

@@ -1,0 +1,83 @@
+"""``pytest-edge inspect``: delegate coverage of a model on every available backend."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ..backends import get_backend
+from ..errors import EdgeError
+from ..marker import MarkerSpec
+from ..plan import backend_choices
+from ..report.table import format_table
+from ..session import EdgeSession
+from ..settings import Settings
+from .project import project_settings
+
+
+def _coverage_row(backend: str, cov, note: str = "") -> list[str]:
+    ops = ", ".join(f"{k} x{v}" for k, v in sorted(cov.fallback_op_names.items())) or "none"
+    return [backend, f"{cov.delegated_ops}/{cov.total_ops} delegated",
+            f"{cov.fallback:.1%}" + (" (approx.)" if cov.approximate else ""), str(cov.partitions), ops, note]
+
+
+def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -> list[list[str]]:
+    """Per available backend: coverage, partitions and fallback operators of a model file or stem."""
+    session = EdgeSession(settings)
+    rows = []
+    try:
+        model = session.resolve(target, Path.cwd())
+        choices = backend_choices(settings, MarkerSpec(), model)
+        if Path(target).suffix in model.artifacts:
+            # A file was named: that artifact's backends only (not "no .onnx artifact" beside a .pte).
+            choices = [(name, reason) for name, reason in choices
+                       if get_backend(name).suffix == Path(target).suffix]
+        for backend, reason in choices:
+            if reason:
+                rows.append([backend, "—", "—", "—", "—", f"skipped: {reason}"])
+                continue
+            try:
+                loaded = session.load(session.plan(model, backend))
+            except EdgeError as exc:
+                rows.append([backend, "—", "—", "—", "—", f"error: {exc}"])
+                continue
+            cov = loaded.coverage
+            if cov is None:
+                rows.append([backend, str(loaded.artifact), "—", "—", "—", "coverage not readable"])
+                continue
+            note = "" if get_backend(backend).has_delegate else "no delegate by design"
+            rows.append(_coverage_row(backend, cov, note))
+        for target_name in predict:
+            predictors = [name for name, reason in choices
+                          if reason is None and target_name in get_backend(name).predicts_targets]
+            if not predictors:
+                rows.append([f"predicted {target_name}", "—", "—", "—", "—",
+                             "no backend here predicts it for this model's artifacts"])
+                continue
+            backend = get_backend(predictors[0])
+            artifact = backend.artifact_of(model)
+            assert artifact is not None
+            predicted = backend.predicted_coverage(artifact, target_name)
+            if predicted is None:  # OpenVINO without that device's plugin here
+                rows.append([f"predicted {target_name}", "—", "—", "—", "—",
+                             f"{backend.name} cannot predict it here (the device's plugin does not load)"])
+                continue
+            rows.append(_coverage_row(f"predicted {target_name}", predicted, f"{backend.name}'s prediction"))
+    finally:
+        session.close()
+    return rows
+
+
+def inspect_command(args: argparse.Namespace) -> int:
+    try:
+        settings = project_settings()
+        settings.model_dirs = [*settings.model_dirs, *(Path(d).resolve() for d in args.model_dir)]
+        rows = inspect_rows(args.model, settings, predict=args.target)
+    except EdgeError as exc:
+        print(f"pytest-edge inspect: {exc}", file=sys.stderr)
+        return 2
+    header = ["backend", "delegated", "fallback", "partitions", "fallback operators", "note"]
+    print("\n".join(format_table(rows, header)))
+    return 0

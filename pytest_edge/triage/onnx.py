@@ -1,0 +1,102 @@
+"""Per-node triage of ONNX Runtime (no delegate-free sibling): the graph run optimized, unoptimized
+and by onnx.reference, and the first node whose output differs between them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backends import Intermediates
+from ..errors import EdgeError
+from ..golden import Golden
+from ..metrics import diverges
+from ..plan import Plan
+from .runner import Runner, first_tolerance
+
+
+def node_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any]) -> list[str]:
+    """A backend with no delegate-free sibling (onnxruntime-cpu): its own graph run optimized,
+    unoptimized and by the ONNX reference evaluator, compared node by node (see onnx_divergence)."""
+    try:
+        info = runner.load(plan)
+        found = runner.intermediates(info, feeds)
+    except EdgeError:
+        return []
+    if found is None or found.method != "nodes":
+        return []
+    optimized = found.details.get("optimized", "optimized")
+    line = (f"triage: {plan.backend} has no delegate-free sibling, so its {info.artifact.name} was run node by node "
+            f"with {optimized}, ORT_DISABLE_ALL and onnx.reference")
+    if found.unavailable:
+        return [f"{line}, which failed: {found.unavailable}"]
+    atol, rtol = first_tolerance(plan, golden)
+    divergence = onnx_divergence(found, atol, rtol, golden.reference_backend)
+    line += divergence
+    if "first divergence" in divergence and golden.reference_backend != plan.backend:
+        # The likeliest cause is then the other runtime or artifact, which no node of this graph shows.
+        line += (f"; note that the golden itself was recorded by {golden.reference_backend}"
+                 f"{' on ' + golden.meta['reference']['artifact'] if golden.meta['reference'].get('artifact') else ''}"
+                 f", not by {plan.backend}: a node named above differs between ORT's configurations, which "
+                 "need not be why this backend misses a golden from another runtime")
+    return [line]
+
+
+def onnx_divergence(found: Intermediates, atol: float, rtol: float, reference_backend: str | None = None) -> str:
+    """The first node (graph order) whose output differs beyond atol/rtol between ORT's optimized
+    run and its unoptimized one, or between the unoptimized one and onnx.reference, from the dict
+    ``OrtModel.intermediates`` returns; the other pair's first divergence follows, when it has one."""
+    details = found.details
+    optimized, unoptimized = details.get("optimized", "optimized"), "ORT_DISABLE_ALL"
+    runs = details["runs"]
+    pairs = [(optimized, found.tensors, unoptimized, runs.get(unoptimized, {}))]
+    if "onnx.reference" in runs:
+        pairs.append((unoptimized, runs.get(unoptimized, {}), "onnx.reference", runs["onnx.reference"]))
+    firsts: list[tuple[int, str, str, float] | None] = []
+    for mine, mine_values, theirs, their_values in pairs:
+        first = None
+        for position, tensor in enumerate(found.order):
+            err = diverges(mine_values.get(tensor), their_values.get(tensor), atol, rtol)
+            if err is not None:
+                first = (position, tensor, f"{mine} against {theirs}", err)
+                break
+        firsts.append(first)
+    notes = []
+    if details.get("exposure") == "one at a time":
+        notes.append(f"{optimized}'s values were read one tensor at a time: exposing every tensor at once stopped "
+                     f"fusions that change the outputs" + (f" by max |Δ| {details['exposure_delta']:.3g}"
+                                                           if details.get("exposure_delta") else ""))
+    if details.get("solo_stopped_at"):
+        notes.append(f"{optimized} was compared before tensor {details['solo_stopped_at']!r} only: the "
+                     f"{details.get('solo_budget_s', 0):g} s budget for one-at-a-time sessions ran out")
+    for run, why in details.get("skipped", {}).items():
+        notes.append(f"{run} skipped: {why}")
+    tail = "".join(f"; {n}" for n in notes)
+    named = sorted((f for f in firsts if f is not None), key=lambda f: f[0])
+    if not named:
+        compared = f"{optimized}, {unoptimized}" + (" and onnx.reference" if len(pairs) > 1 else "")
+        return (f"; no node differs beyond atol={atol:g}, rtol={rtol:g} between {compared}: the golden's values "
+                f"come from elsewhere (its reference {reference_backend or 'backend'}, another onnxruntime build "
+                f"or machine, or another export){tail}")
+    tensor = named[0][1]
+    here = [(pair, err) for _, t, pair, err in named if t == tensor]
+    message = f"; first divergence: {_describe(found, tensor, here)}"
+    later = [f for f in named if f[1] != tensor]
+    if later:
+        message += f"; {later[0][2]} first differs at {_describe(found, later[0][1], [('', later[0][3])])}"
+    elif len(here) < len(pairs):
+        other = pairs[1] if firsts[0] is not None else pairs[0]
+        message += f"; {other[0]} and {other[2]} agree on every node"
+    return message + tail
+
+
+def _describe(found: Intermediates, tensor: str, diffs: list[tuple[str, float]]) -> str:
+    """"tensor 'x', the output of Op 'name' (node i) (max |Δ| e, A against B)" and what ORT made of the node."""
+    figures = "; ".join(f"max |Δ| {err:.3g}" + (f", {pair}" if pair else "") for pair, err in diffs)
+    text = f"tensor {found.names.get(tensor, tensor)!r}, the output of {found.producers.get(tensor, '?')} ({figures})"
+    details = found.details
+    node = details.get("nodes", {}).get(tensor, {}).get("node")
+    optimized = details.get("optimized", "the optimized run")
+    if tensor in details.get("fused", {}):
+        text += f"; {optimized} computes it with {details['fused'][tensor]}"
+    elif node and node in details.get("removed", []):
+        text += f"; {optimized}'s graph has no node {node!r} (fused or folded into another)"
+    return text

@@ -1,0 +1,134 @@
+"""One ``.tflite`` on LiteRT's reference kernels with every intermediate tensor kept (the graph's own
+values, not a delegate's), and the matching of two graphs' tensors by name (converters keep the float
+graph's names when they quantize it). For ``pytest-edge triage quant``."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..backends.litert_backend import installed_runtime
+from ..errors import BackendError
+from .quant_numbers import QuantParams
+
+INPUT_OP = "(input)"  # the "producing op" of a graph input
+
+
+def _interpreter_module() -> Any:
+    """LiteRT's interpreter module, as the LiteRT backend chooses it (ai-edge-litert, else tflite-runtime)."""
+    found = installed_runtime()
+    if found is None:
+        raise BackendError("pytest-edge triage quant needs LiteRT: pip install ai-edge-litert")
+    return importlib.import_module(f"{found[0]}.interpreter")
+
+
+@dataclass(frozen=True)
+class GraphTensor:
+    index: int
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    params: QuantParams | None
+    op: str  # producing op, or INPUT_OP
+
+
+class TfliteGraph:
+    """One .tflite on LiteRT's reference kernels, every tensor preserved."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        if not path.is_file():
+            raise BackendError(f"{path}: no such .tflite file")
+        head = path.read_bytes()[:8]
+        if len(head) < 8 or head[4:8] != b"TFL3":  # the flatbuffer file identifier of a .tflite
+            raise BackendError(f"{path} is not a .tflite model (no TFL3 flatbuffer identifier)")
+        runtime = _interpreter_module()
+        try:
+            # BUILTIN_REF: no XNNPACK, so each intermediate is computed and kept by the graph itself.
+            self.interpreter = runtime.Interpreter(
+                model_path=str(path), experimental_preserve_all_tensors=True,
+                experimental_op_resolver_type=runtime.OpResolverType.BUILTIN_REF)
+            self._resize_dynamic_inputs()
+            self.interpreter.allocate_tensors()
+        except (ValueError, RuntimeError) as exc:
+            raise BackendError(f"{path}: LiteRT cannot load it: {exc}") from exc
+        details = {d["index"]: d for d in self.interpreter.get_tensor_details()}
+        self.inputs = [self._tensor(details[d["index"]], INPUT_OP) for d in self.interpreter.get_input_details()]
+        # Graph order: inputs, then each op's outputs in execution order.
+        self.activations: list[GraphTensor] = list(self.inputs)
+        for op in self.interpreter._get_ops_details():  # the only public-ish view of the op list
+            for index in op["outputs"]:
+                if int(index) in details:
+                    self.activations.append(self._tensor(details[int(index)], op["op_name"]))
+
+    def _resize_dynamic_inputs(self) -> None:
+        for d in self.interpreter.get_input_details():
+            signature = d.get("shape_signature")
+            if signature is not None and any(int(s) < 0 for s in signature):
+                self.interpreter.resize_tensor_input(d["index"], [max(int(s), 1) for s in signature])
+
+    @staticmethod
+    def _tensor(details: Mapping[str, Any], op: str) -> GraphTensor:
+        return GraphTensor(int(details["index"]), str(details["name"]), np.dtype(details["dtype"]),
+                       tuple(int(s) for s in details["shape"]), QuantParams.from_details(details), op)
+
+    def run(self, feeds: Sequence[np.ndarray]) -> dict[int, np.ndarray]:
+        for tensor, value in zip(self.inputs, feeds):
+            self.interpreter.set_tensor(tensor.index, value)
+        try:
+            self.interpreter.invoke()
+        except (ValueError, RuntimeError) as exc:
+            raise BackendError(f"{self.path}: LiteRT failed to run it: {exc}") from exc
+        values = {}
+        for tensor in self.activations:
+            try:
+                values[tensor.index] = np.array(self.interpreter.get_tensor(tensor.index))
+            except ValueError:  # e.g. a resource handle with no data: nothing to compare
+                continue
+        return values
+
+
+# ---------------------------------------------------------------- matching by name
+
+# Suffixes a converter adds to a tensor it rewrites while quantizing (or ':0' from TF).
+_SUFFIX = re.compile(r"(:0|_requantized|_quantized|_dequantized|_int8|_uint8|_int16)$")
+
+
+def _name_key(name: str) -> frozenset[str]:
+    """A fused name ``Relu;add;MatMul`` as a set of parts without converter suffixes, so the same
+    fused op matches when the parts come in another order or gained a suffix."""
+    return frozenset(_SUFFIX.sub("", part.strip()) for part in name.split(";") if part.strip())
+
+
+def match_tensors(float_tensors: Sequence[GraphTensor],
+                  quant_tensors: Sequence[GraphTensor]) -> list[tuple[GraphTensor, GraphTensor | None]]:
+    """Each float tensor with its quantized counterpart: the same name, else the same normalised
+    name when exactly one tensor on each side has it; shapes must agree."""
+    by_name = {t.name: t for t in quant_tensors if t.name}
+    used: set[int] = set()
+    pairs: dict[int, GraphTensor] = {}
+    for t in float_tensors:
+        other = by_name.get(t.name) if t.name else None
+        if other is not None and other.shape == t.shape:
+            pairs[t.index] = other
+            used.add(other.index)
+    keys: dict[frozenset[str], list[GraphTensor]] = {}
+    for t in quant_tensors:
+        if t.index not in used and t.name:
+            keys.setdefault(_name_key(t.name), []).append(t)
+    float_keys: dict[frozenset[str], list[GraphTensor]] = {}
+    for t in float_tensors:
+        if t.index not in pairs and t.name:
+            float_keys.setdefault(_name_key(t.name), []).append(t)
+    for key, tensors in float_keys.items():
+        candidates = keys.get(key, [])
+        if key and len(tensors) == 1 and len(candidates) == 1 and candidates[0].shape == tensors[0].shape:
+            pairs[tensors[0].index] = candidates[0]
+            used.add(candidates[0].index)
+    return [(t, pairs.get(t.index)) for t in float_tensors]
