@@ -18,7 +18,7 @@ from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, go
 from .marker import parse_marker
 from .plan import Plan, plans
 from .report.json_report import build_report, write_page, write_report
-from .report.table import format_table, gate_summary, table_footer, table_rows
+from .report.table import summary_lines
 from .session import EdgeSession, Settings
 
 SESSION_KEY = pytest.StashKey[EdgeSession]()
@@ -299,39 +299,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     terminalreporter.section("pytest-edge conformance")
     records = edge.record_json()
-    for line in format_table(table_rows(records)):
-        terminalreporter.write_line(line)
-    for line in table_footer(records):  # skipped-for-no-artifact backends, one line per model; legend
-        terminalreporter.write_line(line)
-    gate = gate_summary(records)
-    if gate:
-        terminalreporter.write_line(gate)
-    if any((r.get("coverage") or {}).get("method") == "predicted" for r in records):
-        terminalreporter.write_line("* coverage predicted from the execution provider's support rules")
-    if edge.measurer.under_load:
-        terminalreporter.write_line(
-            "note: some timings ran under load (other processes kept more than half a core busy; see "
-            "timing_under_load in the report): their latency figures are noisier than on an idle machine")
-    not_judged = sorted({r["backend"] for r in records if r.get("timing_not_judged")})
-    if not_judged:
-        terminalreporter.write_line(
-            f"note: latency, load time and memory of {', '.join(not_judged)} were recorded, not judged against "
-            "budgets or baselines (emulated device: timing and memory are not the target's; "
-            "edge_judge_emulated_timing = true judges them)")
-    if edge.inconclusive:
-        terminalreporter.write_line(
-            f"note: {edge.inconclusive} latency regression(s) against the stored baseline were inconclusive "
-            "because the machine was busy (see the warnings); A/B mode (--edge-baseline-models) is not fooled by load")
-    restarts = sum(len(r.get("restarts") or []) for r in records)
-    if restarts:
-        terminalreporter.write_line(
-            f"note: {restarts} backend worker(s) died between requests and were restarted (see the "
-            "EdgeWorkerRestarted warnings and the records' restarts; --edge-strict-restarts fails such tests)")
     workers = getattr(config.option, "numprocesses", None)
-    if workers and edge.measurer.measured_any:
-        terminalreporter.write_line(
-            f"note: timing and memory ran one at a time across the {workers} xdist workers, but correctness "
-            "tests of other workers ran beside them; for the steadiest figures run without -n")
+    for line in summary_lines(records, under_load=edge.measurer.under_load, inconclusive=edge.inconclusive,
+                              xdist_workers=workers if edge.measurer.measured_any else None):
+        terminalreporter.write_line(line)
     if edge.report_error:
         for line in edge.report_error.splitlines():
             terminalreporter.write_line(line, red=True, bold=True)

@@ -194,3 +194,37 @@ def gate_summary(records: Iterable[Mapping[str, Any]]) -> str | None:
     count = {v: sum(1 for c in checks if c.get("verdict") == v) for v in ("failed", "inconclusive")}
     return (f"merge gate ({'; '.join(modes)}): {len(checks)} compared, {count['failed']} regressed, "
             f"{count['inconclusive']} inconclusive")
+
+
+def summary_lines(records: Sequence[Mapping[str, Any]], *, under_load: bool = False, inconclusive: int = 0,
+                  xdist_workers: int | None = None) -> list[str]:
+    """What the terminal prints after a run: the table, its footer, the gate's line, and the notes
+    that qualify the figures (predicted coverage, timings under load, inconclusive gates, restarted
+    workers, measurement beside other xdist workers)."""
+    lines = format_table(table_rows(records))
+    lines += table_footer(records)  # skipped-for-no-artifact backends, one line per model; legend
+    gate = gate_summary(records)
+    if gate:
+        lines.append(gate)
+    if any((r.get("coverage") or {}).get("method") == "predicted" for r in records):
+        lines.append("* coverage predicted from the execution provider's support rules")
+    if under_load:
+        lines.append("note: some timings ran under load (other processes kept more than half a core busy; see "
+                     "timing_under_load in the report): their latency figures are noisier than on an idle machine")
+    not_judged = sorted({r["backend"] for r in records if r.get("timing_not_judged")})
+    if not_judged:
+        lines.append(f"note: latency, load time and memory of {', '.join(not_judged)} were recorded, not judged "
+                     "against budgets or baselines (emulated device: timing and memory are not the target's; "
+                     "edge_judge_emulated_timing = true judges them)")
+    if inconclusive:
+        lines.append(f"note: {inconclusive} latency regression(s) against the stored baseline were inconclusive "
+                     "because the machine was busy (see the warnings); A/B mode (--edge-baseline-models) is not "
+                     "fooled by load")
+    restarts = sum(len(r.get("restarts") or []) for r in records)
+    if restarts:
+        lines.append(f"note: {restarts} backend worker(s) died between requests and were restarted (see the "
+                     "EdgeWorkerRestarted warnings and the records' restarts; --edge-strict-restarts fails such tests)")
+    if xdist_workers:
+        lines.append(f"note: timing and memory ran one at a time across the {xdist_workers} xdist workers, but "
+                     "correctness tests of other workers ran beside them; for the steadiest figures run without -n")
+    return lines
