@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 from ..errors import EdgeError
 from ..marker import parse_percent
@@ -51,22 +52,34 @@ def _load_pair(command: str, args: argparse.Namespace) -> tuple[dict, dict | Non
     return report, baseline, limit
 
 
+def _render(command: str, args: argparse.Namespace, render: Callable[..., str]) -> str | None:
+    """The page or summary of the report ``args`` name, or None after saying what is wrong."""
+    loaded = _load_pair(command, args)
+    if loaded is None:
+        return None
+    try:
+        return render(*loaded)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a field load_report does not check
+        print(f"pytest-edge report {command}: cannot render {args.report}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return None
+
+
+def _write(command: str, output: str, text: str) -> bool:
+    try:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        write_page(Path(output), text)
+    except OSError as exc:
+        print(f"pytest-edge report {command}: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def html_command(args: argparse.Namespace) -> int:
     from ..report.html import render_html
 
-    loaded = _load_pair("html", args)
-    if loaded is None:
-        return 2
-    try:
-        page = render_html(*loaded)
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a field load_report does not check
-        print(f"pytest-edge report html: cannot render {args.report}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        write_page(Path(args.output), page)
-    except OSError as exc:
-        print(f"pytest-edge report html: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+    page = _render("html", args, render_html)
+    if page is None or not _write("html", args.output, page):
         return 2
     print(f"html: {args.output}")
     return 0
@@ -75,22 +88,10 @@ def html_command(args: argparse.Namespace) -> int:
 def summary_command(args: argparse.Namespace) -> int:
     from ..report.markdown import markdown_summary
 
-    loaded = _load_pair("summary", args)
-    if loaded is None:
-        return 2
-    try:
-        text = markdown_summary(*loaded)
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a field load_report does not check
-        print(f"pytest-edge report summary: cannot render {args.report}: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
+    text = _render("summary", args, markdown_summary)
+    if text is None:
         return 2
     if not args.output:
         print(text)
         return 0
-    try:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        write_page(Path(args.output), text)
-    except OSError as exc:
-        print(f"pytest-edge report summary: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    return 0
+    return 0 if _write("summary", args.output, text) else 2
