@@ -9,12 +9,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .ab_baseline import twin_figures
 from .backends import split_device
 from .measurement.gate import GateResult, run_gate
 from .measurement.lock import machine_measurement_lock
 from .measurement.timing import combine_processes
 from .plan import Plan
+from .report.ab_baseline import twin_figures
 from .report.json_report import find_baseline
 from .settings import Settings
 from .worker.client import BackendWorker

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_edge.ab_baseline import twin_baseline
+from pytest_edge.report.ab_baseline import twin_baseline
 from pytest_edge.report.html import render_html
 from pytest_edge.report import build_report
 from pytest_edge.report.markdown import markdown_summary

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..ab_baseline import report_baseline
 from ..record import dig
+from .ab_baseline import report_baseline
 from .changes import (DEFAULT_MAX_REGRESSION, FIGURES, FigureChange, base_backend, device_label, figure_changes,
                       regressions)
 from .charts import PALETTE, Series, bar_chart, coverage_bar, ecdf_chart, escape, significant

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..ab_baseline import report_baseline
+from .ab_baseline import report_baseline
 from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, regressions
 from .json_report import find_baseline
 from .table import (DASH, VERDICT_RANK, figure, fold_line, folded_skips, gate_summary, missing_artifact,
