@@ -198,7 +198,7 @@ def model_traits(root: Path, models: Sequence[str]) -> dict[str, Traits]:
         for name in models:
             try:
                 model = session.resolve(name, root)
-                info = session.load(session.plan(model, session.reference_backend(model)))
+                info = session.load(session.plan(model, session.golden.reference_backend(model)))
             except EdgeError:
                 continue
             trait = Traits(int8_outputs=[s.name for s in info.outputs if s.dtype in ("int8", "uint8")])
