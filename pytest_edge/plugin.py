@@ -20,8 +20,8 @@ from .plan import Plan, plans
 from .report.json_report import build_report, write_page, write_report
 from .report.table import summary_lines
 from .session import EdgeSession, Settings
+from .stash import SESSION_KEY
 
-SESSION_KEY = pytest.StashKey[EdgeSession]()
 HANDLE_KEY = pytest.StashKey[EdgeModel]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     # Every flag has an ini key, so a project sets its policy once in pyproject.toml and CI

@@ -12,6 +12,7 @@ import pytest
 
 from ..errors import EdgeCheckFailed, EdgeError
 from ..record import Record
+from ..stash import SESSION_KEY
 from .checks import LlmChecker, LlmTarget, config_of, model_json, targets
 from .marker import parse_llm_marker
 from .runners import check_prompt, generate
@@ -20,8 +21,6 @@ CHECKER_KEY = pytest.StashKey[LlmChecker]()
 
 
 def _session(config: pytest.Config) -> Any:
-    from ..plugin import SESSION_KEY
-
     return config.stash[SESSION_KEY]
 
 
