@@ -16,13 +16,13 @@ from .alignment import aligned
 from .backends import Coverage, get_backend, split_device
 from .checks import check_coverage, check_drift, check_latency, check_load, check_memory
 from .compare import OutputComparison, compare_output, summarize
-from .cross_isa import cross_isa_note
 from .golden import DEFAULT_SET, Golden, GoldenCase
 from .golden.obtained import write_obtained
 from .golden.sets import GoldenSets
 from .measurement.gate import GateResult
 from .plan import Plan
 from .record import Record, model_json
+from .triage.cross_isa import cross_isa_note
 from .triage.ladder import Runner, as_seen_by_triage, sibling_triage
 from .worker.pool import ModelInfo
 

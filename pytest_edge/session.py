@@ -16,7 +16,6 @@ import numpy as np
 
 from . import pipeline
 from .backends import Coverage, Intermediates, all_backends, get_backend
-from .cross_isa import timing_not_judged
 from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeUsageError
 from .external_data import external_files
 from .golden.sets import GoldenSets
@@ -28,6 +27,7 @@ from .models import Model, resolve_model
 from .plan import Plan, plan_for, resolve_reference, search_dirs
 from .record import Record, model_json
 from .settings import Settings
+from .triage.cross_isa import timing_not_judged
 from .worker.pool import ModelInfo, WorkerPool
 from .worker.protocol import Load, ReadIntermediates, Run
 

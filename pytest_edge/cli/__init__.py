@@ -7,10 +7,10 @@ import argparse
 import sys
 from typing import Sequence
 
-from ..report.changes import MAX_REGRESSION
-from .. import device_commands
 from ..marker import TARGETS
+from ..report.changes import MAX_REGRESSION
 from ..triage import quant
+from . import device
 from .golden import diff_command, golden_prune, golden_refresh, list_command
 from .init import init_command
 from .inspect import inspect_command
@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     html.add_argument("-o", "--output", required=True, help="write the page here")
     summary.add_argument("-o", "--output", help="write the Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
 
-    device_commands.add_arguments(commands)
+    device.add_arguments(commands)
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import qemu_device
-from .device_folder import size_mb
-from .errors import EdgeError
-from .report.table import format_table
+from .. import qemu_device
+from ..device_folder import size_mb
+from ..errors import EdgeError
+from ..report.table import format_table
 
 
 def add_arguments(commands: Any) -> None:
@@ -31,7 +31,7 @@ def add_arguments(commands: Any) -> None:
 
 
 def _project() -> tuple[dict[str, str], Path]:
-    from .cli.project import project_settings
+    from .project import project_settings
 
     settings = project_settings()
     return settings.devices, settings.device_cache

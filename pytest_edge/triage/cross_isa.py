@@ -9,12 +9,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .backends import split_device
-from .errors import EdgeError
-from .files import sha256_file
-from .golden.store import Golden, GoldenCase
-from .inputs import feed_order
-from .triage.ladder import Runner
+from ..backends import split_device
+from ..errors import EdgeError
+from ..files import sha256_file
+from ..golden import Golden, GoldenCase
+from ..inputs import feed_order
+from .runner import Runner
 
 NOT_JUDGED = "emulated device: timing and memory are not the target's"
 
