@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
 
 # Nodes that are graph plumbing rather than operations a device runs.
 _NOT_OPERATIONS = {"Parameter", "Result", "Constant"}
@@ -98,7 +98,7 @@ class OpenVINOModel(LoadedModel):
     def delegates(self) -> list[str]:
         return ["CPU"]
 
-    def intermediates(self, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
+    def intermediates(self, feeds: Sequence[np.ndarray]) -> Intermediates:
         """Every operation's outputs, by adding them as model outputs (OpenVINO's way to expose
         them) and compiling with this model's configuration. Tensors are ``<operation>:<port>``,
         which both precisions of one artifact share (openvino-bf16 against openvino). Extra
@@ -118,7 +118,8 @@ class OpenVINOModel(LoadedModel):
             producers[tensor_id] = f"{op.get_type_name()} {op.get_friendly_name()!r} on the CPU plugin"
             tensors[tensor_id] = request.get_tensor(port).data.copy()
             names[tensor_id] = tensor_names[(op.get_friendly_name(), i)] or tensor_id
-        return {"order": order, "producers": producers, "tensors": tensors, "names": names, "delegated": True}
+        return Intermediates("tensors", order=order, producers=producers, tensors=tensors, names=names,
+                             delegated=True)
 
     def coverage(self) -> Coverage | None:
         return query_coverage(self.core, self.model, "CPU", "runtime")
