@@ -27,6 +27,10 @@ class TensorSpec:
     shape: tuple[Dim, ...]
     dtype: str
 
+    @property
+    def is_dynamic(self) -> bool:
+        return any(not isinstance(d, int) or d < 0 for d in self.shape)
+
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
 
