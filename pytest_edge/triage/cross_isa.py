@@ -80,11 +80,11 @@ def _twin(plan: Any, golden: Golden, recorded: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _values(found: Mapping[str, Any]) -> Mapping[str, Any]:
+def _values(found: Intermediates) -> Mapping[Any, Any]:
     # ORT: the unoptimized run, whose tensors are the graph's own on every machine (the optimized
     # graphs differ per ISA: other fusions); LiteRT: its operators' outputs.
-    runs = found.get("runs") or {}
-    return runs.get("ORT_DISABLE_ALL") or found.get("tensors") or {}
+    runs = found.details.get("runs") or {}
+    return runs.get("ORT_DISABLE_ALL") or found.tensors or {}
 
 
 def _node_divergence(runner: Runner, plan: Any, golden: Golden, recorded: Mapping[str, Any],
@@ -107,7 +107,7 @@ def _node_divergence(runner: Runner, plan: Any, golden: Golden, recorded: Mappin
     if not mine or not theirs:
         return ""
     a_values, b_values = _values(mine), _values(theirs)
-    for tensor in mine.get("order", []):
+    for tensor in mine.order:
         a, b = a_values.get(tensor), b_values.get(tensor)
         if a is None or b is None or np.shape(a) != np.shape(b) or np.asarray(a).dtype.kind not in "biuf":
             continue
@@ -115,7 +115,7 @@ def _node_divergence(runner: Runner, plan: Any, golden: Golden, recorded: Mappin
             continue
         worst = worst_element(b, a)
         where = f" (worst at index {worst[0]}: {worst[1]!r} on {plan.backend}, {worst[2]!r} on {twin})" if worst else ""
-        name = mine.get("names", {}).get(tensor, tensor)
+        name = mine.names.get(tensor, tensor)
         return (f"; first node whose output differs between the two machines: tensor {name!r}, the output of "
-                f"{mine.get('producers', {}).get(tensor, '?')}{where}")
+                f"{mine.producers.get(tensor, '?')}{where}")
     return "; every intermediate tensor compared agrees between the two machines"
