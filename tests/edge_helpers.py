@@ -57,3 +57,22 @@ def record(model: str, backend: str, verdict: str = "passed", /, *, p50: float |
         "accuracy": {"reference": "onnxruntime-cpu", "max_abs_err": 1e-6, "max_rel_err": 1e-5, "cosine": 0.9999,
                      "snr_db": 120.0}})
     return {**base, **extra}
+
+
+def write_mlp(path: Path, hidden: int) -> None:
+    """An ONNX MLP, x[16, 128] -> MatMul -> Relu -> MatMul -> y[16, 10]; compute grows with ``hidden``."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array((rng.standard_normal((128, hidden)) / 12).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array((rng.standard_normal((hidden, 10)) / 12).astype(np.float32), "w2")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("MatMul", ["r", "w2"], ["y"])], "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 10])], [w1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from edge_helpers import write_mlp
+
 from pytest_edge.report.ab_baseline import twin_baseline
 from pytest_edge.report.html import render_html
 from pytest_edge.report import build_report
@@ -57,31 +59,12 @@ def test_twins_become_the_pages_baseline() -> None:
     assert twin_baseline(_report(_record(1.5, None))) is None
 
 
-def _mlp(path: Path, hidden: int) -> None:
-    """x[16, 128] -> MatMul -> Relu -> MatMul -> y[16, 10]; compute grows with ``hidden``."""
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    w1 = numpy_helper.from_array((rng.standard_normal((128, hidden)) / 12).astype(np.float32), "w1")
-    w2 = numpy_helper.from_array((rng.standard_normal((hidden, 10)) / 12).astype(np.float32), "w2")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
-         helper.make_node("MatMul", ["r", "w2"], ["y"])], "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 128])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 10])], [w1, w2])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-
-
 def test_ab_run_writes_the_baseline_table_and_the_gate_line(pytester: pytest.Pytester) -> None:
     """A real A/B run whose model is 4x the work of its twin: the page and the summary written by
     the run itself (--edge-html, --edge-summary) show the change against the twin."""
     for folder, hidden in (("main", 256), ("pr", 1024)):
         (pytester.path / folder).mkdir()
-        _mlp(pytester.path / folder / "mlp.onnx", hidden)
+        write_mlp(pytester.path / folder / "mlp.onnx", hidden)
     pytester.makepyfile("""
         import pytest
         @pytest.mark.edge(model="mlp", backends="onnxruntime-cpu")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_helpers import LIGHT, needs_executorch
+from edge_helpers import LIGHT, needs_executorch, write_mlp
 
 from pytest_edge.backends import get_backend
 
@@ -529,32 +529,13 @@ def test_another_process_spinning_marks_the_timing_under_load(pytester: pytest.P
     assert record["timing_under_load"] is True and record["other_cores_busy"] > 0.5
 
 
-def _mlp(path: Path, hidden: int) -> None:
-    """x[16, 128] -> MatMul -> Relu -> MatMul -> y[16, 10]; compute grows with ``hidden``."""
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    w1 = numpy_helper.from_array((rng.standard_normal((128, hidden)) / 12).astype(np.float32), "w1")
-    w2 = numpy_helper.from_array((rng.standard_normal((hidden, 10)) / 12).astype(np.float32), "w2")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
-         helper.make_node("MatMul", ["r", "w2"], ["y"])], "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 128])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 10])], [w1, w2])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-
-
 @pytest.mark.timing
 def test_ab_mode_catches_a_slower_model_and_passes_an_unchanged_one(pytester: pytest.Pytester) -> None:
     """--edge-baseline-models: each artifact and its twin of the same name, measured A B A B in
     fresh processes in this job; the paired ratio decides."""
     for folder, hidden in (("main", 256), ("same", 256), ("slow", 1024)):
         (pytester.path / folder).mkdir()
-        _mlp(pytester.path / folder / "mlp.onnx", hidden)
+        write_mlp(pytester.path / folder / "mlp.onnx", hidden)
     pytester.makepyfile("""
         import pytest
         @pytest.mark.edge(model="mlp", backends="onnxruntime-cpu")
