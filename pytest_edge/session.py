@@ -45,7 +45,7 @@ class EdgeSession:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices,
-                               device_cache=settings.device_cache)
+                               device_cache=settings.device_cache, fork=settings.fork)
         self.measurer = Measurer(settings, self.pool)
         self.golden = GoldenSets(settings, self)
         self.loaded: dict[str, ModelInfo] = {}

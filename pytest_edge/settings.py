@@ -49,6 +49,9 @@ OPTIONS = [
     Option("edge_baseline_models", "A/B mode: a folder with the baseline's artifacts (same file names), "
            "measured alternately with this run's in the same job", "", "--edge-baseline-models"),
     Option("edge_processes", "fresh worker processes per measurement", "3", "--edge-processes"),
+    Option("edge_fork", "how fresh measuring processes start: 'auto' (default): forked by a zygote per backend "
+           "that imported the runtime once, where the OS can (Linux); 'on': forked, or an error; 'off': spawned "
+           "(a new interpreter each); devices always spawn", "auto", "--edge-fork"),
     Option("edge_min_time", "least time the timed runs of each process take, e.g. 0.25s", "0.25s",
            "--edge-min-time"),
     Option("edge_reference_backend", "backend that records golden outputs (default: the available one the "
@@ -103,6 +106,7 @@ class Settings:
     timeout_s: float = float(_DEFAULTS["edge_timeout"])
     # Fresh worker processes per measurement, and the least time the timed runs of each take.
     processes: int = int(_DEFAULTS["edge_processes"])
+    fork: str = _DEFAULTS["edge_fork"]  # auto, on, off: measuring processes forked by a zygote or spawned
     min_time_s: float = parse_ms(_DEFAULTS["edge_min_time"]) / 1000
     # A/B mode: a folder with the baseline's artifacts (same file names), measured in this job.
     baseline_models: Path | None = None
@@ -149,6 +153,9 @@ def from_config(config: "pytest.Config") -> Settings:
     isolation = _value(config, "edge_isolation")
     if isolation not in ("process", "none"):
         raise EdgeError(f"--edge-isolation: {isolation!r} is not 'process' or 'none'")
+    fork = _value(config, "edge_fork")
+    if fork not in ("auto", "on", "off"):
+        raise EdgeError(f"--edge-fork: {fork!r} is not 'auto', 'on' or 'off'")
     try:
         baseline_path = _value(config, "edge_baseline")
         baseline = load_report(root / baseline_path) if baseline_path else None
@@ -176,7 +183,7 @@ def from_config(config: "pytest.Config") -> Settings:
             p99_regression=(parse_percent(_value(config, "edge_gate_p99"), "--edge-gate-p99")
                             if _value(config, "edge_gate_p99") else None),
             model_dirs=[Path(p) for p in config.getini("edge_model_dirs")],
-            processes=processes, min_time_s=parse_ms(_value(config, "edge_min_time"), "edge_min_time") / 1000,
+            processes=processes, fork=fork, min_time_s=parse_ms(_value(config, "edge_min_time"), "edge_min_time") / 1000,
             baseline_models=root / baseline_models if baseline_models else None,
             strict_timing=bool(_value(config, "edge_strict_timing")),
             strict_restarts=bool(_value(config, "edge_strict_restarts")),

@@ -1,11 +1,19 @@
 """``python -m pytest_edge.worker BACKEND FD``: a local worker on a socket the parent passed;
-``python -m pytest_edge.worker --stdio``: a device worker over stdin/stdout (a device's command)."""
+``python -m pytest_edge.worker --stdio``: a device worker over stdin/stdout (a device's command);
+``python -m pytest_edge.worker --zygote BACKEND FD``: a zygote that forks local workers (.zygote)."""
 
 import sys
 from multiprocessing.connection import Connection
 
 from .server import die_with_parent, serve, serve_stdio
 
+if sys.argv[1:2] == ["--zygote"]:
+    import socket
+
+    from .zygote import serve_zygote
+
+    serve_zygote(socket.socket(fileno=int(sys.argv[3])), sys.argv[2])
+    sys.exit(0)
 die_with_parent()
 if sys.argv[1:] == ["--stdio"]:
     serve_stdio()

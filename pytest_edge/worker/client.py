@@ -25,6 +25,7 @@ from ..external_data import external_files
 from ..files import sha256_file
 from . import protocol
 from .server import WorkerServer
+from .zygote import ForkedProcess, Zygote
 
 
 
@@ -54,7 +55,9 @@ class BackendWorker:
         self.label = f"{backend_name}@{device[0]}" if device else backend_name
         self.isolated = isolated or device is not None
         self.timeout_s = timeout_s
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen | ForkedProcess | None = None
+        # Set by WorkerPool.fresh: a local worker is forked by this backend's zygote, not spawned.
+        self.zygote: Zygote | None = None
         self._reader: Connection | None = None
         self._writer: Connection | None = None
         self._server: WorkerServer | None = None
@@ -105,10 +108,13 @@ class BackendWorker:
                 # A fresh interpreter running this module, not multiprocessing's spawn: spawn
                 # re-imports the parent's __main__ (breaks under `python -`, notebooks, scripts).
                 parent, child = socket.socketpair()
-                env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-                self._process = subprocess.Popen(
-                    [sys.executable, "-m", "pytest_edge.worker", self.backend_name, str(child.fileno())],
-                    pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+                if self.zygote is not None:
+                    self._process = self.zygote.fork(child.fileno(), log.fileno())
+                else:
+                    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+                    self._process = subprocess.Popen(
+                        [sys.executable, "-m", "pytest_edge.worker", self.backend_name, str(child.fileno())],
+                        pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
                 child.close()
                 self._reader = self._writer = Connection(parent.detach())
         self._starting = True

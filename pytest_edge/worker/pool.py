@@ -15,6 +15,9 @@ from ..errors import BackendCrash, DeviceUnreachable, EdgeUsageError
 from .protocol import Request
 from ..qemu_device import ProvisionError, default_cache, is_qemu, parse_kind, provision
 from .client import BackendWorker, remove_stale_logs
+from .zygote import Zygote, fork_supported
+
+FORK_MODES = ("auto", "on", "off")
 
 
 @dataclass
@@ -81,8 +84,18 @@ class WorkerPool:
     """One long-lived worker per backend; ``on_crash(backend)`` hears when one died with its state."""
 
     def __init__(self, isolated: bool, timeout_s: float, on_crash: Callable[[str], None],
-                 devices: dict[str, str] | None = None, device_cache: Path | None = None) -> None:
+                 devices: dict[str, str] | None = None, device_cache: Path | None = None,
+                 fork: str = "auto") -> None:
         self.isolated = isolated
+        # Measuring processes of this machine's backends: forked by a zygote per backend ("on",
+        # "auto" where the OS can), or spawned ("off"; devices always spawn through their command).
+        if fork not in FORK_MODES:
+            raise EdgeUsageError(f"--edge-fork: {fork!r} is not one of {', '.join(FORK_MODES)}")
+        if fork == "on" and not fork_supported():
+            raise EdgeUsageError(f"--edge-fork=on: {sys.platform} cannot fork measuring processes (Linux only); "
+                                 "use auto or off")
+        self.fork = fork != "off" and fork_supported()
+        self.zygotes: dict[str, Zygote] = {}
         self.timeout_s = timeout_s
         self.on_crash = on_crash
         self.devices = devices or {}
@@ -125,9 +138,16 @@ class WorkerPool:
             self.workers[backend] = self._new(backend, self.isolated)
         return self.workers[backend]
 
-    def fresh(self, backend: str) -> BackendWorker:
-        """A worker of its own (a measurement's fresh process), closed by the caller."""
-        return self._new(backend, True)
+    def fresh(self, backend: str, spawn: bool = False) -> BackendWorker:
+        """A worker of its own (a measurement's fresh process), closed by the caller: forked by the
+        backend's zygote where forking is on and the backend is local, else spawned; ``spawn``
+        forces a spawned interpreter (a process that must start under a wrapper)."""
+        worker = self._new(backend, True)
+        if self.fork and not spawn and worker.device is None:
+            if worker.backend_name not in self.zygotes:  # started by the first fork, inside the measurement lock
+                self.zygotes[worker.backend_name] = Zygote(worker.backend_name, self.timeout_s)
+            worker.zygote = self.zygotes[worker.backend_name]
+        return worker
 
     def machine(self, backend: str) -> dict[str, Any] | None:
         """The device's machine block, as its worker said at start; None for this machine."""
@@ -172,3 +192,6 @@ class WorkerPool:
         for worker in self.workers.values():
             worker.close()
         self.workers.clear()
+        for zygote in self.zygotes.values():
+            zygote.close()
+        self.zygotes.clear()

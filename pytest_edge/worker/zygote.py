@@ -1,0 +1,339 @@
+"""Fresh measuring processes without the import: a zygote per backend on this machine imports the
+backend's runtime once and forks a fresh worker per measuring process (docs/design.md, "Forked
+measuring processes").
+
+The zygote holds nothing a measurement would inherit: no model is loaded and nothing is run before
+a fork (the runtime's own import is all; ``import_runtime`` starts no inference thread pool). The
+host makes the child's socket (the one a spawned worker gets) and its log file, and hands both to
+the zygote over a Unix socket (SCM_RIGHTS); the child serves the same protocol as a spawned worker.
+The host cannot wait for a grandchild, so the zygote reaps its children and reports their exit
+status (a signal as a negative code, as ``subprocess`` does): crash messages name the signal.
+Each child dies with the zygote and the zygote with the host (PR_SET_PDEATHSIG).
+
+``python -m pytest_edge.worker --zygote BACKEND FD`` runs a zygote on the socket FD.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ..errors import BackendError
+
+MESSAGE_BYTES = 4096
+
+
+def fork_supported() -> bool:
+    """Forking needs os.fork, fd passing and PR_SET_PDEATHSIG: Linux."""
+    return sys.platform.startswith("linux") and hasattr(os, "fork") and hasattr(socket, "send_fds")
+
+
+def thread_count() -> int:
+    """Threads of this process (Linux); 1 where /proc cannot tell."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+MADV_POPULATE_READ = 22  # Linux 5.14
+
+
+def resident_file_pages() -> list[tuple[int, int]]:
+    """(address, length) runs of this process's file-backed pages that are resident (mapped in its
+    page tables). fork() does not copy those page-table entries (the child faults them in again
+    from the page cache), so a forked child's resident set starts smaller than its parent's by
+    the runtime's code and read-only data: the child maps them again (:func:`populate`) so that
+    its memory baseline is what a spawned worker's is after the same import."""
+    import numpy as np
+
+    runs: list[tuple[int, int]] = []
+    try:
+        with open("/proc/self/maps") as maps, open("/proc/self/pagemap", "rb") as pagemap:
+            for line in maps:
+                fields = line.split()
+                if len(fields) < 6 or int(fields[4]) == 0 or "r" not in fields[1] or fields[5].startswith("["):
+                    continue  # anonymous (copied by fork), unreadable or special
+                start, end = (int(v, 16) for v in fields[0].split("-"))
+                pagemap.seek(start // PAGE * 8)
+                entries = np.frombuffer(pagemap.read((end - start) // PAGE * 8), dtype=np.uint64)
+                present = np.concatenate(([0], (entries >> np.uint64(63)).astype(np.int8), [0]))
+                edges = np.flatnonzero(np.diff(present))
+                runs += [(start + int(a) * PAGE, int(b - a) * PAGE) for a, b in zip(edges[::2], edges[1::2])]
+    except (OSError, ValueError):
+        return []
+    return runs
+
+
+def populate(runs: list[tuple[int, int]]) -> None:
+    """Map these pages into this process's page tables again (MADV_POPULATE_READ: no copy, no
+    write; where the kernel lacks it the resident set just starts smaller)."""
+    import ctypes
+
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for address, length in runs:
+        madvise(address, length, MADV_POPULATE_READ)
+
+
+class ForkedProcess:
+    """A child of the zygote, seen from the host with the part of ``subprocess.Popen`` that
+    BackendWorker uses: ``pid``, ``returncode``, ``poll``, ``wait``, ``kill``."""
+
+    def __init__(self, zygote: "Zygote", pid: int) -> None:
+        self.zygote = zygote
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.status(self.pid, 0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self.zygote.status(self.pid, 3600.0 if timeout is None else timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(f"forked {self.zygote.backend_name} worker {self.pid}", timeout or 0)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            self.zygote.call({"op": "kill", "pid": self.pid})
+
+
+class Zygote:
+    """The host's handle on one backend's zygote: started on first use, asked to fork, closed with
+    the pool. A zygote that died is reported as having taken its children with it (SIGKILL)."""
+
+    def __init__(self, backend_name: str, start_timeout_s: float) -> None:
+        self.backend_name = backend_name
+        self.start_timeout_s = start_timeout_s
+        self.hello: dict[str, Any] = {}
+        self._process: subprocess.Popen | None = None
+        self._socket: socket.socket | None = None
+        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{backend_name}-zygote.log"
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None and self._socket is not None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> None:
+        """Start the zygote and wait until it has imported the runtime (BackendError if it cannot)."""
+        if self.alive:
+            return
+        self.close()
+        host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        with open(self.log_path, "wb") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "pytest_edge.worker", "--zygote", self.backend_name, str(child.fileno())],
+                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        child.close()
+        self._socket = host
+        try:
+            self.hello = self._receive(self.start_timeout_s)
+        except BackendError:
+            self.close()
+            raise
+        if "error" in self.hello:
+            self.close()
+            raise BackendError(f"{self.backend_name}: its zygote could not import the runtime: {self.hello['error']}")
+
+    def fork(self, connection_fd: int, log_fd: int) -> ForkedProcess:
+        """A fresh worker serving the protocol on ``connection_fd``, printing to ``log_fd``."""
+        self.start()
+        reply = self.call({"op": "fork"}, [connection_fd, log_fd])
+        return ForkedProcess(self, reply["pid"])
+
+    def status(self, pid: int, timeout_s: float) -> int | None:
+        """The child's exit code (negative: the signal that ended it), None while it runs; waits up
+        to ``timeout_s`` for it to end."""
+        if not self.alive:
+            return -signal.SIGKILL  # the zygote is gone: PR_SET_PDEATHSIG killed its children
+        return self.call({"op": "status", "pid": pid, "timeout_s": timeout_s}, timeout_s=timeout_s)["status"]
+
+    def call(self, message: dict[str, Any], fds: list[int] | None = None, timeout_s: float = 0.0) -> dict[str, Any]:
+        if self._socket is None:
+            raise BackendError(f"{self.backend_name}: its zygote is not running")
+        try:
+            socket.send_fds(self._socket, [json.dumps(message).encode()], fds or [])
+        except OSError as exc:
+            self._died(f"could not be reached ({exc})")
+        return self._receive(timeout_s + 30.0)
+
+    def _receive(self, timeout_s: float) -> dict[str, Any]:
+        assert self._socket is not None
+        self._socket.settimeout(timeout_s)
+        try:
+            data = self._socket.recv(MESSAGE_BYTES)
+        except socket.timeout:
+            self._died(f"did not answer within {timeout_s:g} s")
+        except OSError as exc:
+            self._died(f"could not be reached ({exc})")
+        if not data:
+            self._died("ended")
+        reply = json.loads(data)
+        if "failed" in reply:
+            raise BackendError(f"{self.backend_name}: its zygote could not {reply['failed']}")
+        return reply
+
+    def _died(self, how: str) -> None:
+        tail = ""
+        try:
+            tail = self.log_path.read_text(errors="replace").strip()[-1500:]
+        except OSError:
+            pass
+        self.close()
+        raise BackendError(f"{self.backend_name}: its zygote {how}" + (f"; it printed:\n{tail}" if tail else ""))
+
+    def close(self) -> None:
+        """End the zygote (its children are killed with it) and remove its log."""
+        if self._socket is not None:
+            try:
+                socket.send_fds(self._socket, [json.dumps({"op": "exit"}).encode()], [])
+            except OSError:
+                pass
+            self._socket.close()
+            self._socket = None
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+        try:
+            self.log_path.unlink()
+        except OSError:
+            pass
+
+
+# The zygote process.
+
+def _child(control: socket.socket, backend_name: str, connection_fd: int, log_fd: int, zygote_pid: int,
+           resident: list[tuple[int, int]]) -> None:
+    """In the forked child: a worker of its own, then exit without running the zygote's code."""
+    from multiprocessing.connection import Connection
+
+    from .server import serve
+
+    code = 0
+    try:
+        control.close()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _die_with(zygote_pid)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(log_fd)
+        populate(resident)
+        connection = Connection(connection_fd)
+        serve(connection, connection, backend_name)
+    except BaseException:  # noqa: BLE001 - printed to the worker's log, which a crash message quotes
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _die_with(parent: int) -> None:
+    """PR_SET_PDEATHSIG (it is not inherited over fork): killed when ``parent`` dies."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    if os.getppid() != parent:  # it died before the request took effect
+        os._exit(1)
+
+
+def _reap(ended: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        ended[pid] = os.waitstatus_to_exitcode(status)
+
+
+def serve_zygote(control: socket.socket, backend_name: str) -> None:
+    """Import the runtime, say hello, then fork a worker per request until the host says exit or
+    goes away; the children still running then are killed."""
+    from ..backends import get_backend
+    from .server import die_with_parent
+
+    die_with_parent()
+    start = time.perf_counter()
+    try:
+        get_backend(backend_name).import_runtime()
+    except Exception as exc:  # noqa: BLE001 - reported to the host, which raises it
+        control.send(json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
+        return
+    control.send(json.dumps({"pid": os.getpid(), "import_s": time.perf_counter() - start,
+                             "threads": thread_count()}).encode())
+    running: set[int] = set()
+    ended: dict[int, int] = {}
+    try:
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(control, MESSAGE_BYTES, 2)
+            except OSError:
+                return
+            if not data:
+                return
+            request = json.loads(data)
+            _reap(ended)
+            if request["op"] == "exit":
+                return
+            if request["op"] == "fork":
+                if len(fds) != 2:
+                    control.send(json.dumps({"failed": f"fork: {len(fds)} file descriptors, not 2"}).encode())
+                    continue
+                sys.stdout.flush()
+                sys.stderr.flush()
+                me, resident = os.getpid(), resident_file_pages()
+                pid = os.fork()
+                if pid == 0:
+                    _child(control, backend_name, fds[0], fds[1], me, resident)
+                for fd in fds:
+                    os.close(fd)
+                running.add(pid)
+                control.send(json.dumps({"pid": pid}).encode())
+            elif request["op"] == "status":
+                pid = request["pid"]
+                deadline = time.monotonic() + request["timeout_s"]
+                while pid in running and pid not in ended and time.monotonic() < deadline:
+                    time.sleep(0.002)
+                    _reap(ended)
+                # Not a child of this zygote: nothing of it runs (said as the kill it would have had).
+                status = ended[pid] if pid in ended else None if pid in running else -signal.SIGKILL
+                control.send(json.dumps({"status": status}).encode())
+            elif request["op"] == "kill":
+                if request["pid"] in running and request["pid"] not in ended:
+                    os.kill(request["pid"], signal.SIGKILL)
+                control.send(b"{}")
+            else:
+                control.send(json.dumps({"failed": f"do {request['op']!r}"}).encode())
+    finally:
+        for pid in running - set(ended):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
