@@ -1,0 +1,220 @@
+"""Forked measuring processes (pytest_edge/worker/zygote.py): a zygote per backend imports the
+runtime once and forks each fresh measuring worker. Real runtimes on the fixture models; LiteRT
+where any runtime will do (its import is the cheapest), ExecuTorch and ONNX Runtime in the slow ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from edge_helpers import FIXTURES, ROOT, needs_executorch, write_mlp
+
+from pytest_edge.errors import BackendCrash
+from pytest_edge.worker.pool import WorkerPool
+from pytest_edge.worker.protocol import Load, Measure
+from pytest_edge.worker.zygote import fork_supported
+
+pytestmark = pytest.mark.skipif(not fork_supported(), reason="forking measuring processes needs Linux")
+
+CNN_INPUT = [np.zeros((1, 3, 32, 32), dtype=np.float32)]
+
+
+def _pool(fork: str = "on") -> WorkerPool:
+    return WorkerPool(True, 300.0, on_crash=lambda backend: None, fork=fork)
+
+
+def _status(pid: int, field: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return float(line.split()[1]) / 1024
+    raise AssertionError(f"{field} not in /proc/{pid}/status")
+
+
+def _measure(worker, model: Path, runs: int = 20, min_time_s: float = 0.0) -> dict:
+    worker.request(Load("m", str(model), 1, {}, with_coverage=False), artifact=str(model))
+    return worker.request(Measure("m", CNN_INPUT, 2, runs, min_time_s), artifact=str(model))
+
+
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    """The process ended (a zombie counts as ended: nothing of it runs)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_forked_worker_is_a_process_of_its_own_and_answers_as_a_spawned_one() -> None:
+    pool = _pool()
+    try:
+        forked = pool.fresh("litert")
+        spawned = pool.fresh("litert", spawn=True)
+        results = [_measure(w, FIXTURES / "tiny_cnn.tflite") for w in (forked, spawned)]
+        zygote = pool.zygotes["litert"]
+        assert forked.zygote is zygote and spawned.zygote is None
+        child = forked.call("ping")
+        assert child not in {os.getpid(), zygote.pid, spawned.call("ping")}
+        assert Path(f"/proc/{child}/status").read_text().count(f"PPid:\t{zygote.pid}") == 1
+        assert forked.hello["runtime"] == spawned.hello["runtime"]
+        outputs = [w.call("run", "m", CNN_INPUT, True) for w in (forked, spawned)]
+        np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
+        for result in results:
+            assert result["measured_runs"] == 20 and result["hwm_reset"] and result["peak_memory_mb"] > 0
+        forked.close()
+        assert _gone(child)
+    finally:
+        pool.close()
+
+
+def test_sigkill_of_a_forked_worker_is_a_crash_naming_backend_and_signal() -> None:
+    pool = _pool()
+    try:
+        worker = pool.fresh("litert")
+        worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
+        child = worker.call("ping")
+        killer = threading.Timer(0.5, os.kill, (child, signal.SIGKILL))
+        killer.start()
+        with pytest.raises(BackendCrash, match=r"the litert runtime crashed \(signal SIGKILL\) while trying to measure"):
+            worker.request(Measure("m", CNN_INPUT, 0, 1, 30.0), artifact="tiny_cnn.tflite")  # 30 s: killed first
+        killer.join()
+        # Killed between requests: the next request gets a new fork, and says why.
+        worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
+        second = worker.call("ping")
+        os.kill(second, signal.SIGKILL)
+        assert _gone(second)
+        assert worker.call("ping") not in {child, second}
+        assert "died (signal SIGKILL) between requests" in worker.restart_notes[0]
+        worker.close()
+    finally:
+        pool.close()
+
+
+@pytest.mark.slow
+def test_peak_memory_is_each_forked_workers_own(tmp_path: Path) -> None:
+    """A child's VmHWM starts at its own resident set, not the zygote's or a sibling's peak: a
+    20 MB model's child peaks above 20 MB, the next child's small model far below it, and the
+    zygote, which loaded nothing, keeps its resident set."""
+    big = tmp_path / "big_mlp.onnx"
+    write_mlp(big, hidden=40_000)  # 128 x 40 000 float32 weights: 20 MB
+    pool = _pool()
+    try:
+        first = pool.fresh("onnxruntime-cpu")
+        first.request(Load("big", str(big), 1, {}, with_coverage=False))
+        big_figures = first.request(Measure("big", [np.zeros((16, 128), np.float32)], 1, 5, 0.0))
+        first.close()
+        zygote = pool.zygotes["onnxruntime-cpu"]
+        zygote_rss = _status(zygote.pid, "VmRSS")
+        second = pool.fresh("onnxruntime-cpu")
+        small_figures = _measure(second, FIXTURES / "tiny_cnn.onnx")
+        spawned = _measure(pool.fresh("onnxruntime-cpu", spawn=True), FIXTURES / "tiny_cnn.onnx")
+        assert big_figures["peak_memory_mb"] > 20
+        assert small_figures["peak_memory_mb"] < big_figures["peak_memory_mb"] - 10
+        # Forked and spawned peaks of the same model agree (the child maps the zygote's
+        # resident runtime pages again, so both start from the same baseline).
+        assert abs(small_figures["peak_memory_mb"] - spawned["peak_memory_mb"]) < 2 + 0.25 * spawned["peak_memory_mb"]
+        assert _status(zygote.pid, "VmRSS") < zygote_rss + 5
+        second.close()
+    finally:
+        pool.close()
+
+
+@needs_executorch
+@pytest.mark.slow
+def test_executorch_forks_after_one_import() -> None:
+    """ExecuTorch imports torch once, in the zygote: every fork loads and measures a .pte, and the
+    zygote runs no thread but the main one and OpenBLAS's (no torch pool started before fork)."""
+    pool = _pool()
+    try:
+        workers = [pool.fresh("executorch") for _ in range(2)]
+        results = [_measure(w, FIXTURES / "tiny_cnn.pte") for w in workers]
+        zygote = pool.zygotes["executorch"]
+        assert len({w.call("ping") for w in workers} | {zygote.pid}) == 3
+        assert all(r["measured_runs"] == 20 and r["peak_memory_mb"] > 0 for r in results)
+        assert zygote.hello["threads"] <= 1 + len(os.sched_getaffinity(0))  # main + OpenBLAS's pool at most
+    finally:
+        pool.close()
+
+
+HOST = """
+import os, sys, time
+from pytest_edge.worker.pool import WorkerPool
+pool = WorkerPool(True, 300.0, on_crash=print, fork="on")
+worker = pool.fresh("litert")
+worker.launch()
+worker.wait_ready()
+print(pool.zygotes["litert"].pid, worker.call("ping"), flush=True)
+time.sleep(300)
+"""
+
+
+def test_zygote_and_its_children_die_with_the_host() -> None:
+    host = subprocess.Popen([sys.executable, "-c", HOST], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        zygote, child = (int(v) for v in host.stdout.readline().split())
+        assert not _gone(zygote, 0.1) and not _gone(child, 0.1)
+    finally:
+        host.kill()
+        host.wait()
+    assert _gone(zygote) and _gone(child)
+
+
+MEASURED_TEST = """
+import os
+import pytest
+@pytest.mark.edge(model="tiny_cnn", backends=["litert"], runs=20)
+def test_cnn(edge_model):
+    pass
+"""
+
+
+def _children_named(fragment: str) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().split(")")[-1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and fragment in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_forked_session_records_the_figures_of_a_spawned_one(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(MEASURED_TEST)
+    pytester.runpytest("--edge-update-golden").assert_outcomes(passed=1)
+    records = {}
+    for fork in ("on", "off"):
+        result = pytester.runpytest("--edge-measure", f"--edge-fork={fork}", "--edge-processes=2",
+                                    f"--edge-report={fork}.json")
+        result.assert_outcomes(passed=1)
+        (records[fork],) = json.loads((pytester.path / f"{fork}.json").read_text())["records"]
+        # The session (in this process) ended: its zygote, and every worker it forked, are gone.
+        assert _children_named("pytest_edge.worker --zygote") == []
+    forked, spawned = records["on"], records["off"]
+    assert set(forked) == set(spawned)
+    for record in (forked, spawned):
+        assert len(record["processes"]) == 2 and record["measured_runs"] >= 40
+        assert record["latency_ms"]["p50"] > 0 and record["peak_memory_mb"] > 0
+        assert record["load_ms"] > 0 and record["first_inference_ms"] > 0
+    assert set(forked["processes"][0]) == set(spawned["processes"][0])
+
+
+def test_fork_option_is_checked(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(MEASURED_TEST)
+    result = pytester.runpytest("--edge-fork=sometimes")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*--edge-fork: 'sometimes' is not 'auto', 'on' or 'off'*"])
