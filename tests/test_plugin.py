@@ -236,7 +236,9 @@ def test_native_crash_fails_one_test_and_the_worker_restarts(pytester: pytest.Py
         def test_after(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-processes=1")
+    # Spawned workers: the test finds them by their command line (a forked one is the zygote's
+    # child and has the zygote's; tests/test_fork.py crashes forked workers).
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-processes=1", "--edge-fork=off")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*the litert runtime crashed (signal SIGSEGV) while trying to measure *tiny_mlp.tflite*"])
     # Not a timing test: the crash must end the measurement instead of its ten million warm-up
