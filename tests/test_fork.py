@@ -211,6 +211,8 @@ def test_forked_session_records_the_figures_of_a_spawned_one(pytester: pytest.Py
         assert record["latency_ms"]["p50"] > 0 and record["peak_memory_mb"] > 0
         assert record["load_ms"] > 0 and record["first_inference_ms"] > 0
     assert set(forked["processes"][0]) == set(spawned["processes"][0])
+    assert [p["start"] for p in forked["processes"]] == ["forked"] * 2
+    assert [p["start"] for p in spawned["processes"]] == ["spawned"] * 2
 
 
 def test_fork_option_is_checked(pytester: pytest.Pytester, models: Path) -> None:

@@ -105,7 +105,7 @@ def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> d
                             "runs": r["measured_runs"], "load_ms": r.get("load_ms"),
                             "peak_memory_mb": r["peak_memory_mb"], "other_cores_busy": r["other_cores_busy"],
                             "probe_us": r.get("probe_us"), "drift": r.get("drift"),
-                            "probe_drift": r.get("probe_drift")})
+                            "probe_drift": r.get("probe_drift"), "start": r.get("process_start")})
     busy = [r["other_cores_busy"] for r in results if r["other_cores_busy"] is not None]
     p50s = [p["p50"] for p in per_process]
     return {

@@ -31,6 +31,10 @@ from ..marker import MAX_RUNS  # timed runs a process keeps, whatever min_time a
 from ..measurement import timing
 from . import protocol
 
+# How this process started, for each measuring process's record: a new interpreter ("spawned"),
+# or forked by its backend's zygote ("forked", set by worker/zygote.py in the child).
+PROCESS_START = "spawned"
+
 # What a device's artifact cache holds: files named by their content.
 CONTENT_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,16}")
 
@@ -153,6 +157,7 @@ class WorkerServer:
             steady = rss - base if rss is not None else None
         return {
             "hwm_reset": reset,
+            "process_start": PROCESS_START,
             "first_inference_ms": self.first_inference_ms[key],
             "latency_ms": timing.latency_stats(samples),
             "drift": timing.drift(samples),

@@ -230,7 +230,7 @@ def _child(control: socket.socket, backend_name: str, connection_fd: int, log_fd
     """In the forked child: a worker of its own, then exit without running the zygote's code."""
     from multiprocessing.connection import Connection
 
-    from .server import serve
+    from . import server
 
     code = 0
     try:
@@ -241,8 +241,9 @@ def _child(control: socket.socket, backend_name: str, connection_fd: int, log_fd
         os.dup2(log_fd, 2)
         os.close(log_fd)
         populate(resident)
+        server.PROCESS_START = "forked"
         connection = Connection(connection_fd)
-        serve(connection, connection, backend_name)
+        server.serve(connection, connection, backend_name)
     except BaseException:  # noqa: BLE001 - printed to the worker's log, which a crash message quotes
         traceback.print_exc()
         code = 1
