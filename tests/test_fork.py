@@ -101,6 +101,23 @@ def test_sigkill_of_a_forked_worker_is_a_crash_naming_backend_and_signal() -> No
         pool.close()
 
 
+def test_a_dead_zygote_takes_its_children_and_the_next_fork_starts_a_new_one() -> None:
+    pool = _pool()
+    try:
+        worker = pool.fresh("litert")
+        worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
+        child, zygote = worker.call("ping"), pool.zygotes["litert"].pid
+        os.kill(zygote, signal.SIGKILL)
+        assert _gone(child)  # PR_SET_PDEATHSIG
+        worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
+        assert "died (signal SIGKILL) between requests" in worker.restart_notes[0]
+        assert pool.zygotes["litert"].pid not in {None, zygote}
+        assert worker.call("ping") != child
+        worker.close()
+    finally:
+        pool.close()
+
+
 @pytest.mark.slow
 def test_peak_memory_is_each_forked_workers_own(tmp_path: Path) -> None:
     """A child's VmHWM starts at its own resident set, not the zygote's or a sibling's peak: a

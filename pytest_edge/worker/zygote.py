@@ -108,8 +108,11 @@ class ForkedProcess:
         return self.returncode
 
     def kill(self) -> None:
-        if self.returncode is None:
-            self.zygote.call({"op": "kill", "pid": self.pid})
+        if self.returncode is None and self.zygote.alive:  # a zygote that is gone took its children
+            try:
+                self.zygote.call({"op": "kill", "pid": self.pid})
+            except BackendError:
+                pass
 
 
 class Zygote:
@@ -163,9 +166,12 @@ class Zygote:
     def status(self, pid: int, timeout_s: float) -> int | None:
         """The child's exit code (negative: the signal that ended it), None while it runs; waits up
         to ``timeout_s`` for it to end."""
-        if not self.alive:
-            return -signal.SIGKILL  # the zygote is gone: PR_SET_PDEATHSIG killed its children
-        return self.call({"op": "status", "pid": pid, "timeout_s": timeout_s}, timeout_s=timeout_s)["status"]
+        try:
+            if self.alive:
+                return self.call({"op": "status", "pid": pid, "timeout_s": timeout_s}, timeout_s=timeout_s)["status"]
+        except BackendError:
+            pass
+        return -signal.SIGKILL  # the zygote is gone: PR_SET_PDEATHSIG killed its children
 
     def call(self, message: dict[str, Any], fds: list[int] | None = None, timeout_s: float = 0.0) -> dict[str, Any]:
         if self._socket is None:
@@ -315,6 +321,7 @@ def serve_zygote(control: socket.socket, backend_name: str) -> None:
                 for fd in fds:
                     os.close(fd)
                 running.add(pid)
+                ended.pop(pid, None)  # a pid the kernel gave again: the old child's status is not this one's
                 control.send(json.dumps({"pid": pid}).encode())
             elif request["op"] == "status":
                 pid = request["pid"]
