@@ -135,5 +135,7 @@ class Record:
                    "edge_max_abs_err": (self.accuracy or {}).get("max_abs_err"),
                    "edge_fallback": coverage.get("fallback"), "edge_partitions": coverage.get("partitions"),
                    "edge_p50_ms": latency.get("p50"), "edge_p99_ms": latency.get("p99"),
-                   "edge_load_ms": self.load_ms, "edge_peak_memory_mb": self.peak_memory_mb}
+                   "edge_load_ms": self.load_ms, "edge_peak_memory_mb": self.peak_memory_mb,
+                   "edge_artifact_bytes": self.artifact_bytes, "edge_runtime_bytes": self.runtime_bytes,
+                   "edge_throughput": self.throughput}
         return [(k, v) for k, v in figures.items() if v is not None]
