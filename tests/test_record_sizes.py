@@ -112,14 +112,10 @@ def _grown(source: Path, target: Path, factor: float) -> None:
     onnx.save(model, str(target))
 
 
-@pytest.fixture(scope="module")
-def ab_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def _ab_run(pytester: pytest.Pytester) -> dict[str, Any]:
     """One real A/B run on ONNX Runtime: ``same`` is byte for byte its twin in main/, ``grown`` is
     its twin 20 % bigger (same graph), ``ext`` has external data and size budgets it exceeds."""
-    import subprocess
-    import sys
-
-    project = tmp_path_factory.mktemp("sizes")
+    project = pytester.path
     for folder in ("models", "main"):
         (project / folder).mkdir()
     shutil.copy(FIXTURES / "tiny_mlp.onnx", project / "models" / "same.onnx")
@@ -136,15 +132,24 @@ def ab_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "@pytest.mark.edge(model='grown')\ndef test_grown(edge_model):\n    pass\n"
         "@pytest.mark.edge(model='tiny_ext', max_artifact_mb='3KB', max_runtime_mb=1)\n"
         "def test_ext(edge_model):\n    pass\n")
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--edge-update-golden",
-                          "--edge-baseline-models=main", "--edge-report=r.json", "--edge-html=r.html"],
-                         cwd=project, capture_output=True, text=True, timeout=600)
+    run = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--edge-update-golden", "--edge-baseline-models=main",
+                                        "--edge-report=r.json", "--edge-html=r.html")
+    run.assert_outcomes(passed=1, failed=2)
     report = json.loads((project / "r.json").read_text())
-    return {"output": run.stdout + run.stderr, "project": project, "report": report,
+    return {"output": run.stdout.str(), "project": project, "report": report,
             "records": {r["model"]["name"]: r for r in report["records"]}}
 
 
-def test_records_carry_sizes_throughput_and_power(ab_run: dict[str, Any]) -> None:
+def test_one_ab_run_records_sizes_judges_their_budgets_and_gates_growth(pytester: pytest.Pytester) -> None:
+    """One run (a pytest run costs a runtime import per measuring process): the record's fields,
+    the size budgets' messages, the gate on a grown artifact."""
+    ab_run = _ab_run(pytester)
+    _records_carry_sizes_throughput_and_power(ab_run)
+    _size_budgets_name_the_file_the_backend_and_both_figures(ab_run)
+    _a_grown_artifact_fails_the_gate_and_an_unchanged_one_passes(ab_run)
+
+
+def _records_carry_sizes_throughput_and_power(ab_run: dict[str, Any]) -> None:
     project, same, ext = ab_run["project"], ab_run["records"]["same"], ab_run["records"]["tiny_ext"]
     assert same["verdict"] == "passed", ab_run["output"]
     assert same["artifact_bytes"] == (project / "models" / "same.onnx").stat().st_size
@@ -164,7 +169,7 @@ def test_records_carry_sizes_throughput_and_power(ab_run: dict[str, Any]) -> Non
     assert {r["artifact_bytes"] for r in merged["records"] if r["model"]["name"] == "same"} == {same["artifact_bytes"]}
 
 
-def test_size_budgets_name_the_file_the_backend_and_both_figures(ab_run: dict[str, Any]) -> None:
+def _size_budgets_name_the_file_the_backend_and_both_figures(ab_run: dict[str, Any]) -> None:
     ext = ab_run["records"]["tiny_ext"]
     assert ext["verdict"] == "failed"
     artifact, runtime = ext["violations"]
@@ -174,7 +179,7 @@ def test_size_budgets_name_the_file_the_backend_and_both_figures(ab_run: dict[st
     assert f"({ext['runtime_bytes']} bytes) > max_runtime_mb 1 MB" in runtime
 
 
-def test_a_grown_artifact_fails_the_gate_and_an_unchanged_one_passes(ab_run: dict[str, Any]) -> None:
+def _a_grown_artifact_fails_the_gate_and_an_unchanged_one_passes(ab_run: dict[str, Any]) -> None:
     grown, same = ab_run["records"]["grown"], ab_run["records"]["same"]
     assert grown["verdict"] == "failed" and grown["baseline_check"]["mode"] == "ab"
     growth = grown["artifact_bytes"] / (ab_run["project"] / "main" / "grown.onnx").stat().st_size - 1
