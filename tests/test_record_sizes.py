@@ -15,6 +15,7 @@ from edge_helpers import FIXTURES
 from pytest_edge.marker import parse_marker
 from pytest_edge.measurement import sensors
 from pytest_edge.measurement.regressions import check_baseline
+from pytest_edge.report.deployment import megabytes
 from pytest_edge.report.html import render_html
 from pytest_edge.report.json_report import merge_reports
 from pytest_edge.sizes import artifact_bytes, runtime_package
@@ -99,6 +100,7 @@ def test_sizes_of_an_artifact_and_a_runtime(tmp_path: Path) -> None:
     package = runtime_package("onnxruntime")
     assert package["bytes"] > package["native_bytes"] > 0 and package["files"] > 0
     assert "not installed" in runtime_package("no-such-runtime-distribution")["reason"]
+    assert (megabytes(2951), megabytes(80198301), megabytes(None)) == ("0.00281", "76.5", "—")
     marker = parse_marker((), {"model": "m", "max_artifact_mb": "512KB", "max_runtime_mb": 100})
     assert (marker.max_artifact_mb, marker.max_runtime_mb, marker.needs_measurement) == (0.5, 100.0, False)
 
@@ -163,7 +165,7 @@ def _records_carry_sizes_throughput_and_power(ab_run: dict[str, Any]) -> None:
     power = same["power_and_temperature"]
     assert power["tool"] == "linux-sysfs" and (power["steady"] is not None or power["reason"])
     page = (project / "r.html").read_text()
-    assert "Size, throughput, power and temperature" in page and f"{same['artifact_bytes'] / 2**20:.3f}" in page
+    assert "Size, throughput, power and temperature" in page and megabytes(same["artifact_bytes"]) in page
     # A merged report keeps the new fields as they are.
     merged = merge_reports([ab_run["report"], ab_run["report"]])
     assert {r["artifact_bytes"] for r in merged["records"] if r["model"]["name"] == "same"} == {same["artifact_bytes"]}

@@ -12,7 +12,8 @@ HEADERS = ["backend", "artifact MB", "runtime MB", "throughput /s", "temperature
 
 
 def megabytes(value: Any) -> str:
-    return DASH if not isinstance(value, (int, float)) else f"{value / 2**20:.3f}"
+    """Bytes as MB (2**20) to three significant digits: a 3 KB test model is not "0.003"."""
+    return DASH if not isinstance(value, (int, float)) else significant(value / 2**20)
 
 
 def _span(initial: Any, steady: Any) -> str:
