@@ -72,6 +72,8 @@ class TfliteGraph:
                     self.activations.append(self._tensor(details[int(index)], op["op_name"]))
                     if op["op_name"] in WEIGHT_AXIS and len(inputs) > 1 and inputs[1] in details:
                         self.weights[int(index)] = self._tensor(details[inputs[1]], op["op_name"])
+                    elif op["op_name"] == "DEQUANTIZE" and inputs and inputs[0] in self.weights:
+                        self.weights[int(index)] = self.weights[inputs[0]]  # an int8 model's float output
         self.outputs = {int(d["index"]) for d in self.interpreter.get_output_details()}
 
     def _resize_dynamic_inputs(self) -> None:
