@@ -134,9 +134,9 @@ def _pair_kind(float_model: Path, quant_model: Path) -> str:
         return ".onnx"
     if ".pte" in kinds:
         raise EdgeUsageError(f"{float_model} and {quant_model}: .pte pairs are not triaged per layer yet: "
-                             "ETDump logs a delegated (XNNPACK) quantized graph's intermediates per delegate "
-                             "call, not per layer, so there is nothing to match with the float program's "
-                             "layers (docs/triage.md)")
+                             "ETDump records a delegated (XNNPACK) program's outputs per delegate call, not "
+                             "per layer, and matching two programs' layers is not implemented (docs/triage.md); "
+                             "compare the .tflite or .onnx export of the network instead")
     if len(kinds) > 1:
         raise EdgeUsageError(f"{float_model} and {quant_model} are not the same format: triage quant compares "
                              "a float and a quantized model of one format (.tflite or .onnx)")
