@@ -25,10 +25,15 @@ OUTLIER = (FIXTURES / "outlier_mlp.tflite", FIXTURES / "outlier_mlp_int8.tflite"
 CLEAN = (FIXTURES / "clean_mlp.tflite", FIXTURES / "clean_mlp_int8.tflite")
 OUTLIER_ONNX = (FIXTURES / "outlier_mlp.onnx", FIXTURES / "outlier_mlp_qdq.onnx")
 CLEAN_ONNX = (FIXTURES / "clean_mlp.onnx", FIXTURES / "clean_mlp_qdq.onnx")
+OUTLIER_PTE = (FIXTURES / "outlier_mlp.pte", FIXTURES / "outlier_mlp_int8.pte")
+CLEAN_PTE = (FIXTURES / "clean_mlp.pte", FIXTURES / "clean_mlp_int8.pte")
+# ExecuTorch's ETDump re-runs take seconds each (8 inputs, 2 programs): slow, and only where it is installed.
+PTE = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("executorch"), reason="needs executorch")
 
 
-@pytest.mark.parametrize("pair, layer", [(OUTLIER, "mid/MatMul;mid/Relu;mid/add"), (OUTLIER_ONNX, "mid/matmul")],
-                         ids=["tflite", "onnx"])
+@pytest.mark.parametrize("pair, layer", [
+    (OUTLIER, "mid/MatMul;mid/Relu;mid/add"), (OUTLIER_ONNX, "mid/matmul"),
+    pytest.param(OUTLIER_PTE, "v19 (instruction 4)", marks=[pytest.mark.slow, PTE])], ids=["tflite", "onnx", "pte"])
 def test_flattened_layer_is_named_first_with_channel_and_weight_figures(pair: tuple[Path, Path], layer: str) -> None:
     report = quant.compare_models(*pair)
     first = report.first_below
@@ -59,7 +64,8 @@ def test_one_input_and_one_tensor_snr_would_hide_it() -> None:
     assert mid.snr_db > 20 and mid.below and mid.channels.below >= 30
 
 
-@pytest.mark.parametrize("pair", [CLEAN, CLEAN_ONNX], ids=["tflite", "onnx"])
+@pytest.mark.parametrize("pair", [CLEAN, CLEAN_ONNX, pytest.param(CLEAN_PTE, marks=[pytest.mark.slow, PTE])],
+                         ids=["tflite", "onnx", "pte"])
 def test_pair_whose_layers_are_all_fine_says_so(pair: tuple[Path, Path]) -> None:
     report = quant.compare_models(*pair)
     assert report.first_below is None and report.matched >= 4
@@ -90,9 +96,11 @@ def test_a_folder_that_is_not_a_golden_is_refused(tmp_path: Path, capsys: pytest
     assert f"{tmp_path}: not a usable golden folder" in capsys.readouterr().err
 
 
-def test_pte_and_mixed_pairs_are_refused_with_the_reason() -> None:
-    with pytest.raises(EdgeError, match=r"\.pte pairs are not triaged per layer yet: ETDump"):
-        quant.compare_models(FIXTURES / "tiny_mlp.pte", FIXTURES / "tiny_mlp.pte")
+@PTE
+def test_delegated_pte_and_mixed_pairs_are_refused_with_the_reason() -> None:
+    with pytest.raises(EdgeError, match=r"tiny_mlp\.pte is delegated \(XNNPACK partition at instruction 0.*"
+                                        r"ETDump logs a partition's outputs per delegate call, not per layer"):
+        quant.compare_models(FIXTURES / "tiny_mlp.pte", FIXTURES / "tiny_mlp.pte", cases=1)
     with pytest.raises(EdgeError, match="not the same format"):
         quant.compare_models(OUTLIER[0], OUTLIER_ONNX[1])
 

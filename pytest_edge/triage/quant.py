@@ -86,7 +86,8 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
     """Run both models on the same inputs and compare every tensor they share by name, per input
     (the worst decides), per channel, and their weights. ``inputs``: one case, or labelled cases;
     None: ``cases`` random cases from the float signature, seeds ``seed``, ``seed + 1``, ...
-    ``.tflite`` pairs run on LiteRT, ``.onnx`` (float and QDQ) on ONNX Runtime."""
+    ``.tflite`` pairs run on LiteRT, ``.onnx`` (float and QDQ) on ONNX Runtime, ``.pte`` (not
+    delegated) on ExecuTorch with ETDump."""
     float_model, quant_model = Path(float_model), Path(quant_model)
     kind = _pair_kind(float_model, quant_model)
     labelled = [(inputs_origin, inputs)] if isinstance(inputs, Mapping) else None if inputs is None else list(inputs)
@@ -94,6 +95,10 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
         from .quant_onnx import compare_onnx_models
 
         return compare_onnx_models(float_model, quant_model, labelled, min_snr_db, seed, inputs_origin, cases)
+    if kind == ".pte":
+        from .quant_pte import compare_pte_models
+
+        return compare_pte_models(float_model, quant_model, labelled, min_snr_db, seed, inputs_origin, cases)
     fmodel, qmodel = TfliteGraph(float_model), TfliteGraph(quant_model)
     if labelled is None:
         # Both sides get the float signature's cases: a quantized model of another shape is another network.
@@ -132,14 +137,11 @@ def _pair_kind(float_model: Path, quant_model: Path) -> str:
     kinds = {float_model.suffix.lower(), quant_model.suffix.lower()}
     if kinds == {".onnx"}:
         return ".onnx"
-    if ".pte" in kinds:
-        raise EdgeUsageError(f"{float_model} and {quant_model}: .pte pairs are not triaged per layer yet: "
-                             "ETDump records a delegated (XNNPACK) program's outputs per delegate call, not "
-                             "per layer, and matching two programs' layers is not implemented (docs/triage.md); "
-                             "compare the .tflite or .onnx export of the network instead")
+    if kinds == {".pte"}:
+        return ".pte"
     if len(kinds) > 1:
         raise EdgeUsageError(f"{float_model} and {quant_model} are not the same format: triage quant compares "
-                             "a float and a quantized model of one format (.tflite or .onnx)")
+                             "a float and a quantized model of one format (.tflite, .onnx or .pte)")
     return ".tflite"
 
 
@@ -163,9 +165,9 @@ def _weights(fmodel: TfliteGraph, qmodel: TfliteGraph, ftensor: GraphTensor, qte
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``pytest-edge triage quant`` (for cli.py's sub-parser)."""
-    parser.add_argument("float_model", metavar="FLOAT", help="the float model (.tflite, or .onnx)")
+    parser.add_argument("float_model", metavar="FLOAT", help="the float model (.tflite, .onnx or .pte)")
     parser.add_argument("quant_model", metavar="INT8",
-                        help="the quantized model of the same network (int8 .tflite, or QDQ .onnx)")
+                        help="the quantized model of the same network (int8 .tflite, QDQ .onnx, int8 .pte)")
     parser.add_argument("--min-snr-db", type=float, default=DEFAULT_MIN_SNR_DB,
                         help="name the first layer below this SNR (default %(default)s dB)")
     parser.add_argument("--inputs", metavar="CASE.npz|GOLDEN_DIR",

@@ -25,6 +25,7 @@ class QuantReport:
     unmatched_quant: list[str] = field(default_factory=list)  # quantized-only tensors (QUANTIZE, ...)
     inputs: list[InputLoss] = field(default_factory=list)  # each input, with its end-to-end output SNR
     inputs_origin: str = "random inputs"
+    matched_by: str = "by name"  # how tensors were paired (a .pte has no names: by operator order)
 
     @property
     def matched(self) -> int:
@@ -43,7 +44,7 @@ class QuantReport:
 
     def matching_line(self) -> str:
         line = (f"matched {self.matched} of {self.matched + len(self.unmatched_float)} float tensors "
-                f"by name")
+                f"{self.matched_by}")
         if self.unmatched_float:
             line += f"; no counterpart for {len(self.unmatched_float)}: " + ", ".join(self.unmatched_float)
         if self.unmatched_quant:
