@@ -19,53 +19,87 @@ import numpy as np
 
 from ..metrics import as_float, snr_db
 
-# A channel whose float RMS is below this share of the tensor's median channel RMS is "faint" (a ReLU
-# unit that rarely fires): a per-tensor int8 step that suits the typical channel leaves it at a low SNR
-# of its own although its noise is small next to the layer's signal (at 0.25 and 20 dB of its own, 32 dB
-# below the typical channel), so it is not counted. The channels an outlier scale flattens are the
-# typical ones, which stay counted.
-NEGLIGIBLE_RMS_SHARE = 0.25
+# A channel whose float RMS is below this share of the median channel RMS (channels with any signal)
+# is "faint" (a ReLU unit that rarely fires): its noise is measured against that floor instead of its
+# own small signal. A per-tensor int8 step that suits the typical channel leaves a faint channel at a
+# low SNR of its own though its noise is small next to the layer's signal; measured against the floor,
+# it fails only when its noise is large for the layer. The channels an outlier scale flattens are the
+# typical ones, measured against their own signal.
+FAINT_RMS_SHARE = 0.25
+# A channel's SNR from fewer values than this (a dense layer's channel on fewer inputs) is a sample of a
+# few numbers: a logit near zero gives a low SNR with a tiny error. Shown, but it does not decide.
+MIN_CHANNEL_VALUES = 4
 # max |w| over the median |w| of a weight tensor above which its per-tensor scale is called "set by one value".
 OUTLIER_RATIO = 20.0
 
 
-def channel_snrs(reference: np.ndarray, test: np.ndarray, axis: int) -> np.ndarray:
-    """SNR in dB of each index along ``axis`` (every other axis pooled): ``inf`` where equal,
-    NaN for a channel too faint to measure (see NEGLIGIBLE_RMS_SHARE)."""
+def _channel_energies(reference: np.ndarray, test: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per index along ``axis`` (every other axis pooled): the float signal's energy, raised to the
+    floor for faint channels; the noise energy; and which channels were faint."""
     ref, tested = as_float(reference), as_float(test)
     if ref.ndim == 0:
-        return np.array([snr_db(ref, tested)])
+        ref, tested, axis = ref.reshape(1), tested.reshape(1), 0
     ref, tested = np.moveaxis(ref, axis, 0), np.moveaxis(tested, axis, 0)
     ref, tested = ref.reshape(ref.shape[0], -1), tested.reshape(tested.shape[0], -1)
     with np.errstate(all="ignore"):
-        rms = np.sqrt(np.mean(ref ** 2, axis=1))
-    floor = NEGLIGIBLE_RMS_SHARE * float(np.median(rms)) if rms.size else 0.0
-    return np.array([math.nan if (rms[c] < floor or (rms[c] == 0 and not np.any(tested[c])))
-                     else snr_db(ref[c], tested[c]) for c in range(ref.shape[0])])
+        peak = float(max(np.max(np.abs(ref), initial=0.0), np.max(np.abs(tested), initial=0.0)))
+        if math.isfinite(peak) and peak > 0:  # scaled first, so squares of large values do not overflow
+            ref, tested = ref / peak, tested / peak
+        signal = np.sum(ref ** 2, axis=1)
+        noise = np.sum((tested - ref) ** 2, axis=1)
+    live = signal[signal > 0]
+    floor = (FAINT_RMS_SHARE ** 2) * float(np.median(live)) if live.size else 0.0
+    faint = signal < floor
+    return np.where(faint, floor, signal), noise, faint
+
+
+def channel_snrs(reference: np.ndarray, test: np.ndarray, axis: int) -> np.ndarray:
+    """SNR in dB of each index along ``axis`` (every other axis pooled; a faint channel's noise
+    against the floor, see FAINT_RMS_SHARE): ``inf`` where equal, NaN where not finite."""
+    signal, noise, _ = _channel_energies(reference, test, axis)
+    with np.errstate(all="ignore"):
+        snrs = 10.0 * np.log10(signal / noise)
+    snrs = np.where(noise == 0, math.inf, snrs)
+    snrs = np.where((signal == 0) & (noise > 0), -math.inf, snrs)
+    return np.where(np.isfinite(signal) & np.isfinite(noise), snrs, math.nan)
+
+
+def channel_loss(reference: np.ndarray, test: np.ndarray, axis: int, threshold: float) -> ChannelLoss:
+    """The channel figures of one tensor: worst channel, how many below ``threshold``, how many faint."""
+    _, _, faint = _channel_energies(reference, test, axis)
+    shape = np.shape(reference)
+    values = int(np.prod(shape)) // max(int(shape[axis]), 1) if len(shape) else 1
+    return ChannelLoss.of(channel_snrs(reference, test, axis), threshold, int(np.sum(faint)), values)
 
 
 @dataclass(frozen=True)
 class ChannelLoss:
     """SNR along one axis of a tensor: the worst channel, and how many fall below a threshold."""
 
-    channels: int  # measured (faint ones not counted)
+    channels: int  # measured (NaN ones, from non-finite values, not counted)
     below: int
     worst_channel: int
     worst_snr_db: float
-    faint: int = 0  # channels too faint to count
+    faint: int = 0  # channels whose noise was measured against the floor (FAINT_RMS_SHARE)
+    values: int = MIN_CHANNEL_VALUES  # values pooled in each channel
+
+    @property
+    def decides(self) -> bool:
+        """Whether the channel figures are enough to mark the layer (see MIN_CHANNEL_VALUES)."""
+        return self.values >= MIN_CHANNEL_VALUES
 
     @property
     def share_below(self) -> float:
         return self.below / self.channels if self.channels else 0.0
 
     @classmethod
-    def of(cls, snrs: np.ndarray, threshold: float) -> ChannelLoss:
+    def of(cls, snrs: np.ndarray, threshold: float, faint: int = 0, values: int = MIN_CHANNEL_VALUES) -> ChannelLoss:
         measured = ~np.isnan(snrs)
         if not measured.any():
-            return cls(0, 0, 0, math.inf, int(snrs.size))
+            return cls(0, 0, 0, math.inf, faint, values)
         worst = int(np.nanargmin(snrs))
-        return cls(int(measured.sum()), int(np.sum(snrs[measured] < threshold)), worst, float(snrs[worst]),
-                   int(snrs.size - measured.sum()))
+        return cls(int(measured.sum()), int(np.sum(snrs[measured] < threshold)), worst, float(snrs[worst]), faint,
+                   values)
 
 
 @dataclass(frozen=True)
@@ -85,8 +119,7 @@ def weight_loss(name: str, float_weight: np.ndarray, dequantized: np.ndarray, ax
     magnitudes = np.abs(w).ravel()
     median = float(np.median(magnitudes)) if magnitudes.size else 0.0
     ratio = float(magnitudes.max()) / median if median > 0 else math.inf if magnitudes.any() else 1.0
-    return WeightLoss(name, snr_db(w, dequantized), ChannelLoss.of(channel_snrs(w, dequantized, axis), threshold),
-                      ratio, scales)
+    return WeightLoss(name, snr_db(w, dequantized), channel_loss(w, dequantized, axis, threshold), ratio, scales)
 
 
 def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -98,7 +131,7 @@ def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:
 def why_below(snr: float, channels: ChannelLoss, weight: WeightLoss | None, threshold: float) -> str | None:
     """Why a layer is below ``threshold`` (None if it is not): every figure that is, in words."""
     reasons = []
-    if channels.below:
+    if channels.below and channels.decides:
         reasons.append(f"{channels.below} of {channels.channels} channels below {number(threshold)} dB "
                        f"(worst: channel {channels.worst_channel}, {number(channels.worst_snr_db)} dB)")
     if snr < threshold:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..metrics import cosine, max_abs_diff, snr_db
-from .quant_channels import ChannelLoss, WeightLoss, channel_snrs, stacked, weight_loss, why_below
+from .quant_channels import ChannelLoss, WeightLoss, channel_loss, stacked, weight_loss, why_below
 
 Case = Mapping[str, np.ndarray]
 
@@ -119,8 +119,7 @@ def _layer(pair: TensorPair, refs: list[np.ndarray], tests: list[np.ndarray], th
     if ndim == 0:
         channels = ChannelLoss.of(np.array([snrs[worst]]), threshold)
     else:  # every input stacked on a new first axis: the channel axis moves one along
-        channels = ChannelLoss.of(channel_snrs(stacked(refs), stacked(tests), pair.channel_axis % ndim + 1),
-                                  threshold)
+        channels = channel_loss(stacked(refs), stacked(tests), pair.channel_axis % ndim + 1, threshold)
     weight = None
     if pair.weight is not None:
         w = pair.weight

@@ -75,7 +75,8 @@ class QuantReport:
         """The rows as a plain-text table; rows below the threshold are marked with ``<``.
 
         SNR/cosine/max |Δ| are the worst input's (column ``input``); ``ch<`` is how many channels are
-        below the threshold, ``ch min`` the worst channel's SNR; ``w dB``, ``w ch min`` and
+        below the threshold, ``ch min`` the worst channel's SNR (``~``: too few values per channel to
+        decide); ``w dB``, ``w ch min`` and
         ``max/med`` are the weights' SNR, worst weight channel and max |w| over median |w|."""
         header = ["#", "tensor", "op", "dtype", "SNR dB", "input", "cosine", "max |Δ|", "ch<", "ch min",
                   "w dB", "w ch min", "max/med", ""]
@@ -86,7 +87,8 @@ class QuantReport:
             body.append([str(i), _shorten(row.tensor), row.op, row.quant_dtype, number(row.snr_db),
                          labels[row.worst_input] if row.worst_input < len(labels) else str(row.worst_input),
                          f"{row.cosine:.4f}", f"{row.max_abs_diff:.4g}",
-                         f"{row.channels.below}/{row.channels.channels}", number(row.channels.worst_snr_db),
+                         f"{row.channels.below}/{row.channels.channels}",
+                         number(row.channels.worst_snr_db) + ("" if row.channels.decides else "~"),
                          number(w.snr_db) if w else "", number(w.per_channel.worst_snr_db) if w else "",
                          f"{w.outlier_ratio:.0f}" if w else "", "<" if row.below else ""])
         widths = [max(len(r[c]) for r in [header, *body]) for c in range(len(header))]
