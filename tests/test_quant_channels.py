@@ -169,3 +169,11 @@ def test_a_faint_channel_is_judged_by_its_noise_against_the_floor(channels: int,
     loud = ref.copy()
     loud[:, 0] += 1.0  # the faint channel's noise is as large as a typical channel: still caught
     assert channel_loss(ref, loud, 1, 20.0).below == 1 and channel_loss(ref, loud, 1, 20.0).worst_channel == 0
+
+
+def test_truncated_onnx_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "qdq.onnx"
+    bad.write_bytes(OUTLIER_ONNX[1].read_bytes()[:2000])
+    assert quant.main([str(OUTLIER_ONNX[0]), str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"{bad} is not a readable ONNX model" in captured.err

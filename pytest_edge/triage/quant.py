@@ -1,15 +1,17 @@
-"""Per-layer quantization loss between a float ``.tflite`` and a quantized ``.tflite`` of the same
-network (``pytest-edge triage quant``).
+"""Per-layer quantization loss between a float model and a quantized model of the same network
+(``pytest-edge triage quant``): ``.tflite`` pairs here, ``.onnx`` (float vs QDQ) in quant_onnx.py,
+``.pte`` (through ETDump) in quant_pte.py; quant_layers.py measures, quant_report.py prints.
 
-Both models run on LiteRT's reference kernels with every intermediate tensor kept, so the values are
+LiteRT pairs run on the reference kernels with every intermediate tensor kept, so the values are
 the graph's own and not a delegate's. Tensors are matched by name (converters keep the float
 graph's names when they quantize it), quantized tensors are dequantized with their own scale and
-zero point (per tensor or per axis), and each matched tensor gets an SNR, a cosine similarity and
-the largest absolute difference, in the float graph's order. The first tensor whose SNR falls below
-a threshold is where quantization starts to hurt.
+zero point (per tensor or per axis), and each matched tensor gets, in the float graph's order, an
+SNR, a cosine similarity and the largest absolute difference on the worst of several inputs, its SNR
+per output channel, and for an op with weights, its float weights against the dequantized int8 ones.
+The first layer with any of these below a threshold is where quantization starts to hurt.
 
 This module imports neither pytest nor TensorFlow: LiteRT (``ai-edge-litert`` or ``tflite-runtime``)
-and NumPy are enough.
+and NumPy are enough for a ``.tflite`` pair.
 """
 
 from __future__ import annotations
@@ -114,7 +116,8 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
             unmatched.append(ftensor.name or f"#{ftensor.index}")
             continue
         used.add(qtensor.index)
-        pairs.append(TensorPair(ftensor.name, ftensor.op, qtensor.name, qtensor.dtype.name, ftensor.index, qtensor.index,
+        pairs.append(TensorPair(ftensor.name, ftensor.op, qtensor.name, qtensor.dtype.name,
+                                ftensor.index, qtensor.index,
                                 -1, _weights(fmodel, qmodel, ftensor, qtensor), ftensor.index in fmodel.outputs))
     if all(pair.op == INPUT_OP for pair in pairs):  # inputs called "x" on both sides prove nothing
         raise EdgeUsageError(f"{float_model} and {quant_model} share no layer's tensor name (besides "
@@ -160,7 +163,8 @@ def _weights(fmodel: TfliteGraph, qmodel: TfliteGraph, ftensor: GraphTensor, qte
     params = qweight.params
     scales = 1 if params is None else int(params.scales.size)
     axis = params.axis if params is not None and scales > 1 else WEIGHT_AXIS[qweight.op]
-    return WeightPair(qweight.name or fweight.name, fvalues, _real(qvalues, qweight), axis % max(fvalues.ndim, 1), scales)
+    return WeightPair(qweight.name or fweight.name, fvalues, _real(qvalues, qweight), axis % max(fvalues.ndim, 1),
+                      scales)
 
 
 # ---------------------------------------------------------------- the command

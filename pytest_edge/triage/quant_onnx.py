@@ -116,7 +116,8 @@ class OnnxGraph:
         if name in self.initializers:
             return self.initializers[name].astype(np.float64), 1, None
         node = self.producer.get(name)
-        if node is None or node.op_type != "DequantizeLinear" or not all(i in self.initializers for i in node.input[:2]):
+        if node is None or node.op_type != "DequantizeLinear" \
+                or not all(i in self.initializers for i in node.input[:2]):
             return None
         q, scale = self.initializers[node.input[0]], self.initializers[node.input[1]].astype(np.float64)
         zero = (self.initializers[node.input[2]].astype(np.int64) if len(node.input) > 2 and node.input[2]
@@ -149,7 +150,8 @@ def _weight_pair(fmodel: OnnxGraph, qmodel: OnnxGraph, fnode: Any) -> WeightPair
                       scales)
 
 
-def compare_onnx_models(float_model: Path, quant_model: Path, labelled: Sequence[tuple[str, Mapping[str, np.ndarray]]] | None,
+def compare_onnx_models(float_model: Path, quant_model: Path,
+                        labelled: Sequence[tuple[str, Mapping[str, np.ndarray]]] | None,
                         min_snr_db: float, seed: int, inputs_origin: str, cases: int) -> QuantReport:
     """Per-layer loss of a QDQ .onnx against its float .onnx (see the module's docstring)."""
     fmodel, qmodel = OnnxGraph(float_model), OnnxGraph(quant_model)

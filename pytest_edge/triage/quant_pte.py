@@ -103,7 +103,8 @@ def _rows(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str,
     return rows, view
 
 
-def compare_pte_models(float_model: Path, quant_model: Path, labelled: Sequence[tuple[str, Mapping[str, np.ndarray]]] | None,
+def compare_pte_models(float_model: Path, quant_model: Path,
+                       labelled: Sequence[tuple[str, Mapping[str, np.ndarray]]] | None,
                        min_snr_db: float, seed: int, inputs_origin: str, cases: int) -> QuantReport:
     fprogram, qprogram = PteProgram(float_model), PteProgram(quant_model)
     if labelled is None:
