@@ -65,10 +65,9 @@ def test_one_input_and_one_tensor_snr_would_hide_it() -> None:
     report = quant.compare_models(*OUTLIER, cases=1)
     mid = next(row for row in report.rows if row.tensor.startswith("mid/"))
     assert mid.snr_db > 20 and mid.below and mid.channels.below >= 30
-    # one value per channel is too few to decide on (the stem has a channel at 18.6 dB there): the weights decide
+    # one value per channel is too few to decide on: the weights decide
     assert not mid.channels.decides and mid.why.startswith("weights 19.9 dB, 63 of 64 weight channels below 20 dB")
-    stem = report.rows[1]
-    assert stem.channels.below == 1 and not stem.below and report.first_below is mid
+    assert report.first_below is mid
 
 
 @pytest.mark.parametrize("pair", [pytest.param(CLEAN, marks=LITERT), CLEAN_ONNX,
@@ -160,12 +159,12 @@ def test_one_outlier_with_a_per_tensor_scale_flattens_the_other_channels(out: in
 
 
 @given(st.integers(3, 12), st.floats(1e-3, 0.2), st.integers(0, 2 ** 32 - 1))
-def test_a_faint_channel_is_judged_by_its_noise_against_the_floor(channels: int, share: float, seed: int) -> None:
+def test_a_faint_channel_is_judged_by_its_noise_against_the_median_channel(channels: int, share: float, seed: int) -> None:
     rng = np.random.default_rng(seed)
     ref = rng.uniform(1.0, 2.0, (16, channels))
-    ref[:, 0] *= share  # faint: under a quarter of the median channel's RMS
+    ref[:, 0] *= share  # faint: far under the median channel's RMS
     small = ref + 1e-4 * rng.standard_normal(ref.shape)  # noise tiny next to the layer's signal
-    assert channel_loss(ref, small, 1, 20.0).below == 0 and channel_loss(ref, small, 1, 20.0).faint == 1
+    assert channel_loss(ref, small, 1, 20.0).below == 0 and channel_loss(ref, small, 1, 20.0).faint >= 1
     loud = ref.copy()
     loud[:, 0] += 1.0  # the faint channel's noise is as large as a typical channel: still caught
     assert channel_loss(ref, loud, 1, 20.0).below == 1 and channel_loss(ref, loud, 1, 20.0).worst_channel == 0

@@ -19,13 +19,13 @@ import numpy as np
 
 from ..metrics import as_float, snr_db
 
-# A channel whose float RMS is below this share of the median channel RMS (channels with any signal)
-# is "faint" (a ReLU unit that rarely fires): its noise is measured against that floor instead of its
-# own small signal. A per-tensor int8 step that suits the typical channel leaves a faint channel at a
-# low SNR of its own though its noise is small next to the layer's signal; measured against the floor,
-# it fails only when its noise is large for the layer. The channels an outlier scale flattens are the
-# typical ones, measured against their own signal.
-FAINT_RMS_SHARE = 0.25
+# A channel weaker than the median channel (channels with any signal) is "faint": its noise is
+# measured against the median channel's signal instead of its own. int8 steps are shared by the
+# channels of a tensor (per-tensor activations), so a rarely firing ReLU unit has a low SNR of its
+# own though its noise is small for the layer; against the typical channel's signal it fails only
+# when its noise is as large as a typical channel's signal allows (20 dB: a tenth of its amplitude).
+# The channels an outlier scale flattens are typical ones: their noise is their whole signal.
+FAINT_RMS_SHARE = 1.0
 # A channel's SNR from fewer values than this (a dense layer's channel on fewer inputs) is a sample of a
 # few numbers: a logit near zero gives a low SNR with a tiny error. Shown, but it does not decide.
 MIN_CHANNEL_VALUES = 4
@@ -35,7 +35,7 @@ OUTLIER_RATIO = 20.0
 
 def _channel_energies(reference: np.ndarray, test: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per index along ``axis`` (every other axis pooled): the float signal's energy, raised to the
-    floor for faint channels; the noise energy; and which channels were faint."""
+    median channel's for faint channels (the floor); the noise energy; and which channels were faint."""
     ref, tested = as_float(reference), as_float(test)
     if ref.ndim == 0:
         ref, tested, axis = ref.reshape(1), tested.reshape(1), 0
@@ -54,8 +54,9 @@ def _channel_energies(reference: np.ndarray, test: np.ndarray, axis: int) -> tup
 
 
 def channel_snrs(reference: np.ndarray, test: np.ndarray, axis: int) -> np.ndarray:
-    """SNR in dB of each index along ``axis`` (every other axis pooled; a faint channel's noise
-    against the floor, see FAINT_RMS_SHARE): ``inf`` where equal, NaN where not finite."""
+    """SNR in dB of each index along ``axis`` (every other axis pooled; a channel weaker than the
+    median one has its noise measured against the median's signal, see FAINT_RMS_SHARE): ``inf``
+    where equal, NaN where not finite."""
     signal, noise, _ = _channel_energies(reference, test, axis)
     with np.errstate(all="ignore"):
         snrs = 10.0 * np.log10(signal / noise)
@@ -80,7 +81,7 @@ class ChannelLoss:
     below: int
     worst_channel: int
     worst_snr_db: float
-    faint: int = 0  # channels whose noise was measured against the floor (FAINT_RMS_SHARE)
+    faint: int = 0  # channels whose noise was measured against the median channel's signal (FAINT_RMS_SHARE)
     values: int = MIN_CHANNEL_VALUES  # values pooled in each channel
 
     @property
