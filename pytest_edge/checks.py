@@ -105,3 +105,23 @@ def check_memory(peak_mb: float | None, budget: float | None, backend: str) -> l
         return [f"{backend}: peak memory {peak_mb:.1f} MB over the runtime's baseline > "
                 f"peak_memory_mb {budget:g} MB"]
     return []
+
+
+def check_sizes(artifact: str, artifact_bytes: int | None, runtime: str, runtime_bytes: int | None,
+                max_artifact_mb: float | None, max_runtime_mb: float | None, backend: str,
+                runtime_reason: str | None = None) -> list[str]:
+    """``max_artifact_mb`` against the artifact (with its external data), ``max_runtime_mb`` against
+    the runtime's installed package; MB = 2**20 bytes."""
+    problems = []
+    for what, figure, budget, key, unknown in (
+            (f"artifact {artifact}", artifact_bytes, max_artifact_mb, "max_artifact_mb", "its size could not be read"),
+            (f"runtime package {runtime}", runtime_bytes, max_runtime_mb, "max_runtime_mb",
+             runtime_reason or "its size could not be read")):
+        if budget is None:
+            continue
+        if figure is None:
+            problems.append(f"{backend}: {what}: {unknown} ({key}={budget:g})")
+        elif figure / 2**20 > budget:
+            problems.append(f"{backend}: {what} is {figure / 2**20:.4g} MB ({figure} bytes) > {key} {budget:.4g} MB "
+                            f"({round(budget * 2**20)} bytes)")
+    return problems

@@ -153,6 +153,22 @@ _KIND_NAMES = {"U": "strings", "S": "bytes", "O": "Python objects", "V": "record
                "m": "timedeltas", "c": "complex numbers"}
 
 
+def refuse_non_numbers(cases: Sequence[Mapping[str, Any]]) -> None:
+    """An inputs= case holding values no golden can hold (complex, strings, objects) is refused
+    with the input's name and dtype, before a set key is made of it: a check would otherwise look
+    for a golden set that can never exist and say "no golden outputs"."""
+    for index, case in enumerate(cases):
+        for name, value in case.items():
+            try:
+                kind = np.asarray(value).dtype
+            except (ValueError, TypeError):
+                continue  # ragged: convert_input says what is wrong with it
+            if kind.kind not in "biuf":
+                where = f"case {index}, " if len(cases) > 1 else ""
+                raise EdgeUsageError(f"inputs=: {where}input {name!r} holds {_KIND_NAMES.get(kind.kind, kind.name)} "
+                                     f"(dtype {kind}); a golden holds numbers only (bool, int, uint, float)")
+
+
 def convert_input(value: Any, spec: TensorSpec, origin: str) -> np.ndarray:
     """One user-given input as an array of the model's dtype, refusing conversions that lose values.
 

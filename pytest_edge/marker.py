@@ -112,6 +112,10 @@ class MarkerSpec:
     p99_ms: float | None = None
     max_load_ms: float | None = None
     peak_memory_mb: float | None = None
+    # Size budgets (MB = 2**20 bytes, as peak_memory_mb): the artifact with its external data, and the
+    # runtime's installed package. Neither needs a timed run.
+    max_artifact_mb: float | None = None
+    max_runtime_mb: float | None = None
     warmup: int | None = None
     runs: int | None = None
     threads: int | None = None
@@ -172,8 +176,9 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
     for key in ("p50_ms", "p90_ms", "p99_ms", "max_load_ms"):
         if kwargs.get(key) is not None:
             setattr(spec, key, parse_ms(kwargs[key], key))
-    if kwargs.get("peak_memory_mb") is not None:
-        spec.peak_memory_mb = parse_mb(kwargs["peak_memory_mb"], "peak_memory_mb")
+    for key in ("peak_memory_mb", "max_artifact_mb", "max_runtime_mb"):
+        if kwargs.get(key) is not None:
+            setattr(spec, key, parse_mb(kwargs[key], key))
     for key, minimum in (("warmup", 0), ("runs", 1), ("threads", 1)):
         if kwargs.get(key) is not None:
             setattr(spec, key, _non_negative_int(kwargs[key], key, minimum))

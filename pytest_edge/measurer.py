@@ -17,6 +17,7 @@ from .plan import Plan
 from .report.ab_baseline import twin_figures
 from .report.json_report import find_baseline
 from .settings import Settings
+from .sizes import artifact_bytes
 from .worker.client import BackendWorker
 from .worker.pool import ModelInfo, WorkerPool
 from .worker.protocol import Load, Measure
@@ -133,7 +134,8 @@ class Measurer:
         twin_measured = self.twin_results.get((info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s))
         feeds = info.feeds(feeds)
         if twin is not None and twin_measured is not None:
-            baseline = {"backend": info.backend, **twin_measured, "coverage": self._twin_coverage(info, twin)}
+            baseline = {"backend": info.backend, **twin_measured, "coverage": self._twin_coverage(info, twin),
+                        "artifact_bytes": artifact_bytes(twin, info.backend)}
 
             def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan)

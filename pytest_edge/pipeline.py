@@ -14,7 +14,7 @@ import numpy as np
 from . import __version__
 from .alignment import aligned
 from .backends import Coverage, get_backend, split_device
-from .checks import check_coverage, check_drift, check_latency, check_load, check_memory
+from .checks import check_coverage, check_drift, check_latency, check_load, check_memory, check_sizes
 from .compare import OutputComparison, compare_output, summarize
 from .golden import DEFAULT_SET, Golden, GoldenCase
 from .golden.obtained import write_obtained
@@ -22,6 +22,7 @@ from .golden.sets import GoldenSets
 from .measurement.gate import GateResult
 from .plan import Plan
 from .record import Record, model_json
+from .sizes import artifact_bytes
 from .triage.cross_isa import cross_isa_note
 from .triage.ladder import Runner, as_seen_by_triage, sibling_triage
 from .worker.pool import ModelInfo
@@ -118,6 +119,25 @@ def budgets(plan: Plan, info: ModelInfo, measured: dict[str, Any]) -> list[str]:
     return violations
 
 
+def size_budgets(plan: Plan, info: ModelInfo, rootdir: Path) -> list[str]:
+    """max_artifact_mb and max_runtime_mb: sizes, judged on every machine (an emulated device too)."""
+    marker = plan.marker
+    if marker.max_artifact_mb is None and marker.max_runtime_mb is None:
+        return []
+    package = info.runtime.get("package") or {}
+    runtime = f"{info.runtime.get('name')} {info.runtime.get('version') or ''}".strip()
+    artifact = model_json(plan.model.name, info.artifact, rootdir)["artifact"]
+    return check_sizes(artifact, artifact_bytes(info.artifact, info.backend), runtime, package.get("bytes"),
+                       marker.max_artifact_mb, marker.max_runtime_mb, plan.backend, package.get("reason"))
+
+
+def throughput(latency_ms: dict[str, float] | None) -> float | None:
+    """Inferences per second over the timed runs, one at a time at the configured threads, each on
+    the recorded input shapes (its batch): runs / their total time = 1000 / mean latency in ms."""
+    mean = (latency_ms or {}).get("mean")
+    return 1000.0 / mean if isinstance(mean, (int, float)) and mean > 0 else None
+
+
 def gate_into(record: Record, gate: GateResult) -> list[str]:
     """The gate's verdict kept on the record (its summary and inconclusive warnings); its failures."""
     if gate.summary:
@@ -143,6 +163,10 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
         steady_memory_mb=measured.get("steady_memory_mb"), drift=measured.get("drift"),
         timing_under_load=measured.get("under_load"), other_cores_busy=measured.get("other_cores_busy"),
         processes=measured.get("processes"), process_spread=measured.get("process_spread"),
+        artifact_bytes=artifact_bytes(info.artifact, info.backend),
+        runtime_bytes=(info.runtime.get("package") or {}).get("bytes"),
+        throughput=throughput(measured.get("latency_ms")),
+        power_and_temperature=measured.get("power_and_temperature"),
         device=({"name": split_device(info.backend)[1], "machine": info.device} if info.device else None),
         accuracy={"reference": golden.reference_backend, "cases": len(golden.cases),
                   **summarize(compared.comparisons),

@@ -59,6 +59,13 @@ class Record:
     processes: list[dict[str, Any]] | None = None
     process_spread: float | None = None
     accuracy: dict[str, Any] | None = None
+    # What ships (docs/measurement.md, "Sizes"): the artifact with its external data, and the
+    # runtime's installed package where the worker ran (None with the reason in runtime["package"]).
+    artifact_bytes: int | None = None
+    runtime_bytes: int | None = None
+    throughput: float | None = None  # inferences/s over the timed runs: 1000 / mean latency in ms
+    # {"tool", "initial", "steady", "reason"} around the timed runs; None when nothing was timed.
+    power_and_temperature: dict[str, Any] | None = None
     baseline_check: dict[str, Any] | None = None
     device: dict[str, Any] | None = None  # {"name", "machine"} of the device it ran on; None: this machine
     warnings: list[str] = field(default_factory=list)
@@ -128,5 +135,7 @@ class Record:
                    "edge_max_abs_err": (self.accuracy or {}).get("max_abs_err"),
                    "edge_fallback": coverage.get("fallback"), "edge_partitions": coverage.get("partitions"),
                    "edge_p50_ms": latency.get("p50"), "edge_p99_ms": latency.get("p99"),
-                   "edge_load_ms": self.load_ms, "edge_peak_memory_mb": self.peak_memory_mb}
+                   "edge_load_ms": self.load_ms, "edge_peak_memory_mb": self.peak_memory_mb,
+                   "edge_artifact_bytes": self.artifact_bytes, "edge_runtime_bytes": self.runtime_bytes,
+                   "edge_throughput": self.throughput}
         return [(k, v) for k, v in figures.items() if v is not None]

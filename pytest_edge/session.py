@@ -168,7 +168,8 @@ class EdgeSession:
         # An emulated device's figures are recorded, not judged (unless edge_judge_emulated_timing).
         not_judged = timing_not_judged(info.device, self.settings.judge_emulated_timing)
         budgets = [] if not_judged else pipeline.budgets(plan, info, measured)
-        violations = [*compared.violations, *covered.violations, *budgets]
+        sizes = pipeline.size_budgets(plan, info, self.settings.rootdir)
+        violations = [*compared.violations, *covered.violations, *budgets, *sizes]
         record = pipeline.record(test_id, plan, info, golden, covered, compared, measured, self.settings.rootdir)
         if not_judged:
             record.extra["timing_not_judged"] = not_judged

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import math
@@ -24,6 +25,7 @@ from pytest_edge.backends import TensorSpec, get_backend
 from pytest_edge.backends.executorch_backend import explain_error
 from pytest_edge.compare import compare_output, needed_tolerances
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
+from pytest_edge.golden.store import tidy_leftovers
 from pytest_edge.golden import Golden, GoldenCase, GoldenStore
 from pytest_edge.golden.layout import case_file, npz_bytes
 from pytest_edge.inputs import check_case, check_shapes, generate_case, user_cases
@@ -317,14 +319,32 @@ def test_written_files_follow_the_umask_and_keep_an_existing_mode(tmp_path: Path
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o640
 
 
-def test_refresh_removes_temporaries_of_an_interrupted_refresh(golden) -> None:
+def test_temporaries_of_an_interrupted_refresh_are_removed_by_the_next_check_or_refresh(golden) -> None:
     store, folder, artifact = golden
-    leftovers = [folder / ".case_000-0123456789ab.npz.k2j3h4.tmp", folder / ".meta.json.x8y9z0.tmp"]
+    names = [".case_000-0123456789ab.npz.k2j3h4.tmp", ".meta.json.x8y9z0.tmp"]
     unrelated = [folder / ".notes.tmp", folder / "README.md"]
-    for path in leftovers + unrelated:
-        path.write_bytes(b"partial")
-    store.load("m")  # a reader holds only a shared lock: it removes nothing
-    assert all(p.exists() for p in leftovers)
+    for path in unrelated:
+        path.write_bytes(b"mine")
+
+    def leave_leftovers() -> list[Path]:
+        for name in names:
+            (folder / name).write_bytes(b"partial")
+        return [folder / name for name in names]
+
+    # A refresh running now (it holds the model folder's exclusive lock): a check leaves its files.
+    leftovers = leave_leftovers()
+    holder = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        # (load itself would wait for its shared lock; its tidy step must not wait, nor remove)
+        tidy_leftovers(folder, folder)  # flock conflicts between open files, as between processes
+        assert all(p.exists() for p in leftovers)
+    finally:
+        os.close(holder)
+    # No refresh running: the next check tidies (a SIGKILLed refresh left them), the user's files stay.
+    store.load("m")
+    assert not any(p.exists() for p in leftovers) and all(p.exists() for p in unrelated)
+    leftovers = leave_leftovers()
     store.write("m", golden_meta(artifact), [_case()])
     assert not any(p.exists() for p in leftovers) and all(p.exists() for p in unrelated)
 

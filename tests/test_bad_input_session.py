@@ -139,8 +139,20 @@ def test_an_inputs_callable_of_the_wrong_type_names_the_model_and_many_cases_war
                           inputs=lambda: [{"x": np.full((1, 16), i, np.float32)} for i in range(101)])
         def test_many(edge_model):
             pass
+
+        @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu",
+                          inputs=lambda: {"x": np.ones((1, 16), np.complex64)})
+        def test_complex(edge_model):
+            pass
     """)
     result = pytester.runpytest_subprocess("--edge-update-golden", "-W", "default")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*model tiny_mlp: inputs=: the callable *<lambda> returned int 42*"])
     result.stdout.fnmatch_lines(["*EdgeManyCases: model tiny_mlp: inputs= gave 101 cases; each is a golden file*"])
+    complex_message = "*model tiny_mlp: inputs=: input 'x' holds complex numbers (dtype complex64); a golden holds*"
+    result.stdout.fnmatch_lines([complex_message])
+    # A check says the same, never "no golden outputs" for a set that could not be recorded.
+    checked = pytester.runpytest_subprocess("-k", "complex")
+    checked.assert_outcomes(failed=1)
+    checked.stdout.fnmatch_lines([complex_message])
+    checked.stdout.no_fnmatch_line("*no golden outputs*")

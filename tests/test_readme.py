@@ -6,7 +6,8 @@
   there; a block right after ``<!-- needs: MODULE -->`` runs only where MODULE imports (the page is
   run once more with it, or that run is skipped with the reason);
 - every other page: bash blocks from the repository root (a ``text`` block right after one shows
-  its output, whose last line must be printed), Python examples on their own, test examples
+  its output, whose last line must be printed; one after ``<!-- needs: MODULE -->`` runs only where
+  MODULE imports), Python examples on their own (the same), test examples
   (``@pytest.mark.edge``) as tests on the shipped models, JSON as reports, TOML as configurations.
 The first block of the README is the commands CI runs."""
 
@@ -75,7 +76,8 @@ def test_command_examples_run_from_the_repository_root() -> None:
     Python; a ``text`` block right after it shows its output, whose last line (the verdict) must be
     in what the command printed."""
     found = blocks()
-    commands = [(i, b) for i, b in enumerate(found) if b in _elsewhere("bash") and b != blocks(README)[0]]
+    commands = [(i, b) for i, b in enumerate(found) if b in _elsewhere("bash") and b != blocks(README)[0]
+                and not (b.needs and _missing(b.needs))]  # a block after <!-- needs: MODULE --> runs with it only
     assert commands
     for index, block in commands:
         code = block.code.replace(".venv/bin/python", shlex.quote(sys.executable))
@@ -90,7 +92,8 @@ def test_command_examples_run_from_the_repository_root() -> None:
 
 def test_python_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # examples name files from the repository root
-    examples = [b for b in _elsewhere("python") if "@pytest.mark.edge" not in b.code]
+    examples = [b for b in _elsewhere("python") if "@pytest.mark.edge" not in b.code
+                and not (b.needs and _missing(b.needs))]
     assert examples
     for block in examples:
         namespace: dict = {"__name__": "readme_example"}

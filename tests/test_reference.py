@@ -3,6 +3,9 @@ float model's), and ``max_drift=`` end to end (session.py, plan.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import json
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from pytest_edge.marker import parse_marker
 from pytest_edge.plan import plan_for
 from pytest_edge.session import EdgeSession
 from pytest_edge.settings import Settings
+from pytest_edge.triage import quant
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -160,7 +164,17 @@ def test_int8_against_the_float_golden(pytester: pytest.Pytester, models: Path) 
         "(compare: pytest-edge golden diff tiny_cnn)*",
         "*triage: litert-ref on the same tiny_cnn_int8.tflite also differs from the golden (y): the artifact "
         "itself disagrees with the reference onnxruntime-cpu on tiny_cnn.onnx*",
+        "*triage: to see which layer loses accuracy, on this test's golden inputs: pytest-edge triage quant "
+        "models/tiny_cnn.tflite models/tiny_cnn_int8.tflite --inputs golden/tiny_cnn",
     ])
+    # ... and that command runs on the golden's cases, from where pytest ran (tflite-runtime 2.14's
+    # reference kernels have no CUMSUM: there, LiteRT under its new name only)
+    if importlib.util.find_spec("ai_edge_litert") is not None:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert quant.main(["models/tiny_cnn.tflite", "models/tiny_cnn_int8.tflite", "--inputs", "golden/tiny_cnn"]) == 0
+        assert f"inputs: {len(meta['cases'])} (golden inputs of golden/tiny_cnn); worst input: case_000-" in \
+            printed.getvalue()
     records = json.loads((pytester.path / "report.json").read_text())["records"]
     checked = [r for r in records if r["verdict"] != "skipped"]
     assert len(checked) == 6

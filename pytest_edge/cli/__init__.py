@@ -56,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     triage = commands.add_parser("triage", help="where a model loses accuracy")
     triage_commands = triage.add_subparsers(dest="triage_command", required=True)
-    quant_command = triage_commands.add_parser("quant", help="per-layer quantization loss: float vs int8 .tflite")
+    quant_command = triage_commands.add_parser(
+        "quant", help="per-layer quantization loss: float vs int8 (.tflite, QDQ .onnx, .pte)")
     quant.add_arguments(quant_command)
     quant_command.set_defaults(func=quant.run_parsed)
 

@@ -15,7 +15,7 @@ from ..backends import TensorSpec, get_backend, reference_order
 from ..errors import BackendError, EdgeError, EdgeManyCases, EdgeUsageError, GoldenError, UnknownBackend
 from ..external_data import artifact_digests
 from ..files import sha256_file
-from ..inputs import check_case, check_shapes, generate_case, user_cases
+from ..inputs import check_case, check_shapes, generate_case, refuse_non_numbers, user_cases
 from ..marker import MarkerSpec
 from ..models import Model
 from ..plan import Plan, resolve_reference
@@ -88,6 +88,7 @@ class GoldenSets:
         if memo not in self._set_keys:  # the inputs object is kept, so its id is not reused
             try:
                 cases = user_cases(inputs, test_dir)
+                refuse_non_numbers(cases)
             except EdgeUsageError as exc:
                 raise EdgeUsageError(f"model {model}: {exc}") from None
             if len(cases) > MANY_CASES:

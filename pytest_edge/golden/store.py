@@ -77,6 +77,7 @@ class GoldenStore:
             which = "" if key == DEFAULT_SET else f", input set {key} (the inputs= of the test)"
             raise GoldenError(f"no golden outputs for model {model!r}{which} (looked for {meta_path}); "
                               f"create them with {UPDATE_HINT}")
+        tidy_leftovers(self.root / model, folder)
         with _locked(self.root / model, shared=True):  # a consistent meta.json + cases, even mid-refresh
             return read_set(model, key, folder, meta_path)
 
@@ -153,6 +154,23 @@ def remove_leftovers(folder: Path) -> list[Path]:
             except FileNotFoundError:
                 pass
     return removed
+
+
+def tidy_leftovers(model_folder: Path, folder: Path) -> None:
+    """Remove a killed refresh's temporaries (up to MBs each) when no refresh is running now: a
+    check need not wait for the next refresh to tidy the folder. Never waits, never fails: a
+    read-only checkout keeps them."""
+    try:
+        fd = os.open(model_folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        remove_leftovers(folder)
+    except OSError:  # a refresh holds the folder, or it is read-only
+        pass
+    finally:
+        os.close(fd)
 
 
 @contextmanager

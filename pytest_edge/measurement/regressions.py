@@ -108,7 +108,8 @@ def _evidence(change: Change) -> str:
 
 def resource_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any],
                          max_regression: float, what: str = "the baseline") -> list[Regression]:
-    """Peak memory above ``max_regression`` (and MEMORY_FLOOR_MB), or a higher fallback fraction."""
+    """Peak memory above ``max_regression`` (and MEMORY_FLOOR_MB), an artifact grown by more than
+    ``max_regression``, or a higher fallback fraction."""
     backend = record["backend"]
     found = []
     new, old = dig(record, "peak_memory_mb"), dig(baseline, "peak_memory_mb")
@@ -117,6 +118,12 @@ def resource_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any],
         if change > max_regression and new - old > MEMORY_FLOOR_MB:
             found.append(Regression("peak memory", f"{backend}: peak memory {new:.3f} MB is {change:+.1%} against "
                                     f"{what} {old:.3f} MB (allowed +{max_regression:.0%})"))
+    # The artifact's size is exact (no noise floor): growth beyond the same threshold fails.
+    new_size, old_size = dig(record, "artifact_bytes"), dig(baseline, "artifact_bytes")
+    if _number(new_size) and _number(old_size) and old_size > 0 and new_size / old_size - 1 > max_regression:
+        found.append(Regression("artifact size", f"{backend}: artifact {dig(record, 'model', 'artifact') or '?'} is "
+                                f"{new_size} bytes ({new_size / 2**20:.3f} MB), {new_size / old_size - 1:+.1%} against "
+                                f"{what} {old_size} bytes (allowed +{max_regression:.0%})"))
     new_cov, old_cov = dig(record, "coverage", "fallback"), dig(baseline, "coverage", "fallback")
     if _number(new_cov) and _number(old_cov) and new_cov > old_cov + 1e-12:
         found.append(Regression("delegate coverage", f"{backend}: delegate coverage dropped: fallback "

@@ -9,6 +9,8 @@ from typing import Sequence
 
 import numpy as np
 
+from . import sensors
+
 _KB_PER_MB = 1024.0
 # Below these run counts a percentile rests on too few samples to be trusted.
 MIN_RUNS = {"p50": 5, "p90": 20, "p99": 100}
@@ -127,6 +129,7 @@ def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> d
         "hwm_reset": all(r.get("hwm_reset") for r in results),
         "processes": per_process,
         "process_spread": (max(p50s) / min(p50s)) if len(p50s) > 1 and min(p50s) > 0 else None,
+        "power_and_temperature": sensors.combine([r.get("power_and_temperature") for r in results]),
         "samples_ns": pooled,
     }
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 # The figures the pages compare and draw (html_report.figure_changes, the ECDF and memory charts).
 TWIN_FIGURES = ("latency_ms", "latency_quantiles_ms", "peak_memory_mb", "steady_memory_mb", "load_ms",
-                "first_inference_ms", "coverage", "measured_runs")
+                "first_inference_ms", "coverage", "measured_runs", "artifact_bytes")
 
 
 def twin_figures(measured: Mapping[str, Any]) -> dict[str, Any]:

@@ -60,12 +60,13 @@ FIGURES: list[tuple[str, Callable[[Mapping[str, Any]], Any], bool]] = [
     ("P99", lambda r: dig(r, "latency_ms", "p99"), True),
     ("peak memory", lambda r: r.get("peak_memory_mb"), True),
     ("fallback", lambda r: dig(r, "coverage", "fallback"), False),
+    ("artifact size", lambda r: r.get("artifact_bytes"), True),
 ]
 
 
 # The merge gate's name of each figure (checks.Regression.figure).
 _GATE_FIGURES = {"P50": "P50 latency", "P99": "P99 latency", "peak memory": "peak memory",
-                 "fallback": "delegate coverage"}
+                 "fallback": "delegate coverage", "artifact size": "artifact size"}
 
 
 def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..record import dig
+from . import deployment
 from .ab_baseline import report_baseline
 from .changes import (DEFAULT_MAX_REGRESSION, FIGURES, FigureChange, base_backend, device_label, figure_changes,
                       regressions)
@@ -210,6 +211,12 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
                        r.get("peak_memory_mb")))
                    + _verdict_cell(r) + "</tr>")
     out.append("</table>")
+    shipped = [r for r in ran if deployment.has_figures(r)]
+    if shipped:  # what ships and how it runs for long: sizes, throughput, power and temperature
+        out.append(_table_open("Size, throughput, power and temperature <small>(initial → steady)</small>",
+                               deployment.HEADERS))
+        out += [f"<tr><td>{escape(label[id(r)])}</td>{''.join(deployment.row_cells(r))}</tr>" for r in shipped]
+        out.append("</table>")
     for r in records:
         if r["verdict"] in ("failed", "error", "skipped") and (r.get("violations") or r.get("skip_reason")):
             text = "; ".join(r.get("violations") or []) or r.get("skip_reason")

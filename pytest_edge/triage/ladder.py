@@ -7,7 +7,9 @@ etdump_triage)."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ..backends import get_backend, split_device
@@ -35,6 +37,34 @@ def as_seen_by_triage(plan: Plan, golden: Golden) -> Golden:
 
 
 def sibling_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], case: GoldenCase) -> list[str]:
+    """The triage lines of a mismatch: the delegate-free sibling's (see _delegate_triage), then for a
+    ``reference=`` test, the command that compares the two artifacts layer by layer on its golden inputs."""
+    return _delegate_triage(runner, plan, golden, feeds, case) + quant_hint(plan, golden)
+
+
+def quant_hint(plan: Plan, golden: Golden) -> list[str]:
+    """``pytest-edge triage quant REFERENCE ARTIFACT --inputs GOLDEN`` for a test that names a
+    reference model with an artifact of the same format (the float model of a quantized one)."""
+    artifact = plan.artifact
+    if plan.reference is None or artifact is None or artifact.suffix not in {".tflite", ".onnx", ".pte"}:
+        return []
+    reference = plan.reference.artifact(artifact.suffix)
+    if reference is None:
+        return []
+    float_model, tested, inputs = (shlex.quote(_short(p)) for p in (reference, artifact, golden.folder))
+    return [f"triage: to see which layer loses accuracy, on this test's golden inputs: "
+            f"pytest-edge triage quant {float_model} {tested} --inputs {inputs}"]
+
+
+def _short(path: Path) -> str:
+    """A path as the user typed it from here: relative to the working folder when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _delegate_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], case: GoldenCase) -> list[str]:
     """Run the same artifact without the delegate (litert -> litert-ref): if that agrees with the
     golden, the delegate's kernels diverge; if not, the artifact itself does (export,
     conversion, quantization)."""

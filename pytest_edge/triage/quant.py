@@ -1,24 +1,24 @@
-"""Per-layer quantization loss between a float ``.tflite`` and a quantized ``.tflite`` of the same
-network (``pytest-edge triage quant``).
+"""Per-layer quantization loss between a float model and a quantized model of the same network
+(``pytest-edge triage quant``): ``.tflite`` pairs here, ``.onnx`` (float vs QDQ) in quant_onnx.py,
+``.pte`` (through ETDump) in quant_pte.py; quant_layers.py measures, quant_report.py prints.
 
-Both models run on LiteRT's reference kernels with every intermediate tensor kept, so the values are
+LiteRT pairs run on the reference kernels with every intermediate tensor kept, so the values are
 the graph's own and not a delegate's. Tensors are matched by name (converters keep the float
 graph's names when they quantize it), quantized tensors are dequantized with their own scale and
-zero point (per tensor or per axis), and each matched tensor gets an SNR, a cosine similarity and
-the largest absolute difference, in the float graph's order. The first tensor whose SNR falls below
-a threshold is where quantization starts to hurt.
+zero point (per tensor or per axis), and each matched tensor gets, in the float graph's order, an
+SNR, a cosine similarity and the largest absolute difference on the worst of several inputs, its SNR
+per output channel, and for an op with weights, its float weights against the dequantized int8 ones.
+The first layer with any of these below a threshold is where quantization starts to hurt.
 
 This module imports neither pytest nor TensorFlow: LiteRT (``ai-edge-litert`` or ``tflite-runtime``)
-and NumPy are enough.
+and NumPy are enough for a ``.tflite`` pair.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,100 +26,16 @@ import numpy as np
 from ..backends import TensorSpec
 from ..errors import EdgeError, EdgeUsageError
 from ..inputs import DEFAULT_SEED, generate_case
-from ..metrics import cosine, max_abs_diff, snr_db
+from .quant_inputs import DEFAULT_CASES, choose_inputs, load_inputs, random_cases
+from .quant_layers import LayerLoss, TensorPair, WeightPair, measure_layers
 from .quant_numbers import QuantParams, dequantize, quantize
-from .tflite_graph import INPUT_OP, GraphTensor, TfliteGraph, match_tensors
+from .quant_report import DEFAULT_MIN_SNR_DB, QuantReport
+from .tflite_graph import INPUT_OP, WEIGHT_AXIS, GraphTensor, TfliteGraph, match_tensors
 
-DEFAULT_MIN_SNR_DB = 20.0
 _QUANTIZED_KINDS = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}
-_NAME_WIDTH = 56  # longer names are shortened in the table (the verdict line keeps them whole)
 
 __all__ = ["DEFAULT_MIN_SNR_DB", "LayerLoss", "QuantParams", "QuantReport", "compare_models", "dequantize",
            "load_inputs", "main", "quantize", "random_inputs"]
-
-
-# ---------------------------------------------------------------- the result
-
-
-@dataclass(frozen=True)
-class LayerLoss:
-    """One matched tensor: its float name, the op that writes it in the float graph, and the
-    quantized graph's value (dequantized) against the float one."""
-
-    tensor: str
-    op: str
-    quant_tensor: str  # its name in the quantized model (differs only when matched after normalising)
-    quant_dtype: str
-    snr_db: float
-    cosine: float
-    max_abs_diff: float
-
-
-@dataclass
-class QuantReport:
-    """Per-layer loss of ``quant_model`` against ``float_model``, in the float graph's order."""
-
-    float_model: Path
-    quant_model: Path
-    rows: list[LayerLoss]
-    min_snr_db: float = DEFAULT_MIN_SNR_DB
-    unmatched_float: list[str] = field(default_factory=list)  # float tensors with no counterpart
-    unmatched_quant: list[str] = field(default_factory=list)  # quantized-only tensors (QUANTIZE, ...)
-
-    @property
-    def matched(self) -> int:
-        return len(self.rows)
-
-    @property
-    def first_below(self) -> LayerLoss | None:
-        """The first tensor, in graph order, whose SNR is below ``min_snr_db``."""
-        return next((row for row in self.rows if row.snr_db < self.min_snr_db), None)
-
-    def matching_line(self) -> str:
-        line = (f"matched {self.matched} of {self.matched + len(self.unmatched_float)} float tensors "
-                f"by name")
-        if self.unmatched_float:
-            line += f"; no counterpart for {len(self.unmatched_float)}: " + ", ".join(self.unmatched_float)
-        if self.unmatched_quant:
-            line += (f"; {len(self.unmatched_quant)} only in the quantized model: "
-                     + ", ".join(self.unmatched_quant))
-        return line
-
-    def verdict(self) -> str:
-        first = self.first_below
-        threshold = _number(self.min_snr_db)
-        if first is None:
-            return f"every matched layer at or above {threshold} dB"
-        return f"first layer below {threshold} dB: {first.tensor} ({first.op}), SNR {_number(first.snr_db)} dB"
-
-    def format_table(self) -> str:
-        """The rows as a plain-text table; rows below the threshold are marked with ``<``."""
-        header = ["#", "tensor", "op", "dtype", "SNR dB", "cosine", "max |Δ|", ""]
-        body = [[str(i), _shorten(row.tensor), row.op, row.quant_dtype, _number(row.snr_db),
-                 f"{row.cosine:.4f}", f"{row.max_abs_diff:.4g}",
-                 "<" if row.snr_db < self.min_snr_db else ""]
-                for i, row in enumerate(self.rows)]
-        widths = [max(len(r[c]) for r in [header, *body]) for c in range(len(header))]
-        right = {0, 4, 5, 6}  # numbers are right-aligned
-
-        def fmt(cells: list[str]) -> str:
-            return "  ".join(cell.rjust(w) if c in right else cell.ljust(w)
-                             for c, (cell, w) in enumerate(zip(cells, widths))).rstrip()
-
-        lines = [f"float: {self.float_model}", f"quantized: {self.quant_model}", fmt(header),
-                 fmt(["-" * w for w in widths[:-1]] + [""])]
-        lines += [fmt(cells) for cells in body]
-        return "\n".join(lines)
-
-
-def _number(value: float) -> str:
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:.1f}" if abs(value - round(value)) > 1e-9 else str(round(value))
-
-
-def _shorten(name: str) -> str:
-    return name if len(name) <= _NAME_WIDTH else name[: _NAME_WIDTH - 1] + "…"
 
 
 # ---------------------------------------------------------------- inputs
@@ -130,23 +46,8 @@ def random_inputs(float_model: Path | str, seed: int = DEFAULT_SEED) -> dict[str
     return _random_inputs(TfliteGraph(Path(float_model)), seed)
 
 
-def _random_inputs(model: TfliteGraph, seed: int) -> dict[str, np.ndarray]:
+def _random_inputs(model: TfliteGraph, seed: int) -> dict[str, np.ndarray]:  # one case
     return generate_case([TensorSpec(t.name, t.shape, t.dtype.name) for t in model.inputs], {}, seed)
-
-
-def load_inputs(path: Path | str) -> dict[str, np.ndarray]:
-    """Inputs from an .npz: arrays named after the inputs, or a golden case (``inputs/<name>``)."""
-    path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {k: np.array(archive[k]) for k in archive.files}
-    except FileNotFoundError as exc:
-        raise EdgeUsageError(f"{path}: no such inputs file") from exc
-    except (ValueError, OSError) as exc:
-        raise EdgeUsageError(f"{path} is not a readable .npz of inputs: {exc}") from exc
-    if any(k.startswith("inputs/") for k in arrays):
-        arrays = {k[len("inputs/"):]: v for k, v in arrays.items() if k.startswith("inputs/")}
-    return arrays
 
 
 def _feeds(model: TfliteGraph, case: Mapping[str, np.ndarray], where: str) -> list[np.ndarray]:
@@ -181,32 +82,89 @@ def _real(values: np.ndarray, tensor: GraphTensor) -> np.ndarray:
 
 
 def compare_models(float_model: Path | str, quant_model: Path | str,
-                   inputs: Mapping[str, np.ndarray] | None = None,
+                   inputs: Mapping[str, np.ndarray] | Sequence[tuple[str, Mapping[str, np.ndarray]]] | None = None,
                    min_snr_db: float = DEFAULT_MIN_SNR_DB, seed: int = DEFAULT_SEED,
-                   inputs_origin: str = "the inputs") -> QuantReport:
-    """Run both models on the same inputs (random from the float signature with ``seed`` when
-    None) and compare every tensor they share by name."""
-    fmodel, qmodel = TfliteGraph(Path(float_model)), TfliteGraph(Path(quant_model))
-    if inputs is None:
-        # Both sides get the float signature's case: a quantized model of another shape is another network.
-        inputs, inputs_origin = _random_inputs(fmodel, seed), f"the signature of {fmodel.path}"
-    fvalues = fmodel.run(_feeds(fmodel, inputs, inputs_origin))
-    qvalues = qmodel.run(_feeds(qmodel, inputs, inputs_origin))
-    rows, unmatched = [], []
-    used: set[int] = set()
+                   inputs_origin: str = "the inputs", cases: int = DEFAULT_CASES) -> QuantReport:
+    """Run both models on the same inputs and compare every tensor they share by name, per input
+    (the worst decides), per channel, and their weights. ``inputs``: one case, or labelled cases;
+    None: ``cases`` random cases from the float signature, seeds ``seed``, ``seed + 1``, ...
+    ``.tflite`` pairs run on LiteRT, ``.onnx`` (float and QDQ) on ONNX Runtime, ``.pte`` (not
+    delegated) on ExecuTorch with ETDump."""
+    float_model, quant_model = Path(float_model), Path(quant_model)
+    kind = _pair_kind(float_model, quant_model)
+    labelled = [(inputs_origin, inputs)] if isinstance(inputs, Mapping) else None if inputs is None else list(inputs)
+    if kind == ".onnx":
+        from .quant_onnx import compare_onnx_models
+
+        return compare_onnx_models(float_model, quant_model, labelled, min_snr_db, seed, inputs_origin, cases)
+    if kind == ".pte":
+        from .quant_pte import compare_pte_models
+
+        return compare_pte_models(float_model, quant_model, labelled, min_snr_db, seed, inputs_origin, cases)
+    fmodel, qmodel = TfliteGraph(float_model), TfliteGraph(quant_model)
+    if labelled is None:
+        # Both sides get the float signature's cases: a quantized model of another shape is another network.
+        specs = [TensorSpec(t.name, t.shape, t.dtype.name) for t in fmodel.inputs]
+        labelled = random_cases(specs, cases, seed)
+        inputs_origin = f"random from the signature of {fmodel.path}"
+    # One run first: a weight that an op computes (a float16 weight's DEQUANTIZE) has its value only then.
+    fmodel.run(_feeds(fmodel, labelled[0][1], inputs_origin))
+    qmodel.run(_feeds(qmodel, labelled[0][1], inputs_origin))
+    pairs, unmatched, used = [], [], set()
     for ftensor, qtensor in match_tensors(fmodel.activations, qmodel.activations):
-        if qtensor is None or ftensor.index not in fvalues or qtensor.index not in qvalues:
+        if qtensor is None:
             unmatched.append(ftensor.name or f"#{ftensor.index}")
             continue
         used.add(qtensor.index)
-        ref, test = _real(fvalues[ftensor.index], ftensor), _real(qvalues[qtensor.index], qtensor)
-        rows.append(LayerLoss(ftensor.name, ftensor.op, qtensor.name, qtensor.dtype.name,
-                              snr_db(ref, test), cosine(ref, test), max_abs_diff(ref, test)))
-    if all(row.op == INPUT_OP for row in rows):  # inputs called "x" on both sides prove nothing
+        pairs.append(TensorPair(ftensor.name, ftensor.op, qtensor.name, qtensor.dtype.name,
+                                ftensor.index, qtensor.index,
+                                -1, _weights(fmodel, qmodel, ftensor, qtensor), ftensor.index in fmodel.outputs))
+    if all(pair.op == INPUT_OP for pair in pairs):  # inputs called "x" on both sides prove nothing
         raise EdgeUsageError(f"{float_model} and {quant_model} share no layer's tensor name (besides "
                              "their inputs): two different networks, or a converter renamed every tensor")
+
+    ftensors = {t.index: t for t in fmodel.activations}
+    qtensors = {t.index: t for t in qmodel.activations}
+
+    def run(case: Mapping[str, np.ndarray]) -> tuple[dict, dict]:
+        fvalues = fmodel.run(_feeds(fmodel, case, inputs_origin))
+        qvalues = qmodel.run(_feeds(qmodel, case, inputs_origin))
+        return ({i: _real(v, ftensors[i]) for i, v in fvalues.items() if i in ftensors},
+                {i: _real(v, qtensors[i]) for i, v in qvalues.items() if i in qtensors})
+
+    rows, losses = measure_layers(pairs, labelled, run, min_snr_db)
+    matched = {row.tensor for row in rows}
+    unmatched += [p.tensor or "?" for p in pairs if p.tensor not in matched]
     only_quant = [t.name or f"#{t.index}" for t in qmodel.activations if t.index not in used]
-    return QuantReport(Path(float_model), Path(quant_model), rows, min_snr_db, unmatched, only_quant)
+    return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, only_quant, losses, inputs_origin)
+
+
+def _pair_kind(float_model: Path, quant_model: Path) -> str:
+    kinds = {float_model.suffix.lower(), quant_model.suffix.lower()}
+    if kinds == {".onnx"}:
+        return ".onnx"
+    if kinds == {".pte"}:
+        return ".pte"
+    if len(kinds) > 1:
+        raise EdgeUsageError(f"{float_model} and {quant_model} are not the same format: triage quant compares "
+                             "a float and a quantized model of one format (.tflite, .onnx or .pte)")
+    return ".tflite"
+
+
+def _weights(fmodel: TfliteGraph, qmodel: TfliteGraph, ftensor: GraphTensor, qtensor: GraphTensor) -> WeightPair | None:
+    """The weight the op that writes ``ftensor`` reads, against its quantized counterpart (the
+    weight of the op that writes ``qtensor``), dequantized with its own scales."""
+    fweight, qweight = fmodel.weights.get(ftensor.index), qmodel.weights.get(qtensor.index)
+    if fweight is None or qweight is None or fweight.shape != qweight.shape:
+        return None
+    fvalues, qvalues = fmodel.value(fweight), qmodel.value(qweight)
+    if fvalues is None or qvalues is None or fvalues.dtype.kind != "f":
+        return None
+    params = qweight.params
+    scales = 1 if params is None else int(params.scales.size)
+    axis = params.axis if params is not None and scales > 1 else WEIGHT_AXIS[qweight.op]
+    return WeightPair(qweight.name or fweight.name, fvalues, _real(qvalues, qweight), axis % max(fvalues.ndim, 1),
+                      scales)
 
 
 # ---------------------------------------------------------------- the command
@@ -214,33 +172,42 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``pytest-edge triage quant`` (for cli.py's sub-parser)."""
-    parser.add_argument("float_model", metavar="FLOAT.tflite", help="the float model")
-    parser.add_argument("quant_model", metavar="INT8.tflite", help="the quantized model of the same network")
+    parser.add_argument("float_model", metavar="FLOAT", help="the float model (.tflite, .onnx or .pte)")
+    parser.add_argument("quant_model", metavar="INT8",
+                        help="the quantized model of the same network (int8 .tflite, QDQ .onnx, int8 .pte)")
     parser.add_argument("--min-snr-db", type=float, default=DEFAULT_MIN_SNR_DB,
                         help="name the first layer below this SNR (default %(default)s dB)")
-    parser.add_argument("--inputs", metavar="CASE.npz",
-                        help="inputs by name (a golden case file works); random from the signature if absent")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the random inputs")
+    parser.add_argument("--inputs", metavar="CASE.npz|GOLDEN_DIR",
+                        help="inputs by name: a case .npz (a golden case file works) or a golden folder "
+                             "(every case); default: the float model's golden under --golden-dir, else random")
+    parser.add_argument("--golden-dir", default="golden",
+                        help="where the float model's golden folder is looked for (default: %(default)s)")
+    parser.add_argument("--cases", type=int, default=DEFAULT_CASES,
+                        help="how many random cases when there are no golden inputs (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the first random case")
 
 
 def run_parsed(args: argparse.Namespace) -> int:
-    """Print the table, the matching summary and the verdict; 2 on bad input."""
+    """Print the table, the inputs, the matching summary and the verdict; 2 on bad input."""
     try:
-        inputs = load_inputs(args.inputs) if args.inputs else None
+        chosen = choose_inputs(args.inputs, Path(args.golden_dir) if args.golden_dir else None,
+                               Path(args.float_model))
+        inputs, origin = chosen if chosen is not None else (None, "the inputs")
         report = compare_models(args.float_model, args.quant_model, inputs, args.min_snr_db, args.seed,
-                                inputs_origin=str(args.inputs or ""))
+                                inputs_origin=origin, cases=args.cases)
     except EdgeError as exc:
         print(f"pytest-edge triage quant: error: {exc}", file=sys.stderr)
         return 2
     print(report.format_table())
+    print(report.inputs_line())
     print(report.matching_line())
     print(report.verdict())
     return 0
 
 
 def main(argv: list[str]) -> int:
-    """``pytest-edge triage quant FLOAT.tflite INT8.tflite [--min-snr-db 20] [--inputs case.npz]``."""
+    """``pytest-edge triage quant FLOAT INT8 [--min-snr-db 20] [--inputs case.npz|golden/model]``."""
     parser = argparse.ArgumentParser(prog="pytest-edge triage quant",
-                                     description="per-layer quantization loss of INT8.tflite against FLOAT.tflite")
+                                     description="per-layer quantization loss of INT8 against FLOAT")
     add_arguments(parser)
     return run_parsed(parser.parse_args(argv))

@@ -18,6 +18,8 @@ from ..errors import BackendError
 from .quant_numbers import QuantParams
 
 INPUT_OP = "(input)"  # the "producing op" of a graph input
+# Ops whose input 1 is a weight tensor, with that tensor's output-channel axis (when per-tensor).
+WEIGHT_AXIS = {"FULLY_CONNECTED": 0, "CONV_2D": 0, "CONV_3D": 4, "DEPTHWISE_CONV_2D": 3, "TRANSPOSE_CONV": 0}
 
 
 def _interpreter_module() -> Any:
@@ -62,10 +64,17 @@ class TfliteGraph:
         self.inputs = [self._tensor(details[d["index"]], INPUT_OP) for d in self.interpreter.get_input_details()]
         # Graph order: inputs, then each op's outputs in execution order.
         self.activations: list[GraphTensor] = list(self.inputs)
+        self.weights: dict[int, GraphTensor] = {}  # output tensor index -> the weight its op reads
         for op in self.interpreter._get_ops_details():  # the only public-ish view of the op list
+            inputs = [int(i) for i in op["inputs"]]
             for index in op["outputs"]:
                 if int(index) in details:
                     self.activations.append(self._tensor(details[int(index)], op["op_name"]))
+                    if op["op_name"] in WEIGHT_AXIS and len(inputs) > 1 and inputs[1] in details:
+                        self.weights[int(index)] = self._tensor(details[inputs[1]], op["op_name"])
+                    elif op["op_name"] == "DEQUANTIZE" and inputs and inputs[0] in self.weights:
+                        self.weights[int(index)] = self.weights[inputs[0]]  # an int8 model's float output
+        self.outputs = {int(d["index"]) for d in self.interpreter.get_output_details()}
 
     def _resize_dynamic_inputs(self) -> None:
         for d in self.interpreter.get_input_details():
@@ -77,6 +86,13 @@ class TfliteGraph:
     def _tensor(details: Mapping[str, Any], op: str) -> GraphTensor:
         return GraphTensor(int(details["index"]), str(details["name"]), np.dtype(details["dtype"]),
                        tuple(int(s) for s in details["shape"]), QuantParams.from_details(details), op)
+
+    def value(self, tensor: GraphTensor) -> np.ndarray | None:
+        """A tensor's current value (a weight, or an intermediate after run()); None if it has none."""
+        try:
+            return np.array(self.interpreter.get_tensor(tensor.index))
+        except ValueError:
+            return None
 
     def run(self, feeds: Sequence[np.ndarray]) -> dict[int, np.ndarray]:
         for tensor, value in zip(self.inputs, feeds):

@@ -28,7 +28,8 @@ from ..external_data import location_problem
 from ..files import atomic_write
 from ..qemu_device import EMULATED_ENV
 from ..marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
-from ..measurement import timing
+from ..measurement import sensors, timing
+from ..sizes import runtime_package
 from . import protocol
 
 # How this process started, for each measuring process's record: a new interpreter ("spawned"),
@@ -89,7 +90,10 @@ class WorkerServer:
             "inputs": [s.to_json() for s in model.inputs],
             "outputs": [s.to_json() for s in model.outputs],
             "runtime": {"name": self.backend.distribution, "version": self.backend.runtime_version(),
-                        "delegates": model.delegates()},
+                        "delegates": model.delegates(),
+                        # The installed package where this worker runs (a device's own); once per process,
+                        # and not in a measuring worker (with_coverage False), which records no runtime.
+                        **({"package": runtime_package(self.backend.distribution)} if with_coverage else {})},
             "coverage": coverage.to_json() if coverage else None,
             "load_ms": load_ms,
             "precision": model.precision(),
@@ -119,6 +123,7 @@ class WorkerServer:
         if self.first_inference_ms[key] is None:
             self._run_timed(key, feeds)
         infer = model.bind(feeds)
+        before = sensors.read()  # temperature, frequency, power before the warm-up: "initial"
         load = timing.MachineLoad()
         for _ in range(warmup):
             infer()
@@ -147,6 +152,7 @@ class WorkerServer:
         probe_after += [count] * timing.PROBE_AROUND
         samples = buffer[:count]
         other_cores = load.other_cores()
+        after = sensors.read()  # at the end of the timed runs: "steady"
         base = self.load_base_mb[key]
         peak = steady = None
         if base is not None and (reset or self.loads == 1):
@@ -166,6 +172,7 @@ class WorkerServer:
             "peak_memory_mb": peak, "steady_memory_mb": steady,
             "other_cores_busy": other_cores,
             "probe_us": float(np.median(probes)) / 1e3,
+            "power_and_temperature": sensors.window(before, after),
             "samples_ns": np.asarray(samples, dtype=np.int64),
         }
 

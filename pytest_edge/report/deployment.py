@@ -1,0 +1,55 @@
+"""The record's deployment figures as text for the pages: artifact and runtime sizes, throughput,
+and power and temperature around the timed runs (or why the machine gave none)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..record import dig
+from .charts import DASH, escape, significant
+
+HEADERS = ["backend", "artifact MB", "runtime MB", "throughput /s", "temperature °C", "CPU MHz", "power W"]
+
+
+def megabytes(value: Any) -> str:
+    """Bytes as MB (2**20) to three significant digits: a 3 KB test model is not "0.003"."""
+    return DASH if not isinstance(value, (int, float)) else significant(value / 2**20)
+
+
+def _span(initial: Any, steady: Any) -> str:
+    """``initial → steady`` of one reading (a number), or what there is of it."""
+    shown = [significant(v) for v in (initial, steady) if isinstance(v, (int, float))]
+    if isinstance(initial, (int, float)) and isinstance(steady, (int, float)):
+        return f"{shown[0]} → {shown[1]}"
+    return shown[0] if shown else DASH
+
+
+def _readings(sensors: Mapping[str, Any], key: str, pick: str | None = None) -> str:
+    """Each sensor of ``key`` (per zone, per supply) as initial → steady; ``pick``: one field of it."""
+    initial = (sensors.get("initial") or {}).get(key) or {}
+    steady = (sensors.get("steady") or {}).get(key) or {}
+    if pick is not None:
+        return _span(initial.get(pick), steady.get(pick))
+    names = list(dict.fromkeys([*initial, *steady]))
+    return "<br>".join(f"{escape(n)}: {_span(initial.get(n), steady.get(n))}" for n in names) or DASH
+
+
+def has_figures(record: Mapping[str, Any]) -> bool:
+    return any(record.get(k) is not None for k in ("artifact_bytes", "runtime_bytes", "throughput",
+                                                    "power_and_temperature"))
+
+
+def row_cells(record: Mapping[str, Any]) -> list[str]:
+    """The HTML cells after the backend's: sizes, throughput, temperature, frequency, power."""
+    runtime_reason = dig(record, "runtime", "package", "reason")
+    cells = [f'<td class="n">{megabytes(record.get("artifact_bytes"))}</td>',
+             f'<td class="n" title="{escape(runtime_reason or "")}">{megabytes(record.get("runtime_bytes"))}</td>',
+             f'<td class="n">{significant(record.get("throughput"))}</td>']
+    sensors = record.get("power_and_temperature")
+    if not isinstance(sensors, Mapping):
+        return cells + [f'<td class="muted">{DASH}</td>'] * 3
+    if not sensors.get("initial") and not sensors.get("steady"):
+        return cells + [f'<td colspan="3" class="muted">{escape(sensors.get("reason") or "not exposed")}</td>']
+    return cells + [f"<td>{_readings(sensors, 'temperature_c')}</td>",
+                    f'<td class="n">{_readings(sensors, "cpu_mhz", "mean")}</td>',
+                    f"<td>{_readings(sensors, 'power_w')}</td>"]

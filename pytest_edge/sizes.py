@@ -1,0 +1,48 @@
+"""What a deployment ships, in bytes: the model artifact (with its external data) and the
+runtime's installed package (docs/measurement.md, "Sizes")."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+from pathlib import Path
+from typing import Any
+
+from .external_data import external_files
+
+# Native libraries: the part of a runtime's package an app would ship (.so, .dylib, .dll, .pyd).
+NATIVE_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
+
+
+def artifact_bytes(artifact: Path, backend: str | None = None) -> int:
+    """The artifact's size: the model file plus the external data files it names (an ONNX model's
+    ``.data``, an ncnn ``.bin``, an OpenVINO ``.bin``), since the app ships them all. A missing
+    external file is a BackendError naming the model and ``backend`` (as loading it would be)."""
+    artifact = Path(artifact)
+    return artifact.stat().st_size + sum(p.stat().st_size for p in external_files(artifact, backend).values())
+
+
+@functools.lru_cache(maxsize=None)
+def runtime_package(distribution: str) -> dict[str, Any]:
+    """The installed package of ``distribution`` (e.g. ``onnxruntime``), summed from the files its
+    installer recorded (RECORD): ``{"bytes", "files", "native_bytes"}``, or ``{"bytes": None,
+    "reason"}`` where the files are not known. Dependencies (NumPy, torch) are not counted: what an
+    app ships is the runtime, not the Python it was tested from. Once per process."""
+    try:
+        files = importlib.metadata.distribution(distribution).files
+    except importlib.metadata.PackageNotFoundError:
+        return {"bytes": None, "reason": f"{distribution} is not installed as a Python distribution here"}
+    if not files:
+        return {"bytes": None, "reason": f"{distribution} was installed without a file list (no RECORD), "
+                                         "so its size cannot be summed"}
+    total = native = counted = 0
+    for entry in files:
+        try:
+            size = Path(entry.locate()).stat().st_size
+        except OSError:  # listed but removed since (a pruned __pycache__)
+            continue
+        total += size
+        counted += 1
+        if entry.name.endswith(NATIVE_SUFFIXES) or ".so." in entry.name:
+            native += size
+    return {"bytes": total, "files": counted, "native_bytes": native}

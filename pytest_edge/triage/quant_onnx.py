@@ -1,0 +1,188 @@
+"""``pytest-edge triage quant`` for ONNX: a float ``.onnx`` against its QDQ model (QuantizeLinear /
+DequantizeLinear pairs around each op, as ``onnxruntime.quantization.quantize_static`` writes it).
+
+Both graphs run on ONNX Runtime's CPU provider with every node output exposed as a graph output and
+no graph optimization (``ORT_DISABLE_ALL``), so the QDQ pairs run as written and the quantized
+value of each tensor is the output of its DequantizeLinear: float tensor ``t`` is matched with
+``t_DequantizeLinear_Output`` where the quantizer wrote one, else with ``t`` itself (graph outputs
+keep their names). Weights are matched through their op, which keeps its node name: the float op's
+weight initializer against the quantized op's weight, dequantized from its int8 initializer with
+its scale and zero point (per tensor, or per ``axis``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..backends import TensorSpec
+from ..errors import BackendError, EdgeUsageError
+from .quant_inputs import random_cases
+from .quant_layers import TensorPair, WeightPair, measure_layers
+from .quant_numbers import QuantParams, dequantize
+from .quant_report import QuantReport
+
+DQ_SUFFIX = "_DequantizeLinear_Output"  # what onnxruntime.quantization names a dequantized tensor
+_QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
+
+
+class OnnxGraph:
+    """One .onnx with every node output exposed, on ONNX Runtime's CPU provider, unoptimized."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            import onnx
+            import onnxruntime as ort
+        except ImportError as exc:
+            raise BackendError(f"triage quant of .onnx models needs onnx and onnxruntime ({exc})") from exc
+        self.path = path
+        if not path.is_file():
+            raise BackendError(f"{path}: no such .onnx file")
+        try:
+            model = onnx.load(str(path))
+            inferred = onnx.shape_inference.infer_shapes(model)
+        except Exception as exc:  # noqa: BLE001 - onnx's own words, with the file
+            raise BackendError(f"{path} is not a readable ONNX model: {exc}") from exc
+        graph = model.graph
+        self.initializers = {i.name: onnx.numpy_helper.to_array(i) for i in graph.initializer}
+        self.inputs = [i for i in graph.input if i.name not in self.initializers]
+        self.nodes = list(graph.node)
+        self.producer = {out: node for node in self.nodes for out in node.output if out}
+        self.order = [i.name for i in self.inputs] + [out for node in self.nodes for out in node.output
+                                                      if out and node.op_type != "Constant"]
+        self.outputs = [o.name for o in graph.output]
+        types = {v.name: v.type for v in [*inferred.graph.value_info, *inferred.graph.output, *graph.input]}
+        self.elem_types = {name: t.tensor_type.elem_type for name, t in types.items() if t.HasField("tensor_type")}
+        for name in self.order:
+            if name not in self.outputs and self.elem_types.get(name):
+                graph.output.append(onnx.helper.make_tensor_value_info(name, self.elem_types[name], None))
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.intra_op_num_threads = 1
+        try:
+            self.session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"{path}: onnxruntime-cpu cannot load it with every node output exposed: {exc}") from exc
+        self.exposed = [o.name for o in self.session.get_outputs()]
+
+    def specs(self) -> list[TensorSpec]:
+        import onnx
+
+        specs = []
+        for i in self.inputs:
+            dims = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in i.type.tensor_type.shape.dim)
+            specs.append(TensorSpec(i.name, dims, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(
+                i.type.tensor_type.elem_type)).name))
+        return specs
+
+    def run(self, case: Mapping[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+        feeds, names = {}, list(case)
+        for position, spec in enumerate(self.specs()):
+            if spec.name in case:
+                value = np.asarray(case[spec.name])
+            elif len(names) == len(self.inputs):
+                value = np.asarray(case[names[position]])
+            else:
+                raise EdgeUsageError(f"{where} has no input {spec.name!r} for {self.path} "
+                                     f"(it has: {', '.join(names) or 'none'})")
+            if tuple(value.shape) != tuple(spec.shape):
+                raise EdgeUsageError(f"input {spec.name!r} of {self.path} has shape {list(spec.shape)}; "
+                                     f"{where} gives {list(value.shape)} (not the same network?)")
+            feeds[spec.name] = value.astype(spec.dtype, copy=False)
+        try:
+            values = dict(zip(self.exposed, self.session.run(None, feeds)))
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"{self.path}: onnxruntime-cpu failed to run it: {exc}") from exc
+        return {**{k: v for k, v in values.items() if isinstance(v, np.ndarray) and v.dtype.kind in "biuf"},
+                **feeds}
+
+    def quantized_dtype(self, name: str) -> str:
+        """The integer type behind a DequantizeLinear's output, else the tensor's own type."""
+        import onnx
+
+        node = self.producer.get(name)
+        source = node.input[0] if node is not None and node.op_type == "DequantizeLinear" else name
+        if source in self.initializers:
+            return self.initializers[source].dtype.name
+        elem = self.elem_types.get(source)
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)).name if elem else "float32"
+
+    def dequantized_weight(self, name: str) -> tuple[np.ndarray, int, int | None] | None:
+        """A weight input of an op: (real values, number of scales, per-axis axis) when it is a
+        DequantizeLinear of initializers, (values, 1, None) when it is a float initializer."""
+        if name in self.initializers:
+            return self.initializers[name].astype(np.float64), 1, None
+        node = self.producer.get(name)
+        if node is None or node.op_type != "DequantizeLinear" \
+                or not all(i in self.initializers for i in node.input[:2]):
+            return None
+        q, scale = self.initializers[node.input[0]], self.initializers[node.input[1]].astype(np.float64)
+        zero = (self.initializers[node.input[2]].astype(np.int64) if len(node.input) > 2 and node.input[2]
+                else np.zeros_like(scale, dtype=np.int64))
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+        params = QuantParams(scale.reshape(-1), zero.reshape(-1), axis % max(q.ndim, 1))
+        return dequantize(q, params), int(scale.size), (axis % max(q.ndim, 1)) if scale.size > 1 else None
+
+
+def _weight_axis(node: Any, ndim: int) -> int:
+    """The output-channel axis of an op's weight (input 1)."""
+    if node.op_type == "Gemm":
+        return 0 if any(a.name == "transB" and a.i for a in node.attribute) else ndim - 1
+    if node.op_type == "ConvTranspose":
+        return 1
+    return 0 if node.op_type == "Conv" else ndim - 1  # MatMul: [in, out]
+
+
+def _weight_pair(fmodel: OnnxGraph, qmodel: OnnxGraph, fnode: Any) -> WeightPair | None:
+    if fnode.op_type not in {"MatMul", "Gemm", "Conv", "ConvTranspose"} or len(fnode.input) < 2 \
+            or fnode.input[1] not in fmodel.initializers or not fnode.name:
+        return None
+    qnode = next((n for n in qmodel.nodes if n.name == fnode.name and n.op_type == fnode.op_type), None)
+    found = qmodel.dequantized_weight(qnode.input[1]) if qnode is not None and len(qnode.input) > 1 else None
+    fweight = fmodel.initializers[fnode.input[1]]
+    if found is None or found[0].shape != fweight.shape:
+        return None
+    values, scales, axis = found
+    return WeightPair(fnode.input[1], fweight, values, axis if axis is not None else _weight_axis(fnode, fweight.ndim),
+                      scales)
+
+
+def compare_onnx_models(float_model: Path, quant_model: Path,
+                        labelled: Sequence[tuple[str, Mapping[str, np.ndarray]]] | None,
+                        min_snr_db: float, seed: int, inputs_origin: str, cases: int) -> QuantReport:
+    """Per-layer loss of a QDQ .onnx against its float .onnx (see the module's docstring)."""
+    fmodel, qmodel = OnnxGraph(float_model), OnnxGraph(quant_model)
+    if labelled is None:
+        labelled = random_cases(fmodel.specs(), cases, seed)
+        inputs_origin = f"random from the signature of {float_model}"
+    quant_names = set(qmodel.order)
+    pairs, unmatched, used = [], [], set()
+    for name in fmodel.order:
+        match = name + DQ_SUFFIX if name + DQ_SUFFIX in quant_names else name if name in quant_names else None
+        fnode = fmodel.producer.get(name)
+        if match is None or (fnode is not None and fnode.op_type in _QDQ_OPS):
+            unmatched.append(name)
+            continue
+        used.add(match)
+        op = fnode.op_type if fnode is not None else "(input)"
+        weight = _weight_pair(fmodel, qmodel, fnode) if fnode is not None and fnode.output[0] == name else None
+        pairs.append(TensorPair(name, op, match, qmodel.quantized_dtype(match), name, match, 1, weight,
+                                name in fmodel.outputs))
+    if all(pair.op == "(input)" for pair in pairs):
+        raise EdgeUsageError(f"{float_model} and {quant_model} share no layer's tensor name (besides "
+                             "their inputs): two different networks, or not a QDQ model of this one")
+
+    def run(case: Mapping[str, np.ndarray]) -> tuple[dict, dict]:
+        return fmodel.run(case, inputs_origin), qmodel.run(case, inputs_origin)
+
+    rows, losses = measure_layers(pairs, labelled, run, min_snr_db)
+    measured = {row.tensor for row in rows}
+    unmatched += [p.tensor for p in pairs if p.tensor not in measured]
+    # Besides the QDQ pairs' own tensors and the float values they quantize (matched through their DQ output).
+    qdq_only = [n for n in qmodel.order if n not in used and n + DQ_SUFFIX not in used
+                and not (n in qmodel.producer and qmodel.producer[n].op_type in _QDQ_OPS)
+                and not any(n in node.input for node in qmodel.nodes if node.op_type == "QuantizeLinear")]
+    return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, qdq_only, losses, inputs_origin)
