@@ -116,6 +116,10 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
             unmatched.append(ftensor.name or f"#{ftensor.index}")
             continue
         used.add(qtensor.index)
+        if ftensor.op == INPUT_OP and qtensor.index in qmodel.quantized_inputs:
+            # A float input of an int8 model is quantized inside: compare what its layers read.
+            qtensor = qmodel.quantized_inputs[qtensor.index]
+            used.add(qtensor.index)
         pairs.append(TensorPair(ftensor.name, ftensor.op, qtensor.name, qtensor.dtype.name,
                                 ftensor.index, qtensor.index,
                                 -1, _weights(fmodel, qmodel, ftensor, qtensor), ftensor.index in fmodel.outputs))

@@ -31,6 +31,8 @@ FAINT_RMS_SHARE = 1.0
 MIN_CHANNEL_VALUES = 4
 # max |w| over the median |w| of a weight tensor above which its per-tensor scale is called "set by one value".
 OUTLIER_RATIO = 20.0
+# An int8 activation whose values here span fewer int8 steps than this lost its resolution to its scale.
+MIN_LEVELS = 8
 
 
 def _channel_energies(reference: np.ndarray, test: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -129,8 +131,37 @@ def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate([as_float(a).reshape((1,) + np.shape(a)) for a in arrays], axis=0)
 
 
-def why_below(snr: float, channels: ChannelLoss, weight: WeightLoss | None, threshold: float) -> str | None:
-    """Why a layer is below ``threshold`` (None if it is not): every figure that is, in words."""
+def activation_clue(reference: np.ndarray, test: np.ndarray, axis: int) -> str | None:
+    """Why an int8 tensor's channels are flattened, when its own values show it: one channel whose
+    range is OUTLIER_RATIO times the median channel's (it sets a per-tensor scale), or an int8 step
+    so coarse that these values use fewer than MIN_LEVELS steps (the scale was fit to a range the
+    inputs here never reach: calibration data unlike them). None when neither holds."""
+    ref, tested = as_float(reference), as_float(test)
+    if ref.ndim == 0 or not (np.all(np.isfinite(ref)) and np.all(np.isfinite(tested))):
+        return None
+    ranges = np.max(np.abs(np.moveaxis(ref, axis, 0).reshape(ref.shape[axis], -1)), axis=1)
+    live = ranges[ranges > 0]
+    if live.size >= 2 and float(ranges.max()) >= OUTLIER_RATIO * float(np.median(live)):
+        return (f"activation scale set by channel {int(np.argmax(ranges))}: its range is "
+                f"{float(ranges.max()) / float(np.median(live)):.0f}x the median channel's (per-tensor scale)")
+    levels = np.unique(tested)
+    steps = np.diff(levels)
+    peak = float(np.max(np.abs(ref)))
+    if not steps.size and peak > 0:
+        return ("every value rounds to one int8 level: the scale was set by a range wider than these inputs "
+                "reach (calibration data unlike them?)")
+    if steps.size and peak > 0:
+        step = float(np.min(steps))
+        if step > peak / MIN_LEVELS:
+            return (f"int8 step {step:.3g} is coarse for values up to {peak:.3g} here: the scale was set "
+                    f"by a range about {step * 127 / peak:.0f}x wider (calibration data unlike these inputs?)")
+    return None
+
+
+def why_below(snr: float, channels: ChannelLoss, weight: WeightLoss | None, threshold: float,
+              activation: str | None = None) -> str | None:
+    """Why a layer is below ``threshold`` (None if it is not): every figure that is, in words;
+    ``activation`` (activation_clue) is added as the cause when the channels or the SNR are below."""
     reasons = []
     if channels.below and channels.decides:
         reasons.append(f"{channels.below} of {channels.channels} channels below {number(threshold)} dB "
@@ -145,6 +176,8 @@ def why_below(snr: float, channels: ChannelLoss, weight: WeightLoss | None, thre
         reasons.append(part)
     if not reasons:
         return None
+    if activation and ((channels.below and channels.decides) or snr < threshold):
+        reasons.append(activation)
     if weight is not None and weight.scales == 1 and weight.outlier_ratio >= OUTLIER_RATIO:
         reasons.append(f"weight scale set by one value {weight.outlier_ratio:.0f}x the median |w| (per-tensor scale)")
     return "; ".join(reasons)

@@ -65,6 +65,10 @@ class TfliteGraph:
         # Graph order: inputs, then each op's outputs in execution order.
         self.activations: list[GraphTensor] = list(self.inputs)
         self.weights: dict[int, GraphTensor] = {}  # output tensor index -> the weight its op reads
+        # A float-I/O int8 model quantizes its float input inside (a QUANTIZE op, "tfl.quantize"):
+        # input tensor index -> that op's output, the input as the int8 layers see it.
+        self.quantized_inputs: dict[int, GraphTensor] = {}
+        input_indices = {t.index for t in self.inputs}
         for op in self.interpreter._get_ops_details():  # the only public-ish view of the op list
             inputs = [int(i) for i in op["inputs"]]
             for index in op["outputs"]:
@@ -74,6 +78,8 @@ class TfliteGraph:
                         self.weights[int(index)] = self._tensor(details[inputs[1]], op["op_name"])
                     elif op["op_name"] == "DEQUANTIZE" and inputs and inputs[0] in self.weights:
                         self.weights[int(index)] = self.weights[inputs[0]]  # an int8 model's float output
+                    elif op["op_name"] == "QUANTIZE" and inputs and inputs[0] in input_indices:
+                        self.quantized_inputs.setdefault(inputs[0], self.activations[-1])
         self.outputs = {int(d["index"]) for d in self.interpreter.get_output_details()}
 
     def _resize_dynamic_inputs(self) -> None:
