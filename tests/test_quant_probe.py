@@ -11,7 +11,7 @@ import pytest
 from edge_helpers import FIXTURES
 
 from pytest_edge.triage import quant
-from pytest_edge.triage.quant_channels import ChannelLoss, activation_clue, why_below
+from pytest_edge.triage.quant_channels import ChannelLoss, activation_clue, weight_loss, why_below
 
 LITERT = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("ai_edge_litert"),
                             reason="needs ai-edge-litert")
@@ -71,3 +71,80 @@ def test_the_clue_is_a_cause_only_when_the_activation_is_below() -> None:
     flat = ChannelLoss(16, 14, 3, 5.0)
     assert why_below(30.0, flat, None, 20.0, "activation scale set by channel 9: x").endswith(
         "; activation scale set by channel 9: x")
+
+
+class _Calibration:
+    """onnxruntime.quantization's CalibrationDataReader protocol over a few arrays."""
+
+    def __init__(self, arrays: list[np.ndarray]) -> None:
+        self._cases = iter([{"x": a} for a in arrays])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._cases, None)
+
+
+def _gemm_relu_pair(folder: Path, per_channel: bool) -> tuple[Path, Path]:
+    """A float Gemm+Relu → Gemm model whose first weight has one value 400x the median |w| (output
+    channel 17), and its QDQ model from quantize_static: the quantizer folds each Relu into the
+    Gemm before it, which then writes the Relu's tensor."""
+    onnx = pytest.importorskip("onnx")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w1 = rng.uniform(-0.3, 0.3, (64, 24)).astype(np.float32)
+    w1[17, 5] = 400 * np.median(np.abs(w1))
+    w2 = rng.uniform(-0.3, 0.3, (10, 64)).astype(np.float32)
+    inits = {"w1": w1, "b1": np.zeros(64, np.float32), "w2": w2, "b2": np.zeros(10, np.float32)}
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], name="fc1", transB=1),
+         helper.make_node("Relu", ["h"], ["hr"], name="relu"),
+         helper.make_node("Gemm", ["hr", "w2", "b2"], ["y"], name="fc2", transB=1)],
+        "gemm_relu", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 24])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 10])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    float_path, quant_path = folder / "gemm_relu.onnx", folder / f"gemm_relu_qdq_{per_channel}.onnx"
+    onnx.save(model, str(float_path))
+    calibration = [rng.standard_normal((1, 24)).astype(np.float32) for _ in range(16)]
+    quantization.quantize_static(str(float_path), str(quant_path), _Calibration(calibration),
+                                 quant_format=quantization.QuantFormat.QDQ, per_channel=per_channel,
+                                 activation_type=quantization.QuantType.QInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    return float_path, quant_path
+
+
+def test_onnx_gemm_fused_with_its_relu_keeps_its_weight_figures(tmp_path: Path) -> None:
+    report = quant.compare_models(*_gemm_relu_pair(tmp_path, per_channel=False))
+    first = report.first_below
+    # the Relu's tensor is written by the Gemm in the QDQ model: the row carries the Gemm's weights
+    assert first is not None and first.tensor == "hr" and first.op == "Gemm+Relu"
+    w = first.weight
+    assert w is not None and w.name == "w1" and w.scales == 1 and w.per_channel.below >= 60
+    assert "weight scale set by one value 400x the median |w| (per-tensor scale)" in first.why
+
+
+def test_a_per_channel_outlier_names_the_true_issue_not_the_weights(tmp_path: Path) -> None:
+    report = quant.compare_models(*_gemm_relu_pair(tmp_path, per_channel=True))
+    hr = next(row for row in report.rows if row.tensor == "hr")
+    w = hr.weight
+    # per-channel scales: every weight channel keeps its resolution (channel 17's outlier is its own)...
+    assert w is not None and w.scales == 64 and w.per_channel.below == 0 and w.outlier_channel == 17
+    assert w.channel_outlier_ratio > 300
+    # ...but channel 17's output is ~100x the others' and the activation has one scale: that is named
+    assert report.first_below is hr and hr.channels.below > 30
+    assert "activation scale set by channel 17: its range is " in hr.why
+    assert "weight scale set by one value" not in hr.why and "weights " not in hr.why
+
+
+def test_a_per_channel_weight_outlier_is_named_when_its_channel_is_the_worst() -> None:
+    rng = np.random.default_rng(4)
+    w = rng.uniform(-0.3, 0.3, (16, 72))
+    w[9, 3] = 300 * np.median(np.abs(w))
+    scales = np.abs(w).max(axis=1, keepdims=True) / 127  # per output channel
+    loss = weight_loss("w", w, np.round(w / scales) * scales, 0, 16, 20.0)
+    assert loss.outlier_channel == 9 and loss.channel_outlier_ratio > 250 and loss.per_channel.below == 0
+    on_nine, on_two = ChannelLoss(16, 1, 9, 7.0), ChannelLoss(16, 1, 2, 7.0)
+    assert "weight channel 9's scale set by one value" in why_below(25.0, on_nine, loss, 20.0)
+    assert "weight channel" not in why_below(25.0, on_two, loss, 20.0)  # another channel's trouble

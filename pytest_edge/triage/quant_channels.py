@@ -114,6 +114,10 @@ class WeightLoss:
     per_channel: ChannelLoss  # along the output-channel axis
     outlier_ratio: float  # max |w| over the median |w| of the float weights
     scales: int  # 1: per-tensor scale; else per-channel
+    # The output channel with the largest max |w| over its own median |w|, and that ratio: with
+    # per-channel scales, one value still flattens the rest of its own channel.
+    outlier_channel: int = 0
+    channel_outlier_ratio: float = 1.0
 
 
 def weight_loss(name: str, float_weight: np.ndarray, dequantized: np.ndarray, axis: int, scales: int,
@@ -122,7 +126,12 @@ def weight_loss(name: str, float_weight: np.ndarray, dequantized: np.ndarray, ax
     magnitudes = np.abs(w).ravel()
     median = float(np.median(magnitudes)) if magnitudes.size else 0.0
     ratio = float(magnitudes.max()) / median if median > 0 else math.inf if magnitudes.any() else 1.0
-    return WeightLoss(name, snr_db(w, dequantized), channel_loss(w, dequantized, axis, threshold), ratio, scales)
+    rows = np.abs(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)) if w.ndim else magnitudes.reshape(1, -1)
+    with np.errstate(all="ignore"):
+        ratios = np.nan_to_num(np.max(rows, axis=1) / np.median(rows, axis=1), nan=1.0, posinf=1.0)
+    channel = int(np.argmax(ratios)) if ratios.size else 0
+    return WeightLoss(name, snr_db(w, dequantized), channel_loss(w, dequantized, axis, threshold), ratio, scales,
+                      channel, float(ratios[channel]) if ratios.size else 1.0)
 
 
 def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -180,6 +189,11 @@ def why_below(snr: float, channels: ChannelLoss, weight: WeightLoss | None, thre
         reasons.append(activation)
     if weight is not None and weight.scales == 1 and weight.outlier_ratio >= OUTLIER_RATIO:
         reasons.append(f"weight scale set by one value {weight.outlier_ratio:.0f}x the median |w| (per-tensor scale)")
+    elif (weight is not None and weight.scales > 1 and weight.channel_outlier_ratio >= OUTLIER_RATIO
+          and channels.below and channels.worst_channel == weight.outlier_channel):  # that channel is the worst
+        reasons.append(f"weight channel {weight.outlier_channel}'s scale set by one value "
+                       f"{weight.channel_outlier_ratio:.0f}x its median |w| (per-channel scale: the rest of "
+                       "that channel rounds to a few steps)")
     return "; ".join(reasons)
 
 

@@ -110,6 +110,13 @@ class OnnxGraph:
         elem = self.elem_types.get(source)
         return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)).name if elem else "float32"
 
+    def writer(self, name: str) -> Any:
+        """The node that computes a tensor, through its QuantizeLinear/DequantizeLinear pair."""
+        node = self.producer.get(name)
+        while node is not None and node.op_type in _QDQ_OPS and node.input:
+            node = self.producer.get(node.input[0])
+        return node
+
     def dequantized_weight(self, name: str) -> tuple[np.ndarray, int, int | None] | None:
         """A weight input of an op: (real values, number of scales, per-axis axis) when it is a
         DequantizeLinear of initializers, (values, 1, None) when it is a float initializer."""
@@ -169,6 +176,13 @@ def compare_onnx_models(float_model: Path, quant_model: Path,
         used.add(match)
         op = fnode.op_type if fnode is not None else "(input)"
         weight = _weight_pair(fmodel, qmodel, fnode) if fnode is not None and fnode.output[0] == name else None
+        qnode = qmodel.writer(match)
+        if weight is None and fnode is not None and qnode is not None and qnode.op_type != fnode.op_type:
+            # The quantizer fused the op into the one before it (Conv/Gemm + Relu: the Relu is left to
+            # the quantized range), which writes this tensor now: its weights are this row's.
+            fused = next((n for n in fmodel.nodes if n.name == qnode.name and n.op_type == qnode.op_type), None)
+            weight = _weight_pair(fmodel, qmodel, fused) if fused is not None else None
+            op = f"{qnode.op_type}+{op}" if weight is not None else op
         pairs.append(TensorPair(name, op, match, qmodel.quantized_dtype(match), name, match, 1, weight,
                                 name in fmodel.outputs))
     if all(pair.op == "(input)" for pair in pairs):
