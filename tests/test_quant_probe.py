@@ -83,7 +83,7 @@ class _Calibration:
         return next(self._cases, None)
 
 
-def _gemm_relu_pair(folder: Path, per_channel: bool) -> tuple[Path, Path]:
+def _gemm_relu_pair(folder: Path, per_channel: bool, seed: int = 3) -> tuple[Path, Path]:
     """A float Gemm+Relu → Gemm model whose first weight has one value 400x the median |w| (output
     channel 17), and its QDQ model from quantize_static: the quantizer folds each Relu into the
     Gemm before it, which then writes the Relu's tensor."""
@@ -91,7 +91,7 @@ def _gemm_relu_pair(folder: Path, per_channel: bool) -> tuple[Path, Path]:
     quantization = pytest.importorskip("onnxruntime.quantization")
     from onnx import helper, numpy_helper
 
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(seed)
     w1 = rng.uniform(-0.3, 0.3, (64, 24)).astype(np.float32)
     w1[17, 5] = 400 * np.median(np.abs(w1))
     w2 = rng.uniform(-0.3, 0.3, (10, 64)).astype(np.float32)
@@ -148,3 +148,29 @@ def test_a_per_channel_weight_outlier_is_named_when_its_channel_is_the_worst() -
     on_nine, on_two = ChannelLoss(16, 1, 9, 7.0), ChannelLoss(16, 1, 2, 7.0)
     assert "weight channel 9's scale set by one value" in why_below(25.0, on_nine, loss, 20.0)
     assert "weight channel" not in why_below(25.0, on_two, loss, 20.0)  # another channel's trouble
+
+
+def test_a_float_model_against_another_networks_int8_model_is_refused(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # same graph and names, other weights: int8 rounding cannot put weights below 0 dB
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    float_a, _ = _gemm_relu_pair(tmp_path / "a", per_channel=False, seed=3)
+    _, quant_b = _gemm_relu_pair(tmp_path / "b", per_channel=False, seed=9)
+    report = quant.compare_models(float_a, quant_b)
+    # the outlier both share keeps the whole tensor's SNR up; its other channels are below 0 dB
+    assert report.foreign_weights is not None and report.foreign_weights.weight.per_channel.worst_snr_db < 0
+    assert report.verdict().startswith("not the same network's weights: hr (Gemm+Relu) has int8 weights at ")
+    assert quant.main([str(float_a), str(quant_b)]) == 2
+    captured = capsys.readouterr()
+    assert "different networks or checkpoints" in captured.err and "#  tensor" in captured.out
+    # its own int8 model is not
+    assert quant.compare_models(*_gemm_relu_pair(tmp_path / "a", per_channel=False, seed=3)).foreign_weights is None
+
+
+@pytest.mark.parametrize("pair", [pytest.param(CLEAN, marks=LITERT),
+                                  (FIXTURES / "clean_mlp.onnx", FIXTURES / "clean_mlp_qdq.onnx")],
+                         ids=["tflite", "onnx"])
+def test_a_swapped_pair_is_refused(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert quant.main([str(pair[1]), str(pair[0])]) == 2
+    err = capsys.readouterr().err
+    assert f"{pair[1]} (FLOAT) has " in err and "the two are swapped (triage quant FLOAT INT8)" in err

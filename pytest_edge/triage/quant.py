@@ -102,6 +102,9 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
 
         return compare_pte_models(float_model, quant_model, labelled, min_snr_db, seed, inputs_origin, cases)
     fmodel, qmodel = TfliteGraph(float_model), TfliteGraph(quant_model)
+    if _quantized(fmodel) and not _quantized(qmodel):
+        raise EdgeUsageError(f"{float_model} (FLOAT) has int8 tensors and {quant_model} (INT8) has none: "
+                             "the two are swapped (triage quant FLOAT INT8)")
     if labelled is None:
         # Both sides get the float signature's cases: a quantized model of another shape is another network.
         specs = [TensorSpec(t.name, t.shape, t.dtype.name) for t in fmodel.inputs]
@@ -141,6 +144,10 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
     unmatched += [p.tensor or "?" for p in pairs if p.tensor not in matched]
     only_quant = [t.name or f"#{t.index}" for t in qmodel.activations if t.index not in used]
     return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, only_quant, losses, inputs_origin)
+
+
+def _quantized(model: TfliteGraph) -> bool:
+    return any(t.dtype in _QUANTIZED_KINDS and t.params is not None for t in model.activations)
 
 
 def _pair_kind(float_model: Path, quant_model: Path) -> str:
@@ -206,6 +213,9 @@ def run_parsed(args: argparse.Namespace) -> int:
     print(report.inputs_line())
     print(report.matching_line())
     print(report.verdict())
+    if report.foreign_weights is not None:
+        print(f"pytest-edge triage quant: error: {report.verdict()}", file=sys.stderr)
+        return 2
     return 0
 
 

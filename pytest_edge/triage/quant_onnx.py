@@ -162,6 +162,9 @@ def compare_onnx_models(float_model: Path, quant_model: Path,
                         min_snr_db: float, seed: int, inputs_origin: str, cases: int) -> QuantReport:
     """Per-layer loss of a QDQ .onnx against its float .onnx (see the module's docstring)."""
     fmodel, qmodel = OnnxGraph(float_model), OnnxGraph(quant_model)
+    if any(n.op_type in _QDQ_OPS for n in fmodel.nodes) and not any(n.op_type in _QDQ_OPS for n in qmodel.nodes):
+        raise EdgeUsageError(f"{float_model} (FLOAT) has QuantizeLinear/DequantizeLinear nodes and {quant_model} "
+                             "(INT8) has none: the two are swapped (triage quant FLOAT INT8)")
     if labelled is None:
         labelled = random_cases(fmodel.specs(), cases, seed)
         inputs_origin = f"random from the signature of {float_model}"
