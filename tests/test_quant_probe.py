@@ -174,3 +174,31 @@ def test_a_swapped_pair_is_refused(pair: tuple[Path, Path], capsys: pytest.Captu
     assert quant.main([str(pair[1]), str(pair[0])]) == 2
     err = capsys.readouterr().err
     assert f"{pair[1]} (FLOAT) has " in err and "the two are swapped (triage quant FLOAT INT8)" in err
+
+
+def test_flattened_weights_are_not_blamed_on_the_activation_scale() -> None:
+    # weights that round to zero leave the activation on one level too: that is not its scale's doing
+    act = np.abs(np.random.default_rng(5).standard_normal((4, 32)))
+    assert activation_clue(act, np.zeros_like(act), 1, weights_fine=False) is None
+    assert activation_clue(act, np.zeros_like(act), 1).startswith("every value rounds to one int8 level")
+    # a coarse step with errors larger than rounding to it: something else moved the values
+    assert activation_clue(act, _flattened_by(act, 2.0) + 1.5, 1) is None
+
+
+@pytest.mark.parametrize("pair", [pytest.param(CLEAN, marks=LITERT),
+                                  (FIXTURES / "clean_mlp.onnx", FIXTURES / "clean_mlp_qdq.onnx")],
+                         ids=["tflite", "onnx"])
+def test_an_npz_of_stacked_inputs_is_several_cases_and_the_worst_decides(pair: tuple[Path, Path],
+                                                                          tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    stack = rng.standard_normal((3, 16)).astype(np.float32)
+    case = tmp_path / "three.npz"
+    np.savez(case, x=stack)
+    inputs, origin = quant.choose_inputs(str(case), None, pair[0])
+    report = quant.compare_models(*pair, inputs, inputs_origin=origin)
+    assert [i.label for i in report.inputs] == ["three.npz[0]", "three.npz[1]", "three.npz[2]"]
+    alone = [quant.compare_models(*pair, {"x": stack[i:i + 1]}).inputs[0].output_snr_db for i in range(3)]
+    assert [i.output_snr_db for i in report.inputs] == pytest.approx(alone)
+    worst = int(np.argmin(alone))
+    assert report.worst_input.label == f"three.npz[{worst}]" and report.worst_input.output_snr_db == min(alone)
+    assert f"worst input: three.npz[{worst}], end-to-end output SNR " in report.inputs_line()

@@ -26,7 +26,7 @@ import numpy as np
 from ..backends import TensorSpec
 from ..errors import EdgeError, EdgeUsageError
 from ..inputs import DEFAULT_SEED, generate_case
-from .quant_inputs import DEFAULT_CASES, choose_inputs, load_inputs, random_cases
+from .quant_inputs import DEFAULT_CASES, choose_inputs, load_inputs, random_cases, unstack
 from .quant_layers import LayerLoss, TensorPair, WeightPair, measure_layers
 from .quant_numbers import QuantParams, dequantize, quantize
 from .quant_report import DEFAULT_MIN_SNR_DB, QuantReport
@@ -110,6 +110,8 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
         specs = [TensorSpec(t.name, t.shape, t.dtype.name) for t in fmodel.inputs]
         labelled = random_cases(specs, cases, seed)
         inputs_origin = f"random from the signature of {fmodel.path}"
+    else:
+        labelled = unstack(labelled, [TensorSpec(t.name, t.shape, t.dtype.name) for t in fmodel.inputs])
     # One run first: a weight that an op computes (a float16 weight's DEQUANTIZE) has its value only then.
     fmodel.run(_feeds(fmodel, labelled[0][1], inputs_origin))
     qmodel.run(_feeds(qmodel, labelled[0][1], inputs_origin))

@@ -140,11 +140,13 @@ def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate([as_float(a).reshape((1,) + np.shape(a)) for a in arrays], axis=0)
 
 
-def activation_clue(reference: np.ndarray, test: np.ndarray, axis: int) -> str | None:
+def activation_clue(reference: np.ndarray, test: np.ndarray, axis: int, weights_fine: bool = True) -> str | None:
     """Why an int8 tensor's channels are flattened, when its own values show it: one channel whose
     range is OUTLIER_RATIO times the median channel's (it sets a per-tensor scale), or an int8 step
     so coarse that these values use fewer than MIN_LEVELS steps (the scale was fit to a range the
-    inputs here never reach: calibration data unlike them). None when neither holds."""
+    inputs here never reach: calibration data unlike them). None when neither holds. The step is
+    blamed only when the error is that of rounding to it and ``weights_fine`` (flattened weights also
+    leave an activation on one or a few levels, with errors of their own)."""
     ref, tested = as_float(reference), as_float(test)
     if ref.ndim == 0 or not (np.all(np.isfinite(ref)) and np.all(np.isfinite(tested))):
         return None
@@ -156,12 +158,14 @@ def activation_clue(reference: np.ndarray, test: np.ndarray, axis: int) -> str |
     levels = np.unique(tested)
     steps = np.diff(levels)
     peak = float(np.max(np.abs(ref)))
+    if not weights_fine:
+        return None
     if not steps.size and peak > 0:
         return ("every value rounds to one int8 level: the scale was set by a range wider than these inputs "
                 "reach (calibration data unlike them?)")
     if steps.size and peak > 0:
         step = float(np.min(steps))
-        if step > peak / MIN_LEVELS:
+        if step > peak / MIN_LEVELS and float(np.max(np.abs(tested - ref))) <= 0.51 * step:
             return (f"int8 step {step:.3g} is coarse for values up to {peak:.3g} here: the scale was set "
                     f"by a range about {step * 127 / peak:.0f}x wider (calibration data unlike these inputs?)")
     return None

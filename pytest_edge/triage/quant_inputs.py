@@ -42,6 +42,28 @@ def load_inputs(path: Path | str) -> dict[str, np.ndarray]:
     return arrays
 
 
+def unstack(labelled: Labelled, specs: Sequence[TensorSpec]) -> Labelled:
+    """A case whose arrays each hold N stacked inputs of a batch-1 model (``[N, ...]`` for an input
+    of shape ``[1, ...]``, by name or else by position) as N cases ``label[0]``, ``label[1]``, ...,
+    so one .npz can carry several inputs and the worst decides; any other case is kept as it is."""
+    result: Labelled = []
+    for label, case in labelled:
+        names = [s.name if s.name in case else None for s in specs]
+        if None in names and len(case) == len(specs):
+            names = list(case)
+        arrays = [np.asarray(case[n]) if n is not None else None for n in names]
+        counts = {a.shape[0] for a, s in zip(arrays, specs) if a is not None and len(s.shape) == a.ndim
+                  and a.ndim and s.shape[0] == 1 and tuple(a.shape[1:]) == tuple(s.shape[1:])}
+        if specs and None not in names and len(counts) == 1 and min(counts) > 1 and all(
+                len(s.shape) == a.ndim and a.ndim and tuple(a.shape[1:]) == tuple(s.shape[1:])
+                for a, s in zip(arrays, specs)):
+            result += [(f"{label}[{i}]", {n: a[i:i + 1] for n, a in zip(names, arrays)})
+                       for i in range(min(counts))]
+        else:
+            result.append((label, case))
+    return result
+
+
 def golden_cases(folder: Path) -> Labelled:
     """Every case of one golden set (a model's folder, or its ``inputs-<key>`` subfolder), read
     and verified by the golden store (hashes, sizes, NaN/Inf), labelled by case file."""

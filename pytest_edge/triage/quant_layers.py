@@ -117,6 +117,10 @@ def _layer(pair: TensorPair, refs: list[np.ndarray], tests: list[np.ndarray], th
     snrs = [snr_db(r, t) for r, t in zip(refs, tests)]
     worst = int(np.argmin([s if not math.isnan(s) else -math.inf for s in snrs]))
     ndim = refs[0].ndim
+    weight = None
+    if pair.weight is not None:
+        w = pair.weight
+        weight = weight_loss(w.name, w.float_values, w.dequantized, w.axis, w.scales, threshold)
     clue = None
     if ndim == 0:
         channels = ChannelLoss.of(np.array([snrs[worst]]), threshold)
@@ -124,11 +128,8 @@ def _layer(pair: TensorPair, refs: list[np.ndarray], tests: list[np.ndarray], th
         axis = pair.channel_axis % ndim + 1
         channels = channel_loss(stacked(refs), stacked(tests), axis, threshold)
         if pair.quant_dtype in ("int8", "uint8"):
-            clue = activation_clue(stacked(refs), stacked(tests), axis)
-    weight = None
-    if pair.weight is not None:
-        w = pair.weight
-        weight = weight_loss(w.name, w.float_values, w.dequantized, w.axis, w.scales, threshold)
+            weights_fine = weight is None or (weight.snr_db >= threshold and not weight.per_channel.below)
+            clue = activation_clue(stacked(refs), stacked(tests), axis, weights_fine)
     return LayerLoss(pair.tensor, pair.op, pair.quant_tensor, pair.quant_dtype, snrs[worst],
                      cosine(refs[worst], tests[worst]), max_abs_diff(refs[worst], tests[worst]), worst,
                      channels, weight, why_below(snrs[worst], channels, weight, threshold, clue))

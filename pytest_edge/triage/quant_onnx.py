@@ -20,7 +20,7 @@ import numpy as np
 
 from ..backends import TensorSpec
 from ..errors import BackendError, EdgeUsageError
-from .quant_inputs import random_cases
+from .quant_inputs import random_cases, unstack
 from .quant_layers import TensorPair, WeightPair, measure_layers
 from .quant_numbers import QuantParams, dequantize
 from .quant_report import QuantReport
@@ -168,6 +168,8 @@ def compare_onnx_models(float_model: Path, quant_model: Path,
     if labelled is None:
         labelled = random_cases(fmodel.specs(), cases, seed)
         inputs_origin = f"random from the signature of {float_model}"
+    else:
+        labelled = unstack(list(labelled), fmodel.specs())
     quant_names = set(qmodel.order)
     pairs, unmatched, used = [], [], set()
     for name in fmodel.order:
