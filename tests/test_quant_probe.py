@@ -202,3 +202,30 @@ def test_an_npz_of_stacked_inputs_is_several_cases_and_the_worst_decides(pair: t
     worst = int(np.argmin(alone))
     assert report.worst_input.label == f"three.npz[{worst}]" and report.worst_input.output_snr_db == min(alone)
     assert f"worst input: three.npz[{worst}], end-to-end output SNR " in report.inputs_line()
+
+
+def test_layers_match_across_keras_model_scopes() -> None:
+    # TF names a Keras model per trace: the float and int8 models converted apart differ in scope only
+    from pytest_edge.triage.tflite_graph import GraphTensor, match_tensors
+
+    def tensors(scope: str) -> list[GraphTensor]:
+        names = ["serving_default_x:0", f"{scope}/h1_1/MatMul;{scope}/h1_1/Relu",
+                 f"{scope}/h2_1/MatMul;{scope}/h2_1/Relu", "StatefulPartitionedCall_1:0"]
+        return [GraphTensor(i, n, np.dtype(np.float32), (1, 8), None, "FULLY_CONNECTED") for i, n in enumerate(names)]
+
+    pairs = match_tensors(tensors("functional_2_1"), tensors("functional_1"))
+    assert [(f.index, q.index if q else None) for f, q in pairs] == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    # a layer of another name is still not matched
+    other = tensors("functional_1")
+    other[2] = GraphTensor(2, "functional_1/h9_1/MatMul;functional_1/h9_1/Relu", np.dtype(np.float32), (1, 8), None, "X")
+    assert match_tensors(tensors("functional_2_1"), other)[2][1] is None
+
+
+def test_all_fine_is_not_said_of_a_network_mostly_unmatched() -> None:
+    import dataclasses
+
+    report = quant.compare_models(FIXTURES / "clean_mlp.onnx", FIXTURES / "clean_mlp_qdq.onnx", cases=2)
+    assert report.verdict() == "every matched layer at or above 20 dB (worst input, every channel, and the weights)"
+    few = dataclasses.replace(report, rows=report.rows[:2], unmatched_float=[f"t{i}" for i in range(5)])
+    assert few.verdict().endswith("; but 5 of the float model's tensors found no counterpart and were not "
+                                  "measured, more than the 1 layers that were")

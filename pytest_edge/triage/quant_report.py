@@ -85,8 +85,12 @@ class QuantReport:
                     f"{self.quant_model} are different networks or checkpoints, so these figures measure "
                     "that difference, not quantization")
         if first is None:
-            return (f"every matched layer at or above {threshold} dB (worst input, every channel, "
-                    "and the weights)")
+            verdict = f"every matched layer at or above {threshold} dB (worst input, every channel, and the weights)"
+            layers = sum(1 for row in self.rows if row.op != "(input)")
+            if len(self.unmatched_float) > layers:  # most of the network was not measured: not "fine"
+                verdict += (f"; but {len(self.unmatched_float)} of the float model's tensors found no "
+                            f"counterpart and were not measured, more than the {layers} layers that were")
+            return verdict
         return f"first layer below {threshold} dB: {first.tensor} ({first.op}): {first.why}"
 
     def format_table(self) -> str:

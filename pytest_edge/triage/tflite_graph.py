@@ -122,10 +122,13 @@ class TfliteGraph:
 _SUFFIX = re.compile(r"(:0|_requantized|_quantized|_dequantized|_int8|_uint8|_int16)$")
 
 
-def _name_key(name: str) -> frozenset[str]:
-    """A fused name ``Relu;add;MatMul`` as a set of parts without converter suffixes, so the same
-    fused op matches when the parts come in another order or gained a suffix."""
-    return frozenset(_SUFFIX.sub("", part.strip()) for part in name.split(";") if part.strip())
+def _name_key(name: str, scope: str = "") -> frozenset[str]:
+    """A fused name ``Relu;add;MatMul`` as a set of parts without converter suffixes (and without
+    ``scope`` where a part starts with it), so the same fused op matches when the parts come in
+    another order or gained a suffix."""
+    parts = (part.strip() for part in name.split(";") if part.strip())
+    return frozenset(_SUFFIX.sub("", part[len(scope):] if scope and part.startswith(scope) else part)
+                     for part in parts)
 
 
 def match_tensors(float_tensors: Sequence[GraphTensor],
@@ -153,4 +156,31 @@ def match_tensors(float_tensors: Sequence[GraphTensor],
         if key and len(tensors) == 1 and len(candidates) == 1 and candidates[0].shape == tensors[0].shape:
             pairs[tensors[0].index] = candidates[0]
             used.add(candidates[0].index)
+    # Last, without each model's own scope: Keras names a model per trace ("functional_1/",
+    # "functional_2_1/"), so a float and an int8 model converted apart name every layer differently.
+    float_scope, quant_scope = _model_scope(float_tensors), _model_scope(quant_tensors)
+    if float_scope and quant_scope and float_scope != quant_scope:  # both scoped (one network, traced twice)
+        scoped: dict[frozenset[str], list[GraphTensor]] = {}
+        for t in quant_tensors:
+            if t.index not in used and t.name:
+                scoped.setdefault(_name_key(t.name, quant_scope), []).append(t)
+        float_scoped: dict[frozenset[str], list[GraphTensor]] = {}
+        for t in float_tensors:
+            if t.index not in pairs and t.name:
+                float_scoped.setdefault(_name_key(t.name, float_scope), []).append(t)
+        for key, tensors in float_scoped.items():
+            candidates = scoped.get(key, [])
+            if key and len(tensors) == 1 and len(candidates) == 1 and candidates[0].shape == tensors[0].shape:
+                pairs[tensors[0].index] = candidates[0]
+                used.add(candidates[0].index)
     return [(t, pairs.get(t.index)) for t in float_tensors]
+
+
+def _model_scope(tensors: Sequence[GraphTensor]) -> str:
+    """The first path segment that most ``;``-parts of the tensors' names share ("functional_1/"),
+    when it is in at least half of the parts that have one; else ""."""
+    firsts = [part.strip().split("/", 1)[0] + "/" for t in tensors for part in t.name.split(";") if "/" in part]
+    if not firsts:
+        return ""
+    common = max(set(firsts), key=firsts.count)
+    return common if firsts.count(common) * 2 >= len(firsts) else ""
