@@ -229,3 +229,16 @@ def test_all_fine_is_not_said_of_a_network_mostly_unmatched() -> None:
     few = dataclasses.replace(report, rows=report.rows[:2], unmatched_float=[f"t{i}" for i in range(5)])
     assert few.verdict().endswith("; but 5 of the float model's tensors found no counterpart and were not "
                                   "measured, more than the 1 layers that were")
+
+
+def test_a_qoperator_model_is_refused_not_blamed_on_its_last_layer(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    float_path, _ = _gemm_relu_pair(tmp_path, per_channel=False)
+    qop = tmp_path / "gemm_relu_qop.onnx"
+    calibration = [np.random.default_rng(7).standard_normal((1, 24)).astype(np.float32) for _ in range(4)]
+    quantization.quantize_static(str(float_path), str(qop), _Calibration(calibration),
+                                 quant_format=quantization.QuantFormat.QOperator)
+    assert quant.main([str(float_path), str(qop)]) == 2
+    err = capsys.readouterr().err
+    assert f"{qop} is not a QDQ model: it computes with " in err and "quant_format=QuantFormat.QDQ" in err

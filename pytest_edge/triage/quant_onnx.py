@@ -27,6 +27,7 @@ from .quant_report import QuantReport
 
 DQ_SUFFIX = "_DequantizeLinear_Output"  # what onnxruntime.quantization names a dequantized tensor
 _QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
+_NOT_QDQ = {"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "QGemm", "QAttention", "DynamicQuantizeMatMul"}
 
 
 class OnnxGraph:
@@ -162,6 +163,13 @@ def compare_onnx_models(float_model: Path, quant_model: Path,
                         min_snr_db: float, seed: int, inputs_origin: str, cases: int) -> QuantReport:
     """Per-layer loss of a QDQ .onnx against its float .onnx (see the module's docstring)."""
     fmodel, qmodel = OnnxGraph(float_model), OnnxGraph(quant_model)
+    operators = sorted({n.op_type for n in qmodel.nodes if n.op_type.startswith("QLinear") or n.op_type in _NOT_QDQ})
+    if operators:
+        # Their int8 tensors have no DequantizeLinear to read them through, nor the float names:
+        # only the graph output would match, and the last layer would be blamed for the first's loss.
+        raise EdgeUsageError(f"{quant_model} is not a QDQ model: it computes with {', '.join(operators)} "
+                             "(QuantFormat.QOperator or quantize_dynamic); triage quant compares a float "
+                             "model with its QDQ model: quantize it with quant_format=QuantFormat.QDQ")
     if any(n.op_type in _QDQ_OPS for n in fmodel.nodes) and not any(n.op_type in _QDQ_OPS for n in qmodel.nodes):
         raise EdgeUsageError(f"{float_model} (FLOAT) has QuantizeLinear/DequantizeLinear nodes and {quant_model} "
                              "(INT8) has none: the two are swapped (triage quant FLOAT INT8)")
