@@ -242,3 +242,17 @@ def test_a_qoperator_model_is_refused_not_blamed_on_its_last_layer(tmp_path: Pat
     assert quant.main([str(float_path), str(qop)]) == 2
     err = capsys.readouterr().err
     assert f"{qop} is not a QDQ model: it computes with " in err and "quant_format=QuantFormat.QDQ" in err
+
+
+def test_shape_arithmetic_is_not_a_layer() -> None:
+    # A Keras Flatten converts to SHAPE → STRIDED_SLICE → PACK → RESHAPE: int32 tensors without a
+    # scale, exact in both models; they are left out of the table (TF-made pairs only: no fixture has one)
+    from pytest_edge.triage.quant import _shape_arithmetic
+    from pytest_edge.triage.quant_numbers import QuantParams
+    from pytest_edge.triage.tflite_graph import GraphTensor
+
+    shape = GraphTensor(3, "flat/Shape", np.dtype(np.int32), (4,), None, "SHAPE")
+    int8 = GraphTensor(4, "flat/Reshape", np.dtype(np.int8), (1, 576),
+                       QuantParams(np.array([0.1]), np.array([0]), 0), "RESHAPE")
+    token_ids = GraphTensor(0, "ids", np.dtype(np.int32), (1, 8), None, "(input)")
+    assert _shape_arithmetic(shape) and not _shape_arithmetic(int8) and not _shape_arithmetic(token_ids)

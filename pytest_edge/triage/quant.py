@@ -117,6 +117,9 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
     qmodel.run(_feeds(qmodel, labelled[0][1], inputs_origin))
     pairs, unmatched, used = [], [], set()
     for ftensor, qtensor in match_tensors(fmodel.activations, qmodel.activations):
+        if _shape_arithmetic(ftensor) and (qtensor is None or _shape_arithmetic(qtensor)):
+            used.update([qtensor.index] if qtensor is not None else [])
+            continue  # integers on both sides (SHAPE, STRIDED_SLICE, PACK of a Flatten): not quantized
         if qtensor is None:
             unmatched.append(ftensor.name or f"#{ftensor.index}")
             continue
@@ -146,6 +149,10 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
     unmatched += [p.tensor or "?" for p in pairs if p.tensor not in matched]
     only_quant = [t.name or f"#{t.index}" for t in qmodel.activations if t.index not in used]
     return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, only_quant, losses, inputs_origin)
+
+
+def _shape_arithmetic(tensor: GraphTensor) -> bool:
+    return tensor.op != INPUT_OP and tensor.dtype.kind in "iub" and tensor.params is None
 
 
 def _quantized(model: TfliteGraph) -> bool:
