@@ -256,3 +256,30 @@ def test_shape_arithmetic_is_not_a_layer() -> None:
                        QuantParams(np.array([0.1]), np.array([0]), 0), "RESHAPE")
     token_ids = GraphTensor(0, "ids", np.dtype(np.int32), (1, 8), None, "(input)")
     assert _shape_arithmetic(shape) and not _shape_arithmetic(int8) and not _shape_arithmetic(token_ids)
+
+
+@LITERT
+@pytest.mark.parametrize("bad, message", [
+    ("strings", "input 'x' is <U1, not numbers"),
+    ("nan", "input 'x' has NaN or Inf values"),
+    ("truncated", "is not a readable .npz of inputs"),
+])
+def test_bad_inputs_files_are_named_not_crashed_on(bad: str, message: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    case = tmp_path / f"{bad}.npz"
+    if bad == "strings":
+        np.savez(case, x=np.array([["a"] * 16]))
+    elif bad == "nan":  # NaN figures are neither below nor above the threshold: all would look fine
+        np.savez(case, x=np.full((1, 16), np.nan, np.float32))
+    else:
+        np.savez(case, x=np.zeros((1, 16), np.float32))
+        case.write_bytes(case.read_bytes()[:100])
+    assert quant.main([*map(str, CLEAN), "--inputs", str(case)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pytest-edge triage quant: error: ") and str(case) in err and message in err
+
+
+@LITERT
+def test_a_threshold_that_is_not_a_number_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert quant.main([*map(str, CLEAN), "--min-snr-db", "nan"]) == 2
+    assert "--min-snr-db must be a finite number of dB, got nan" in capsys.readouterr().err

@@ -17,6 +17,7 @@ and NumPy are enough for a ``.tflite`` pair.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -210,6 +211,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_parsed(args: argparse.Namespace) -> int:
     """Print the table, the inputs, the matching summary and the verdict; 2 on bad input."""
     try:
+        if not math.isfinite(args.min_snr_db):
+            raise EdgeUsageError(f"--min-snr-db must be a finite number of dB, got {args.min_snr_db}")
         chosen = choose_inputs(args.inputs, Path(args.golden_dir) if args.golden_dir else None,
                                Path(args.float_model))
         inputs, origin = chosen if chosen is not None else (None, "the inputs")

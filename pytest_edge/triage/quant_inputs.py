@@ -4,6 +4,7 @@ names the pair with ``reference=`` reads), an ``.npz`` case, or random cases fro
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -35,10 +36,17 @@ def load_inputs(path: Path | str) -> dict[str, np.ndarray]:
             arrays = {k: np.array(archive[k]) for k in archive.files}
     except FileNotFoundError as exc:
         raise EdgeUsageError(f"{path}: no such inputs file") from exc
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
         raise EdgeUsageError(f"{path} is not a readable .npz of inputs: {exc}") from exc
     if any(k.startswith("inputs/") for k in arrays):
         arrays = {k[len("inputs/"):]: v for k, v in arrays.items() if k.startswith("inputs/")}
+    for name, value in arrays.items():
+        if value.dtype.kind not in "biuf":
+            raise EdgeUsageError(f"{path}: input {name!r} is {value.dtype}, not numbers")
+        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+            # NaN compares as neither below nor above a threshold: every layer would look fine
+            raise EdgeUsageError(f"{path}: input {name!r} has NaN or Inf values; the models are compared on "
+                                 "finite inputs")
     return arrays
 
 
