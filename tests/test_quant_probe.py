@@ -283,3 +283,22 @@ def test_bad_inputs_files_are_named_not_crashed_on(bad: str, message: str, tmp_p
 def test_a_threshold_that_is_not_a_number_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert quant.main([*map(str, CLEAN), "--min-snr-db", "nan"]) == 2
     assert "--min-snr-db must be a finite number of dB, got nan" in capsys.readouterr().err
+
+
+def test_a_network_rebuilt_under_new_names_is_matched_in_graph_order() -> None:
+    # Keras names the layers of a rebuilt model anew (dense_1 → dense_4) and its input too: no name
+    # but the output's matches; the rest pair in graph order by op and shape, all or nothing
+    from pytest_edge.triage.tflite_graph import GraphTensor, match_in_order
+
+    def t(index: int, name: str, op: str, shape: tuple[int, ...]) -> GraphTensor:
+        return GraphTensor(index, name, np.dtype(np.float32), shape, None, op)
+
+    floats = [t(0, "x", "(input)", (1, 24)), t(1, "d1", "FULLY_CONNECTED", (1, 48)),
+              t(2, "d2", "FULLY_CONNECTED", (1, 96))]
+    free = [t(0, "x_4", "(input)", (1, 24)), t(5, "d4", "FULLY_CONNECTED", (1, 48)),
+            t(6, "d5", "FULLY_CONNECTED", (1, 96)), t(7, "out:01", "FULLY_CONNECTED", (1, 5))]
+    assert {f: q.name for f, q in match_in_order(floats, free).items()} == {0: "x_4", 1: "d4", 2: "d5"}
+    # another layer width: not a renaming of this network
+    assert match_in_order(floats, [*free[:2], t(6, "d5", "FULLY_CONNECTED", (1, 64))]) == {}
+    from pytest_edge.triage.quant_channels import number
+    assert number(-0.02) == "0" and number(-0.2) == "-0.2"

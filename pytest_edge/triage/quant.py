@@ -31,7 +31,7 @@ from .quant_inputs import DEFAULT_CASES, choose_inputs, load_inputs, random_case
 from .quant_layers import LayerLoss, TensorPair, WeightPair, measure_layers
 from .quant_numbers import QuantParams, dequantize, quantize
 from .quant_report import DEFAULT_MIN_SNR_DB, QuantReport
-from .tflite_graph import INPUT_OP, WEIGHT_AXIS, GraphTensor, TfliteGraph, match_tensors
+from .tflite_graph import INPUT_OP, WEIGHT_AXIS, GraphTensor, TfliteGraph, match_in_order, match_tensors
 
 _QUANTIZED_KINDS = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}
 
@@ -117,7 +117,8 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
     fmodel.run(_feeds(fmodel, labelled[0][1], inputs_origin))
     qmodel.run(_feeds(qmodel, labelled[0][1], inputs_origin))
     pairs, unmatched, used = [], [], set()
-    for ftensor, qtensor in match_tensors(fmodel.activations, qmodel.activations):
+    matches, by_order = _matches(fmodel, qmodel)
+    for ftensor, qtensor in matches:
         if _shape_arithmetic(ftensor) and (qtensor is None or _shape_arithmetic(qtensor)):
             used.update([qtensor.index] if qtensor is not None else [])
             continue  # integers on both sides (SHAPE, STRIDED_SLICE, PACK of a Flatten): not quantized
@@ -149,7 +150,23 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
     matched = {row.tensor for row in rows}
     unmatched += [p.tensor or "?" for p in pairs if p.tensor not in matched]
     only_quant = [t.name or f"#{t.index}" for t in qmodel.activations if t.index not in used]
-    return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, only_quant, losses, inputs_origin)
+    matched_by = f"by name, {by_order} by graph order (same op and shape)" if by_order else "by name"
+    return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, only_quant, losses, inputs_origin,
+                       matched_by)
+
+
+def _matches(fmodel: TfliteGraph, qmodel: TfliteGraph) -> tuple[list[tuple[GraphTensor, GraphTensor | None]], int]:
+    """Tensors matched by name; when a layer matched and others did not, the rest by graph order
+    (match_in_order), and how many were."""
+    matches = match_tensors(fmodel.activations, qmodel.activations)
+    named = {q.index for _, q in matches if q is not None}
+    missing = [f for f, q in matches if q is None and not _shape_arithmetic(f)]
+    if not missing or all(f.op == INPUT_OP for f, q in matches if q is not None):
+        return matches, 0  # all matched; or none but the inputs: another network (refused below)
+    free = [q for q in qmodel.activations if q.index not in named and q.op not in ("QUANTIZE", "DEQUANTIZE")
+            and not _shape_arithmetic(q)]
+    extra = match_in_order(missing, free)
+    return [(f, q if q is not None else extra.get(f.index)) for f, q in matches], len(extra)
 
 
 def _shape_arithmetic(tensor: GraphTensor) -> bool:

@@ -207,4 +207,5 @@ def number(value: float) -> str:
         return "nan"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return f"{value:.1f}" if abs(value - round(value)) > 1e-9 else str(round(value))
+    text = f"{value:.1f}" if abs(value - round(value)) > 1e-9 else str(round(value))
+    return "0" if text == "-0.0" or text == "-0" else text

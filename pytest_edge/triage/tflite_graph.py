@@ -176,6 +176,22 @@ def match_tensors(float_tensors: Sequence[GraphTensor],
     return [(t, pairs.get(t.index)) for t in float_tensors]
 
 
+def match_in_order(missing: Sequence[GraphTensor], free: Sequence[GraphTensor]) -> dict[int, GraphTensor]:
+    """The float tensors that no name matched, paired in graph order with the free quantized ones of
+    the same op and shape (a network rebuilt or re-traced, so that every name differs): all of
+    them, or none (an order that does not fit is another network, not a renaming)."""
+    found: dict[int, GraphTensor] = {}
+    j = 0
+    for t in missing:
+        while j < len(free) and (free[j].op, free[j].shape) != (t.op, t.shape):
+            j += 1
+        if j == len(free):
+            return {}
+        found[t.index] = free[j]
+        j += 1
+    return found
+
+
 def _model_scope(tensors: Sequence[GraphTensor]) -> str:
     """The first path segment that most ``;``-parts of the tensors' names share ("functional_1/"),
     when it is in at least half of the parts that have one; else ""."""
