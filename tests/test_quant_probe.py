@@ -217,7 +217,8 @@ def test_layers_match_across_keras_model_scopes() -> None:
     assert [(f.index, q.index if q else None) for f, q in pairs] == [(0, 0), (1, 1), (2, 2), (3, 3)]
     # a layer of another name is still not matched
     other = tensors("functional_1")
-    other[2] = GraphTensor(2, "functional_1/h9_1/MatMul;functional_1/h9_1/Relu", np.dtype(np.float32), (1, 8), None, "X")
+    other[2] = GraphTensor(2, "functional_1/h9_1/MatMul;functional_1/h9_1/Relu", np.dtype(np.float32), (1, 8),
+                           None, "X")
     assert match_tensors(tensors("functional_2_1"), other)[2][1] is None
 
 
