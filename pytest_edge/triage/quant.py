@@ -17,6 +17,7 @@ and NumPy are enough for a ``.tflite`` pair.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,11 +27,11 @@ import numpy as np
 from ..backends import TensorSpec
 from ..errors import EdgeError, EdgeUsageError
 from ..inputs import DEFAULT_SEED, generate_case
-from .quant_inputs import DEFAULT_CASES, choose_inputs, load_inputs, random_cases
+from .quant_inputs import DEFAULT_CASES, choose_inputs, load_inputs, random_cases, unstack
 from .quant_layers import LayerLoss, TensorPair, WeightPair, measure_layers
 from .quant_numbers import QuantParams, dequantize, quantize
 from .quant_report import DEFAULT_MIN_SNR_DB, QuantReport
-from .tflite_graph import INPUT_OP, WEIGHT_AXIS, GraphTensor, TfliteGraph, match_tensors
+from .tflite_graph import INPUT_OP, WEIGHT_AXIS, GraphTensor, TfliteGraph, match_in_order, match_tensors
 
 _QUANTIZED_KINDS = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}
 
@@ -102,20 +103,33 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
 
         return compare_pte_models(float_model, quant_model, labelled, min_snr_db, seed, inputs_origin, cases)
     fmodel, qmodel = TfliteGraph(float_model), TfliteGraph(quant_model)
+    if _quantized(fmodel) and not _quantized(qmodel):
+        raise EdgeUsageError(f"{float_model} (FLOAT) has int8 tensors and {quant_model} (INT8) has none: "
+                             "the two are swapped (triage quant FLOAT INT8)")
     if labelled is None:
         # Both sides get the float signature's cases: a quantized model of another shape is another network.
         specs = [TensorSpec(t.name, t.shape, t.dtype.name) for t in fmodel.inputs]
         labelled = random_cases(specs, cases, seed)
         inputs_origin = f"random from the signature of {fmodel.path}"
+    else:
+        labelled = unstack(labelled, [TensorSpec(t.name, t.shape, t.dtype.name) for t in fmodel.inputs])
     # One run first: a weight that an op computes (a float16 weight's DEQUANTIZE) has its value only then.
     fmodel.run(_feeds(fmodel, labelled[0][1], inputs_origin))
     qmodel.run(_feeds(qmodel, labelled[0][1], inputs_origin))
     pairs, unmatched, used = [], [], set()
-    for ftensor, qtensor in match_tensors(fmodel.activations, qmodel.activations):
+    matches, by_order = _matches(fmodel, qmodel)
+    for ftensor, qtensor in matches:
+        if _shape_arithmetic(ftensor) and (qtensor is None or _shape_arithmetic(qtensor)):
+            used.update([qtensor.index] if qtensor is not None else [])
+            continue  # integers on both sides (SHAPE, STRIDED_SLICE, PACK of a Flatten): not quantized
         if qtensor is None:
             unmatched.append(ftensor.name or f"#{ftensor.index}")
             continue
         used.add(qtensor.index)
+        if ftensor.op == INPUT_OP and qtensor.index in qmodel.quantized_inputs:
+            # A float input of an int8 model is quantized inside: compare what its layers read.
+            qtensor = qmodel.quantized_inputs[qtensor.index]
+            used.add(qtensor.index)
         pairs.append(TensorPair(ftensor.name, ftensor.op, qtensor.name, qtensor.dtype.name,
                                 ftensor.index, qtensor.index,
                                 -1, _weights(fmodel, qmodel, ftensor, qtensor), ftensor.index in fmodel.outputs))
@@ -136,7 +150,31 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
     matched = {row.tensor for row in rows}
     unmatched += [p.tensor or "?" for p in pairs if p.tensor not in matched]
     only_quant = [t.name or f"#{t.index}" for t in qmodel.activations if t.index not in used]
-    return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, only_quant, losses, inputs_origin)
+    matched_by = f"by name, {by_order} by graph order (same op and shape)" if by_order else "by name"
+    return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, only_quant, losses, inputs_origin,
+                       matched_by)
+
+
+def _matches(fmodel: TfliteGraph, qmodel: TfliteGraph) -> tuple[list[tuple[GraphTensor, GraphTensor | None]], int]:
+    """Tensors matched by name; when a layer matched and others did not, the rest by graph order
+    (match_in_order), and how many were."""
+    matches = match_tensors(fmodel.activations, qmodel.activations)
+    named = {q.index for _, q in matches if q is not None}
+    missing = [f for f, q in matches if q is None and not _shape_arithmetic(f)]
+    if not missing or all(f.op == INPUT_OP for f, q in matches if q is not None):
+        return matches, 0  # all matched; or none but the inputs: another network (refused below)
+    free = [q for q in qmodel.activations if q.index not in named and q.op not in ("QUANTIZE", "DEQUANTIZE")
+            and not _shape_arithmetic(q)]
+    extra = match_in_order(missing, free)
+    return [(f, q if q is not None else extra.get(f.index)) for f, q in matches], len(extra)
+
+
+def _shape_arithmetic(tensor: GraphTensor) -> bool:
+    return tensor.op != INPUT_OP and tensor.dtype.kind in "iub" and tensor.params is None
+
+
+def _quantized(model: TfliteGraph) -> bool:
+    return any(t.dtype in _QUANTIZED_KINDS and t.params is not None for t in model.activations)
 
 
 def _pair_kind(float_model: Path, quant_model: Path) -> str:
@@ -190,6 +228,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_parsed(args: argparse.Namespace) -> int:
     """Print the table, the inputs, the matching summary and the verdict; 2 on bad input."""
     try:
+        if not math.isfinite(args.min_snr_db):
+            raise EdgeUsageError(f"--min-snr-db must be a finite number of dB, got {args.min_snr_db}")
         chosen = choose_inputs(args.inputs, Path(args.golden_dir) if args.golden_dir else None,
                                Path(args.float_model))
         inputs, origin = chosen if chosen is not None else (None, "the inputs")
@@ -202,6 +242,9 @@ def run_parsed(args: argparse.Namespace) -> int:
     print(report.inputs_line())
     print(report.matching_line())
     print(report.verdict())
+    if report.foreign_weights is not None:
+        print(f"pytest-edge triage quant: error: {report.verdict()}", file=sys.stderr)
+        return 2
     return 0
 
 

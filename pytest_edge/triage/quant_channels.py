@@ -31,6 +31,8 @@ FAINT_RMS_SHARE = 1.0
 MIN_CHANNEL_VALUES = 4
 # max |w| over the median |w| of a weight tensor above which its per-tensor scale is called "set by one value".
 OUTLIER_RATIO = 20.0
+# An int8 activation whose values here span fewer int8 steps than this lost its resolution to its scale.
+MIN_LEVELS = 8
 
 
 def _channel_energies(reference: np.ndarray, test: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -112,6 +114,10 @@ class WeightLoss:
     per_channel: ChannelLoss  # along the output-channel axis
     outlier_ratio: float  # max |w| over the median |w| of the float weights
     scales: int  # 1: per-tensor scale; else per-channel
+    # The output channel with the largest max |w| over its own median |w|, and that ratio: with
+    # per-channel scales, one value still flattens the rest of its own channel.
+    outlier_channel: int = 0
+    channel_outlier_ratio: float = 1.0
 
 
 def weight_loss(name: str, float_weight: np.ndarray, dequantized: np.ndarray, axis: int, scales: int,
@@ -120,7 +126,12 @@ def weight_loss(name: str, float_weight: np.ndarray, dequantized: np.ndarray, ax
     magnitudes = np.abs(w).ravel()
     median = float(np.median(magnitudes)) if magnitudes.size else 0.0
     ratio = float(magnitudes.max()) / median if median > 0 else math.inf if magnitudes.any() else 1.0
-    return WeightLoss(name, snr_db(w, dequantized), channel_loss(w, dequantized, axis, threshold), ratio, scales)
+    rows = np.abs(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)) if w.ndim else magnitudes.reshape(1, -1)
+    with np.errstate(all="ignore"):
+        ratios = np.nan_to_num(np.max(rows, axis=1) / np.median(rows, axis=1), nan=1.0, posinf=1.0)
+    channel = int(np.argmax(ratios)) if ratios.size else 0
+    return WeightLoss(name, snr_db(w, dequantized), channel_loss(w, dequantized, axis, threshold), ratio, scales,
+                      channel, float(ratios[channel]) if ratios.size else 1.0)
 
 
 def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -129,8 +140,41 @@ def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate([as_float(a).reshape((1,) + np.shape(a)) for a in arrays], axis=0)
 
 
-def why_below(snr: float, channels: ChannelLoss, weight: WeightLoss | None, threshold: float) -> str | None:
-    """Why a layer is below ``threshold`` (None if it is not): every figure that is, in words."""
+def activation_clue(reference: np.ndarray, test: np.ndarray, axis: int, weights_fine: bool = True) -> str | None:
+    """Why an int8 tensor's channels are flattened, when its own values show it: one channel whose
+    range is OUTLIER_RATIO times the median channel's (it sets a per-tensor scale), or an int8 step
+    so coarse that these values use fewer than MIN_LEVELS steps (the scale was fit to a range the
+    inputs here never reach: calibration data unlike them). None when neither holds. The step is
+    blamed only when the error is that of rounding to it and ``weights_fine`` (flattened weights also
+    leave an activation on one or a few levels, with errors of their own)."""
+    ref, tested = as_float(reference), as_float(test)
+    if ref.ndim == 0 or not (np.all(np.isfinite(ref)) and np.all(np.isfinite(tested))):
+        return None
+    ranges = np.max(np.abs(np.moveaxis(ref, axis, 0).reshape(ref.shape[axis], -1)), axis=1)
+    live = ranges[ranges > 0]
+    if live.size >= 2 and float(ranges.max()) >= OUTLIER_RATIO * float(np.median(live)):
+        return (f"activation scale set by channel {int(np.argmax(ranges))}: its range is "
+                f"{float(ranges.max()) / float(np.median(live)):.0f}x the median channel's (per-tensor scale)")
+    levels = np.unique(tested)
+    steps = np.diff(levels)
+    peak = float(np.max(np.abs(ref)))
+    if not weights_fine:
+        return None
+    if not steps.size and peak > 0:
+        return ("every value rounds to one int8 level: the scale was set by a range wider than these inputs "
+                "reach (calibration data unlike them?)")
+    if steps.size and peak > 0:
+        step = float(np.min(steps))
+        if step > peak / MIN_LEVELS and float(np.max(np.abs(tested - ref))) <= 0.51 * step:
+            return (f"int8 step {step:.3g} is coarse for values up to {peak:.3g} here: the scale was set "
+                    f"by a range about {step * 127 / peak:.0f}x wider (calibration data unlike these inputs?)")
+    return None
+
+
+def why_below(snr: float, channels: ChannelLoss, weight: WeightLoss | None, threshold: float,
+              activation: str | None = None) -> str | None:
+    """Why a layer is below ``threshold`` (None if it is not): every figure that is, in words;
+    ``activation`` (activation_clue) is added as the cause when the channels or the SNR are below."""
     reasons = []
     if channels.below and channels.decides:
         reasons.append(f"{channels.below} of {channels.channels} channels below {number(threshold)} dB "
@@ -145,8 +189,15 @@ def why_below(snr: float, channels: ChannelLoss, weight: WeightLoss | None, thre
         reasons.append(part)
     if not reasons:
         return None
+    if activation and ((channels.below and channels.decides) or snr < threshold):
+        reasons.append(activation)
     if weight is not None and weight.scales == 1 and weight.outlier_ratio >= OUTLIER_RATIO:
         reasons.append(f"weight scale set by one value {weight.outlier_ratio:.0f}x the median |w| (per-tensor scale)")
+    elif (weight is not None and weight.scales > 1 and weight.channel_outlier_ratio >= OUTLIER_RATIO
+          and channels.below and channels.worst_channel == weight.outlier_channel):  # that channel is the worst
+        reasons.append(f"weight channel {weight.outlier_channel}'s scale set by one value "
+                       f"{weight.channel_outlier_ratio:.0f}x its median |w| (per-channel scale: the rest of "
+                       "that channel rounds to a few steps)")
     return "; ".join(reasons)
 
 
@@ -156,4 +207,5 @@ def number(value: float) -> str:
         return "nan"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return f"{value:.1f}" if abs(value - round(value)) > 1e-9 else str(round(value))
+    text = f"{value:.1f}" if abs(value - round(value)) > 1e-9 else str(round(value))
+    return "0" if text == "-0.0" or text == "-0" else text

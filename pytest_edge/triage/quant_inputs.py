@@ -4,6 +4,7 @@ names the pair with ``reference=`` reads), an ``.npz`` case, or random cases fro
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -35,11 +36,40 @@ def load_inputs(path: Path | str) -> dict[str, np.ndarray]:
             arrays = {k: np.array(archive[k]) for k in archive.files}
     except FileNotFoundError as exc:
         raise EdgeUsageError(f"{path}: no such inputs file") from exc
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
         raise EdgeUsageError(f"{path} is not a readable .npz of inputs: {exc}") from exc
     if any(k.startswith("inputs/") for k in arrays):
         arrays = {k[len("inputs/"):]: v for k, v in arrays.items() if k.startswith("inputs/")}
+    for name, value in arrays.items():
+        if value.dtype.kind not in "biuf":
+            raise EdgeUsageError(f"{path}: input {name!r} is {value.dtype}, not numbers")
+        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+            # NaN compares as neither below nor above a threshold: every layer would look fine
+            raise EdgeUsageError(f"{path}: input {name!r} has NaN or Inf values; the models are compared on "
+                                 "finite inputs")
     return arrays
+
+
+def unstack(labelled: Labelled, specs: Sequence[TensorSpec]) -> Labelled:
+    """A case whose arrays each hold N stacked inputs of a batch-1 model (``[N, ...]`` for an input
+    of shape ``[1, ...]``, by name or else by position) as N cases ``label[0]``, ``label[1]``, ...,
+    so one .npz can carry several inputs and the worst decides; any other case is kept as it is."""
+    result: Labelled = []
+    for label, case in labelled:
+        names = [s.name if s.name in case else None for s in specs]
+        if None in names and len(case) == len(specs):
+            names = list(case)
+        arrays = [np.asarray(case[n]) if n is not None else None for n in names]
+        counts = {a.shape[0] for a, s in zip(arrays, specs) if a is not None and len(s.shape) == a.ndim
+                  and a.ndim and s.shape[0] == 1 and tuple(a.shape[1:]) == tuple(s.shape[1:])}
+        if specs and None not in names and len(counts) == 1 and min(counts) > 1 and all(
+                len(s.shape) == a.ndim and a.ndim and tuple(a.shape[1:]) == tuple(s.shape[1:])
+                for a, s in zip(arrays, specs)):
+            result += [(f"{label}[{i}]", {n: a[i:i + 1] for n, a in zip(names, arrays)})
+                       for i in range(min(counts))]
+        else:
+            result.append((label, case))
+    return result
 
 
 def golden_cases(folder: Path) -> Labelled:

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..metrics import cosine, max_abs_diff, snr_db
-from .quant_channels import ChannelLoss, WeightLoss, channel_loss, stacked, weight_loss, why_below
+from .quant_channels import (ChannelLoss, WeightLoss, activation_clue, channel_loss, stacked, weight_loss,
+                             why_below)
 
 Case = Mapping[str, np.ndarray]
 
@@ -116,14 +117,19 @@ def _layer(pair: TensorPair, refs: list[np.ndarray], tests: list[np.ndarray], th
     snrs = [snr_db(r, t) for r, t in zip(refs, tests)]
     worst = int(np.argmin([s if not math.isnan(s) else -math.inf for s in snrs]))
     ndim = refs[0].ndim
-    if ndim == 0:
-        channels = ChannelLoss.of(np.array([snrs[worst]]), threshold)
-    else:  # every input stacked on a new first axis: the channel axis moves one along
-        channels = channel_loss(stacked(refs), stacked(tests), pair.channel_axis % ndim + 1, threshold)
     weight = None
     if pair.weight is not None:
         w = pair.weight
         weight = weight_loss(w.name, w.float_values, w.dequantized, w.axis, w.scales, threshold)
+    clue = None
+    if ndim == 0:
+        channels = ChannelLoss.of(np.array([snrs[worst]]), threshold)
+    else:  # every input stacked on a new first axis: the channel axis moves one along
+        axis = pair.channel_axis % ndim + 1
+        channels = channel_loss(stacked(refs), stacked(tests), axis, threshold)
+        if pair.quant_dtype in ("int8", "uint8"):
+            weights_fine = weight is None or (weight.snr_db >= threshold and not weight.per_channel.below)
+            clue = activation_clue(stacked(refs), stacked(tests), axis, weights_fine)
     return LayerLoss(pair.tensor, pair.op, pair.quant_tensor, pair.quant_dtype, snrs[worst],
                      cosine(refs[worst], tests[worst]), max_abs_diff(refs[worst], tests[worst]), worst,
-                     channels, weight, why_below(snrs[worst], channels, weight, threshold))
+                     channels, weight, why_below(snrs[worst], channels, weight, threshold, clue))

@@ -20,13 +20,14 @@ import numpy as np
 
 from ..backends import TensorSpec
 from ..errors import BackendError, EdgeUsageError
-from .quant_inputs import random_cases
+from .quant_inputs import random_cases, unstack
 from .quant_layers import TensorPair, WeightPair, measure_layers
 from .quant_numbers import QuantParams, dequantize
 from .quant_report import QuantReport
 
 DQ_SUFFIX = "_DequantizeLinear_Output"  # what onnxruntime.quantization names a dequantized tensor
 _QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
+_NOT_QDQ = {"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "QGemm", "QAttention", "DynamicQuantizeMatMul"}
 
 
 class OnnxGraph:
@@ -110,6 +111,13 @@ class OnnxGraph:
         elem = self.elem_types.get(source)
         return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)).name if elem else "float32"
 
+    def writer(self, name: str) -> Any:
+        """The node that computes a tensor, through its QuantizeLinear/DequantizeLinear pair."""
+        node = self.producer.get(name)
+        while node is not None and node.op_type in _QDQ_OPS and node.input:
+            node = self.producer.get(node.input[0])
+        return node
+
     def dequantized_weight(self, name: str) -> tuple[np.ndarray, int, int | None] | None:
         """A weight input of an op: (real values, number of scales, per-axis axis) when it is a
         DequantizeLinear of initializers, (values, 1, None) when it is a float initializer."""
@@ -155,9 +163,21 @@ def compare_onnx_models(float_model: Path, quant_model: Path,
                         min_snr_db: float, seed: int, inputs_origin: str, cases: int) -> QuantReport:
     """Per-layer loss of a QDQ .onnx against its float .onnx (see the module's docstring)."""
     fmodel, qmodel = OnnxGraph(float_model), OnnxGraph(quant_model)
+    operators = sorted({n.op_type for n in qmodel.nodes if n.op_type.startswith("QLinear") or n.op_type in _NOT_QDQ})
+    if operators:
+        # Their int8 tensors have no DequantizeLinear to read them through, nor the float names:
+        # only the graph output would match, and the last layer would be blamed for the first's loss.
+        raise EdgeUsageError(f"{quant_model} is not a QDQ model: it computes with {', '.join(operators)} "
+                             "(QuantFormat.QOperator or quantize_dynamic); triage quant compares a float "
+                             "model with its QDQ model: quantize it with quant_format=QuantFormat.QDQ")
+    if any(n.op_type in _QDQ_OPS for n in fmodel.nodes) and not any(n.op_type in _QDQ_OPS for n in qmodel.nodes):
+        raise EdgeUsageError(f"{float_model} (FLOAT) has QuantizeLinear/DequantizeLinear nodes and {quant_model} "
+                             "(INT8) has none: the two are swapped (triage quant FLOAT INT8)")
     if labelled is None:
         labelled = random_cases(fmodel.specs(), cases, seed)
         inputs_origin = f"random from the signature of {float_model}"
+    else:
+        labelled = unstack(list(labelled), fmodel.specs())
     quant_names = set(qmodel.order)
     pairs, unmatched, used = [], [], set()
     for name in fmodel.order:
@@ -169,6 +189,13 @@ def compare_onnx_models(float_model: Path, quant_model: Path,
         used.add(match)
         op = fnode.op_type if fnode is not None else "(input)"
         weight = _weight_pair(fmodel, qmodel, fnode) if fnode is not None and fnode.output[0] == name else None
+        qnode = qmodel.writer(match)
+        if weight is None and fnode is not None and qnode is not None and qnode.op_type != fnode.op_type:
+            # The quantizer fused the op into the one before it (Conv/Gemm + Relu: the Relu is left to
+            # the quantized range), which writes this tensor now: its weights are this row's.
+            fused = next((n for n in fmodel.nodes if n.name == qnode.name and n.op_type == qnode.op_type), None)
+            weight = _weight_pair(fmodel, qmodel, fused) if fused is not None else None
+            op = f"{qnode.op_type}+{op}" if weight is not None else op
         pairs.append(TensorPair(name, op, match, qmodel.quantized_dtype(match), name, match, 1, weight,
                                 name in fmodel.outputs))
     if all(pair.op == "(input)" for pair in pairs):

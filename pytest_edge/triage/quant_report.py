@@ -10,6 +10,10 @@ from .quant_channels import number
 from .quant_layers import InputLoss, LayerLoss
 
 DEFAULT_MIN_SNR_DB = 20.0
+# Rounding a weight to the nearest int8 step (0 is a step) never moves it further than its own size,
+# so quantized weights are at 0 dB or better against their float ones; below this (float rounding
+# aside) they are another network's or another checkpoint's weights, not these rounded.
+FOREIGN_WEIGHTS_DB = -1.0
 _NAME_WIDTH = 48  # longer names are shortened in the table (the verdict line keeps them whole)
 
 
@@ -36,6 +40,12 @@ class QuantReport:
         """The first tensor, in graph order, with any figure below ``min_snr_db``: its SNR on the
         worst input, a channel's SNR, or its weights' (whole or per channel)."""
         return next((row for row in self.rows if row.below), None)
+
+    @property
+    def foreign_weights(self) -> LayerLoss | None:
+        """The first layer whose quantized weights cannot be its float weights rounded (see
+        FOREIGN_WEIGHTS_DB): then the pair is not one network's float and int8 models."""
+        return next((row for row in self.rows if _weights_db(row) < FOREIGN_WEIGHTS_DB), None)
 
     @property
     def worst_input(self) -> InputLoss | None:
@@ -66,9 +76,21 @@ class QuantReport:
     def verdict(self) -> str:
         first = self.first_below
         threshold = number(self.min_snr_db)
+        foreign = self.foreign_weights
+        if foreign is not None:
+            return (f"not the same network's weights: {foreign.tensor} ({foreign.op}) has int8 weights at "
+                    f"{number(_weights_db(foreign))} dB (whole, or its worst channel) against its float ones, "
+                    "and rounding to int8 keeps "
+                    f"every weight's error below its own size (0 dB or better): {self.float_model} and "
+                    f"{self.quant_model} are different networks or checkpoints, so these figures measure "
+                    "that difference, not quantization")
         if first is None:
-            return (f"every matched layer at or above {threshold} dB (worst input, every channel, "
-                    "and the weights)")
+            verdict = f"every matched layer at or above {threshold} dB (worst input, every channel, and the weights)"
+            layers = sum(1 for row in self.rows if row.op != "(input)")
+            if len(self.unmatched_float) > layers:  # most of the network was not measured: not "fine"
+                verdict += (f"; but {len(self.unmatched_float)} of the float model's tensors found no "
+                            f"counterpart and were not measured, more than the {layers} layers that were")
+            return verdict
         return f"first layer below {threshold} dB: {first.tensor} ({first.op}): {first.why}"
 
     def format_table(self) -> str:
@@ -106,3 +128,9 @@ class QuantReport:
 
 def _shorten(name: str) -> str:
     return name if len(name) <= _NAME_WIDTH else name[: _NAME_WIDTH - 1] + "…"
+
+
+def _weights_db(row: LayerLoss) -> float:
+    """The lower of a layer's weight SNR, whole and worst channel (both 0 dB or better when rounded)."""
+    w = row.weight
+    return math.inf if w is None else min(w.snr_db, w.per_channel.worst_snr_db)

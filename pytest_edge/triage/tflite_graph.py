@@ -65,6 +65,10 @@ class TfliteGraph:
         # Graph order: inputs, then each op's outputs in execution order.
         self.activations: list[GraphTensor] = list(self.inputs)
         self.weights: dict[int, GraphTensor] = {}  # output tensor index -> the weight its op reads
+        # A float-I/O int8 model quantizes its float input inside (a QUANTIZE op, "tfl.quantize"):
+        # input tensor index -> that op's output, the input as the int8 layers see it.
+        self.quantized_inputs: dict[int, GraphTensor] = {}
+        input_indices = {t.index for t in self.inputs}
         for op in self.interpreter._get_ops_details():  # the only public-ish view of the op list
             inputs = [int(i) for i in op["inputs"]]
             for index in op["outputs"]:
@@ -74,6 +78,8 @@ class TfliteGraph:
                         self.weights[int(index)] = self._tensor(details[inputs[1]], op["op_name"])
                     elif op["op_name"] == "DEQUANTIZE" and inputs and inputs[0] in self.weights:
                         self.weights[int(index)] = self.weights[inputs[0]]  # an int8 model's float output
+                    elif op["op_name"] == "QUANTIZE" and inputs and inputs[0] in input_indices:
+                        self.quantized_inputs.setdefault(inputs[0], self.activations[-1])
         self.outputs = {int(d["index"]) for d in self.interpreter.get_output_details()}
 
     def _resize_dynamic_inputs(self) -> None:
@@ -116,10 +122,13 @@ class TfliteGraph:
 _SUFFIX = re.compile(r"(:0|_requantized|_quantized|_dequantized|_int8|_uint8|_int16)$")
 
 
-def _name_key(name: str) -> frozenset[str]:
-    """A fused name ``Relu;add;MatMul`` as a set of parts without converter suffixes, so the same
-    fused op matches when the parts come in another order or gained a suffix."""
-    return frozenset(_SUFFIX.sub("", part.strip()) for part in name.split(";") if part.strip())
+def _name_key(name: str, scope: str = "") -> frozenset[str]:
+    """A fused name ``Relu;add;MatMul`` as a set of parts without converter suffixes (and without
+    ``scope`` where a part starts with it), so the same fused op matches when the parts come in
+    another order or gained a suffix."""
+    parts = (part.strip() for part in name.split(";") if part.strip())
+    return frozenset(_SUFFIX.sub("", part[len(scope):] if scope and part.startswith(scope) else part)
+                     for part in parts)
 
 
 def match_tensors(float_tensors: Sequence[GraphTensor],
@@ -147,4 +156,47 @@ def match_tensors(float_tensors: Sequence[GraphTensor],
         if key and len(tensors) == 1 and len(candidates) == 1 and candidates[0].shape == tensors[0].shape:
             pairs[tensors[0].index] = candidates[0]
             used.add(candidates[0].index)
+    # Last, without each model's own scope: Keras names a model per trace ("functional_1/",
+    # "functional_2_1/"), so a float and an int8 model converted apart name every layer differently.
+    float_scope, quant_scope = _model_scope(float_tensors), _model_scope(quant_tensors)
+    if float_scope and quant_scope and float_scope != quant_scope:  # both scoped (one network, traced twice)
+        scoped: dict[frozenset[str], list[GraphTensor]] = {}
+        for t in quant_tensors:
+            if t.index not in used and t.name:
+                scoped.setdefault(_name_key(t.name, quant_scope), []).append(t)
+        float_scoped: dict[frozenset[str], list[GraphTensor]] = {}
+        for t in float_tensors:
+            if t.index not in pairs and t.name:
+                float_scoped.setdefault(_name_key(t.name, float_scope), []).append(t)
+        for key, tensors in float_scoped.items():
+            candidates = scoped.get(key, [])
+            if key and len(tensors) == 1 and len(candidates) == 1 and candidates[0].shape == tensors[0].shape:
+                pairs[tensors[0].index] = candidates[0]
+                used.add(candidates[0].index)
     return [(t, pairs.get(t.index)) for t in float_tensors]
+
+
+def match_in_order(missing: Sequence[GraphTensor], free: Sequence[GraphTensor]) -> dict[int, GraphTensor]:
+    """The float tensors that no name matched, paired in graph order with the free quantized ones of
+    the same op and shape (a network rebuilt or re-traced, so that every name differs): all of
+    them, or none (an order that does not fit is another network, not a renaming)."""
+    found: dict[int, GraphTensor] = {}
+    j = 0
+    for t in missing:
+        while j < len(free) and (free[j].op, free[j].shape) != (t.op, t.shape):
+            j += 1
+        if j == len(free):
+            return {}
+        found[t.index] = free[j]
+        j += 1
+    return found
+
+
+def _model_scope(tensors: Sequence[GraphTensor]) -> str:
+    """The first path segment that most ``;``-parts of the tensors' names share ("functional_1/"),
+    when it is in at least half of the parts that have one; else ""."""
+    firsts = [part.strip().split("/", 1)[0] + "/" for t in tensors for part in t.name.split(";") if "/" in part]
+    if not firsts:
+        return ""
+    common = max(set(firsts), key=firsts.count)
+    return common if firsts.count(common) * 2 >= len(firsts) else ""
