@@ -2,10 +2,12 @@
 in fresh processes (docs/measurement.md, "Counted mode"). Pure logic, no pytest.
 
 A count does not depend on load, frequency or the host's other guests: two processes of the same
-model agree to a few hundredths of a percent. So the gate needs no significance test and, where
-both sides agree within :data:`AGREE`, no second measurement: a growth above the threshold
-(default 1 %) fails at once. Where they do not agree (a runtime whose work depends on timing, e.g.
-threads that spin), the suspect is counted again and fails only when above the threshold twice.
+model agree within a few tenths of a percent (at most 0.35 % seen with ONNX Runtime here: the
+allocator's and the address space's state differ a little between processes). So the gate needs no
+significance test and, where each side's processes agree within :data:`AGREE`, no second
+measurement: a growth above the threshold (default 1 %) fails at once. Where they do not agree (a
+runtime whose work depends on timing, e.g. threads that spin), the suspect is counted again and
+fails only when above the threshold twice.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from .gate import GateResult
 from .regressions import resource_regressions
 
 # Per-process counts that lie within this fraction of each other count as exact: one measurement decides.
-AGREE = 0.001
+AGREE = 0.005
 # Counted figures of a record or twin: (the new counted block, the twin's or None) from fresh processes.
 Recount = Callable[[], "tuple[Mapping[str, Any], Mapping[str, Any] | None]"]
 
@@ -70,12 +72,14 @@ def run_count_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, pa
     elif isinstance(mine, Mapping) and mine.get("instructions"):
         ratio = _ratio(mine, theirs)
         result.summary["instructions_ratio"] = ratio
+        processes = len(mine.get("processes") or [])
         message = (f"{backend}: {mine['instructions']:,.0f} instructions per inference is {ratio - 1:+.2%} against "
                    f"{what} {theirs['instructions']:,.0f} (allowed +{threshold:.2%}; counted by "
-                   f"{mine.get('tool', 'callgrind')}, {len(mine.get('processes') or [])} processes")
+                   f"{mine.get('tool', 'callgrind')} in {processes} fresh process{'es' if processes != 1 else ''}")
         if ratio - 1 > threshold:
             if _agrees(mine) and _agrees(theirs):
-                result.failures.append(message + f", agreeing within {AGREE:.1%})")
+                agreeing = f" agreeing within {AGREE:.1%}" if processes > 1 else ""
+                result.failures.append(message + agreeing + ")")
             else:  # not deterministic here: counted again, fails only when above the threshold twice
                 result.summary["remeasured"] = True
                 again, twin_again = recount()
