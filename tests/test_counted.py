@@ -40,7 +40,8 @@ def test_client_requests_are_no_ops_outside_valgrind() -> None:
 def test_ab_twin_two_percent_more_work_fails_an_unchanged_twin_passes(pytester: pytest.Pytester) -> None:
     """A/B in counted mode: instructions are recorded, and an identical twin counted in another
     process agrees to 0.5 %; a twin with ~3 % more work fails at the default 1 %, the identical one
-    passes, in one run (one process per artifact: four processes under Valgrind in all)."""
+    passes, in one run (one process per artifact: four processes under Valgrind); then the report
+    is the stored baseline of another counted run, which passes both (two more processes)."""
     for folder, widths in (("main", (256, 256)), ("new", (256, 261))):
         (pytester.path / folder).mkdir()
         for name, hidden in zip(("same", "more"), widths):
@@ -65,6 +66,14 @@ def test_ab_twin_two_percent_more_work_fails_an_unchanged_twin_passes(pytester: 
     assert abs(records["same"]["baseline_check"]["instructions_ratio"] - 1) < 0.005  # two processes agree
     assert 1.01 < records["more"]["baseline_check"]["instructions_ratio"] < 1.04
     assert records["more"]["verdict"] == "failed" and records["same"]["verdict"] == "passed"
+    # The stored gate: this report as the baseline of another counted run of the same artifacts.
+    (pytester.path / "r.json").rename(pytester.path / "base.json")
+    result = pytester.runpytest_subprocess("--edge-count=instructions", "--edge-baseline=base.json",
+                                           "--edge-processes=1", "--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    for record in json.loads((pytester.path / "r.json").read_text())["records"]:
+        check = record["baseline_check"]
+        assert check["mode"] == "stored" and check["counted"] and abs(check["instructions_ratio"] - 1) < 0.005
 
 
 def test_without_valgrind_counted_mode_skips_with_the_install_hint(pytester: pytest.Pytester,
@@ -125,3 +134,40 @@ def test_count_gate_against_a_wall_clock_baseline_says_it_cannot_gate() -> None:
                             paired=False, threshold=0.01, recount=lambda: pytest.fail("recounted"), source="t",
                             max_regression=0.1)
     assert result.summary["verdict"] == "passed" and "has no counted figure" in result.notes[0]
+
+
+def _counter(tmp_path: Path, timeout_s: float, devices: dict[str, str] | None = None):
+    from pytest_edge.counting import Counter
+    from pytest_edge.settings import Settings
+    from pytest_edge.worker.pool import ModelInfo, WorkerPool
+
+    settings = Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path, timeout_s=timeout_s, count="instructions",
+                        devices=devices or {})
+    pool = WorkerPool(True, timeout_s, on_crash=lambda backend: None, devices=settings.devices)
+    artifact = FIXTURES / "tiny_mlp.onnx"
+
+    def info(backend: str) -> ModelInfo:
+        return ModelInfo(key="k", backend=backend, artifact=artifact, inputs=[], outputs=[],
+                         runtime={"name": "onnxruntime", "version": "?"}, coverage=None, load_ms=0.0,
+                         precision="fp32", threads=1, shapes={})
+    return Counter(settings, pool), info, artifact
+
+
+@needs_valgrind
+def test_a_runtime_that_does_not_answer_under_valgrind_is_a_skip_naming_it(tmp_path: Path) -> None:
+    """The real path of a runtime Valgrind cannot run in time: the worker under callgrind does not
+    say hello within edge_timeout (0.2 s here; Python alone takes longer under Valgrind)."""
+    from pytest_edge.errors import CountingUnavailable
+
+    counter, info, artifact = _counter(tmp_path, timeout_s=0.2)
+    with pytest.raises(CountingUnavailable, match=r"(?s)could not run the onnxruntime runtime \(onnxruntime-cpu\) under "
+                                                  r"callgrind: .*did not answer within 0.2 s.*larger edge_timeout"):
+        counter.rounds(info("onnxruntime-cpu"), [artifact], [], None, processes=1)  # type: ignore[arg-type]
+
+
+def test_a_device_backend_is_not_counted(tmp_path: Path) -> None:
+    from pytest_edge.errors import CountingUnavailable
+
+    counter, info, artifact = _counter(tmp_path, 5, devices={"phone": "ssh phone python3 -m pytest_edge.worker --stdio"})
+    with pytest.raises(CountingUnavailable, match="counts on this machine only"):
+        counter.rounds(info("onnxruntime-cpu@phone"), [artifact], [], None)  # type: ignore[arg-type]
