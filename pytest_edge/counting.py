@@ -23,6 +23,7 @@ from .measurement.gate import GateResult
 from .plan import Plan
 from .report.json_report import find_baseline
 from .settings import Settings
+from .sizes import artifact_bytes
 from .worker import callgrind
 from .worker.client import BackendWorker
 from .worker.pool import ModelInfo, WorkerPool
@@ -98,7 +99,8 @@ class Counter:
              twin_coverage: dict[str, Any] | None) -> GateResult:
         """A/B against the twin's counts where there is a twin, else against a stored report's."""
         if twin is not None and twin_measured is not None:
-            baseline: Mapping[str, Any] = {"backend": info.backend, **twin_measured, "coverage": twin_coverage}
+            baseline: Mapping[str, Any] = {"backend": info.backend, **twin_measured, "coverage": twin_coverage,
+                                           "artifact_bytes": artifact_bytes(twin, info.backend)}
             source, paired = str(twin.relative_to(self.settings.rootdir)) if twin.is_relative_to(
                 self.settings.rootdir) else str(twin), True
 
