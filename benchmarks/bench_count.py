@@ -7,7 +7,7 @@ onnxruntime-cpu) as the baseline (``main/``) and twins that do 1.00x, 1.02x, 1.0
 its work (the hidden layer that much wider, in whole 16-column tiles of ONNX Runtime's GEMM), then
 runs, ``--trials`` times, both gates over all five twins:
 
-- counted:    ``pytest --edge-count=instructions --edge-baseline-models=main --edge-processes=1``
+- counted:    ``pytest --edge-count=instructions --edge-baseline-models=main -o edge_count_processes=1``
               (instructions per inference under callgrind; threshold --edge-count-threshold, 1 %)
 - wall-clock: ``pytest --edge-baseline-models=main`` (the defaults: 3 A/B pairs of fresh processes,
               P50 gated at --edge-max-regression, 10 %, re-measured before it fails)
@@ -114,7 +114,7 @@ def main() -> int:
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.load == "busy" else None
     try:
         for trial in range(args.trials):
-            counted = gate(project, "--edge-count=instructions", "--edge-processes=1",
+            counted = gate(project, "--edge-count=instructions", "-o", "edge_count_processes=1",
                            f"--edge-count-threshold={args.threshold}")
             clocked = gate(project)
             for name in TWINS:

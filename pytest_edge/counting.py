@@ -56,7 +56,7 @@ class Counter:
             raise CountingUnavailable(f"{info.backend}: counted mode counts on this machine only (Valgrind runs "
                                       "the worker here); a device's backends are timed (--edge-count=off)")
         executable, version = self.valgrind()
-        count = processes or self.settings.processes
+        count = processes or self.settings.count_processes
         out_dir = Path(tempfile.mkdtemp(prefix="pytest-edge-callgrind-"))
         workers = [[self._worker(info.backend, executable, out_dir) for _ in artifacts] for _ in range(count)]
         results: list[list[dict[str, Any]]] = [[] for _ in artifacts]

@@ -55,6 +55,8 @@ OPTIONS = [
     Option("edge_count_threshold", "counted mode: allowed growth of instructions per inference against the "
            "baseline, e.g. 1%", "1%", "--edge-count-threshold"),
     Option("edge_count_runs", "counted mode: counted runs per process (the count is per inference)", "10"),
+    Option("edge_count_processes", "counted mode: fresh processes per artifact (counts agree between processes; "
+           "two show that they do)", "2"),
     Option("edge_min_time", "least time the timed runs of each process take, e.g. 0.25s", "0.25s",
            "--edge-min-time"),
     Option("edge_reference_backend", "backend that records golden outputs (default: the available one the "
@@ -117,6 +119,7 @@ class Settings:
     count: str | None = None
     count_threshold: float = 0.01
     count_runs: int = 10
+    count_processes: int = 2
     # A stored-baseline regression seen while the machine was busy fails instead of warning.
     strict_timing: bool = False
     # A backend worker restarted after dying between requests fails the test instead of warning.
@@ -171,9 +174,10 @@ def from_config(config: "pytest.Config") -> Settings:
         count = str(_value(config, "edge_count") or "off").strip().lower()
         if count not in ("off", "instructions"):
             raise ValueError(f"--edge-count: {count!r} is not 'instructions' or 'off'")
-        count_runs = int(config.getini("edge_count_runs"))
-        if count_runs < 1:
-            raise ValueError(f"edge_count_runs: {count_runs} must be at least 1")
+        count_runs, count_processes = int(config.getini("edge_count_runs")), int(config.getini("edge_count_processes"))
+        if count_runs < 1 or count_processes < 1:
+            raise ValueError(f"edge_count_runs ({count_runs}) and edge_count_processes ({count_processes}) must be "
+                             "at least 1")
         baseline_models = _value(config, "edge_baseline_models")
         if baseline_models and not (root / baseline_models).is_dir():
             raise ValueError(f"--edge-baseline-models: {root / baseline_models} is not a folder")
@@ -195,7 +199,7 @@ def from_config(config: "pytest.Config") -> Settings:
             model_dirs=[Path(p) for p in config.getini("edge_model_dirs")],
             processes=processes, min_time_s=parse_ms(_value(config, "edge_min_time"), "edge_min_time") / 1000,
             baseline_models=root / baseline_models if baseline_models else None,
-            count=None if count == "off" else count, count_runs=count_runs,
+            count=None if count == "off" else count, count_runs=count_runs, count_processes=count_processes,
             count_threshold=parse_percent(_value(config, "edge_count_threshold"), "--edge-count-threshold"),
             strict_timing=bool(_value(config, "edge_strict_timing")),
             strict_restarts=bool(_value(config, "edge_strict_restarts")),

@@ -51,7 +51,7 @@ def test_ab_twin_two_percent_more_work_fails_an_unchanged_twin_passes(pytester: 
     pytester.makeini("[pytest]\nedge_model_dirs = new\n")
     pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
     result = pytester.runpytest_subprocess("--edge-count=instructions", "--edge-baseline-models=main",
-                                           "--edge-processes=1", "--edge-report=r.json")
+                                           "-o", "edge_count_processes=1", "--edge-report=r.json")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*instructions per inference is +*% against the baseline twin * (allowed +1.00%; "
                                  "counted by callgrind in 1 fresh process)*", "*FAILED test_more.py*"])
@@ -69,7 +69,7 @@ def test_ab_twin_two_percent_more_work_fails_an_unchanged_twin_passes(pytester: 
     # The stored gate: this report as the baseline of another counted run of the same artifacts.
     (pytester.path / "r.json").rename(pytester.path / "base.json")
     result = pytester.runpytest_subprocess("--edge-count=instructions", "--edge-baseline=base.json",
-                                           "--edge-processes=1", "--edge-report=r.json")
+                                           "-o", "edge_count_processes=1", "--edge-report=r.json")
     result.assert_outcomes(passed=2)
     for record in json.loads((pytester.path / "r.json").read_text())["records"]:
         check = record["baseline_check"]
