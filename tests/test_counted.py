@@ -29,8 +29,10 @@ def test_client_requests_are_no_ops_outside_valgrind() -> None:
     """The client-request sequence runs natively as a no-op that answers 0 (not under Valgrind)."""
     requests = callgrind.ClientRequests()
     assert requests.running_on_valgrind() == 0
-    requests.start()
-    requests.stop_and_dump("nothing")  # no Valgrind: nothing happens, nothing crashes
+    requests.instrument(True)
+    requests.toggle_collect()
+    requests.dump("nothing")  # no Valgrind: nothing happens, nothing crashes
+    requests.instrument(False)
     with pytest.raises(RuntimeError, match="does not run under Valgrind"):
         callgrind.count_runs(lambda: None, 0, 1)
 

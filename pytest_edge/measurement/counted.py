@@ -2,10 +2,9 @@
 in fresh processes (docs/measurement.md, "Counted mode"). Pure logic, no pytest.
 
 A count does not depend on load, frequency or the host's other guests: two processes of the same
-model agree within a few tenths of a percent (at most 0.35 % seen with ONNX Runtime here: the
-allocator's and the address space's state differ a little between processes). So the gate needs no
-significance test and, where each side's processes agree within :data:`AGREE`, no second
-measurement: a growth above the threshold (default 1 %) fails at once. Where they do not agree (a
+model agree to about 0.01 % (each process's figure is its median run, see
+:func:`pytest_edge.worker.callgrind.count_runs`). So the gate needs no significance test and, where
+each side's processes agree within :data:`AGREE`, no second measurement: a growth above the threshold (default 1 %) fails at once. Where they do not agree (a
 runtime whose work depends on timing, e.g. threads that spin), the suspect is counted again and
 fails only when above the threshold twice.
 """
@@ -37,8 +36,8 @@ def combine_counts(per_process: Sequence[Mapping[str, Any]], tool: str, version:
         **({"cache": cache} if cache else {}),
         "runs": per_process[0]["runs"], "warmup_runs": per_process[0]["warmup_runs"],
         "spread": spread(counts),
-        "processes": [{"instructions": p["instructions"], **({"cache": p["cache"]} if p.get("cache") else {})}
-                      for p in per_process],
+        "processes": [{"instructions": p["instructions"], **({"cache": p["cache"]} if p.get("cache") else {}),
+                       "run_spread": p.get("run_spread")} for p in per_process],
     }
 
 
