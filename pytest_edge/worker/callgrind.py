@@ -98,7 +98,7 @@ def valgrind_version(executable: str) -> str:
 
 def command_prefix(executable: str, out_dir: Path, cache_sim: bool = True) -> list[str]:
     """The argv before ``python -m pytest_edge.worker ...``: callgrind with instrumentation and
-    collection off until the worker's client requests switch them on around the timed runs."""
+    collection off until the worker's client requests switch them on around the counted runs."""
     return [executable, f"--tool={TOOL}", "--instr-atstart=no", "--collect-atstart=no",
             f"--cache-sim={'yes' if cache_sim else 'no'}", "--quiet",
             f"--callgrind-out-file={out_dir}/callgrind.%p.out"]
@@ -127,7 +127,7 @@ def dump_totals(path: Path) -> dict[str, int]:
 
 def per_inference(totals: dict[str, float], runs: int) -> dict[str, Any]:
     """Instructions (Ir) and, with the cache simulation, data reads/writes and simulated misses per
-    inference, from one dump's totals over ``runs`` inferences."""
+    inference, from event counts over ``runs`` inferences (1: the median run's own)."""
     figures: dict[str, Any] = {"instructions": round(totals.get("Ir", 0) / runs, 1)}
     names = {"Dr": "data_reads", "Dw": "data_writes", "D1mr": "l1_read_misses", "D1mw": "l1_write_misses",
              "I1mr": "l1_instruction_misses", "DLmr": "ll_read_misses", "DLmw": "ll_write_misses"}
@@ -179,7 +179,7 @@ def count_runs(infer: Callable[[], Any], warmup: int, runs: int) -> dict[str, An
               for name in events}
     instructions = [t.get("Ir", 0) - overhead.get("Ir", 0) for t in per_run]
     return {"runs": runs, "warmup_runs": warmup, **per_inference(median, 1),
-            "run_spread": max(instructions) / min(instructions) - 1 if min(instructions) > 0 else None}
+            "run_spread": round(max(instructions) / min(instructions) - 1, 4) if min(instructions) > 0 else None}
 
 
 def _own_dump(out_dir: Path) -> dict[str, int]:
