@@ -33,6 +33,11 @@ class DeviceUnreachable(BackendCrash):
     backends are skipped with the transport's message, or fail with --edge-require."""
 
 
+class CountingUnavailable(EdgeError):
+    """Counted mode (--edge-count=instructions) cannot count here: Valgrind is missing, or cannot run
+    the backend's runtime; the test is skipped with the reason (or fails with --edge-require)."""
+
+
 class GoldenError(EdgeError):
     """The golden outputs are missing, stale or unreadable."""
 

@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .backends import split_device
+from .counting import Counter
 from .measurement.gate import GateResult, run_gate
 from .measurement.lock import machine_measurement_lock
 from .measurement.timing import combine_processes
@@ -37,6 +38,7 @@ class Measurer:
         self.twin_results: dict[tuple, dict[str, Any]] = {}
         self.twin_coverages: dict[str, dict[str, Any] | None] = {}
         self.under_load = False  # some timed window of this session ran under load
+        self.counter = Counter(settings, pool)  # --edge-count=instructions
         self.measured_any = False
 
     def forget(self, backend: str) -> None:
@@ -58,13 +60,17 @@ class Measurer:
         if key not in self.results:
             feeds = info.feeds(feeds)
             twin = self.baseline_twin(info.artifact)
-            if not self.settings.isolated:  # --edge-isolation=none: in this process, for debugging
+            if self.settings.count:  # counted, not timed: under callgrind, in fresh processes whatever the isolation
+                result, *twin_result = self.counter.rounds(info, [info.artifact, *([twin] if twin else [])], feeds, plan)
+                if twin_result:
+                    self.twin_results[key] = twin_result[0]
+            elif not self.settings.isolated:  # --edge-isolation=none: in this process, for debugging
                 result = self._in_process(info, feeds, plan)
             elif twin is not None:
                 result, self.twin_results[key] = self.rounds(info, [info.artifact, twin], feeds, plan)
             else:
                 (result,) = self.rounds(info, [info.artifact], feeds, plan)
-            self.under_load |= bool(result["under_load"])
+            self.under_load |= bool(result.get("under_load"))
             self.measured_any = True
             self.results[key] = result
         return self.results[key]
@@ -133,6 +139,9 @@ class Measurer:
         twin = self.baseline_twin(info.artifact)
         twin_measured = self.twin_results.get((info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s))
         feeds = info.feeds(feeds)
+        if self.settings.count:
+            coverage = self._twin_coverage(info, twin) if twin is not None and twin_measured is not None else None
+            return self.counter.gate(info, feeds, plan, record, twin, twin_measured, coverage)
         if twin is not None and twin_measured is not None:
             baseline = {"backend": info.backend, **twin_measured, "coverage": self._twin_coverage(info, twin),
                         "artifact_bytes": artifact_bytes(twin, info.backend)}

@@ -13,7 +13,8 @@ import pytest
 from . import settings as edge_settings
 from .backends import get_backend
 from .edge_model import EdgeModel
-from .errors import DeviceUnreachable, EdgeError, EdgeInconclusive, EdgeWorkerRestarted, UnknownBackend
+from .errors import (CountingUnavailable, DeviceUnreachable, EdgeError, EdgeInconclusive, EdgeWorkerRestarted,
+                     UnknownBackend)
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .marker import parse_marker
 from .plan import Plan, plans
@@ -188,7 +189,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         raise
     try:
         record = edge.check(item.nodeid, plan)
-    except DeviceUnreachable as exc:
+    except (DeviceUnreachable, CountingUnavailable) as exc:
         if plan.required:
             raise
         edge.skipped(item.nodeid, plan, str(exc))

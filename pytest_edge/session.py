@@ -167,12 +167,17 @@ class EdgeSession:
             measured = self.measure(info, compared.first_feeds, plan)
         # An emulated device's figures are recorded, not judged (unless edge_judge_emulated_timing).
         not_judged = timing_not_judged(info.device, self.settings.judge_emulated_timing)
-        budgets = [] if not_judged else pipeline.budgets(plan, info, measured)
+        # Counted mode: instructions, no timing or memory (null in the record, budgets not judged).
+        counted = measured.get("counted")
+        timed = {} if counted else measured
+        budgets = [] if not_judged else pipeline.budgets(plan, info, timed)
         sizes = pipeline.size_budgets(plan, info, self.settings.rootdir)
         violations = [*compared.violations, *covered.violations, *budgets, *sizes]
-        record = pipeline.record(test_id, plan, info, golden, covered, compared, measured, self.settings.rootdir)
+        record = pipeline.record(test_id, plan, info, golden, covered, compared, timed, self.settings.rootdir)
         if not_judged:
             record.extra["timing_not_judged"] = not_judged
+        if counted:
+            record.extra["counted"] = counted
         if measured and not not_judged:
             gate = self.measurer.gate(info, compared.first_feeds, plan, record.to_json())
             violations += pipeline.gate_into(record, gate)

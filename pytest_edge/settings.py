@@ -52,6 +52,14 @@ OPTIONS = [
     Option("edge_fork", "how fresh measuring processes start: 'auto' (default): forked by a zygote per backend "
            "that imported the runtime once, where the OS can (Linux); 'on': forked, or an error; 'off': spawned "
            "(a new interpreter each); devices always spawn", "auto", "--edge-fork"),
+    Option("edge_count", "'instructions': count the work of the runs under Valgrind's callgrind instead of "
+           "timing them (deterministic; the gates use it); 'off' (default): wall-clock time", "off",
+           "--edge-count"),
+    Option("edge_count_threshold", "counted mode: allowed growth of instructions per inference against the "
+           "baseline, e.g. 1%", "1%", "--edge-count-threshold"),
+    Option("edge_count_runs", "counted mode: counted runs per process (the count is per inference)", "10"),
+    Option("edge_count_processes", "counted mode: fresh processes per artifact (counts agree between processes; "
+           "two show that they do)", "2"),
     Option("edge_min_time", "least time the timed runs of each process take, e.g. 0.25s", "0.25s",
            "--edge-min-time"),
     Option("edge_reference_backend", "backend that records golden outputs (default: the available one the "
@@ -110,6 +118,12 @@ class Settings:
     min_time_s: float = parse_ms(_DEFAULTS["edge_min_time"]) / 1000
     # A/B mode: a folder with the baseline's artifacts (same file names), measured in this job.
     baseline_models: Path | None = None
+    # Counted mode (--edge-count=instructions): instructions per inference under callgrind, gated
+    # at count_threshold; None: wall-clock time.
+    count: str | None = None
+    count_threshold: float = 0.01
+    count_runs: int = 10
+    count_processes: int = 2
     # A stored-baseline regression seen while the machine was busy fails instead of warning.
     strict_timing: bool = False
     # A backend worker restarted after dying between requests fails the test instead of warning.
@@ -164,6 +178,13 @@ def from_config(config: "pytest.Config") -> Settings:
         processes = int(_value(config, "edge_processes"))
         if processes < 1:
             raise ValueError(f"edge_processes: {processes} must be at least 1")
+        count = str(_value(config, "edge_count") or "off").strip().lower()
+        if count not in ("off", "instructions"):
+            raise ValueError(f"--edge-count: {count!r} is not 'instructions' or 'off'")
+        count_runs, count_processes = int(config.getini("edge_count_runs")), int(config.getini("edge_count_processes"))
+        if count_runs < 1 or count_processes < 1:
+            raise ValueError(f"edge_count_runs ({count_runs}) and edge_count_processes ({count_processes}) must be "
+                             "at least 1")
         baseline_models = _value(config, "edge_baseline_models")
         if baseline_models and not (root / baseline_models).is_dir():
             raise ValueError(f"--edge-baseline-models: {root / baseline_models} is not a folder")
@@ -185,6 +206,8 @@ def from_config(config: "pytest.Config") -> Settings:
             model_dirs=[Path(p) for p in config.getini("edge_model_dirs")],
             processes=processes, fork=fork, min_time_s=parse_ms(_value(config, "edge_min_time"), "edge_min_time") / 1000,
             baseline_models=root / baseline_models if baseline_models else None,
+            count=None if count == "off" else count, count_runs=count_runs, count_processes=count_processes,
+            count_threshold=parse_percent(_value(config, "edge_count_threshold"), "--edge-count-threshold"),
             strict_timing=bool(_value(config, "edge_strict_timing")),
             strict_restarts=bool(_value(config, "edge_strict_restarts")),
             report=_value(config, "edge_report") or "",

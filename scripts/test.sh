@@ -22,6 +22,12 @@ if [[ $(id -u) == 0 ]] && ! command -v mmdebstrap >/dev/null && command -v apt-g
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap \
     >/dev/null 2>&1) || echo "mmdebstrap could not be installed: the qemu:aarch64 device tests will be skipped"
 fi
+# Counted mode (--edge-count=instructions) runs measuring workers under Valgrind's callgrind; install
+# it where we can (root, apt). Where it cannot be had, the counted tests are skipped with the reason.
+if [[ $(id -u) == 0 ]] && ! command -v valgrind >/dev/null && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind \
+    >/dev/null 2>&1) || echo "valgrind could not be installed: the counted-mode tests will be skipped"
+fi
 # The tflite-runtime lane (NumPy < 2) first: its environment is also the "device" of another NumPy
 # major version that tests/test_devices.py reaches over SSH.
 .venv/bin/tox -e tflite-runtime

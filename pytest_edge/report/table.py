@@ -216,6 +216,13 @@ def summary_lines(records: Sequence[Mapping[str, Any]], *, under_load: bool = Fa
         lines.append(f"note: latency, load time and memory of {', '.join(not_judged)} were recorded, not judged "
                      "against budgets or baselines (emulated device: timing and memory are not the target's; "
                      "edge_judge_emulated_timing = true judges them)")
+    counted = [r for r in records if isinstance(r.get("counted"), dict)]
+    if counted:
+        figures = ", ".join(f"{r['model']['name']} on {r['backend']} {r['counted']['instructions']:,.0f}"
+                            for r in counted[:6]) + (", ..." if len(counted) > 6 else "")
+        lines.append(f"note: counted mode: instructions per inference under {counted[0]['counted'].get('tool')} "
+                     f"({figures}); nothing was timed (Valgrind is far slower), so latency and memory are null and "
+                     "their budgets not judged")
     if inconclusive:
         lines.append(f"note: {inconclusive} latency regression(s) against the stored baseline were inconclusive "
                      "because the machine was busy (see the warnings); A/B mode (--edge-baseline-models) is not "

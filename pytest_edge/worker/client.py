@@ -74,6 +74,10 @@ class BackendWorker:
         self._live: set[str] = set()
         self._sent: set[str] = set()  # artifacts the device's cache holds (by content name)
         self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{self.label}.log"
+        # Counted mode: the local worker runs under this command (valgrind ...), with these
+        # variables added to its environment. It must be spawned so: a fork is not under Valgrind.
+        self.command_prefix: list[str] = []
+        self.extra_env: dict[str, str] = {}
 
     @property
     def alive(self) -> bool:
@@ -111,9 +115,10 @@ class BackendWorker:
                 if self.zygote is not None:
                     self._process = self.zygote.fork(child.fileno(), log.fileno())
                 else:
-                    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+                    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **self.extra_env}
                     self._process = subprocess.Popen(
-                        [sys.executable, "-m", "pytest_edge.worker", self.backend_name, str(child.fileno())],
+                        [*self.command_prefix, sys.executable, "-m", "pytest_edge.worker", self.backend_name,
+                         str(child.fileno())],
                         pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
                 child.close()
                 self._reader = self._writer = Connection(parent.detach())

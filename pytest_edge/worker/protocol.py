@@ -83,6 +83,18 @@ class Measure(Request):
 
 
 @dataclass
+class Count(Request):
+    """Counted mode, in a worker running under Valgrind's callgrind: ``warmup`` runs uncounted, then
+    the instructions (and simulated cache misses) of ``runs`` runs, per inference."""
+
+    op: ClassVar[str] = "count"
+    key: str
+    feeds: list[np.ndarray]
+    warmup: int
+    runs: int
+
+
+@dataclass
 class ReadIntermediates(Request):
     """One run of ``key`` that keeps the tensors computed on the way (a backend's ``Intermediates``)."""
 
@@ -126,7 +138,7 @@ class Exit(Request):
     op: ClassVar[str] = "exit"
 
 
-REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure, ReadIntermediates, Start, Has, Put,
+REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure, Count, ReadIntermediates, Start, Has, Put,
                                                                 Ping, Exit)}
 
 

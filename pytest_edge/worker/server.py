@@ -30,7 +30,7 @@ from ..qemu_device import EMULATED_ENV
 from ..marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 from ..measurement import sensors, timing
 from ..sizes import runtime_package
-from . import protocol
+from . import callgrind, protocol
 
 # How this process started, for each measuring process's record: a new interpreter ("spawned"),
 # or forked by its backend's zygote ("forked", set by worker/zygote.py in the child).
@@ -175,6 +175,12 @@ class WorkerServer:
             "power_and_temperature": sensors.window(before, after),
             "samples_ns": np.asarray(samples, dtype=np.int64),
         }
+
+    def op_count(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> dict[str, Any]:
+        """Counted mode (a worker under callgrind): instructions per inference of ``runs`` runs."""
+        if self.first_inference_ms[key] is None:
+            self._run_timed(key, feeds)
+        return callgrind.count_runs(self.models[key].bind(feeds), warmup, runs)
 
     def op_intermediates(self, key: str, feeds: list[np.ndarray]) -> dict[str, Any] | None:
         found = self.models[key].intermediates(feeds)

@@ -1,0 +1,123 @@
+"""Counted mode (``--edge-count=instructions``): the work of a model's runs counted under
+Valgrind's callgrind in fresh worker processes, instead of timed, and the gate on it
+(docs/measurement.md, "Counted mode"; the decision in docs/design.md).
+
+Each counted process is spawned under ``valgrind --tool=callgrind`` with instrumentation off; the
+worker switches it on around its counted runs only (:mod:`.worker.callgrind`). Latency and memory
+are not measured in this mode (Valgrind runs a program some 50x slower, in its own memory).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .backends import split_device
+from .errors import BackendCrash, CountingUnavailable
+from .measurement.counted import combine_counts, run_count_gate
+from .measurement.gate import GateResult
+from .plan import Plan
+from .report.json_report import find_baseline
+from .settings import Settings
+from .sizes import artifact_bytes
+from .worker import callgrind
+from .worker.client import BackendWorker
+from .worker.pool import ModelInfo, WorkerPool
+from .worker.protocol import Count, Load
+
+
+class Counter:
+    """Counts (model, backend) in fresh processes under callgrind, and gates the counts."""
+
+    def __init__(self, settings: Settings, pool: WorkerPool) -> None:
+        self.settings = settings
+        self.pool = pool
+        self._valgrind: tuple[str, str] | None = None  # (executable, version)
+
+    def valgrind(self) -> tuple[str, str]:
+        """Valgrind's path and version; CountingUnavailable (a skip) with the install hint if absent."""
+        if self._valgrind is None:
+            executable = callgrind.valgrind_path()
+            if executable is None:
+                raise CountingUnavailable("counted mode (--edge-count=instructions) needs Valgrind, which is not on "
+                                          f"PATH; {callgrind.INSTALL_HINT}")
+            self._valgrind = (executable, callgrind.valgrind_version(executable))
+        return self._valgrind
+
+    def rounds(self, info: ModelInfo, artifacts: Sequence[Path], feeds: Sequence[np.ndarray], plan: Plan,
+               processes: int | None = None) -> list[dict[str, Any]]:
+        """``processes`` fresh counted workers per artifact; one ``{"counted": ...}`` per artifact.
+        The workers start together (a count does not depend on what else runs)."""
+        if split_device(info.backend)[1] is not None:
+            raise CountingUnavailable(f"{info.backend}: counted mode counts on this machine only (Valgrind runs "
+                                      "the worker here); a device's backends are timed (--edge-count=off)")
+        executable, version = self.valgrind()
+        count = processes or self.settings.count_processes
+        out_dir = Path(tempfile.mkdtemp(prefix="pytest-edge-callgrind-"))
+        workers = [[self._worker(info.backend, executable, out_dir) for _ in artifacts] for _ in range(count)]
+        results: list[list[dict[str, Any]]] = [[] for _ in artifacts]
+        try:
+            for row in workers:
+                for worker in row:
+                    worker.launch()
+            for row in workers:
+                for index, (worker, artifact) in enumerate(zip(row, artifacts)):
+                    results[index].append(self._once(worker, info, artifact, feeds, plan))
+                    worker.close()
+        except BackendCrash as exc:
+            runtime = (info.runtime or {}).get("name") or info.backend
+            raise CountingUnavailable(
+                f"counted mode: {version} could not run the {runtime} runtime ({info.backend}) under {callgrind.TOOL}: "
+                f"{exc}\n  (a runtime Valgrind cannot run is skipped in counted mode; one that is only slow needs a "
+                f"larger edge_timeout, now {self.settings.timeout_s:g} s)") from None
+        finally:
+            for row in workers:
+                for worker in row:
+                    worker.close()
+            shutil.rmtree(out_dir, ignore_errors=True)
+        return [{"counted": combine_counts(per, callgrind.TOOL, version)} for per in results]
+
+    def _worker(self, backend: str, executable: str, out_dir: Path) -> BackendWorker:
+        worker = self.pool.fresh(backend, spawn=True)  # Valgrind runs a new process: never forked
+        worker.command_prefix = callgrind.command_prefix(executable, out_dir)
+        worker.extra_env = {callgrind.OUT_DIR_ENV: str(out_dir), **callgrind.worker_env()}
+        return worker
+
+    def _once(self, worker: BackendWorker, info: ModelInfo, artifact: Path, feeds: Sequence[np.ndarray],
+              plan: Plan) -> dict[str, Any]:
+        shapes = {k: list(v) for k, v in info.shapes.items()}
+        worker.request(Load(info.key, str(artifact), info.threads, shapes, with_coverage=False), artifact=str(artifact))
+        return worker.request(Count(info.key, list(feeds), min(plan.warmup, 5), self.settings.count_runs),
+                              artifact=str(artifact))
+
+    def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, record: Mapping[str, Any],
+             twin: Path | None, twin_measured: Mapping[str, Any] | None,
+             twin_coverage: dict[str, Any] | None) -> GateResult:
+        """A/B against the twin's counts where there is a twin, else against a stored report's."""
+        if twin is not None and twin_measured is not None:
+            baseline: Mapping[str, Any] = {"backend": info.backend, **twin_measured, "coverage": twin_coverage,
+                                           "artifact_bytes": artifact_bytes(twin, info.backend)}
+            source, paired = str(twin.relative_to(self.settings.rootdir)) if twin.is_relative_to(
+                self.settings.rootdir) else str(twin), True
+
+            def recount() -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
+                mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan)
+                return mine["counted"], theirs["counted"]
+        else:
+            stored = find_baseline(self.settings.baseline, record)
+            if stored is None:
+                return GateResult()
+            baseline, source, paired = stored, stored.get("test", "?"), False
+
+            def recount() -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
+                (mine,) = self.rounds(info, [info.artifact], feeds, plan)
+                return mine["counted"], None
+        result = run_count_gate(record, baseline, paired=paired, threshold=self.settings.count_threshold,
+                                recount=recount, source=source, max_regression=self.settings.max_regression)
+        if paired:
+            result.summary["twin"] = {"counted": baseline.get("counted"), "coverage": twin_coverage}
+        return result

@@ -1,0 +1,92 @@
+"""Counted mode's figures and gate: instructions per inference, counted under Valgrind's callgrind
+in fresh processes (docs/measurement.md, "Counted mode"). Pure logic, no pytest.
+
+A count does not depend on load, frequency or the host's other guests: two processes of the same
+model agree to about 0.01 % (each process's figure is its median run, see
+:func:`pytest_edge.worker.callgrind.count_runs`). So the gate needs no significance test and, where
+each side's processes agree within :data:`AGREE`, no second measurement: a growth above the threshold (default 1 %) fails at once. Where they do not agree (a
+runtime whose work depends on timing, e.g. threads that spin), the suspect is counted again and
+fails only when above the threshold twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .gate import GateResult
+from .regressions import resource_regressions
+
+# Per-process counts that lie within this fraction of each other count as exact: one measurement decides.
+AGREE = 0.005
+# Counted figures of a record or twin: (the new counted block, the twin's or None) from fresh processes.
+Recount = Callable[[], "tuple[Mapping[str, Any], Mapping[str, Any] | None]"]
+
+
+def combine_counts(per_process: Sequence[Mapping[str, Any]], tool: str, version: str) -> dict[str, Any]:
+    """One counted figure from the processes' own: the median, the spread, and each process's."""
+    counts = [float(p["instructions"]) for p in per_process]
+    cache_keys = sorted({k for p in per_process for k in (p.get("cache") or {})})
+    cache = {k: round(float(np.median([(p.get("cache") or {}).get(k, 0.0) for p in per_process])), 1)
+             for k in cache_keys}
+    return {
+        "tool": tool, "version": version,
+        "instructions": round(float(np.median(counts)), 1),
+        **({"cache": cache} if cache else {}),
+        "runs": per_process[0]["runs"], "warmup_runs": per_process[0]["warmup_runs"],
+        "spread": spread(counts),
+        "processes": [{"instructions": p["instructions"], **({"cache": p["cache"]} if p.get("cache") else {}),
+                       "run_spread": p.get("run_spread")} for p in per_process],
+    }
+
+
+def spread(counts: Sequence[float]) -> float:
+    """Largest over smallest count, minus one (0.0: every process counted the same)."""
+    return max(counts) / min(counts) - 1 if counts and min(counts) > 0 else 0.0
+
+
+def _agrees(counted: Mapping[str, Any]) -> bool:
+    return float(counted.get("spread") or 0.0) <= AGREE
+
+
+def _ratio(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> float:
+    return float(mine["instructions"]) / float(theirs["instructions"])
+
+
+def run_count_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool, threshold: float,
+                   recount: Recount, source: str, max_regression: float) -> GateResult:
+    """``record`` and ``baseline`` carry a ``counted`` block (the twin's, or a stored report's);
+    delegate coverage is gated as in wall-clock mode, memory is not measured under Valgrind."""
+    what = "the baseline twin" if paired else "the baseline"
+    backend = record["backend"]
+    result = GateResult()
+    result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
+                      "counted": True}
+    result.failures = [r.message for r in resource_regressions(record, baseline, max_regression, what)]
+    mine, theirs = record.get("counted"), baseline.get("counted")
+    if not isinstance(theirs, Mapping) or not theirs.get("instructions"):
+        result.notes.append(f"{backend}: instructions not gated: {what} ({source}) has no counted figure "
+                            "(measure it with --edge-count=instructions too)")
+    elif isinstance(mine, Mapping) and mine.get("instructions"):
+        ratio = _ratio(mine, theirs)
+        result.summary["instructions_ratio"] = ratio
+        processes = len(mine.get("processes") or [])
+        message = (f"{backend}: {mine['instructions']:,.0f} instructions per inference is {ratio - 1:+.2%} against "
+                   f"{what} {theirs['instructions']:,.0f} (allowed +{threshold:.2%}; counted by "
+                   f"{mine.get('tool', 'callgrind')} in {processes} fresh process{'es' if processes != 1 else ''}")
+        if ratio - 1 > threshold:
+            if _agrees(mine) and _agrees(theirs):
+                agreeing = f" agreeing within {AGREE:.1%}" if processes > 1 else ""
+                result.failures.append(message + agreeing + ")")
+            else:  # not deterministic here: counted again, fails only when above the threshold twice
+                result.summary["remeasured"] = True
+                again, twin_again = recount()
+                second = _ratio(again, twin_again if paired and twin_again else theirs)
+                if second - 1 > threshold:
+                    result.failures.append(message + f"; counted again in fresh processes: {second - 1:+.2%})")
+                else:
+                    result.notes.append(f"{backend}: instructions looked {ratio - 1:+.2%} against {what}, but "
+                                        f"counted again in fresh processes {second - 1:+.2%}")
+    result.summary["verdict"] = "failed" if result.failures else "passed"
+    return result
