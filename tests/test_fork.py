@@ -118,6 +118,39 @@ def test_a_dead_zygote_takes_its_children_and_the_next_fork_starts_a_new_one() -
         pool.close()
 
 
+def test_a_zygote_killed_during_or_between_measurements_is_named_and_replaced() -> None:
+    """A zygote SIGKILLed while its child measures: the crash names the zygote, not the runtime;
+    killed between measurements: the next fresh worker gets a new zygote and the session's
+    restart notes say what happened (they reach the record's ``restarts``)."""
+    pool = _pool()
+    try:
+        worker = pool.fresh("litert")
+        worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
+        first = pool.zygotes["litert"].pid
+        killer = threading.Timer(0.5, os.kill, (first, signal.SIGKILL))
+        killer.start()
+        with pytest.raises(BackendCrash, match=rf"litert: its zygote \(pid {first}\) ended \(signal SIGKILL\) "
+                                               r"while its forked worker was trying to measure"):
+            worker.request(Measure("m", CNN_INPUT, 0, 1, 30.0), artifact="tiny_cnn.tflite")  # 30 s: killed first
+        killer.join()
+        assert pool.take_restart_notes() == []  # said by the failure already
+        again = pool.fresh("litert")
+        assert _measure(again, FIXTURES / "tiny_cnn.tflite", runs=2)["measured_runs"] == 2
+        again.close()
+        second = pool.zygotes["litert"].pid
+        assert second not in {None, first}
+        os.kill(second, signal.SIGKILL)
+        assert _gone(second)
+        third = pool.fresh("litert")
+        assert _measure(third, FIXTURES / "tiny_cnn.tflite", runs=2)["measured_runs"] == 2
+        third.close()
+        notes = pool.take_restart_notes()
+        assert len(notes) == 1 and notes[0].startswith(f"litert: its zygote (pid {second}) ended (signal SIGKILL) "
+                                                       "between measurements"), notes
+    finally:
+        pool.close()
+
+
 @pytest.mark.slow
 def test_peak_memory_is_each_forked_workers_own(tmp_path: Path) -> None:
     """A child's VmHWM starts at its own resident set, not the zygote's or a sibling's peak: a

@@ -254,6 +254,10 @@ class BackendWorker:
         if self.device is not None and op == "start":
             raise DeviceUnreachable(f"device {self.device[0]} cannot be reached: its command ended ({how}) before "
                                     f"the worker said hello ({self.device[1]}){tail}")
+        if isinstance(process, ForkedProcess) and process.lost_with_zygote:
+            raise BackendCrash(f"{self.backend_name}: {process.lost_with_zygote} while its forked worker was trying "
+                               f"to {op} {artifact or ''}, and took that worker with it; a new zygote is started "
+                               f"for the next measurement{tail}")
         if self.device is not None:
             raise BackendCrash(f"device {self.device[0]} dropped the connection ({how}) while {self.label} was "
                                f"trying to {op} {artifact or ''}; it is reconnected for the next test{tail}")

@@ -54,15 +54,23 @@ class ForkedProcess:
         self.zygote = zygote
         self.pid = pid
         self.returncode: int | None = None
+        # How the zygote ended, when it took this process with it (said instead of "crashed").
+        self.lost_with_zygote: str | None = None
+
+    def _status(self, timeout_s: float) -> None:
+        self.returncode = self.zygote.status(self.pid, timeout_s)
+        if self.returncode is not None and not self.zygote.alive and self.zygote.end is not None:
+            self.lost_with_zygote = self.zygote.end
+            self.zygote.end_said = True
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self.zygote.status(self.pid, 0.0)
+            self._status(0.0)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            self.returncode = self.zygote.status(self.pid, 3600.0 if timeout is None else timeout)
+            self._status(3600.0 if timeout is None else timeout)
         if self.returncode is None:
             raise subprocess.TimeoutExpired(f"forked {self.zygote.backend_name} worker {self.pid}", timeout or 0)
         return self.returncode
@@ -85,6 +93,11 @@ class Zygote:
         self.hello: dict[str, Any] = {}
         self._process: subprocess.Popen | None = None
         self._socket: socket.socket | None = None
+        # How a zygote that died ended ("its zygote (pid N) ended (signal SIGKILL)"), whether a
+        # measurement's crash message said it already, and the notes of its restarts not yet taken.
+        self.end: str | None = None
+        self.end_said = False
+        self.restart_notes: list[str] = []
         self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{backend_name}-zygote.log"
 
     @property
@@ -99,6 +112,12 @@ class Zygote:
         """Start the zygote and wait until it has imported the runtime (BackendError if it cannot)."""
         if self.alive:
             return
+        self._note_end()
+        if self.end is not None and not self.end_said:
+            self.restart_notes.append(
+                f"{self.backend_name}: {self.end} between measurements (a kill from outside, the OOM killer) "
+                "and was started again; each measuring process is forked fresh, so no figure lost anything")
+        self.end, self.end_said = None, False
         self.close()
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -123,6 +142,16 @@ class Zygote:
         reply = self.call({"op": "fork"}, [connection_fd, log_fd])
         return ForkedProcess(self, reply["pid"])
 
+    def _note_end(self) -> None:
+        """Remember how the zygote ended, if its process is gone."""
+        code = self._process.poll() if self._process is not None else None
+        if code is not None and self.end is None:
+            try:
+                how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+            except ValueError:
+                how = f"signal {-code}"
+            self.end = f"its zygote (pid {self._process.pid}) ended ({how})"
+
     def status(self, pid: int, timeout_s: float) -> int | None:
         """The child's exit code (negative: the signal that ended it), None while it runs; waits up
         to ``timeout_s`` for it to end."""
@@ -131,6 +160,7 @@ class Zygote:
                 return self.call({"op": "status", "pid": pid, "timeout_s": timeout_s}, timeout_s=timeout_s)["status"]
         except BackendError:
             pass
+        self._note_end()
         return -signal.SIGKILL  # the zygote is gone: PR_SET_PDEATHSIG killed its children
 
     def call(self, message: dict[str, Any], fds: list[int] | None = None, timeout_s: float = 0.0) -> dict[str, Any]:
@@ -164,6 +194,7 @@ class Zygote:
             tail = self.log_path.read_text(errors="replace").strip()[-1500:]
         except OSError:
             pass
+        self._note_end()
         self.close()
         raise BackendError(f"{self.backend_name}: its zygote {how}" + (f"; it printed:\n{tail}" if tail else ""))
 
