@@ -8,6 +8,7 @@ import importlib.metadata
 from pathlib import Path
 from typing import Any
 
+from .errors import BackendError
 from .external_data import external_files
 
 # Native libraries: the part of a runtime's package an app would ship (.so, .dylib, .dll, .pyd).
@@ -20,6 +21,17 @@ def artifact_bytes(artifact: Path, backend: str | None = None) -> int:
     external file is a BackendError naming the model and ``backend`` (as loading it would be)."""
     artifact = Path(artifact)
     return artifact.stat().st_size + sum(p.stat().st_size for p in external_files(artifact, backend).values())
+
+
+def artifact_size(artifact: Path, backend: str | None = None) -> tuple[int | None, str | None]:
+    """:func:`artifact_bytes` for the record and the size budgets: ``(bytes, None)``, or ``(None,
+    why)`` where a file of the artifact is gone since it was loaded (removed or replaced while the
+    test measured), so that the record says so instead of the check ending in a traceback."""
+    try:
+        return artifact_bytes(artifact, backend), None
+    except (OSError, BackendError) as exc:
+        detail = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return None, f"its size could not be read after it was loaded ({detail})"
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,37 @@
+"""Sizes of artifacts that are not what they were when loaded (pytest_edge/sizes.py): an artifact
+removed or replaced while its test measured, an ONNX model whose external data went missing. The
+record gets ``null`` with the reason and a size budget says why it could not be judged, instead of
+the check ending in a FileNotFoundError."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from edge_helpers import FIXTURES
+
+from pytest_edge.checks import check_sizes
+from pytest_edge.sizes import artifact_size
+
+
+def test_an_artifact_removed_after_loading_has_no_size_and_says_why(tmp_path: Path) -> None:
+    model = tmp_path / "tiny_mlp.onnx"
+    shutil.copy(FIXTURES / "tiny_mlp.onnx", model)
+    assert artifact_size(model, "onnxruntime-cpu") == (model.stat().st_size, None)
+    model.unlink()
+    size, reason = artifact_size(model, "onnxruntime-cpu")
+    assert size is None and reason == f"its size could not be read after it was loaded (No such file or directory: {model})"
+    budget = check_sizes("models/tiny_mlp.onnx", size, "onnxruntime 1.0", 10, 1.0, None, "onnxruntime-cpu",
+                         None, reason)
+    assert budget == [f"onnxruntime-cpu: artifact models/tiny_mlp.onnx: {reason} (max_artifact_mb=1)"]
+
+
+def test_external_data_removed_after_loading_names_the_missing_file(tmp_path: Path) -> None:
+    for name in ("tiny_ext.onnx", "tiny_ext.onnx.data"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    whole = sum((tmp_path / n).stat().st_size for n in ("tiny_ext.onnx", "tiny_ext.onnx.data"))
+    assert artifact_size(tmp_path / "tiny_ext.onnx", "onnxruntime-cpu") == (whole, None)
+    (tmp_path / "tiny_ext.onnx.data").unlink()
+    size, reason = artifact_size(tmp_path / "tiny_ext.onnx", "onnxruntime-cpu")
+    assert size is None and "onnxruntime-cpu" in reason
+    assert f"external data file {tmp_path / 'tiny_ext.onnx.data'}, which is missing" in reason
