@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from edge_helpers import FIXTURES, ROOT, needs_executorch, write_mlp
 
-from pytest_edge.errors import BackendCrash
+from pytest_edge.backends import get_backend
+from pytest_edge.errors import BackendCrash, BackendError
 from pytest_edge.worker.pool import WorkerPool
 from pytest_edge.worker.protocol import Load, Measure
 from pytest_edge.worker.zygote import fork_supported
@@ -147,6 +148,26 @@ def test_a_zygote_killed_during_or_between_measurements_is_named_and_replaced() 
         notes = pool.take_restart_notes()
         assert len(notes) == 1 and notes[0].startswith(f"litert: its zygote (pid {second}) ended (signal SIGKILL) "
                                                        "between measurements"), notes
+    finally:
+        pool.close()
+
+
+def test_a_runtime_the_zygote_cannot_import_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken runtime first on the path (a folder shadowing the runtime's package, as a conftest
+    inserting into sys.path would): the error names the backend, the zygote, the import error and
+    the way out; nothing is left running."""
+    package = tmp_path / get_backend("litert").runtime_module.split(".")[0]  # ai_edge_litert or tflite_runtime
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('a broken LiteRT on purpose')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pool = _pool()
+    try:
+        worker = pool.fresh("litert")
+        with pytest.raises(BackendError, match=r"^litert: its zygote \(which forks the measuring processes\) could "
+                                               r"not import the runtime: ImportError: a broken LiteRT on purpose; "
+                                               r"--edge-fork=off spawns them instead$"):
+            worker.launch()
+        assert not pool.zygotes["litert"].alive and _children_named("pytest_edge.worker --zygote") == []
     finally:
         pool.close()
 

@@ -134,7 +134,8 @@ class Zygote:
             raise
         if "error" in self.hello:
             self.close()
-            raise BackendError(f"{self.backend_name}: its zygote could not import the runtime: {self.hello['error']}")
+            raise BackendError(f"{self.backend_name}: its zygote (which forks the measuring processes) could not "
+                               f"import the runtime: {self.hello['error']}; --edge-fork=off spawns them instead")
 
     def fork(self, connection_fd: int, log_fd: int) -> ForkedProcess:
         """A fresh worker serving the protocol on ``connection_fd``, printing to ``log_fd``."""
