@@ -172,6 +172,31 @@ def test_a_runtime_the_zygote_cannot_import_is_a_clear_error(tmp_path: Path, mon
         pool.close()
 
 
+def test_a_changed_environment_gets_a_new_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Children inherit the zygote's environment, not the host's of the moment: after a test's
+    setenv (a runtime's OMP_NUM_THREADS, say) the next fork comes from a zygote started with it,
+    as a spawned worker would be; an unchanged environment keeps the zygote."""
+    pool = _pool()
+    try:
+        first = pool.fresh("litert")
+        first.call("ping")
+        first.close()
+        zygote = pool.zygotes["litert"].pid
+        monkeypatch.setenv("PYTEST_EDGE_PROBE_SETTING", "2")
+        second = pool.fresh("litert")
+        child = second.call("ping")
+        again = pool.zygotes["litert"].pid
+        assert again not in {None, zygote}
+        assert b"PYTEST_EDGE_PROBE_SETTING=2" in Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        second.close()
+        third = pool.fresh("litert")
+        third.call("ping")
+        third.close()
+        assert pool.zygotes["litert"].pid == again
+    finally:
+        pool.close()
+
+
 @pytest.mark.slow
 def test_peak_memory_is_each_forked_workers_own(tmp_path: Path) -> None:
     """A child's VmHWM starts at its own resident set, not the zygote's or a sibling's peak: a

@@ -46,6 +46,14 @@ def thread_count() -> int:
         return 1
 
 
+def _environment() -> dict[str, str]:
+    """A spawned worker's environment now (with sys.path): a zygote started with another one is
+    replaced, as its children inherit its own. pytest's per-test PYTEST_CURRENT_TEST aside."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
 class ForkedProcess:
     """A child of the zygote, seen from the host with the part of ``subprocess.Popen`` that
     BackendWorker uses: ``pid``, ``returncode``, ``poll``, ``wait``, ``kill``."""
@@ -98,6 +106,7 @@ class Zygote:
         self.end: str | None = None
         self.end_said = False
         self.restart_notes: list[str] = []
+        self._env: dict[str, str] = {}
         self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{backend_name}-zygote.log"
 
     @property
@@ -120,7 +129,7 @@ class Zygote:
         self.end, self.end_said = None, False
         self.close()
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        env = self._env = _environment()
         with open(self.log_path, "wb") as log:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "pytest_edge.worker", "--zygote", self.backend_name, str(child.fileno())],
@@ -139,6 +148,8 @@ class Zygote:
 
     def fork(self, connection_fd: int, log_fd: int) -> ForkedProcess:
         """A fresh worker serving the protocol on ``connection_fd``, printing to ``log_fd``."""
+        if self.alive and self._env != _environment():
+            self.close()  # the environment changed since it started (a test's setenv): a child must see it
         self.start()
         reply = self.call({"op": "fork"}, [connection_fd, log_fd])
         return ForkedProcess(self, reply["pid"])
