@@ -111,7 +111,9 @@ def test_a_dead_zygote_takes_its_children_and_the_next_fork_starts_a_new_one() -
         os.kill(zygote, signal.SIGKILL)
         assert _gone(child)  # PR_SET_PDEATHSIG
         worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
-        assert "died (signal SIGKILL) between requests" in worker.restart_notes[0]
+        assert (f"died (signal SIGKILL: its zygote (pid {zygote}) ended (signal SIGKILL) and took it with it) "
+                "between requests") in worker.restart_notes[0]
+        assert pool.take_restart_notes() == []  # said once, by the worker's note, not again by the zygote
         assert pool.zygotes["litert"].pid not in {None, zygote}
         assert worker.call("ping") != child
         worker.close()

@@ -142,6 +142,8 @@ class BackendWorker:
             # It died between requests (a late native crash, the OOM killer, a kill): nothing of
             # this request ran yet, so start a new one and load again what it held; never silently.
             how = _signal_name(self._process.returncode)
+            if isinstance(self._process, ForkedProcess) and self._process.lost_with_zygote:
+                how += f": {self._process.lost_with_zygote} and took it with it"
             held = ", ".join(sorted({Path(self._loads[k].path).name for k in self._live if k in self._loads})) \
                 or "no model"
             self._reset()
