@@ -245,6 +245,36 @@ def test_executorch_forks_after_one_import() -> None:
         pool.close()
 
 
+TORCH_POOL_IN_ZYGOTE = """
+import sys
+if "--zygote" in sys.argv:  # only in a zygote: torch's intra-op pool runs before any fork
+    import torch
+    torch.set_num_threads(2)
+    torch.ones(4_000_000).mul(2).sum()
+"""
+
+
+@needs_executorch
+@pytest.mark.slow
+def test_executorch_forks_from_a_zygote_whose_torch_pool_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zygote with torch's intra-op threads running (started at interpreter start, as a site's
+    customization could): the forked children still load and measure on 1 and 2 threads (torch's
+    fork handler resets the pool in a child; ExecuTorch's XNNPACK pool is the child's own)."""
+    (tmp_path / "sitecustomize.py").write_text(TORCH_POOL_IN_ZYGOTE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pool = _pool()
+    try:
+        for threads in (1, 2):
+            worker = pool.fresh("executorch")
+            worker.request(Load("m", str(FIXTURES / "tiny_cnn.pte"), threads, {}, with_coverage=False))
+            result = worker.request(Measure("m", CNN_INPUT, 2, 20, 0.0), artifact="tiny_cnn.pte")
+            assert result["measured_runs"] == 20 and result["latency_ms"]["p50"] > 0
+            worker.close()
+        assert pool.zygotes["executorch"].hello["threads"] >= 3  # main + torch's pool (2)
+    finally:
+        pool.close()
+
+
 HOST = """
 import os, sys, time
 from pytest_edge.worker.pool import WorkerPool
