@@ -174,6 +174,23 @@ def test_a_runtime_the_zygote_cannot_import_is_a_clear_error(tmp_path: Path, mon
         pool.close()
 
 
+def test_a_measurements_worker_keeps_the_shared_workers_log() -> None:
+    """The shared worker and a measurement's fresh worker of one backend write separate logs: the
+    fresh one's start does not truncate the shared one's, nor does its end remove it (the shared
+    worker's crash message quotes its log)."""
+    pool = _pool()
+    try:
+        shared = pool.worker("litert")
+        shared.call("ping")
+        fresh = pool.fresh("litert")
+        fresh.call("ping")
+        assert len({shared.log_path, fresh.log_path, pool.zygotes["litert"].log_path}) == 3
+        fresh.close()
+        assert shared.log_path.exists() and not fresh.log_path.exists()
+    finally:
+        pool.close()
+
+
 def test_a_changed_environment_gets_a_new_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
     """Children inherit the zygote's environment, not the host's of the moment: after a test's
     setenv (a runtime's OMP_NUM_THREADS, say) the next fork comes from a zygote started with it,

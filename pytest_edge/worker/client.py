@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import itertools
 import time
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -27,6 +28,7 @@ from . import protocol
 from .server import WorkerServer
 from .zygote import ForkedProcess, Zygote
 
+_LOGS = itertools.count()  # numbers the log files of this process's workers
 
 
 def _signal_name(exitcode: int | None) -> str:
@@ -73,7 +75,9 @@ class BackendWorker:
         self._loads: dict[str, protocol.Load] = {}
         self._live: set[str] = set()
         self._sent: set[str] = set()  # artifacts the device's cache holds (by content name)
-        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{self.label}.log"
+        # One log per worker: a measurement's fresh worker must not truncate or remove the log of the
+        # backend's shared worker (whose crash message quotes it).
+        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{self.label}-{next(_LOGS)}.log"
 
     @property
     def alive(self) -> bool:

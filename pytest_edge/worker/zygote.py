@@ -107,7 +107,7 @@ class Zygote:
         self.end_said = False
         self.restart_notes: list[str] = []
         self._env: dict[str, str] = {}
-        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{backend_name}-zygote.log"
+        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{backend_name}-zygote-{id(self)}.log"
 
     @property
     def alive(self) -> bool:
