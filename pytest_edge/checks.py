@@ -109,12 +109,13 @@ def check_memory(peak_mb: float | None, budget: float | None, backend: str) -> l
 
 def check_sizes(artifact: str, artifact_bytes: int | None, runtime: str, runtime_bytes: int | None,
                 max_artifact_mb: float | None, max_runtime_mb: float | None, backend: str,
-                runtime_reason: str | None = None) -> list[str]:
+                runtime_reason: str | None = None, artifact_reason: str | None = None) -> list[str]:
     """``max_artifact_mb`` against the artifact (with its external data), ``max_runtime_mb`` against
     the runtime's installed package; MB = 2**20 bytes."""
     problems = []
     for what, figure, budget, key, unknown in (
-            (f"artifact {artifact}", artifact_bytes, max_artifact_mb, "max_artifact_mb", "its size could not be read"),
+            (f"artifact {artifact}", artifact_bytes, max_artifact_mb, "max_artifact_mb",
+             artifact_reason or "its size could not be read"),
             (f"runtime package {runtime}", runtime_bytes, max_runtime_mb, "max_runtime_mb",
              runtime_reason or "its size could not be read")):
         if budget is None:

@@ -23,7 +23,7 @@ from .measurement.gate import GateResult
 from .plan import Plan
 from .report.json_report import find_baseline
 from .settings import Settings
-from .sizes import artifact_bytes
+from .sizes import artifact_size
 from .worker import callgrind
 from .worker.client import BackendWorker
 from .worker.pool import ModelInfo, WorkerPool
@@ -100,7 +100,7 @@ class Counter:
         """A/B against the twin's counts where there is a twin, else against a stored report's."""
         if twin is not None and twin_measured is not None:
             baseline: Mapping[str, Any] = {"backend": info.backend, **twin_measured, "coverage": twin_coverage,
-                                           "artifact_bytes": artifact_bytes(twin, info.backend)}
+                                           "artifact_bytes": artifact_size(twin, info.backend)[0]}
             source, paired = str(twin.relative_to(self.settings.rootdir)) if twin.is_relative_to(
                 self.settings.rootdir) else str(twin), True
 

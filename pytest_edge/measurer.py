@@ -18,7 +18,7 @@ from .plan import Plan
 from .report.ab_baseline import twin_figures
 from .report.json_report import find_baseline
 from .settings import Settings
-from .sizes import artifact_bytes
+from .sizes import artifact_size
 from .worker.client import BackendWorker
 from .worker.pool import ModelInfo, WorkerPool
 from .worker.protocol import Load, Measure
@@ -144,7 +144,7 @@ class Measurer:
             return self.counter.gate(info, feeds, plan, record, twin, twin_measured, coverage)
         if twin is not None and twin_measured is not None:
             baseline = {"backend": info.backend, **twin_measured, "coverage": self._twin_coverage(info, twin),
-                        "artifact_bytes": artifact_bytes(twin, info.backend)}
+                        "artifact_bytes": artifact_size(twin, info.backend)[0]}
 
             def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan)

@@ -22,7 +22,7 @@ from .golden.sets import GoldenSets
 from .measurement.gate import GateResult
 from .plan import Plan
 from .record import Record, model_json
-from .sizes import artifact_bytes
+from .sizes import artifact_size
 from .triage.cross_isa import cross_isa_note
 from .triage.ladder import Runner, as_seen_by_triage, sibling_triage
 from .worker.pool import ModelInfo
@@ -127,8 +127,9 @@ def size_budgets(plan: Plan, info: ModelInfo, rootdir: Path) -> list[str]:
     package = info.runtime.get("package") or {}
     runtime = f"{info.runtime.get('name')} {info.runtime.get('version') or ''}".strip()
     artifact = model_json(plan.model.name, info.artifact, rootdir)["artifact"]
-    return check_sizes(artifact, artifact_bytes(info.artifact, info.backend), runtime, package.get("bytes"),
-                       marker.max_artifact_mb, marker.max_runtime_mb, plan.backend, package.get("reason"))
+    size, unreadable = artifact_size(info.artifact, info.backend)
+    return check_sizes(artifact, size, runtime, package.get("bytes"), marker.max_artifact_mb, marker.max_runtime_mb,
+                       plan.backend, package.get("reason"), unreadable)
 
 
 def throughput(latency_ms: dict[str, float] | None) -> float | None:
@@ -150,7 +151,8 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
            measured: dict[str, Any], rootdir: Path) -> Record:
     """The record of a check that ran: every figure found; its verdict comes from the violations."""
     feeds = compared.first_feeds
-    return Record(
+    size, unreadable = artifact_size(info.artifact, info.backend)
+    made = Record(
         test=test_id, model=model_json(plan.model.name, info.artifact, rootdir), backend=info.backend,
         runtime=info.runtime, plugin={"name": "pytest-edge", "version": __version__},
         precision=info.precision, threads=info.threads,
@@ -163,7 +165,7 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
         steady_memory_mb=measured.get("steady_memory_mb"), drift=measured.get("drift"),
         timing_under_load=measured.get("under_load"), other_cores_busy=measured.get("other_cores_busy"),
         processes=measured.get("processes"), process_spread=measured.get("process_spread"),
-        artifact_bytes=artifact_bytes(info.artifact, info.backend),
+        artifact_bytes=size,
         runtime_bytes=(info.runtime.get("package") or {}).get("bytes"),
         throughput=throughput(measured.get("latency_ms")),
         power_and_temperature=measured.get("power_and_temperature"),
@@ -174,3 +176,6 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
                   **({"reference_model": golden.model} if plan.reference is not None else {})},
         checked=True,
     )
+    if unreadable:  # null with the reason, as runtime.package says why runtime_bytes is null
+        made.extra["artifact_bytes_reason"] = unreadable
+    return made

@@ -8,6 +8,7 @@ import importlib.metadata
 from pathlib import Path
 from typing import Any
 
+from .errors import BackendError
 from .external_data import external_files
 
 # Native libraries: the part of a runtime's package an app would ship (.so, .dylib, .dll, .pyd).
@@ -22,16 +23,43 @@ def artifact_bytes(artifact: Path, backend: str | None = None) -> int:
     return artifact.stat().st_size + sum(p.stat().st_size for p in external_files(artifact, backend).values())
 
 
+def artifact_size(artifact: Path, backend: str | None = None) -> tuple[int | None, str | None]:
+    """:func:`artifact_bytes` for the record and the size budgets: ``(bytes, None)``, or ``(None,
+    why)`` where a file of the artifact is gone since it was loaded (removed or replaced while the
+    test measured), so that the record says so instead of the check ending in a traceback."""
+    try:
+        return artifact_bytes(artifact, backend), None
+    except (OSError, BackendError) as exc:
+        detail = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return None, f"its size could not be read after it was loaded ({detail})"
+
+
+def _providing(module: str | None) -> list[str]:
+    """The installed distributions that provide the top-level package of ``module``."""
+    if not module:
+        return []
+    try:
+        return sorted(set(importlib.metadata.packages_distributions().get(module.split(".")[0], [])))
+    except Exception:  # noqa: BLE001 - a broken metadata folder elsewhere: the reason says not found
+        return []
+
+
 @functools.lru_cache(maxsize=None)
-def runtime_package(distribution: str) -> dict[str, Any]:
+def runtime_package(distribution: str, module: str | None = None) -> dict[str, Any]:
     """The installed package of ``distribution`` (e.g. ``onnxruntime``), summed from the files its
     installer recorded (RECORD): ``{"bytes", "files", "native_bytes"}``, or ``{"bytes": None,
     "reason"}`` where the files are not known. Dependencies (NumPy, torch) are not counted: what an
-    app ships is the runtime, not the Python it was tested from. Once per process."""
+    app ships is the runtime, not the Python it was tested from. Where ``distribution`` is not
+    installed but another one provides the runtime's ``module`` (``onnxruntime-gpu`` provides
+    ``onnxruntime``), that one is summed and named (``"distribution"``). Once per process."""
     try:
         files = importlib.metadata.distribution(distribution).files
     except importlib.metadata.PackageNotFoundError:
-        return {"bytes": None, "reason": f"{distribution} is not installed as a Python distribution here"}
+        others = [d for d in _providing(module) if d != distribution]
+        if len(others) == 1:
+            return {**runtime_package(others[0]), "distribution": others[0]}
+        found = f" (the {module} module comes from {', '.join(others)})" if others else ""
+        return {"bytes": None, "reason": f"{distribution} is not installed as a Python distribution here{found}"}
     if not files:
         return {"bytes": None, "reason": f"{distribution} was installed without a file list (no RECORD), "
                                          "so its size cannot be summed"}

@@ -39,6 +39,36 @@ def has_figures(record: Mapping[str, Any]) -> bool:
                                                     "power_and_temperature"))
 
 
+def invalid_field(record: Mapping[str, Any]) -> str | None:
+    """What is wrong with the record's deployment figures (for load_report's message), or None:
+    sizes and throughput are null or a number >= 0; power_and_temperature is null or an object
+    whose ``initial`` and ``steady`` map each reading (temperature_c, cpu_mhz, power_w) to
+    {sensor: number or null}. Reports older than these fields have none of them: that is fine."""
+    for key in ("artifact_bytes", "runtime_bytes", "throughput"):
+        value = record.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0
+                                  or value == float("inf")):
+            return f"{key!r} must be a number >= 0 or null, got {value!r}"
+    sensors = record.get("power_and_temperature")
+    if sensors is None:
+        return None
+    if not isinstance(sensors, Mapping):
+        return f"'power_and_temperature' must be an object or null, got {sensors!r}"
+    for key in ("tool", "reason"):
+        if sensors.get(key) is not None and not isinstance(sensors[key], str):
+            return f"'power_and_temperature.{key}' must be a string or null, got {sensors[key]!r}"
+    for when in ("initial", "steady"):
+        readings = sensors.get(when)
+        if readings is not None and not isinstance(readings, Mapping):
+            return f"'power_and_temperature.{when}' must be an object or null, got {readings!r}"
+        for kind, values in (readings or {}).items():
+            if values is not None and not (isinstance(values, Mapping) and all(
+                    v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values.values())):
+                return (f"'power_and_temperature.{when}.{kind}' must be an object of numbers (one per sensor), "
+                        f"got {values!r}")
+    return None
+
+
 def row_cells(record: Mapping[str, Any]) -> list[str]:
     """The HTML cells after the backend's: sizes, throughput, temperature, frequency, power."""
     runtime_reason = dig(record, "runtime", "package", "reason")

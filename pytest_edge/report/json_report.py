@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 from ..backends import split_device
 from ..files import atomic_write
 from ..measurement.regressions import check_baseline
+from .deployment import invalid_field
 
 SCHEMA = "pytest-edge/report/1"
 
@@ -115,6 +116,9 @@ def load_report(path: Path) -> dict[str, Any]:
         if quantiles is not None and not (isinstance(quantiles, list) and all(
                 number(q) and q is not None for q in quantiles)):
             raise bad(where, f"'latency_quantiles_ms' must be a list of numbers or null, got {quantiles!r}")
+        deployment = invalid_field(record)  # sizes, throughput, power and temperature
+        if deployment is not None:
+            raise bad(where, deployment)
     return report
 
 

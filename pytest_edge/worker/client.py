@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import itertools
 import time
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -27,6 +28,7 @@ from . import protocol
 from .server import WorkerServer
 from .zygote import ForkedProcess, Zygote
 
+_LOGS = itertools.count()  # numbers the log files of this process's workers
 
 
 def _signal_name(exitcode: int | None) -> str:
@@ -73,7 +75,9 @@ class BackendWorker:
         self._loads: dict[str, protocol.Load] = {}
         self._live: set[str] = set()
         self._sent: set[str] = set()  # artifacts the device's cache holds (by content name)
-        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{self.label}.log"
+        # One log per worker: a measurement's fresh worker must not truncate or remove the log of the
+        # backend's shared worker (whose crash message quotes it).
+        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{self.label}-{next(_LOGS)}.log"
         # Counted mode: the local worker runs under this command (valgrind ...), with these
         # variables added to its environment. It must be spawned so: a fork is not under Valgrind.
         self.command_prefix: list[str] = []
@@ -147,6 +151,8 @@ class BackendWorker:
             # It died between requests (a late native crash, the OOM killer, a kill): nothing of
             # this request ran yet, so start a new one and load again what it held; never silently.
             how = _signal_name(self._process.returncode)
+            if isinstance(self._process, ForkedProcess) and self._process.lost_with_zygote:
+                how += f": {self._process.lost_with_zygote} and took it with it"
             held = ", ".join(sorted({Path(self._loads[k].path).name for k in self._live if k in self._loads})) \
                 or "no model"
             self._reset()
@@ -259,6 +265,10 @@ class BackendWorker:
         if self.device is not None and op == "start":
             raise DeviceUnreachable(f"device {self.device[0]} cannot be reached: its command ended ({how}) before "
                                     f"the worker said hello ({self.device[1]}){tail}")
+        if isinstance(process, ForkedProcess) and process.lost_with_zygote:
+            raise BackendCrash(f"{self.backend_name}: {process.lost_with_zygote} while its forked worker was trying "
+                               f"to {op} {artifact or ''}, and took that worker with it; a new zygote is started "
+                               f"for the next measurement{tail}")
         if self.device is not None:
             raise BackendCrash(f"device {self.device[0]} dropped the connection ({how}) while {self.label} was "
                                f"trying to {op} {artifact or ''}; it is reconnected for the next test{tail}")

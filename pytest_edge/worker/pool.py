@@ -186,6 +186,9 @@ class WorkerPool:
         for worker in self.workers.values():
             notes += worker.restart_notes
             worker.restart_notes = []
+        for zygote in self.zygotes.values():
+            notes += zygote.restart_notes
+            zygote.restart_notes = []
         return notes
 
     def close(self) -> None:

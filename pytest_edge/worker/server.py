@@ -93,7 +93,8 @@ class WorkerServer:
                         "delegates": model.delegates(),
                         # The installed package where this worker runs (a device's own); once per process,
                         # and not in a measuring worker (with_coverage False), which records no runtime.
-                        **({"package": runtime_package(self.backend.distribution)} if with_coverage else {})},
+                        **({"package": runtime_package(self.backend.distribution, self.backend.runtime_module)}
+                           if with_coverage else {})},
             "coverage": coverage.to_json() if coverage else None,
             "load_ms": load_ms,
             "precision": model.precision(),

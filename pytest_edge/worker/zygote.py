@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError
+from .resident import populate, resident_file_pages
 
 MESSAGE_BYTES = 4096
 
@@ -45,45 +46,12 @@ def thread_count() -> int:
         return 1
 
 
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-MADV_POPULATE_READ = 22  # Linux 5.14
-
-
-def resident_file_pages() -> list[tuple[int, int]]:
-    """(address, length) runs of this process's file-backed pages that are resident (mapped in its
-    page tables). fork() does not copy those page-table entries (the child faults them in again
-    from the page cache), so a forked child's resident set starts smaller than its parent's by
-    the runtime's code and read-only data: the child maps them again (:func:`populate`) so that
-    its memory baseline is what a spawned worker's is after the same import."""
-    import numpy as np
-
-    runs: list[tuple[int, int]] = []
-    try:
-        with open("/proc/self/maps") as maps, open("/proc/self/pagemap", "rb") as pagemap:
-            for line in maps:
-                fields = line.split()
-                if len(fields) < 6 or int(fields[4]) == 0 or "r" not in fields[1] or fields[5].startswith("["):
-                    continue  # anonymous (copied by fork), unreadable or special
-                start, end = (int(v, 16) for v in fields[0].split("-"))
-                pagemap.seek(start // PAGE * 8)
-                entries = np.frombuffer(pagemap.read((end - start) // PAGE * 8), dtype=np.uint64)
-                present = np.concatenate(([0], (entries >> np.uint64(63)).astype(np.int8), [0]))
-                edges = np.flatnonzero(np.diff(present))
-                runs += [(start + int(a) * PAGE, int(b - a) * PAGE) for a, b in zip(edges[::2], edges[1::2])]
-    except (OSError, ValueError):
-        return []
-    return runs
-
-
-def populate(runs: list[tuple[int, int]]) -> None:
-    """Map these pages into this process's page tables again (MADV_POPULATE_READ: no copy, no
-    write; where the kernel lacks it the resident set just starts smaller)."""
-    import ctypes
-
-    madvise = ctypes.CDLL(None, use_errno=True).madvise
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    for address, length in runs:
-        madvise(address, length, MADV_POPULATE_READ)
+def _environment() -> dict[str, str]:
+    """A spawned worker's environment now (with sys.path): a zygote started with another one is
+    replaced, as its children inherit its own. pytest's per-test PYTEST_CURRENT_TEST aside."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
 
 
 class ForkedProcess:
@@ -94,15 +62,23 @@ class ForkedProcess:
         self.zygote = zygote
         self.pid = pid
         self.returncode: int | None = None
+        # How the zygote ended, when it took this process with it (said instead of "crashed").
+        self.lost_with_zygote: str | None = None
+
+    def _status(self, timeout_s: float) -> None:
+        self.returncode = self.zygote.status(self.pid, timeout_s)
+        if self.returncode is not None and not self.zygote.alive and self.zygote.end is not None:
+            self.lost_with_zygote = self.zygote.end
+            self.zygote.end_said = True
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self.zygote.status(self.pid, 0.0)
+            self._status(0.0)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            self.returncode = self.zygote.status(self.pid, 3600.0 if timeout is None else timeout)
+            self._status(3600.0 if timeout is None else timeout)
         if self.returncode is None:
             raise subprocess.TimeoutExpired(f"forked {self.zygote.backend_name} worker {self.pid}", timeout or 0)
         return self.returncode
@@ -125,7 +101,13 @@ class Zygote:
         self.hello: dict[str, Any] = {}
         self._process: subprocess.Popen | None = None
         self._socket: socket.socket | None = None
-        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{backend_name}-zygote.log"
+        # How a zygote that died ended ("its zygote (pid N) ended (signal SIGKILL)"), whether a
+        # measurement's crash message said it already, and the notes of its restarts not yet taken.
+        self.end: str | None = None
+        self.end_said = False
+        self.restart_notes: list[str] = []
+        self._env: dict[str, str] = {}
+        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{backend_name}-zygote-{id(self)}.log"
 
     @property
     def alive(self) -> bool:
@@ -139,9 +121,15 @@ class Zygote:
         """Start the zygote and wait until it has imported the runtime (BackendError if it cannot)."""
         if self.alive:
             return
+        self._note_end()
+        if self.end is not None and not self.end_said:
+            self.restart_notes.append(
+                f"{self.backend_name}: {self.end} between measurements (a kill from outside, the OOM killer) "
+                "and was started again; each measuring process is forked fresh, so no figure lost anything")
+        self.end, self.end_said = None, False
         self.close()
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        env = self._env = _environment()
         with open(self.log_path, "wb") as log:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "pytest_edge.worker", "--zygote", self.backend_name, str(child.fileno())],
@@ -155,13 +143,26 @@ class Zygote:
             raise
         if "error" in self.hello:
             self.close()
-            raise BackendError(f"{self.backend_name}: its zygote could not import the runtime: {self.hello['error']}")
+            raise BackendError(f"{self.backend_name}: its zygote (which forks the measuring processes) could not "
+                               f"import the runtime: {self.hello['error']}; --edge-fork=off spawns them instead")
 
     def fork(self, connection_fd: int, log_fd: int) -> ForkedProcess:
         """A fresh worker serving the protocol on ``connection_fd``, printing to ``log_fd``."""
+        if self.alive and self._env != _environment():
+            self.close()  # the environment changed since it started (a test's setenv): a child must see it
         self.start()
         reply = self.call({"op": "fork"}, [connection_fd, log_fd])
         return ForkedProcess(self, reply["pid"])
+
+    def _note_end(self) -> None:
+        """Remember how the zygote ended, if its process is gone."""
+        code = self._process.poll() if self._process is not None else None
+        if code is not None and self.end is None:
+            try:
+                how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+            except ValueError:
+                how = f"signal {-code}"
+            self.end = f"its zygote (pid {self._process.pid}) ended ({how})"
 
     def status(self, pid: int, timeout_s: float) -> int | None:
         """The child's exit code (negative: the signal that ended it), None while it runs; waits up
@@ -171,6 +172,7 @@ class Zygote:
                 return self.call({"op": "status", "pid": pid, "timeout_s": timeout_s}, timeout_s=timeout_s)["status"]
         except BackendError:
             pass
+        self._note_end()
         return -signal.SIGKILL  # the zygote is gone: PR_SET_PDEATHSIG killed its children
 
     def call(self, message: dict[str, Any], fds: list[int] | None = None, timeout_s: float = 0.0) -> dict[str, Any]:
@@ -204,6 +206,7 @@ class Zygote:
             tail = self.log_path.read_text(errors="replace").strip()[-1500:]
         except OSError:
             pass
+        self._note_end()
         self.close()
         raise BackendError(f"{self.backend_name}: its zygote {how}" + (f"; it printed:\n{tail}" if tail else ""))
 

@@ -1,0 +1,73 @@
+"""The record's deployment fields (artifact_bytes, runtime_bytes, throughput, power_and_temperature)
+in reports read back: reports older than these fields are read as before, and garbage in them is a
+clear error naming the file, the record and the field (never a traceback, never a silent pass)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from edge_helpers import record, run_cli
+
+from pytest_edge.report import build_report, load_report
+
+POWER = {"tool": "linux-sysfs", "initial": {"temperature_c": {"cpu": 41.0}, "cpu_mhz": {"mean": 2400.0}},
+         "steady": {"temperature_c": {"cpu": 55.5}, "power_w": {"rapl package-0": 12.5}}, "reason": None}
+
+
+def _new(**fields: Any) -> dict[str, Any]:
+    return record("m", "onnxruntime-cpu", **{"artifact_bytes": 2951, "runtime_bytes": 80_000_000, "throughput": 1e4,
+                                             "power_and_temperature": POWER, **fields})
+
+
+def _write(path: Path, *records: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(build_report(list(records), {"cpu": "x86"})))
+    return path
+
+
+@pytest.mark.parametrize("fields, detail", [
+    ({"artifact_bytes": "big"}, "'artifact_bytes' must be a number >= 0 or null, got 'big'"),
+    ({"artifact_bytes": -1}, "'artifact_bytes' must be a number >= 0 or null, got -1"),
+    ({"runtime_bytes": True}, "'runtime_bytes' must be a number >= 0 or null, got True"),
+    ({"throughput": float("nan")}, "'throughput' must be a number >= 0 or null, got nan"),
+    ({"throughput": -3.0}, "'throughput' must be a number >= 0 or null, got -3.0"),
+    ({"power_and_temperature": "hot"}, "'power_and_temperature' must be an object or null, got 'hot'"),
+    ({"power_and_temperature": {"tool": 5}}, "'power_and_temperature.tool' must be a string or null"),
+    ({"power_and_temperature": {"initial": [1]}}, "'power_and_temperature.initial' must be an object or null"),
+    ({"power_and_temperature": {"steady": {"temperature_c": {"cpu": "x"}}}},
+     "'power_and_temperature.steady.temperature_c' must be an object of numbers"),
+])
+def test_garbage_in_the_deployment_fields_is_refused_by_name(tmp_path: Path, fields: dict, detail: str) -> None:
+    path = _write(tmp_path / "r.json", _new(), _new(**fields))
+    with pytest.raises(ValueError) as error:
+        load_report(path)
+    assert str(path) in str(error.value) and "record 1" in str(error.value) and detail in str(error.value), \
+        str(error.value)
+
+
+def test_old_and_new_reports_are_read(tmp_path: Path) -> None:
+    old = _write(tmp_path / "old.json", record("m", "onnxruntime-cpu"))
+    assert "artifact_bytes" not in load_report(old)["records"][0]
+    new = _write(tmp_path / "new.json", _new(), _new(power_and_temperature=None, runtime_bytes=None, throughput=0))
+    assert load_report(new)["records"][0]["power_and_temperature"] == POWER
+
+
+def test_report_commands_on_old_and_garbage_reports(tmp_path: Path) -> None:
+    """One CLI run per command: an old report against a new one works both ways, a report with a
+    negative size is refused with the file and the field named (exit 2, no traceback)."""
+    _write(tmp_path / "old.json", record("m", "onnxruntime-cpu"))
+    _write(tmp_path / "new.json", _new())
+    _write(tmp_path / "bad.json", _new(runtime_bytes=-5))
+    compared = run_cli("report", "compare", "old.json", "new.json", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    merged = run_cli("report", "merge", "old.json", "new.json", "-o", "m.json", cwd=tmp_path)
+    assert merged.returncode == 0 and len(load_report(tmp_path / "m.json")["records"]) == 2, merged.stderr
+    for command in (("compare", "new.json", "bad.json"), ("html", "bad.json", "-o", "bad.html"),
+                    ("merge", "new.json", "bad.json", "-o", "bad-merged.json")):
+        refused = run_cli("report", *command, cwd=tmp_path)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+        assert "bad.json is not a valid pytest-edge report" in refused.stderr
+        assert "'runtime_bytes' must be a number >= 0 or null, got -5" in refused.stderr
+    assert not (tmp_path / "bad.html").exists() and not (tmp_path / "bad-merged.json").exists()
