@@ -10,7 +10,9 @@ Two modes (docs/gate.md):
 
 Either way a latency figure above the threshold is measured again in fresh processes
 (``remeasure``); it fails only when it is above the threshold both times and significant over
-both measurements together, and the message shows both. A stored-mode
+both measurements together, and the message shows both. In A/B mode a P50 half-way to the
+threshold is a suspect too, re-measured in more pairs (a 1.2x slower model is caught busy or quiet,
+docs/gate.md "Catching 1.2x"). A stored-mode
 regression is inconclusive only when the machine could explain it: a slowdown of at most 1 + the
 number of cores other processes kept busy (a 5x slower model on a machine with one busy core fails),
 or one within the threshold once divided by how much slower the machine probe ran than in the
