@@ -11,7 +11,7 @@ import numpy as np
 
 from .backends import split_device
 from .counting import Counter
-from .measurement.gate import GateResult, run_gate
+from .measurement.gate import AB_REMEASURE_PAIRS, GateResult, run_gate
 from .measurement.lock import machine_measurement_lock
 from .measurement.timing import combine_processes
 from .plan import Plan
@@ -26,6 +26,14 @@ from .worker.protocol import Load, Measure
 # CPU the rest of the machine used during the timed runs, in cores, from which a timing counts
 # as taken under load.
 LOAD_THRESHOLD_CORES = 0.5
+
+
+def round_order(number: int, artifacts: int) -> list[int]:
+    """Which artifact a round times first: A B, then B A, then A B, ... The first process of an A/B
+    pair ran 1-3 % slower than the second on a busy machine (benchmarks/bench_gate.py); alternating
+    cancels that instead of adding it to every pair's ratio."""
+    order = list(range(artifacts))
+    return order[::-1] if number % 2 else order
 
 
 class Measurer:
@@ -87,7 +95,7 @@ class Measurer:
 
     def rounds(self, info: ModelInfo, artifacts: Sequence[Path], feeds: Sequence[np.ndarray], plan: Plan,
                processes: int | None = None) -> list[dict[str, Any]]:
-        """``processes`` fresh workers per artifact, timed in rounds (A B, A B, ...), one figure set
+        """``processes`` fresh workers per artifact, timed in rounds (A B, B A, A B, ...), one figure set
         per artifact. Every worker is started (runtime imported) before the first timed window, so
         imports never compete with a timing; the machine-wide lock keeps other xdist workers'
         measurements out of the window."""
@@ -105,8 +113,9 @@ class Measurer:
                 for workers in rounds:  # every runtime imported before the first timed window
                     for worker in workers:
                         worker.wait_ready()
-                for workers in rounds:
-                    for index, (worker, artifact) in enumerate(zip(workers, artifacts)):
+                for number, workers in enumerate(rounds):
+                    for index in round_order(number, len(artifacts)):
+                        worker, artifact = workers[index], artifacts[index]
                         results[index].append(self._once(worker, info, artifact, feeds, plan))
                         worker.close()
         finally:
@@ -147,7 +156,8 @@ class Measurer:
                         "artifact_bytes": artifact_size(twin, info.backend)[0]}
 
             def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
-                mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan)
+                mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan,
+                                           processes=max(self.settings.processes, AB_REMEASURE_PAIRS))
                 return {"backend": info.backend, **mine}, theirs
 
             source, paired = os.path.relpath(twin, self.settings.rootdir), True

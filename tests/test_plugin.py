@@ -553,8 +553,8 @@ def test_ab_mode_catches_a_slower_model_and_passes_an_unchanged_one(pytester: py
         record = json.loads((pytester.path / "r.json").read_text())["records"][0]
         assert record["baseline_check"]["mode"] == "ab" and record["baseline_check"]["baseline"] == "main/mlp.onnx"
         assert len(record["processes"]) == 3 and record["process_spread"] >= 1.0
-    result.stdout.fnmatch_lines(["*P50 latency * ms (geometric mean of 6 process P50s; *) is +*% against the baseline "
-                                 "twin * ms (allowed +10%; paired t=* over 6 A/B pairs*); measured twice in fresh "
+    result.stdout.fnmatch_lines(["*P50 latency * ms (geometric mean of 8 process P50s; *) is +*% against the baseline "
+                                 "twin * ms (allowed +10%; paired t=* over 8 A/B pairs*); measured twice in fresh "
                                  "processes: +*%, then +*%"])
 
 
