@@ -31,6 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.edge_helpers import write_mlp  # noqa: E402  (the twins of the gate tests)
+
 HIDDEN = 1600  # 100 tiles of 16 columns: every twin below is whole tiles
 TWINS = {"x100": 1.00, "x102": 1.02, "x105": 1.05, "x120": 1.2, "x150": 1.5}
 TEST = "".join(f"""
@@ -38,23 +42,6 @@ TEST = "".join(f"""
 def test_{name}(edge_model):
     pass
 """ for name in TWINS)
-
-
-def write_mlp(path: Path, hidden: int) -> None:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    w1 = numpy_helper.from_array((rng.standard_normal((128, hidden)) / 12).astype(np.float32), "w1")
-    w2 = numpy_helper.from_array((rng.standard_normal((hidden, 10)) / np.sqrt(hidden)).astype(np.float32), "w2")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
-         helper.make_node("MatMul", ["r", "w2"], ["y"])], "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 128])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 10])], [w1, w2])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
 
 
 def gate(project: Path, *args: str) -> dict[str, dict]:
