@@ -20,6 +20,11 @@ except ImportError:  # Python 3.10
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 
+# int8 outputs: one quantization step; int8 arithmetic with float outputs: an SNR floor.
+EXPECTED_CHECKS = {"quant_probe_int8": ", atol=1)", "tiny_cnn_int8": ", min_snr_db=20)",
+                   "clean_mlp_int8": ", min_snr_db=20)", "outlier_mlp_int8": ", min_snr_db=20)"}
+
+
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest_edge.cli", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=600)
@@ -36,8 +41,7 @@ def test_init_makes_a_project_with_the_fixtures_green(pytester: pytest.Pytester,
     source = (pytester.path / "tests/test_edge_models.py").read_text()
     stems = sorted({p.stem for p in models.iterdir() if p.suffix in (".onnx", ".tflite", ".pte")})
     assert [line for line in source.splitlines() if line.startswith("@pytest.mark.edge")] == [
-        f"@pytest.mark.edge(model={json.dumps(stem)}" + (", atol=1)" if stem == "quant_probe_int8" else ")")
-        for stem in stems]
+        f"@pytest.mark.edge(model={json.dumps(stem)}" + EXPECTED_CHECKS.get(stem, ")") for stem in stems]
     assert "vendored" not in source
     # conv_dynhw's height and width are the user's to choose: skipped with the reason, not guessed.
     assert "@pytest.mark.skip(reason=\"conv_dynhw: dynamic input dimensions ('x': [1, 3, 'height', 'width'])" in source

@@ -86,10 +86,21 @@ def _specs(meta, count: int, getter: str, prefix: str) -> list[TensorSpec]:
     return specs
 
 
+def register_quantized_kernels() -> None:
+    """Register the pip package's quantized_decomposed kernels (quantize/dequantize per tensor and
+    per channel), so an int8 PT2E program lowered without a delegate loads, as it does in an app
+    that links them; a build without them leaves its programs to say OperatorMissing."""
+    try:
+        import executorch.kernels.quantized  # noqa: F401
+    except ImportError:
+        pass
+
+
 class ExecuTorchModel(LoadedModel):
     def __init__(self, data: bytes, path: Path | str = "<bytes>") -> None:
         from executorch.runtime import Runtime
 
+        register_quantized_kernels()
         self._data = data
         problem = pte_problem(data, Path(path))
         if problem:
@@ -157,6 +168,7 @@ class ExecuTorchBackend(Backend):
         from .pte_coverage import xnnpack_node_names
 
         Runtime.get()
+        register_quantized_kernels()
         xnnpack_node_names()
 
     def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
