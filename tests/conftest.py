@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -16,12 +18,13 @@ MORE_RUNTIMES = "openvino,ncnn,mnn"
 os.environ.setdefault(DISABLE_ENV, MORE_RUNTIMES)
 all_backends.cache_clear()
 
-try:
-    # Imported once, before any pytester test: pytester restores sys.modules after each test, and a
-    # second import of onnx's C extension in the same process aborts it (protobuf descriptors).
-    import onnx  # noqa: F401
-except ImportError:  # the tflite-runtime lane may lack it
-    pass
+# Imported once, before any pytester test: pytester restores sys.modules after each test, and a
+# second import of a C extension in the same process breaks: onnx's aborts it (protobuf
+# descriptors), openvino's finds its cached extension without its submodules ("'openvino._pyopenvino'
+# is not a package") when an in-process pytester run imported it first.
+for _module in ("onnx", "openvino"):
+    if importlib.util.find_spec(_module) is not None:  # the tflite-runtime lane may lack them
+        importlib.import_module(_module)
 
 
 @pytest.fixture

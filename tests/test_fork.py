@@ -358,10 +358,12 @@ def test_forked_session_records_the_figures_of_a_spawned_one(pytester: pytest.Py
     assert set(forked["processes"][0]) == set(spawned["processes"][0])
     assert [p["start"] for p in forked["processes"]] == ["forked"] * 2
     assert [p["start"] for p in spawned["processes"]] == ["spawned"] * 2
-    # A memory budget judges both alike: the recorded peaks agree (here within 0.4 MB of ~3.5 MB, forked
-    # slightly lower; docs/measurement.md). A wide margin: a forked child that counted the runtime's
-    # own pages as the model's (no MADV_POPULATE_READ) peaked at 1.8x the spawned figure.
-    assert 0.75 < forked["peak_memory_mb"] / spawned["peak_memory_mb"] < 1.25, (forked, spawned)
+    # A memory budget judges both alike: the recorded peaks agree (within 0.4 MB of ~3.5 MB on a quiet
+    # machine, forked slightly lower; 1.1 MB apart once on a loaded CI run: pages the runtime faults
+    # in vary by about a MB between processes; docs/measurement.md). A wide margin: a forked child that
+    # counted the runtime's own pages as the model's (no MADV_POPULATE_READ) read 8 MB more on ONNX Runtime.
+    difference = abs(forked["peak_memory_mb"] - spawned["peak_memory_mb"])
+    assert difference <= max(0.25 * spawned["peak_memory_mb"], 2.0), (forked, spawned)
 
 
 def test_fork_option_is_checked(pytester: pytest.Pytester, models: Path) -> None:
