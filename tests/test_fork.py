@@ -371,3 +371,17 @@ def test_fork_option_is_checked(pytester: pytest.Pytester, models: Path) -> None
     result = pytester.runpytest("--edge-fork=sometimes")
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*--edge-fork: 'sometimes' is not 'auto', 'on' or 'off'*"])
+
+
+def test_auto_spawns_when_a_merge_gate_runs(tmp_path: Path) -> None:
+    """Forked children share one layout draw per zygote: a fixed A-vs-B offset the gate would read as
+    a change. ``auto`` spawns under a gate; ``on`` and ``off`` are as asked."""
+    from pytest_edge.session import measuring_fork
+    from pytest_edge.settings import Settings
+
+    plain = Settings(golden_dir=tmp_path, rootdir=tmp_path)
+    assert measuring_fork(plain) == "auto"
+    assert measuring_fork(Settings(golden_dir=tmp_path, rootdir=tmp_path, baseline_models=tmp_path)) == "off"
+    assert measuring_fork(Settings(golden_dir=tmp_path, rootdir=tmp_path, baseline={"records": []})) == "off"
+    assert measuring_fork(Settings(golden_dir=tmp_path, rootdir=tmp_path, baseline_models=tmp_path,
+                                   fork="on")) == "on"
