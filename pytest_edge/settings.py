@@ -49,10 +49,10 @@ OPTIONS = [
     Option("edge_baseline_models", "A/B mode: a folder with the baseline's artifacts (same file names), "
            "measured alternately with this run's in the same job", "", "--edge-baseline-models"),
     Option("edge_processes", "fresh worker processes per measurement", "3", "--edge-processes"),
-    Option("edge_fork", "how fresh measuring processes start: 'auto' (default): forked by a zygote per backend "
-           "that imported the runtime once, where the OS can (Linux), spawned when a merge gate runs "
-           "(--edge-baseline, --edge-baseline-models); 'on': forked, or an error; 'off': spawned "
-           "(a new interpreter each); devices always spawn", "auto", "--edge-fork"),
+    Option("edge_fork", "how fresh measuring processes start: 'off' (default): spawned, a new interpreter "
+           "each; 'auto': forked by a zygote per backend that imported the runtime once, where the OS "
+           "can (Linux), spawned when a merge gate runs (--edge-baseline, --edge-baseline-models); "
+           "'on': forked, or an error; devices always spawn", "off", "--edge-fork"),
     Option("edge_count", "'instructions': count the work of the runs under Valgrind's callgrind instead of "
            "timing them (deterministic; the gates use it); 'off' (default): wall-clock time", "off",
            "--edge-count"),

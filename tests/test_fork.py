@@ -379,9 +379,10 @@ def test_auto_spawns_when_a_merge_gate_runs(tmp_path: Path) -> None:
     from pytest_edge.session import measuring_fork
     from pytest_edge.settings import Settings
 
-    plain = Settings(golden_dir=tmp_path, rootdir=tmp_path)
-    assert measuring_fork(plain) == "auto"
-    assert measuring_fork(Settings(golden_dir=tmp_path, rootdir=tmp_path, baseline_models=tmp_path)) == "off"
-    assert measuring_fork(Settings(golden_dir=tmp_path, rootdir=tmp_path, baseline={"records": []})) == "off"
+    assert measuring_fork(Settings(golden_dir=tmp_path, rootdir=tmp_path)) == "off"  # the default: spawn
+    auto = {"golden_dir": tmp_path, "rootdir": tmp_path, "fork": "auto"}
+    assert measuring_fork(Settings(**auto)) == "auto"
+    assert measuring_fork(Settings(**auto, baseline_models=tmp_path)) == "off"
+    assert measuring_fork(Settings(**auto, baseline={"records": []})) == "off"
     assert measuring_fork(Settings(golden_dir=tmp_path, rootdir=tmp_path, baseline_models=tmp_path,
                                    fork="on")) == "on"
