@@ -27,7 +27,7 @@ import numpy as np
 from ..backends import TensorSpec
 from ..errors import EdgeError, EdgeUsageError
 from ..inputs import DEFAULT_SEED, generate_case
-from .quant_inputs import DEFAULT_CASES, choose_inputs, load_inputs, random_cases, unstack
+from .quant_inputs import DEFAULT_CASES, case_input, choose_inputs, load_inputs, random_cases, unstack
 from .quant_layers import LayerLoss, TensorPair, WeightPair, measure_layers
 from .quant_numbers import QuantParams, dequantize, quantize
 from .quant_report import DEFAULT_MIN_SNR_DB, QuantReport
@@ -54,19 +54,9 @@ def _random_inputs(model: TfliteGraph, seed: int) -> dict[str, np.ndarray]:  # o
 def _feeds(model: TfliteGraph, case: Mapping[str, np.ndarray], where: str) -> list[np.ndarray]:
     """The case as the model's inputs want them, by name, else by position; real values are
     quantized for a model whose inputs are quantized."""
-    names = list(case)
     feeds = []
     for position, t in enumerate(model.inputs):
-        if t.name in case:
-            value = np.asarray(case[t.name])
-        elif len(names) == len(model.inputs):
-            value = np.asarray(case[names[position]])
-        else:
-            raise EdgeUsageError(f"{where} has no input {t.name!r} for {model.path} "
-                                 f"(it has: {', '.join(names) or 'none'})")
-        if tuple(value.shape) != t.shape:
-            raise EdgeUsageError(f"input {t.name!r} of {model.path} has shape {list(t.shape)}; "
-                                 f"{where} gives {list(value.shape)} (not the same network?)")
+        value = case_input(case, t.name, position, t.shape, len(model.inputs), where, model.path)
         if t.params is not None and t.dtype in _QUANTIZED_KINDS and value.dtype.kind == "f":
             value = quantize(value, t.params, t.dtype)
         feeds.append(value.astype(t.dtype, copy=False))

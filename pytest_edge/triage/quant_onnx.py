@@ -20,7 +20,7 @@ import numpy as np
 
 from ..backends import TensorSpec
 from ..errors import BackendError, EdgeUsageError
-from .quant_inputs import random_cases, unstack
+from .quant_inputs import case_input, random_cases, unstack
 from .quant_layers import TensorPair, WeightPair, measure_layers
 from .quant_numbers import QuantParams, dequantize
 from .quant_report import QuantReport
@@ -80,18 +80,9 @@ class OnnxGraph:
         return specs
 
     def run(self, case: Mapping[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
-        feeds, names = {}, list(case)
+        feeds = {}
         for position, spec in enumerate(self.specs()):
-            if spec.name in case:
-                value = np.asarray(case[spec.name])
-            elif len(names) == len(self.inputs):
-                value = np.asarray(case[names[position]])
-            else:
-                raise EdgeUsageError(f"{where} has no input {spec.name!r} for {self.path} "
-                                     f"(it has: {', '.join(names) or 'none'})")
-            if tuple(value.shape) != tuple(spec.shape):
-                raise EdgeUsageError(f"input {spec.name!r} of {self.path} has shape {list(spec.shape)}; "
-                                     f"{where} gives {list(value.shape)} (not the same network?)")
+            value = case_input(case, spec.name, position, spec.shape, len(self.inputs), where, self.path)
             feeds[spec.name] = value.astype(spec.dtype, copy=False)
         try:
             values = dict(zip(self.exposed, self.session.run(None, feeds)))
