@@ -293,8 +293,8 @@ def test_gate_regressions_name_the_figure_and_need_significance() -> None:
 @pytest.mark.timing
 def test_ab_gate_catches_a_deeper_decoder_and_passes_an_unchanged_one(pytester: pytest.Pytester,
                                                                      llm_project: Path) -> None:
-    """A twice-as-deep decoder (fixtures/llm/deep: 4 layers, same file name) decodes each token with
-    about twice the work of the baseline: far outside the noise of three A/B pairs."""
+    """A six-times-deeper decoder (fixtures/llm/deep: 12 layers, same file name) decodes each token with
+    several times the work of the baseline: far outside the noise of three A/B pairs."""
     pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu"'))
     base = pytester.path / "base"
     base.mkdir()
