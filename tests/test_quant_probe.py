@@ -303,3 +303,36 @@ def test_a_network_rebuilt_under_new_names_is_matched_in_graph_order() -> None:
     assert match_in_order(floats, [*free[:2], t(6, "d5", "FULLY_CONNECTED", (1, 64))]) == {}
     from pytest_edge.triage.quant_channels import number
     assert number(-0.02) == "0" and number(-0.2) == "-0.2"
+
+
+def test_onnx_channels_of_a_sequence_matmul_are_its_last_axis(tmp_path: Path) -> None:
+    """[batch, seq, hidden] below a MatMul: the 64 hidden units are the channels (axis 1 would pool
+    them and judge the 6 sequence positions instead); below the Relu after it too."""
+    onnx = pytest.importorskip("onnx")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    w = rng.uniform(-0.3, 0.3, (24, 64)).astype(np.float32)
+    w[5, 17] = 400 * np.median(np.abs(w))
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"], name="proj"),
+         helper.make_node("Relu", ["h"], ["hr"], name="relu")],
+        "seq_matmul", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 6, 24])],
+        [helper.make_tensor_value_info("hr", onnx.TensorProto.FLOAT, [1, 6, 64])],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    float_path, quant_path = tmp_path / "seq.onnx", tmp_path / "seq_qdq.onnx"
+    onnx.save(model, str(float_path))
+    calibration = [rng.standard_normal((1, 6, 24)).astype(np.float32) for _ in range(16)]
+    quantization.quantize_static(str(float_path), str(quant_path), _Calibration(calibration),
+                                 quant_format=quantization.QuantFormat.QDQ, per_channel=False,
+                                 activation_type=quantization.QuantType.QInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    report = quant.compare_models(float_path, quant_path)
+    rows = {row.tensor: row for row in report.rows}
+    matmul = next(row for row in report.rows if row.op.startswith("MatMul"))
+    assert matmul.channels.channels == 64 and matmul.channels.below > 40
+    assert rows["hr"].channels.channels == 64
+    assert report.first_below is not None and report.first_below.channels.channels == 64

@@ -135,6 +135,30 @@ def _weight_axis(node: Any, ndim: int) -> int:
     return 0 if node.op_type == "Conv" else ndim - 1  # MatMul: [in, out]
 
 
+# Ops whose output channels lie on axis 1 (NCHW, [N, C, L]) and ops whose lie on the last axis
+# ([batch, features], [batch, seq, hidden]); the ops between pass their input's layout on.
+_CHANNEL_FIRST = {"Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization", "MaxPool",
+                  "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "DepthToSpace", "SpaceToDepth"}
+_CHANNEL_LAST = {"MatMul", "Gemm", "LayerNormalization", "Softmax", "Gather", "Attention", "MultiHeadAttention"}
+
+
+def _channel_axis(graph: OnnxGraph, name: str) -> int:
+    """The output-channel axis of tensor ``name``: 1 below a convolution or pooling, the last axis
+    below a MatMul/Gemm (a transformer's [batch, seq, hidden] has its channels last, where axis 1
+    would pool the channels and split the sequence), found by walking up the first inputs through
+    element-wise ops; 1 (NCHW) when nothing upstream says."""
+    node = graph.producer.get(name)
+    for _ in range(32):
+        if node is None:
+            break
+        if node.op_type in _CHANNEL_FIRST:
+            return 1
+        if node.op_type in _CHANNEL_LAST:
+            return -1
+        node = graph.producer.get(node.input[0]) if node.input else None
+    return 1
+
+
 def _weight_pair(fmodel: OnnxGraph, qmodel: OnnxGraph, fnode: Any) -> WeightPair | None:
     if fnode.op_type not in {"MatMul", "Gemm", "Conv", "ConvTranspose"} or len(fnode.input) < 2 \
             or fnode.input[1] not in fmodel.initializers or not fnode.name:
@@ -187,8 +211,8 @@ def compare_onnx_models(float_model: Path, quant_model: Path,
             fused = next((n for n in fmodel.nodes if n.name == qnode.name and n.op_type == qnode.op_type), None)
             weight = _weight_pair(fmodel, qmodel, fused) if fused is not None else None
             op = f"{qnode.op_type}+{op}" if weight is not None else op
-        pairs.append(TensorPair(name, op, match, qmodel.quantized_dtype(match), name, match, 1, weight,
-                                name in fmodel.outputs))
+        pairs.append(TensorPair(name, op, match, qmodel.quantized_dtype(match), name, match,
+                                _channel_axis(fmodel, name), weight, name in fmodel.outputs))
     if all(pair.op == "(input)" for pair in pairs):
         raise EdgeUsageError(f"{float_model} and {quant_model} share no layer's tensor name (besides "
                              "their inputs): two different networks, or not a QDQ model of this one")
