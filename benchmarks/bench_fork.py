@@ -7,14 +7,17 @@
    alternately; the median of the per-process P50s of each, their ratio, and the peak memory,
    load time and first inference of each.
 3. A gate over four ExecuTorch models: wall time of a whole pytest run in A/B mode (every model
-   against a baseline twin, 3 fresh processes per artifact), --edge-fork=off vs on.
+   against a baseline twin, 3 fresh processes per artifact), --edge-fork=off vs on; with
+   ``--before REV`` also spawned with the package as it was at git revision REV (the same run, the
+   same machine: "today's time" of a change).
 
-    .venv/bin/python benchmarks/bench_fork.py [--processes 6] [--gate-rounds 1] [--skip-gate]
+    .venv/bin/python benchmarks/bench_fork.py [--processes 6] [--gate-rounds 1] [--skip-gate] [--before REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -101,9 +104,14 @@ def processes_side_by_side(processes: int) -> None:
               f"{median(runs, True, 'first'):.3f} | {median(runs, False, 'first'):.3f} |", flush=True)
 
 
-def gate_wall_time(rounds: int) -> None:
+def gate_wall_time(rounds: int, before: str | None) -> None:
     project = Path(tempfile.mkdtemp(prefix="edge-fork-gate-"))
+    earlier = Path(tempfile.mkdtemp(prefix="edge-fork-before-"))
     try:
+        if before:  # the package at that revision, first on the path of its pytest runs
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", before, "pytest_edge"], check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(earlier)], input=archive, check=True)
         for folder in ("models", "base"):
             (project / folder).mkdir()
             for name, source in GATE_MODELS.items():
@@ -114,25 +122,34 @@ def gate_wall_time(rounds: int) -> None:
                           "    pass\n" for name in GATE_MODELS)
         (project / "test_gate.py").write_text(GATE_TEST.format(tests=tests))
         run(project, "--edge-update-golden")
-        times: dict[str, list[float]] = {"off": [], "on": []}
+        times: dict[str, list[float]] = {"before": [], "off": [], "on": []}
         for _ in range(rounds):
-            for fork in ("off", "on"):
+            for fork in ("before", "off", "on") if before else ("off", "on"):
                 start = time.perf_counter()
-                run(project, "--edge-measure", "--edge-baseline-models=base", f"--edge-fork={fork}")
+                run(project, "--edge-measure", "--edge-baseline-models=base",
+                    f"--edge-fork={'off' if fork == 'before' else fork}", path=earlier if fork == "before" else None)
                 times[fork].append(time.perf_counter() - start)
         spawned, forked = statistics.median(times["off"]), statistics.median(times["on"])
         print(f"\nExecuTorch A/B gate over {len(GATE_MODELS)} models (3 fresh processes per artifact, "
               f"{2 * 3 * len(GATE_MODELS)} in all), wall time of the pytest run, median of {rounds}:")
         print("| measuring processes | wall time s |\n|---|---|")
+        if before:
+            print(f"| spawned, pytest-edge at {before} | {statistics.median(times['before']):.1f} |")
         print(f"| spawned (--edge-fork=off) | {spawned:.1f} |\n| forked (--edge-fork=on) | {forked:.1f} |")
-        print(f"forked / spawned: {forked / spawned:.2f} (the issue's check: at most 0.33)")
+        print(f"forked / spawned: {forked / spawned:.2f}")
+        if before:
+            old = statistics.median(times["before"])
+            print(f"spawned / spawned at {before}: {spawned / old:.2f}; forked / spawned at {before}: {forked / old:.2f}")
     finally:
         shutil.rmtree(project, ignore_errors=True)
+        shutil.rmtree(earlier, ignore_errors=True)
 
 
-def run(project: Path, *args: str) -> None:
+def run(project: Path, *args: str, path: Path | None = None) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path)] + [os.environ.get("PYTHONPATH", "")])} \
+        if path else None
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_gate.py", *args],
-                          cwd=project, capture_output=True, text=True)
+                          cwd=project, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(done.stdout[-3000:] + done.stderr[-3000:])
 
@@ -142,10 +159,11 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=6, help="fresh processes of each kind per backend")
     parser.add_argument("--gate-rounds", type=int, default=1)
     parser.add_argument("--skip-gate", action="store_true")
+    parser.add_argument("--before", metavar="REV", help="also time the spawned gate with the package at this git revision")
     args = parser.parse_args()
     processes_side_by_side(args.processes)
     if not args.skip_gate:
-        gate_wall_time(args.gate_rounds)
+        gate_wall_time(args.gate_rounds, args.before)
     return 0
 
 

@@ -19,11 +19,10 @@ import numpy as np
 from .backends import split_device
 from .errors import BackendCrash, CountingUnavailable
 from .measurement.counted import combine_counts, run_count_gate
-from .measurement.gate import GateResult
+from .measurement.gate import GateResult, twin_baseline
 from .plan import Plan
 from .report.json_report import find_baseline
 from .settings import Settings
-from .sizes import artifact_size
 from .worker import callgrind
 from .worker.client import BackendWorker
 from .worker.pool import ModelInfo, WorkerPool
@@ -99,10 +98,8 @@ class Counter:
              twin_coverage: dict[str, Any] | None) -> GateResult:
         """A/B against the twin's counts where there is a twin, else against a stored report's."""
         if twin is not None and twin_measured is not None:
-            baseline: Mapping[str, Any] = {"backend": info.backend, **twin_measured, "coverage": twin_coverage,
-                                           "artifact_bytes": artifact_size(twin, info.backend)[0]}
-            source, paired = str(twin.relative_to(self.settings.rootdir)) if twin.is_relative_to(
-                self.settings.rootdir) else str(twin), True
+            baseline, source = twin_baseline(info.backend, twin, twin_measured, twin_coverage, self.settings.rootdir)
+            paired = True
 
             def recount() -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan)

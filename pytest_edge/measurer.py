@@ -3,7 +3,6 @@ compares them with a baseline (docs/measurement.md, docs/gate.md)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -11,14 +10,13 @@ import numpy as np
 
 from .backends import split_device
 from .counting import Counter
-from .measurement.gate import AB_REMEASURE_PAIRS, GateResult, run_gate
+from .measurement.gate import AB_REMEASURE_PAIRS, GateResult, run_gate, twin_baseline
 from .measurement.lock import machine_measurement_lock
 from .measurement.timing import combine_processes
 from .plan import Plan
 from .report.ab_baseline import twin_figures
 from .report.json_report import find_baseline
 from .settings import Settings
-from .sizes import artifact_size
 from .worker.client import BackendWorker
 from .worker.pool import ModelInfo, WorkerPool
 from .worker.protocol import Load, Measure
@@ -152,15 +150,15 @@ class Measurer:
             coverage = self._twin_coverage(info, twin) if twin is not None and twin_measured is not None else None
             return self.counter.gate(info, feeds, plan, record, twin, twin_measured, coverage)
         if twin is not None and twin_measured is not None:
-            baseline = {"backend": info.backend, **twin_measured, "coverage": self._twin_coverage(info, twin),
-                        "artifact_bytes": artifact_size(twin, info.backend)[0]}
+            baseline, source = twin_baseline(info.backend, twin, twin_measured, self._twin_coverage(info, twin),
+                                             self.settings.rootdir)
 
             def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan,
                                            processes=max(self.settings.processes, AB_REMEASURE_PAIRS))
                 return {"backend": info.backend, **mine}, theirs
 
-            source, paired = os.path.relpath(twin, self.settings.rootdir), True
+            paired = True
         else:
             stored = find_baseline(self.settings.baseline, record)
             if stored is None:

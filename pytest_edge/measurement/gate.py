@@ -22,9 +22,12 @@ baseline (the whole machine slowed down: another virtual machine on the host, CP
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..sizes import artifact_size
 from .regressions import Regression, latency_regressions, resource_regressions
 
 # A/B mode (docs/gate.md, "Catching 1.2x"): a P50 above this fraction of the threshold is measured
@@ -143,3 +146,11 @@ def _busy(*measurements: Mapping[str, Any]) -> float | None:
     loads = [m.get("other_cores_busy") for m in measurements if m.get("under_load", m.get("timing_under_load"))]
     loads = [x for x in loads if isinstance(x, (int, float))]
     return max(loads) if loads else None
+
+
+def twin_baseline(backend: str, twin: Path, measured: Mapping[str, Any], coverage: dict[str, Any] | None,
+                  rootdir: Path) -> tuple[dict[str, Any], str]:
+    """A/B mode: the twin artifact's figures as the baseline record a stored report would hold
+    (timed or counted, its coverage and size), and how the gate's messages name it."""
+    baseline = {"backend": backend, **measured, "coverage": coverage, "artifact_bytes": artifact_size(twin, backend)[0]}
+    return baseline, os.path.relpath(twin, rootdir)

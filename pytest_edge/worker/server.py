@@ -90,7 +90,9 @@ class WorkerServer:
             "inputs": [s.to_json() for s in model.inputs],
             "outputs": [s.to_json() for s in model.outputs],
             "runtime": {"name": self.backend.distribution, "version": self.backend.runtime_version(),
-                        "delegates": model.delegates(),
+                        # A .pte's delegates are read with its coverage (exir's .pte reader: 140 MB
+                        # that a measuring worker must not count as the model's).
+                        "delegates": model.delegates() if with_coverage else [],
                         # The installed package where this worker runs (a device's own); once per process,
                         # and not in a measuring worker (with_coverage False), which records no runtime.
                         **({"package": runtime_package(self.backend.distribution, self.backend.runtime_module)}
