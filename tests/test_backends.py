@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -366,3 +367,26 @@ def test_logs_of_killed_sessions_are_removed(tmp_path: Path) -> None:
         path.write_text("x")
     assert remove_stale_logs(tmp_path) == [dead]
     assert live.exists() and other.exists()
+
+
+def test_an_executorch_measuring_process_imports_the_runtime_without_the_exporter() -> None:
+    """A fresh process that imports the backend's runtime runs a .pte without executorch.exir's
+    package (the exporter: ~4 s and ~140 MB of every measuring process), and a later
+    ``import executorch.exir`` still gets the real package."""
+    _available("executorch")
+    script = f"""
+import sys
+import numpy as np
+from pytest_edge.backends import get_backend
+backend = get_backend("executorch")
+backend.import_runtime()
+model = backend.load({str(FIXTURES / "tiny_cnn.pte")!r}, threads=1, shapes={{}})
+out = model.run([np.zeros((1, 3, 32, 32), np.float32)])
+print("exporter", "executorch.exir.capture" in sys.modules, "outputs", len(out), out[0].shape)
+import executorch.exir
+print("real init", hasattr(executorch.exir, "to_edge_transform_and_lower"))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "exporter False outputs 1 (1, 10)" in done.stdout and "real init True" in done.stdout, done.stdout
