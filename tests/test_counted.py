@@ -173,3 +173,28 @@ def test_a_device_backend_is_not_counted(tmp_path: Path) -> None:
     counter, info, artifact = _counter(tmp_path, 5, devices={"phone": "ssh phone python3 -m pytest_edge.worker --stdio"})
     with pytest.raises(CountingUnavailable, match="counts on this machine only"):
         counter.rounds(info("onnxruntime-cpu@phone"), [artifact], [], None)  # type: ignore[arg-type]
+
+
+@needs_valgrind
+@pytest.mark.slow
+def test_litert_and_executorch_are_counted_and_an_identical_twin_passes(pytester: pytest.Pytester) -> None:
+    """Counted mode on the other two runtimes (the ONNX Runtime test above has the small steps): each
+    counts instructions per inference under callgrind, an identical twin counted in other processes
+    agrees within 0.5 %, and the A/B gate passes it."""
+    for folder in ("main", "new"):
+        (pytester.path / folder).mkdir()
+        for suffix in (".onnx", ".tflite", ".pte"):  # the .onnx records the golden (the reference backend)
+            shutil.copy(FIXTURES / f"tiny_cnn{suffix}", pytester.path / folder / f"tiny_cnn{suffix}")
+    pytester.makepyfile(TEST.replace('"{backends}"', '["litert", "executorch"]').format(model="tiny_cnn"))
+    pytester.makeini("[pytest]\nedge_model_dirs = new\n")
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-count=instructions", "--edge-baseline-models=main",
+                                           "-o", "edge_count_processes=1", "--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    assert set(records) == {"litert", "executorch"}
+    for record in records.values():
+        counted = record["counted"]
+        assert counted["tool"] == "callgrind" and counted["runs"] == 10 and counted["instructions"] > 10_000, counted
+        check = record["baseline_check"]
+        assert check["counted"] is True and abs(check["instructions_ratio"] - 1) < 0.005, check
