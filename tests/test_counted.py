@@ -181,6 +181,12 @@ def test_litert_and_executorch_are_counted_and_an_identical_twin_passes(pytester
     """Counted mode on the other two runtimes (the ONNX Runtime test above has the small steps): each
     counts instructions per inference under callgrind, an identical twin counted in other processes
     agrees within 0.5 %, and the A/B gate passes it."""
+    from pytest_edge.backends import get_backend
+
+    for backend in ("litert", "executorch"):  # the tflite-runtime lane has no ExecuTorch
+        reason = get_backend(backend).unavailable_reason()
+        if reason:
+            pytest.skip(f"{backend}: {reason}")
     for folder in ("main", "new"):
         (pytester.path / folder).mkdir()
         for suffix in (".onnx", ".tflite", ".pte"):  # the .onnx records the golden (the reference backend)
