@@ -191,7 +191,7 @@ class ExecuTorchBackend(Backend):
 
     def import_runtime(self) -> None:
         # The runtime alone: a measuring process (spawned or forked from a zygote that ran this)
-        # starts in ~1.5 s instead of ~5.4 s. Runtime.get() loads the kernel library, part of the
+        # starts in ~1 s instead of ~5.4 s. Runtime.get() loads the kernel library, part of the
         # runtime's baseline, not of the first model's memory. The .pte reader (exir) that
         # coverage needs is imported by the first coverage, which a measuring process never asks.
         import_runtime_alone()
