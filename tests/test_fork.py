@@ -19,6 +19,7 @@ from edge_helpers import FIXTURES, ROOT, needs_executorch, write_mlp
 
 from pytest_edge.backends import get_backend
 from pytest_edge.errors import BackendCrash, BackendError
+from pytest_edge.worker.client import BackendWorker
 from pytest_edge.worker.pool import WorkerPool
 from pytest_edge.worker.protocol import Load, Measure
 from pytest_edge.worker.zygote import fork_supported
@@ -30,6 +31,11 @@ CNN_INPUT = [np.zeros((1, 3, 32, 32), dtype=np.float32)]
 
 def _pool(fork: str = "on") -> WorkerPool:
     return WorkerPool(True, 300.0, on_crash=lambda backend: None, fork=fork)
+
+
+def _load_cnn(worker: BackendWorker) -> None:
+    """Load tiny_cnn.tflite as model "m" into a fresh litert worker (forked or spawned)."""
+    worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
 
 
 def _status(pid: int, field: str) -> float:
@@ -83,7 +89,7 @@ def test_sigkill_of_a_forked_worker_is_a_crash_naming_backend_and_signal() -> No
     pool = _pool()
     try:
         worker = pool.fresh("litert")
-        worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
+        _load_cnn(worker)
         child = worker.call("ping")
         killer = threading.Timer(0.5, os.kill, (child, signal.SIGKILL))
         killer.start()
@@ -91,7 +97,7 @@ def test_sigkill_of_a_forked_worker_is_a_crash_naming_backend_and_signal() -> No
             worker.request(Measure("m", CNN_INPUT, 0, 1, 30.0), artifact="tiny_cnn.tflite")  # 30 s: killed first
         killer.join()
         # Killed between requests: the next request gets a new fork, and says why.
-        worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
+        _load_cnn(worker)
         second = worker.call("ping")
         os.kill(second, signal.SIGKILL)
         assert _gone(second)
@@ -106,11 +112,11 @@ def test_a_dead_zygote_takes_its_children_and_the_next_fork_starts_a_new_one() -
     pool = _pool()
     try:
         worker = pool.fresh("litert")
-        worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
+        _load_cnn(worker)
         child, zygote = worker.call("ping"), pool.zygotes["litert"].pid
         os.kill(zygote, signal.SIGKILL)
         assert _gone(child)  # PR_SET_PDEATHSIG
-        worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
+        _load_cnn(worker)
         assert (f"died (signal SIGKILL: its zygote (pid {zygote}) ended (signal SIGKILL) and took it with it) "
                 "between requests") in worker.restart_notes[0]
         assert pool.take_restart_notes() == []  # said once, by the worker's note, not again by the zygote
@@ -128,7 +134,7 @@ def test_a_zygote_killed_during_or_between_measurements_is_named_and_replaced() 
     pool = _pool()
     try:
         worker = pool.fresh("litert")
-        worker.request(Load("m", str(FIXTURES / "tiny_cnn.tflite"), 1, {}, with_coverage=False))
+        _load_cnn(worker)
         first = pool.zygotes["litert"].pid
         killer = threading.Timer(0.5, os.kill, (first, signal.SIGKILL))
         killer.start()
@@ -294,6 +300,7 @@ def test_executorch_forks_from_a_zygote_whose_torch_pool_runs(tmp_path: Path, mo
 
 HOST = """
 import os, sys, time
+from pytest_edge.worker.client import BackendWorker
 from pytest_edge.worker.pool import WorkerPool
 pool = WorkerPool(True, 300.0, on_crash=print, fork="on")
 worker = pool.fresh("litert")
