@@ -136,6 +136,13 @@ class MarkerSpec:
         """Whether the marker itself sets any tolerance (keywords or ``tolerances=``)."""
         return bool(self.tolerances) or any(getattr(self, key) is not None for key in TOLERANCE_KEYS)
 
+    @property
+    def statistical_only(self) -> bool:
+        """Whether the marker names statistical checks (min_cosine, min_snr_db, topk_agreement) and
+        no element-wise tolerance, neither as keywords nor in ``tolerances=``."""
+        return (not self.tolerances and self.atol is None and self.rtol is None
+                and any(getattr(self, key) is not None for key in STATISTICAL_KEYS))
+
 
 KEYWORDS = tuple(f.name for f in fields(MarkerSpec))
 TARGETS = ("nnapi", "coreml", "gpu", "npu")  # ONNX Runtime EPs; OpenVINO devices
@@ -242,7 +249,8 @@ def _check_inputs(source: Any) -> Any:
                          f"callable returning one of those, got {type(source).__name__}")
 
 
-TOLERANCE_KEYS = ("atol", "rtol", "min_cosine", "min_snr_db", "topk_agreement")
+STATISTICAL_KEYS = ("min_cosine", "min_snr_db", "topk_agreement")  # the checks for quantized artifacts
+TOLERANCE_KEYS = ("atol", "rtol", *STATISTICAL_KEYS)
 
 
 FRACTION_KEYS = ("min_cosine", "topk_agreement")

@@ -95,9 +95,7 @@ def plan_for(settings: Settings, marker: MarkerSpec, model: Model, backend: str,
     # A reference= test, or a marker that names only statistical checks (min_cosine, min_snr_db,
     # topk_agreement: the tools for quantized artifacts), is judged by what it names alone: the
     # ini's element-wise atol/rtol would fail every int8 model on rounding the marker accepts.
-    statistical_only = (marker.atol is None and marker.rtol is None and not marker.tolerances and any(
-        value is not None for value in (marker.min_cosine, marker.min_snr_db, marker.topk_agreement)))
-    own_only = (reference is not None and marker.names_tolerance) or statistical_only
+    own_only = (reference is not None and marker.names_tolerance) or marker.statistical_only
     return Plan(
         model=model, backend=backend, test_dir=test_dir, marker=marker, unavailable=unavailable,
         required=backend in settings.require,

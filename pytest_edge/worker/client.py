@@ -4,6 +4,7 @@ fails one test only."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -12,7 +13,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import itertools
 import time
 from dataclasses import replace
 from multiprocessing.connection import Connection
