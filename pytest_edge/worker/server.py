@@ -275,11 +275,14 @@ def serve(reader: Connection, writer: Connection, backend_name: str | None, cach
         writer.send_bytes(protocol.encode(reply))
 
 
-def die_with_parent() -> None:
+def die_with_parent(parent: int | None = None) -> None:
     """Linux: the kernel kills this worker when the process that started it dies, so a measuring
     worker orphaned by a SIGKILLed pytest (or a dropped ssh) does not keep a core busy until its
-    timed window ends. Elsewhere a no-op (the worker ends at the next read of a closed pipe)."""
-    parent = os.getppid()
+    timed window ends. Elsewhere a no-op (the worker ends at the next read of a closed pipe).
+    ``parent``: the pid it must outlive, where the caller knew it before this call (a forked
+    child: its zygote, which may die between the fork and here; PR_SET_PDEATHSIG is not inherited
+    over fork)."""
+    parent = os.getppid() if parent is None else parent
     try:
         import ctypes
 

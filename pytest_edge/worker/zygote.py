@@ -245,7 +245,7 @@ def _child(control: socket.socket, backend_name: str, connection_fd: int, log_fd
     try:
         control.close()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _die_with(zygote_pid)
+        server.die_with_parent(zygote_pid)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.close(log_fd)
@@ -260,15 +260,6 @@ def _child(control: socket.socket, backend_name: str, connection_fd: int, log_fd
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-
-
-def _die_with(parent: int) -> None:
-    """PR_SET_PDEATHSIG (it is not inherited over fork): killed when ``parent`` dies."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    if os.getppid() != parent:  # it died before the request took effect
-        os._exit(1)
 
 
 def _reap(ended: dict[int, int]) -> None:
