@@ -42,7 +42,7 @@ class Measurer:
         self.pool = pool
         self.results: dict[tuple, dict[str, Any]] = {}
         self.twin_results: dict[tuple, dict[str, Any]] = {}
-        self.twin_coverages: dict[str, dict[str, Any] | None] = {}
+        self.twin_coverages: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.under_load = False  # some timed window of this session ran under load
         self.counter = Counter(settings, pool)  # --edge-count=instructions
         self.measured_any = False
@@ -133,12 +133,15 @@ class Measurer:
         return result
 
     def _twin_coverage(self, info: ModelInfo, twin: Path) -> dict[str, Any] | None:
-        """Delegate coverage of a baseline twin, loaded once in the backend's shared worker."""
-        if str(twin) not in self.twin_coverages:
+        """Delegate coverage of a baseline twin on this backend, loaded once in the backend's shared
+        worker. Keyed by backend and twin: litert and litert-ref load the same .tflite twin, and each
+        record's twin is its own backend's (litert's fallback is not litert-ref's)."""
+        key = (info.backend, str(twin))
+        if key not in self.twin_coverages:
             shapes = {k: list(v) for k, v in info.shapes.items()}
             loaded = self.pool.request(info.backend, Load(f"twin|{info.key}", str(twin), info.threads, shapes), twin)
-            self.twin_coverages[str(twin)] = loaded["coverage"]
-        return self.twin_coverages[str(twin)]
+            self.twin_coverages[key] = loaded["coverage"]
+        return self.twin_coverages[key]
 
     def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, record: Mapping[str, Any]) -> GateResult:
         """A/B against the twin artifact where --edge-baseline-models has one, else against the

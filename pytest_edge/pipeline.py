@@ -142,7 +142,8 @@ def throughput(latency_ms: dict[str, float] | None) -> float | None:
 def gate_into(record: Record, gate: GateResult) -> list[str]:
     """The gate's verdict kept on the record (its summary and inconclusive warnings); its failures."""
     if gate.summary:
-        record.baseline_check = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes}
+        record.baseline_check = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes,
+                                 "findings": [f.to_json() for f in gate.findings]}
     record.warnings = gate.inconclusive
     return gate.failures
 

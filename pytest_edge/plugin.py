@@ -273,7 +273,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             continue
         target = edge.settings.rootdir / path
         try:
-            text = render(report, edge.settings.baseline, edge.settings.max_regression)
+            # The baseline the gate used: the pages show the gate's verdicts, judged once.
+            text = render(report, edge.settings.baseline, edge.settings.max_regression, gate_baseline=True)
         except Exception as exc:  # noqa: BLE001 - a rendering bug must not hide the run's results
             errors.append(f"pytest-edge: cannot render the {what}: {type(exc).__name__}: {exc}")
             continue

@@ -15,8 +15,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .gate import GateResult
-from .regressions import resource_regressions
+from .gate import GateResult, rule_of
+from .regressions import Regression, resource_regressions
 
 # Per-process counts that lie within this fraction of each other count as exact: one measurement decides.
 AGREE = 0.005
@@ -63,7 +63,8 @@ def run_count_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, pa
     result = GateResult()
     result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
                       "counted": True}
-    result.failures = [r.message for r in resource_regressions(record, baseline, max_regression, what)]
+    for regression in resource_regressions(record, baseline, max_regression, what):
+        result.fail(regression, rule_of(regression.figure, paired))
     mine, theirs = record.get("counted"), baseline.get("counted")
     if not isinstance(theirs, Mapping) or not theirs.get("instructions"):
         result.notes.append(f"{backend}: instructions not gated: {what} ({source}) has no counted figure "
@@ -75,16 +76,19 @@ def run_count_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, pa
         message = (f"{backend}: {mine['instructions']:,.0f} instructions per inference is {ratio - 1:+.2%} against "
                    f"{what} {theirs['instructions']:,.0f} (allowed +{threshold:.2%}; counted by "
                    f"{mine.get('tool', 'callgrind')} in {processes} fresh process{'es' if processes != 1 else ''}")
+        counted = Regression("instructions", message, old=float(theirs["instructions"]),
+                             new=float(mine["instructions"]), threshold=threshold)
+        rule = rule_of("instructions", paired, counted=True)
         if ratio - 1 > threshold:
             if _agrees(mine) and _agrees(theirs):
                 agreeing = f" agreeing within {AGREE:.1%}" if processes > 1 else ""
-                result.failures.append(message + agreeing + ")")
+                result.fail(counted, rule, message + agreeing + ")")
             else:  # not deterministic here: counted again, fails only when above the threshold twice
                 result.summary["remeasured"] = True
                 again, twin_again = recount()
                 second = _ratio(again, twin_again if paired and twin_again else theirs)
                 if second - 1 > threshold:
-                    result.failures.append(message + f"; counted again in fresh processes: {second - 1:+.2%})")
+                    result.fail(counted, rule, message + f"; counted again in fresh processes: {second - 1:+.2%})")
                 else:
                     result.notes.append(f"{backend}: instructions looked {ratio - 1:+.2%} against {what}, but "
                                         f"counted again in fresh processes {second - 1:+.2%}")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..sizes import artifact_size
-from .regressions import Regression, latency_regressions, resource_regressions
+from .regressions import MEMORY_FLOOR_MB, GateFinding, Regression, latency_regressions, resource_regressions
 
 # A/B mode (docs/gate.md, "Catching 1.2x"): a P50 above this fraction of the threshold is measured
 # again, in this many pairs (the first measurement has edge_processes pairs, 3 by default).
@@ -41,10 +41,41 @@ Remeasure = Callable[[], "tuple[Mapping[str, Any], Mapping[str, Any] | None]"]
 
 @dataclass
 class GateResult:
+    """The gate's decision on one record: the failure and inconclusive messages, and the same
+    decisions as typed findings (what the reports render), notes on what was not gated, and the
+    summary kept on the record (mode, baseline, verdict)."""
+
     failures: list[str] = field(default_factory=list)
     inconclusive: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    findings: list[GateFinding] = field(default_factory=list)
+
+    def fail(self, regression: Regression, rule: str, message: str | None = None) -> None:
+        finding = regression.finding("failed", rule, message)
+        self.failures.append(finding.message)
+        self.findings.append(finding)
+
+    def leave_inconclusive(self, regression: Regression, rule: str, message: str) -> None:
+        self.inconclusive.append(message)
+        self.findings.append(regression.finding("inconclusive", rule, message))
+
+
+def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
+    """The rule by which the gate judged ``figure``, in words (docs/gate.md)."""
+    if figure == "peak memory":
+        return f"above the threshold and by more than {MEMORY_FLOOR_MB:g} MB"
+    if figure == "artifact size":
+        return "grown beyond the threshold (exact: no noise floor)"
+    if figure == "delegate coverage":
+        return "any rise of the fallback fraction"
+    if counted:
+        return "instructions per inference above the threshold (counted; counted again where processes disagree)"
+    if paired:
+        return ("A/B: above the threshold in two measurements of fresh process pairs, and significant over "
+                "all pairs (paired t-test on log per-process figures)")
+    return ("stored: above the threshold in two measurements of fresh processes, and significant over both "
+            "against the stored per-process figures (Welch's t-test on logs)")
 
 
 def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool, max_regression: float,
@@ -61,7 +92,8 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
     suspects, result.notes = latency_regressions(record, baseline, max_regression, significant=False, **gated)
     if paired:
         suspects = _ab_suspects(record, baseline, max_regression, suspects)
-    result.failures = [r.message for r in resource_regressions(record, baseline, max_regression, what)]
+    for regression in resource_regressions(record, baseline, max_regression, what):
+        result.fail(regression, rule_of(regression.figure, paired))
     result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": bool(suspects)}
     if suspects:
         again, twin_again = remeasure()
@@ -91,12 +123,13 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
                 # virtual machine on the host, frequency), not the model.
                 why = (f"the machine itself ran {machine:.2f}x slower than when the baseline was measured "
                        f"(a fixed CPU probe timed between the runs), which leaves {(1 + smallest) / machine - 1:+.1%}")
+            rule = rule_of(first.figure, paired)
             if not paired and why and not strict:
-                result.inconclusive.append(
+                result.leave_inconclusive(confirmed[first.figure], rule,
                     f"{message}; inconclusive: {why}, so a stored baseline cannot tell a slower machine from a "
                     "slower model (A/B mode can: --edge-baseline-models; --edge-strict-timing makes this a failure)")
             else:
-                result.failures.append(message)
+                result.fail(confirmed[first.figure], rule, message)
     result.summary["verdict"] = ("failed" if result.failures else
                                  "inconclusive" if result.inconclusive else "passed")
     return result

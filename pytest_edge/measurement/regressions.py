@@ -23,6 +23,35 @@ class Regression:
     message: str
     timed: bool = False
     change: Change | None = None
+    old: float | None = None
+    new: float | None = None
+    threshold: float | None = None
+
+    def finding(self, verdict: str, rule: str, message: str | None = None) -> "GateFinding":
+        """What the merge gate decided about this figure, as the reports render it."""
+        return GateFinding(self.figure, verdict, self.old, self.new, self.threshold,
+                           _evidence(self.change) if self.change else None, rule, message or self.message)
+
+
+@dataclass(frozen=True)
+class GateFinding:
+    """One figure the merge gate failed or left inconclusive, as the gate decided it: old and new
+    value, the threshold, the statistic, the verdict and the rule. It is kept on the record
+    (``baseline_check["findings"]``) and every report renders it; none judges a figure again."""
+
+    figure: str  # the gate's name: "P50 latency", "peak memory", "delegate coverage", ...
+    verdict: str  # "failed" or "inconclusive"
+    old: float | None
+    new: float | None
+    threshold: float | None
+    statistic: str | None
+    rule: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"figure": self.figure, "verdict": self.verdict, "old": self.old, "new": self.new,
+                "threshold": self.threshold, "statistic": self.statistic, "rule": self.rule,
+                "message": self.message}
 
 
 # Percentile -> fewest runs per process from which it is gated against a baseline. A P99 of a few
@@ -93,7 +122,8 @@ def latency_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], 
         found.append(Regression(
             f"{key.upper()} latency",
             f"{backend}: {key.upper()} latency {new_mean:.3f} ms ({per}) is {change.ratio - 1:+.1%} against {what} "
-            f"{old_mean:.3f} ms (allowed +{threshold:.0%}; {_evidence(change)})", timed=True, change=change))
+            f"{old_mean:.3f} ms (allowed +{threshold:.0%}; {_evidence(change)})", timed=True, change=change,
+            old=old_mean, new=new_mean, threshold=threshold))
     return found, notes
 
 
@@ -117,17 +147,20 @@ def resource_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any],
         change = new / old - 1
         if change > max_regression and new - old > MEMORY_FLOOR_MB:
             found.append(Regression("peak memory", f"{backend}: peak memory {new:.3f} MB is {change:+.1%} against "
-                                    f"{what} {old:.3f} MB (allowed +{max_regression:.0%})"))
+                                    f"{what} {old:.3f} MB (allowed +{max_regression:.0%})",
+                                    old=float(old), new=float(new), threshold=max_regression))
     # The artifact's size is exact (no noise floor): growth beyond the same threshold fails.
     new_size, old_size = dig(record, "artifact_bytes"), dig(baseline, "artifact_bytes")
     if _number(new_size) and _number(old_size) and old_size > 0 and new_size / old_size - 1 > max_regression:
         found.append(Regression("artifact size", f"{backend}: artifact {dig(record, 'model', 'artifact') or '?'} is "
                                 f"{new_size} bytes ({new_size / 2**20:.3f} MB), {new_size / old_size - 1:+.1%} against "
-                                f"{what} {old_size} bytes (allowed +{max_regression:.0%})"))
+                                f"{what} {old_size} bytes (allowed +{max_regression:.0%})",
+                                old=float(old_size), new=float(new_size), threshold=max_regression))
     new_cov, old_cov = dig(record, "coverage", "fallback"), dig(baseline, "coverage", "fallback")
     if _number(new_cov) and _number(old_cov) and new_cov > old_cov + 1e-12:
         found.append(Regression("delegate coverage", f"{backend}: delegate coverage dropped: fallback "
-                                f"{new_cov:.1%} against {what} {old_cov:.1%}"))
+                                f"{new_cov:.1%} against {what} {old_cov:.1%}",
+                                old=float(old_cov), new=float(new_cov), threshold=0.0))
     return found
 
 

@@ -1,5 +1,7 @@
-"""A report's records against a baseline report: where each record ran, and which figures changed
-or regressed by the merge gate's own rules (so a page never calls "regressed" what the gate passes)."""
+"""A report's records against a baseline report: where each record ran, and which figures changed.
+Where the merge gate ran, a figure is regressed when the gate's findings on the record say so (the
+verdict is written once, by the gate); where none ran, figures are compared and said to be a
+comparison (so a page never calls "regressed" what the gate passed)."""
 
 from __future__ import annotations
 
@@ -35,13 +37,17 @@ def base_backend(record: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class FigureChange:
-    """One figure of a record against its baseline record."""
+    """One figure of a record against its baseline record. ``regressed``: the merge gate failed
+    this figure in the run that wrote the record (its findings); ``beyond``: where no gate ran, the
+    figure moved past the threshold by the stored-numbers comparison: a comparison, not a verdict."""
 
     figure: str
     old: float
     new: float
     relative: bool  # latency, memory: a ratio; fallback: a difference of fractions
     regressed: bool
+    beyond: bool = False
+    inconclusive: bool = False
 
     @property
     def delta(self) -> float:
@@ -54,6 +60,11 @@ class FigureChange:
             return f"{self.delta * 100:+.1f} pp"
         return "new" if math.isinf(self.delta) else f"{self.delta:+.1%}"
 
+    @property
+    def marked(self) -> bool:
+        """Shown as a regression: failed by the gate, or past the threshold where no gate judged."""
+        return self.regressed or self.beyond
+
 
 FIGURES: list[tuple[str, Callable[[Mapping[str, Any]], Any], bool]] = [
     ("P50", lambda r: dig(r, "latency_ms", "p50"), True),
@@ -64,43 +75,75 @@ FIGURES: list[tuple[str, Callable[[Mapping[str, Any]], Any], bool]] = [
 ]
 
 
-# The merge gate's name of each figure (checks.Regression.figure).
+# The merge gate's name of each figure (measurement.regressions.Regression.figure).
 _GATE_FIGURES = {"P50": "P50 latency", "P99": "P99 latency", "peak memory": "peak memory",
                  "fallback": "delegate coverage", "artifact size": "artifact size"}
 
 
+def gate_judged(record: Mapping[str, Any]) -> bool:
+    """A merge gate ran on this record (its verdict and findings are on it)."""
+    check = record.get("baseline_check")
+    return isinstance(check, Mapping) and check.get("verdict") is not None
+
+
+def gate_findings(record: Mapping[str, Any], verdict: str) -> set[str]:
+    """The gate's figure names that the gate gave ``verdict`` ("failed", "inconclusive") on this record.
+    A record of an older pytest-edge has no findings: its failed figures are read off the violations."""
+    check = record.get("baseline_check") or {}
+    findings = check.get("findings")
+    if isinstance(findings, list):
+        return {str(f.get("figure")) for f in findings if isinstance(f, Mapping) and f.get("verdict") == verdict}
+    texts = list(record.get("violations") or []) if verdict == "failed" else list(check.get("inconclusive") or [])
+    return {name for name in _GATE_FIGURES.values() if any(f": {name} " in str(t) or f"{name} dropped" in str(t)
+                                                          for t in texts)}
+
+
 def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
-                   max_regression: float = DEFAULT_MAX_REGRESSION) -> list[FigureChange]:
-    """P50, P99, peak memory and fallback against the baseline record, where both have them. A
-    figure is marked regressed by the merge gate's own rules against stored numbers (checks.py):
-    latency above ``max_regression`` and significant over the processes (P99 is never gated
-    against stored numbers), memory above it and by more than 1 MB, fallback when it rose at all.
-    So a page never calls "regressed" what the gate would pass."""
+                   max_regression: float = DEFAULT_MAX_REGRESSION, gates: bool = True) -> list[FigureChange]:
+    """P50, P99, peak memory, fallback and artifact size against the baseline record, where both have
+    them. Where a merge gate ran on the record, a figure is regressed exactly when the gate failed it
+    (its findings): nothing judges it a second time. Where none ran (a stored report given to the
+    report commands), a figure past the threshold by the gate's stored-numbers rules is ``beyond``:
+    latency above ``max_regression`` and significant over the processes (P99 never), memory above it
+    and by more than 1 MB, fallback when it rose at all. ``gates=False``: ``old`` is not the baseline
+    the gate used (another report given to the report commands), so only the comparison applies."""
     if not old:
         return []
-    flagged: set[str] = set()
-    if record.get("backend"):
+    judged = gates and gate_judged(record)
+    failed = gate_findings(record, "failed") if judged else set()
+    undecided = gate_findings(record, "inconclusive") if judged else set()
+    compared: set[str] = set()
+    if not judged and record.get("backend"):
         latency, _ = latency_regressions(record, old, max_regression)
-        flagged = {r.figure for r in latency + resource_regressions(record, old, max_regression)}
+        compared = {r.figure for r in latency + resource_regressions(record, old, max_regression)}
     changes = []
     for figure, get, relative in FIGURES:
         new_value, old_value = get(record), get(old)
         if not isinstance(new_value, (int, float)) or not isinstance(old_value, (int, float)):
             continue
-        changes.append(FigureChange(figure, float(old_value), float(new_value), relative,
-                                    _GATE_FIGURES[figure] in flagged))
+        name = _GATE_FIGURES[figure]
+        changes.append(FigureChange(figure, float(old_value), float(new_value), relative, name in failed,
+                                    beyond=name in compared, inconclusive=name in undecided))
+    # A figure the gate failed that the pages do not tabulate (counted instructions): as the gate said it.
+    for finding in (record.get("baseline_check") or {}).get("findings") or [] if judged else []:
+        if (isinstance(finding, Mapping) and finding.get("verdict") == "failed"
+                and finding.get("figure") not in _GATE_FIGURES.values()
+                and isinstance(finding.get("old"), (int, float)) and isinstance(finding.get("new"), (int, float))):
+            changes.append(FigureChange(str(finding["figure"]), float(finding["old"]), float(finding["new"]), True, True))
     return changes
 
 
 def regressions(report: Mapping[str, Any], baseline: Mapping[str, Any] | None,
-                max_regression: float = DEFAULT_MAX_REGRESSION) -> list[tuple[Mapping[str, Any], FigureChange]]:
-    """Every regressed figure of the report's records against the baseline report."""
+                max_regression: float = DEFAULT_MAX_REGRESSION,
+                gates: bool = True) -> list[tuple[Mapping[str, Any], FigureChange]]:
+    """Every marked figure of the report's records against the baseline report: failed by the gate
+    where one ran, past the threshold by comparison where none did (``FigureChange.regressed`` tells)."""
     if not baseline:
         return []
     found = []
     for record in report.get("records", []):
         if record.get("verdict") == "skipped":
             continue
-        found += [(record, c) for c in figure_changes(record, find_baseline(baseline, record), max_regression)
-                  if c.regressed]
+        found += [(record, c) for c in figure_changes(record, find_baseline(baseline, record), max_regression, gates)
+                  if c.marked]
     return found

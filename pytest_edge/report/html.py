@@ -14,7 +14,7 @@ from ..record import dig
 from . import deployment
 from .ab_baseline import report_baseline
 from .changes import (DEFAULT_MAX_REGRESSION, FIGURES, FigureChange, base_backend, device_label, figure_changes,
-                      regressions)
+                      gate_judged, regressions)
 from .charts import PALETTE, Series, bar_chart, coverage_bar, ecdf_chart, escape, significant
 from .json_report import find_baseline
 from .table import DASH, VERDICT_RANK, fold_line, folded_skips, missing_artifact, worst_per
@@ -47,6 +47,7 @@ th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .passed{background:#dafbe1;color:#116329}.failed,.error{background:#ffebe9;color:#a40e26}
 .skipped{background:#eaeef2;color:#57606a}.inconclusive{background:#fff8c5;color:#7d4e00}
 td.bad{background:#ffebe9;color:#a40e26;font-weight:600}td.good{color:#116329}
+.changed{background:#fff8c5;color:#7d4e00}td.changed{font-style:italic}
 .row{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}
 .card{border:1px solid #d0d7de;border-radius:6px;padding:8px 10px}
 .sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px}
@@ -70,7 +71,7 @@ def _verdict_cell(record: Mapping[str, Any]) -> str:
 
 def _overview(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
               found: Sequence[tuple[Mapping[str, Any], FigureChange]], max_regression: float,
-              has_baseline: bool) -> list[str]:
+              has_baseline: bool, gates: bool) -> list[str]:
     counts: dict[str, int] = {}
     for record in records:
         counts[record["verdict"]] = counts.get(record["verdict"], 0) + 1
@@ -79,10 +80,18 @@ def _overview(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
     inconclusive = sum(1 for r in records if r.get("warnings"))
     if inconclusive:
         out.append(f'<span class="inconclusive">{inconclusive} gate inconclusive</span>')
+    failed = [(r, c) for r, c in found if c.regressed]
+    beyond = [(r, c) for r, c in found if not c.regressed]
     if has_baseline:
-        regressed = len({id(r) for r, _ in found})
-        out.append(f'<span class="{"failed" if found else "passed"}">{regressed} record(s) regressed '
-                   f'against the baseline (&gt; {max_regression:.0%})</span>')
+        judged = gates and any(gate_judged(r) for r in records)
+        if judged:
+            regressed = len({id(r) for r, _ in failed})
+            out.append(f'<span class="{"failed" if failed else "passed"}">{regressed} record(s) regressed '
+                       f'against the baseline (the merge gate\'s verdict)</span>')
+        if beyond or not judged:
+            changed = len({id(r) for r, _ in beyond})
+            out.append(f'<span class="{"changed" if beyond else "passed"}">{changed} record(s) changed beyond '
+                       f'{max_regression:.0%} against the baseline (a comparison, no gate ran)</span>')
     out.append("</div>")
     failures = [r for r in records if r["verdict"] in ("failed", "error")]
     if failures:
@@ -94,11 +103,15 @@ def _overview(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
                        + (f" ({escape(r['machine'])})" if r.get("machine") else "")
                        + f' <span class="{escape(r["verdict"])}">{escape(r["verdict"])}</span><ul>{messages}</ul></li>')
         out.append("</ul>")
-    if found:
+    for title, listed in (("Regressions against the baseline", failed),
+                          (f"Changes beyond {max_regression:.0%} against the baseline, a comparison "
+                           "(no merge gate judged these records)", beyond)):
+        if not listed:
+            continue
         per_record: dict[int, tuple[Mapping[str, Any], list[FigureChange]]] = {}
-        for r, change in found:
+        for r, change in listed:
             per_record.setdefault(id(r), (r, []))[1].append(change)
-        out.append(f"<h3>Regressions against the baseline ({len(per_record)})</h3><ul class=\"fail\">")
+        out.append(f"<h3>{escape(title)} ({len(per_record)})</h3><ul class=\"fail\">")
         for r, changes in per_record.values():
             out.append(f'<li><code>{escape(r["test"])}</code> on <b>{escape(r["backend"])}</b>: ' + "; ".join(
                 f"{escape(c.figure)} {escape(c.text())} ({significant(c.old)} → {significant(c.new)})" for c in changes) + "</li>")
@@ -146,7 +159,8 @@ def _matrix(records: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, Any]],
-                   baseline: Mapping[str, Any] | None, max_regression: float, merged: bool) -> list[str]:
+                   baseline: Mapping[str, Any] | None, max_regression: float, merged: bool,
+                   gates: bool) -> list[str]:
     ran = [r for r in records if r["verdict"] != "skipped"]
     labels = _series_labels(records, merged)
     color = {id(r): PALETTE[i % len(PALETTE)] for i, r in enumerate(records)}
@@ -224,10 +238,11 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
                        f"<b>{escape(label[id(r)])}</b>: {escape(text)}</p>")
 
     # Against the baseline: each figure's change, regressions highlighted.
-    compared = [(r, figure_changes(r, olds[id(r)], max_regression)) for r in ran if olds[id(r)]]
+    compared = [(r, figure_changes(r, olds[id(r)], max_regression, gates)) for r in ran if olds[id(r)]]
     if any(changes for _, changes in compared):
-        out.append(_table_open(f"Against the baseline <small>(regression: more than {max_regression:.0%}; "
-                               "fallback: any rise)</small>", ["backend", *(f for f, _, _ in FIGURES)]))
+        out.append(_table_open("Against the baseline <small>(marked: failed by the merge gate; where no gate ran, "
+                               f"beyond {max_regression:.0%} by comparison, fallback: any rise)</small>",
+                               ["backend", *(f for f, _, _ in FIGURES)]))
         for r, changes in compared:
             by_figure = {c.figure: c for c in changes}
             cells = []
@@ -237,7 +252,7 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
                     cells.append(f'<td class="muted">{DASH}</td>')
                     continue
                 shown = (lambda v: f"{v:.1%}") if not relative else significant
-                cls = "bad" if c.regressed else ("good" if c.delta < 0 else "")
+                cls = "bad" if c.regressed else "changed" if c.beyond else ("good" if c.delta < 0 else "")
                 cells.append(f'<td class="n {cls}">{shown(c.old)} → {shown(c.new)} ({escape(c.text())})</td>')
             out.append(f"<tr><td>{escape(label[id(r)])}</td>{''.join(cells)}</tr>")
         out.append("</table>")
@@ -287,15 +302,17 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
 
 
 def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = None,
-                max_regression: float = DEFAULT_MAX_REGRESSION) -> str:
+                max_regression: float = DEFAULT_MAX_REGRESSION, gate_baseline: bool | None = None) -> str:
     """The whole report as one HTML page: overview, device x backend matrix (merged reports),
     then per model latency, load, memory, coverage, accuracy and the change against ``baseline``
     (a report of the same shape; records matched by test, else by model and backend; without one,
-    the A/B twins measured in the report's own job)."""
+    the A/B twins measured in the report's own job). ``gate_baseline``: as for the Markdown summary,
+    whether the gate's verdicts apply to ``baseline`` (default: only to the twins)."""
+    gates = baseline is None if gate_baseline is None else gate_baseline
     baseline = report_baseline(report, baseline)
     records = list(report.get("records", []))
     merged = bool(report.get("machines")) or any(r.get("machine") for r in records)
-    found = regressions(report, baseline, max_regression)
+    found = regressions(report, baseline, max_regression, gates)
     machines = report.get("machines") or ([report["machine"]] if report.get("machine") else [])
     described = "; ".join(
         (f"{m['label']}: " if m.get("label") else "")
@@ -308,7 +325,7 @@ def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = 
            f'<p class="muted">{escape(report.get("created", ""))} · {len(records)} record(s)'
            + (f" · {escape(described)}" if described else "")
            + (f" · baseline of {escape(baseline.get('created', '?'))}" if baseline else "") + "</p>"]
-    out += _overview(report, records, found, max_regression, baseline is not None)
+    out += _overview(report, records, found, max_regression, baseline is not None, gates)
     out += _matrix(records)
     by_model: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
@@ -319,7 +336,7 @@ def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = 
         shown = sorted((r for r in by_model[model] if missing_artifact(r) is None),
                        key=lambda r: (r["backend"], str(r.get("machine", "")), r["test"]))
         skipped = [r for r in by_model[model] if missing_artifact(r) is not None]
-        out += _model_section(model, shown, skipped, baseline, max_regression, merged)
+        out += _model_section(model, shown, skipped, baseline, max_regression, merged, gates)
     out.append('<p class="muted"><small>pytest-edge · self-contained page: no script, no network</small></p>')
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .ab_baseline import report_baseline
-from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, regressions
+from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, gate_judged, regressions
 from .json_report import find_baseline
 from .table import (DASH, VERDICT_RANK, figure, fold_line, folded_skips, gate_summary, missing_artifact,
                     table_footer, worst_per)
@@ -24,20 +24,29 @@ def _md(value: Any) -> str:
 
 
 def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = None,
-                     max_regression: float = DEFAULT_MAX_REGRESSION) -> str:
+                     max_regression: float = DEFAULT_MAX_REGRESSION, gate_baseline: bool | None = None) -> str:
     """The report as Markdown: verdict counts, one table row per model x backend (x device in a
     merged report) that ran, the backends skipped for a missing artifact folded into one line per
     model, then the failures and the regressions (P50, P99, peak memory above ``max_regression``;
-    any rise of fallback). Without ``baseline``, the A/B twins measured in the report's own job."""
+    any rise of fallback). Without ``baseline``, the A/B twins measured in the report's own job.
+    ``gate_baseline``: ``baseline`` is the one the run's merge gate used, so its verdicts are shown
+    (default: only for the twins; another report is compared, not judged)."""
+    gates = baseline is None if gate_baseline is None else gate_baseline
     baseline = report_baseline(report, baseline)
     records = list(report.get("records", []))
     counts: dict[str, int] = {}
     for record in records:
         counts[record["verdict"]] = counts.get(record["verdict"], 0) + 1
-    found = regressions(report, baseline, max_regression)
+    found = regressions(report, baseline, max_regression, gates)
+    failed = [(r, c) for r, c in found if c.regressed]
+    beyond = [(r, c) for r, c in found if not c.regressed]
+    judged = gates and any(gate_judged(r) for r in records)
     headline = ", ".join(f"{counts[v]} {_md(v)}" for v in sorted(counts, key=lambda v: (VERDICT_RANK.get(v, 1), v)))
-    if baseline is not None:
-        headline += f", {len({id(r) for r, _ in found})} regressed against the baseline"
+    if baseline is not None and judged:
+        headline += f", {len({id(r) for r, _ in failed})} regressed against the baseline"
+    if baseline is not None and (beyond or not judged):
+        headline += (f", {len({id(r) for r, _ in beyond})} changed beyond {max_regression:.0%} against the baseline "
+                     "(comparison)")
     lines = [f"## pytest-edge conformance: {headline or 'no records'}", ""]
     gate = gate_summary(records)
     if gate:  # what the merge gate compared, A/B or stored, as the terminal says it
@@ -55,7 +64,7 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
         for (model, device, backend), r in sorted(grouped.items()):
             cov = r.get("coverage") or {}
             lat = r.get("latency_ms") or {}
-            changes = {c.figure: c for c in figure_changes(r, find_baseline(baseline, r), max_regression)} \
+            changes = {c.figure: c for c in figure_changes(r, find_baseline(baseline, r), max_regression, gates)} \
                 if baseline else {}
 
             def with_change(text: str, figure: str, changes: dict[str, Any] = changes) -> str:
@@ -64,7 +73,8 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
                 if change is None or change.text() in ("+0.0%", "-0.0%", "+0.0 pp", "-0.0 pp"):
                     return text
                 shown = f"{text} ({change.text()})"
-                return f"**{shown}**" if change.regressed else shown
+                # Bold: the gate failed it; italic: past the threshold by comparison, no gate ran.
+                return f"**{shown}**" if change.regressed else f"_{shown}_" if change.beyond else shown
 
             coverage = DASH if cov.get("fallback") is None else f"{1 - cov['fallback']:.0%}"
             verdict = f"{_ICON.get(r['verdict'], '')} {_md(r['verdict'])}".strip()
@@ -93,10 +103,14 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
             lines.append(f"- `{r['test'].replace('`', '')}` ({_md(r['backend'])}{where}), {_md(r['verdict'])}:")
             lines += [f"  - {_md(v)}" for v in r.get("violations") or ["(no message)"]]
         lines.append("")
-    if found:
-        lines += [f"### Regressions against the baseline (more than {max_regression:.0%}; fallback: any rise)", ""]
+    for title, listed in (("### Regressions against the baseline (failed by the merge gate)", failed),
+                          (f"### Changes beyond {max_regression:.0%} against the baseline (fallback: any rise; "
+                           "a comparison of figures, no merge gate judged these records)", beyond)):
+        if not listed:
+            continue
+        lines += [title, ""]
         per_record: dict[int, tuple[Mapping[str, Any], list[Any]]] = {}
-        for r, change in found:
+        for r, change in listed:
             per_record.setdefault(id(r), (r, []))[1].append(change)
         for r, changes in per_record.values():
             lines.append(f"- `{r['test'].replace('`', '')}` ({_md(r['backend'])}): " + "; ".join(
