@@ -140,3 +140,30 @@ def test_ab_run_writes_the_baseline_table_and_the_gate_line(pytester: pytest.Pyt
     shown = {"P50 latency": "P50 ", "P99 latency": "P99 ", "peak memory": "peak memory ", "artifact size": "artifact size "}
     for figure, text in shown.items():
         assert (text in section) == (figure in failed), (figure, failed, section)
+
+
+def test_each_records_twin_is_its_own_backends(pytester: pytest.Pytester) -> None:
+    """litert and litert-ref load the same .tflite twin: each record's twin coverage is its own backend's
+    (XNNPACK takes tiny_cnn's convolutions on litert; litert-ref has no delegate), so an unchanged twin
+    reads the same fallback as the record on both."""
+    pytest.importorskip("onnx")
+    fixture = Path(__file__).parent.parent / "fixtures" / "tiny_cnn.tflite"
+    for folder in ("main", "pr"):
+        (pytester.path / folder).mkdir()
+        (pytester.path / folder / "tiny_cnn.tflite").write_bytes(fixture.read_bytes())
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", backends="litert,litert-ref")
+        def test_cnn(edge_model):
+            pass
+    """)
+    pytester.makeini("[pytest]\nedge_model_dirs = pr\nedge_reference_backend = litert-ref\n")
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-baseline-models=main", "--edge-processes=1",
+                                           "--edge-min-time=0.02s", "--edge-report=r.json")
+    records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    assert set(records) == {"litert", "litert-ref"}, result.stdout.str()
+    for backend, record in records.items():
+        twin = record["baseline_check"]["twin"]["coverage"]
+        assert twin["fallback"] == record["coverage"]["fallback"], backend
+    assert records["litert"]["coverage"]["fallback"] < records["litert-ref"]["coverage"]["fallback"]
