@@ -24,6 +24,15 @@ class BackendError(EdgeError):
     """A runtime refused or failed on an artifact (bad file, unsupported op, signature mismatch)."""
 
 
+class DoesNotConvert(BackendError):
+    """A runtime that reads another runtime's artifact (OpenVINO reading a .onnx or .tflite) cannot
+    convert it: its own outcome, with the frontend's reason. It fails a test only where the user
+    targets that backend (marker ``backends=``, ``edge_backends``, ``--edge-backends``,
+    ``--edge-require``); otherwise it is reported and counted like a skip (docs/backends-more-runtimes.md)."""
+
+    verdict = "does not convert"
+
+
 class BackendCrash(BackendError):
     """The runtime's process died (native crash, killed); the worker is restarted for the next test."""
 

@@ -26,6 +26,9 @@ class Plan:
     marker: MarkerSpec = field(compare=False)
     unavailable: str | None = None  # why the backend cannot run here (a skip, or a --edge-require failure)
     required: bool = False
+    # The user named this backend (marker backends=, edge_backends, --edge-backends, --edge-require):
+    # a borrowed artifact it does not convert fails the test instead of being reported (DoesNotConvert).
+    targeted: bool = False
     threads: int = 1
     warmup: int = 5
     runs: int = 50
@@ -60,7 +63,7 @@ class Plan:
 
     def on(self, backend: str) -> "Plan":
         """The same test on another backend (the golden's reference, a delegate's sibling)."""
-        return replace(self, backend=backend, unavailable=None, required=False)
+        return replace(self, backend=backend, unavailable=None, required=False, targeted=False)
 
 
 def search_dirs(settings: Settings, test_dir: Path | None) -> list[Path]:
@@ -99,6 +102,8 @@ def plan_for(settings: Settings, marker: MarkerSpec, model: Model, backend: str,
     return Plan(
         model=model, backend=backend, test_dir=test_dir, marker=marker, unavailable=unavailable,
         required=backend in settings.require,
+        targeted=(backend in settings.require or backend in (settings.backends or ())
+                  or backend in (marker.backends or ())),
         threads=marker.threads or settings.threads,
         warmup=marker.warmup if marker.warmup is not None else settings.warmup,
         runs=marker.runs if marker.runs is not None else settings.runs,

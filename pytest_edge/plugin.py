@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NoReturn
 
 import pytest
 
 from . import settings as edge_settings
 from .backends import get_backend
 from .edge_model import EdgeModel
-from .errors import (CountingUnavailable, DeviceUnreachable, EdgeError, EdgeInconclusive, EdgeWorkerRestarted,
+from .errors import (CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeError, EdgeInconclusive, EdgeWorkerRestarted,
                      UnknownBackend)
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .marker import parse_marker
@@ -184,6 +184,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             raise
         edge.skipped(item.nodeid, plan, str(exc))
         pytest.skip(str(exc))
+    except DoesNotConvert as exc:  # met in the body: the model loads when first run
+        _not_converted(item, plan, exc)
     except (Exception, pytest.fail.Exception) as exc:
         edge.body_failed(item.nodeid, plan, exc)  # the body's own failure; the table gets the row
         raise
@@ -194,6 +196,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             raise
         edge.skipped(item.nodeid, plan, str(exc))
         pytest.skip(str(exc))
+    except DoesNotConvert as exc:
+        _not_converted(item, plan, exc)
     except EdgeError as exc:
         item.user_properties.extend(edge.errored(item.nodeid, plan, exc).junit_properties())
         raise
@@ -203,6 +207,17 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         item.warn(EdgeWorkerRestarted(message))
     item.user_properties.extend(record.junit_properties())
     return result
+
+
+def _not_converted(item: pytest.Item, plan: Plan, exc: DoesNotConvert) -> NoReturn:
+    """A borrowed artifact the backend cannot convert: a failure where the user targets the backend,
+    else its own outcome in the record and tables, and a skip with the reason for pytest."""
+    edge = item.config.stash[SESSION_KEY]
+    if plan.targeted:
+        item.user_properties.extend(edge.errored(item.nodeid, plan, exc).junit_properties())
+        raise exc
+    edge.not_converted(item.nodeid, plan, str(exc))
+    pytest.skip(str(exc))
 
 
 @pytest.fixture

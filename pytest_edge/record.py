@@ -83,6 +83,11 @@ class Record:
         return cls(test, model, backend, verdict="skipped", skip_reason=reason)
 
     @classmethod
+    def not_converted(cls, test: str, model: dict[str, Any], backend: str, reason: str) -> "Record":
+        """The backend's frontend cannot convert this (borrowed) artifact: its own outcome."""
+        return cls(test, model, backend, verdict="does not convert", skip_reason=reason)
+
+    @classmethod
     def errored(cls, test: str, model: dict[str, Any], backend: str, message: str) -> "Record":
         """The check could not run (bad artifact, missing golden): ``message`` says why."""
         return cls(test, model, backend, verdict="error", violations=[message])

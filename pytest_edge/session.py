@@ -212,6 +212,9 @@ class EdgeSession:
     def skipped(self, test_id: str, plan: Plan, reason: str) -> Record:
         return self._keep(Record.skipped(test_id, self._model(plan), plan.backend, reason))
 
+    def not_converted(self, test_id: str, plan: Plan, reason: str) -> Record:
+        return self._keep(Record.not_converted(test_id, self._model(plan), plan.backend, reason))
+
     def errored(self, test_id: str, plan: Plan, error: Exception) -> Record:
         record = getattr(error, "record", None)
         if record is not None:  # EdgeCheckFailed: its record is kept already

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import BackendError
+from ..errors import BackendError, DoesNotConvert
 from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
 
 # Nodes that are graph plumbing rather than operations a device runs.
@@ -32,10 +32,29 @@ _PRECISIONS = {"openvino": ("f32", "FP32"), "openvino-bf16": ("bf16", "BF16"), "
 _TARGET_DEVICES = {"gpu": "GPU", "npu": "NPU"}
 
 
-def _spec(port: Any) -> TensorSpec:
+def _spec(port: Any, dim_names: dict[str, list[str | None]] | None = None) -> TensorSpec:
     names = sorted(port.get_names())
-    shape = tuple(d.get_length() if d.is_static else None for d in port.get_partial_shape())
-    return TensorSpec(names[0] if names else port.get_any_name(), shape, port.get_element_type().to_dtype().name)
+    name = names[0] if names else port.get_any_name()
+    symbolic = (dim_names or {}).get(name) or []
+    shape = tuple(d.get_length() if d.is_static else (symbolic[i] if i < len(symbolic) else None)
+                  for i, d in enumerate(port.get_partial_shape()))
+    return TensorSpec(name, shape, port.get_element_type().to_dtype().name)
+
+
+def onnx_dim_names(path: Path) -> dict[str, list[str | None]]:
+    """The symbolic dimension names (``dim_param``) of a .onnx file's inputs and outputs, which
+    OpenVINO's partial shapes do not keep ("?"): a dynamic dimension reads the same ("height") as on
+    ONNX Runtime. Empty where the ``onnx`` package is not installed (then it reads None)."""
+    try:
+        import onnx
+    except ImportError:
+        return {}
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception:  # noqa: BLE001 - OpenVINO read it; its own shapes stand
+        return {}
+    return {value.name: [d.dim_param or None for d in value.type.tensor_type.shape.dim]
+            for value in [*graph.input, *graph.output]}
 
 
 def operations(model: Any) -> list[Any]:
@@ -76,16 +95,29 @@ def read_model(core: Any, path: Path, backend: str) -> Any:
     try:
         return core.read_model(str(path), str(weights)) if path.suffix == ".xml" else core.read_model(str(path))
     except RuntimeError as exc:
-        detail = " ".join(line for line in str(exc).splitlines() if line.strip() and "Exception from" not in line)
-        raise BackendError(f"{backend}: OpenVINO cannot read {path}: {detail}") from exc
+        if path.suffix == ".xml":  # its own IR: a broken file is an error
+            raise BackendError(f"{backend}: OpenVINO cannot read {path}: {_detail(exc)}") from exc
+        raise DoesNotConvert(f"does not convert here: OpenVINO's {_FRONTENDS.get(path.suffix, path.suffix)} frontend "
+                             f"cannot convert {path}: {_detail(exc)}") from exc
+
+
+# The frontend that reads each borrowed format (OpenVINO converts it to its own graph on read).
+_FRONTENDS = {".onnx": "ONNX", ".tflite": "TensorFlow Lite"}
+
+
+def _detail(exc: Exception) -> str:
+    """The frontend's own reason, without OpenVINO's source-location lines."""
+    return " ".join(line for line in str(exc).splitlines() if line.strip() and "Exception from" not in line)
 
 
 class OpenVINOModel(LoadedModel):
-    def __init__(self, core: Any, model: Any, compiled: Any, config: dict[str, Any]) -> None:
+    def __init__(self, core: Any, model: Any, compiled: Any, config: dict[str, Any],
+                 signature: tuple[list[TensorSpec], list[TensorSpec]]) -> None:
         self.core, self.model, self.compiled, self.config = core, model, compiled, config
         self.request = compiled.create_infer_request()
-        self.inputs = [_spec(p) for p in model.inputs]
-        self.outputs = [_spec(p) for p in model.outputs]
+        # The artifact's signature as read, before shapes= fixed its dynamic dimensions (as every
+        # other backend reports it), with the .onnx's dimension names.
+        self.inputs, self.outputs = signature
 
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         self.request.infer(list(feeds))
@@ -162,6 +194,8 @@ class OpenVINOBackend(Backend):
 
         core = ov.Core()
         model = read_model(core, Path(path), self.name)
+        dim_names = onnx_dim_names(Path(path)) if Path(path).suffix == ".onnx" else {}
+        signature = ([_spec(p, dim_names) for p in model.inputs], [_spec(p, dim_names) for p in model.outputs])
         if shapes:
             names = {n for port in model.inputs for n in port.get_names()}
             model.reshape({n: list(s) for n, s in shapes.items() if n in names})
@@ -172,8 +206,12 @@ class OpenVINOBackend(Backend):
         try:
             compiled = core.compile_model(model, "CPU", config)
         except RuntimeError as exc:
-            raise BackendError(f"{self.name}: OpenVINO's CPU plugin cannot compile {path}: {exc}") from exc
-        return OpenVINOModel(core, model, compiled, config)
+            if Path(path).suffix == ".xml":
+                raise BackendError(f"{self.name}: OpenVINO's CPU plugin cannot compile {path}: {_detail(exc)}") from exc
+            # A converted graph the plugin cannot compile did not convert to something OpenVINO runs.
+            raise DoesNotConvert(f"does not convert here: OpenVINO converted {path} but its CPU plugin cannot "
+                                 f"compile the result: {_detail(exc)}") from exc
+        return OpenVINOModel(core, model, compiled, config, signature)
 
     def predicted_coverage(self, artifact: Path, target: str) -> Coverage | None:
         """Coverage on the ``target`` device's plugin; None (said unavailable) where it does not load."""

@@ -142,7 +142,7 @@ def regressions(report: Mapping[str, Any], baseline: Mapping[str, Any] | None,
         return []
     found = []
     for record in report.get("records", []):
-        if record.get("verdict") == "skipped":
+        if record.get("verdict") in ("skipped", "does not convert"):
             continue
         found += [(record, c) for c in figure_changes(record, find_baseline(baseline, record), max_regression, gates)
                   if c.marked]

@@ -17,7 +17,7 @@ from .changes import (DEFAULT_MAX_REGRESSION, FIGURES, FigureChange, base_backen
                       gate_judged, regressions)
 from .charts import PALETTE, Series, bar_chart, coverage_bar, ecdf_chart, escape, significant
 from .json_report import find_baseline
-from .table import DASH, VERDICT_RANK, fold_line, folded_skips, missing_artifact, worst_per
+from .table import DASH, NOT_RUN, VERDICT_RANK, fold_line, folded_skips, missing_artifact, worst_per
 
 
 def _table_open(title_html: str, headers: Sequence[str]) -> str:
@@ -161,7 +161,7 @@ def _matrix(records: Sequence[Mapping[str, Any]]) -> list[str]:
 def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, Any]],
                    baseline: Mapping[str, Any] | None, max_regression: float, merged: bool,
                    gates: bool) -> list[str]:
-    ran = [r for r in records if r["verdict"] != "skipped"]
+    ran = [r for r in records if r["verdict"] not in NOT_RUN]
     labels = _series_labels(records, merged)
     color = {id(r): PALETTE[i % len(PALETTE)] for i, r in enumerate(records)}
     label = {id(r): lab for r, lab in zip(records, labels)}
@@ -232,7 +232,7 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
         out += [f"<tr><td>{escape(label[id(r)])}</td>{''.join(deployment.row_cells(r))}</tr>" for r in shipped]
         out.append("</table>")
     for r in records:
-        if r["verdict"] in ("failed", "error", "skipped") and (r.get("violations") or r.get("skip_reason")):
+        if r["verdict"] in ("failed", "error", *NOT_RUN) and (r.get("violations") or r.get("skip_reason")):
             text = "; ".join(r.get("violations") or []) or r.get("skip_reason")
             out.append(f'<p><span class="{escape(r["verdict"])}">&nbsp;{escape(r["verdict"])}&nbsp;</span> '
                        f"<b>{escape(label[id(r)])}</b>: {escape(text)}</p>")

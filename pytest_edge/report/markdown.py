@@ -11,7 +11,7 @@ from .json_report import find_baseline
 from .table import (DASH, VERDICT_RANK, figure, fold_line, folded_skips, gate_summary, missing_artifact,
                     table_footer, worst_per)
 
-_ICON = {"passed": "✅", "failed": "❌", "error": "❌", "skipped": "⏭️"}
+_ICON = {"passed": "✅", "failed": "❌", "error": "❌", "skipped": "⏭️", "does not convert": "↪️"}
 
 
 def _md(value: Any) -> str:
@@ -78,7 +78,7 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
 
             coverage = DASH if cov.get("fallback") is None else f"{1 - cov['fallback']:.0%}"
             verdict = f"{_ICON.get(r['verdict'], '')} {_md(r['verdict'])}".strip()
-            if r["verdict"] == "skipped" and r.get("skip_reason"):
+            if r["verdict"] in ("skipped", "does not convert") and r.get("skip_reason"):
                 verdict += f": {_md(r['skip_reason'])}"
             if r.get("warnings"):
                 verdict += " (gate inconclusive)"

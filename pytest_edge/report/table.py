@@ -20,7 +20,10 @@ def figure(value: Any, fmt: str) -> str:
 # A backend skipped because the model has no artifact for it says so in this form (plan.py); such
 # rows carry no information beyond the suffix, so the table folds them into one line per model.
 _NO_ARTIFACT = re.compile(r"^no (\.[\w.-]+) artifact for ")
-VERDICT_RANK = {"failed": 0, "error": 0, "passed": 1, "skipped": 2}
+VERDICT_RANK = {"failed": 0, "error": 0, "passed": 1, "does not convert": 2, "skipped": 2}
+# Verdicts of records that ran nothing: a skip, and a borrowed artifact the backend's frontend
+# cannot convert (errors.DoesNotConvert), each with its reason.
+NOT_RUN = frozenset({"skipped", "does not convert"})
 TABLE_WIDTH = 100
 
 
@@ -103,7 +106,7 @@ def _skip_notes(rows: Sequence[tuple[str, str, Mapping[str, Any]]]) -> dict[str,
     "skipped [1]" and the footer gives the reason once, however many rows share it."""
     notes: dict[str, int] = {}
     for _, _, r in rows:
-        if r["verdict"] == "skipped":
+        if r["verdict"] in NOT_RUN:
             notes.setdefault(str(r.get("skip_reason") or ""), len(notes) + 1)
     return notes
 
@@ -120,7 +123,8 @@ def table_rows(records: Iterable[Mapping[str, Any]], width: int | None = TABLE_W
         lat = r.get("latency_ms") or {}
         acc = r.get("accuracy") or {}
         coverage = DASH if not cov else f"{1 - cov['fallback']:.0%}" + ("*" if cov.get("method") == "predicted" else "")
-        verdict = r["verdict"] if r["verdict"] != "skipped" else f"skipped [{notes[str(r.get('skip_reason') or '')]}]"
+        verdict = r["verdict"] if r["verdict"] not in NOT_RUN else \
+            f"{r['verdict']} [{notes[str(r.get('skip_reason') or '')]}]"
         if r.get("warnings"):
             verdict += " (gate inconclusive)"
         rows.append([model, backend, figure(acc.get("max_abs_err"), ".2e"), coverage,
@@ -145,8 +149,16 @@ def table_footer(records: Sequence[Mapping[str, Any]], width: int = TABLE_WIDTH)
     """Lines printed after the table: the reasons of the rows' skips, one line per model for the
     backends skipped because it has no artifact for them, and a legend when a reference lane
     shows 0 % coverage."""
-    lines = [_shorten(f"[{n}] skipped: {reason or 'no reason given'}", width)
-             for reason, n in _skip_notes(_table_records(records)).items()]
+    rows = _table_records(records)
+    verdicts = {str(r.get("skip_reason") or ""): r["verdict"] for _, _, r in rows if r["verdict"] in NOT_RUN}
+    # A skip's reason follows "skipped:"; a does-not-convert reason says so itself.
+    lines = [_shorten(f"[{n}] {'skipped: ' if verdicts.get(reason) == 'skipped' else ''}{reason or 'no reason given'}",
+                      width) for reason, n in _skip_notes(rows).items()]
+    unconverted = [r for _, _, r in rows if r["verdict"] == "does not convert"]
+    if unconverted:
+        which = ", ".join(sorted({f"{r['model']['name']} on {r['backend']}" for r in unconverted}))
+        lines.append(_shorten(f"{len(unconverted)} do(es) not convert here ({which}): reported, not failed, "
+                              "unless the backend is targeted (backends=, --edge-backends, --edge-require)", width))
     lines += [_shorten(fold_line(model, suffixes, backends), width)
               for model, (suffixes, backends) in folded_skips(records).items()]
     reference = sorted({r["backend"] for r in records if missing_artifact(r) is None and r.get("coverage")

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendCrash, BackendError, DeviceUnreachable
+from ..errors import BackendCrash, BackendError, DeviceUnreachable, DoesNotConvert
 from ..external_data import external_files
 from ..files import sha256_file
 from . import protocol
@@ -171,6 +171,8 @@ class BackendWorker:
         if self._server is not None:
             try:
                 return self._server.handle(request)
+            except DoesNotConvert:
+                raise
             except Exception as exc:
                 raise BackendError(f"{self.label} failed to {request.op} {artifact}: "
                                    f"{type(exc).__name__}: {exc}") from exc
@@ -234,6 +236,8 @@ class BackendWorker:
                 self._check_hello(value)
             return value
         where = f" {artifact}" if artifact else ""
+        if reply.get("kind") == DoesNotConvert.__name__:  # its own outcome, not an error (errors.DoesNotConvert)
+            raise DoesNotConvert(f"{self.label}: {reply.get('message')}")
         raise BackendError(f"{self.label} failed to {op}{where}: {reply.get('kind')}: {reply.get('message')}")
 
     def _check_hello(self, hello: Any) -> None:
