@@ -9,15 +9,6 @@ from pathlib import Path
 import pytest
 from edge_helpers import FIXTURES
 
-from pytest_edge.backends import DISABLE_ENV, all_backends
-
-# The suite's outcome counts are written for the three original runtimes (ONNX Runtime, LiteRT,
-# ExecuTorch), also where OpenVINO, ncnn or MNN is installed; those are tested in
-# test_more_runtimes.py, which clears this (pytester subprocesses and workers inherit it).
-MORE_RUNTIMES = "openvino,ncnn,mnn"
-os.environ.setdefault(DISABLE_ENV, MORE_RUNTIMES)
-all_backends.cache_clear()
-
 # Imported once, before any pytester test: pytester restores sys.modules after each test, and a
 # second import of a C extension in the same process breaks: onnx's aborts it (protobuf
 # descriptors), openvino's finds its cached extension without its submodules ("'openvino._pyopenvino'

@@ -9,16 +9,16 @@ import importlib.metadata
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .. import __version__
 from ..errors import EdgeUsageError, GoldenError
 from ..files import sha256_file
-from ..models import Model
+from ..models import Model, resolve_model
 from ..record import Record
 from ..settings import Settings
 from . import gate, probe
-from .config import LlmConfig, config_path
+from .config import GENAI_CONFIG, LlmConfig, genai_decoder, read_config
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec
 from .metrics import budget_messages, logits_figures, logits_messages, timing_figures, token_agreement, token_message
@@ -60,13 +60,43 @@ def targets(spec: LlmSpec, model: Model, selected: list[str] | None) -> list[Llm
     return found
 
 
+def resolve_llm_model(spec: str, dirs: Sequence[Path]) -> Model:
+    """A decoder as its exporter left it: an export folder (ONNX Runtime GenAI's, with the decoder its
+    ``genai_config.json`` names; an Optimum folder's ``model.onnx``; a lone ``.pte``/``.gguf``/``.tflite``
+    in it), else a path or stem with the LLM runtimes' suffixes (``.gguf`` among them)."""
+    suffixes = list(dict.fromkeys(b.suffix for b in LLM_BACKENDS.values()))
+    for folder in dirs:
+        candidate = Path(spec) if Path(spec).is_absolute() else folder / spec
+        if not candidate.is_dir():
+            continue
+        artifacts: dict[str, Path] = {}
+        decoder = genai_decoder(candidate)
+        if decoder is None and (candidate / "model.onnx").is_file():
+            decoder = candidate / "model.onnx"
+        if decoder is not None:
+            if not decoder.is_file():
+                raise EdgeUsageError(f"{candidate / GENAI_CONFIG} names the decoder {decoder.name}, which is not there")
+            artifacts[".onnx"] = decoder
+        for suffix in suffixes:
+            found = sorted(candidate.glob("*" + suffix))
+            if suffix not in artifacts and len(found) == 1:
+                artifacts[suffix] = found[0]
+        if artifacts:
+            return Model(candidate.name, artifacts)
+    return resolve_model(spec, dirs, suffixes)
+
+
 def config_of(model: Model) -> LlmConfig:
-    """The configuration beside the model's artifacts (the first that has one)."""
-    candidates = [config_path(p) for p in model.artifacts.values()]
-    for path in candidates:
-        if path.is_file():
-            return LlmConfig.load(path)
-    return LlmConfig.load(candidates[0])  # raises, naming the file expected
+    """The decoder configuration its exporter wrote with one of the model's artifacts (the first that
+    has one: config.read_config's order); none: the error of the first, naming what was looked for."""
+    first: EdgeUsageError | None = None
+    for path in model.artifacts.values():
+        try:
+            return read_config(path)
+        except EdgeUsageError as exc:
+            first = first or exc
+    assert first is not None, model
+    raise first
 
 
 class LlmChecker:

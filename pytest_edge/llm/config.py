@@ -1,11 +1,14 @@
-"""A decoder's configuration (``<stem>.json`` beside its artifacts): what the bounds checks and the
-KV-cache estimate read."""
+"""A decoder's configuration, read from what the field's exporters write beside the artifact: ONNX
+Runtime GenAI's ``genai_config.json`` (model builder), the Hugging Face ``config.json`` of an Optimum
+export folder, and only where the artifact carries none, a hand-written ``<stem>.json`` in this
+project's own keys. It is what the bounds checks and the KV-cache estimate read."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Callable
 
 from ..errors import EdgeUsageError
 
@@ -21,6 +24,7 @@ class LlmConfig:
     head_dim: int
     max_context: int
     dtype: str = "float32"  # of the KV cache
+    source: str = ""  # the file it was read from, said in records and messages
 
     @classmethod
     def load(cls, path: Path) -> "LlmConfig":
@@ -32,13 +36,13 @@ class LlmConfig:
                                  f"{', '.join(f.name for f in fields(cls))})") from None
         except (OSError, ValueError) as exc:
             raise EdgeUsageError(f"{path}: unreadable LLM configuration: {exc}") from None
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} - {"source"}
         missing = sorted(known - {"dtype"} - set(data))
         if missing:
             raise EdgeUsageError(f"{path}: LLM configuration lacks {', '.join(missing)}")
         if data.get("dtype", "float32") not in DTYPE_BYTES:
             raise EdgeUsageError(f"{path}: dtype {data['dtype']!r} is not one of {', '.join(DTYPE_BYTES)}")
-        config = cls(**{k: v for k, v in data.items() if k in known})
+        config = cls(**{k: v for k, v in data.items() if k in known}, source=str(path))
         if config.n_heads % config.n_kv_heads:
             raise EdgeUsageError(f"{path}: n_heads {config.n_heads} is not a multiple of n_kv_heads {config.n_kv_heads}")
         return config
@@ -49,4 +53,104 @@ class LlmConfig:
 
 
 def config_path(artifact: Path) -> Path:
+    """The hand-written configuration of an artifact that carries none: ``<stem>.json`` beside it."""
     return Path(artifact).with_suffix(".json")
+
+
+GENAI_CONFIG = "genai_config.json"
+HF_CONFIG = "config.json"
+_TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+
+
+def _json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise EdgeUsageError(f"{path}: unreadable decoder configuration: {exc}") from None
+    if not isinstance(data, dict):
+        raise EdgeUsageError(f"{path}: a decoder configuration must be a JSON object")
+    return data
+
+
+def _ints(path: Path, where: str, values: dict, keys: dict[str, str]) -> dict[str, int]:
+    """``keys`` (ours -> theirs) read as positive integers from ``values``; missing ones named."""
+    missing = [theirs for theirs in keys.values() if not isinstance(values.get(theirs), int) or values[theirs] <= 0]
+    if missing:
+        raise EdgeUsageError(f"{path}: {where} lacks {', '.join(missing)} (positive integers), which the KV-cache "
+                             "estimate and the prompt bounds need")
+    return {ours: int(values[theirs]) for ours, theirs in keys.items()}
+
+
+def from_genai_config(path: Path) -> LlmConfig:
+    """ONNX Runtime GenAI's ``genai_config.json`` (its model builder writes it beside ``model.onnx``):
+    ``model.vocab_size``, ``model.context_length`` and ``model.decoder``'s layer and head counts."""
+    data = _json(path)
+    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    decoder = model.get("decoder") if isinstance(model.get("decoder"), dict) else {}
+    top = _ints(path, "model", model, {"vocab_size": "vocab_size", "max_context": "context_length"})
+    heads = _ints(path, "model.decoder", decoder, {"n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
+                                                   "n_kv_heads": "num_key_value_heads", "head_dim": "head_size"})
+    return _checked(LlmConfig(**top, **heads, source=str(path)), path)
+
+
+def from_hf_config(path: Path) -> LlmConfig:
+    """A Hugging Face ``config.json`` (an Optimum ONNX export folder has one beside ``model.onnx``):
+    ``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads`` (default: the attention
+    heads), ``head_dim`` (default: ``hidden_size / num_attention_heads``), ``max_position_embeddings``,
+    ``vocab_size``; the cache's dtype from ``torch_dtype``/``dtype``."""
+    data = _json(path)
+    values = dict(data)
+    values.setdefault("num_key_value_heads", data.get("num_attention_heads"))
+    if not isinstance(values.get("head_dim"), int):
+        hidden, heads = data.get("hidden_size"), data.get("num_attention_heads")
+        if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+            values["head_dim"] = hidden // heads
+    read = _ints(path, "the configuration", values, {
+        "vocab_size": "vocab_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
+        "n_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "max_context": "max_position_embeddings"})
+    dtype = _TORCH_DTYPES.get(str(data.get("torch_dtype") or data.get("dtype") or "float32"), "float32")
+    return _checked(LlmConfig(**read, dtype=dtype, source=str(path)), path)
+
+
+def _checked(config: LlmConfig, path: Path) -> LlmConfig:
+    if config.n_heads % config.n_kv_heads:
+        raise EdgeUsageError(f"{path}: {config.n_heads} attention heads are not a multiple of {config.n_kv_heads} "
+                             "key/value heads")
+    return config
+
+
+def genai_decoder(folder: Path) -> Path | None:
+    """The decoder ``.onnx`` a GenAI folder's ``genai_config.json`` names, where it has one."""
+    path = Path(folder) / GENAI_CONFIG
+    if not path.is_file():
+        return None
+    model = _json(path).get("model")
+    decoder = model.get("decoder") if isinstance(model, dict) else None
+    name = decoder.get("filename") if isinstance(decoder, dict) else None
+    if not isinstance(name, str) or Path(name).name != name:
+        raise EdgeUsageError(f"{path}: model.decoder.filename must name a file in that folder, not {name!r}")
+    return Path(folder) / name
+
+
+def read_config(artifact: Path, metadata: Callable[[Path], LlmConfig | None] | None = None) -> LlmConfig:
+    """The decoder configuration of ``artifact``, from what its exporter wrote: ``genai_config.json``
+    naming it, a Hugging Face ``config.json`` beside it, the artifact's own metadata (``metadata``:
+    the runtime's reader, e.g. a GGUF's keys), and only then a hand-written ``<stem>.json``. None of
+    them: an error naming every file looked for and the keys."""
+    artifact = Path(artifact)
+    folder = artifact.parent
+    if genai_decoder(folder) == artifact:
+        return from_genai_config(folder / GENAI_CONFIG)
+    if metadata is not None:
+        found = metadata(artifact)
+        if found is not None:
+            return found
+    if (folder / HF_CONFIG).is_file():
+        return from_hf_config(folder / HF_CONFIG)
+    own = config_path(artifact)
+    if own.is_file():
+        return LlmConfig.load(own)
+    raise EdgeUsageError(
+        f"{artifact}: no decoder configuration: looked for {folder / GENAI_CONFIG} (ONNX Runtime GenAI's model "
+        f"builder), {folder / HF_CONFIG} (a Hugging Face / Optimum export folder), the artifact's own metadata, "
+        f"and a hand-written {own} with {', '.join(f.name for f in fields(LlmConfig) if f.name != 'source')}")

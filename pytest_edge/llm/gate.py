@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..measurement.stats import compare_groups, compare_pairs
-from .config import LlmConfig, config_path
+from ..errors import EdgeUsageError
+from .config import LlmConfig, read_config
 
 GATED = (("ttft_p50_ms", "TTFT P50"), ("tpot_p50_ms", "TPOT P50"))
 
@@ -30,8 +31,11 @@ def twin_of(baseline_models: Path | None, artifact: Path) -> Path | None:
 
 
 def twin_config(twin: Path, fallback: LlmConfig) -> LlmConfig:
-    path = config_path(twin)
-    return LlmConfig.load(path) if path.is_file() else fallback
+    """The twin's own configuration (its exporter's files beside it), else the tested artifact's."""
+    try:
+        return read_config(twin)
+    except EdgeUsageError:
+        return fallback
 
 
 def stored_processes(baseline: Mapping[str, Any] | None, test: str, backend: str) -> list[dict[str, Any]] | None:

@@ -4,16 +4,18 @@ table and xdist merging carry them like any other."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pytest
 
-from ..errors import EdgeCheckFailed, EdgeError
+from ..errors import EdgeCheckFailed, EdgeError, EdgeUsageError
+from ..plan import search_dirs
 from ..record import Record
 from ..stash import SESSION_KEY
-from .checks import LlmChecker, LlmTarget, config_of, model_json, targets
+from .checks import LlmChecker, LlmTarget, config_of, model_json, resolve_llm_model, targets
 from .marker import parse_llm_marker
 from .runners import check_prompt, generate
 
@@ -47,14 +49,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.Collector.CollectError(
             f"{metafunc.definition.nodeid}: {len(markers)} @pytest.mark.edge_llm markers apply; one must say everything")
     session = _session(metafunc.config)
-    try:
-        spec = parse_llm_marker(markers[0].args, markers[0].kwargs)
-        model = session.resolve(spec.model, Path(metafunc.definition.path).parent)
-        found = targets(spec, model, session.settings.backends)
-    except EdgeError as exc:
-        raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
     if "edge_llm" not in metafunc.fixturenames:
         metafunc.fixturenames.append("edge_llm")  # checked on each backend even without the fixture
+    try:
+        spec = parse_llm_marker(markers[0].args, markers[0].kwargs)
+        model = resolve_llm_model(spec.model, search_dirs(session.settings, Path(metafunc.definition.path).parent))
+        found = targets(spec, model, session.settings.backends)
+    except EdgeError as exc:
+        # One test's error (a model not found, an artifact kind no runtime knows), not a collection
+        # error that would end the whole session with the other tests.
+        metafunc.parametrize("edge_llm", [pytest.param(Unresolved(f"{metafunc.definition.nodeid}: {exc}"),
+                                                       id="error")], indirect=True)
+        return
     required = set(session.settings.require)
     params = [pytest.param(t, id=f"{model.name}-{t.backend}",
                            marks=[pytest.mark.skip(reason=t.unavailable)] if t.unavailable and t.backend not in required
@@ -86,10 +92,19 @@ class LlmHandle:
         return generate(runner, ids, 1).first_logits
 
 
+@dataclass(frozen=True)
+class Unresolved:
+    """An ``edge_llm`` test whose marker or model could not be resolved: an error of that test."""
+
+    message: str
+
+
 @pytest.fixture
 def edge_llm(request: pytest.FixtureRequest) -> LlmHandle:
     """The test's decoder loaded on one backend (parametrized over the LLM backends)."""
     target: LlmTarget = request.param
+    if isinstance(target, Unresolved):
+        raise EdgeUsageError(target.message)
     if target.unavailable:  # only a required backend gets here: the others were skipped
         pytest.fail(f"{target.backend} is required (--edge-require) but cannot run {target.model.name}: "
                     f"{target.unavailable}", pytrace=False)

@@ -1,0 +1,112 @@
+"""Decoders as users export them (fixtures/make_llm_exports.py): a Llama through ONNX Runtime
+GenAI's model builder and a Qwen2 through Hugging Face Optimum, each from a ``transformers``
+configuration with random weights, dropped into a fresh project with no hand-written
+configuration. Their greedy tokens must equal PyTorch's own (``pytorch_greedy.json``, written by
+``transformers``' ``generate`` when the export was made)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from edge_helpers import FIXTURES
+
+from pytest_edge.errors import EdgeUsageError
+from pytest_edge.llm.checks import config_of, resolve_llm_model
+from pytest_edge.llm.config import read_config
+
+pytest.importorskip("onnxruntime")
+LLM = FIXTURES / "llm"
+
+
+def _project(pytester: pytest.Pytester, export: str, as_name: str = "decoder") -> dict:
+    """A fresh project with the export folder copied as ``models/<as_name>``; PyTorch's tokens."""
+    shutil.copytree(LLM / export, pytester.path / "models" / as_name)
+    greedy = json.loads((LLM / export / "pytorch_greedy.json").read_text())
+    pytester.makepyfile(test_decoder=f"""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/{as_name}", prompts={greedy['prompts']!r},
+                              new_tokens={greedy['new_tokens']}, backends=["onnxruntime-cpu"])
+        def test_against_the_golden(edge_llm):
+            pass
+
+        @pytest.mark.edge_llm(model="models/{as_name}", prompts={greedy['prompts'][:1]!r}, new_tokens=2,
+                              backends=["onnxruntime-cpu"])
+        def test_same_tokens_as_pytorch(edge_llm):
+            assert [edge_llm.generate(p, {greedy['new_tokens']}) for p in {greedy['prompts']!r}] == {greedy['tokens']!r}
+    """)
+    return greedy
+
+
+@pytest.mark.parametrize("export", ["genai_llama", "optimum_qwen2"])
+def test_a_field_export_runs_with_no_hand_written_configuration(pytester: pytest.Pytester, export: str) -> None:
+    """The builder's folder (genai_config.json names model.onnx; attention_mask in) and Optimum's
+    (config.json beside model.onnx; attention_mask and position_ids in): greedy tokens equal
+    PyTorch's; goldens recorded, then checked."""
+    _project(pytester, export)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+    source = Path(record["llm"]["config"]["source"]).name
+    assert source == ("genai_config.json" if export.startswith("genai") else "config.json")
+
+
+def test_the_same_export_slightly_perturbed_fails_naming_the_first_differing_position(
+        pytester: pytest.Pytester) -> None:
+    greedy = _project(pytester, "genai_llama")
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=1)
+    perturbed = json.loads((LLM / "genai_llama_perturbed" / "pytorch_greedy.json").read_text())
+    for file in ("model.onnx", "model.onnx.data"):
+        shutil.copy(LLM / "genai_llama_perturbed" / file, pytester.path / "models" / "decoder" / file)
+    result = pytester.runpytest_subprocess("-k", "golden")
+    result.assert_outcomes(failed=1)
+    first = next(i for i, (a, b) in enumerate(zip(greedy["tokens"][0], perturbed["tokens"][0])) if a != b)
+    result.stdout.fnmatch_lines([f"*first difference at new token {first} (golden {greedy['tokens'][0][first]}, "
+                                 f"got {perturbed['tokens'][0][first]})*"])
+
+
+def test_configuration_is_read_from_the_export() -> None:
+    genai = read_config(LLM / "genai_llama" / "model.onnx")
+    optimum = read_config(LLM / "optimum_qwen2" / "model.onnx")
+    for config in (genai, optimum):
+        assert (config.n_layers, config.n_heads, config.n_kv_heads, config.head_dim) == (2, 4, 2, 16)
+        assert config.vocab_size == 256 and config.max_context == 256
+    # M_KV = 2 x layers x batch x tokens x kv_heads x head_dim x bytes, from the export's own numbers.
+    assert genai.kv_cache_bytes(100) == 2 * 2 * 1 * 100 * 2 * 16 * 4
+    assert config_of(resolve_llm_model("genai_llama", [LLM])).source.endswith("genai_config.json")
+
+
+def test_no_configuration_anywhere_names_what_was_looked_for(tmp_path: Path) -> None:
+    shutil.copy(LLM / "optimum_qwen2" / "model.onnx", tmp_path / "model.onnx")
+    with pytest.raises(EdgeUsageError) as info:
+        read_config(tmp_path / "model.onnx")
+    for named in ("genai_config.json", "config.json", "model.json", "n_kv_heads"):
+        assert named in str(info.value)
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 10, "num_attention_heads": 4}))
+    with pytest.raises(EdgeUsageError, match="lacks num_hidden_layers, head_dim, max_position_embeddings"):
+        read_config(tmp_path / "model.onnx")
+
+
+def test_an_artifact_kind_no_runtime_knows_is_one_tests_error(pytester: pytest.Pytester) -> None:
+    """A model that is not found (only a .bin here) errors its own test; the others still run."""
+    (pytester.path / "models").mkdir()
+    (pytester.path / "models" / "weights.bin").write_bytes(b"\0" * 16)
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/weights", prompts=[[1, 2]])
+        def test_unknown(edge_llm):
+            pass
+
+        def test_other():
+            pass
+    """)
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*model 'models/weights' not found*"])
+    assert "Interrupted" not in result.stdout.str()
