@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_edge.backends import get_backend
+from pytest_edge.backends import all_backends, get_backend
 from pytest_edge.files import sha256_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,6 +19,18 @@ FIXTURES = ROOT / "fixtures"
 needs_executorch = pytest.mark.skipif(get_backend("executorch").unavailable_reason() is not None,
                                       reason="ExecuTorch is not installed in this environment")
 LIGHT = "--edge-backends=onnxruntime-cpu,litert,litert-ref"  # executorch costs ~4 s per process
+
+
+def installed(backend: str) -> bool:
+    """The backend's runtime imports here (a test that counts outcomes counts what is installed)."""
+    return get_backend(backend).unavailable_reason() is None
+
+
+def onnx_only_outcomes() -> dict[str, int]:
+    """A model with only a .onnx, on every registered backend: ONNX Runtime and, where installed,
+    OpenVINO (which reads .onnx) run it; every other backend is skipped with its reason."""
+    runs = 1 + installed("openvino")
+    return {"passed": runs, "skipped": len(all_backends()) - runs}
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

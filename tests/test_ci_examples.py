@@ -9,6 +9,7 @@ code). What the actions would upload must exist afterwards."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,8 @@ yaml = pytest.importorskip("yaml", reason="pyyaml (the test extra) parses the CI
 
 ROOT = Path(__file__).resolve().parent.parent
 CI = ROOT / "examples/ci"
-GATE_LINE = "merge gate (A/B against ../base/models): 1 compared, 0 regressed"
+# tiny_mlp.onnx on ONNX Runtime, and on OpenVINO where it is installed.
+GATE_LINE = re.compile(r"merge gate \(A/B against \.\./base/models\): [12] compared, 0 regressed")
 
 TEST = '''\
 import pytest
@@ -94,8 +96,8 @@ def test_github_actions_workflow_runs_on_a_pull_request(tmp_path: Path) -> None:
     summary = tmp_path / "step-summary.md"
     env.update(GITHUB_EVENT_NAME="pull_request", GITHUB_BASE_REF="main", GITHUB_STEP_SUMMARY=str(summary))
     printed = "".join(_run(step["run"], project, env) for step in steps if "run" in step)
-    assert GATE_LINE in printed, printed
-    assert "pytest-edge conformance: 1 passed" in summary.read_text()
+    assert GATE_LINE.search(printed), printed
+    assert re.search(r"pytest-edge conformance: [12] passed", summary.read_text())
     uploaded = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact"))
     for path in uploaded["with"]["path"].split():
         assert (project / path).is_file(), f"{path} is uploaded but was not written"
@@ -111,7 +113,7 @@ def test_gitlab_ci_job_runs_on_a_merge_request(tmp_path: Path) -> None:
     for name, value in job["variables"].items():
         env[name] = os.path.expandvars(value.replace("$CI_PROJECT_DIR", str(project)))
     printed = "".join(_run(line, project, env) for line in job["script"])
-    assert GATE_LINE in printed, printed
-    assert "pytest-edge conformance: 1 passed" in (project / ".edge/summary.md").read_text()
+    assert GATE_LINE.search(printed), printed
+    assert re.search(r"pytest-edge conformance: [12] passed", (project / ".edge/summary.md").read_text())
     for path in [*job["artifacts"]["paths"], job["artifacts"]["reports"]["junit"]]:
         assert (project / path).is_file(), f"{path} is kept as an artifact but was not written"

@@ -87,6 +87,10 @@ def test_drift_budget_messages() -> None:
         "one process: no spread to judge it against)")
     assert problem[0].endswith("the machine probe drifted 1.01 over the same windows")
     assert check_drift(1.1, 1.1, [1.1], "litert") == []  # at the budget passes, as the other budgets do
+    # The machine slowed down too (its probe drifted 1.18): the model's own drift is 1.54 / 1.18 = 1.30.
+    assert check_drift(1.539, 1.5, [1.539], "onnxruntime-cpu", probe_drift=1.18) == []
+    assert len(check_drift(2.0, 1.5, [2.0], "onnxruntime-cpu", probe_drift=1.18)) == 1  # 1.69 of its own
+    assert len(check_drift(1.6, 1.5, [1.6], "onnxruntime-cpu", probe_drift=0.8)) == 1  # a faster probe is no excuse
     assert check_drift(0.7, 1.1, [0.7], "litert") == []  # faster at the end is no drift problem
     assert check_drift(None, None, [], "litert") == [] and check_drift(9.0, None, [9.0], "litert") == []
     unmeasured = check_drift(None, 1.1, [None], "onnxruntime-cpu")

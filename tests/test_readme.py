@@ -289,8 +289,10 @@ def test_walkthrough_from_an_empty_project(tmp_path: Path) -> None:
     assert "tiny_cnn-executorch" not in text or "failed" not in text
     assert re.search(r"onnxruntime-cpu\s+\S+ delegated", text), "inspect printed no coverage"
     assert "pytest-edge conformance" in text and "passed" in text
-    assert re.search(r"merge gate \(A/B against \.\./main-models/models\): 4 compared, 0 regressed", text), text
-    assert re.search(r"merge gate \(against stored numbers\): 4 compared, 0 regressed", text)
+    # Every installed backend that reads tiny_cnn is gated (OpenVINO too where the venv has it).
+    ab = re.search(r"merge gate \(A/B against \.\./main-models/models\): (\d+) compared, 0 regressed", text)
+    stored = re.search(r"merge gate \(against stored numbers\): (\d+) compared, 0 regressed", text)
+    assert ab and stored and int(ab.group(1)) >= 4 and ab.group(1) == stored.group(1), text
     installed = subprocess.run([str(project / ".venv/bin/python"), "-c",
                                 "import pytest_edge, xdist, pytest_benchmark; print(pytest_edge.__file__)"],
                                capture_output=True, text=True, env=env, cwd=project)

@@ -47,7 +47,8 @@ def _plan(edge: EdgeSession, backend: str = "litert", **keywords: object):
 def test_reference_is_resolved_like_model_and_owns_the_golden(session: EdgeSession) -> None:
     plan = _plan(session, reference="tiny_cnn", min_cosine=0.99)
     assert plan.model.name == "tiny_cnn_int8" and plan.reference is not None
-    assert plan.golden_model.name == "tiny_cnn" and set(plan.reference.artifacts) == {".onnx", ".tflite", ".pte"}
+    assert plan.golden_model.name == "tiny_cnn" and set(plan.reference.artifacts) == {
+        ".onnx", ".tflite", ".pte", ".ncnn.param", ".mnn"}  # every artifact fixtures/ has of it
     assert plan.golden_plan.model.name == "tiny_cnn" and plan.golden_plan.reference is None
     assert plan.artifact is not None and plan.artifact.name == "tiny_cnn_int8.tflite"  # the tested one
     assert session.golden.used(plan) == {("tiny_cnn", "default")}
@@ -102,7 +103,7 @@ def test_staleness_is_judged_on_the_artifact_the_reference_golden_came_from(sess
     # Recorded from an artifact the reference model does not have here: each of its own is judged.
     elsewhere = _golden("tiny_cnn", "tiny_cnn.mlmodel", [])
     assert sorted(p.name for p in judged_artifacts(plan, elsewhere)) == [
-        "tiny_cnn.onnx", "tiny_cnn.pte", "tiny_cnn.tflite"]
+        "tiny_cnn.mnn", "tiny_cnn.ncnn.param", "tiny_cnn.onnx", "tiny_cnn.pte", "tiny_cnn.tflite"]
     own = _plan(session)
     assert [p.name for p in judged_artifacts(own, golden)] == ["tiny_cnn_int8.tflite"]
 
@@ -205,7 +206,7 @@ def test_unknown_reference_is_a_collection_error(pytester: pytest.Pytester, mode
     result = pytester.runpytest_subprocess()
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*test_unknown: reference='tiny_cnn_fp32' of model 'tiny_cnn_int8': model "
-                                 "'tiny_cnn_fp32' not found: no .onnx/.tflite/.pte artifact at *"])
+                                 "'tiny_cnn_fp32' not found: no .onnx/*/.pte/* artifact at *"])
 
 
 def test_max_drift_generous_passes_and_a_drift_test_times_long_enough_whatever_runs_says(

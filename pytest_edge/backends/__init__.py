@@ -5,7 +5,6 @@ entry-point group. An entry point names a callable that returns a list of :class
 from __future__ import annotations
 
 import importlib.metadata
-import os
 from functools import lru_cache
 
 from ..errors import UnknownBackend
@@ -15,33 +14,16 @@ __all__ = ["Backend", "Coverage", "Intermediates", "LoadedModel", "TensorSpec", 
            "reference_order", "split_device", "UnknownBackend"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"
-# Entry points (by name, comma-separated) whose backends are not run by default: known by name
-# only, like a variant (pytest-edge's own suite counts outcomes over the three original runtimes).
-DISABLE_ENV = "PYTEST_EDGE_DISABLE_BACKENDS"
-
-
-@lru_cache(maxsize=4)
-def _disabled_backends(setting: str) -> dict[str, Backend]:
-    """The backends of the entry points ``setting`` (DISABLE_ENV's value) names."""
-    disabled = {n.strip() for n in setting.split(",") if n.strip()}
-    found: dict[str, Backend] = {}
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if entry.name in disabled:
-            for backend in entry.load()():
-                found.setdefault(backend.name, backend)
-    return found
 
 
 @lru_cache(maxsize=1)
 def all_backends() -> dict[str, Backend]:
     """Every registered backend by name. Built-in runtimes register exactly as third-party ones do,
     through the entry-point group (pyproject.toml). Ordered (test ids, tables) by reference
-    priority, then name; backends without one after those with one."""
+    priority, then name; backends without one after those with one. Every registered runtime is in:
+    a project narrows the set in its own files (edge_backends, a marker's backends=/skip_backends=)."""
     found: dict[str, Backend] = {}
-    disabled = {n.strip() for n in os.environ.get(DISABLE_ENV, "").split(",") if n.strip()}
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if entry.name in disabled:
-            continue
         for backend in entry.load()():
             found.setdefault(backend.name, backend)
     ranked = sorted(found.values(), key=lambda b: (b.reference_priority is None, b.reference_priority or 0, b.name))
@@ -61,10 +43,7 @@ def get_backend(name: str) -> Backend:
     registry = all_backends()
     if name in registry:
         return registry[name]
-    disabled = _disabled_backends(os.environ.get(DISABLE_ENV, ""))
-    if name in disabled:
-        return disabled[name]
-    for runtime in dict.fromkeys(type(b) for b in [*registry.values(), *disabled.values()]):
+    for runtime in dict.fromkeys(type(b) for b in registry.values()):
         backend = runtime.variant(name)
         if backend is not None:
             return backend
