@@ -105,20 +105,27 @@ def test_a_stored_baseline_without_a_gate_is_a_comparison_not_a_verdict() -> Non
     assert "regressed" not in page and "1 record(s) changed beyond 10%" in page and 'class="n changed"' in page
 
 
+def _ab_project(pytester: pytest.Pytester, model: str, backends: str, write: Any, ini: str = "") -> None:
+    """main/ and pr/ each with ``write(folder, side)``'s artifact, a test of ``model`` on ``backends``,
+    the goldens recorded from pr/."""
+    for side in ("main", "pr"):
+        (pytester.path / side).mkdir()
+        write(pytester.path / side, side)
+    pytester.makepyfile(f"""
+        import pytest
+        @pytest.mark.edge(model="{model}", backends="{backends}")
+        def test_model(edge_model):
+            pass
+    """)
+    pytester.makeini("[pytest]\nedge_model_dirs = pr\n" + ini)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=len(backends.split(",")))
+
+
 def test_ab_run_writes_the_baseline_table_and_the_gate_line(pytester: pytest.Pytester) -> None:
     """A real A/B run whose model is 4x the work of its twin: the page and the summary written by
     the run itself (--edge-html, --edge-summary) show the change against the twin."""
-    for folder, hidden in (("main", 256), ("pr", 1024)):
-        (pytester.path / folder).mkdir()
-        write_mlp(pytester.path / folder / "mlp.onnx", hidden)
-    pytester.makepyfile("""
-        import pytest
-        @pytest.mark.edge(model="mlp", backends="onnxruntime-cpu")
-        def test_mlp(edge_model):
-            pass
-    """)
-    pytester.makeini("[pytest]\nedge_model_dirs = pr\n")
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    _ab_project(pytester, "mlp", "onnxruntime-cpu",
+                lambda folder, side: write_mlp(folder / "mlp.onnx", 256 if side == "main" else 1024))
     result = pytester.runpytest_subprocess("--edge-baseline-models=main", "--edge-processes=2",
                                            "--edge-min-time=0.05s", "--edge-report=r.json", "--edge-html=r.html",
                                            "--edge-summary=r.md")
@@ -146,19 +153,10 @@ def test_each_records_twin_is_its_own_backends(pytester: pytest.Pytester) -> Non
     """litert and litert-ref load the same .tflite twin: each record's twin coverage is its own backend's
     (XNNPACK takes tiny_cnn's convolutions on litert; litert-ref has no delegate), so an unchanged twin
     reads the same fallback as the record on both."""
-    pytest.importorskip("onnx")
     fixture = Path(__file__).parent.parent / "fixtures" / "tiny_cnn.tflite"
-    for folder in ("main", "pr"):
-        (pytester.path / folder).mkdir()
-        (pytester.path / folder / "tiny_cnn.tflite").write_bytes(fixture.read_bytes())
-    pytester.makepyfile("""
-        import pytest
-        @pytest.mark.edge(model="tiny_cnn", backends="litert,litert-ref")
-        def test_cnn(edge_model):
-            pass
-    """)
-    pytester.makeini("[pytest]\nedge_model_dirs = pr\nedge_reference_backend = litert-ref\n")
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    _ab_project(pytester, "tiny_cnn", "litert,litert-ref",
+                lambda folder, side: (folder / "tiny_cnn.tflite").write_bytes(fixture.read_bytes()),
+                ini="edge_reference_backend = litert-ref\n")
     result = pytester.runpytest_subprocess("--edge-baseline-models=main", "--edge-processes=1",
                                            "--edge-min-time=0.02s", "--edge-report=r.json")
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}

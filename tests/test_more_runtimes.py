@@ -364,3 +364,30 @@ def test_weights_files_travel_to_a_device_and_date_the_golden(pytester: pytest.P
     stale = pytester.runpytest_subprocess("-k", "test_mlp", "--edge-device", device)
     stale.assert_outcomes(failed=2)
     stale.stdout.fnmatch_lines(["*golden for 'tiny_mlp' is stale*tiny_mlp.ncnn.bin*"])
+
+
+def test_a_borrowed_artifact_that_does_not_convert_is_reported_and_fails_only_where_targeted(
+        pytester: pytest.Pytester, models: Path) -> None:
+    """OpenVINO cannot convert the stateful counter_state.tflite: installing it does not turn a green
+    suite red (its own outcome, counted), but a lane that targets OpenVINO fails naming the reason."""
+    _server("openvino")
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="counter_state")
+        def test_counter(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2, skipped=5)
+    result = pytester.runpytest_subprocess("-rs", "--edge-report=r.json", "--edge-summary=r.md")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["counter_s*openvino*does not convert [[]1[]]*",
+                                 "*1 do(es) not convert here (counter_state on openvino)*"])
+    record = next(r for r in json.loads((pytester.path / "r.json").read_text())["records"]
+                  if r["backend"] == "openvino")
+    assert record["verdict"] == "does not convert" and "Unexpected type: RESOURCE" in record["skip_reason"]
+    assert "1 does not convert" in (pytester.path / "r.md").read_text().splitlines()[0]
+    for targeting in (["--edge-backends=openvino,litert"], ["--edge-require=openvino"]):
+        targeted = pytester.runpytest_subprocess(*targeting)
+        targeted.assert_outcomes(**({"passed": 1} if "--edge-backends" in targeting[0] else {"passed": 2, "skipped": 4}),
+                                 failed=1)
+        targeted.stdout.fnmatch_lines(["*openvino: does not convert here: OpenVINO's TensorFlow Lite frontend*"])
