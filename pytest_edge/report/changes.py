@@ -88,14 +88,10 @@ def gate_judged(record: Mapping[str, Any]) -> bool:
 
 def gate_findings(record: Mapping[str, Any], verdict: str) -> set[str]:
     """The gate's figure names that the gate gave ``verdict`` ("failed", "inconclusive") on this record.
-    A record of an older pytest-edge has no findings: its failed figures are read off the violations."""
-    check = record.get("baseline_check") or {}
-    findings = check.get("findings")
-    if isinstance(findings, list):
-        return {str(f.get("figure")) for f in findings if isinstance(f, Mapping) and f.get("verdict") == verdict}
-    texts = list(record.get("violations") or []) if verdict == "failed" else list(check.get("inconclusive") or [])
-    return {name for name in _GATE_FIGURES.values() if any(f": {name} " in str(t) or f"{name} dropped" in str(t)
-                                                          for t in texts)}
+    A record of a pytest-edge before findings has none: no figure is marked (its verdict column and
+    violations still say what failed), rather than guessing from the messages' text."""
+    findings = (record.get("baseline_check") or {}).get("findings")
+    return {str(f.get("figure")) for f in findings or [] if isinstance(f, Mapping) and f.get("verdict") == verdict}
 
 
 def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
