@@ -13,8 +13,8 @@ import pytest
 from . import settings as edge_settings
 from .backends import get_backend
 from .edge_model import EdgeModel
-from .errors import (CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeError, EdgeInconclusive, EdgeWorkerRestarted,
-                     UnknownBackend)
+from .errors import (CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeError, EdgeInconclusive,
+                     EdgeWorkerRestarted, UnknownBackend)
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .marker import parse_marker
 from .plan import Plan, plans
