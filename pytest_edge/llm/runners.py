@@ -165,7 +165,8 @@ LLM_BACKENDS: dict[str, LlmBackend] = {b.name: b for b in (
                "LiteRT decoders need prefill/decode signatures from litert-torch's generative converter, "
                "which is not installed here: no runner yet"),
     LlmBackend("llama.cpp", ".gguf", None, None,
-               "llama-cpp-python has no prebuilt wheel here (a source build only): no runner yet"),
+               "pytest-edge has no llama.cpp runner yet (llama-cpp-python builds from its sdist here, about "
+               "13 CPU-minutes, but is not wired to a runner): a .gguf is recognised, not run"),
 )}
 
 
