@@ -22,7 +22,8 @@ pytest.importorskip("onnxruntime")
 LLM = FIXTURES / "llm"
 
 
-def _project(pytester: pytest.Pytester, export: str, as_name: str = "decoder") -> dict:
+def _project(pytester: pytest.Pytester, export: str, as_name: str = "decoder",
+             backends: tuple[str, ...] = ("onnxruntime-cpu",)) -> dict:
     """A fresh project with the export folder copied as ``models/<as_name>``; PyTorch's tokens."""
     shutil.copytree(LLM / export, pytester.path / "models" / as_name)
     greedy = json.loads((LLM / export / "pytorch_greedy.json").read_text())
@@ -30,12 +31,12 @@ def _project(pytester: pytest.Pytester, export: str, as_name: str = "decoder") -
         import pytest
 
         @pytest.mark.edge_llm(model="models/{as_name}", prompts={greedy['prompts']!r},
-                              new_tokens={greedy['new_tokens']}, backends=["onnxruntime-cpu"])
+                              new_tokens={greedy['new_tokens']}, backends={list(backends)!r})
         def test_against_the_golden(edge_llm):
             pass
 
         @pytest.mark.edge_llm(model="models/{as_name}", prompts={greedy['prompts'][:1]!r}, new_tokens=2,
-                              backends=["onnxruntime-cpu"])
+                              backends={list(backends)!r})
         def test_same_tokens_as_pytorch(edge_llm):
             assert [edge_llm.generate(p, {greedy['new_tokens']}) for p in {greedy['prompts']!r}] == {greedy['tokens']!r}
     """)
@@ -54,6 +55,31 @@ def test_a_field_export_runs_with_no_hand_written_configuration(pytester: pytest
     record = json.loads((pytester.path / "r.json").read_text())["records"][0]
     source = Path(record["llm"]["config"]["source"]).name
     assert source == ("genai_config.json" if export.startswith("genai") else "config.json")
+
+
+def test_onnxruntime_genai_runs_the_builder_folder_with_its_own_generator(pytester: pytest.Pytester) -> None:
+    """How apps run a model builder export: onnxruntime-genai's Generator. Its greedy tokens equal
+    PyTorch's and the golden recorded by ONNX Runtime (the reference backend); a folder without
+    genai_config.json is not one it runs (skipped with the reason)."""
+    pytest.importorskip("onnxruntime_genai")
+    _project(pytester, "genai_llama", backends=("onnxruntime-cpu", "onnxruntime-genai"))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=4)
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "-v")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*test_against_the_golden[[]decoder-onnxruntime-genai[]] PASSED*"])
+    records = json.loads((pytester.path / "r.json").read_text())["records"]
+    genai = next(r for r in records if r["backend"] == "onnxruntime-genai" and "golden" in r["test"])
+    assert genai["accuracy"]["reference"] == "onnxruntime-cpu", genai["accuracy"]
+    shutil.copytree(LLM / "optimum_qwen2", pytester.path / "models" / "qwen")
+    pytester.makepyfile(test_qwen="""
+        import pytest
+        @pytest.mark.edge_llm(model="models/qwen", prompts=[[1, 2]], backends=["onnxruntime-genai"])
+        def test_qwen(edge_llm):
+            pass
+    """)
+    skipped = pytester.runpytest_subprocess("test_qwen.py", "-rs")
+    skipped.assert_outcomes(skipped=1)
+    skipped.stdout.fnmatch_lines(["*onnxruntime-genai runs a model builder folder: no genai_config.json*"])
 
 
 def test_the_same_export_slightly_perturbed_fails_naming_the_first_differing_position(

@@ -24,8 +24,10 @@ from .marker import LlmSpec
 from .metrics import budget_messages, logits_figures, logits_messages, timing_figures, token_agreement, token_message
 from .runners import LLM_BACKENDS, Runner, check_prompt, generate, open_runner
 
-RUNTIME_DISTRIBUTIONS = {"onnxruntime-cpu": "onnxruntime", "executorch": "executorch"}
+RUNTIME_DISTRIBUTIONS = {"onnxruntime-cpu": "onnxruntime", "executorch": "executorch",
+                         "onnxruntime-genai": "onnxruntime-genai"}
 CACHE_KIND = {"onnxruntime-cpu": "dynamic (past/present grow with the context)",
+              "onnxruntime-genai": "the generator's own (genai_config.json: past_present_share_buffer)",
               "executorch": "static (mutable buffers of max_context positions, allocated at load)"}
 
 
@@ -54,8 +56,9 @@ def targets(spec: LlmSpec, model: Model, selected: list[str] | None) -> list[Llm
                 or (selected is not None and name not in selected):
             continue
         # A runtime without a runner here says so first: that is what holds it back, artifact or not.
-        reason = backend.why_not or (f"no {backend.suffix} artifact for {model.name}"
-                                     if model.artifact(backend.suffix) is None else backend.unavailable_reason())
+        artifact = model.artifact(backend.suffix)
+        reason = backend.why_not or (f"no {backend.suffix} artifact for {model.name}" if artifact is None else
+                                     backend.unavailable_reason() or (backend.refuses and backend.refuses(artifact)))
         found.append(LlmTarget(spec, model, name, reason))
     return found
 
@@ -115,7 +118,9 @@ class LlmChecker:
 
     def reference_backend(self, model: Model) -> str:
         for name, backend in LLM_BACKENDS.items():
-            if model.artifact(backend.suffix) is not None and backend.unavailable_reason() is None:
+            artifact = model.artifact(backend.suffix)
+            if artifact is not None and backend.unavailable_reason() is None \
+                    and not (backend.refuses and backend.refuses(artifact)):
                 return name
         raise GoldenError(f"no LLM backend available here can run any artifact of {model.name} to record goldens")
 

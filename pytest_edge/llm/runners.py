@@ -140,6 +140,52 @@ class ExecuTorchRunner:
         return out[0][0, -1].numpy().copy()
 
 
+def _not_a_builder_folder(artifact: Path) -> str | None:
+    from .config import GENAI_CONFIG, genai_decoder
+
+    if genai_decoder(Path(artifact).parent) == Path(artifact):
+        return None
+    return (f"onnxruntime-genai runs a model builder folder: no {GENAI_CONFIG} beside {Path(artifact).name} "
+            "naming it")
+
+
+class GenAIRunner:
+    """ONNX Runtime GenAI's own generator over a model builder folder (how apps run these exports):
+    ``og.Model`` reads ``genai_config.json`` beside the decoder, ``Generator.append_tokens`` runs the
+    prompt (or the next token) and ``get_logits`` gives the last position's logits. Greedy, no
+    sampling; the KV cache is the generator's own."""
+
+    backend = "onnxruntime-genai"
+
+    def __init__(self, path: Path, config: LlmConfig, threads: int = 1) -> None:
+        import json
+
+        import onnxruntime_genai as og
+
+        folder = Path(path).parent
+        if not (folder / "genai_config.json").is_file():
+            raise BackendError(f"{path} ({self.backend}): no genai_config.json beside it: onnxruntime-genai runs "
+                               "a model builder folder")
+        try:
+            og_config = og.Config(str(folder))
+            og_config.overlay(json.dumps({"model": {"decoder": {"session_options": {
+                "intra_op_num_threads": threads, "inter_op_num_threads": 1}}}}))
+            self.og, self.model = og, og.Model(og_config)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime-genai raises its own classes
+            raise BackendError(f"{path} ({self.backend}): cannot load: {exc}") from None
+        self.config = config
+        self.reset()
+
+    def reset(self) -> None:
+        params = self.og.GeneratorParams(self.model)
+        params.set_search_options(max_length=self.config.max_context, do_sample=False)
+        self.generator = self.og.Generator(self.model, params)
+
+    def step(self, ids: Sequence[int]) -> np.ndarray:
+        self.generator.append_tokens(list(ids))
+        return np.asarray(self.generator.get_logits(), np.float32).reshape(-1, self.config.vocab_size)[-1].copy()
+
+
 @dataclass(frozen=True)
 class LlmBackend:
     name: str
@@ -147,6 +193,8 @@ class LlmBackend:
     runner: Callable[[Path, LlmConfig, int], Runner] | None
     module: str | None  # the runtime's import name; None where there is no runner
     why_not: str | None = None  # why it cannot run here, whatever is installed
+    # Why this runtime cannot take a given artifact of its suffix (None: it can).
+    refuses: Callable[[Path], str | None] | None = None
 
     def unavailable_reason(self) -> str | None:
         if self.why_not:
@@ -161,6 +209,7 @@ class LlmBackend:
 LLM_BACKENDS: dict[str, LlmBackend] = {b.name: b for b in (
     LlmBackend("onnxruntime-cpu", ".onnx", OrtRunner, "onnxruntime"),
     LlmBackend("executorch", ".pte", ExecuTorchRunner, "executorch"),
+    LlmBackend("onnxruntime-genai", ".onnx", GenAIRunner, "onnxruntime_genai", refuses=_not_a_builder_folder),
     LlmBackend("litert", ".tflite", None, None,
                "LiteRT decoders need prefill/decode signatures from litert-torch's generative converter, "
                "which is not installed here: no runner yet"),
