@@ -48,6 +48,7 @@ th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .skipped{background:#eaeef2;color:#57606a}.inconclusive{background:#fff8c5;color:#7d4e00}
 td.bad{background:#ffebe9;color:#a40e26;font-weight:600}td.good{color:#116329}
 .changed{background:#fff8c5;color:#7d4e00}td.changed{font-style:italic}
+.convert{background:#eaeef2;color:#57606a}
 .row{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}
 .card{border:1px solid #d0d7de;border-radius:6px;padding:8px 10px}
 .sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px}
