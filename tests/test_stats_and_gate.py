@@ -90,6 +90,23 @@ def test_confirmed_regression_fails_with_both_measurements() -> None:
             "+100.0%, then +107.7%") in result.failures[0]
 
 
+def test_the_gates_findings_carry_figure_values_threshold_statistic_and_rule() -> None:
+    """What the reports render: one finding per figure the gate failed, as the gate decided it."""
+    result = run_gate(_record([2.0, 2.02, 1.98], memory=30.0), _record([1.0, 1.01, 0.99]), paired=False,
+                      max_regression=0.1, strict=False, remeasure=lambda: (_record([2.1, 2.05, 2.08]), None),
+                      source="base")
+    findings = {f.figure: f.to_json() for f in result.findings}
+    assert set(findings) == {"P50 latency", "peak memory"} and len(result.failures) == 2
+    p50 = findings["P50 latency"]
+    assert p50["verdict"] == "failed" and p50["threshold"] == 0.1 and p50["old"] == pytest.approx(1.0, rel=1e-3)
+    assert p50["new"] == pytest.approx(2.038, rel=1e-3) and "t=20.14 over 3 vs 6 processes" in p50["statistic"]
+    assert p50["rule"].startswith("stored:") and p50["message"] in result.failures
+    assert findings["peak memory"]["old"] == 10.0 and findings["peak memory"]["new"] == 30.0
+    unchanged = run_gate(_record([1.0, 1.01, 0.99]), _record([1.0, 1.01, 0.99]), paired=False, max_regression=0.1,
+                         strict=False, remeasure=_never, source="base")
+    assert unchanged.findings == [] and unchanged.summary["verdict"] == "passed"
+
+
 def test_a_suspect_below_significance_is_measured_again() -> None:
     """+25 % in three noisy processes is not significant alone; measured again, six processes are."""
     first = _record([1.25, 1.6, 1.0])
