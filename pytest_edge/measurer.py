@@ -12,7 +12,7 @@ from .backends import split_device
 from .counting import Counter
 from .measurement.gate import AB_REMEASURE_PAIRS, GateResult, run_gate, twin_baseline
 from .measurement.lock import machine_measurement_lock
-from .measurement.timing import combine_processes
+from .measurement.timing import combine_processes, round_order
 from .plan import Plan
 from .report.ab_baseline import twin_figures
 from .report.json_report import find_baseline
@@ -24,14 +24,6 @@ from .worker.protocol import Load, Measure
 # CPU the rest of the machine used during the timed runs, in cores, from which a timing counts
 # as taken under load.
 LOAD_THRESHOLD_CORES = 0.5
-
-
-def round_order(number: int, artifacts: int) -> list[int]:
-    """Which artifact a round times first: A B, then B A, then A B, ... The first process of an A/B
-    pair ran 1-3 % slower than the second on a busy machine (benchmarks/bench_gate.py); alternating
-    cancels that instead of adding it to every pair's ratio."""
-    order = list(range(artifacts))
-    return order[::-1] if number % 2 else order
 
 
 class Measurer:

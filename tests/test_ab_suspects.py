@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from edge_helpers import record
 
 from pytest_edge.measurement.gate import AB_REMEASURE_PAIRS, AB_SUSPECT_FRACTION, run_gate
-from pytest_edge.measurer import round_order
+from pytest_edge.measurement.timing import round_order
 
 
 def _pairs(p50s: list[float]) -> dict:

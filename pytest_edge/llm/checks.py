@@ -14,7 +14,9 @@ from typing import Any, Sequence
 from .. import __version__
 from ..errors import EdgeUsageError, GoldenError
 from ..files import sha256_file
+from ..measurement.gate import GateResult
 from ..models import Model, resolve_model
+from ..pipeline import gate_into
 from ..record import Record
 from ..settings import Settings
 from . import gate, probe
@@ -169,10 +171,11 @@ class LlmChecker:
         block: dict[str, Any] = {"config": config.__dict__, "new_tokens": spec.new_tokens,
                                  "kv_cache": CACHE_KIND.get(target.backend), "prompts": per_prompt}
         measured: dict[str, Any] = {}
+        judged: GateResult | None = None
         gated = self.settings.baseline is not None or gate.twin_of(self.settings.baseline_models, artifact) is not None
         if spec.needs_measurement or self.settings.measure or gated:
-            measured, regressions = self._measure(test_id, target, config, prompts[0], block)
-            violations += budget_messages(target.backend, block, spec.budgets) + regressions
+            measured, judged = self._measure(test_id, target, config, prompts[0], block)
+            violations += budget_messages(target.backend, block, spec.budgets)
         record = Record(
             test=test_id, backend=target.backend,
             model=model_json(target, rootdir),
@@ -187,26 +190,33 @@ class LlmChecker:
                       "max_abs_err": _worst(per_prompt, "max_abs_err", max),
                       "cosine": _worst(per_prompt, "cosine", min)},
             extra={"llm": block}, checked=True)
+        if judged is not None:
+            violations += gate_into(record, judged)
         return record.conclude(violations), violations
 
     def _measure(self, test_id: str, target: LlmTarget, config: LlmConfig, prompt: list[int],
-                 block: dict[str, Any]) -> tuple[dict, list[str]]:
-        """The figures into ``block``; returns them and the merge gate's failures."""
+                 block: dict[str, Any]) -> tuple[dict, GateResult | None]:
+        """The figures into ``block``; returns them and the merge gate's decision (None: no baseline)."""
         spec, artifact, settings = target.spec, target.artifact, self.settings
         twin = gate.twin_of(settings.baseline_models, artifact)
         models = [(artifact, config)] + ([(twin, gate.twin_config(twin, config))] if twin is not None else [])
-        measured, *twin_measured = probe.measure_rounds(target.backend, models, prompt, spec.new_tokens, spec.warmup,
-                                                        spec.runs, settings.processes, spec.threads)
+
+        def rounds(count: int) -> list[dict[str, Any]]:
+            return probe.measure_rounds(target.backend, models, prompt, spec.new_tokens, spec.warmup, spec.runs,
+                                        count, spec.threads)
+
+        measured, *twin_measured = rounds(settings.processes)
+        judged = None
+        judging = {"measure_again": rounds, "processes": settings.processes,
+                   "max_regression": settings.max_regression, "strict": settings.strict_timing}
         if twin is not None:
-            regressions, block["baseline_check"] = gate.regressions(
-                target.backend, measured["processes"], twin_measured[0]["processes"], settings.max_regression,
-                True, f"the baseline twin {_relative(twin, settings.rootdir)}")
+            judged = gate.judge(target.backend, measured, gate.as_gated(target.backend, twin_measured[0]),
+                                paired=True, source=_relative(twin, settings.rootdir), **judging)
         else:
-            old = gate.stored_processes(settings.baseline, test_id, target.backend)
-            regressions = []
-            if old:
-                regressions, block["baseline_check"] = gate.regressions(
-                    target.backend, measured["processes"], old, settings.max_regression, False, "the stored baseline")
+            stored = gate.stored_record(settings.baseline, test_id, target.backend)
+            if stored is not None:
+                judged = gate.judge(target.backend, measured, stored, paired=False, source=test_id,
+                                    **judging)
         block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"]))
         block.update(load_ms=measured["load_ms"], peak_memory_mb=measured["peak_memory_mb"],
                      steady_memory_mb=measured["steady_memory_mb"], processes=measured["processes"],
@@ -220,7 +230,7 @@ class LlmChecker:
                                      f"context of {config.max_context}")
             block["context"] = probe.context_sweep(target.backend, artifact, config, lengths, spec.peak_memory_mb,
                                                    spec.memory_limit_mb)
-        return measured, regressions
+        return measured, judged
 
 
 def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:

@@ -1,25 +1,28 @@
-"""The merge gate on generation figures: TTFT P50 and TPOT P50 of each fresh process against a
-baseline, with the package's statistics (``edge_max_regression`` and significance):
+"""The merge gate on generation figures, through the package's one gate
+(:func:`pytest_edge.measurement.gate.run_gate`): TTFT P50 and TPOT P50 of each fresh process (and
+peak memory) against a baseline, with its rules unchanged (docs/gate.md):
 
 - **A/B** (``--edge-baseline-models=DIR``): the twin of the artifact in DIR (same file name, its
-  own ``<stem>.json`` beside it, or this one's) measured alternately with it in this job, as pairs;
+  own configuration beside it, or this one's) measured alternately with it in this job, as pairs;
 - **stored** (``--edge-baseline=REPORT``): the per-process figures of the same test and backend in
-  an earlier report (its ``llm.processes``), Welch's test.
+  an earlier report (its ``llm.processes``).
 
-A figure fails when it is more than the allowed regression slower *and* significant.
+A figure above the threshold is measured again in fresh processes; it fails only when it is above
+the threshold both times and significant over both measurements together.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
-from ..measurement.stats import compare_groups, compare_pairs
 from ..errors import EdgeUsageError
+from ..measurement.gate import AB_REMEASURE_PAIRS, GateResult, run_gate
+from ..measurement.regressions import GENERATION_FIGURES
 from .config import LlmConfig, read_config
 
-GATED = (("ttft_p50_ms", "TTFT P50"), ("tpot_p50_ms", "TPOT P50"))
+# rounds -> one pooled measurement per artifact, this one first, then its twin (probe.measure_rounds)
+MeasureRounds = Callable[[int], "list[dict[str, Any]]"]
 
 
 def twin_of(baseline_models: Path | None, artifact: Path) -> Path | None:
@@ -38,31 +41,34 @@ def twin_config(twin: Path, fallback: LlmConfig) -> LlmConfig:
         return fallback
 
 
-def stored_processes(baseline: Mapping[str, Any] | None, test: str, backend: str) -> list[dict[str, Any]] | None:
-    """The per-process figures of the same test on the same backend in a stored report."""
+def stored_record(baseline: Mapping[str, Any] | None, test: str, backend: str) -> dict[str, Any] | None:
+    """The same test on the same backend in a stored report, as the gate reads a baseline: its
+    per-process generation figures and its peak memory (None where it has no processes)."""
     for record in (baseline or {}).get("records", []):
         if record.get("test") == test and record.get("backend") == backend:
-            return ((record.get("llm") or {}).get("processes")) or None
+            processes = (record.get("llm") or {}).get("processes")
+            return as_gated(backend, {"processes": processes, "peak_memory_mb": record.get("peak_memory_mb")}) \
+                if processes else None
     return None
 
 
-def _geomean(values: Sequence[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+def as_gated(backend: str, measured: Mapping[str, Any]) -> dict[str, Any]:
+    """A measurement (probe.measure_rounds) as the gate reads a record."""
+    return {"backend": backend, "processes": measured.get("processes") or [],
+            "peak_memory_mb": measured.get("peak_memory_mb")}
 
 
-def regressions(backend: str, new: Sequence[Mapping[str, Any]], old: Sequence[Mapping[str, Any]],
-                max_regression: float, paired: bool, what: str) -> tuple[list[str], dict[str, Any]]:
-    """(failures naming backend, figure, both values and the allowed regression; a summary)."""
-    failures, summary = [], {"mode": "ab" if paired else "stored", "baseline": what}
-    for key, name in GATED:
-        a = [p[key] for p in new if p.get(key)]
-        b = [p[key] for p in old if p.get(key)]
-        if not a or not b or (paired and len(a) != len(b)):
-            continue
-        change = compare_pairs(a, b) if paired else compare_groups(b, a)
-        summary[key] = {"new": _geomean(a), "baseline": _geomean(b), "ratio": change.ratio,
-                        "significant": change.significant}
-        if change.exceeds(max_regression):
-            failures.append(f"{backend}: {name} {_geomean(a):.3g} ms is {change.describe()} against {what} "
-                            f"{_geomean(b):.3g} ms (allowed +{max_regression:.0%})")
-    return failures, summary
+def judge(backend: str, measured: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool,
+          measure_again: MeasureRounds, processes: int, max_regression: float, strict: bool,
+          source: str) -> GateResult:
+    """The gate's decision on one measurement against the twin's (``paired``: ``baseline`` is the
+    twin measured in the same rounds) or a stored record. ``measure_again(rounds)`` measures this
+    artifact (and the twin, in A/B mode) again in fresh processes: at least AB_REMEASURE_PAIRS pairs
+    in A/B mode, ``processes`` otherwise, as for every other model."""
+
+    def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
+        again, *twin_again = measure_again(max(processes, AB_REMEASURE_PAIRS) if paired else processes)
+        return as_gated(backend, again), (as_gated(backend, twin_again[0]) if twin_again else None)
+
+    return run_gate(as_gated(backend, measured), baseline, paired=paired, max_regression=max_regression,
+                    strict=strict, remeasure=remeasure, source=source, figures=GENERATION_FIGURES)

@@ -23,6 +23,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError
+from ..measurement.lock import machine_measurement_lock
+from ..measurement.timing import round_order
 from .config import LlmConfig
 
 RESULT_PREFIX = "PYTEST_EDGE_LLM "
@@ -162,17 +164,21 @@ def measure(backend: str, artifact: Path, config: LlmConfig, prompt: Sequence[in
 
 def measure_rounds(backend: str, models: Sequence[tuple[Path, LlmConfig]], prompt: Sequence[int], new_tokens: int,
                    warmup: int, runs: int, rounds: int, threads: int = 1, timeout_s: float = 300.0) -> list[dict]:
-    """Each round measures every model once, in turn (A B A B ...: an A/B pair sees the same
-    moment of the machine); one pooled result per model (see :func:`measure`)."""
+    """Each round measures every model once, in turn, the first alternating (A B, B A, ...: an A/B
+    pair sees the same moment of the machine, and the first process's extra cost falls on both
+    sides), under the machine's measurement lock (no other xdist worker times at once); one pooled
+    result per model (see :func:`measure`)."""
     results: list[list[dict[str, Any]]] = [[] for _ in models]
-    for _ in range(rounds):
-        for index, (artifact, config) in enumerate(models):
-            result = run_probe({"mode": "measure", "backend": backend, "artifact": str(artifact),
-                                "config": asdict(config), "prompt": list(prompt), "new_tokens": new_tokens,
-                                "warmup": warmup, "runs": runs, "threads": threads}, timeout_s)
-            if not result["ok"]:
-                raise BackendError(f"{artifact} ({backend}): measuring failed: {result['error']}")
-            results[index].append(result)
+    with machine_measurement_lock():
+        for number in range(rounds):
+            for index in round_order(number, len(models)):
+                artifact, config = models[index]
+                result = run_probe({"mode": "measure", "backend": backend, "artifact": str(artifact),
+                                    "config": asdict(config), "prompt": list(prompt), "new_tokens": new_tokens,
+                                    "warmup": warmup, "runs": runs, "threads": threads}, timeout_s)
+                if not result["ok"]:
+                    raise BackendError(f"{artifact} ({backend}): measuring failed: {result['error']}")
+                results[index].append(result)
     return [_pooled(r) for r in results]
 
 

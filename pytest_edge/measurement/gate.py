@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..sizes import artifact_size
-from .regressions import MEMORY_FLOOR_MB, GateFinding, Regression, latency_regressions, resource_regressions
+from .regressions import (LATENCY_FIGURES, MEMORY_FLOOR_MB, GateFinding, Regression, TimedFigure,
+                          latency_regressions, resource_regressions)
 
 # A/B mode (docs/gate.md, "Catching 1.2x"): a P50 above this fraction of the threshold is measured
 # again, in this many pairs (the first measurement has edge_processes pairs, 3 by default).
@@ -79,19 +80,21 @@ def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
 
 
 def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool, max_regression: float,
-             strict: bool, remeasure: Remeasure, source: str, p99_regression: float | None = None) -> GateResult:
+             strict: bool, remeasure: Remeasure, source: str, p99_regression: float | None = None,
+             figures: tuple[TimedFigure, ...] = LATENCY_FIGURES) -> GateResult:
     """``baseline``: the twin's measurement (``paired``) or the stored record; ``source`` names it.
 
     A figure above the threshold in the first measurement is a suspect, significant or not (three
     processes are little evidence either way): it is measured again in fresh processes, and it
     fails only when the second measurement is above the threshold too and both together are
-    significant (six processes, or six A/B pairs, against the baseline)."""
+    significant (six processes, or six A/B pairs, against the baseline). ``figures``: the timed
+    figures judged (latency percentiles; a decoder's TTFT and TPOT)."""
     result = GateResult()
     what = "the baseline twin" if paired else "the baseline"
-    gated = {"paired": paired, "p99_regression": p99_regression}
+    gated = {"paired": paired, "p99_regression": p99_regression, "figures": figures}
     suspects, result.notes = latency_regressions(record, baseline, max_regression, significant=False, **gated)
     if paired:
-        suspects = _ab_suspects(record, baseline, max_regression, suspects)
+        suspects = _ab_suspects(record, baseline, max_regression, suspects, figures)
     for regression in resource_regressions(record, baseline, max_regression, what):
         result.fail(regression, rule_of(regression.figure, paired))
     result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": bool(suspects)}
@@ -136,16 +139,17 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
 
 
 def _ab_suspects(record: Mapping[str, Any], baseline: Mapping[str, Any], max_regression: float,
-                 suspects: list[Regression]) -> list[Regression]:
-    """A/B mode: a P50 already AB_SUSPECT_FRACTION of the way to the threshold is a suspect too. Three
-    pairs put a 1.2x slower model anywhere from +10 % to +30 % on a busy machine; the one that reads
-    +8 % is measured again (AB_REMEASURE_PAIRS pairs) instead of passing. It still fails only above
-    the threshold twice and significant over all pairs, so an unchanged model pays a re-measurement
-    at most, never a failure."""
+                 suspects: list[Regression], figures: tuple[TimedFigure, ...]) -> list[Regression]:
+    """A/B mode: a median (P50, TTFT, TPOT) already AB_SUSPECT_FRACTION of the way to the threshold is
+    a suspect too. Three pairs put a 1.2x slower model anywhere from +10 % to +30 % on a busy machine;
+    the one that reads +8 % is measured again (AB_REMEASURE_PAIRS pairs) instead of passing. It still
+    fails only above the threshold twice and significant over all pairs, so an unchanged model pays a
+    re-measurement at most, never a failure."""
+    medians = tuple(f for f in figures if not f.tail)
     early, _ = latency_regressions(record, baseline, max_regression * AB_SUSPECT_FRACTION, paired=True,
-                                   significant=False)
-    p50 = [r for r in early if r.figure == "P50 latency"]
-    return p50 + [r for r in suspects if r.figure != "P50 latency"] if p50 else suspects
+                                   significant=False, figures=medians)
+    names = {r.figure for r in early}
+    return early + [r for r in suspects if r.figure not in names]
 
 
 def _pooled(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:

@@ -54,10 +54,27 @@ class GateFinding:
                 "message": self.message}
 
 
-# Percentile -> fewest runs per process from which it is gated against a baseline. A P99 of a few
-# hundred runs rests on a handful of slow runs (an interrupt, a page fault): gated from 1000 runs,
-# ten runs beyond it in every process.
-_GATED_PERCENTILES = {"p50": MIN_RUNS["p50"], "p99": 1000}
+@dataclass(frozen=True)
+class TimedFigure:
+    """A per-process timing figure the gate judges: ``key`` in each process's figures (and in the
+    record's pooled ``latency_ms``), its name in messages, the fewest runs per process from which it
+    is gated, and whether it is a tail (gated in A/B mode only, with its own threshold)."""
+
+    key: str
+    name: str  # "P50 latency", "TTFT P50"
+    per_process: str  # "P50", "TTFT P50": what one process contributes, in "geometric mean of 3 process P50s"
+    min_runs: int = 1
+    tail: bool = False
+
+
+# A P99 of a few hundred runs rests on a handful of slow runs (an interrupt, a page fault): gated
+# from 1000 runs, ten runs beyond it in every process.
+LATENCY_FIGURES = (TimedFigure("p50", "P50 latency", "P50", MIN_RUNS["p50"]),
+                   TimedFigure("p99", "P99 latency", "P99", 1000, tail=True))
+# A decoder's figures (docs/llm.md): per fresh process, the median time to first token and the
+# median time per output token.
+GENERATION_FIGURES = (TimedFigure("ttft_p50_ms", "TTFT P50", "TTFT P50"),
+                      TimedFigure("tpot_p50_ms", "TPOT P50", "TPOT P50"))
 # Peak memory moves by allocator pages and arenas between processes; below this much a change is
 # not reported whatever its percentage (a 1.2 MB model going to 1.4 MB is +17 % of noise).
 MEMORY_FLOOR_MB = 1.0
@@ -81,25 +98,28 @@ def _per_process(record: Mapping[str, Any], key: str) -> tuple[list[float], int 
 
 def latency_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], max_regression: float,
                         paired: bool = False, significant: bool = True,
-                        p99_regression: float | None = None) -> tuple[list[Regression], list[str]]:
-    """P50 (and P99 where the run counts support it) of ``record`` against ``baseline``: above
-    ``max_regression`` and, with ``significant``, significant (without: suspects, to re-measure).
-    ``paired``: the two were measured as A/B pairs in one job; only then is P99 gated, and only with
-    its own threshold ``p99_regression`` (None: reported, not gated). Returns the regressions and
-    notes on what could not be gated."""
+                        p99_regression: float | None = None,
+                        figures: tuple[TimedFigure, ...] = LATENCY_FIGURES) -> tuple[list[Regression], list[str]]:
+    """The timed ``figures`` (P50, and P99 where the run counts support it) of ``record`` against
+    ``baseline``: above ``max_regression`` and, with ``significant``, significant (without: suspects,
+    to re-measure). ``paired``: the two were measured as A/B pairs in one job; only then is a tail
+    gated, and only with its own threshold ``p99_regression`` (None: reported, not gated). Returns
+    the regressions and notes on what could not be gated."""
     backend = record["backend"]
     found, notes = [], []
-    for key, min_runs in _GATED_PERCENTILES.items():
+    for figure in figures:
+        key = figure.key
         new, new_runs = _per_process(record, key)
         old, old_runs = _per_process(baseline, key)
         if not new or not old:
             continue
-        fewest = min(r for r in (new_runs, old_runs, min_runs * 10**6) if r is not None)
-        if fewest < min_runs:
-            notes.append(f"{backend}: {key.upper()} not gated: {fewest} runs per process, {min_runs} needed")
+        fewest = min(r for r in (new_runs, old_runs, figure.min_runs * 10**6) if r is not None)
+        if fewest < figure.min_runs:
+            notes.append(f"{backend}: {figure.per_process} not gated: {fewest} runs per process, "
+                         f"{figure.min_runs} needed")
             continue
-        gated = key == "p50" or (paired and p99_regression is not None)
-        threshold = max_regression if key == "p50" or p99_regression is None else p99_regression
+        gated = not figure.tail or (paired and p99_regression is not None)
+        threshold = max_regression if not figure.tail or p99_regression is None else p99_regression
         change = compare_pairs(new, old) if paired else compare_groups(old, new)
         if not (change.exceeds(threshold) if significant else change.ratio - 1 > threshold):
             continue
@@ -109,19 +129,19 @@ def latency_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], 
             # machine. Against stored numbers it is never gated; A/B mode gates it on request.
             how = ("not gated unless asked (--edge-gate-p99=25%)" if paired else
                    "not gated against stored numbers (A/B mode gates it with --edge-gate-p99)")
-            notes.append(f"{backend}: {key.upper()} latency {change.describe()} against the "
+            notes.append(f"{backend}: {figure.name} {change.describe()} against the "
                          f"{'baseline twin' if paired else 'stored baseline'}; {how}")
             continue
         new_mean, old_mean = _geomean(new), _geomean(old)
         what = "the baseline twin" if paired else "the baseline"
-        per = f"geometric mean of {len(new)} process {key.upper()}s" if len(new) > 1 else "one process"
+        per = f"geometric mean of {len(new)} process {figure.per_process}s" if len(new) > 1 else "one process"
         pooled = dig(record, "latency_ms", key)
         if len(new) > 1 and _number(pooled):
             # The terminal table shows the pooled percentile of the first measurement's runs.
             per += f"; pooled over the runs, as in the table: {pooled:.3f} ms"
         found.append(Regression(
-            f"{key.upper()} latency",
-            f"{backend}: {key.upper()} latency {new_mean:.3f} ms ({per}) is {change.ratio - 1:+.1%} against {what} "
+            figure.name,
+            f"{backend}: {figure.name} {new_mean:.3f} ms ({per}) is {change.ratio - 1:+.1%} against {what} "
             f"{old_mean:.3f} ms (allowed +{threshold:.0%}; {_evidence(change)})", timed=True, change=change,
             old=old_mean, new=new_mean, threshold=threshold))
     return found, notes

@@ -16,6 +16,14 @@ _KB_PER_MB = 1024.0
 MIN_RUNS = {"p50": 5, "p90": 20, "p99": 100}
 
 
+def round_order(number: int, artifacts: int) -> list[int]:
+    """Which artifact a round times first: A B, then B A, then A B, ... The first process of an A/B
+    pair ran 1-3 % slower than the second on a busy machine (benchmarks/bench_gate.py); alternating
+    cancels that instead of adding it to every pair's ratio."""
+    order = list(range(artifacts))
+    return order[::-1] if number % 2 else order
+
+
 def latency_stats(samples_ns: Sequence[int]) -> dict[str, float]:
     """P50/P90/P99/mean/min in milliseconds from ``perf_counter_ns`` samples."""
     ms = np.asarray(samples_ns, dtype=np.float64) / 1e6
