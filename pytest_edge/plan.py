@@ -4,6 +4,7 @@ argument the core takes: what to compare with which tolerance, which budgets, ho
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -118,19 +119,48 @@ def plan_for(settings: Settings, marker: MarkerSpec, model: Model, backend: str,
                   "topk_agreement": marker.topk_agreement})
 
 
+def is_pattern(name: str) -> bool:
+    """A backend selection that is a shell-style pattern (``*@pi5``, ``onnxruntime-*``), not a name."""
+    return any(c in name for c in "*?[")
+
+
+def expand_patterns(names: list[str] | None, registry: Any, devices: Any) -> list[str] | None:
+    """The backends a selection names: names as given, patterns (``*@pi5``: every registered
+    runtime on the device pi5; ``onnxruntime-*``) matched against the registered backends and each
+    of them on each configured device. A pattern that matches nothing is an error naming it. A
+    pattern selects; it does not target (a borrowed artifact a matched backend does not convert is
+    reported, not failed: only a backend named in full is targeted)."""
+    if names is None:
+        return None
+    universe = [*registry, *(f"{b}@{d}" for d in devices for b in registry)]
+    found: list[str] = []
+    for name in names:
+        if not is_pattern(name):
+            found.append(name)
+            continue
+        matches = fnmatch.filter(universe, name)
+        if not matches:
+            raise EdgeUsageError(f"backend pattern {name!r} matches no backend (registered: {', '.join(registry)}; "
+                                 f"devices: {', '.join(devices) or 'none'})")
+        found += matches
+    return list(dict.fromkeys(found))
+
+
 def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> list[tuple[str, str | None]]:
     """Every backend for a test, with the reason it cannot run here, or None where it can: the
     registered ones and any named on the command line or in the marker, narrowed by
     --edge-backends, backends= and skip_backends=. A misspelt name raises UnknownBackend."""
     registry = all_backends()
-    named = [*(settings.backends or []), *(marker.backends or []), *marker.skip_backends, *settings.require]
+    selected = expand_patterns(settings.backends, registry, settings.devices)
+    chosen = expand_patterns(marker.backends, registry, settings.devices)
+    named = [*(selected or []), *(chosen or []), *marker.skip_backends, *settings.require]
     for name in named:
         get_backend(name)
     names = list(registry) + [n for n in named if n not in registry]
-    if settings.backends is not None:
-        names = [n for n in names if n in settings.backends]
-    if marker.backends is not None:
-        names = [n for n in names if n in marker.backends]
+    if selected is not None:
+        names = [n for n in names if n in selected]
+    if chosen is not None:
+        names = [n for n in names if n in chosen]
     choices = []
     for name in dict.fromkeys(names):
         if name in marker.skip_backends:

@@ -6,21 +6,20 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, NoReturn
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from . import settings as edge_settings
 from .backends import get_backend
 from .edge_model import EdgeModel
-from .errors import (CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeError, EdgeInconclusive,
-                     EdgeWorkerRestarted, UnknownBackend)
+from .errors import EdgeError, EdgeInconclusive, EdgeWorkerRestarted, UnknownBackend
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .marker import parse_marker
-from .plan import Plan, plans
+from .plan import Plan, is_pattern, plans
 from .report.json_report import build_report, write_page, write_report
 from .report.table import summary_lines
-from .session import EdgeSession, Settings
+from .session import EdgeSession, Outcome, Settings
 from .stash import SESSION_KEY
 
 HANDLE_KEY = pytest.StashKey[EdgeModel]()
@@ -62,7 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = settings_from_config(config)
     # Only names the user typed on this run: listing backends imports onnxruntime, which a
     # session that never uses the marker should not pay for.
-    for name in [*(settings.backends or []), *settings.require]:
+    for name in [*(n for n in settings.backends or [] if not is_pattern(n)), *settings.require]:
         try:
             get_backend(name)
         except UnknownBackend as exc:
@@ -178,29 +177,16 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     edge = item.config.stash[SESSION_KEY]
     try:
         result = yield
-    except DeviceUnreachable as exc:  # met in the body (edge_model(...) on the device)
-        if plan.required:
-            edge.body_failed(item.nodeid, plan, exc)
+    except (Exception, pytest.fail.Exception) as exc:  # the body's (edge_model(...) runs it on the backend)
+        if (reason := _settled(item, edge.settle(item.nodeid, plan, exc, in_body=True))) is None:
             raise
-        edge.skipped(item.nodeid, plan, str(exc))
-        pytest.skip(str(exc))
-    except DoesNotConvert as exc:  # met in the body: the model loads when first run
-        _not_converted(item, plan, exc)
-    except (Exception, pytest.fail.Exception) as exc:
-        edge.body_failed(item.nodeid, plan, exc)  # the body's own failure; the table gets the row
-        raise
+        pytest.skip(reason)
     try:
         record = edge.check(item.nodeid, plan)
-    except (DeviceUnreachable, CountingUnavailable) as exc:
-        if plan.required:
-            raise
-        edge.skipped(item.nodeid, plan, str(exc))
-        pytest.skip(str(exc))
-    except DoesNotConvert as exc:
-        _not_converted(item, plan, exc)
     except EdgeError as exc:
-        item.user_properties.extend(edge.errored(item.nodeid, plan, exc).junit_properties())
-        raise
+        if (reason := _settled(item, edge.settle(item.nodeid, plan, exc, in_body=False))) is None:
+            raise
+        pytest.skip(reason)
     for message in record.warnings:
         item.warn(EdgeInconclusive(message))  # attributed to the test (its file and line), not to this hook
     for message in record.restarts:
@@ -209,15 +195,11 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     return result
 
 
-def _not_converted(item: pytest.Item, plan: Plan, exc: DoesNotConvert) -> NoReturn:
-    """A borrowed artifact the backend cannot convert: a failure where the user targets the backend,
-    else its own outcome in the record and tables, and a skip with the reason for pytest."""
-    edge = item.config.stash[SESSION_KEY]
-    if plan.targeted:
-        item.user_properties.extend(edge.errored(item.nodeid, plan, exc).junit_properties())
-        raise exc
-    edge.not_converted(item.nodeid, plan, str(exc))
-    pytest.skip(str(exc))
+def _settled(item: pytest.Item, outcome: Outcome) -> str | None:
+    """The skip reason of a settled exception (None: it fails the test), its figures reported."""
+    if outcome.report and outcome.record is not None:
+        item.user_properties.extend(outcome.record.junit_properties())
+    return outcome.skip
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ session orchestrates; the steps of the check live in :mod:`.pipeline`, the golde
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -16,7 +17,8 @@ import numpy as np
 
 from . import pipeline
 from .backends import Coverage, Intermediates, all_backends, get_backend
-from .errors import BackendError, EdgeCheckFailed, EdgeError, EdgeUsageError
+from .errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
+                     EdgeError, EdgeUsageError)
 from .external_data import external_files
 from .golden.sets import GoldenSets
 from .inputs import check_shapes
@@ -31,7 +33,7 @@ from .triage.cross_isa import timing_not_judged
 from .worker.pool import ModelInfo, WorkerPool
 from .worker.protocol import Load, ReadIntermediates, Run
 
-__all__ = ["EdgeSession", "Settings", "EdgeStepError"]
+__all__ = ["EdgeSession", "Outcome", "Settings", "EdgeStepError"]
 
 class EdgeStepError(EdgeError):
     """An exception nobody foresaw, raised while checking: named with its step, model and backend,
@@ -49,6 +51,16 @@ def measuring_fork(settings: Settings) -> str:
     forks anyway."""
     gating = settings.baseline is not None or settings.baseline_models is not None
     return "off" if settings.fork == "auto" and gating else settings.fork
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an exception met in one test ends it: ``skip`` (the reason) or a failure (None); the
+    record kept for it; ``report``: its figures go into the JUnit properties."""
+
+    skip: str | None
+    record: Record | None
+    report: bool = False
 
 
 class EdgeSession:
@@ -227,6 +239,22 @@ class EdgeSession:
             return self.errored(test_id, plan, error)
         return self._keep(Record.body_failed(test_id, self._model(plan), plan.backend,
                                              error))
+
+    def settle(self, test_id: str, plan: Plan, error: BaseException, *, in_body: bool) -> Outcome:
+        """What an exception met in a test comes to, kept as that test's record: a skip with its
+        reason (an unreachable device or unavailable counting, unless the backend is required; a
+        borrowed artifact the backend does not convert, unless the user targets it), or a failure
+        (the caller re-raises). ``in_body``: met in the test's body, not in the check after it."""
+        if isinstance(error, DeviceUnreachable) or (isinstance(error, CountingUnavailable) and not in_body):
+            if not plan.required:
+                return Outcome(skip=str(error), record=self.skipped(test_id, plan, str(error)))
+        elif isinstance(error, DoesNotConvert) and not plan.targeted:
+            return Outcome(skip=str(error), record=self.not_converted(test_id, plan, str(error)))
+        if in_body and not isinstance(error, DoesNotConvert):
+            return Outcome(skip=None, record=self.body_failed(test_id, plan, error))
+        if isinstance(error, EdgeError) and not isinstance(error, (DeviceUnreachable, CountingUnavailable)):
+            return Outcome(skip=None, record=self.errored(test_id, plan, error), report=True)
+        return Outcome(skip=None, record=None)
 
     def record_json(self) -> list[dict[str, Any]]:
         return [r.to_json() for r in self.records]

@@ -8,7 +8,7 @@ bash scripts/bootstrap.sh
 .venv/bin/pytest examples -p no:cacheprovider --edge-measure --edge-report=.edge/demo-report.json \
   --edge-html=.edge/demo-report.html -q "$@"
 # Then a local "device": a worker started by a command and spoken to over its stdin/stdout, as an
-# ssh or adb device would be (docs/devices.md); a device's backends are named (BACKEND@DEVICE).
+# ssh or adb device would be (docs/devices.md); '*@here' selects every registered runtime there.
 exec .venv/bin/pytest examples -p no:cacheprovider --edge-measure --edge-report=.edge/demo-device-report.json \
   --edge-device "here=$PWD/.venv/bin/python -m pytest_edge.worker --stdio" \
-  --edge-backends=onnxruntime-cpu@here -q "$@"
+  '--edge-backends=*@here' -q "$@"

@@ -19,17 +19,20 @@ from pytest_edge.report.markdown import markdown_summary
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 
-def _record(p50: float, twin_p50: float | None, failed: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A recorded A/B record: its P50 and the twin's, and the figures the gate failed (its findings)."""
+def _record(p50: float, twin_p50: float | None, failed: tuple[str, ...] = (), peak: float = 5.0,
+            judged_p50: float | None = None) -> dict[str, Any]:
+    """A recorded A/B record: its P50 and the twin's, and the figures the gate failed (its findings);
+    ``judged_p50``: the P50 the gate judged (geometric mean of process P50s), where it is not the pooled one."""
     record: dict[str, Any] = {
         "test": "tests/test_m.py::test_m[m-onnxruntime-cpu]", "model": {"name": "m", "artifact": "models/m.onnx"},
         "backend": "onnxruntime-cpu", "verdict": "failed" if failed else "passed", "violations": [],
         "coverage": {"total_ops": 3, "delegated_ops": 3, "fallback_ops": 0, "fallback": 0.0, "partitions": 1},
         "latency_ms": {"p50": p50, "p90": p50, "p99": p50 * 1.5, "mean": p50, "min": p50},
         "latency_quantiles_ms": [p50 * (0.9 + 0.2 * i / 100) for i in range(101)],
-        "load_ms": 2.0, "peak_memory_mb": 5.0, "accuracy": {"reference": "onnxruntime-cpu", "max_abs_err": 0.0}}
+        "load_ms": 2.0, "peak_memory_mb": peak, "accuracy": {"reference": "onnxruntime-cpu", "max_abs_err": 0.0}}
     if twin_p50 is not None:
-        findings = [{"figure": f, "verdict": "failed", "old": twin_p50, "new": p50, "threshold": 0.1,
+        judged = {"P50 latency": (twin_p50, judged_p50 or p50), "peak memory": (5.0, peak)}
+        findings = [{"figure": f, "verdict": "failed", "old": judged[f][0], "new": judged[f][1], "threshold": 0.1,
                      "statistic": "paired t=28.30 over 7 A/B pairs, needs > 1.94", "rule": "A/B",
                      "message": f"onnxruntime-cpu: {f} ..."} for f in failed]
         record["baseline_check"] = {
@@ -81,14 +84,25 @@ def test_a_figure_the_gate_passed_is_never_called_regressed() -> None:
 def test_every_figure_the_gate_failed_is_marked_whatever_the_stored_rule_says() -> None:
     """The gate failed P50 on 7 A/B pairs; on the pooled figures alone (one number per side) the stored
     rule could not call it significant. The pages repeat the gate: P50 marked in the table and listed."""
-    report = _report(_record(2.44, 1.0, failed=("P50 latency", "peak memory")))
-    report["records"][0]["peak_memory_mb"] = 9.0
+    report = _report(_record(2.44, 1.0, failed=("P50 latency", "peak memory"), peak=9.0))
     summary = markdown_summary(report)
     section = summary.split("### Regressions against the baseline")[1]
     assert "P50 +144.0%" in section and "peak memory +80.0%" in section
     assert "**2.440 (+144.0%)**" in summary and "**9.0 (+80.0%)**" in summary
     page = render_html(report)
     assert page.count('class="n bad"') == 2
+
+
+def test_the_pages_show_the_percentage_the_gate_judged() -> None:
+    """The gate judges the geometric mean of the process P50s (+54.1 %); the pooled runs' P50 reads
+    +50.6 %. The failure message, the table and the list all say +54.1 % (the P99 column, judged by
+    no one here, keeps its pooled figure)."""
+    report = _report(_record(1.506, 1.0, failed=("P50 latency",), judged_p50=1.541))
+    summary = markdown_summary(report)
+    assert "P50 +54.1%" in summary.split("### Regressions against the baseline")[1]
+    assert "**1.506 (+54.1%)**" in summary and "1.506 (+50.6%)" not in summary  # the P50 as tabulated, the change as judged
+    page = render_html(report)
+    assert "+54.1%" in page and "P50 +50.6%" not in page
 
 
 def test_a_stored_baseline_without_a_gate_is_a_comparison_not_a_verdict() -> None:

@@ -67,6 +67,26 @@ def test_unreachable_device_skips_its_backends_unless_required(pytester: pytest.
     required.assert_outcomes(passed=1, failed=1)
 
 
+def test_a_pattern_selects_every_runtime_of_a_device(pytester: pytest.Pytester, models: Path) -> None:
+    """``--edge-backends='litert*@board'``: each registered runtime matching it on that device, no
+    list kept by hand; a pattern that matches nothing is an error naming it."""
+    cache = pytester.path / "device-cache"
+    pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_devices =\n    board = {worker_command(cache)}\n")
+    pytester.makepyfile("""
+        import numpy as np, pytest
+
+        @pytest.mark.edge(model="tiny_mlp")
+        def test_mlp(edge_model):
+            assert edge_model(np.ones((1, 16), np.float32)).shape == (1, 4)
+    """)
+    result = pytester.runpytest_subprocess("--edge-backends=litert*@board", "--co", "-q")
+    result.stdout.fnmatch_lines(["*test_mlp[[]tiny_mlp-litert-ref@board[]]", "*test_mlp[[]tiny_mlp-litert@board[]]",
+                                 "*2 tests collected*"])
+    wrong = pytester.runpytest_subprocess("--edge-backends=*@nowhere")
+    assert wrong.ret == pytest.ExitCode.INTERRUPTED
+    wrong.stdout.fnmatch_lines(["*backend pattern '*@nowhere' matches no backend (registered: *; devices: board)*"])
+
+
 def test_unknown_device_is_a_usage_error(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(MLP_TEST.format(backends='"litert@nowhere"'))
     result = pytester.runpytest_subprocess()

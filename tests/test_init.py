@@ -23,8 +23,13 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptio
 
 
 # int8 outputs: one quantization step; int8 arithmetic with float outputs: an SNR floor.
-EXPECTED_CHECKS = {"quant_probe_int8": ", atol=1)", "tiny_cnn_int8": ", min_snr_db=20)",
-                   "clean_mlp_int8": ", min_snr_db=20)", "outlier_mlp_int8": ", min_snr_db=20)"}
+# A quantized variant beside its float model (clean_mlp_int8, clean_mlp_qdq by clean_mlp): against the
+# float model's golden, by SNR.
+EXPECTED_CHECKS = {"quant_probe_int8": ", atol=1)", "tiny_cnn_int8": ', reference="tiny_cnn", min_snr_db=20)',
+                   "clean_mlp_int8": ', reference="clean_mlp", min_snr_db=20)',
+                   "clean_mlp_qdq": ', reference="clean_mlp", min_snr_db=20)',
+                   "outlier_mlp_int8": ', reference="outlier_mlp", min_snr_db=20)',
+                   "outlier_mlp_qdq": ', reference="outlier_mlp", min_snr_db=20)'}
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -47,7 +52,9 @@ def test_init_makes_a_project_with_the_fixtures_green(pytester: pytest.Pytester,
     assert "vendored" not in source
     # conv_dynhw's height and width are the user's to choose: skipped with the reason, not guessed.
     assert "@pytest.mark.skip(reason=\"conv_dynhw: dynamic input dimensions ('x': [1, 3, 'height', 'width'])" in source
-    assert sorted(p.name for p in (pytester.path / "golden").iterdir()) == [s for s in stems if s != "conv_dynhw"]
+    # A variant checked against its float model's golden has none of its own.
+    assert sorted(p.name for p in (pytester.path / "golden").iterdir()) == [
+        s for s in stems if s != "conv_dynhw" and "reference=" not in EXPECTED_CHECKS.get(s, "")]
     result = pytester.runpytest_subprocess("-rs")
     outcomes = result.parseoutcomes()
     assert result.ret == 0 and not outcomes.get("failed") and not outcomes.get("errors"), result.stdout.str()
@@ -126,3 +133,22 @@ def test_models_found_and_named(tmp_path: Path) -> None:
     assert "def test_kws(edge_model)" in source and "def test_net_v2(edge_model)" in source
     assert "@pytest.mark.skip(reason=\"net-v2: dynamic input dimensions ('x': [1, 'n'])" in source
     compile(source, "test_edge_models.py", "exec")
+
+
+@pytest.mark.parametrize("variant", ["kws_int8", "kws-qdq", "kws_q8", "kws_int8_qdq", "kws_quantized"])
+def test_a_quantized_variant_is_checked_against_its_float_model(variant: str) -> None:
+    same = (((1, 49, 10), "float32"),)
+    source = first_test_source(["kws", variant, "lonely_int8"],
+                               {"kws": Traits(inputs=same), variant: Traits(inputs=same)})
+    assert f'@pytest.mark.edge(model="{variant}", reference="kws", min_snr_db=20)' in source
+    assert '@pytest.mark.edge(model="kws")\n' in source
+    # Quantized by its name, with no float model beside it: its own golden, by SNR.
+    assert '@pytest.mark.edge(model="lonely_int8", min_snr_db=20)' in source
+    compile(source, "test_edge_models.py", "exec")
+
+
+def test_a_variant_with_other_inputs_keeps_its_own_golden() -> None:
+    source = first_test_source(["kws", "kws_int8"], {"kws": Traits(inputs=(((1, 49, 10), "float32"),)),
+                                                     "kws_int8": Traits(inputs=(((1, 49, 10), "int8"),))})
+    assert "# not against kws's golden: the inputs differ (int8[1, 49, 10] vs float32[1, 49, 10])\n" in source
+    assert '@pytest.mark.edge(model="kws_int8", min_snr_db=20)' in source

@@ -40,6 +40,18 @@ def test_table_rows_show_dash_for_unmeasured() -> None:
     assert format_table([row])[0].startswith("model")
 
 
+def test_a_narrow_table_never_cuts_two_backends_to_the_same_text() -> None:
+    records = []
+    for backend in ("litert@here", "litert-ref@here", "onnxruntime-cpu@here"):
+        record = _record(1.0, 0.1)
+        record.update(backend=backend, model={"name": "a_rather_long_model_name", "artifact": "m", "sha256": None})
+        records.append(record)
+    backends = [row[1] for row in table_rows(records, width=60)]
+    assert "onnx…@here" in backends  # cut, and still its own
+    assert "litert@here" in backends and "litert-ref@here" in backends  # "lite…@here" twice would hide which
+    assert len(set(backends)) == 3
+
+
 
 
 def test_merge_puts_device_records_in_device_rows() -> None:

@@ -112,12 +112,17 @@ def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
     if not judged and record.get("backend"):
         latency, _ = latency_regressions(record, old, max_regression)
         compared = {r.figure for r in latency + resource_regressions(record, old, max_regression)}
+    # Where the gate judged a figure, its values (a P50 is the geometric mean of the process P50s,
+    # not the pooled runs' P50): the page shows the percentage the failure message gives.
+    judged_values = {str(f.get("figure")): (f.get("old"), f.get("new"))
+                     for f in ((record.get("baseline_check") or {}).get("findings") or [] if judged else [])
+                     if isinstance(f, Mapping) and all(isinstance(f.get(k), (int, float)) for k in ("old", "new"))}
     changes = []
     for figure, get, relative in FIGURES:
-        new_value, old_value = get(record), get(old)
+        name = _GATE_FIGURES[figure]
+        old_value, new_value = judged_values.get(name, (get(old), get(record)))
         if not isinstance(new_value, (int, float)) or not isinstance(old_value, (int, float)):
             continue
-        name = _GATE_FIGURES[figure]
         changes.append(FigureChange(figure, float(old_value), float(new_value), relative, name in failed,
                                     beyond=name in compared, inconclusive=name in undecided))
     # A figure the gate failed that the pages do not tabulate (counted instructions): as the gate said it.

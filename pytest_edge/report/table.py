@@ -4,6 +4,7 @@ its tests), its footer lines, the device x backend matrix of a merged report, an
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -82,8 +83,13 @@ def _fit(rows: list[list[str]], header: Sequence[str], width: int) -> list[list[
             break
         current = max(len(str(c)) for c in [header[column], *(r[column] for r in rows)])
         limit = max(current - excess, floor, len(header[column]))
+        shorten = _shorten_backend if column == 1 else _shorten
+        short = {name: shorten(name, limit) for name in {r[column] for r in rows}}
+        alike = Counter(short.values())
         for row in rows:
-            row[column] = _shorten_backend(row[column], limit) if column == 1 else _shorten(row[column], limit)
+            # Two names cut to the same text ("lite…@here" for litert and litert-ref) stay whole:
+            # a wider table beats two rows that read alike.
+            row[column] = short[row[column]] if alike[short[row[column]]] == 1 else row[column]
     return rows
 
 
