@@ -14,6 +14,10 @@ from typing import Any, Mapping
 
 from .files import relative_path, sha256_file
 
+# The record's timing_not_judged on an emulated device (edge_emulated_timing = off | record | judge).
+NOT_JUDGED = "emulated device: timing and memory are not the target's"
+NOT_MEASURED = NOT_JUDGED + ", so they were not measured (edge_emulated_timing = record measures them)"
+
 
 def dig(data: Any, *path: str) -> Any:
     """``data[path[0]][path[1]]...`` of a report record, or None where any level is missing."""

@@ -29,7 +29,7 @@ from .models import Model, resolve_model
 from .plan import Plan, plan_for, resolve_reference, search_dirs
 from .record import Record, model_json
 from .settings import Settings
-from .triage.cross_isa import timing_not_judged
+from .triage.cross_isa import NOT_MEASURED, timing_not_judged
 from .worker.pool import ModelInfo, WorkerPool
 from .worker.protocol import Load, ReadIntermediates, Run
 
@@ -184,11 +184,14 @@ class EdgeSession:
         self.step = "compare"
         compared = pipeline.compare(self, plan, info, golden, self.settings.rootdir)
         measured: dict[str, Any] = {}
-        if plan.measure:
+        # An emulated device's timing and memory are an emulator's: not measured by default,
+        # recorded but not judged with edge_emulated_timing = record (judged with = judge).
+        not_judged = timing_not_judged(info.device, self.settings.emulated_timing)
+        if plan.measure and not_judged != NOT_MEASURED:
             self.step = "measure"
             measured = self.measure(info, compared.first_feeds, plan)
-        # An emulated device's figures are recorded, not judged (unless edge_judge_emulated_timing).
-        not_judged = timing_not_judged(info.device, self.settings.judge_emulated_timing)
+        elif not_judged == NOT_MEASURED:
+            measured = {"load_ms": None}  # the one load under the emulator is no load time either
         # Counted mode: instructions, no timing or memory (null in the record, budgets not judged).
         counted = measured.get("counted")
         timed = {} if counted else measured

@@ -78,8 +78,9 @@ OPTIONS = [
            "provisioned on first use); their backends are BACKEND@NAME", [], kind="linelist"),
     Option("edge_device_cache", "folder of provisioned emulated devices (default: ~/.cache/pytest-edge/devices, "
            "shared between projects)", ""),
-    Option("edge_judge_emulated_timing", "judge latency, load time and memory budgets and the baseline gate on "
-           "emulated devices too (default: recorded, not judged)", False, kind="bool"),
+    Option("edge_emulated_timing", "timing and memory on emulated devices: 'off' (default: not measured, an "
+           "emulator's figures are not the target's), 'record' (measured, not judged), 'judge' (budgets and the "
+           "baseline gate too)", "off"),
     Option("edge_atol", "default absolute tolerance", "1e-4"),
     Option("edge_rtol", "default relative tolerance", "1e-4"),
     Option("edge_warmup", "warm-up runs discarded before timing", "5"),
@@ -135,7 +136,7 @@ class Settings:
     # name -> command that starts a worker on the device, speaking the protocol over stdin/stdout
     devices: dict[str, str] = field(default_factory=dict)
     device_cache: Path = field(default_factory=default_cache)  # where qemu:* devices are provisioned
-    judge_emulated_timing: bool = False
+    emulated_timing: str = "off"  # off | record | judge
 
 
 def parse_devices(lines: list[str]) -> dict[str, str]:
@@ -152,6 +153,13 @@ def parse_devices(lines: list[str]) -> dict[str, str]:
             parse_kind(command)  # an unknown kind is a usage error now, not a skip later
         devices[name] = command
     return devices
+
+
+def _emulated_timing(value: str) -> str:
+    choices = ("off", "record", "judge")
+    if str(value).strip() not in choices:
+        raise ValueError(f"edge_emulated_timing = {value!r}: expected one of {', '.join(choices)}")
+    return str(value).strip()
 
 
 def _value(config: "pytest.Config", ini: str) -> Any:
@@ -217,7 +225,7 @@ def from_config(config: "pytest.Config") -> Settings:
             devices=parse_devices([*config.getini("edge_devices"), *(config.getoption("edge_device") or [])]),
             device_cache=root / Path(config.getini("edge_device_cache")).expanduser() if config.getini("edge_device_cache")
             else default_cache(),
-            judge_emulated_timing=bool(config.getini("edge_judge_emulated_timing")),
+            emulated_timing=_emulated_timing(config.getini("edge_emulated_timing")),
         )
     except ValueError as exc:
         raise EdgeError(str(exc)) from exc

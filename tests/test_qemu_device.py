@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from pytest_edge import qemu_device
+from pytest_edge.record import NOT_JUDGED, NOT_MEASURED
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -81,7 +82,7 @@ def test_arm64_checks_host_goldens_records_aarch64_and_judges_no_timing(
     stamp = manifest.stat().st_mtime_ns
     result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json")
     result.assert_outcomes(passed=5)
-    result.stdout.fnmatch_lines(["*onnxruntime-cpu@arm64 were recorded, not judged*emulated device: timing and "
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu@arm64 were not measured (emulated device: timing and "
                                  "memory are not the target's*"])
     records = json.loads((pytester.path / "r.json").read_text())["records"]
     on_device = [r for r in records if r["backend"].endswith("@arm64")]
@@ -91,13 +92,21 @@ def test_arm64_checks_host_goldens_records_aarch64_and_judges_no_timing(
         assert machine["arch"] == "aarch64" and machine["emulated"].startswith("qemu-user ")
         assert machine["os"].endswith(tuple(f"aarch64-with-glibc2.{n}" for n in range(30, 45)))
         assert record["accuracy"]["reference"] == "onnxruntime-cpu"  # the host's golden, checked on ARM
-        assert record["timing_not_judged"] == "emulated device: timing and memory are not the target's"
+        # By default an emulator's figures are not taken at all: not measured, not judged, said so.
+        assert record["timing_not_judged"] == NOT_MEASURED and record["load_ms"] is None
+        assert record["latency_ms"] is None and record["peak_memory_mb"] is None
     assert all("timing_not_judged" not in r for r in records if not r["backend"].endswith("@arm64"))
     meta = json.loads((pytester.path / "golden/tiny_mlp/meta.json").read_text())
     assert meta["reference"]["isa"] == platform.machine()
 
-    # A second session provisions nothing; with the opt-in, the load-time budget is judged (and missed).
-    judged = pytester.runpytest_subprocess("-o", "edge_judge_emulated_timing=true", "-k", "budget")
+    # A second session provisions nothing; edge_emulated_timing = record measures without judging,
+    # = judge judges the load-time budget too (and it is missed).
+    recorded = pytester.runpytest_subprocess("-o", "edge_emulated_timing=record", "-k", "budget", "--edge-report=r2.json")
+    recorded.assert_outcomes(passed=1)
+    recorded.stdout.fnmatch_lines(["*onnxruntime-cpu@arm64 were recorded, not judged*"])
+    (measured,) = json.loads((pytester.path / "r2.json").read_text())["records"]
+    assert measured["timing_not_judged"] == NOT_JUDGED and measured["load_ms"] > 0
+    judged = pytester.runpytest_subprocess("-o", "edge_emulated_timing=judge", "-k", "budget")
     judged.assert_outcomes(failed=1)
     judged.stdout.fnmatch_lines(["*onnxruntime-cpu@arm64*load*"])
     assert "provisioning" not in judged.stdout.str() + judged.stderr.str()
@@ -243,6 +252,6 @@ def test_report_compare_judges_only_coverage_of_an_emulated_record() -> None:
     old = {"backend": "litert@arm64", "latency_ms": {"p50": 1.0}, "peak_memory_mb": 100.0, "coverage": {"fallback": 0.0}}
     new = {**old, "latency_ms": {"p50": 10.0}, "peak_memory_mb": 500.0, "coverage": {"fallback": 0.5}}
     assert len(check_baseline(new, old, 0.1)) == 3
-    only = check_baseline({**new, "timing_not_judged": "emulated device: timing and memory are not the target's"},
+    only = check_baseline({**new, "timing_not_judged": NOT_JUDGED},
                           old, 0.1)
     assert only == ["litert@arm64: delegate coverage dropped: fallback 50.0% against the baseline 0.0%"]

@@ -123,6 +123,51 @@ def test_onnx_gemm_fused_with_its_relu_keeps_its_weight_figures(tmp_path: Path) 
     w = first.weight
     assert w is not None and w.name == "w1" and w.scales == 1 and w.per_channel.below >= 60
     assert "weight scale set by one value 400x the median |w| (per-tensor scale)" in first.why
+    # The Gemm's own output has no counterpart by design: said as folded, not as unmatched.
+    assert report.folded_float == {"fused with the Relu after it (Gemm+Relu)": ["h"]} and "h" not in report.unmatched_float
+
+
+def test_a_torch_export_with_batchnorm_names_what_the_quantizer_folded(tmp_path: Path) -> None:
+    """Conv + BatchNorm + ReLU exported by torch.onnx (which folds each BatchNorm into its Conv; the
+    Conv's output keeps the name ``getitem``), quantized with docs/export.md's recipe
+    (quant_pre_process, quantize_static QDQ): the quantizer fuses each Conv with its Relu, so the
+    Conv outputs have no counterpart. They are named as folded, not as tensors the matching missed."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript", reason="torch.onnx.export needs onnxscript (the export extra)")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1, self.b1 = torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8)
+            self.c2, self.b2 = torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8)
+            self.fc = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            x = torch.relu(self.b1(self.c1(x)))
+            return self.fc(torch.relu(self.b2(self.c2(x))).mean((2, 3)))
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    for norm in (net.b1, net.b2):
+        norm.running_mean.uniform_(-0.5, 0.5)
+        norm.running_var.uniform_(0.5, 2.0)
+    float_path, pre, quant_path = tmp_path / "kws.onnx", tmp_path / "kws_pre.onnx", tmp_path / "kws_int8.onnx"
+    torch.onnx.export(net, (torch.randn(1, 1, 16, 16),), str(float_path), input_names=["x"], output_names=["y"],
+                      dynamo=True)
+    rng = np.random.default_rng(0)
+    quantization.quant_pre_process(str(float_path), str(pre))
+    quantization.quantize_static(str(pre), str(quant_path),
+                                 _Calibration([rng.standard_normal((1, 1, 16, 16)).astype(np.float32)
+                                               for _ in range(8)]),
+                                 quant_format=quantization.QuantFormat.QDQ,
+                                 activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8)
+    report = quant.compare_models(float_path, quant_path, cases=2)
+    assert report.unmatched_float == [] and report.first_below is None
+    (how, names), = report.folded_float.items()
+    assert how == "fused with the Relu after it (Conv+Relu)" and len(names) == 2
+    line = report.matching_line()
+    assert "no counterpart" not in line and "2 folded away by the quantizer" in line
 
 
 def test_a_per_channel_outlier_names_the_true_issue_not_the_weights(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..backends import split_device
+from ..record import NOT_JUDGED, NOT_MEASURED
 
 DASH = "—"
 
@@ -229,11 +230,16 @@ def summary_lines(records: Sequence[Mapping[str, Any]], *, under_load: bool = Fa
     if under_load:
         lines.append("note: some timings ran under load (other processes kept more than half a core busy; see "
                      "timing_under_load in the report): their latency figures are noisier than on an idle machine")
-    not_judged = sorted({r["backend"] for r in records if r.get("timing_not_judged")})
-    if not_judged:
-        lines.append(f"note: latency, load time and memory of {', '.join(not_judged)} were recorded, not judged "
+    recorded = sorted({r["backend"] for r in records if r.get("timing_not_judged") == NOT_JUDGED})
+    if recorded:
+        lines.append(f"note: latency, load time and memory of {', '.join(recorded)} were recorded, not judged "
                      "against budgets or baselines (emulated device: timing and memory are not the target's; "
-                     "edge_judge_emulated_timing = true judges them)")
+                     "edge_emulated_timing = judge judges them)")
+    unmeasured = sorted({r["backend"] for r in records if r.get("timing_not_judged") == NOT_MEASURED})
+    if unmeasured:
+        lines.append(f"note: latency, load time and memory of {', '.join(unmeasured)} were not measured "
+                     "(emulated device: timing and memory are not the target's; edge_emulated_timing = record "
+                     "measures them, = judge judges them too)")
     counted = [r for r in records if isinstance(r.get("counted"), dict)]
     if counted:
         figures = ", ".join(f"{r['model']['name']} on {r['backend']} {r['counted']['instructions']:,.0f}"

@@ -27,6 +27,9 @@ from .quant_report import QuantReport
 
 DQ_SUFFIX = "_DequantizeLinear_Output"  # what onnxruntime.quantization names a dequantized tensor
 _QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
+# Operators that onnxruntime's quant_pre_process (its graph optimizer) folds into the layer before
+# them: where the quantized graph has none of that type, their float outputs have no counterpart.
+_FOLDED_OPS = {"BatchNormalization", "Identity", "Dropout"}
 _NOT_QDQ = {"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "QGemm", "QAttention", "DynamicQuantizeMatMul"}
 
 
@@ -173,6 +176,29 @@ def _weight_pair(fmodel: OnnxGraph, qmodel: OnnxGraph, fnode: Any) -> WeightPair
                       scales)
 
 
+def _folded(fmodel: OnnxGraph, qmodel: OnnxGraph, unmatched: Sequence[str],
+            measured_ops: Mapping[str, str]) -> dict[str, list[str]]:
+    """The unmatched float tensors that the quantizer folded away, by how: the output of a Conv/Gemm
+    whose activation the quantizer fused into it (the row of the activation's tensor, ``Conv+Relu``,
+    measures that layer), or of an operator its graph optimizer folds into the layer before it
+    (BatchNormalization, where the quantized graph has none)."""
+    quant_ops = {n.op_type for n in qmodel.nodes}
+    folded: dict[str, list[str]] = {}
+    for name in unmatched:
+        producer = fmodel.producer.get(name)
+        consumers = [n for n in fmodel.nodes if name in n.input]
+        if producer is None:
+            continue
+        if len(consumers) == 1 and "+" in measured_ops.get(consumers[0].output[0], ""):
+            how = f"fused with the {consumers[0].op_type} after it ({measured_ops[consumers[0].output[0]]})"
+        elif producer.op_type in _FOLDED_OPS and producer.op_type not in quant_ops:
+            how = f"{producer.op_type}, folded into the layer before it"
+        else:
+            continue
+        folded.setdefault(how, []).append(name)
+    return folded
+
+
 def compare_onnx_models(float_model: Path, quant_model: Path,
                         labelled: Sequence[tuple[str, Mapping[str, np.ndarray]]] | None,
                         min_snr_db: float, seed: int, inputs_origin: str, cases: int) -> QuantReport:
@@ -227,4 +253,7 @@ def compare_onnx_models(float_model: Path, quant_model: Path,
     qdq_only = [n for n in qmodel.order if n not in used and n + DQ_SUFFIX not in used
                 and not (n in qmodel.producer and qmodel.producer[n].op_type in _QDQ_OPS)
                 and not any(n in node.input for node in qmodel.nodes if node.op_type == "QuantizeLinear")]
-    return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, qdq_only, losses, inputs_origin)
+    folded = _folded(fmodel, qmodel, unmatched, {row.tensor: row.op for row in rows})
+    unmatched = [name for name in unmatched if not any(name in names for names in folded.values())]
+    return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, qdq_only, losses, inputs_origin,
+                       folded_float=folded)

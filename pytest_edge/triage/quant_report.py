@@ -30,6 +30,9 @@ class QuantReport:
     inputs: list[InputLoss] = field(default_factory=list)  # each input, with its end-to-end output SNR
     inputs_origin: str = "random inputs"
     matched_by: str = "by name"  # how tensors were paired (a .pte has no names: by operator order)
+    # Float tensors the quantizer folded away, by how (a Conv fused with its Relu; BatchNormalization
+    # folded into the Conv before it): no counterpart by design, their layer is measured as another row.
+    folded_float: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def matched(self) -> int:
@@ -53,8 +56,14 @@ class QuantReport:
         return min(measured, key=lambda i: i.output_snr_db) if measured else None
 
     def matching_line(self) -> str:
+        folded = sum(len(names) for names in self.folded_float.values())
         line = (f"matched {self.matched} of {self.matched + len(self.unmatched_float)} float tensors "
                 f"{self.matched_by}")
+        if folded:
+            line = (f"matched {self.matched} of {self.matched + len(self.unmatched_float) + folded} float tensors "
+                    f"{self.matched_by}; {folded} folded away by the quantizer, measured in the row of the layer "
+                    "that computes them now (" + "; ".join(f"{how}: {', '.join(names)}"
+                                                            for how, names in self.folded_float.items()) + ")")
         if self.unmatched_float:
             line += f"; no counterpart for {len(self.unmatched_float)}: " + ", ".join(self.unmatched_float)
         if self.unmatched_quant:
