@@ -22,6 +22,7 @@ from .golden.sets import GoldenSets
 from .measurement.gate import GateResult
 from .plan import Plan
 from .record import Record, model_json
+from .settings import Settings
 from .sizes import artifact_size
 from .triage.cross_isa import cross_isa_note
 from .triage.ladder import Runner, as_seen_by_triage, sibling_triage
@@ -139,8 +140,13 @@ def throughput(latency_ms: dict[str, float] | None) -> float | None:
     return 1000.0 / mean if isinstance(mean, (int, float)) and mean > 0 else None
 
 
-def gate_into(record: Record, gate: GateResult) -> list[str]:
-    """The gate's verdict kept on the record (its summary and inconclusive warnings); its failures."""
+def gate_into(record: Record, gate: GateResult, settings: Settings | None = None) -> list[str]:
+    """The gate's verdict kept on the record (its summary and inconclusive warnings), after the
+    changes ``settings`` accepts for this model's artifact (edge-accept.toml); its failures."""
+    if settings is not None and settings.acceptances:
+        where = settings.accept_file.name if settings.accept_file is not None else "the acceptance file"
+        gate.accept(settings.acceptances, (record.model or {}).get("name", ""), (record.model or {}).get("sha256"),
+                    where)
     if gate.summary:
         record.baseline_check = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes,
                                  "findings": [f.to_json() for f in gate.findings]}

@@ -205,7 +205,7 @@ class EdgeSession:
             record.extra["counted"] = counted
         if measured and not not_judged:
             gate = self.measurer.gate(info, compared.first_feeds, plan, record.to_json())
-            violations += pipeline.gate_into(record, gate)
+            violations += pipeline.gate_into(record, gate, self.settings)
             self.inconclusive += len(gate.inconclusive)
         record.restarts = self.pool.take_restart_notes()
         if self.settings.strict_restarts:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .acceptance import ACCEPT_FILE, Acceptance, read_acceptances
 from .errors import EdgeError
 from .inputs import DEFAULT_SEED
 from .marker import parse_ms, parse_names, parse_percent
@@ -78,6 +79,8 @@ OPTIONS = [
            "provisioned on first use); their backends are BACKEND@NAME", [], kind="linelist"),
     Option("edge_device_cache", "folder of provisioned emulated devices (default: ~/.cache/pytest-edge/devices, "
            "shared between projects)", ""),
+    Option("edge_accept_file", "changes the merge gate accepts for named models (written by `pytest-edge "
+           "accept`; docs/gate.md)", ACCEPT_FILE),
     Option("edge_emulated_timing", "timing and memory on emulated devices: 'off' (default: not measured, an "
            "emulator's figures are not the target's), 'record' (measured, not judged), 'judge' (budgets and the "
            "baseline gate too)", "off"),
@@ -137,6 +140,9 @@ class Settings:
     devices: dict[str, str] = field(default_factory=dict)
     device_cache: Path = field(default_factory=default_cache)  # where qemu:* devices are provisioned
     emulated_timing: str = "off"  # off | record | judge
+    # Changes the merge gate accepts (edge-accept.toml; read only where a gate runs).
+    accept_file: Path | None = None
+    acceptances: list[Acceptance] = field(default_factory=list)
 
 
 def parse_devices(lines: list[str]) -> dict[str, str]:
@@ -197,6 +203,9 @@ def from_config(config: "pytest.Config") -> Settings:
         baseline_models = _value(config, "edge_baseline_models")
         if baseline_models and not (root / baseline_models).is_dir():
             raise ValueError(f"--edge-baseline-models: {root / baseline_models} is not a folder")
+        accept_file = root / (config.getini("edge_accept_file") or ACCEPT_FILE)
+        # Read where a gate runs (a misread file must not pass a gate); elsewhere it is not consulted.
+        acceptances = read_acceptances(accept_file) if baseline_path or baseline_models else []
         return Settings(
             golden_dir=root / _value(config, "edge_golden_dir"),
             rootdir=root,
@@ -226,6 +235,7 @@ def from_config(config: "pytest.Config") -> Settings:
             device_cache=root / Path(config.getini("edge_device_cache")).expanduser() if config.getini("edge_device_cache")
             else default_cache(),
             emulated_timing=_emulated_timing(config.getini("edge_emulated_timing")),
+            accept_file=accept_file, acceptances=acceptances,
         )
     except ValueError as exc:
         raise EdgeError(str(exc)) from exc

@@ -1,4 +1,4 @@
-"""``pytest-edge``: a first configuration (init), goldens (refresh, prune, list, diff), coverage
+"""``pytest-edge``: a first configuration (init), goldens (refresh, prune, list, diff), accepted changes, coverage
 inspection, quantization triage, report merge/compare/html/summary, and devices (prepare, list)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Sequence
 from ..marker import TARGETS
 from ..report.changes import MAX_REGRESSION
 from ..triage import quant
-from . import device
+from . import accept, device
 from .golden import diff_command, golden_prune, golden_refresh, list_command
 from .init import init_command
 from .inspect import inspect_command
@@ -44,6 +44,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     init.add_argument("folder", nargs="?", default=".", help="the project folder (default: here)")
     init.add_argument("--no-golden", action="store_true", help="write the configuration and the test only")
     init.set_defaults(func=init_command)
+
+    accepting = commands.add_parser("accept", help="accept an intended change of a model in the merge gate "
+                                                   "(for its artifacts as they are now; edge-accept.toml)")
+    accept.add_arguments(accepting)
 
     inspect = commands.add_parser("inspect", help="delegate coverage of a model on every available backend")
     inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")

@@ -191,7 +191,7 @@ class LlmChecker:
                       "cosine": _worst(per_prompt, "cosine", min)},
             extra={"llm": block}, checked=True)
         if judged is not None:
-            violations += gate_into(record, judged)
+            violations += gate_into(record, judged, self.settings)
         return record.conclude(violations), violations
 
     def _measure(self, test_id: str, target: LlmTarget, config: LlmConfig, prompt: list[int],

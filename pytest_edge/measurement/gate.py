@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
+from ..acceptance import Acceptance, describe, find, stale
 from ..sizes import artifact_size
 from .regressions import (LATENCY_FIGURES, MEMORY_FLOOR_MB, GateFinding, Regression, TimedFigure,
                           latency_regressions, resource_regressions)
@@ -60,6 +61,33 @@ class GateResult:
     def leave_inconclusive(self, regression: Regression, rule: str, message: str) -> None:
         self.inconclusive.append(message)
         self.findings.append(regression.finding("inconclusive", rule, message))
+
+
+    def accept(self, acceptances: Sequence[Acceptance], model: str, sha256: str | None, where: str) -> None:
+        """Failures of figures an acceptance covers for this artifact become findings with the verdict
+        ``accepted`` and the reason (notes, not failures); a failure of a model whose acceptance is
+        for other artifacts says so (the model changed since it was accepted)."""
+        old = stale(acceptances, model, sha256)
+        changed = (f" ({where} accepts a change of {model} for other artifacts, sha256 "
+                   f"{', '.join(d[:12] for d in old.sha256)}; this one is {(sha256 or '?')[:12]}: `pytest-edge "
+                   "accept` records this one)") if old is not None else ""
+        findings, self.failures = [], []
+        for finding in self.findings:
+            if finding.verdict != "failed":
+                findings.append(finding)
+                continue
+            covering = find(acceptances, model, sha256, finding.figure)
+            if covering is not None:
+                message = f"{finding.message}; {describe(covering, where)}"
+                self.notes.append(message)
+                findings.append(replace(finding, verdict="accepted", message=message))
+            else:
+                self.failures.append(finding.message + changed)
+                findings.append(replace(finding, message=finding.message + changed))
+        self.findings = findings
+        if self.summary:
+            self.summary["verdict"] = ("failed" if self.failures else "inconclusive" if self.inconclusive else
+                                       "accepted" if any(f.verdict == "accepted" for f in findings) else "passed")
 
 
 def rule_of(figure: str, paired: bool, counted: bool = False) -> str:

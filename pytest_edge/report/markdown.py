@@ -116,4 +116,10 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
             lines.append(f"- `{r['test'].replace('`', '')}` ({_md(r['backend'])}): " + "; ".join(
                 f"{_md(c.figure)} {c.text()} ({c.old:.4g} → {c.new:.4g})" for c in changes))
         lines.append("")
+    accepted = [(r, f) for r in records for f in ((r.get("baseline_check") or {}).get("findings") or [])
+                if isinstance(f, Mapping) and f.get("verdict") == "accepted"]
+    if accepted:  # what the gate would have failed, passed by a committed acceptance: shown for review
+        lines += [f"### Accepted changes ({len(accepted)}: passed by an acceptance file)", ""]
+        lines += [f"- `{r['test'].replace('`', '')}` ({_md(r['backend'])}): {_md(f.get('message'))}" for r, f in accepted]
+        lines.append("")
     return "\n".join(lines)

@@ -210,9 +210,9 @@ def gate_summary(records: Iterable[Mapping[str, Any]]) -> str | None:
         return None
     modes = sorted({"A/B against " + str(Path(c["baseline"]).parent) if c["mode"] == "ab" else "against stored numbers"
                     for c in checks})
-    count = {v: sum(1 for c in checks if c.get("verdict") == v) for v in ("failed", "inconclusive")}
+    count = {v: sum(1 for c in checks if c.get("verdict") == v) for v in ("failed", "inconclusive", "accepted")}
     return (f"merge gate ({'; '.join(modes)}): {len(checks)} compared, {count['failed']} regressed, "
-            f"{count['inconclusive']} inconclusive")
+            f"{count['inconclusive']} inconclusive" + (f", {count['accepted']} accepted" if count["accepted"] else ""))
 
 
 def summary_lines(records: Sequence[Mapping[str, Any]], *, under_load: bool = False, inconclusive: int = 0,

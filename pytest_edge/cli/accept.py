@@ -1,0 +1,48 @@
+"""``pytest-edge accept MODEL --reason "..."``: accept an intended change of one model in the merge
+gate, for exactly its artifacts as they are now (their sha256), in the project's acceptance file
+(``edge-accept.toml``), to commit with the change and review in the pull request."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..acceptance import write_acceptance
+from ..backends import all_backends
+from ..errors import EdgeError
+from ..files import sha256_file
+from ..models import resolve_model
+from ..plan import search_dirs
+from .project import project_settings
+
+
+def accept_command(args: argparse.Namespace) -> int:
+    try:
+        settings = project_settings()
+        suffixes = [s for backend in all_backends().values() for s in backend.artifact_suffixes()]
+        model = resolve_model(args.model, search_dirs(settings, None), suffixes)
+        artifacts = sorted(set(model.artifacts.values()))
+        digests = [sha256_file(path) for path in artifacts]
+        path = settings.accept_file
+        accepted = write_acceptance(path, model.name, digests, args.reason, args.figure or ())
+    except (EdgeError, OSError) as exc:
+        print(f"pytest-edge accept: {exc}", file=sys.stderr)
+        return 2
+    figures = ", ".join(accepted.figures) if accepted.figures else "every figure"
+    print(f"{os.path.relpath(path)}: {model.name}: {figures} accepted for "
+          + ", ".join(f"{os.path.relpath(p)} ({d[:12]})" for p, d in zip(artifacts, digests))
+          + f": {accepted.reason}")
+    print("commit it with the change; the gate judges these artifacts by it, and any other artifact of "
+          f"{model.name} as before")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="the model's name (its stem) or an artifact path")
+    parser.add_argument("--reason", required=True, help="why the change is accepted (kept in the file and the report)")
+    parser.add_argument("--figure", action="append", choices=["P50 latency", "P99 latency", "peak memory",
+                                                             "artifact size", "delegate coverage", "instructions",
+                                                             "TTFT P50", "TPOT P50"],
+                        help="accept only this figure (repeatable; default: every figure)")
+    parser.set_defaults(func=accept_command)
