@@ -233,7 +233,9 @@ def test_ncnn_names_what_is_missing(tmp_path: Path) -> None:
     info = server.op_load("c", str(param), 1, {"in0": (1, 16)})
     assert info["outputs"][0]["shape"] == [1, 4]
     param.write_text(param.read_text().replace("InnerProduct", "NoSuchLayer", 1))
-    with pytest.raises(BackendError, match=r"ncnn: ncnn cannot load .*tiny_mlp.ncnn.param"):
+    # What ncnn printed on stderr, quoted: the layer it does not have.
+    with pytest.raises(DoesNotConvert, match=r"ncnn: ncnn has no layer NoSuchLayer in .*tiny_mlp.ncnn.param .*"
+                                             r"ncnn said: .*layer NoSuchLayer not exists or registered"):
         server.op_load("d", str(param), 1, {})
 
 
@@ -364,6 +366,30 @@ def test_weights_files_travel_to_a_device_and_date_the_golden(pytester: pytest.P
     stale = pytester.runpytest_subprocess("-k", "test_mlp", "--edge-device", device)
     stale.assert_outcomes(failed=2)
     stale.stdout.fnmatch_lines(["*golden for 'tiny_mlp' is stale*tiny_mlp.ncnn.bin*"])
+
+
+def test_pnnx_output_with_a_layer_ncnn_lacks_does_not_convert_and_says_what_ncnn_said(
+        pytester: pytest.Pytester, models: Path) -> None:
+    """cumprod_cnn as pnnx writes it (a 'torch.cumprod' layer it could not lower): ncnn's own message,
+    on its stderr, is the outcome's reason; reported where ncnn is not targeted, a failure where it is."""
+    _server("ncnn")
+    for name in ("cumprod_cnn.ncnn.param", "cumprod_cnn.ncnn.bin"):
+        shutil.copy(FIXTURES / name, models / name)
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="cumprod_cnn", shapes={"in0": (1, 3, 16, 16)})
+        def test_cumprod(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-rs", "--edge-report=r.json")
+    assert result.ret == 0, result.stdout.str()
+    record = next(r for r in json.loads((pytester.path / "r.json").read_text())["records"] if r["backend"] == "ncnn")
+    assert record["verdict"] == "does not convert"
+    assert "ncnn has no layer torch.cumprod" in record["skip_reason"]
+    assert "ncnn said: layer torch.cumprod not exists or registered" in record["skip_reason"]
+    targeted = pytester.runpytest_subprocess("--edge-backends=ncnn")
+    targeted.assert_outcomes(failed=1)
+    targeted.stdout.fnmatch_lines(["*layer torch.cumprod not exists or registered*"])
 
 
 def test_a_borrowed_artifact_that_does_not_convert_is_reported_and_fails_only_where_targeted(

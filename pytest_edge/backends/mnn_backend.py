@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import BackendError
 from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from .native_output import native_stderr
 
 _FORWARD_TYPES = {"mnn": "CPU", "mnn-opencl": "OPENCL", "mnn-vulkan": "VULKAN"}
 _PROBE = """
@@ -150,16 +151,18 @@ class MNNBackend(Backend):
             config["numThread"] = threads
         runtime = nn.create_runtime_manager((config,))
         try:
-            module = nn.load_module_from_file(str(path), [], [], runtime_manager=runtime)
+            with native_stderr() as said:
+                module = nn.load_module_from_file(str(path), [], [], runtime_manager=runtime)
         except Exception as exc:  # noqa: BLE001 - MNN raises bare Exceptions for bad files
             # Its binding's own message is "<built-in function ...> returned a result with an
-            # exception set": not worth quoting.
+            # exception set": not worth quoting; what MNN printed is.
             module, detail = None, "the loader refused it" if "built-in function" in str(exc) else str(exc)
         else:
             detail = "MNN returned no module"
         if module is None:
+            told = "; ".join(said.lines())
             raise BackendError(f"{self.name}: MNN cannot load {path}: {detail} (not an .mnn flatbuffer, "
-                               "truncated, or from a newer converter)")
+                               "truncated, or from a newer converter)" + (f"; MNN said: {told}" if told else ""))
         return MNNModel(module, module.get_info(), self.forward, path, shapes)
 
 

@@ -24,8 +24,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import BackendError
+from ..errors import BackendError, DoesNotConvert
 from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from .native_output import native_stderr
 
 _VARIANTS = ("ncnn", "ncnn-fp16", "ncnn-vulkan")
 
@@ -157,12 +158,23 @@ class NcnnBackend(Backend):
         net.opt.use_vulkan_compute = self.name == "ncnn-vulkan"
         if threads:
             net.opt.num_threads = threads
-        if net.load_param(str(path)) != 0:
-            raise BackendError(f"{self.name}: ncnn cannot load {path} (an unknown layer type or a malformed "
-                               "line; ncnn prints which on stderr)")
-        if net.load_model(str(weights)) != 0:
+        with native_stderr() as said:
+            loaded = net.load_param(str(path))
+        if loaded != 0:
+            told = "; ".join(said.lines()) or "nothing on stderr"
+            unknown = re.findall(r"layer (\S+) not exists or registered", said.text)
+            if unknown:
+                # The converter left operators ncnn has no layer for (pnnx keeps what it could not
+                # lower as pnnx.Expression, ...): the network does not convert to ncnn here.
+                raise DoesNotConvert(f"{self.name}: ncnn has no layer {', '.join(dict.fromkeys(unknown))} in {path} "
+                                     f"(the converter's output keeps operators ncnn cannot run; ncnn said: {told})")
+            raise BackendError(f"{self.name}: ncnn cannot load {path} (a malformed line; ncnn said: {told})")
+        with native_stderr() as said:
+            loaded = net.load_model(str(weights))
+        if loaded != 0:
             raise BackendError(f"{self.name}: ncnn cannot load the weights {weights} for {path} "
-                               "(truncated, or written for another .param)")
+                               f"(truncated, or written for another .param; ncnn said: "
+                               f"{'; '.join(said.lines()) or 'nothing on stderr'})")
         return NcnnModel(net, layers, self.name == "ncnn-vulkan", path, shapes)
 
 
