@@ -136,3 +136,55 @@ def test_an_artifact_kind_no_runtime_knows_is_one_tests_error(pytester: pytest.P
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*model 'models/weights' not found*"])
     assert "Interrupted" not in result.stdout.str()
+
+
+LLAMA_CPP = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("llama_cpp"),
+                               reason="llama-cpp-python is not installed (the llama extra builds it from its sdist)")
+
+
+@LLAMA_CPP
+def test_a_gguf_made_by_llama_cpps_converter_runs_on_llama_cpp(pytester: pytest.Pytester) -> None:
+    """convert_hf_to_gguf.py's model.gguf alone in a folder: the configuration from its metadata,
+    greedy tokens equal PyTorch's on llama.cpp; goldens recorded, then checked."""
+    _project(pytester, "gguf_llama", backends=("llama.cpp",))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "-v")
+    result.assert_outcomes(passed=2)
+    record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+    assert record["backend"] == "llama.cpp" and record["llm"]["config"]["source"].endswith("(GGUF metadata)")
+    assert record["llm"]["config"]["dtype"] == "float16"  # llama.cpp's KV cache, for M_KV
+    assert record["runtime"]["name"] == "llama-cpp-python" and record["runtime"]["version"]
+
+
+@LLAMA_CPP
+def test_one_network_as_onnx_and_gguf_agrees_across_runtimes(pytester: pytest.Pytester) -> None:
+    """The builder's ONNX export and llama.cpp's GGUF of the same weights in one folder: one model,
+    two artifacts; llama.cpp's tokens and first-step logits are checked against ONNX Runtime's golden."""
+    _project(pytester, "genai_llama", backends=("onnxruntime-cpu", "llama.cpp"))
+    shutil.copy(LLM / "gguf_llama" / "model.gguf", pytester.path / "models" / "decoder" / "model.gguf")
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("-k", "golden", "--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    on_llama = records["llama.cpp"]
+    assert on_llama["accuracy"]["reference"] == "onnxruntime-cpu" and on_llama["accuracy"]["token_agreement"] == 1.0
+    assert on_llama["accuracy"]["max_abs_err"] < 1e-3, on_llama["accuracy"]
+
+
+def test_gguf_metadata_is_read_without_llama_cpp(tmp_path: Path) -> None:
+    from pytest_edge.llm.gguf import from_gguf, read_metadata
+
+    config = from_gguf(LLM / "gguf_llama" / "model.gguf")
+    assert (config.n_layers, config.n_heads, config.n_kv_heads, config.head_dim) == (2, 4, 2, 16)
+    assert config.vocab_size == 256 and config.max_context == 256 and config.dtype == "float16"
+    assert read_metadata(LLM / "gguf_llama" / "model.gguf")["general.architecture"] == "llama"
+    # Not a GGUF, truncated, or absurd counts: an error naming the file, after a bounded read.
+    data = (LLM / "gguf_llama" / "model.gguf").read_bytes()
+    for name, content, says in (("a.gguf", b"GGML" + data[4:], "not a GGUF file"),
+                                ("b.gguf", data[:200], "truncated GGUF header"),
+                                ("c.gguf", data[:16] + (2**40).to_bytes(8, "little") + data[24:], "metadata keys"),
+                                ("d.gguf", data[:4] + (7).to_bytes(4, "little") + data[8:], "GGUF version 7")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(EdgeUsageError, match=says) as info:
+            from_gguf(tmp_path / name)
+        assert name in str(info.value)

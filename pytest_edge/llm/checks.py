@@ -21,16 +21,18 @@ from ..record import Record
 from ..settings import Settings
 from . import gate, probe
 from .config import GENAI_CONFIG, LlmConfig, genai_decoder, read_config
+from .gguf import from_gguf
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec
 from .metrics import budget_messages, logits_figures, logits_messages, timing_figures, token_agreement, token_message
 from .runners import LLM_BACKENDS, Runner, check_prompt, generate, open_runner
 
 RUNTIME_DISTRIBUTIONS = {"onnxruntime-cpu": "onnxruntime", "executorch": "executorch",
-                         "onnxruntime-genai": "onnxruntime-genai"}
+                         "onnxruntime-genai": "onnxruntime-genai", "llama.cpp": "llama-cpp-python"}
 CACHE_KIND = {"onnxruntime-cpu": "dynamic (past/present grow with the context)",
               "onnxruntime-genai": "the generator's own (genai_config.json: past_present_share_buffer)",
-              "executorch": "static (mutable buffers of max_context positions, allocated at load)"}
+              "executorch": "static (mutable buffers of max_context positions, allocated at load)",
+              "llama.cpp": "llama.cpp's own (float16 K and V for n_ctx positions, allocated at load)"}
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def config_of(model: Model) -> LlmConfig:
     first: EdgeUsageError | None = None
     for path in model.artifacts.values():
         try:
-            return read_config(path)
+            return read_config(path, metadata=from_gguf)  # a GGUF carries its configuration inside
         except EdgeUsageError as exc:
             first = first or exc
     assert first is not None, model

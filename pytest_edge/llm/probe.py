@@ -74,6 +74,8 @@ def _import_runtime(backend: str) -> None:
         Runtime.get()  # loads the kernel library: part of the baseline, not of the model
     elif backend == "onnxruntime-cpu":
         import onnxruntime  # noqa: F401
+    elif backend == "llama.cpp":
+        import llama_cpp  # noqa: F401
 
 
 def _child(request: dict[str, Any]) -> dict[str, Any]:

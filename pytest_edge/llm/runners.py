@@ -9,7 +9,9 @@ subprocess pays only for the one it runs.
 * ``executorch``: ``forward(tokens [1, seq], input_pos [seq])`` with the cache as the program's
   mutable buffers (executorch's LLM export); a new prompt restarts at position 0 and the causal
   mask hides what the last one left beyond it.
-* ``litert`` and ``llama.cpp`` are named with the reason they cannot run here.
+* ``onnxruntime-genai``: ONNX Runtime GenAI's own generator over a model builder folder.
+* ``llama.cpp``: a ``.gguf`` through llama-cpp-python, llama.cpp's own KV cache.
+* ``litert`` is named with the reason it cannot run here.
 """
 
 from __future__ import annotations
@@ -186,6 +188,37 @@ class GenAIRunner:
         return np.asarray(self.generator.get_logits(), np.float32).reshape(-1, self.config.vocab_size)[-1].copy()
 
 
+class LlamaCppRunner:
+    """A ``.gguf`` on llama.cpp through llama-cpp-python, as apps run it: ``Llama(model_path, n_ctx)``
+    with the KV cache llama.cpp allocates for ``n_ctx`` positions; ``eval`` feeds tokens at the next
+    positions, and the last position's logits are read from the context (llama.cpp computes logits
+    for the last token of a batch only, as an app's generation loop does)."""
+
+    backend = "llama.cpp"
+
+    def __init__(self, path: Path, config: LlmConfig, threads: int = 1) -> None:
+        import llama_cpp
+
+        self.llama_cpp = llama_cpp
+        try:
+            self.model = llama_cpp.Llama(model_path=str(path), n_ctx=config.max_context, n_threads=threads,
+                                         n_threads_batch=threads, verbose=False)
+        except Exception as exc:  # noqa: BLE001 - llama-cpp-python raises ValueError for any load failure
+            raise BackendError(f"{path} ({self.backend}): cannot load: {exc}") from None
+        if self.model.n_vocab() != config.vocab_size:
+            raise BackendError(f"{path} ({self.backend}): llama.cpp reads a vocabulary of {self.model.n_vocab()} "
+                               f"tokens; its metadata ({config.source}) says {config.vocab_size}")
+        self.config = config
+
+    def reset(self) -> None:
+        self.model.reset()
+
+    def step(self, ids: Sequence[int]) -> np.ndarray:
+        self.model.eval(list(ids))
+        logits = self.llama_cpp.llama_get_logits_ith(self.model.ctx, -1)
+        return np.ctypeslib.as_array(logits, shape=(self.config.vocab_size,)).astype(np.float32).copy()
+
+
 @dataclass(frozen=True)
 class LlmBackend:
     name: str
@@ -213,9 +246,7 @@ LLM_BACKENDS: dict[str, LlmBackend] = {b.name: b for b in (
     LlmBackend("litert", ".tflite", None, None,
                "LiteRT decoders need prefill/decode signatures from litert-torch's generative converter, "
                "which is not installed here: no runner yet"),
-    LlmBackend("llama.cpp", ".gguf", None, None,
-               "pytest-edge has no llama.cpp runner yet (llama-cpp-python builds from its sdist here, about "
-               "13 CPU-minutes, but is not wired to a runner): a .gguf is recognised, not run"),
+    LlmBackend("llama.cpp", ".gguf", LlamaCppRunner, "llama_cpp"),
 )}
 
 

@@ -1,0 +1,131 @@
+"""A GGUF file's metadata (llama.cpp's format: the configuration travels inside the file), read
+without llama.cpp, and the decoder configuration it gives.
+
+The header is ``GGUF``, a version (2 or 3), the tensor and key/value counts, then the key/value
+pairs, each a length-prefixed key, a type and a value (scalars, strings, arrays). Only the header
+is read; arrays longer than a few entries (the tokenizer's vocabulary) are kept as their length.
+Every count and length is bounded, so a hostile file costs a bounded read and gives an error that
+names it.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..errors import EdgeUsageError
+from .config import LlmConfig, _checked
+
+MAGIC = b"GGUF"
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+MAX_KEYS = 65536
+MAX_STRING = 1 << 20  # a key or a string value
+MAX_ARRAY = 1 << 24  # entries (a vocabulary of 16 M tokens)
+KEEP_ARRAY = 64  # longer arrays are kept as their length
+
+# llama.cpp's KV cache is float16 unless the app sets type_k/type_v (llama_context_params).
+LLAMA_CPP_CACHE_DTYPE = "float16"
+
+
+class Length(int):
+    """An array read as its length only (``tokenizer.ggml.tokens``: the vocabulary)."""
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """The key/value metadata of a GGUF file. EdgeUsageError naming the file where it is not one."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(4) != MAGIC:
+                raise EdgeUsageError(f"{path}: not a GGUF file (no GGUF magic)")
+            version, _tensors, count = _unpack(handle, "<IQQ", path)
+            if version not in (2, 3):
+                raise EdgeUsageError(f"{path}: GGUF version {version}; pytest-edge reads versions 2 and 3")
+            if count > MAX_KEYS:
+                raise EdgeUsageError(f"{path}: {count} metadata keys (more than {MAX_KEYS}): not a GGUF header")
+            found: dict[str, Any] = {}
+            for _ in range(count):
+                key = _string(handle, path)
+                (kind,) = _unpack(handle, "<I", path)
+                found[key] = _value(handle, kind, path, key)
+            return found
+    except OSError as exc:
+        raise EdgeUsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _unpack(handle: BinaryIO, fmt: str, path: Path) -> tuple:
+    size = struct.calcsize(fmt)
+    data = handle.read(size)
+    if len(data) != size:
+        raise EdgeUsageError(f"{path}: truncated GGUF header")
+    return struct.unpack(fmt, data)
+
+
+def _string(handle: BinaryIO, path: Path) -> str:
+    (length,) = _unpack(handle, "<Q", path)
+    if length > MAX_STRING:
+        raise EdgeUsageError(f"{path}: a GGUF string of {length} bytes (more than {MAX_STRING}): a corrupt header")
+    data = handle.read(length)
+    if len(data) != length:
+        raise EdgeUsageError(f"{path}: truncated GGUF header")
+    return data.decode("utf-8", "replace")
+
+
+def _value(handle: BinaryIO, kind: int, path: Path, key: str) -> Any:
+    if kind in _SCALARS:
+        return _unpack(handle, _SCALARS[kind], path)[0]
+    if kind == _STRING:
+        return _string(handle, path)
+    if kind == _ARRAY:
+        inner, length = _unpack(handle, "<IQ", path)
+        if length > MAX_ARRAY or inner == _ARRAY:
+            raise EdgeUsageError(f"{path}: metadata {key!r}: an array of {length} (type {inner}) is not a GGUF header's")
+        if inner in _SCALARS:
+            size = struct.calcsize(_SCALARS[inner])
+            if length > KEEP_ARRAY:
+                handle.seek(size * length, 1)
+                return Length(length)
+            return [_unpack(handle, _SCALARS[inner], path)[0] for _ in range(length)]
+        if inner == _STRING:
+            values = [_string(handle, path) for _ in range(length)]
+            return values if length <= KEEP_ARRAY else Length(length)
+    raise EdgeUsageError(f"{path}: metadata {key!r} has an unknown GGUF type {kind}")
+
+
+def from_gguf(path: Path) -> LlmConfig | None:
+    """The decoder configuration in a ``.gguf``'s metadata, by llama.cpp's key names
+    (``general.architecture`` = ARCH, then ``ARCH.block_count``, ``ARCH.attention.head_count``,
+    ``ARCH.attention.head_count_kv``, ``ARCH.attention.key_length`` or ``ARCH.embedding_length`` /
+    heads, ``ARCH.context_length``, and the vocabulary's length); None for another file."""
+    path = Path(path)
+    if path.suffix != ".gguf":
+        return None
+    data = read_metadata(path)
+    arch = data.get("general.architecture")
+    if not isinstance(arch, str):
+        raise EdgeUsageError(f"{path}: GGUF metadata lacks general.architecture")
+
+    def number(name: str, default: Any = None) -> Any:
+        value = data.get(f"{arch}.{name}", default)
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+    heads = number("attention.head_count")
+    embedding = number("embedding_length")
+    vocab = number("vocab_size") or _length(data.get("tokenizer.ggml.tokens"))
+    values = {"n_layers": number("block_count"), "n_heads": heads,
+              "n_kv_heads": number("attention.head_count_kv", heads),
+              "head_dim": number("attention.key_length") or (embedding // heads if embedding and heads else None),
+              "max_context": number("context_length"), "vocab_size": vocab}
+    missing = [k for k, v in values.items() if not v or v <= 0]
+    if missing:
+        raise EdgeUsageError(f"{path}: GGUF metadata (architecture {arch!r}) lacks {', '.join(missing)} "
+                             f"({arch}.block_count, .attention.head_count[_kv], .embedding_length, .context_length, "
+                             "tokenizer.ggml.tokens), which the KV-cache estimate and the prompt bounds need")
+    return _checked(LlmConfig(**values, dtype=LLAMA_CPP_CACHE_DTYPE, source=f"{path} (GGUF metadata)"), path)
+
+
+def _length(value: Any) -> int | None:
+    if isinstance(value, list):
+        return len(value)
+    return int(value) if isinstance(value, Length) else None
