@@ -62,7 +62,6 @@ class GateResult:
         self.inconclusive.append(message)
         self.findings.append(regression.finding("inconclusive", rule, message))
 
-
     def accept(self, acceptances: Sequence[Acceptance], model: str, sha256: str | None, where: str) -> None:
         """Failures of figures an acceptance covers for this artifact become findings with the verdict
         ``accepted`` and the reason (notes, not failures); a failure of a model whose acceptance is
