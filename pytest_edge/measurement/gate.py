@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..acceptance import Acceptance, describe, find, stale
 from ..sizes import artifact_size
-from .regressions import (LATENCY_FIGURES, MEMORY_FLOOR_MB, GateFinding, Regression, TimedFigure,
+from .regressions import (LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB, GateFinding, Regression, TimedFigure,
                           latency_regressions, resource_regressions)
 
 # A/B mode (docs/gate.md, "Catching 1.2x"): a P50 above this fraction of the threshold is measured
@@ -100,10 +100,10 @@ def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
     if counted:
         return "instructions per inference above the threshold (counted; counted again where processes disagree)"
     if paired:
-        return ("A/B: above the threshold in two measurements of fresh process pairs, and significant over "
-                "all pairs (paired t-test on log per-process figures)")
-    return ("stored: above the threshold in two measurements of fresh processes, and significant over both "
-            "against the stored per-process figures (Welch's t-test on logs)")
+        return (f"A/B: above the threshold (and by more than {LATENCY_FLOOR_MS:g} ms) in two measurements of fresh "
+                "process pairs, and significant over all pairs (paired t-test on log per-process figures)")
+    return (f"stored: above the threshold (and by more than {LATENCY_FLOOR_MS:g} ms) in two measurements of fresh "
+            "processes, and significant over both against the stored per-process figures (Welch's t-test on logs)")
 
 
 def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool, max_regression: float,
