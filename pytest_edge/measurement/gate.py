@@ -9,7 +9,8 @@ Two modes (docs/gate.md):
   *inconclusive* (a warning) unless the policy is strict.
 
 Either way a latency figure above the threshold is measured again in fresh processes
-(``remeasure``); it fails only when it is above the threshold both times and significant over
+(``remeasure``); it fails only when it is above the threshold both times, significant in the second
+measurement on its own, and significant over
 both measurements together, and the message shows both. In A/B mode a P50 half-way to the
 threshold is a suspect too, re-measured in more pairs (a 1.2x slower model is caught busy or quiet,
 docs/gate.md "Catching 1.2x"). A stored-mode
@@ -101,9 +102,11 @@ def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
         return "instructions per inference above the threshold (counted; counted again where processes disagree)"
     if paired:
         return (f"A/B: above the threshold (and by more than {LATENCY_FLOOR_MS:g} ms) in two measurements of fresh "
-                "process pairs, and significant over all pairs (paired t-test on log per-process figures)")
+                "process pairs, the second significant on its own, and significant over all pairs (paired t-test on "
+                "log per-process figures)")
     return (f"stored: above the threshold (and by more than {LATENCY_FLOOR_MS:g} ms) in two measurements of fresh "
-            "processes, and significant over both against the stored per-process figures (Welch's t-test on logs)")
+            "processes, the second significant on its own, and significant over both against the stored "
+            "per-process figures (Welch's t-test on logs)")
 
 
 def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool, max_regression: float,
@@ -128,7 +131,9 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
     if suspects:
         again, twin_again = remeasure()
         second_baseline = twin_again if paired and twin_again is not None else baseline
-        second, _ = latency_regressions(again, second_baseline, max_regression, significant=False, **gated)
+        # The second measurement must stand on its own (above the threshold and significant), as well as
+        # both together: an unchanged OpenVINO model read +21.5 % then +17.9 % in CI, significant only pooled.
+        second, _ = latency_regressions(again, second_baseline, max_regression, **gated)
         both_baseline = _pooled(baseline, twin_again) if paired and twin_again is not None else baseline
         both, _ = latency_regressions(_pooled(record, again), both_baseline, max_regression, **gated)
         seconds = {r.figure: r for r in second}
