@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import qemu_device
-from .backends import all_backends, get_backend, split_device
+from .backends import all_artifact_suffixes, all_backends, get_backend, split_device
 from .errors import EdgeUsageError
 from .compare import resolve_tolerance
 from .marker import MarkerSpec
@@ -81,7 +81,7 @@ def resolve_reference(settings: Settings, marker: MarkerSpec, model: Model, test
         return None
     try:
         reference = resolve_model(marker.reference, search_dirs(settings, test_dir),
-                                  [s for b in all_backends().values() for s in b.artifact_suffixes()])
+                                  all_artifact_suffixes())
     except EdgeUsageError as exc:
         raise EdgeUsageError(f"reference={marker.reference!r} of model {model.name!r}: {exc}") from None
     if reference.name == model.name:

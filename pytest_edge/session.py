@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import pipeline
-from .backends import Coverage, Intermediates, all_backends, get_backend
+from .backends import Coverage, Intermediates, all_artifact_suffixes, get_backend
 from .errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
                      EdgeError, EdgeUsageError)
 from .external_data import external_files
@@ -93,7 +93,7 @@ class EdgeSession:
     def resolve(self, name: str | None, test_dir: Path | None = None) -> Model:
         if not name:
             raise EdgeUsageError("the edge marker needs a model: @pytest.mark.edge(model='name-or-path')")
-        return resolve_model(name, search_dirs(self.settings, test_dir), [s for b in all_backends().values() for s in b.artifact_suffixes()])
+        return resolve_model(name, search_dirs(self.settings, test_dir), all_artifact_suffixes())
 
     def plan(self, model: Model, backend: str, marker: MarkerSpec | None = None,
              test_dir: Path | None = None) -> Plan:

@@ -30,6 +30,12 @@ def all_backends() -> dict[str, Backend]:
     return {b.name: b for b in ranked}
 
 
+def all_artifact_suffixes() -> list[str]:
+    """Every registered backend's artifact suffixes, in registry order: what a model's stem is
+    searched with (resolve_model drops repeats)."""
+    return [s for b in all_backends().values() for s in b.artifact_suffixes()]
+
+
 def split_device(name: str) -> tuple[str, str | None]:
     """``litert@pi5`` -> (``litert``, ``pi5``); ``litert`` and ``litert@local`` -> (``litert``, None)."""
     base, _, device = name.partition("@")

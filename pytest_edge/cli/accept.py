@@ -9,7 +9,7 @@ import os
 import sys
 
 from ..acceptance import write_acceptance
-from ..backends import all_backends
+from ..backends import all_artifact_suffixes
 from ..errors import EdgeError
 from ..files import sha256_file
 from ..models import resolve_model
@@ -20,8 +20,7 @@ from .project import project_settings
 def accept_command(args: argparse.Namespace) -> int:
     try:
         settings = project_settings()
-        suffixes = [s for backend in all_backends().values() for s in backend.artifact_suffixes()]
-        model = resolve_model(args.model, search_dirs(settings, None), suffixes)
+        model = resolve_model(args.model, search_dirs(settings, None), all_artifact_suffixes())
         artifacts = sorted(set(model.artifacts.values()))
         digests = [sha256_file(path) for path in artifacts]
         path = settings.accept_file

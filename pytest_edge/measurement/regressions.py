@@ -127,8 +127,9 @@ def latency_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], 
         change = compare_pairs(new, old) if paired else compare_groups(old, new)
         if not (change.exceeds(threshold) if significant else change.ratio - 1 > threshold):
             continue
-        if _geomean(new) - _geomean(old) <= LATENCY_FLOOR_MS:
-            notes.append(f"{backend}: {figure.name} {change.ratio - 1:+.1%} is {_geomean(new) - _geomean(old):.4f} ms, "
+        new_mean, old_mean = _geomean(new), _geomean(old)
+        if new_mean - old_mean <= LATENCY_FLOOR_MS:
+            notes.append(f"{backend}: {figure.name} {change.ratio - 1:+.1%} is {new_mean - old_mean:.4f} ms, "
                          f"not more than the {LATENCY_FLOOR_MS} ms fresh processes resolve: not gated (counted mode "
                          "gates microsecond models)")
             continue
@@ -141,7 +142,6 @@ def latency_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], 
             notes.append(f"{backend}: {figure.name} {change.describe()} against the "
                          f"{'baseline twin' if paired else 'stored baseline'}; {how}")
             continue
-        new_mean, old_mean = _geomean(new), _geomean(old)
         what = "the baseline twin" if paired else "the baseline"
         per = f"geometric mean of {len(new)} process {figure.per_process}s" if len(new) > 1 else "one process"
         pooled = dig(record, "latency_ms", key)
