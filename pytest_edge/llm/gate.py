@@ -8,7 +8,7 @@ peak memory) against a baseline, with its rules unchanged (docs/gate.md):
   an earlier report (its ``llm.processes``).
 
 A figure above the threshold is measured again in fresh processes; it fails only when it is above
-the threshold both times and significant over both measurements together.
+the threshold both times, the second measurement significant on its own, and both together too.
 """
 
 from __future__ import annotations
