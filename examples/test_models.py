@@ -40,3 +40,9 @@ def test_dynamic_batch(edge_model):
 @pytest.mark.edge(model="conv_dynhw", shapes={"x": (1, 3, 24, 40)})
 def test_dynamic_hw(edge_model):
     assert edge_model.outputs[0].shape[2:] == ("height", "width")  # dynamic in the artifact
+
+
+@pytest.mark.edge(model="mobilenet_v2", shapes={"x": (1, 3, 64, 64)})
+def test_converted_by_pnnx_and_mnnconvert(edge_model):
+    """A network no one here wrote (transformers' MobileNetV2), its .onnx converted by pnnx and
+    mnnconvert, unedited: shapes= names the ONNX input, which ncnn calls in0."""

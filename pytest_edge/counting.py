@@ -88,7 +88,7 @@ class Counter:
 
     def _once(self, worker: BackendWorker, info: ModelInfo, artifact: Path, feeds: Sequence[np.ndarray],
               plan: Plan) -> dict[str, Any]:
-        shapes = {k: list(v) for k, v in info.shapes.items()}
+        shapes = info.shapes.to_json()
         worker.request(Load(info.key, str(artifact), info.threads, shapes, with_coverage=False), artifact=str(artifact))
         return worker.request(Count(info.key, list(feeds), min(plan.warmup, 5), self.settings.count_runs),
                               artifact=str(artifact))

@@ -39,14 +39,19 @@ def concrete_shape(spec: TensorSpec, shapes: Mapping[str, Sequence[int]]) -> tup
     return tuple(shape)
 
 
-def check_shapes(shapes: Mapping[str, Sequence[int]], specs: Sequence[TensorSpec], origin: str) -> None:
-    """``shapes=`` may only name inputs the model has; a typo would otherwise be ignored silently
+def check_shapes(shapes: Mapping[str, Sequence[int]], specs: Sequence[TensorSpec], origin: str,
+                 renamed: Mapping[str, str] | None = None, golden_names: Sequence[str] = ()) -> None:
+    """``shapes=`` may only name inputs the model has (by the golden's names where the artifact's
+    differ, ``renamed``: golden name -> artifact name); a typo would otherwise be ignored silently
     and the dynamic dimension it meant to fix would still be an error (or a default batch of 1)."""
     names = [s.name for s in specs]
-    unknown = [n for n in shapes if n not in names]
+    renamed = renamed or {}
+    unknown = [n for n in shapes if n not in names and n not in renamed]
     if unknown:
+        also = (f" (the golden's: {list(golden_names)}, matched by position)"
+                if golden_names and list(golden_names) != names else "")
         raise EdgeUsageError(f"{origin}: shapes= names {', '.join(map(repr, unknown))}, which the model "
-                             f"does not have; its inputs are {names}")
+                             f"does not have; its inputs are {names}{also}")
 
 
 def _dtype(spec: TensorSpec) -> np.dtype:

@@ -116,7 +116,7 @@ class Measurer:
 
     def _once(self, worker: BackendWorker, info: ModelInfo, artifact: Path, feeds: Sequence[np.ndarray],
               plan: Plan) -> dict[str, Any]:
-        shapes = {k: list(v) for k, v in info.shapes.items()}
+        shapes = info.shapes.to_json()
         loaded = worker.request(Load(info.key, str(artifact), info.threads, shapes, with_coverage=False),
                                 artifact=str(artifact))
         result = worker.request(Measure(info.key, list(feeds), plan.warmup, plan.runs, plan.min_time_s),
@@ -130,7 +130,7 @@ class Measurer:
         record's twin is its own backend's (litert's fallback is not litert-ref's)."""
         key = (info.backend, str(twin))
         if key not in self.twin_coverages:
-            shapes = {k: list(v) for k, v in info.shapes.items()}
+            shapes = info.shapes.to_json()
             loaded = self.pool.request(info.backend, Load(f"twin|{info.key}", str(twin), info.threads, shapes), twin)
             self.twin_coverages[key] = loaded["coverage"]
         return self.twin_coverages[key]

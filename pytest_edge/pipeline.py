@@ -14,6 +14,7 @@ import numpy as np
 from . import __version__
 from .alignment import aligned
 from .backends import Coverage, get_backend, split_device
+from .backends.base import renaming
 from .checks import check_coverage, check_drift, check_latency, check_load, check_memory, check_sizes
 from .compare import OutputComparison, compare_output, summarize
 from .golden import DEFAULT_SET, Golden, GoldenCase
@@ -37,6 +38,12 @@ class Compared:
     comparisons: list[OutputComparison] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     first_feeds: list[Any] = field(default_factory=list)
+    # The golden's tensor names -> this artifact's, where they differ (matched by position).
+    renamed: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def renaming_note(self, backend: str) -> str | None:
+        pairs = [f"{golden} -> {own}" for kind in ("inputs", "outputs") for golden, own in self.renamed.get(kind, {}).items()]
+        return f"{backend}: tensors matched by position, the golden's names -> this artifact's: {', '.join(pairs)}" if pairs else None
 
 
 @dataclass
@@ -73,7 +80,9 @@ def compare(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, rootdir
     out_order = aligned(golden.outputs_spec, info.outputs, info, golden, "output", plan)
     # Failure messages of a reference= test say whose golden the outputs missed.
     against = f"against reference {plan.reference.name}: " if plan.reference is not None else ""
-    found = Compared()
+    found = Compared(renamed={kind: names for kind, names in (
+        ("inputs", renaming([s.name for s in golden.inputs_spec], [s.name for s in info.inputs])),
+        ("outputs", renaming([s.name for s in golden.outputs_spec], [s.name for s in info.outputs]))) if names})
     failing: tuple[list[Any], GoldenCase] | None = None
     for index, case in enumerate(golden.cases):
         feeds: list[Any] = [None] * len(info.inputs)
@@ -92,6 +101,8 @@ def compare(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, rootdir
         if any(c.problems for c in found.comparisons[-len(out_order):]):
             found.violations.append(_obtained(rootdir, plan, index, golden, outputs, out_order))
     if failing is not None:
+        note = found.renaming_note(plan.backend)  # said once, before the triage
+        found.violations += [note] if note else []
         found.violations += cross_isa_note(runner, plan, info, golden, runner.machine, failing[1], *failing_outputs)
         found.violations += sibling_triage(runner, plan, as_seen_by_triage(plan, golden), *failing)
     return found
@@ -163,7 +174,9 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
         test=test_id, model=model_json(plan.model.name, info.artifact, rootdir), backend=info.backend,
         runtime=info.runtime, plugin={"name": "pytest-edge", "version": __version__},
         precision=info.precision, threads=info.threads,
-        input={s.name: {"shape": list(np.shape(x)), "dtype": s.dtype} for s, x in zip(info.inputs, feeds)},
+        input={s.name: {"shape": list(np.shape(x)), "dtype": s.dtype,
+                        **({"shape_from": info.shape_sources[s.name]} if s.name in info.shape_sources else {})}
+               for s, x in zip(info.inputs, feeds)},
         warmup_runs=measured.get("warmup_runs"), measured_runs=measured.get("measured_runs"),
         coverage=covered.coverage.to_json() if covered.coverage else None,
         load_ms=measured.get("load_ms", info.load_ms), first_inference_ms=measured.get("first_inference_ms"),
@@ -179,6 +192,7 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
         device=({"name": split_device(info.backend)[1], "machine": info.device} if info.device else None),
         accuracy={"reference": golden.reference_backend, "cases": len(golden.cases),
                   **summarize(compared.comparisons),
+                  **({"renamed": compared.renamed} if compared.renamed else {}),
                   # Only for reference= tests: the model whose golden was used (else the test's own).
                   **({"reference_model": golden.model} if plan.reference is not None else {})},
         checked=True,

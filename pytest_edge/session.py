@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import pipeline
-from .backends import Coverage, Intermediates, all_artifact_suffixes, get_backend
+from .backends import Backend, Coverage, InputShapes, Intermediates, all_artifact_suffixes, get_backend
 from .errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
                      EdgeError, EdgeUsageError)
 from .external_data import external_files
@@ -118,18 +118,33 @@ class EdgeSession:
         artifact = plan.artifact
         if artifact is None:
             raise BackendError(f"{plan.backend}: {backend.missing_artifact(plan.model.name)}")
-        shapes = dict(sorted(plan.shapes.items()))
-        key = f"{artifact.resolve()}|{plan.backend}|{plan.threads}|{shapes}"
+        if not artifact.is_file():
+            raise BackendError(f"{plan.backend}: artifact {artifact} does not exist")
+        shapes = self.input_shapes(plan, backend, artifact)
+        key = f"{artifact.resolve()}|{plan.backend}|{plan.threads}|{shapes.to_json()}"
         if key not in self.loaded:
-            if not artifact.is_file():
-                raise BackendError(f"{plan.backend}: artifact {artifact} does not exist")
             external_files(artifact, plan.backend)  # confined to its folder and present, before a runtime reads it
-            reply = self.pool.request(plan.backend, Load(key, str(artifact), plan.threads,
-                                                         {k: list(v) for k, v in shapes.items()}), artifact)
+            reply = self.pool.request(plan.backend, Load(key, str(artifact), plan.threads, shapes.to_json()), artifact)
             self.loaded[key] = ModelInfo.from_load(key, plan.backend, artifact, reply, plan.threads, shapes,
                                                    self.pool.machine(plan.backend))
-        check_shapes(plan.shapes, self.loaded[key].inputs, f"{plan.backend}: {artifact}")
-        return self.loaded[key]
+        info = self.loaded[key]
+        check_shapes(plan.shapes, info.inputs, f"{plan.backend}: {artifact}",
+                     shapes.renaming([spec.name for spec in info.inputs]), [name for name, _ in shapes.golden])
+        return info
+
+    def input_shapes(self, plan: Plan, backend: Backend, artifact: Path) -> InputShapes:
+        """What the load of ``plan`` asks for: the marker's shapes=, the golden's inputs (their names
+        and first case's shapes; the reference's own load asks without, as it records them) and what
+        the artifact's converter wrote beside it."""
+        golden = self.golden.known(plan)
+        if golden is not None and golden.reference_backend == plan.backend and plan.reference is None:
+            golden = None  # the artifact the golden was recorded from: its own names and shapes
+        beside, source = backend.shapes_beside(artifact)
+        return InputShapes(
+            requested={name: tuple(int(d) for d in shape) for name, shape in sorted(plan.shapes.items())},
+            golden=tuple((spec.name, tuple(golden.cases[0].inputs[spec.name].shape)) for spec in golden.inputs_spec)
+            if golden is not None and golden.cases else (),
+            beside=beside, beside_source=source)
 
     def run(self, info: ModelInfo, feeds: Sequence[Any], reset: bool = True) -> list[np.ndarray]:
         return self.pool.request(info.backend, Run(info.key, info.feeds(feeds), reset), info.artifact)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from edge_helpers import FIXTURES, write_mlp
 
+from pytest_edge.backends import InputShapes
 from pytest_edge.measurement.counted import combine_counts, run_count_gate
 from pytest_edge.worker import callgrind
 
@@ -151,7 +152,7 @@ def _counter(tmp_path: Path, timeout_s: float, devices: dict[str, str] | None = 
     def info(backend: str) -> ModelInfo:
         return ModelInfo(key="k", backend=backend, artifact=artifact, inputs=[], outputs=[],
                          runtime={"name": "onnxruntime", "version": "?"}, coverage=None, load_ms=0.0,
-                         precision="fp32", threads=1, shapes={})
+                         precision="fp32", threads=1, shapes=InputShapes())
     return Counter(settings, pool), info, artifact
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_edge.backends import all_backends, get_backend
+from pytest_edge.backends import InputShapes, all_backends, get_backend
 from pytest_edge.errors import BackendError, DoesNotConvert
 from pytest_edge.models import resolve_model
 from pytest_edge.worker import WorkerServer
@@ -228,9 +228,9 @@ def test_ncnn_names_what_is_missing(tmp_path: Path) -> None:
     shutil.copy(FIXTURES / "tiny_mlp.ncnn.bin", tmp_path / "tiny_mlp.ncnn.bin")
     # pnnx's own output has no input shape: said, with the way out.
     param.write_text(param.read_text().replace(" 0=16\n", "\n", 1))
-    with pytest.raises(BackendError, match=r"does not give its input shapes.*shapes="):
+    with pytest.raises(BackendError, match=r"does not give the shape of input 'in0'.*tiny_mlp.pnnx.param.*shapes="):
         server.op_load("b", str(param), 1, {})
-    info = server.op_load("c", str(param), 1, {"in0": (1, 16)})
+    info = server.op_load("c", str(param), 1, InputShapes(requested={"in0": (1, 16)}).to_json())
     assert info["outputs"][0]["shape"] == [1, 4]
     param.write_text(param.read_text().replace("InnerProduct", "NoSuchLayer", 1))
     # What ncnn printed on stderr, quoted: the layer it does not have.
@@ -390,6 +390,110 @@ def test_pnnx_output_with_a_layer_ncnn_lacks_does_not_convert_and_says_what_ncnn
     targeted = pytester.runpytest_subprocess("--edge-backends=ncnn")
     targeted.assert_outcomes(failed=1)
     targeted.stdout.fnmatch_lines(["*layer torch.cumprod not exists or registered*"])
+
+
+MOBILENET = ("mobilenet_v2.onnx", "mobilenet_v2.ncnn.param", "mobilenet_v2.ncnn.bin", "mobilenet_v2.pnnx.param",
+             "mobilenet_v2.mnn")
+
+
+def _records(pytester: pytest.Pytester, report: str = "r.json") -> dict[tuple[str, str], dict]:
+    records = json.loads((pytester.path / report).read_text())["records"]
+    return {(r["test"].split("[")[0].split("::")[-1], r["backend"]): r for r in records}
+
+
+def test_a_network_converted_by_pnnx_and_mnnconvert_passes_with_shapes_given_once_by_the_onnx_name(
+        pytester: pytest.Pytester, models: Path) -> None:
+    """transformers' MobileNetV2 exported by torch.onnx (dynamic batch, height, width; input 'x'),
+    then pnnx and mnnconvert, unedited (fixtures/make_models.py): ``shapes=`` names the ONNX input
+    once; ncnn's is pnnx's ``in0``, matched by position, and the record and a failure say so."""
+    for backend in ("ncnn", "mnn"):
+        _server(backend)
+    for name in MOBILENET:
+        shutil.copy(FIXTURES / name, models / name)
+    pytester.makepyfile("""
+        import pytest
+        BACKENDS = ["onnxruntime-cpu", "ncnn", "mnn"]
+
+        @pytest.mark.edge(model="mobilenet_v2", backends=BACKENDS, shapes={"x": (1, 3, 64, 64)})
+        def test_net(edge_model):
+            pass
+
+        @pytest.mark.edge(model="mobilenet_v2", backends=["ncnn"])
+        def test_shape_from_the_golden(edge_model):
+            pass
+
+        @pytest.mark.edge(model="mobilenet_v2", backends=["ncnn"], shapes={"x": (1, 3, 64, 64)}, atol=1e-9, rtol=0)
+        def test_tight(edge_model):
+            pass
+
+        @pytest.mark.edge(model="mobilenet_v2", backends=["ncnn"], shapes={"image": (1, 3, 64, 64)})
+        def test_typo(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json", "-k", "test_net")
+    result.assert_outcomes(passed=3)
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    records = _records(pytester)
+    for backend in ("onnxruntime-cpu", "ncnn", "mnn"):
+        assert records[("test_net", backend)]["verdict"] == "passed", result.stdout.str()
+    ncnn = records[("test_net", "ncnn")]
+    assert ncnn["input"] == {"in0": {"shape": [1, 3, 64, 64], "dtype": "float32", "shape_from": "marker shapes="}}
+    assert ncnn["accuracy"]["renamed"] == {"inputs": {"x": "in0"}, "outputs": {"logits": "out0"}}
+    assert ncnn["accuracy"]["max_abs_err"] < 1e-4 and records[("test_net", "mnn")]["accuracy"]["max_abs_err"] < 1e-4
+    assert "renamed" not in records[("test_net", "mnn")]["accuracy"]  # MNN keeps the ONNX names
+    # No shapes=: the .ncnn.param has none, the golden's input has one.
+    golden_shaped = records[("test_shape_from_the_golden", "ncnn")]
+    assert golden_shaped["verdict"] == "passed" and golden_shaped["input"]["in0"]["shape_from"] == "the golden"
+    assert records[("test_tight", "ncnn")]["verdict"] == "failed"
+    result.stdout.fnmatch_lines(["*ncnn: tensors matched by position, the golden's names -> this artifact's: "
+                                 "x -> in0, logits -> out0*"])
+    assert records[("test_typo", "ncnn")]["verdict"] == "error"
+    assert ("shapes= names 'image', which the model does not have; its inputs are ['in0'] "
+            "(the golden's: ['x'], matched by position)") in result.stdout.str()
+
+
+def test_pnnx_output_alone_takes_its_shapes_from_the_pnnx_param_beside_it(pytester: pytest.Pytester, models: Path) -> None:
+    """Only pnnx's files, no .onnx: ncnn records the golden itself, with the input shape pnnx wrote in
+    its own .pnnx.param (from ``inputshape=``); without that file the error says where shapes come from."""
+    _server("ncnn")
+    for name in MOBILENET[1:4]:
+        shutil.copy(FIXTURES / name, models / name)
+    (models / "mobilenet_v2.onnx").unlink()  # the project's fixtures folder has it; this user has not
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="mobilenet_v2")
+        def test_net(edge_model):
+            assert edge_model.inputs[0].shape == (1, 3, 64, 64)
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json")
+    assert result.ret == 0 and result.parseoutcomes()["passed"] == 1, result.stdout.str()  # the others: no artifact
+    record = _records(pytester)[("test_net", "ncnn")]
+    assert record["input"]["in0"]["shape_from"] == "mobilenet_v2.pnnx.param"
+    assert record["accuracy"]["reference"] == "ncnn"
+    (models / "mobilenet_v2.pnnx.param").unlink()
+    shutil.rmtree(pytester.path / "golden")
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*does not give the shape of input 'in0'*mobilenet_v2.pnnx.param beside it; "
+                                 "give shapes= in the marker*"])
+
+
+def test_input_shapes_map_the_golden_names_by_position_where_the_artifact_names_differ() -> None:
+    shapes = InputShapes(requested={"x": (1, 3, 8, 8)}, golden=(("x", (1, 3, 4, 4)), ("mask", (1, 4))),
+                         beside=((1, 3, 2, 2), (1, 2)), beside_source="m.pnnx.param")
+    assert shapes.for_inputs(["x", "mask"]) == {"x": (1, 3, 8, 8)}  # same names: as given
+    assert shapes.for_inputs(["mask", "x"]) == {"x": (1, 3, 8, 8)}  # same set, another order: by name
+    assert shapes.for_inputs(["in0", "in1"]) == {"in0": (1, 3, 8, 8)}  # by position
+    resolved, sources = shapes.resolve(["in0", "in1"], [None, None])
+    assert resolved == [(1, 3, 8, 8), (1, 4)] and sources == {"in0": "marker shapes=", "in1": "the golden"}
+    resolved, sources = shapes.resolve(["in0", "in1"], [None, (1, 7)])
+    assert resolved == [(1, 3, 8, 8), (1, 7)] and sources["in1"] == "the artifact"
+    alone = InputShapes(beside=((1, 3, 2, 2),), beside_source="m.pnnx.param")
+    assert alone.resolve(["in0"], [None]) == ([(1, 3, 2, 2)], {"in0": "m.pnnx.param"})
+    # A count that differs matches nothing by position (the signature check says what differs).
+    assert InputShapes(golden=(("x", (1,)),), beside=((1,), (2,))).resolve(["a"], [None]) == ([(1,)], {"a": "the golden"})
+    assert InputShapes(requested={"x": (2,)}, golden=(("x", (1,)), ("y", (1,)))).for_inputs(["a"]) == {"x": (2,)}
+    assert InputShapes.from_json(shapes.to_json()) == shapes
 
 
 def test_a_borrowed_artifact_that_does_not_convert_is_reported_and_fails_only_where_targeted(

@@ -8,9 +8,9 @@ import importlib.metadata
 from functools import lru_cache
 
 from ..errors import UnknownBackend
-from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec
+from .base import Backend, Coverage, InputShapes, Intermediates, LoadedModel, TensorSpec
 
-__all__ = ["Backend", "Coverage", "Intermediates", "LoadedModel", "TensorSpec", "all_backends", "get_backend",
+__all__ = ["Backend", "Coverage", "InputShapes", "Intermediates", "LoadedModel", "TensorSpec", "all_backends", "get_backend",
            "reference_order", "split_device", "UnknownBackend"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"

@@ -12,7 +12,7 @@ import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -37,6 +37,85 @@ class TensorSpec:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TensorSpec":
         return cls(data["name"], tuple(data["shape"]), data["dtype"])
+
+
+Shape = tuple[int, ...]
+
+
+def renaming(golden_names: Sequence[str], names: Sequence[str]) -> dict[str, str]:
+    """Golden name -> this artifact's name, for the names that differ. One network's formats keep
+    the order of its arguments but not always their names (pnnx's ``in0`` for ONNX's ``x``, LiteRT's
+    ``serving_default_x:0``, a .pte's positions), so, as tensors are matched for comparison, names are
+    taken as they are when both sides name the same set and by position otherwise."""
+    if not golden_names or set(golden_names) == set(names) or len(golden_names) != len(names):
+        return {}
+    return {g: n for g, n in zip(golden_names, names) if g != n}
+
+
+@dataclass(frozen=True)
+class InputShapes:
+    """The input shapes a load asks for, by the golden's names: the marker's ``shapes=``
+    (``requested``), the golden's own inputs (name and concrete shape, in order; empty when no golden
+    is known yet) and what a converter wrote beside the artifact (``beside``, by position, with the
+    file it came from). A backend takes them by its own input names (:meth:`for_inputs`); one whose
+    format may not carry shapes (an ncnn ``.param``) fills the gaps in that order (:meth:`resolve`)."""
+
+    requested: dict[str, Shape] = field(default_factory=dict)
+    golden: tuple[tuple[str, Shape], ...] = ()
+    beside: tuple[Shape, ...] = ()
+    beside_source: str = ""
+
+    def renaming(self, names: Sequence[str]) -> dict[str, str]:
+        return renaming([n for n, _ in self.golden], names)
+
+    def for_inputs(self, names: Sequence[str]) -> dict[str, Shape]:
+        """``shapes=`` by this artifact's input names (a name neither side has is kept as given:
+        the session reports it)."""
+        renamed = self.renaming(names)
+        return {renamed.get(name, name): shape for name, shape in self.requested.items()}
+
+    def resolve(self, names: Sequence[str], declared: Sequence[Shape | None]) -> tuple[list[Shape | None], dict[str, str]]:
+        """Each input's shape and where it came from: ``shapes=`` of the marker, else the artifact's
+        own (``declared``), else the golden's input at that position, else the converter's file."""
+        requested = self.for_inputs(names)
+        golden = dict(zip(names, [s for _, s in self.golden])) if len(self.golden) == len(names) else {}
+        beside = dict(zip(names, self.beside)) if len(self.beside) == len(names) else {}
+        shapes: list[Shape | None] = []
+        sources: dict[str, str] = {}
+        for name, own in zip(names, declared):
+            for source, shape in (("marker shapes=", requested.get(name)), ("the artifact", own),
+                                  ("the golden", golden.get(name)), (self.beside_source, beside.get(name))):
+                if shape is not None:
+                    shapes.append(tuple(shape))
+                    sources[name] = source
+                    break
+            else:
+                shapes.append(None)
+        return shapes, sources
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requested": {k: list(v) for k, v in self.requested.items()},
+                "golden": [[n, list(s)] for n, s in self.golden],
+                "beside": [list(s) for s in self.beside], "beside_source": self.beside_source}
+
+    @classmethod
+    def of(cls, shapes: "InputShapes | Mapping[str, Sequence[int]] | None") -> "InputShapes":
+        """``Backend.load(shapes=...)`` as a caller outside a session gives it too: a plain
+        ``{name: shape}`` (or nothing) is the request alone."""
+        if isinstance(shapes, InputShapes):
+            return shapes
+        return cls(requested={str(k): tuple(int(d) for d in v) for k, v in (shapes or {}).items()})
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "InputShapes":
+        return cls(requested={k: tuple(v) for k, v in data.get("requested", {}).items()},
+                   golden=tuple((n, tuple(s)) for n, s in data.get("golden", [])),
+                   beside=tuple(tuple(s) for s in data.get("beside", [])),
+                   beside_source=data.get("beside_source", ""))
+
+
+# What Backend.load takes: a session's InputShapes, or a caller's plain {name: shape}.
+LoadShapes = InputShapes | Mapping[str, Sequence[int]]
 
 
 @dataclass
@@ -106,6 +185,9 @@ class LoadedModel(ABC):
 
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
+    # Where each input's shape came from, for a format that may not carry them (ncnn): input name
+    # -> "marker shapes=", "the artifact", "the golden" or the converter's file; empty otherwise.
+    shape_sources: dict[str, str] = {}
 
     @abstractmethod
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -210,6 +292,12 @@ class Backend(ABC):
     def artifact_suffixes(self) -> tuple[str, ...]:
         return self.suffixes or (self.suffix,)
 
+    def shapes_beside(self, artifact: Path) -> tuple[tuple[Shape, ...], str]:
+        """Input shapes (by position) that the artifact's converter wrote in a file beside it, and
+        that file's name, read in the pytest process (so a device's worker gets them too); none
+        for most formats, which carry their shapes themselves."""
+        return (), ""
+
     def artifact_of(self, model: Any) -> Path | None:
         """The artifact of ``model`` (a models.Model) this backend runs: the first of its suffixes
         the model has; None if it has none of them."""
@@ -239,6 +327,7 @@ class Backend(ABC):
         importlib.import_module(self.runtime_module)
 
     @abstractmethod
-    def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
-        """Load ``path``; raise an exception with a readable message if the runtime refuses it."""
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
+        """Load ``path`` (with ``InputShapes.of(shapes).for_inputs(...)`` where the runtime fixes
+        dynamic dimensions at load); raise an exception with a readable message if the runtime refuses it."""
 

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
+from .base import Backend, Coverage, Intermediates, LoadedModel, LoadShapes, TensorSpec, unusable_artifact
 from .executorch_dtypes import SCALAR_TYPES
 
 # executorch::runtime::Error (runtime/core/error.h of executorch 1.5), whose codes the Python
@@ -200,7 +200,7 @@ class ExecuTorchBackend(Backend):
         Runtime.get()
         register_quantized_kernels()
 
-    def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         if threads:
             from executorch.extension.pybindings import portable_lib
 

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
+from .base import Backend, Coverage, InputShapes, Intermediates, LoadedModel, LoadShapes, TensorSpec, unusable_artifact
 
 _CANDIDATES = (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"))
 _STATEFUL_OPS = {"VAR_HANDLE", "ASSIGN_VARIABLE", "READ_VARIABLE"}
@@ -120,7 +120,7 @@ def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delega
 
 
 class LiteRTModel(LoadedModel):
-    def __init__(self, make_interpreter, delegate_name: str | None, shapes: dict[str, tuple[int, ...]]) -> None:
+    def __init__(self, make_interpreter, delegate_name: str | None, shapes: InputShapes) -> None:
         self._make = make_interpreter  # make_interpreter(preserve_all_tensors=False)
         self._shapes = shapes
         self._delegate_name = delegate_name
@@ -133,9 +133,13 @@ class LiteRTModel(LoadedModel):
 
     def _new_interpreter(self, preserve_all_tensors: bool = False):
         interpreter = self._make(preserve_all_tensors)
-        for detail in interpreter.get_input_details():
-            if detail["name"] in self._shapes:
-                interpreter.resize_tensor_input(detail["index"], list(self._shapes[detail["name"]]))
+        details = interpreter.get_input_details()
+        names = _signature_names(interpreter)
+        wanted = self._shapes.for_inputs([_spec(d, names).name for d in details])
+        for detail in details:
+            name = _spec(detail, names).name
+            if name in wanted:
+                interpreter.resize_tensor_input(detail["index"], list(wanted[name]))
         interpreter.allocate_tensors()
         return interpreter
 
@@ -250,7 +254,7 @@ class LiteRTBackend(Backend):
     def unavailable_reason(self) -> str | None:
         return None if installed_runtime() else "ai-edge-litert (or tflite-runtime) not installed"
 
-    def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         module = importlib.import_module(self.runtime_module)
         resolver = (module.OpResolverType.AUTO if self.with_delegate
                     else module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
@@ -265,7 +269,7 @@ class LiteRTBackend(Backend):
                                       experimental_preserve_all_tensors=preserve_all_tensors)
 
         try:
-            return LiteRTModel(make, "XNNPACK" if self.with_delegate else None, shapes)
+            return LiteRTModel(make, "XNNPACK" if self.with_delegate else None, InputShapes.of(shapes))
         except ValueError as exc:
             # The interpreter's verifier says only "not a valid Flatbuffer buffer": name the file
             # and what its first bytes are.

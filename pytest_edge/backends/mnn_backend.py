@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from .base import Backend, Coverage, InputShapes, LoadShapes, LoadedModel, TensorSpec, unusable_artifact
 from .native_output import native_stderr
 
 _FORWARD_TYPES = {"mnn": "CPU", "mnn-opencl": "OPENCL", "mnn-vulkan": "VULKAN"}
@@ -56,13 +56,14 @@ def _spec(var: Any, name: str) -> TensorSpec:
 
 class MNNModel(LoadedModel):
     def __init__(self, module: Any, info: dict[str, Any], forward: str, path: Path,
-                 shapes: dict[str, tuple[int, ...]]) -> None:
+                 shapes: InputShapes) -> None:
         import MNN.expr as F
 
         self.module, self.forward, self.path, self._F = module, forward, path, F
         self._vars = info["inputs"]
         self.inputs = [_spec(v, n) for v, n in zip(self._vars, info["inputNames"])]
-        self.inputs = [TensorSpec(s.name, tuple(shapes[s.name]), s.dtype) if s.name in shapes else s
+        wanted = shapes.for_inputs([s.name for s in self.inputs])
+        self.inputs = [TensorSpec(s.name, tuple(wanted[s.name]), s.dtype) if s.name in wanted else s
                        for s in self.inputs]
         # Output shapes are what a run gives: one run on zeros where the input shapes are known.
         if any(s.is_dynamic for s in self.inputs):
@@ -134,7 +135,7 @@ class MNNBackend(Backend):
             return reason
         return forward_type_missing(self.forward)
 
-    def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         import MNN.nn as nn
 
         path = Path(path)
@@ -163,7 +164,7 @@ class MNNBackend(Backend):
             told = "; ".join(said.lines())
             raise BackendError(f"{self.name}: MNN cannot load {path}: {detail} (not an .mnn flatbuffer, "
                                "truncated, or from a newer converter)" + (f"; MNN said: {told}" if told else ""))
-        return MNNModel(module, module.get_info(), self.forward, path, shapes)
+        return MNNModel(module, module.get_info(), self.forward, path, InputShapes.of(shapes))
 
 
 def backends() -> list[Backend]:

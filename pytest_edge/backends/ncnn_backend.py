@@ -4,9 +4,12 @@ and arithmetic where the CPU has them) and ``ncnn-vulkan`` (its Vulkan GPU compu
 Artifacts are ``<model>.ncnn.param`` (text) with ``<model>.ncnn.bin`` beside it, as ``pnnx`` writes
 them (fixtures/make_models.py). ncnn has no batch dimension: a blob is ``w``, ``h, w`` or
 ``c, h, w`` (channel-packed inside, which the Python ``Mat`` hides). So inputs are given with a
-leading batch of 1, which is dropped, and outputs get it back. The input shapes come from the
-``Input`` layers' ``0=w 1=h 2=c`` parameters where the param file has them (make_models.py writes
-them; pnnx alone does not), and the output shapes from one run on zeros at load.
+leading batch of 1, which is dropped, and outputs get it back. pnnx writes no shapes in the
+``.ncnn.param`` (``Input in0 0 1 in0``); an input's shape is, in this order, the marker's
+``shapes=`` (by the golden's input name, mapped by position: ``x -> in0``), the ``Input`` layer's
+``0=w 1=h 2=c`` where the file has them, the golden's input, or the ``#0=(1,3,64,64)f32`` of
+pnnx's own ``<model>.pnnx.param`` beside it; the record says which. The output shapes come from
+one run on zeros at load.
 
 Coverage: every layer of the loaded net runs on the CPU here; on ``ncnn-vulkan`` the layers whose
 ``support_vulkan`` is false fall back to the CPU.
@@ -25,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError, DoesNotConvert
-from .base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from .base import Backend, Coverage, InputShapes, LoadShapes, LoadedModel, Shape, TensorSpec, unusable_artifact
 from .native_output import native_stderr
 
 _VARIANTS = ("ncnn", "ncnn-fp16", "ncnn-vulkan")
@@ -58,6 +61,29 @@ def io_blobs(layers: list) -> tuple[list[tuple[str, tuple[int, ...] | None]], li
     return inputs, [b for b in produced if b not in consumed]
 
 
+_PNNX_INPUT = re.compile(r"#\S+?=\(([0-9,]+)\)\w+")
+
+
+def pnnx_input_shapes(path: Path) -> tuple[Shape, ...]:
+    """The shapes of the ``pnnx.Input`` layers of a ``.pnnx.param``, in order (pnnx writes them
+    from its ``inputshape=``: ``pnnx.Input in0 0 1 0 #0=(1,3,64,64)f32``); () if any lacks one."""
+    shapes = []
+    with open(path, errors="replace") as lines:
+        for line in lines:
+            if line.startswith("pnnx.Input "):
+                found = _PNNX_INPUT.search(line)
+                if found is None:
+                    return ()
+                shapes.append(tuple(int(d) for d in found.group(1).split(",") if d))
+            if len(shapes) > 64:  # a network's inputs, not a file's worth of lines
+                return ()
+    return tuple(shapes)
+
+
+def pnnx_param_of(path: Path) -> Path:
+    return path.with_name(path.name.removesuffix(".ncnn.param") + ".pnnx.param")
+
+
 @lru_cache(maxsize=1)
 def vulkan_devices() -> int:
     """How many Vulkan devices ncnn finds, asked in a child process: without libvulkan ncnn prints
@@ -68,19 +94,21 @@ def vulkan_devices() -> int:
 
 
 class NcnnModel(LoadedModel):
-    def __init__(self, net: Any, layers: list, vulkan: bool, path: Path, shapes: dict[str, tuple[int, ...]]) -> None:
+    def __init__(self, net: Any, layers: list, vulkan: bool, path: Path, shapes: InputShapes) -> None:
         import ncnn
 
         self.net, self.layers, self.vulkan, self.path, self._ncnn = net, layers, vulkan, path, ncnn
-        inputs, outputs = io_blobs(layers)
-        inputs = [(name, tuple(shapes[name]) if name in shapes else shape) for name, shape in inputs]
-        if any(shape is None for _, shape in inputs):
-            raise BackendError(f"ncnn: {path} does not give its input shapes (Input layer 0=w 1=h 2=c); "
-                               "add them to the Input lines of the .param, "
-                               "or give shapes= in the marker")
-        self._in = [name for name, _ in inputs]
+        declared, outputs = io_blobs(layers)
+        self._in = [name for name, _ in declared]
+        resolved, self.shape_sources = shapes.resolve(self._in, [shape for _, shape in declared])
+        missing = [name for name, shape in zip(self._in, resolved) if shape is None]
+        if missing:
+            raise BackendError(f"ncnn: {path} does not give the shape of input {', '.join(map(repr, missing))} "
+                               "(pnnx writes none in the Input lines of a .ncnn.param) and neither does a golden, "
+                               f"nor a {pnnx_param_of(path).name} beside it; give shapes= in the marker "
+                               "(by the reference model's input names), or add 0=w 1=h 2=c to the Input lines")
         self._out = outputs
-        self.inputs = [TensorSpec(name, shape, "float32") for name, shape in inputs]
+        self.inputs = [TensorSpec(name, shape, "float32") for name, shape in zip(self._in, resolved)]
         probe = self.run([np.zeros(spec.shape, np.float32) for spec in self.inputs])
         self.outputs = [TensorSpec(name, value.shape, "float32") for name, value in zip(outputs, probe)]
 
@@ -134,7 +162,14 @@ class NcnnBackend(Backend):
             return reason
         return None if vulkan_devices() else "ncnn finds no Vulkan device here (no GPU or no libvulkan)"
 
-    def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
+    def shapes_beside(self, artifact: Path) -> tuple[tuple[Shape, ...], str]:
+        pnnx_param = pnnx_param_of(Path(artifact))
+        if not pnnx_param.is_file() or pnnx_param.stat().st_size > 16 * 2**20:
+            return (), ""
+        # ncnn's blobs have no batch; pnnx's shapes keep it, as the golden's do.
+        return pnnx_input_shapes(pnnx_param), pnnx_param.name
+
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         import ncnn
 
         path = Path(path)
@@ -175,7 +210,7 @@ class NcnnBackend(Backend):
             raise BackendError(f"{self.name}: ncnn cannot load the weights {weights} for {path} "
                                f"(truncated, or written for another .param; ncnn said: "
                                f"{'; '.join(said.lines()) or 'nothing on stderr'})")
-        return NcnnModel(net, layers, self.name == "ncnn-vulkan", path, shapes)
+        return NcnnModel(net, layers, self.name == "ncnn-vulkan", path, InputShapes.of(shapes))
 
 
 def backends() -> list[Backend]:

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError, DoesNotConvert
-from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
+from .base import Backend, Coverage, InputShapes, Intermediates, LoadedModel, LoadShapes, TensorSpec, unusable_artifact
 
 # Nodes that are graph plumbing rather than operations a device runs.
 _NOT_OPERATIONS = {"Parameter", "Result", "Constant"}
@@ -189,16 +189,17 @@ class OpenVINOBackend(Backend):
                     f"{', '.join(capabilities)})")
         return None
 
-    def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         import openvino as ov
 
         core = ov.Core()
         model = read_model(core, Path(path), self.name)
         dim_names = onnx_dim_names(Path(path)) if Path(path).suffix == ".onnx" else {}
         signature = ([_spec(p, dim_names) for p in model.inputs], [_spec(p, dim_names) for p in model.outputs])
-        if shapes:
+        wanted = InputShapes.of(shapes).for_inputs([spec.name for spec in signature[0]])
+        if wanted:
             names = {n for port in model.inputs for n in port.get_names()}
-            model.reshape({n: list(s) for n, s in shapes.items() if n in names})
+            model.reshape({n: list(s) for n, s in wanted.items() if n in names})
         # Set explicitly: on a CPU with BF16 units OpenVINO's default is bf16, not the graph's f32.
         config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": self.hint, "PERFORMANCE_HINT": "LATENCY"}
         if threads:

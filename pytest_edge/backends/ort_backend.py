@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
+from .base import Backend, Coverage, Intermediates, LoadedModel, LoadShapes, TensorSpec, file_head, unusable_artifact
 from .ort_session import new_session
 
 # Providers that do not run the model on this machine's hardware.
@@ -134,7 +134,7 @@ class OrtBackend(Backend):
             return f"this onnxruntime wheel has no {self.provider}"
         return None
 
-    def load(self, path: Path, *, threads: int | None, shapes: dict[str, tuple[int, ...]]) -> LoadedModel:
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         # ONNX Runtime says only "INVALID_PROTOBUF ... Protobuf parsing failed" for these.
         problem = unusable_artifact(file_head(Path(path)), Path(path))
         if problem:

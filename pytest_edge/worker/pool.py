@@ -4,13 +4,13 @@ loaded (:class:`ModelInfo`). Plain Python; the session asks, the pool forwards t
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..backends import Coverage, TensorSpec, split_device
+from ..backends import Coverage, InputShapes, TensorSpec, split_device
 from ..errors import BackendCrash, DeviceUnreachable, EdgeUsageError
 from .protocol import Request
 from ..qemu_device import ProvisionError, default_cache, is_qemu, parse_kind, provision
@@ -34,19 +34,21 @@ class ModelInfo:
     load_ms: float
     precision: str
     threads: int | None
-    shapes: dict[str, tuple[int, ...]]
+    shapes: InputShapes  # what the load asked for (a measuring worker's load asks the same)
     device: dict[str, Any] | None = None  # the machine block of the device it runs on
+    shape_sources: dict[str, str] = field(default_factory=dict)  # LoadedModel.shape_sources
 
     @classmethod
     def from_load(cls, key: str, backend: str, artifact: Path, reply: dict[str, Any], threads: int | None,
-                  shapes: dict[str, tuple[int, ...]], device: dict[str, Any] | None) -> "ModelInfo":
+                  shapes: InputShapes, device: dict[str, Any] | None) -> "ModelInfo":
         """The worker's reply to a Load request, typed."""
         return cls(key=key, backend=backend, artifact=artifact,
                    inputs=[TensorSpec.from_json(s) for s in reply["inputs"]],
                    outputs=[TensorSpec.from_json(s) for s in reply["outputs"]],
                    runtime=reply["runtime"], coverage=Coverage.from_json(reply["coverage"]),
                    load_ms=reply["load_ms"], precision=reply["precision"],
-                   threads=threads if reply["threads_applied"] else None, shapes=shapes, device=device)
+                   threads=threads if reply["threads_applied"] else None, shapes=shapes, device=device,
+                   shape_sources=reply.get("shape_sources") or {})
 
     def feeds(self, values: Sequence[Any]) -> list[np.ndarray]:
         """Positional inputs as contiguous arrays of the declared dtypes (Python scalars welcome),

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import BackendError
 
-PROTOCOL_VERSION = 2  # 2: Load.external (an .onnx's external data files on a device)
+PROTOCOL_VERSION = 3  # 2: Load.external (an .onnx's external data files on a device); 3: Load.shapes an InputShapes
 MAGIC = b"PEDG"
 _PREFIX = struct.Struct("<4sHI")
 MAX_HEADER_BYTES = 16 * 2**20
@@ -55,7 +55,7 @@ class Load(Request):
     key: str
     path: str
     threads: int | None
-    shapes: dict[str, list[int]] = field(default_factory=dict)
+    shapes: dict[str, Any] = field(default_factory=dict)  # backends.InputShapes.to_json()
     with_coverage: bool = True
     # On a device: the external data files of an .onnx, by location, as content names in its cache.
     external: dict[str, str] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backends import LoadedModel, get_backend
+from ..backends import InputShapes, LoadedModel, get_backend
 from ..external_data import location_problem
 from ..files import atomic_write
 from ..qemu_device import EMULATED_ENV
@@ -75,7 +75,7 @@ class WorkerServer:
         reset = timing.reset_hwm()
         base = timing.rss_mb()
         start = time.perf_counter_ns()
-        model = self.backend.load(Path(path), threads=threads, shapes={k: tuple(v) for k, v in shapes.items()})
+        model = self.backend.load(Path(path), threads=threads, shapes=InputShapes.from_json(shapes))
         load_ms = (time.perf_counter_ns() - start) / 1e6
         # A peak over the baseline means something only if the high-water mark was reset, or this
         # is the first model of a fresh process.
@@ -100,6 +100,7 @@ class WorkerServer:
             "coverage": coverage.to_json() if coverage else None,
             "load_ms": load_ms,
             "precision": model.precision(),
+            "shape_sources": model.shape_sources,
             "threads_applied": bool(threads) and self.backend.threads_supported,
         }
 
