@@ -8,12 +8,14 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 MANIFEST = "manifest.json"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _sha256(path: Path) -> str:
@@ -41,11 +43,23 @@ def write_manifest(folder: Path, facts: dict) -> None:
 
 
 def read_manifest(folder: Path) -> dict | None:
+    """The manifest, or None where it is missing or not one this module wrote (then the folder is
+    rebuilt): every entry a relative path inside the folder with ``[size, sha256]``. A hostile file
+    (other types, nesting deep enough to exhaust the parser, ``../`` names) is unreadable, never
+    an exception or a path outside the folder."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("files"), dict) else None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        return None
+    for name, entry in manifest["files"].items():
+        parts = Path(name).parts
+        if (not parts or Path(name).is_absolute() or ".." in parts or not isinstance(entry, list) or len(entry) != 2
+                or isinstance(entry[0], bool) or not isinstance(entry[0], int) or entry[0] < 0
+                or not isinstance(entry[1], str) or not _SHA256.fullmatch(entry[1])):
+            return None
+    return manifest
 
 
 def size_mb(folder: Path) -> float:

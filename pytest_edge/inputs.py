@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .backends import TensorSpec
+from .backends.base import oversized_input
 from .errors import EdgeError, EdgeUsageError
 
 DEFAULT_SEED = 0
@@ -73,6 +74,9 @@ def generate_case(specs: Sequence[TensorSpec], shapes: Mapping[str, Sequence[int
     case: Case = {}
     for spec in specs:
         shape = concrete_shape(spec, shapes)
+        too_big = oversized_input(shape)
+        if too_big:
+            raise EdgeUsageError(f"input {spec.name!r}: {too_big}; give a smaller one with shapes= or inputs=")
         dtype = _dtype(spec)
         if dtype.kind == "f":
             value = rng.standard_normal(shape).astype(dtype)

@@ -44,6 +44,11 @@ def parse_mb(value: Any, what: str = "memory") -> float:
     return _parse(value, _SIZE_UNITS, what, "MB")
 
 
+def parse_number(value: Any, what: str) -> float:
+    """A finite number >= 0 without a unit (a tolerance, a rate)."""
+    return _parse(value, {"": 1.0}, what, "")
+
+
 def parse_fraction(value: Any, what: str = "fraction") -> float:
     """0.05, "0.05" or "5%"."""
     if isinstance(value, str) and value.strip().endswith("%"):
@@ -149,7 +154,7 @@ TARGETS = ("nnapi", "coreml", "gpu", "npu")  # ONNX Runtime EPs; OpenVINO device
 MAX_RUNS = 100_000  # timed runs one worker process keeps (its sample buffer, allocated up front)
 
 
-def _non_negative_int(value: Any, what: str, minimum: int = 0) -> int:
+def parse_int(value: Any, what: str, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise EdgeUsageError(f"{what}: expected an integer >= {minimum}, got {value!r}")
     return value
@@ -179,7 +184,7 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
         if kwargs.get(key) is not None:
             setattr(spec, key, parse_fraction(kwargs[key], key))
     if kwargs.get("max_partitions") is not None:
-        spec.max_partitions = _non_negative_int(kwargs["max_partitions"], "max_partitions")
+        spec.max_partitions = parse_int(kwargs["max_partitions"], "max_partitions")
     for key in ("p50_ms", "p90_ms", "p99_ms", "max_load_ms"):
         if kwargs.get(key) is not None:
             setattr(spec, key, parse_ms(kwargs[key], key))
@@ -188,7 +193,7 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
             setattr(spec, key, parse_mb(kwargs[key], key))
     for key, minimum in (("warmup", 0), ("runs", 1), ("threads", 1)):
         if kwargs.get(key) is not None:
-            setattr(spec, key, _non_negative_int(kwargs[key], key, minimum))
+            setattr(spec, key, parse_int(kwargs[key], key, minimum))
     if spec.runs is not None and spec.runs > MAX_RUNS:
         raise EdgeUsageError(f"runs: {spec.runs} is more than {MAX_RUNS} timed runs per process; "
                              "to time longer, raise edge_min_time")

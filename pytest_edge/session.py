@@ -202,9 +202,16 @@ class EdgeSession:
         # An emulated device's timing and memory are an emulator's: not measured by default,
         # recorded but not judged with edge_emulated_timing = record (judged with = judge).
         not_judged = timing_not_judged(info.device, self.settings.emulated_timing)
+        counting_note: list[str] = []
         if plan.measure and not_judged != NOT_MEASURED:
             self.step = "measure"
-            measured = self.measure(info, compared.first_feeds, plan)
+            try:
+                measured = self.measure(info, compared.first_feeds, plan)
+            except CountingUnavailable as unavailable:
+                # Counting that cannot run is a skip of the counting, never of a failed comparison.
+                if not compared.violations:
+                    raise
+                counting_note = [f"{plan.backend}: not counted: {unavailable}"]
         elif not_judged == NOT_MEASURED:
             measured = {"load_ms": None}  # the one load under the emulator is no load time either
         # Counted mode: instructions, no timing or memory (null in the record, budgets not judged).
@@ -212,7 +219,7 @@ class EdgeSession:
         timed = {} if counted else measured
         budgets = [] if not_judged else pipeline.budgets(plan, info, timed)
         sizes = pipeline.size_budgets(plan, info, self.settings.rootdir)
-        violations = [*compared.violations, *covered.violations, *budgets, *sizes]
+        violations = [*compared.violations, *covered.violations, *budgets, *sizes, *counting_note]
         record = pipeline.record(test_id, plan, info, golden, covered, compared, timed, self.settings.rootdir)
         if not_judged:
             record.extra["timing_not_judged"] = not_judged

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from edge_helpers import FIXTURES, write_mlp
 
-from pytest_edge.backends import InputShapes
+from pytest_edge.backends import InputShapes, get_backend
 from pytest_edge.measurement.counted import combine_counts, run_count_gate
 from pytest_edge.worker import callgrind
 
@@ -92,6 +92,28 @@ def test_without_valgrind_counted_mode_skips_with_the_install_hint(pytester: pyt
     # A backend the project requires fails instead.
     pytester.runpytest_subprocess("--edge-count=instructions", "--edge-measure",
                                   "--edge-require=onnxruntime-cpu").assert_outcomes(failed=1)
+
+
+def test_without_valgrind_an_output_mismatch_still_fails(pytester: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counting that cannot run skips the counting, not the comparison that ran before it: LiteRT's
+    outputs beyond a tolerance they cannot meet fail, with the counting's reason said."""
+    if get_backend("litert").unavailable_reason():
+        pytest.skip(get_backend("litert").unavailable_reason())
+    for name in ("tiny_cnn.onnx", "tiny_cnn.tflite"):
+        shutil.copy(FIXTURES / name, pytester.path / name)
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", backends=["onnxruntime-cpu", "litert"], atol=1e-12, rtol=0)
+        def test_m(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "onnxruntime").assert_outcomes(passed=1, deselected=1)
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # this Python, no valgrind
+    result = pytester.runpytest_subprocess("--edge-count=instructions", "--edge-measure", "-rs")
+    result.assert_outcomes(failed=1, skipped=1)  # onnxruntime-cpu matches its own golden: only counting is missing
+    result.stdout.fnmatch_lines(["*litert: output * differ beyond atol=1e-12*",
+                                 "*litert: not counted: counted mode (--edge-count=instructions) needs Valgrind*"])
 
 
 def test_bad_count_value_names_the_option(pytester: pytest.Pytester) -> None:

@@ -249,6 +249,13 @@ def test_pages_are_replaced_whole_and_odd_reports_are_said_not_raised(tmp_path: 
     assert cli_main(["report", "summary", str(tmp_path / "new.json"), "-o", str(fifo)]) == 0
     reader.join(10)
     assert b"| m | litert |" in received[0] and stat.S_ISFIFO(fifo.stat().st_mode)
+    # A link to a file (committed, pointing out of the project) is replaced, its target untouched.
+    outside = tmp_path / "outside.html"
+    outside.write_text("not ours")
+    link = tmp_path / "linked.html"
+    link.symlink_to(outside)
+    assert cli_main(["report", "html", str(tmp_path / "new.json"), "-o", str(link)]) == 0
+    assert outside.read_text() == "not ours" and not link.is_symlink() and "pytest-edge" in link.read_text()
     # A verdict that is markup is escaped in the headline as in the table.
     report["records"][0]["verdict"] = "<img src=x onerror=alert(1)>"
     assert "<img" not in markdown_summary(report)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -78,6 +79,29 @@ def test_marker_parsing() -> None:
         parse_llm_marker((), {"model": "m", "prompts": ["hello"]})
     with pytest.raises(EdgeUsageError, match="min_token_agreement=1.5"):
         parse_llm_marker((), {"model": "m", "prompts": [[1]], "min_token_agreement": 1.5})
+
+
+@pytest.mark.parametrize(("keyword", "value", "parsed"), [
+    ("ttft_ms", "50ms", 50.0), ("tpot_ms", "2s", 2000.0), ("peak_memory_mb", "1.5GB", 1536.0),
+    ("memory_limit_mb", "512MB", 512.0), ("max_load_ms", 3, 3.0), ("min_decode_tps", 12, 12.0)])
+def test_llm_budgets_take_the_edge_markers_units(keyword: str, value: object, parsed: float) -> None:
+    spec = parse_llm_marker((), {"model": "m", "prompts": [[1]], keyword: value})
+    assert getattr(spec, keyword) == parsed
+
+
+@pytest.mark.parametrize(("keyword", "value", "message"), [
+    ("ttft_ms", float("nan"), "edge_llm ttft_ms: nan must be a finite number >= 0"),
+    ("tpot_ms", "fast", "edge_llm tpot_ms: cannot parse 'fast'"),
+    ("peak_memory_mb", -1, "must be a finite number >= 0"),
+    ("memory_limit_mb", 0, "memory_limit_mb=0.0: at least 1 MB"),
+    ("min_prefill_tps", [1], "edge_llm min_prefill_tps: cannot parse"),
+    ("max_context", "4k", "edge_llm max_context: expected an integer >= 2"),
+    ("runs", 0, "edge_llm runs: expected an integer >= 1"),
+    ("threads", True, "edge_llm threads: expected an integer >= 1"),
+    ("logits_atol", float("inf"), "edge_llm logits_atol: inf must be a finite number")])
+def test_bad_llm_budgets_are_usage_errors_naming_the_keyword(keyword: str, value: object, message: str) -> None:
+    with pytest.raises(EdgeUsageError, match=re.escape(message)):
+        parse_llm_marker((), {"model": "m", "prompts": [[1]], keyword: value})
 
 
 def test_prompts_are_refused_before_the_runtime_sees_them() -> None:

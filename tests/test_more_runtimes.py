@@ -232,6 +232,19 @@ def test_ncnn_names_what_is_missing(tmp_path: Path) -> None:
         server.op_load("b", str(param), 1, {})
     info = server.op_load("c", str(param), 1, InputShapes(requested={"in0": (1, 16)}).to_json())
     assert info["outputs"][0]["shape"] == [1, 4]
+    # A short line or garbage: the line named, not an IndexError.
+    good = param.read_text()
+    param.write_text(good + "InnerProduct\n")
+    with pytest.raises(BackendError, match=r"tiny_mlp.ncnn.param line \d+ is not a layer .*'InnerProduct'"):
+        server.op_load("e", str(param), 1, {})
+    param.write_text(good + "Split s 1 2 a\n")
+    with pytest.raises(BackendError, match=r"line \d+ declares 1 input and 2 output blobs but names 1"):
+        server.op_load("f", str(param), 1, {})
+    param.write_text(good)
+    # A declared input no machine could hold: refused before ncnn or NumPy allocates it.
+    with pytest.raises(BackendError, match=r"input 'in0' \(marker shapes=\): shape \[1, 3, 20000, 20000\] is "
+                                           r"1,200,000,000 elements, more than"):
+        server.op_load("g", str(param), 1, InputShapes(requested={"in0": (1, 3, 20000, 20000)}).to_json())
     param.write_text(param.read_text().replace("InnerProduct", "NoSuchLayer", 1))
     # What ncnn printed on stderr, quoted: the layer it does not have.
     with pytest.raises(DoesNotConvert, match=r"ncnn: ncnn has no layer NoSuchLayer in .*tiny_mlp.ncnn.param .*"

@@ -255,3 +255,19 @@ def test_report_compare_judges_only_coverage_of_an_emulated_record() -> None:
     only = check_baseline({**new, "timing_not_judged": NOT_JUDGED},
                           old, 0.1)
     assert only == ["litert@arm64: delegate coverage dropped: fallback 50.0% against the baseline 0.0%"]
+
+
+@pytest.mark.parametrize("content", [
+    '{"files": {"lib.so": 5}}',                                   # an entry that is not [size, sha256]
+    '{"files": {"lib.so": ["12", "' + "a" * 64 + '"]}}',          # a size that is a string
+    '{"files": {"../../etc/passwd": [1, "' + "a" * 64 + '"]}}',   # a path out of the folder
+    '{"files": {"lib.so": [1, "not a digest"]}}',
+    '[' * 100000 + ']' * 100000,                                  # nesting deep enough to exhaust the parser
+    '{"files": []}', "not json", ""])
+def test_a_hostile_manifest_is_unreadable_and_rebuilt_never_an_exception(tmp_path: Path, content: str) -> None:
+    from pytest_edge.device_folder import damage, read_manifest, size_mb
+
+    (tmp_path / "manifest.json").write_text(content)
+    assert read_manifest(tmp_path) is None and size_mb(tmp_path) == 0
+    problem, broken = damage(tmp_path, ["rootfs", "site"])
+    assert "missing or unreadable" in problem and broken == {"rootfs", "site"}

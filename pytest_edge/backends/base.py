@@ -114,6 +114,22 @@ class InputShapes:
                    beside_source=data.get("beside_source", ""))
 
 
+# The largest input pytest-edge allocates (2**28 elements: 1 GiB of float32, a 3 x 9459 x 9459 image):
+# a shape a hostile or mistaken file declares (20000 x 20000 x 3) is refused before any allocation.
+MAX_INPUT_ELEMENTS = 2**28
+
+
+def oversized_input(shape: Sequence[int]) -> str | None:
+    """Why an input of ``shape`` is not allocated, or None."""
+    elements = 1
+    for dim in shape:
+        elements *= max(int(dim), 0)
+    if elements > MAX_INPUT_ELEMENTS:
+        return (f"shape {list(shape)} is {elements:,} elements, more than the {MAX_INPUT_ELEMENTS:,} "
+                "pytest-edge allocates for one input")
+    return None
+
+
 # What Backend.load takes: a session's InputShapes, or a caller's plain {name: shape}.
 LoadShapes = InputShapes | Mapping[str, Sequence[int]]
 

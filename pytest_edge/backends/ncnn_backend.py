@@ -28,7 +28,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError, DoesNotConvert
-from .base import Backend, Coverage, InputShapes, LoadShapes, LoadedModel, Shape, TensorSpec, unusable_artifact
+from .base import (Backend, Coverage, InputShapes, LoadedModel, LoadShapes, Shape, TensorSpec, oversized_input,
+                   unusable_artifact)
 from .native_output import native_stderr
 
 _VARIANTS = ("ncnn", "ncnn-fp16", "ncnn-vulkan")
@@ -40,9 +41,16 @@ def read_param(path: Path) -> list[tuple[str, str, list[str], list[str], dict[st
     if not lines or lines[0] != ["7767517"]:
         raise BackendError(f"ncnn: {path} is not a text ncnn .param (its first line is not the magic 7767517)")
     layers = []
-    for fields in lines[2:]:
-        kind, name, n_in, n_out = fields[0], fields[1], int(fields[2]), int(fields[3])
+    for number, fields in enumerate(lines[2:], start=3):
+        try:
+            kind, name, n_in, n_out = fields[0], fields[1], int(fields[2]), int(fields[3])
+        except (IndexError, ValueError):
+            raise BackendError(f"ncnn: {path} line {number} is not a layer (type, name, input and output counts, "
+                               f"blobs): {' '.join(fields)[:120]!r}") from None
         blobs = fields[4:4 + n_in + n_out]
+        if n_in < 0 or n_out < 0 or len(blobs) != n_in + n_out:
+            raise BackendError(f"ncnn: {path} line {number} declares {n_in} input and {n_out} output blobs "
+                               f"but names {len(blobs)}")
         params = dict(p.split("=", 1) for p in fields[4 + n_in + n_out:] if "=" in p)
         layers.append((kind, name, blobs[:n_in], blobs[n_in:], params))
     return layers
@@ -107,6 +115,10 @@ class NcnnModel(LoadedModel):
                                "(pnnx writes none in the Input lines of a .ncnn.param) and neither does a golden, "
                                f"nor a {pnnx_param_of(path).name} beside it; give shapes= in the marker "
                                "(by the reference model's input names), or add 0=w 1=h 2=c to the Input lines")
+        for name, shape in zip(self._in, resolved):
+            too_big = oversized_input(shape)
+            if too_big:
+                raise BackendError(f"ncnn: {path}: input {name!r} ({self.shape_sources[name]}): {too_big}")
         self._out = outputs
         self.inputs = [TensorSpec(name, shape, "float32") for name, shape in zip(self._in, resolved)]
         probe = self.run([np.zeros(spec.shape, np.float32) for spec in self.inputs])

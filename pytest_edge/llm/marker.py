@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence
 
 from ..errors import EdgeUsageError
+from ..marker import parse_int, parse_mb, parse_ms, parse_number
 
 TIMING_BUDGETS = ("ttft_ms", "tpot_ms", "min_decode_tps", "min_prefill_tps", "peak_memory_mb", "max_load_ms")
 
@@ -77,18 +78,45 @@ def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
         if kwargs.get(required) is None:
             raise EdgeUsageError(f"edge_llm needs {required}=")
     kwargs["prompts"] = _prompts(kwargs["prompts"])
-    if not isinstance(kwargs.get("new_tokens", 16), int) or kwargs.get("new_tokens", 16) < 1:
-        raise EdgeUsageError(f"edge_llm new_tokens={kwargs['new_tokens']!r} must be an int of at least 1")
-    agreement = kwargs.get("min_token_agreement", 1.0)
-    if not 0.0 <= agreement <= 1.0:
-        raise EdgeUsageError(f"edge_llm min_token_agreement={agreement!r} must be within [0, 1]")
+    _parse_values(kwargs)
     for name in ("backends", "skip_backends", "contexts"):
         if kwargs.get(name) is not None:
             value = kwargs[name]
             kwargs[name] = (value,) if isinstance(value, (str, int)) else tuple(value)
-    if kwargs.get("contexts") and not all(isinstance(n, int) and n >= 2 for n in kwargs["contexts"]):
+    if kwargs.get("contexts") and not all(isinstance(n, int) and not isinstance(n, bool) and n >= 2
+                                          for n in kwargs["contexts"]):
         raise EdgeUsageError(f"edge_llm contexts={kwargs['contexts']!r}: lengths are ints of at least 2")
     budgets = {k: kwargs.get(k) for k in (*TIMING_BUDGETS, "max_context")}
     return LlmSpec(**kwargs, budgets=budgets)
 
 
+
+
+# Each keyword's parser: the edge marker's units ("50ms", "1.5GB"), finite, non-negative; the int
+# keywords ints. A memory_limit_mb of 0 would map no memory at all: at least 1 MB.
+_TIMES = ("ttft_ms", "tpot_ms", "max_load_ms")
+_SIZES = ("peak_memory_mb", "memory_limit_mb")
+_NUMBERS = ("min_decode_tps", "min_prefill_tps", "logits_atol", "logits_cosine", "min_token_agreement")
+_INTS = {"new_tokens": 1, "max_context": 2, "context_cap": 2, "warmup": 0, "runs": 1, "threads": 1}
+
+
+def _parse_values(kwargs: dict[str, Any]) -> None:
+    """Budgets and settings parsed in place, each error naming its keyword."""
+    for key in (*_TIMES, *_SIZES, *_NUMBERS, *_INTS):
+        if kwargs.get(key) is None:
+            continue
+        what = f"edge_llm {key}"
+        if key in _TIMES:
+            kwargs[key] = parse_ms(kwargs[key], what)
+        elif key in _SIZES:
+            kwargs[key] = parse_mb(kwargs[key], what)
+        elif key in _NUMBERS:
+            kwargs[key] = parse_number(kwargs[key], what)
+        else:
+            kwargs[key] = parse_int(kwargs[key], what, _INTS[key])
+    if kwargs.get("memory_limit_mb") is not None and kwargs["memory_limit_mb"] < 1:
+        raise EdgeUsageError(f"edge_llm memory_limit_mb={kwargs['memory_limit_mb']!r}: at least 1 MB "
+                             "(0 would map nothing; leave it out for no limit)")
+    for key, high in (("min_token_agreement", 1.0), ("logits_cosine", 1.0)):
+        if kwargs.get(key) is not None and kwargs[key] > high:
+            raise EdgeUsageError(f"edge_llm {key}={kwargs[key]!r} must be within [0, {high:g}]")

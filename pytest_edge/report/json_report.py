@@ -32,10 +32,12 @@ def write_report(path: Path, report: Mapping[str, Any]) -> None:
 
 def write_page(path: Path, text: str) -> None:
     """The HTML page or Markdown summary, written as the JSON report is (readers see the old file or
-    the new one, never a page cut short by a full disk); a target that is not a plain file (a pipe,
-    /dev/stdout, a link a CI runner set up) is written in place, not replaced."""
+    the new one, never a page cut short by a full disk). A stream (a pipe, ``/dev/stdout``,
+    ``$GITHUB_STEP_SUMMARY`` where a runner made it one) is written in place; a link to a file is
+    replaced as the JSON report replaces it, so a committed link never writes where it points
+    (outside the project, perhaps)."""
     path = Path(path)
-    if os.path.islink(path) or (path.exists() and not stat.S_ISREG(path.stat().st_mode)):
+    if path.exists() and not stat.S_ISREG(path.stat().st_mode):  # stat follows a link to its target
         path.write_text(text, encoding="utf-8")
         return
     atomic_write(path, text.encode("utf-8"))
