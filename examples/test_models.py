@@ -46,3 +46,9 @@ def test_dynamic_hw(edge_model):
 def test_converted_by_pnnx_and_mnnconvert(edge_model):
     """A network no one here wrote (transformers' MobileNetV2), its .onnx converted by pnnx and
     mnnconvert, unedited: shapes= names the ONNX input, which ncnn calls in0."""
+
+
+@pytest.mark.edge(model="cumsum_cnn", shapes={"x": (1, 3, 16, 16)})
+def test_partly_converted_by_pnnx(edge_model):
+    """pnnx leaves the cumsum as layers ncnn does not have: ncnn's row says "does not convert", with
+    ncnn's own message; MNN converts and runs it."""

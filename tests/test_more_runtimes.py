@@ -465,6 +465,43 @@ def test_a_network_converted_by_pnnx_and_mnnconvert_passes_with_shapes_given_onc
             "(the golden's: ['x'], matched by position)") in result.stdout.str()
 
 
+def test_a_cnn_pnnx_cannot_fully_convert_does_not_convert_on_ncnn_with_its_reason_and_passes_on_mnn(
+        pytester: pytest.Pytester, models: Path) -> None:
+    """cumsum_cnn as users convert it (torch.onnx, pnnx, mnnconvert; unedited): pnnx leaves a
+    pnnx.Expression and an ONNX CumSum layer; ncnn's own refusal is the outcome's reason; MNN passes."""
+    for backend in ("ncnn", "mnn"):
+        _server(backend)
+    for name in ("cumsum_cnn.ncnn.param", "cumsum_cnn.ncnn.bin", "cumsum_cnn.pnnx.param", "cumsum_cnn.mnn"):
+        shutil.copy(FIXTURES / name, models / name)
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="cumsum_cnn", backends=["onnxruntime-cpu", "ncnn", "mnn"], shapes={"x": (1, 3, 16, 16)})
+        def test_cnn(edge_model):
+            pass
+    """)
+    # The marker names ncnn: it is targeted, so what it cannot run fails, with ncnn's own words.
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json", "-rs")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["ncnn: ncnn has no layer pnnx.Expression in *cumsum_cnn.ncnn.param (the converter's "
+                                 "output keeps operators ncnn cannot run; ncnn said: layer pnnx.Expression not exists "
+                                 "or registered)"])
+    records = _records(pytester)
+    assert records[("test_cnn", "onnxruntime-cpu")]["verdict"] == records[("test_cnn", "mnn")]["verdict"] == "passed"
+    assert records[("test_cnn", "mnn")]["accuracy"]["max_abs_err"] < 1e-4
+    # Where the marker does not name it, the same is reported, not failed.
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="cumsum_cnn", shapes={"x": (1, 3, 16, 16)})
+        def test_cnn(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "-rs")
+    assert result.ret == 0, result.stdout.str()
+    ncnn = _records(pytester)[("test_cnn", "ncnn")]
+    assert ncnn["verdict"] == "does not convert"
+    assert "ncnn said: layer pnnx.Expression not exists or registered" in ncnn["skip_reason"]
+
+
 def test_pnnx_output_alone_takes_its_shapes_from_the_pnnx_param_beside_it(pytester: pytest.Pytester, models: Path) -> None:
     """Only pnnx's files, no .onnx: ncnn records the golden itself, with the input shape pnnx wrote in
     its own .pnnx.param (from ``inputshape=``); without that file the error says where shapes come from."""

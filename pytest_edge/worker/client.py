@@ -237,7 +237,9 @@ class BackendWorker:
             return value
         where = f" {artifact}" if artifact else ""
         if reply.get("kind") == DoesNotConvert.__name__:  # its own outcome, not an error (errors.DoesNotConvert)
-            raise DoesNotConvert(f"{self.label}: {reply.get('message')}")
+            # Said once: the backend's message already names it (``ncnn: ncnn has no layer ...``).
+            message = str(reply.get("message")).removeprefix(f"{self.label.split('@')[0]}: ")
+            raise DoesNotConvert(f"{self.label}: {message}")
         raise BackendError(f"{self.label} failed to {op}{where}: {reply.get('kind')}: {reply.get('message')}")
 
     def _check_hello(self, hello: Any) -> None:
