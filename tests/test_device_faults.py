@@ -66,3 +66,16 @@ def test_a_silent_peer_is_bounded_by_edge_timeout_at_start(pytester: pytest.Pyte
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*litert@odd did not answer within 3 s (edge_timeout) while trying to start*"])
     assert result.duration < 50  # 3 s for the device, not the 60 s it sleeps
+
+
+@pytest.mark.parametrize("crash", ["SIGILL", "SIGSEGV"])
+def test_a_device_whose_worker_crashes_before_hello_fails_never_skips(pytester: pytest.Pytester, models: Path,
+                                                                      crash: str) -> None:
+    """A worker that dies of its own code at start (a flipped byte in an emulated device's cached
+    library: SIGILL) reached the device: its tests fail with the reason, they are not skipped as
+    unreachable ones are (a conformance run must not go green on a broken device)."""
+    _device_project(pytester, _peer(f"import os, signal; os.kill(os.getpid(), signal.{crash})"))
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-rs", timeout=120)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([f"*device odd: the worker crashed (signal {crash}) before it said hello*damaged or "
+                                 "built for another CPU*device prepare --verify*"])

@@ -31,6 +31,11 @@ from .zygote import ForkedProcess, Zygote
 _LOGS = itertools.count()  # numbers the log files of this process's workers
 
 
+# Signals a process dies of by its own code (not a kill from outside, not a closed connection).
+_CRASH_SIGNALS = {int(s) for s in (signal.SIGILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGABRT,
+                                   signal.SIGSYS, signal.SIGTRAP)}
+
+
 def _signal_name(exitcode: int | None) -> str:
     if exitcode is None:
         return "no exit code"
@@ -269,6 +274,13 @@ class BackendWorker:
         tail = self._log_tail()
         self._reset()
         if self.device is not None and op == "start":
+            if process is not None and process.returncode is not None and -process.returncode in _CRASH_SIGNALS:
+                # The device answered and its code crashed: a damaged runtime, Python or library there
+                # (a flipped byte in an emulated device's cache), not a device out of reach: never a skip.
+                raise BackendCrash(f"device {self.device[0]}: the worker crashed ({how}) before it said hello "
+                                   f"({self.device[1]}): the Python or a runtime library there is damaged or built "
+                                   "for another CPU; on an emulated device, pytest-edge device prepare --verify "
+                                   f"checks and rebuilds it{tail}")
             raise DeviceUnreachable(f"device {self.device[0]} cannot be reached: its command ended ({how}) before "
                                     f"the worker said hello ({self.device[1]}){tail}")
         if isinstance(process, ForkedProcess) and process.lost_with_zygote:
