@@ -103,7 +103,11 @@ def test_sigkill_of_a_forked_worker_is_a_crash_naming_backend_and_signal() -> No
         assert _gone(second)
         assert worker.call("ping") not in {child, second}
         assert "died (signal SIGKILL) between requests" in worker.restart_notes[0]
+        # The pool says it as it says a shared worker's restart: the test's record gets it.
+        assert any("litert: its worker process died (signal SIGKILL) between requests" in note
+                   for note in pool.take_restart_notes())
         worker.close()
+        assert pool.take_restart_notes() == [] and pool._fresh_workers == []
     finally:
         pool.close()
 

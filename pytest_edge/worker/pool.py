@@ -102,6 +102,8 @@ class WorkerPool:
         self.on_crash = on_crash
         self.devices = devices or {}
         self.workers: dict[str, BackendWorker] = {}
+        # A measurement's own workers, until their restart notes are taken (then the closed ones go).
+        self._fresh_workers: list[BackendWorker] = []
         remove_stale_logs()  # of sessions killed before they could clean up
         # Emulated devices (qemu:aarch64) are provisioned on first use; their commands, resolved.
         self.device_cache = device_cache
@@ -145,6 +147,7 @@ class WorkerPool:
         backend's zygote where forking is on and the backend is local, else spawned; ``spawn``
         forces a spawned interpreter (a process that must start under a wrapper)."""
         worker = self._new(backend, True)
+        self._fresh_workers.append(worker)
         if self.fork and not spawn and worker.device is None:
             if worker.backend_name not in self.zygotes:  # started by the first fork, inside the measurement lock
                 self.zygotes[worker.backend_name] = Zygote(worker.backend_name, self.timeout_s)
@@ -185,9 +188,12 @@ class WorkerPool:
     def take_restart_notes(self) -> list[str]:
         """What each worker that was restarted since the last call said about it (then forgotten)."""
         notes = []
-        for worker in self.workers.values():
+        # A measurement's forked or spawned worker killed while it waited for its turn is replaced
+        # as a shared one is, and said as one is.
+        for worker in [*self.workers.values(), *self._fresh_workers]:
             notes += worker.restart_notes
             worker.restart_notes = []
+        self._fresh_workers = [worker for worker in self._fresh_workers if worker.alive]
         for zygote in self.zygotes.values():
             notes += zygote.restart_notes
             zygote.restart_notes = []
