@@ -8,6 +8,7 @@ in ``extra`` and written back unchanged.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -26,6 +27,17 @@ def dig(data: Any, *path: str) -> Any:
             return None
         data = data.get(key)
     return data
+
+
+def is_finite_number(value: Any) -> bool:
+    """An int or float a float can hold and that is finite (not a bool; not an int of 400 digits,
+    which would overflow every page's formatting; not NaN or infinity, which JSON readers accept)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def model_json(name: str, artifact: Path | None, rootdir: Path) -> dict[str, Any]:

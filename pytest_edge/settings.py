@@ -4,6 +4,7 @@ of defaults: the plugin registers options from :data:`OPTIONS`, and :func:`from_
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -175,6 +176,17 @@ def _value(config: "pytest.Config", ini: str) -> Any:
     return cli if cli is not None else config.getini(ini)
 
 
+def _number(key: str, value: Any, kind: type) -> Any:
+    """An ini value (or its option) as ``kind``, finite, an error naming the setting otherwise."""
+    try:
+        number = kind(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{key}: {value!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if kind is float and not math.isfinite(number):
+        raise ValueError(f"{key}: {value!r} must be a finite number")
+    return number
+
+
 def from_config(config: "pytest.Config") -> Settings:
     """The session's settings from the command line and the project's ini file (CLI wins).
     Raises EdgeError naming the option for a value that cannot be."""
@@ -188,15 +200,16 @@ def from_config(config: "pytest.Config") -> Settings:
     try:
         baseline_path = _value(config, "edge_baseline")
         baseline = load_report(root / baseline_path) if baseline_path else None
-        numbers = {k: float(config.getini(k)) for k in ("edge_atol", "edge_rtol", "edge_timeout")}
-        counts = {k: int(config.getini(k)) for k in ("edge_warmup", "edge_runs", "edge_threads", "edge_seed")}
-        processes = int(_value(config, "edge_processes"))
+        numbers = {k: _number(k, config.getini(k), float) for k in ("edge_atol", "edge_rtol", "edge_timeout")}
+        counts = {k: _number(k, config.getini(k), int) for k in ("edge_warmup", "edge_runs", "edge_threads", "edge_seed")}
+        processes = _number("edge_processes", _value(config, "edge_processes"), int)
         if processes < 1:
             raise ValueError(f"edge_processes: {processes} must be at least 1")
         count = str(_value(config, "edge_count") or "off").strip().lower()
         if count not in ("off", "instructions"):
             raise ValueError(f"--edge-count: {count!r} is not 'instructions' or 'off'")
-        count_runs, count_processes = int(config.getini("edge_count_runs")), int(config.getini("edge_count_processes"))
+        count_runs = _number("edge_count_runs", config.getini("edge_count_runs"), int)
+        count_processes = _number("edge_count_processes", config.getini("edge_count_processes"), int)
         if count_runs < 1 or count_processes < 1:
             raise ValueError(f"edge_count_runs ({count_runs}) and edge_count_processes ({count_processes}) must be "
                              "at least 1")

@@ -121,6 +121,12 @@ def test_bad_count_value_names_the_option(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--edge-count=cycles")
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*--edge-count: 'cycles' is not 'instructions' or 'off'*"])
+    for option, value, said in (("edge_count_processes", "x", "edge_count_processes: 'x' is not an integer"),
+                                ("edge_count_runs", "2.5", "edge_count_runs: '2.5' is not an integer"),
+                                ("edge_timeout", "nan", "edge_timeout: 'nan' must be a finite number")):
+        result = pytester.runpytest_subprocess("-o", f"{option}={value}")
+        assert result.ret != 0 and "Traceback" not in result.stderr.str()
+        result.stderr.fnmatch_lines([f"*{said}*"])
 
 
 def _counted(*instructions: float) -> dict:

@@ -28,11 +28,18 @@ def _write(path: Path, *records: dict[str, Any]) -> Path:
 
 
 @pytest.mark.parametrize("fields, detail", [
-    ({"artifact_bytes": "big"}, "'artifact_bytes' must be a number >= 0 or null, got 'big'"),
-    ({"artifact_bytes": -1}, "'artifact_bytes' must be a number >= 0 or null, got -1"),
-    ({"runtime_bytes": True}, "'runtime_bytes' must be a number >= 0 or null, got True"),
-    ({"throughput": float("nan")}, "'throughput' must be a number >= 0 or null, got nan"),
-    ({"throughput": -3.0}, "'throughput' must be a number >= 0 or null, got -3.0"),
+    ({"artifact_bytes": "big"}, "'artifact_bytes' must be a finite number >= 0 or null, got 'big'"),
+    ({"artifact_bytes": -1}, "'artifact_bytes' must be a finite number >= 0 or null, got -1"),
+    ({"runtime_bytes": True}, "'runtime_bytes' must be a finite number >= 0 or null, got True"),
+    ({"throughput": float("nan")}, "'throughput' must be a finite number >= 0 or null, got nan"),
+    ({"throughput": -3.0}, "'throughput' must be a finite number >= 0 or null, got -3.0"),
+    # Numbers no page can format: an int past a float's range, infinity (JSON readers take 1e999).
+    ({"runtime_bytes": 10**400}, "'runtime_bytes' must be a finite number >= 0 or null, got 1000000000"),
+    ({"throughput": float("inf")}, "'throughput' must be a finite number >= 0 or null, got inf"),
+    ({"load_ms": 10**400}, "'load_ms' must be a number or null, got 1000000000"),
+    ({"latency_quantiles_ms": [1.0, float("inf")]}, "'latency_quantiles_ms' must be a list of finite numbers"),
+    ({"power_and_temperature": {"steady": {"power_w": {"rapl": 10**400}}}},
+     "'power_and_temperature.steady.power_w' must be an object of numbers"),
     ({"power_and_temperature": "hot"}, "'power_and_temperature' must be an object or null, got 'hot'"),
     ({"power_and_temperature": {"tool": 5}}, "'power_and_temperature.tool' must be a string or null"),
     ({"power_and_temperature": {"initial": [1]}}, "'power_and_temperature.initial' must be an object or null"),
@@ -69,5 +76,5 @@ def test_report_commands_on_old_and_garbage_reports(tmp_path: Path) -> None:
         refused = run_cli("report", *command, cwd=tmp_path)
         assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
         assert "bad.json is not a valid pytest-edge report" in refused.stderr
-        assert "'runtime_bytes' must be a number >= 0 or null, got -5" in refused.stderr
+        assert "'runtime_bytes' must be a finite number >= 0 or null, got -5" in refused.stderr
     assert not (tmp_path / "bad.html").exists() and not (tmp_path / "bad-merged.json").exists()

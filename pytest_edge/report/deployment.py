@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..record import dig
+from ..record import dig, is_finite_number
 from .charts import DASH, escape, significant
 
 HEADERS = ["backend", "artifact MB", "runtime MB", "throughput /s", "temperature °C", "CPU MHz", "power W"]
@@ -46,9 +46,8 @@ def invalid_field(record: Mapping[str, Any]) -> str | None:
     {sensor: number or null}. Reports older than these fields have none of them: that is fine."""
     for key in ("artifact_bytes", "runtime_bytes", "throughput"):
         value = record.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0
-                                  or value == float("inf")):
-            return f"{key!r} must be a number >= 0 or null, got {value!r}"
+        if value is not None and not (is_finite_number(value) and value >= 0):
+            return f"{key!r} must be a finite number >= 0 or null, got {repr(value)[:60]}"
     sensors = record.get("power_and_temperature")
     if sensors is None:
         return None
@@ -63,7 +62,7 @@ def invalid_field(record: Mapping[str, Any]) -> str | None:
             return f"'power_and_temperature.{when}' must be an object or null, got {readings!r}"
         for kind, values in (readings or {}).items():
             if values is not None and not (isinstance(values, Mapping) and all(
-                    v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values.values())):
+                    v is None or is_finite_number(v) for v in values.values())):
                 return (f"'power_and_temperature.{when}.{kind}' must be an object of numbers (one per sensor), "
                         f"got {values!r}")
     return None

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 from ..backends import split_device
 from ..files import atomic_write
 from ..measurement.regressions import check_baseline
+from ..record import is_finite_number
 from .deployment import invalid_field
 
 SCHEMA = "pytest-edge/report/1"
@@ -60,7 +61,15 @@ def load_report(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path} is not a pytest-edge report (schema {report.get('schema')!r}, expected {SCHEMA!r})")
 
     def number(value: Any) -> bool:
-        return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+        """None or a number a float can hold: an accuracy figure may be infinite (an output that
+        overflowed), an int of 400 digits is no figure (it would overflow every page's formatting)."""
+        if value is None or isinstance(value, float):
+            return True
+        return is_finite_number(value)
+
+    def shown(value: Any) -> str:
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
 
     def bad(where: str, detail: str) -> ValueError:
         return ValueError(f"{path} is not a valid pytest-edge report: {where}: {detail}")
@@ -88,36 +97,35 @@ def load_report(path: Path) -> dict[str, Any]:
             where = f"record {index} ({record['test']})"
         for key in ("test", "backend", "verdict"):
             if not isinstance(record.get(key), str):
-                raise bad(where, f"{key!r} must be a string, got {record.get(key)!r}")
+                raise bad(where, f"{key!r} must be a string, got {shown(record.get(key))}")
         model = record.get("model")
         if not isinstance(model, dict) or not isinstance(model.get("name"), str):
-            raise bad(where, f"'model' must be an object with a 'name', got {model!r}")
+            raise bad(where, f"'model' must be an object with a 'name', got {shown(model)}")
         for key in figures:
             if not number(record.get(key)):
-                raise bad(where, f"{key!r} must be a number or null, got {record[key]!r}")
+                raise bad(where, f"{key!r} must be a number or null, got {shown(record[key])}")
         for key, inner in nested.items():
             block = record.get(key)
             if block is None:
                 continue
             if not isinstance(block, dict):
-                raise bad(where, f"{key!r} must be an object or null, got {block!r}")
+                raise bad(where, f"{key!r} must be an object or null, got {shown(block)}")
             if key == "coverage" and block and "fallback" not in block:
                 raise bad(where, "'coverage' has no 'fallback' figure")
             for figure in inner:
                 if not number(block.get(figure)):
-                    raise bad(where, f"'{key}.{figure}' must be a number or null, got {block[figure]!r}")
+                    raise bad(where, f"'{key}.{figure}' must be a number or null, got {shown(block[figure])}")
         if record.get("processes") is not None and not (
                 isinstance(record["processes"], list) and all(isinstance(p, dict) for p in record["processes"])):
-            raise bad(where, f"'processes' must be a list of objects, got {record['processes']!r}")
+            raise bad(where, f"'processes' must be a list of objects, got {shown(record['processes'])}")
         for number_index, process in enumerate(record.get("processes") or []):
             for figure in per_process:
                 if not number(process.get(figure)):
                     raise bad(where, f"'processes[{number_index}].{figure}' must be a number or null, "
-                                     f"got {process[figure]!r}")
+                                     f"got {shown(process[figure])}")
         quantiles = record.get("latency_quantiles_ms")
-        if quantiles is not None and not (isinstance(quantiles, list) and all(
-                number(q) and q is not None for q in quantiles)):
-            raise bad(where, f"'latency_quantiles_ms' must be a list of numbers or null, got {quantiles!r}")
+        if quantiles is not None and not (isinstance(quantiles, list) and all(is_finite_number(q) for q in quantiles)):
+            raise bad(where, f"'latency_quantiles_ms' must be a list of finite numbers or null, got {shown(quantiles)}")
         deployment = invalid_field(record)  # sizes, throughput, power and temperature
         if deployment is not None:
             raise bad(where, deployment)
