@@ -37,6 +37,12 @@ def _write(path: Path, *records: dict[str, Any]) -> Path:
     ({"runtime_bytes": 10**400}, "'runtime_bytes' must be a finite number >= 0 or null, got 1000000000"),
     ({"throughput": float("inf")}, "'throughput' must be a finite number >= 0 or null, got inf"),
     ({"load_ms": 10**400}, "'load_ms' must be a number or null, got 1000000000"),
+    # A counted baseline that would pass any count against it.
+    ({"counted": {"instructions": float("nan")}}, "'counted.instructions' must be a positive number or null, got nan"),
+    ({"counted": {"instructions": -5}}, "'counted.instructions' must be a positive number or null, got -5"),
+    ({"counted": {"instructions": "many"}}, "'counted.instructions' must be a positive number or null, got 'many'"),
+    ({"counted": {"instructions": 10.0, "spread": float("inf")}}, "'counted.spread' must be a finite number"),
+    ({"counted": [1]}, "'counted' must be an object or null, got [1]"),
     ({"latency_quantiles_ms": [1.0, float("inf")]}, "'latency_quantiles_ms' must be a list of finite numbers"),
     ({"power_and_temperature": {"steady": {"power_w": {"rapl": 10**400}}}},
      "'power_and_temperature.steady.power_w' must be an object of numbers"),

@@ -124,8 +124,32 @@ def test_a_bad_configuration_is_named(tmp_path: Path) -> None:
         LlmConfig.load(tmp_path / "m.json")
     (tmp_path / "m.json").write_text('{"vocab_size": 8, "n_layers": 1, "n_heads": 3, "n_kv_heads": 2, '
                                      '"head_dim": 4, "max_context": 16}')
-    with pytest.raises(EdgeUsageError, match="n_heads 3 is not a multiple of n_kv_heads 2"):
+    with pytest.raises(EdgeUsageError, match="3 attention heads are not a multiple of 2 key/value heads"):
         LlmConfig.load(tmp_path / "m.json")
+
+
+GOOD_CONFIG = {"vocab_size": 100, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "head_dim": 8, "max_context": 64}
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"n_kv_heads": 0}, "needs n_kv_heads (positive integers), which the KV-cache estimate and the prompt bounds "
+                        "need; it has n_kv_heads=0"),
+    ({"n_layers": "2"}, "it has n_layers='2'"),
+    ({"n_layers": [2]}, "it has n_layers=[2]"),
+    ({"head_dim": float("nan")}, "it has head_dim=nan"),
+    ({"n_heads": True}, "it has n_heads=True"),
+    ({"n_layers": 10**6}, "the decoder configuration says n_layers 1,000,000, past what any decoder has"),
+    ({"vocab_size": 10**12}, "says vocab_size 1,000,000,000,000"),
+    ({"dtype": 5}, "dtype 5 is not one of float32"),
+])
+def test_a_hostile_configuration_is_a_usage_error_naming_the_file_and_key(tmp_path: Path, change: dict,
+                                                                           said: str) -> None:
+    """Wrong types, zero heads, NaN, absurd counts: refused before anything is divided or built per
+    layer (no TypeError, no ZeroDivisionError, no gigabytes of input names)."""
+    (tmp_path / "m.json").write_text(json.dumps({**GOOD_CONFIG, **change}))
+    with pytest.raises(EdgeUsageError, match=re.escape(said)) as error:
+        LlmConfig.load(tmp_path / "m.json")
+    assert str(tmp_path / "m.json") in str(error.value) and len(str(error.value)) < 600
 
 
 def test_context_lengths_double_up_to_the_cap() -> None:

@@ -114,7 +114,7 @@ def test_no_configuration_anywhere_names_what_was_looked_for(tmp_path: Path) -> 
     for named in ("genai_config.json", "config.json", "model.json", "n_kv_heads"):
         assert named in str(info.value)
     (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 10, "num_attention_heads": 4}))
-    with pytest.raises(EdgeUsageError, match="lacks num_hidden_layers, head_dim, max_position_embeddings"):
+    with pytest.raises(EdgeUsageError, match="needs num_hidden_layers, head_dim, max_position_embeddings"):
         read_config(tmp_path / "model.onnx")
 
 

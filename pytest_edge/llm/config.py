@@ -13,6 +13,11 @@ from typing import Callable
 from ..errors import EdgeUsageError
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
+# Bounds far above any decoder shipped to a device (Llama 3 405B: 126 layers, 128 heads, vocabulary
+# 128256, 131072 tokens): a count past them is a broken or hostile file, refused before anything is
+# built per layer (10**6 layers would make a 107 MB message and gigabytes of input names).
+LIMITS = {"vocab_size": 2**22, "n_layers": 1024, "n_heads": 4096, "n_kv_heads": 4096, "head_dim": 2**16,
+          "max_context": 2**24}
 
 
 @dataclass(frozen=True)
@@ -36,16 +41,17 @@ class LlmConfig:
                                  f"{', '.join(f.name for f in fields(cls))})") from None
         except (OSError, ValueError) as exc:
             raise EdgeUsageError(f"{path}: unreadable LLM configuration: {exc}") from None
+        if not isinstance(data, dict):
+            raise EdgeUsageError(f"{path}: an LLM configuration must be a JSON object")
         known = {f.name for f in fields(cls)} - {"source"}
         missing = sorted(known - {"dtype"} - set(data))
         if missing:
             raise EdgeUsageError(f"{path}: LLM configuration lacks {', '.join(missing)}")
-        if data.get("dtype", "float32") not in DTYPE_BYTES:
-            raise EdgeUsageError(f"{path}: dtype {data['dtype']!r} is not one of {', '.join(DTYPE_BYTES)}")
-        config = cls(**{k: v for k, v in data.items() if k in known}, source=str(path))
-        if config.n_heads % config.n_kv_heads:
-            raise EdgeUsageError(f"{path}: n_heads {config.n_heads} is not a multiple of n_kv_heads {config.n_kv_heads}")
-        return config
+        dtype = data.get("dtype", "float32")
+        if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
+            raise EdgeUsageError(f"{path}: dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+        counts = _ints(path, "the configuration", data, {k: k for k in LIMITS})
+        return _checked(cls(**counts, dtype=dtype, source=str(path)), path)
 
     def kv_cache_bytes(self, tokens: int, batch: int = 1) -> int:
         """M_KV = 2 (K and V) x layers x batch x tokens x kv_heads x head_dim x bytes."""
@@ -74,10 +80,12 @@ def _json(path: Path) -> dict:
 
 def _ints(path: Path, where: str, values: dict, keys: dict[str, str]) -> dict[str, int]:
     """``keys`` (ours -> theirs) read as positive integers from ``values``; missing ones named."""
-    missing = [theirs for theirs in keys.values() if not isinstance(values.get(theirs), int) or values[theirs] <= 0]
+    missing = [theirs for theirs in keys.values() if isinstance(values.get(theirs), bool)
+               or not isinstance(values.get(theirs), int) or values[theirs] <= 0]
     if missing:
-        raise EdgeUsageError(f"{path}: {where} lacks {', '.join(missing)} (positive integers), which the KV-cache "
-                             "estimate and the prompt bounds need")
+        given = ", ".join(f"{theirs}={repr(values.get(theirs))[:40]}" for theirs in missing if theirs in values)
+        raise EdgeUsageError(f"{path}: {where} needs {', '.join(missing)} (positive integers), which the KV-cache "
+                             "estimate and the prompt bounds need" + (f"; it has {given}" if given else ""))
     return {ours: int(values[theirs]) for ours, theirs in keys.items()}
 
 
@@ -113,6 +121,11 @@ def from_hf_config(path: Path) -> LlmConfig:
 
 
 def _checked(config: LlmConfig, path: Path) -> LlmConfig:
+    """Every source's configuration within :data:`LIMITS`, its heads grouped evenly."""
+    absurd = [f"{name} {getattr(config, name):,}" for name, limit in LIMITS.items() if getattr(config, name) > limit]
+    if absurd:
+        raise EdgeUsageError(f"{path}: the decoder configuration says {', '.join(absurd)}, past what any decoder "
+                             f"has (at most {', '.join(f'{n} {v:,}' for n, v in LIMITS.items())}): a broken file?")
     if config.n_heads % config.n_kv_heads:
         raise EdgeUsageError(f"{path}: {config.n_heads} attention heads are not a multiple of {config.n_kv_heads} "
                              "key/value heads")

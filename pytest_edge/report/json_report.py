@@ -126,6 +126,14 @@ def load_report(path: Path) -> dict[str, Any]:
         quantiles = record.get("latency_quantiles_ms")
         if quantiles is not None and not (isinstance(quantiles, list) and all(is_finite_number(q) for q in quantiles)):
             raise bad(where, f"'latency_quantiles_ms' must be a list of finite numbers or null, got {shown(quantiles)}")
+        counted = record.get("counted")  # a counted gate's baseline: a NaN or negative count would pass it
+        if counted is not None and not isinstance(counted, dict):
+            raise bad(where, f"'counted' must be an object or null, got {shown(counted)}")
+        for figure in ("instructions", "spread"):
+            value = (counted or {}).get(figure)
+            if value is not None and not (is_finite_number(value) and (value > 0 if figure == "instructions" else value >= 0)):
+                raise bad(where, f"'counted.{figure}' must be a {'positive' if figure == 'instructions' else 'finite'} "
+                                 f"number or null, got {shown(value)}")
         deployment = invalid_field(record)  # sizes, throughput, power and temperature
         if deployment is not None:
             raise bad(where, deployment)
