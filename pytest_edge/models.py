@@ -29,10 +29,9 @@ def resolve_model(spec: str, search_dirs: Sequence[Path], suffixes: Iterable[str
         searched.append(str(candidate))
         # The longest suffix the name ends with: "m.ncnn.param" is an ".ncnn.param", not a ".param".
         named = max((s for s in suffixes if candidate.name.endswith(s) and candidate.name != s), key=len, default=None)
-        if named is not None:
-            if candidate.is_file():
-                return Model(candidate.name.removesuffix(named), {named: candidate})
-            continue
+        if named is not None and candidate.is_file():
+            return Model(candidate.name.removesuffix(named), {named: candidate})
+        # Not a file of that name: a stem that ends like a suffix ("cnn.onnx" of cnn.onnx.onnx) is a stem.
         found = {s: candidate.with_name(candidate.name + s) for s in suffixes}
         found = {s: p for s, p in found.items() if p.is_file()}
         if found:

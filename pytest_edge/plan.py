@@ -119,6 +119,15 @@ def plan_for(settings: Settings, marker: MarkerSpec, model: Model, backend: str,
                   "topk_agreement": marker.topk_agreement})
 
 
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A marked test whose marker or model could not be resolved at collection: parametrized with
+    this instead, so it is an error of that test (at setup, naming it), never a collection error
+    that interrupts the session and the other tests with it."""
+
+    message: str
+
 def is_pattern(name: str) -> bool:
     """A backend selection that is a shell-style pattern (``*@pi5``, ``onnxruntime-*``), not a name."""
     return any(c in name for c in "*?[")

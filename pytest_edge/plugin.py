@@ -13,10 +13,10 @@ import pytest
 from . import settings as edge_settings
 from .backends import get_backend
 from .edge_model import EdgeModel
-from .errors import EdgeError, EdgeInconclusive, EdgeWorkerRestarted, UnknownBackend
+from .errors import EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .marker import parse_marker
-from .plan import Plan, is_pattern, plans
+from .plan import Plan, Unresolved, is_pattern, plans
 from .report.json_report import build_report, write_page, write_report
 from .report.table import summary_lines
 from .session import EdgeSession, Outcome, Settings
@@ -99,16 +99,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         edge.close()
 
 
+def unresolved(metafunc: pytest.Metafunc, fixture: str, message: str) -> None:
+    """Parametrize ``fixture`` with one :class:`~pytest_edge.plan.Unresolved` case: the test errors
+    at setup with ``message``; the other tests run. The session's golden use counts it as a
+    collection error (a run with one does not say which goldens are unused)."""
+    metafunc.config.stash[USE_KEY].collect_errors += 1
+    if fixture not in metafunc.fixturenames:
+        metafunc.fixturenames.append(fixture)
+    metafunc.parametrize(fixture, [pytest.param(Unresolved(f"{metafunc.definition.nodeid}: {message}"), id="error")],
+                         indirect=True)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     markers = list(metafunc.definition.iter_markers("edge"))
     if len(markers) > 1:
-        raise pytest.Collector.CollectError(
-            f"{metafunc.definition.nodeid}: {len(markers)} @pytest.mark.edge markers apply (on the test, its "
-            "class or module); one marker must say everything, or the nearest would silently win")
+        return unresolved(metafunc, "edge_model", f"{len(markers)} @pytest.mark.edge markers apply (on the test, its "
+                          "class or module); one marker must say everything, or the nearest would silently win")
     if not markers:
         if "edge_model" in metafunc.fixturenames:
-            raise pytest.Collector.CollectError(
-                f"{metafunc.definition.nodeid}: edge_model needs @pytest.mark.edge(model=...)")
+            unresolved(metafunc, "edge_model", "edge_model needs @pytest.mark.edge(model=...)")
         return
     edge = metafunc.config.stash[SESSION_KEY]
     test_dir = Path(metafunc.definition.path).parent
@@ -117,7 +126,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         model = edge.resolve(marker.model, test_dir)
         test_plans = plans(edge.settings, marker, model, test_dir)
     except EdgeError as exc:
-        raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
+        return unresolved(metafunc, "edge_model", str(exc))
     if "edge_model" not in metafunc.fixturenames:
         # A marked test that does not ask for the fixture is still parametrized over backends and
         # gets its golden check on each.
@@ -159,6 +168,8 @@ def _handle(item: pytest.Item, plan: Plan) -> EdgeModel:
 def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
     """The test's model loaded on one backend (the fixture is parametrized over backends)."""
     plan: Plan = request.param
+    if isinstance(plan, Unresolved):
+        raise EdgeUsageError(plan.message)
     if not plan.unavailable:
         # Refresh before the body, so a failing body still leaves a golden. A refresh that cannot
         # run is reported by the check after the body, as a failure of this test, not a setup error.

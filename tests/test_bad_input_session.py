@@ -44,11 +44,12 @@ def test_stacked_markers(edge_model):
     pass
 """)
     result = pytester.runpytest_subprocess("--edge-update-golden", "-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.INTERRUPTED  # collection errors, each named
+    # The two bad markers are one error each, naming the test; every other test runs.
+    result.assert_outcomes(passed=1, failed=5, errors=2)
     result.stdout.fnmatch_lines(["*test_backend_both_wanted_and_skipped: both backends= and skip_backends= "
                                  "name 'litert'*"])
     result.stdout.fnmatch_lines(["*test_stacked_markers: 2 @pytest.mark.edge markers apply*"])
-    # The module that can be collected runs: each bad case fails with its reason, the control passes.
+    # Each bad case fails with its reason, the control passes.
     result = pytester.runpytest_subprocess("--edge-update-golden", "-p", "no:cacheprovider", "test_runs.py")
     result.assert_outcomes(passed=1, failed=5)
     text = result.stdout.str()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_helpers import onnx_only_outcomes
+from edge_helpers import FIXTURES, onnx_only_outcomes
 
 from pytest_edge.cli.init import Traits, configured_text, find_models, first_test_source
 
@@ -156,3 +156,53 @@ def test_a_variant_with_other_inputs_keeps_its_own_golden() -> None:
                                                      "kws_int8": Traits(inputs=(((1, 49, 10), "int8"),))})
     assert "# not against kws's golden: the inputs differ (int8[1, 49, 10] vs float32[1, 49, 10])\n" in source
     assert '@pytest.mark.edge(model="kws_int8", min_snr_db=20)' in source
+
+
+@pytest.mark.parametrize("folder", ["My Models", "it's", 'say "hi"', "back\\slash", "tab\there"])
+@pytest.mark.parametrize("config", ["pytest.ini", "pyproject.toml"])
+def test_init_quotes_the_folders_it_writes_and_pytest_reads_them_back(pytester: pytest.Pytester, folder: str,
+                                                                      config: str) -> None:
+    """Folder names with spaces, quotes, backslashes, tabs: written quoted (ini: as a shell splits;
+    TOML: a basic string), read back by pytest as that one folder, and the models there found."""
+    models = pytester.path / folder
+    models.mkdir()
+    (models / "tiny_mlp.onnx").write_bytes((FIXTURES / "tiny_mlp.onnx").read_bytes())
+    if config == "pyproject.toml":
+        (pytester.path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    done = _cli("init", "--no-golden", cwd=pytester.path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    if config == "pyproject.toml":
+        assert tomllib.loads((pytester.path / config).read_text())["tool"]["pytest"]["ini_options"] == {
+            "edge_model_dirs": [folder]}
+    result = pytester.runpytest_subprocess("--co", "-q")
+    result.stdout.fnmatch_lines(["*test_tiny_mlp[[]tiny_mlp-onnxruntime-cpu[]]*"])
+
+
+def test_init_refuses_a_folder_name_an_ini_file_cannot_hold_and_leaves_the_file_alone(pytester: pytest.Pytester) -> None:
+    """A newline in a folder's name would write a line of its own into pytest.ini (``addopts = ...``
+    injected): refused, nothing written; in pyproject.toml it is an escaped string."""
+    models = pytester.path / "m\naddopts = --co -p no:pytest_edge"
+    models.mkdir()
+    (models / "tiny_mlp.onnx").write_bytes((FIXTURES / "tiny_mlp.onnx").read_bytes())
+    ini = "[pytest]\nmarkers = slow\n"
+    (pytester.path / "pytest.ini").write_text(ini)
+    done = _cli("init", "--no-golden", cwd=pytester.path)
+    assert done.returncode == 2 and "its name holds a line break" in done.stderr and "Traceback" not in done.stderr
+    assert (pytester.path / "pytest.ini").read_text() == ini and not (pytester.path / "tests").exists()
+    (pytester.path / "pytest.ini").unlink()
+    (pytester.path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    done = _cli("init", "--no-golden", cwd=pytester.path)
+    assert done.returncode == 0, done.stderr
+    assert tomllib.loads((pytester.path / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"] == {
+        "edge_model_dirs": [models.name]}
+
+
+def test_a_model_whose_stem_ends_like_a_suffix_is_found_by_its_stem(pytester: pytest.Pytester) -> None:
+    """``cnn.onnx.onnx`` (an exporter that appended the suffix twice) is the model ``cnn.onnx``:
+    init's test for it resolves, and gets a golden."""
+    (pytester.path / "models").mkdir()
+    (pytester.path / "models/cnn.onnx.onnx").write_bytes((FIXTURES / "tiny_mlp.onnx").read_bytes())
+    done = _cli("init", cwd=pytester.path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '@pytest.mark.edge(model="cnn.onnx")' in (pytester.path / "tests/test_edge_models.py").read_text()
+    assert (pytester.path / "golden/cnn.onnx/meta.json").is_file()

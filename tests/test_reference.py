@@ -196,7 +196,7 @@ def test_int8_against_the_float_golden(pytester: pytest.Pytester, models: Path) 
                                 "reference='tiny_cnn', against which 'tiny_cnn_int8' is checked)*"])
 
 
-def test_unknown_reference_is_a_collection_error(pytester: pytest.Pytester, models: Path) -> None:
+def test_unknown_reference_is_an_error_of_that_test(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile("""
         import pytest
         @pytest.mark.edge(model="tiny_cnn_int8", reference="tiny_cnn_fp32", min_cosine=0.99)
@@ -204,7 +204,8 @@ def test_unknown_reference_is_a_collection_error(pytester: pytest.Pytester, mode
             pass
     """)
     result = pytester.runpytest_subprocess()
-    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*test_unknown: reference='tiny_cnn_fp32' of model 'tiny_cnn_int8': model "
                                  "'tiny_cnn_fp32' not found: no .onnx/*/.pte/* artifact at *"])
 

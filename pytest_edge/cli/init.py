@@ -14,11 +14,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
 
 from ..errors import EdgeError, EdgeUsageError
 from ..files import atomic_write
@@ -157,11 +163,38 @@ def _inputs(inputs: tuple) -> str:
 
 
 def _ini_line(dirs: Sequence[str]) -> str:
-    return "edge_model_dirs = " + " ".join(dirs)
+    """pytest splits a ``paths`` ini value as a shell would: each folder quoted where it must be
+    (``'My Models'``). A line break cannot be written into an ini value at all (the next line would
+    be read as a setting of its own): refused."""
+    unwritable = [d for d in dirs if "\n" in d or "\r" in d]
+    if unwritable:
+        raise EdgeUsageError(f"cannot write the folder {unwritable[0]!r} into an ini file: its name holds a line "
+                             "break; rename it, or set edge_model_dirs in pyproject.toml by hand")
+    return "edge_model_dirs = " + " ".join(shlex.quote(d) for d in dirs)
 
 
 def _toml_line(dirs: Sequence[str]) -> str:
-    return "edge_model_dirs = [" + ", ".join(f'"{d}"' for d in dirs) + "]"
+    # A JSON string is a TOML basic string: quotes, backslashes and control characters escaped.
+    return "edge_model_dirs = [" + ", ".join(json.dumps(d, ensure_ascii=False) for d in dirs) + "]"
+
+
+def read_back(path: Path, text: str) -> list[str] | None:
+    """The ``edge_model_dirs`` pytest will read from ``text`` as ``path``, or None if it does not
+    parse: what init writes is checked this way before it replaces the user's file."""
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+            table = data.get("tool", {}).get("pytest", {}) if path.name == "pyproject.toml" else data.get("pytest", {})
+            value = table.get("ini_options", {}).get("edge_model_dirs", table.get("edge_model_dirs"))
+            return list(value) if isinstance(value, list) else None
+        import iniconfig
+
+        parsed = iniconfig.IniConfig(str(path), data=text)
+        name = "tool:pytest" if path.name == "setup.cfg" else "pytest"
+        value = parsed[name].get("edge_model_dirs") if name in parsed else None
+        return shlex.split(value) if isinstance(value, str) else None
+    except Exception:  # noqa: BLE001 - any parse failure: the text is not written
+        return None
 
 
 def _insert_after(text: str, header: str, line: str) -> str | None:
@@ -274,6 +307,9 @@ def init(root: Path, record_golden: bool = True) -> int:
         raise EdgeUsageError(f"no {'/'.join(SUFFIXES)} artifact under {root} (virtual environments and hidden "
                              "folders are not searched): export a model first")
     config_path, text = configured_text(inipath, root, found.dirs)
+    if read_back(config_path, text) != found.dirs:
+        raise EdgeUsageError(f"{config_path}: with edge_model_dirs added it would not read back as "
+                             f"{found.dirs} (or not parse at all); nothing written: set edge_model_dirs by hand")
     atomic_write(config_path, text.encode("utf-8"))
     print(f"{config_path}: edge_model_dirs = {', '.join(found.dirs)}")
     test_file.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from ..errors import EdgeCheckFailed, EdgeError, EdgeUsageError
-from ..plan import search_dirs
+from ..plan import Unresolved, search_dirs
+from ..plugin import unresolved
 from ..record import Record
 from ..stash import SESSION_KEY
 from .checks import LlmChecker, LlmTarget, config_of, model_json, resolve_llm_model, targets
@@ -42,12 +43,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     markers = list(metafunc.definition.iter_markers("edge_llm"))
     if not markers:
         if "edge_llm" in metafunc.fixturenames:
-            raise pytest.Collector.CollectError(
-                f"{metafunc.definition.nodeid}: edge_llm needs @pytest.mark.edge_llm(model=..., prompts=...)")
+            unresolved(metafunc, "edge_llm", "edge_llm needs @pytest.mark.edge_llm(model=..., prompts=...)")
         return
     if len(markers) > 1:
-        raise pytest.Collector.CollectError(
-            f"{metafunc.definition.nodeid}: {len(markers)} @pytest.mark.edge_llm markers apply; one must say everything")
+        return unresolved(metafunc, "edge_llm", f"{len(markers)} @pytest.mark.edge_llm markers apply; one must say "
+                          "everything")
     session = _session(metafunc.config)
     if "edge_llm" not in metafunc.fixturenames:
         metafunc.fixturenames.append("edge_llm")  # checked on each backend even without the fixture
@@ -58,9 +58,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except EdgeError as exc:
         # One test's error (a model not found, an artifact kind no runtime knows), not a collection
         # error that would end the whole session with the other tests.
-        metafunc.parametrize("edge_llm", [pytest.param(Unresolved(f"{metafunc.definition.nodeid}: {exc}"),
-                                                       id="error")], indirect=True)
-        return
+        return unresolved(metafunc, "edge_llm", str(exc))
     required = set(session.settings.require)
     params = [pytest.param(t, id=f"{model.name}-{t.backend}",
                            marks=[pytest.mark.skip(reason=t.unavailable)] if t.unavailable and t.backend not in required
@@ -90,13 +88,6 @@ class LlmHandle:
         ids = check_prompt(prompt, 1, self.config, f"{self.target.model.name} ({self.backend})")
         runner = self._checker.runner(self.backend, self.target.artifact, self.config, self.target.spec.threads)
         return generate(runner, ids, 1).first_logits
-
-
-@dataclass(frozen=True)
-class Unresolved:
-    """An ``edge_llm`` test whose marker or model could not be resolved: an error of that test."""
-
-    message: str
 
 
 @pytest.fixture
