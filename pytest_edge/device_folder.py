@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -78,11 +79,13 @@ def damage(folder: Path, components: Iterable[str], full: bool = False) -> tuple
     for name, (size, digest) in manifest["files"].items():
         path = folder / name
         try:
-            actual = path.stat().st_size
+            status = path.lstat()  # not followed: a link put where a file was is no longer that file
         except OSError:
-            actual = None
-        found = (f"{path} is missing" if actual is None else
-                 f"{path} has {actual} bytes, the manifest says {size}" if actual != size else
+            status = None
+        found = (f"{path} is missing" if status is None else
+                 f"{path} is not a regular file (a link, or another kind) where the manifest has one"
+                 if not stat.S_ISREG(status.st_mode) else
+                 f"{path} has {status.st_size} bytes, the manifest says {size}" if status.st_size != size else
                  f"{path} does not have the sha256 of the manifest" if full and _sha256(path) != digest else None)
         if found:
             problem = problem or found

@@ -280,6 +280,10 @@ def _rebuild(recipe: Recipe, root: Path, folder: Path, problem: str, broken: set
         progress(f"provisioning a {KIND}{recipe.arch} device into {folder} (once; later sessions reuse it)")
         temporary.mkdir(parents=True)
     else:
+        # What is kept is checked whole first (every file's sha256): a repair must never bless a file
+        # that was changed on disk (same size, other bytes) into the new manifest; a part with such a
+        # file is rebuilt from its source too (Debian's packages, the wheels).
+        broken = broken | damage(folder, COMPONENTS, full=True)[1]
         progress(f"device folder {folder} is damaged ({problem}); rebuilding its {', '.join(sorted(broken))}")
         shutil.copytree(folder, temporary, symlinks=True, copy_function=os.link,
                         ignore=lambda where, names: [n for n in names if Path(where) == folder and n in broken])

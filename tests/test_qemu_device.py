@@ -203,6 +203,18 @@ def test_killed_provisioning_is_rebuilt_once_by_concurrent_sessions_and_damage_r
     assert "rebuilding its site" in output and "unpacking" not in output  # qemu and rootfs were kept
     assert numpy_init.is_file() and qemu_device.state(cache, qemu_device.recipe_for("aarch64")) == "ready"
 
+    # A file of a part that is kept, changed on disk (same size, a flipped byte), is never blessed
+    # into the new manifest: the repair checks what it keeps and rebuilds that part from its source.
+    emulator = folder / "qemu" / "qemu-aarch64"
+    original = emulator.read_bytes()
+    emulator.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+    numpy_init.unlink()
+    repair = _prepare(cache)
+    output = repair.communicate(timeout=900)[0]
+    assert repair.returncode == 0, output
+    assert "rebuilding its qemu, site" in output, output
+    assert emulator.read_bytes() == original and qemu_device.state(cache, qemu_device.recipe_for("aarch64")) == "ready"
+
 
 def test_without_qemu_the_device_backends_skip_unless_required(
         pytester: pytest.Pytester, models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -271,3 +283,29 @@ def test_a_hostile_manifest_is_unreadable_and_rebuilt_never_an_exception(tmp_pat
     assert read_manifest(tmp_path) is None and size_mb(tmp_path) == 0
     problem, broken = damage(tmp_path, ["rootfs", "site"])
     assert "missing or unreadable" in problem and broken == {"rootfs", "site"}
+
+
+def test_a_file_replaced_by_a_same_size_link_or_other_bytes_is_damage(tmp_path: Path) -> None:
+    """What a repair keeps must be what the manifest says: a link put where a file was (of the same
+    size, pointing out of the cache) is damage by sizes alone; other bytes of the same size by the
+    full check (``device prepare --verify``, and every repair before it keeps a part)."""
+    from pytest_edge.device_folder import damage, write_manifest
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "rootfs").mkdir()
+    lib = tmp_path / "site" / "lib.so"
+    lib.write_bytes(b"\x7fELF" + bytes(60))
+    (tmp_path / "rootfs" / "python").write_bytes(b"#!" + bytes(30))
+    write_manifest(tmp_path, {})
+    assert damage(tmp_path, ["rootfs", "site"], full=True) == (None, set())
+    outside = tmp_path.parent / "outside.so"
+    outside.write_bytes(bytes(64))
+    lib.unlink()
+    lib.symlink_to(outside)
+    problem, broken = damage(tmp_path, ["rootfs", "site"])
+    assert "lib.so is not a regular file (a link, or another kind)" in problem and broken == {"site"}
+    lib.unlink()
+    lib.write_bytes(b"\x7fELF" + bytes(59) + b"\x01")  # a flipped byte, same size
+    assert damage(tmp_path, ["rootfs", "site"]) == (None, set())  # sizes alone cannot tell
+    problem, broken = damage(tmp_path, ["rootfs", "site"], full=True)
+    assert "lib.so does not have the sha256 of the manifest" in problem and broken == {"site"}
