@@ -119,14 +119,31 @@ def tool_problem() -> str | None:
 
 # ------------------------------------------------------------------ building
 
+# Runs a provisioning command so that the kernel kills it when this session dies (PR_SET_PDEATHSIG
+# survives exec): a pip or mmdebstrap orphaned by a SIGKILLed session would go on writing into the
+# temporary folder the next session removes, and make it again. A trampoline, not preexec_fn,
+# which is not safe in a process with threads.
+_DIES_WITH_SESSION = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+if os.getppid() != int(sys.argv[1]):  # the session died before the request took effect
+    os._exit(1)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.exit(f"{sys.argv[2]}: {exc.strerror}")
+"""
+
+
 def _run(argv: list[str], what: str) -> str:
+    argv = [sys.executable, "-c", _DIES_WITH_SESSION, str(os.getpid()), *argv]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ProvisionError(f"{what}: {exc}") from None
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-6:])
-        raise ProvisionError(f"{what} failed (exit status {done.returncode}): {shlex.join(argv)}\n{tail}")
+        raise ProvisionError(f"{what} failed (exit status {done.returncode}): {shlex.join(argv[4:])}\n{tail}")
     return done.stdout
 
 

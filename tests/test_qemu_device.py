@@ -309,3 +309,18 @@ def test_a_file_replaced_by_a_same_size_link_or_other_bytes_is_damage(tmp_path: 
     assert damage(tmp_path, ["rootfs", "site"]) == (None, set())  # sizes alone cannot tell
     problem, broken = damage(tmp_path, ["rootfs", "site"], full=True)
     assert "lib.so does not have the sha256 of the manifest" in problem and broken == {"site"}
+
+
+def test_a_provisioning_command_dies_with_the_session() -> None:
+    """pip and mmdebstrap run with PR_SET_PDEATHSIG (kept over exec): orphaned by a SIGKILLed
+    session they would recreate the temporary folder the next session removed."""
+    if platform.system() != "Linux":
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    said = qemu_device._run([sys.executable, "-c", "import ctypes, os; v = ctypes.c_int(); "
+                             "ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value, os.getppid())"], "probe")
+    signal_number, parent = map(int, said.split())
+    assert signal_number == signal.SIGKILL and parent == os.getpid()
+    with pytest.raises(qemu_device.ProvisionError, match=r"probe failed \(exit status 3\): \S+python\S* -c "):
+        qemu_device._run([sys.executable, "-c", "raise SystemExit(3)"], "probe")
+    with pytest.raises(qemu_device.ProvisionError, match=r"no-such-tool-here: No such file or directory"):
+        qemu_device._run(["no-such-tool-here", "--version"], "probe")
