@@ -176,3 +176,30 @@ def artifact_digests(model: Path, sha256_file) -> dict[str, str]:
     for location, path in external_files(model).items():
         digests[location] = sha256_file(path)
     return digests
+
+
+# A weights file is dense: one whose disk blocks hold less than an eighth of its apparent size, past
+# 64 MiB, is sparse (a hostile or broken file: 64 GB apparent, nothing written), and hashing or
+# mapping it would read gigabytes of zeros.
+SPARSE_MIN_BYTES = 64 * 2**20
+
+
+def sparse_problem(path: Path) -> str | None:
+    """Why ``path`` is refused unread as a sparse file, or None."""
+    status = Path(path).stat()
+    allocated = getattr(status, "st_blocks", None)
+    if allocated is None or status.st_size <= SPARSE_MIN_BYTES or allocated * 512 * 8 >= status.st_size:
+        return None
+    return (f"{path} is sparse: {status.st_size / 2**30:.1f} GiB apparent, {allocated * 512 / 2**20:.1f} MiB on "
+            "disk; a model's weights are written whole, so it is refused unread (not hashed, not loaded)")
+
+
+def artifact_files(model: Path, backend: str | None = None) -> list[Path]:
+    """The artifact and its external-data files, each checked (:func:`external_files`) and none of
+    them sparse; BackendError naming the file and ``backend`` otherwise."""
+    files = [Path(model), *external_files(model, backend).values()]
+    for path in files:
+        problem = sparse_problem(path)
+        if problem:
+            raise BackendError(f"{backend + ': ' if backend else ''}{problem}")
+    return files

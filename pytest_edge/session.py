@@ -19,7 +19,7 @@ from . import pipeline
 from .backends import Backend, Coverage, InputShapes, Intermediates, all_artifact_suffixes, get_backend
 from .errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
                      EdgeError, EdgeUsageError)
-from .external_data import external_files
+from .external_data import artifact_files
 from .golden.sets import GoldenSets
 from .inputs import check_shapes
 from .marker import MarkerSpec
@@ -120,10 +120,11 @@ class EdgeSession:
             raise BackendError(f"{plan.backend}: {backend.missing_artifact(plan.model.name)}")
         if not artifact.is_file():
             raise BackendError(f"{plan.backend}: artifact {artifact} does not exist")
+        # Its external data confined to its folder and present, nothing sparse: before anything reads it.
+        artifact_files(artifact, plan.backend)
         shapes = self.input_shapes(plan, backend, artifact)
         key = f"{artifact.resolve()}|{plan.backend}|{plan.threads}|{shapes.to_json()}"
         if key not in self.loaded:
-            external_files(artifact, plan.backend)  # confined to its folder and present, before a runtime reads it
             reply = self.pool.request(plan.backend, Load(key, str(artifact), plan.threads, shapes.to_json()), artifact)
             self.loaded[key] = ModelInfo.from_load(key, plan.backend, artifact, reply, plan.threads, shapes,
                                                    self.pool.machine(plan.backend))

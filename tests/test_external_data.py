@@ -125,6 +125,23 @@ def test_missing_data_file_is_a_clear_error(pytester: pytest.Pytester, models: P
     assert "INVALID_PROTOBUF" not in result.stdout.str() and "Traceback" not in result.stdout.str()
 
 
+def test_a_sparse_data_file_is_refused_unread_in_seconds(pytester: pytest.Pytester, models: Path) -> None:
+    """64 GiB apparent, nothing on disk: refused before the pytest process hashes it (it read the
+    zeros for 99 s and more) and before a runtime maps it; the golden of the real file is kept."""
+    pytester.makepyfile(EXT_TEST.format(backends='"onnxruntime-cpu"'))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    data = models / "tiny_ext.onnx.data"
+    data.unlink()
+    with open(data, "wb") as handle:
+        handle.truncate(64 * 2**30)
+    if data.stat().st_blocks * 512 * 8 >= data.stat().st_size:
+        pytest.skip("this filesystem does not keep sparse files")
+    result = pytester.runpytest_subprocess(timeout=120)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*onnxruntime-cpu: {data} is sparse: 64.0 GiB apparent, 0.0 MiB on disk; a "
+                                 "model's weights are written whole, so it is refused unread*"])
+
+
 def test_device_receives_the_data_beside_the_model(pytester: pytest.Pytester, models: Path) -> None:
     cache = pytester.path / "device-cache"
     command = f"env PYTEST_EDGE_CACHE={cache} {sys.executable} -m pytest_edge.worker --stdio"
