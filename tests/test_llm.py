@@ -380,3 +380,39 @@ def test_ab_gate_catches_a_deeper_decoder_and_passes_an_unchanged_one(pytester: 
     deeper.stdout.fnmatch_lines(["*onnxruntime-cpu: TPOT P50 * ms (geometric mean of 8 process TPOT P50s) is +* "
                                  "against the baseline twin * ms (allowed +10%; paired t=* over 8 A/B pairs*); "
                                  "measured twice in fresh processes: *"])
+
+
+def test_a_token_golden_that_would_inflate_to_gigabytes_is_refused_before_it_does(tmp_path: Path) -> None:
+    """A few hundred KB of deflated zeros declaring 100 MB of logits, or a header claiming 4 GB:
+    refused from the member's header, before its data is inflated, naming the file."""
+    import io
+    import zipfile
+
+    from pytest_edge.errors import GoldenError
+
+    path = golden_path(tmp_path, "m", [1, 2])
+    write_golden(path, TokenGolden([1, 2], [3, 4], np.zeros(8, np.float32), {"reference": "x"}))
+    assert read_golden(path, [1, 2]).tokens == [3, 4]
+
+    def npy(array: np.ndarray) -> bytes:
+        buffer = io.BytesIO()
+        np.save(buffer, array)
+        return buffer.getvalue()
+
+    members = {"prompt.npy": npy(np.array([1, 2])), "tokens.npy": npy(np.array([3, 4])),
+               "meta.npy": npy(np.frombuffer(b"{}", np.uint8))}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, blob in members.items():
+            archive.writestr(name, blob)
+        archive.writestr("first_logits.npy", npy(np.zeros(25 * 2**20, np.float32)))  # 100 MiB of zeros
+    assert path.stat().st_size < 2**20
+    with pytest.raises(GoldenError, match=r"unreadable LLM golden .*member 'first_logits.npy' declares 104857600 "
+                                          r"bytes .*more than the 67108864 bytes"):
+        read_golden(path, [1, 2])
+    header = npy(np.zeros(1, np.float32))[:-4].replace(b"(1,)", b"(1000000000,)")  # a 4 GB claim, no data
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, blob in members.items():
+            archive.writestr(name, blob)
+        archive.writestr("first_logits.npy", header)
+    with pytest.raises(GoldenError, match=str(path)):
+        read_golden(path, [1, 2])

@@ -32,7 +32,7 @@ MAX_MEMBER_BYTES = 256 * 2**20
 # Hidden temporaries atomic_write leaves when a refresh is killed between write and rename.
 
 
-class _Corrupt(Exception):
+class Corrupt(Exception):
     """A problem in one golden file; turned into a GoldenError naming the file."""
 
 
@@ -50,16 +50,16 @@ def _read_regular(path: Path) -> bytes:
     try:
         fd = os.open(path, flags)
     except FileNotFoundError as exc:
-        raise _Corrupt("the file is missing") from exc
+        raise Corrupt("the file is missing") from exc
     except OSError as exc:
         if os.path.islink(path):
-            raise _Corrupt("it is a symbolic link (golden files must be regular files in the model's "
+            raise Corrupt("it is a symbolic link (golden files must be regular files in the model's "
                            "folder)") from exc
-        raise _Corrupt(f"cannot open it: {exc.strerror or exc}") from exc
+        raise Corrupt(f"cannot open it: {exc.strerror or exc}") from exc
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise _Corrupt("it is not a regular file")
+            raise Corrupt("it is not a regular file")
         chunks = []
         while True:
             chunk = os.read(fd, 1 << 20)
@@ -68,30 +68,30 @@ def _read_regular(path: Path) -> bytes:
             chunks.append(chunk)
         return b"".join(chunks)
     except OSError as exc:
-        raise _Corrupt(f"cannot read it: {exc.strerror or exc}") from exc
+        raise Corrupt(f"cannot read it: {exc.strerror or exc}") from exc
     finally:
         os.close(fd)
 
 
 def _check_specs(value: Any, where: str) -> list[str]:
     if not isinstance(value, list):
-        raise _Corrupt(f"{where} must be a list of {{name, shape, dtype}}, got {type(value).__name__}")
+        raise Corrupt(f"{where} must be a list of {{name, shape, dtype}}, got {type(value).__name__}")
     names = []
     for i, spec in enumerate(value):
         label = f"{where}[{i}]"
         if not isinstance(spec, dict):
-            raise _Corrupt(f"{label} must be an object, got {type(spec).__name__}")
+            raise Corrupt(f"{label} must be an object, got {type(spec).__name__}")
         name, shape, dtype = spec.get("name"), spec.get("shape"), spec.get("dtype")
         if not isinstance(name, str) or not name:
-            raise _Corrupt(f"{label}.name must be a non-empty string, got {name!r}")
+            raise Corrupt(f"{label}.name must be a non-empty string, got {name!r}")
         if name in names:
-            raise _Corrupt(f"{where} names {name!r} twice")
+            raise Corrupt(f"{where} names {name!r} twice")
         if not isinstance(shape, list) or not all(
                 d is None or isinstance(d, str) or (isinstance(d, int) and not isinstance(d, bool))
                 for d in shape):
-            raise _Corrupt(f"{label}.shape must be a list of sizes, names or null, got {shape!r}")
+            raise Corrupt(f"{label}.shape must be a list of sizes, names or null, got {shape!r}")
         if not isinstance(dtype, str) or _dtype_kind(dtype) not in _KINDS:
-            raise _Corrupt(f"{label}.dtype must name a bool, integer or float dtype, got {dtype!r}")
+            raise Corrupt(f"{label}.dtype must name a bool, integer or float dtype, got {dtype!r}")
         names.append(name)
     return names
 
@@ -106,33 +106,33 @@ def _dtype_kind(name: str) -> str:
 def _check_meta(meta: Any, expected_key: str = DEFAULT_SET) -> tuple[list[str], list[str], list[str]]:
     """Validate the fields the plugin relies on; return (case names, input names, output names)."""
     if not isinstance(meta, dict):
-        raise _Corrupt(f"expected a JSON object, got {type(meta).__name__}")
+        raise Corrupt(f"expected a JSON object, got {type(meta).__name__}")
     if meta.get("schema") != SCHEMA:
-        raise _Corrupt(f"schema {meta.get('schema')!r}, expected {SCHEMA!r}")
+        raise Corrupt(f"schema {meta.get('schema')!r}, expected {SCHEMA!r}")
     cases = meta.get("cases")
     if not isinstance(cases, list) or not all(isinstance(c, str) for c in cases):
-        raise _Corrupt(f"'cases' must be a list of case file names, got {_short(cases)}")
+        raise Corrupt(f"'cases' must be a list of case file names, got {_short(cases)}")
     if not cases:
-        raise _Corrupt("'cases' is empty")
+        raise Corrupt("'cases' is empty")
     signature = meta.get("signature")
     if not isinstance(signature, dict):
-        raise _Corrupt(f"'signature' must be an object with 'inputs' and 'outputs', got {_short(signature)}")
+        raise Corrupt(f"'signature' must be an object with 'inputs' and 'outputs', got {_short(signature)}")
     inputs = _check_specs(signature.get("inputs"), "signature.inputs")
     outputs = _check_specs(signature.get("outputs"), "signature.outputs")
     reference = meta.get("reference")
     if not isinstance(reference, dict) or not isinstance(reference.get("backend"), str):
-        raise _Corrupt(f"'reference' must be an object with a 'backend' name, got {_short(reference)}")
+        raise Corrupt(f"'reference' must be an object with a 'backend' name, got {_short(reference)}")
     artifact = reference.get("artifact")
     # stale_reason() opens the reference artifact beside the tested one: a plain file name only.
     if artifact is not None and (not isinstance(artifact, str) or not _plain_name(artifact)):
-        raise _Corrupt(f"'reference.artifact' must be a plain file name, got {artifact!r}")
+        raise Corrupt(f"'reference.artifact' must be a plain file name, got {artifact!r}")
     artifacts = meta.get("artifacts", {})
     if not isinstance(artifacts, dict) or not all(isinstance(v, str) for v in artifacts.values()):
-        raise _Corrupt(f"'artifacts' must map artifact names to sha256 strings, got {_short(artifacts)}")
+        raise Corrupt(f"'artifacts' must map artifact names to sha256 strings, got {_short(artifacts)}")
     # A set's meta.json names its key; a folder copied or renamed to another key is refused.
     recorded_key = meta.get("input_set", DEFAULT_SET)
     if recorded_key != expected_key:
-        raise _Corrupt(f"'input_set' is {_short(recorded_key)}, but the folder holds input set {expected_key!r}")
+        raise Corrupt(f"'input_set' is {_short(recorded_key)}, but the folder holds input set {expected_key!r}")
     return cases, inputs, outputs
 
 
@@ -145,14 +145,15 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, blob_size: int,
-                 declared: list[Any] | None = None) -> np.ndarray:
+def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, blob_size: int,
+                declared: list[Any] | None = None, max_bytes: int = MAX_MEMBER_BYTES) -> np.ndarray:
     """One ``.npy`` member, its header read and checked (against the signature's shape
-    ``declared`` where given, and against MAX_MEMBER_BYTES) before its data is inflated."""
+    ``declared`` where given, and against ``max_bytes``) before its data is inflated: a zip bomb
+    or a header that claims gigabytes is a :class:`Corrupt`, never an allocation."""
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise _Corrupt(f"member {info.filename!r} uses an unsupported compression")
+        raise Corrupt(f"member {info.filename!r} uses an unsupported compression")
     if info.file_size > min(max(info.compress_size, 1), blob_size) * _MAX_DEFLATE_RATIO:
-        raise _Corrupt(f"member {info.filename!r} claims {info.file_size} bytes, more than its data can hold")
+        raise Corrupt(f"member {info.filename!r} claims {info.file_size} bytes, more than its data can hold")
     with archive.open(info) as stream:
         version = np.lib.format.read_magic(stream)
         if version == (1, 0):
@@ -160,21 +161,21 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, blob_size: int
         elif version == (2, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
         else:
-            raise _Corrupt(f"member {info.filename!r} has .npy format version {version}")
+            raise Corrupt(f"member {info.filename!r} has .npy format version {version}")
         if dtype.kind not in _KINDS or dtype.hasobject or dtype.fields:
-            raise _Corrupt(f"member {info.filename!r} holds dtype {dtype}, not bool, integer or float")
+            raise Corrupt(f"member {info.filename!r} holds dtype {dtype}, not bool, integer or float")
         if any(d < 0 for d in shape):
-            raise _Corrupt(f"member {info.filename!r} declares a negative dimension in shape {shape}")
+            raise Corrupt(f"member {info.filename!r} declares a negative dimension in shape {shape}")
         if declared is not None and not _fits_signature(shape, declared):
-            raise _Corrupt(f"member {info.filename!r} declares shape {list(shape)}, which the signature's "
+            raise Corrupt(f"member {info.filename!r} declares shape {list(shape)}, which the signature's "
                            f"{declared} in meta.json cannot hold")
         size = math.prod(shape) * dtype.itemsize
-        if size > MAX_MEMBER_BYTES:
-            raise _Corrupt(f"member {info.filename!r} declares {size} bytes (shape {list(shape)} of {dtype}), "
-                           f"more than the {MAX_MEMBER_BYTES} bytes a golden array may hold")
+        if size > max_bytes:
+            raise Corrupt(f"member {info.filename!r} declares {size} bytes (shape {list(shape)} of {dtype}), "
+                          f"more than the {max_bytes} bytes a golden array may hold")
         held = info.file_size - stream.tell()
         if held != size:
-            raise _Corrupt(f"member {info.filename!r} declares shape {shape} of {dtype} ({size} bytes) but holds "
+            raise Corrupt(f"member {info.filename!r} declares shape {shape} of {dtype} ({size} bytes) but holds "
                            f"{held}")
         data = stream.read(size)  # zipfile checks the CRC at the end of the member
     array = np.frombuffer(data, dtype=dtype, count=math.prod(shape))
@@ -194,13 +195,13 @@ def _read_case(blob: bytes, signature: dict[str, dict[str, list[Any]]] | None = 
         for info in archive.infolist():
             match = _MEMBER.fullmatch(info.filename)
             if match is None:
-                raise _Corrupt(f"unexpected member {info.filename!r} (expected inputs/<name>.npy "
+                raise Corrupt(f"unexpected member {info.filename!r} (expected inputs/<name>.npy "
                                "or outputs/<name>.npy)")
             kind, name = match.groups()
             if name in arrays[kind]:
-                raise _Corrupt(f"member {info.filename!r} appears twice")
+                raise Corrupt(f"member {info.filename!r} appears twice")
             declared = (signature or {}).get(kind, {}).get(name)
-            arrays[kind][name] = _read_member(archive, info, len(blob), declared)
+            arrays[kind][name] = read_member(archive, info, len(blob), declared)
     return GoldenCase(arrays["inputs"], arrays["outputs"])
 
 
@@ -222,7 +223,7 @@ def read_set(model: str, key: str, folder: Path, meta_path: Path) -> Golden:
         names, input_names, output_names = _check_meta(meta, key)
     except RecursionError as exc:  # json nests deeper than the interpreter's stack
         raise corrupt(meta_path, "nested too deeply") from exc
-    except (_Corrupt, ValueError) as exc:  # ValueError: not JSON / not UTF-8
+    except (Corrupt, ValueError) as exc:  # ValueError: not JSON / not UTF-8
         raise corrupt(meta_path, str(exc)) from exc
     golden = Golden(model, folder, meta, key=key)
     shapes = {kind: {spec["name"]: spec["shape"] for spec in meta["signature"][kind]}
@@ -236,7 +237,7 @@ def read_set(model: str, key: str, folder: Path, meta_path: Path) -> Golden:
         path = folder / name
         try:
             blob = _read_regular(path)
-        except _Corrupt as exc:
+        except Corrupt as exc:
             raise corrupt(path, f"{exc} (named by {meta_path})") from exc
         expected = name.rsplit("-", 1)[1][:12]
         actual = content_hash(blob)
@@ -245,7 +246,7 @@ def read_set(model: str, key: str, folder: Path, meta_path: Path) -> Golden:
                                 f"bytes hash to {actual}): the file was modified or truncated")
         try:
             case = _read_case(blob, shapes)
-        except _Corrupt as exc:
+        except Corrupt as exc:
             raise corrupt(path, str(exc)) from exc
         except Exception as exc:  # noqa: BLE001 - zipfile/zlib/numpy raise many kinds on bad bytes
             raise corrupt(path, f"{type(exc).__name__}: {exc}") from exc

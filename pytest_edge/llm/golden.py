@@ -17,6 +17,12 @@ import numpy as np
 
 from ..errors import GoldenError
 from ..files import atomic_write
+from ..golden.validate import Corrupt, read_member
+
+
+# The members of a token golden and the most each may hold: prompt and tokens of a context of 2**22
+# int64 ids, the logits of a vocabulary of 2**22 float32 (config.LIMITS), the meta's JSON.
+_MEMBERS = {"prompt": 2**25, "tokens": 2**25, "first_logits": 2**24 * 4, "meta": 2**20}
 
 
 @dataclass
@@ -49,11 +55,21 @@ def read_golden(path: Path, prompt: Sequence[int]) -> TokenGolden:
     if not path.is_file():
         raise GoldenError(f"no LLM golden {path} for prompt {list(prompt)}: record it with --edge-update-golden")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            golden = TokenGolden(data["prompt"].tolist(), data["tokens"].tolist(),
-                                 data["first_logits"].astype(np.float32),
-                                 json.loads(data["meta"].tobytes().decode()))
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        size = path.stat().st_size
+        with zipfile.ZipFile(path) as archive:
+            members = {info.filename: info for info in archive.infolist()}
+            missing = sorted(f"{name}.npy" for name in _MEMBERS if f"{name}.npy" not in members)
+            if missing or len(members) != len(_MEMBERS):
+                raise Corrupt(f"members {sorted(members)}, expected {sorted(f'{n}.npy' for n in _MEMBERS)}")
+            # Each member's header checked, and bounded, before its data is inflated (a 3 MB zip of
+            # deflated zeros would otherwise become gigabytes).
+            data = {name: read_member(archive, members[f"{name}.npy"], size, max_bytes=limit)
+                    for name, limit in _MEMBERS.items()}
+        golden = TokenGolden(data["prompt"].tolist(), data["tokens"].tolist(), data["first_logits"].astype(np.float32),
+                             json.loads(data["meta"].tobytes().decode()))
+        if not isinstance(golden.meta, dict):
+            raise Corrupt("its meta is not a JSON object")
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, Corrupt) as exc:
         raise GoldenError(f"{path}: unreadable LLM golden ({type(exc).__name__}: {exc}); "
                           "re-record it with --edge-update-golden") from None
     if golden.prompt != list(prompt):
