@@ -388,8 +388,6 @@ def test_a_token_golden_that_would_inflate_to_gigabytes_is_refused_before_it_doe
     import io
     import zipfile
 
-    from pytest_edge.errors import GoldenError
-
     path = golden_path(tmp_path, "m", [1, 2])
     write_golden(path, TokenGolden([1, 2], [3, 4], np.zeros(8, np.float32), {"reference": "x"}))
     assert read_golden(path, [1, 2]).tokens == [3, 4]
