@@ -76,6 +76,7 @@ class EdgeSession:
         self.report_error = ""  # set when --edge-report could not be written
         self.step = ""  # what check() is doing, for the message of an unexpected exception
         self._predicted: dict[tuple[str, str], Coverage | None] = {}
+        self._artifacts_checked: set[tuple[str, str]] = set()  # (artifact, backend) whose files were checked
         self._machine: dict[str, Any] | None = None
 
     @property
@@ -120,8 +121,11 @@ class EdgeSession:
             raise BackendError(f"{plan.backend}: {backend.missing_artifact(plan.model.name)}")
         if not artifact.is_file():
             raise BackendError(f"{plan.backend}: artifact {artifact} does not exist")
-        # Its external data confined to its folder and present, nothing sparse: before anything reads it.
-        artifact_files(artifact, plan.backend)
+        # Its external data confined to its folder and present, nothing sparse: before anything reads
+        # it (the golden's provenance hashes it), once per session.
+        if (str(artifact), plan.backend) not in self._artifacts_checked:
+            artifact_files(artifact, plan.backend)
+            self._artifacts_checked.add((str(artifact), plan.backend))
         shapes = self.input_shapes(plan, backend, artifact)
         key = f"{artifact.resolve()}|{plan.backend}|{plan.threads}|{shapes.to_json()}"
         if key not in self.loaded:
