@@ -6,11 +6,27 @@ PYTHON=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv
 fi
+# llama-cpp-python has no wheel for this platform: it is built from its sdist once per machine, for
+# x86-64-v3 (GGML_NATIVE=OFF: AVX2, FMA, F16C; no AVX-512, no AMX). -march=native would compile in
+# AMX tiles, which trap (SIGILL, in ggml_backend_amx_mul_mat) on a VM that advertises AMX without
+# enabling it: every Q8_0 GGUF crashed here. Kept apart from pip's cache, which keys a built
+# wheel by its sdist only, not by the flags it was built with.
+LLAMA_CPP=llama-cpp-python==0.3.36
+wheels=${PYTEST_EDGE_WHEELS:-$HOME/.cache/pytest-edge/wheels}
+if ! compgen -G "$wheels/llama_cpp_python-0.3.36-*.whl" >/dev/null; then
+  echo "bootstrap: building $LLAMA_CPP from its sdist for x86-64-v3 (once per machine, ~13 CPU-minutes) ..." >&2
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip wheel --quiet --no-deps --no-cache-dir \
+    --no-binary llama-cpp-python "$LLAMA_CPP" -w "$wheels"
+fi
 stamp=.venv/.pytest-edge-installed
-if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+if [[ ! -f $stamp || pyproject.toml -nt $stamp || scripts/bootstrap.sh -nt $stamp ]]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   # torch==2.13.0 comes with the executorch extra; where PyPI would give its CUDA build, install
   # the CPU build first (docs/index.md, "Use it in your project").
-  .venv/bin/python -m pip install --quiet -e '.[all,test,export,docs]' 'tox>=4'
+  .venv/bin/python -m pip install --quiet --find-links "$wheels" --only-binary llama-cpp-python \
+    -e '.[all,test,export,docs]' 'tox>=4' "$LLAMA_CPP"
+  # A .venv made before: its llama-cpp-python of the same version may be a -march=native build.
+  .venv/bin/python -m pip install --quiet --no-deps --force-reinstall --find-links "$wheels" \
+    --only-binary llama-cpp-python "$LLAMA_CPP"
   touch "$stamp"
 fi

@@ -188,3 +188,41 @@ def test_gguf_metadata_is_read_without_llama_cpp(tmp_path: Path) -> None:
         with pytest.raises(EdgeUsageError, match=says) as info:
             from_gguf(tmp_path / name)
         assert name in str(info.value)
+
+
+@LLAMA_CPP
+def test_a_q8_0_gguf_is_judged_by_token_agreement_and_logits_cosine(pytester: pytest.Pytester) -> None:
+    """llama.cpp's converter with --outtype q8_0 (8-bit blocks, as users quantize for a device) of
+    the same weights, beside the builder's float ONNX export: judged against ONNX Runtime's float
+    golden by token agreement and the first step's logits cosine, not element-wise; the record
+    keeps both figures. Element-wise (the default logits_atol) it fails, naming the figure."""
+    shutil.copytree(LLM / "genai_llama", pytester.path / "models" / "decoder")
+    shutil.copy(LLM / "gguf_llama_q8" / "model.gguf", pytester.path / "models" / "decoder" / "model.gguf")
+    greedy = json.loads((LLM / "genai_llama" / "pytorch_greedy.json").read_text())
+    pytester.makepyfile(test_q8=f"""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
+                              backends=["onnxruntime-cpu", "llama.cpp"], min_token_agreement=0.5,
+                              logits_atol=None, logits_cosine=0.99)
+        def test_quantized(edge_llm):
+            pass
+
+        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
+                              backends=["llama.cpp"], logits_atol=1e-5)
+        def test_element_wise(edge_llm):
+            pass
+    """)
+    from pytest_edge.llm.gguf import read_metadata
+
+    assert read_metadata(LLM / "gguf_llama_q8" / "model.gguf")["general.file_type"] == 7  # LLAMA_FTYPE_MOSTLY_Q8_0
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "quantized").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*llama.cpp: prompt * first-step logits max |Δ| 0.00* > logits_atol 1e-05*"])
+    records = {(r["test"].split("::")[-1].split("[")[0], r["backend"]): r
+               for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    quantized = records[("test_quantized", "llama.cpp")]["accuracy"]
+    assert quantized["reference"] == "onnxruntime-cpu" and quantized["token_agreement"] == 1.0
+    # 8-bit weights: the same greedy tokens, logits close in direction, not element-wise (f32: < 1e-3).
+    assert quantized["cosine"] > 0.999 and 1e-3 < quantized["max_abs_err"] < 0.05, quantized
