@@ -17,7 +17,8 @@ from .errors import EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerResta
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .marker import parse_marker
 from .plan import Plan, Unresolved, is_pattern, plans
-from .report.json_report import build_report, write_page, write_report
+from .report.json_report import build_report
+from .report.outputs import write_outputs
 from .report.table import summary_lines
 from .session import EdgeSession, Outcome, Settings
 from .stash import SESSION_KEY
@@ -260,37 +261,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.stash[USE_KEY].error = f"pytest-edge: cannot tell unused goldens: {type(exc).__name__}: {exc}"
     if not edge.records:
         return
-    errors = []
-    records = edge.record_json()
-    report = build_report(records, edge.machine)
-    if edge.settings.report:
-        target = edge.settings.rootdir / edge.settings.report
-        try:
-            write_report(target, report)
-        except OSError as exc:
-            # The table and pytest's summary still print; the exit status says something failed.
-            errors.append(f"pytest-edge: cannot write the report {target}: {exc.strerror or exc}")
-    # The HTML page and the Markdown summary come from the same report and the same baseline the
-    # gate used; each is written on its own, so one unwritable path does not lose the others.
-    from .report.html import render_html
-    from .report.markdown import markdown_summary
-
-    for what, path, render in (("HTML report", edge.settings.html, render_html),
-                               ("summary", edge.settings.summary, markdown_summary)):
-        if not path:
-            continue
-        target = edge.settings.rootdir / path
-        try:
-            # The baseline the gate used: the pages show the gate's verdicts, judged once.
-            text = render(report, edge.settings.baseline, edge.settings.max_regression, gate_baseline=True)
-        except Exception as exc:  # noqa: BLE001 - a rendering bug must not hide the run's results
-            errors.append(f"pytest-edge: cannot render the {what}: {type(exc).__name__}: {exc}")
-            continue
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            write_page(target, text)
-        except OSError as exc:
-            errors.append(f"pytest-edge: cannot write the {what} {target}: {exc.strerror or exc}")
+    errors = write_outputs(build_report(edge.record_json(), edge.machine), edge.settings)
     if errors:
         edge.report_error = "\n".join(errors)
         if session.exitstatus == 0:

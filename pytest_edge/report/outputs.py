@@ -1,0 +1,44 @@
+"""What a session writes at its end: the JSON report, the HTML page and the Markdown summary, each
+on its own (one unwritable path does not lose the others), from the same report and the same
+baseline the gate used. Plain logic: the plugin's ``pytest_sessionfinish`` calls it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .json_report import write_page, write_report
+
+if TYPE_CHECKING:  # settings imports report modules for its defaults
+    from ..settings import Settings
+
+
+def write_outputs(report: Mapping[str, Any], settings: "Settings") -> list[str]:
+    """Write every output ``settings`` asks for; the errors, one line each (the table and pytest's
+    summary still print, and the exit status says something failed)."""
+    from .html import render_html
+    from .markdown import markdown_summary
+
+    errors = []
+    if settings.report:
+        target = settings.rootdir / settings.report
+        try:
+            write_report(target, report)
+        except OSError as exc:
+            errors.append(f"pytest-edge: cannot write the report {target}: {exc.strerror or exc}")
+    for what, path, render in (("HTML report", settings.html, render_html),
+                               ("summary", settings.summary, markdown_summary)):
+        if not path:
+            continue
+        target = settings.rootdir / path
+        try:
+            # The baseline the gate used: the pages show the gate's verdicts, judged once.
+            text = render(report, settings.baseline, settings.max_regression, gate_baseline=True)
+        except Exception as exc:  # noqa: BLE001 - a rendering bug must not hide the run's results
+            errors.append(f"pytest-edge: cannot render the {what}: {type(exc).__name__}: {exc}")
+            continue
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_page(target, text)
+        except OSError as exc:
+            errors.append(f"pytest-edge: cannot write the {what} {target}: {exc.strerror or exc}")
+    return errors
