@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .backends import TensorSpec
-from .backends.base import oversized_input
+from .backends.base import matched_positions, oversized_input
 from .errors import EdgeError, EdgeUsageError
 
 DEFAULT_SEED = 0
@@ -251,17 +251,8 @@ def check_case(case: Mapping[str, Any], specs: Sequence[TensorSpec], origin: str
 
 
 def feed_order(reference: Sequence[TensorSpec], actual: Sequence[TensorSpec]) -> list[int]:
-    """For each reference tensor, its position in ``actual``. Artifacts of one network keep the
-    order of the network's arguments, but not always the names (a .pte has none), so tensors are
-    matched by name when both sides name the same set, and by position otherwise."""
-    ref_names = [s.name for s in reference]
-    act_names = [s.name for s in actual]
-    if len(ref_names) != len(act_names):
-        raise ValueError(f"{len(act_names)} tensors ({act_names}) where the golden signature has "
-                         f"{len(ref_names)} ({ref_names})")
-    if set(ref_names) == set(act_names):
-        return [act_names.index(n) for n in ref_names]
-    return list(range(len(ref_names)))
+    """For each reference tensor, its position in ``actual`` (:func:`~pytest_edge.backends.base.matched_positions`)."""
+    return matched_positions([s.name for s in reference], [s.name for s in actual])
 
 
 def signature_problems(reference: Sequence[TensorSpec], actual: Sequence[TensorSpec],

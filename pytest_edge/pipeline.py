@@ -14,7 +14,6 @@ import numpy as np
 from . import __version__
 from .alignment import aligned
 from .backends import Coverage, get_backend, split_device
-from .backends.base import renaming
 from .checks import check_coverage, check_drift, check_latency, check_load, check_memory, check_sizes
 from .compare import OutputComparison, compare_output, summarize
 from .golden import DEFAULT_SET, Golden, GoldenCase
@@ -81,8 +80,8 @@ def compare(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, rootdir
     # Failure messages of a reference= test say whose golden the outputs missed.
     against = f"against reference {plan.reference.name}: " if plan.reference is not None else ""
     found = Compared(renamed={kind: names for kind, names in (
-        ("inputs", renaming([s.name for s in golden.inputs_spec], [s.name for s in info.inputs])),
-        ("outputs", renaming([s.name for s in golden.outputs_spec], [s.name for s in info.outputs]))) if names})
+        ("inputs", _renamed(golden.inputs_spec, info.inputs, in_order)),
+        ("outputs", _renamed(golden.outputs_spec, info.outputs, out_order))) if names})
     failing: tuple[list[Any], GoldenCase] | None = None
     for index, case in enumerate(golden.cases):
         feeds: list[Any] = [None] * len(info.inputs)
@@ -106,6 +105,12 @@ def compare(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, rootdir
         found.violations += cross_isa_note(runner, plan, info, golden, runner.machine, failing[1], *failing_outputs)
         found.violations += sibling_triage(runner, plan, as_seen_by_triage(plan, golden), *failing)
     return found
+
+
+def _renamed(reference: Sequence[Any], actual: Sequence[Any], order: Sequence[int]) -> dict[str, str]:
+    """The golden's tensor name -> this artifact's, where the matching (``order``) paired two names."""
+    return {ref.name: actual[position].name for ref, position in zip(reference, order)
+            if ref.name != actual[position].name}
 
 
 def _obtained(rootdir: Path, plan: Plan, index: int, golden: Golden, outputs: Sequence[np.ndarray],

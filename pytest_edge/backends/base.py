@@ -42,14 +42,27 @@ class TensorSpec:
 Shape = tuple[int, ...]
 
 
+def matched_positions(reference: Sequence[str], actual: Sequence[str]) -> list[int]:
+    """For each reference tensor name, its position in ``actual``. Artifacts of one network keep the
+    order of the network's arguments but not always the names (pnnx's ``in0`` for ONNX's ``x``,
+    LiteRT's ``serving_default_x:0``, a .pte's positions), so tensors are matched by name when both
+    sides name the same set, and by position otherwise. ValueError when the counts differ."""
+    if len(reference) != len(actual):
+        raise ValueError(f"{len(actual)} tensors ({list(actual)}) where the golden signature has "
+                         f"{len(reference)} ({list(reference)})")
+    if set(reference) == set(actual):
+        return [list(actual).index(n) for n in reference]
+    return list(range(len(reference)))
+
+
 def renaming(golden_names: Sequence[str], names: Sequence[str]) -> dict[str, str]:
-    """Golden name -> this artifact's name, for the names that differ. One network's formats keep
-    the order of its arguments but not always their names (pnnx's ``in0`` for ONNX's ``x``, LiteRT's
-    ``serving_default_x:0``, a .pte's positions), so, as tensors are matched for comparison, names are
-    taken as they are when both sides name the same set and by position otherwise."""
-    if not golden_names or set(golden_names) == set(names) or len(golden_names) != len(names):
+    """Golden name -> this artifact's name, for the names that differ (matched as
+    :func:`matched_positions` matches them); {} without a golden or where the counts differ."""
+    try:
+        order = matched_positions(golden_names, names) if golden_names else []
+    except ValueError:
         return {}
-    return {g: n for g, n in zip(golden_names, names) if g != n}
+    return {golden_names[i]: names[j] for i, j in enumerate(order) if golden_names[i] != names[j]}
 
 
 @dataclass(frozen=True)
