@@ -568,7 +568,7 @@ def test_ab_mode_catches_a_slower_model_and_passes_an_unchanged_one(pytester: py
         assert len(record["processes"]) == 3 and record["process_spread"] >= 1.0
     result.stdout.fnmatch_lines(["*P50 latency * ms (geometric mean of 8 process P50s; *) is +*% against the baseline "
                                  "twin * ms (allowed +10%; paired t=* over 8 A/B pairs*); measured twice in fresh "
-                                 "processes: +*%, then +*%"])
+                                 "processes: +*%, then +*% (CPU probe *%, fastest runs +*% over 8 pairs)"])
 
 
 def test_junit_properties(pytester: pytest.Pytester, models: Path) -> None:

@@ -66,11 +66,14 @@ def test_t_table() -> None:
     assert spread([1.0, 2.0]) == 2.0 and spread([1.0]) is None
 
 
-def _record(p50s, busy=None, memory=10.0, fallback=0.0, runs=5000, probe_us=None, p99=None):
-    """Per-process P50s (P99: twice ``p99`` where given, else twice the P50)."""
+def _record(p50s, busy=None, memory=10.0, fallback=0.0, runs=5000, probe_us=None, p99=None, fastest=None):
+    """Per-process P50s (P99: twice ``p99`` where given, else twice the P50; the fastest run:
+    ``fastest`` where given, else 0.9 of the P50)."""
     p99s = [2 * v for v in (p99 or p50s)]
+    mins = [fastest or 0.9 * v for v in p50s]
     return record("m", "onnxruntime-cpu", p50=p50s[0], test="t", latency_ms={"p50": p50s[0], "p99": p99s[0]},
-                  processes=[{"p50": v, "p99": t, "runs": runs, "probe_us": probe_us} for v, t in zip(p50s, p99s)],
+                  processes=[{"p50": v, "p99": t, "min": m, "runs": runs, "probe_us": probe_us}
+                             for v, t, m in zip(p50s, p99s, mins)],
                   peak_memory_mb=memory, coverage={"fallback": fallback},
                   timing_under_load=busy is not None, under_load=busy is not None, other_cores_busy=busy)
 
@@ -211,3 +214,26 @@ def test_a_slower_machine_explains_a_stored_regression(probe, slower, strict, ou
     if outcome == "inconclusive":
         assert "the machine itself ran 1.30x slower than when the baseline was measured" in result.inconclusive[0]
         assert "leaves +3.8%" in result.inconclusive[0]
+
+
+@pytest.mark.parametrize("probe, fastest, strict, outcome", [
+    (130.0, 0.040, False, "inconclusive"),  # the CI case: the candidate's vCPU slower, its fastest runs unmoved
+    (130.0, 0.040, True, "failed"),         # unless timing is strict
+    (130.0, 0.052, False, "failed"),         # the fastest runs moved +30 % too: the model got slower
+    (100.0, 0.040, False, "failed"),         # the probe ran as fast in both: nothing explains the median
+    (None, 0.040, False, "failed"),          # no probe (an older worker): no excuse
+])
+def test_a_b_pairs_on_a_slower_vcpu(probe, fastest, strict, outcome) -> None:
+    """An unchanged ExecuTorch model read +26 % against its byte-identical twin in CI, re-measured
+    twice: per process its median was 0.043 ms or 0.071 ms depending on how fast the vCPU ran then,
+    while the CPU probe ran 1.3x slower in the slow processes and the fastest run stayed 0.040 ms."""
+    twin = _record([0.052, 0.053, 0.051], probe_us=100.0, fastest=0.040)
+    mine = _record([0.066, 0.067, 0.065], probe_us=probe, fastest=fastest)
+    result = run_gate(mine, twin, paired=True, max_regression=0.1, strict=strict, remeasure=lambda: (mine, twin),
+                      source="main/m.pte")
+    assert result.summary["verdict"] == outcome
+    if outcome == "inconclusive":
+        assert not result.failures
+        assert ("the candidate's processes ran on a slower machine than the twin's (a fixed CPU probe timed between "
+                "the runs: +30.0% over 6 pairs) while their fastest runs moved +0.0%") in result.inconclusive[0]
+        assert result.inconclusive[0].endswith("--edge-strict-timing makes this a failure")

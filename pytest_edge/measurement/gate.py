@@ -18,6 +18,8 @@ regression is inconclusive only when the machine could explain it: a slowdown of
 number of cores other processes kept busy (a 5x slower model on a machine with one busy core fails),
 or one within the threshold once divided by how much slower the machine probe ran than in the
 baseline (the whole machine slowed down: another virtual machine on the host, CPU frequency).
+An A/B regression is inconclusive only when the candidate's processes ran on a slower vCPU than the
+twin's while their fastest runs did not move (:class:`PairedMachine`).
 """
 
 from __future__ import annotations
@@ -150,8 +152,12 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
             # Load explains a slowdown up to sharing the cores with the busy ones (1 + busy cores),
             # generously; beyond that the model itself got slower, busy machine or not.
             smallest = min(_ratio(first), _ratio(seconds[first.figure]))
-            why = None
-            if busy is not None and smallest <= busy:
+            why, pairs = None, None
+            if paired:
+                pairs = paired_machine(_pooled(record, again), both_baseline)
+                if pairs is not None and pairs.explains(max_regression):
+                    why = pairs.describe()
+            elif busy is not None and smallest <= busy:
                 why = f"other processes kept {busy:.1f} cores busy while this was timed"
             elif machine is not None and (1 + smallest) / machine - 1 <= max_regression:
                 # The probe is plain CPU work: where it slowed down as much, the machine did (another
@@ -159,11 +165,15 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
                 why = (f"the machine itself ran {machine:.2f}x slower than when the baseline was measured "
                        f"(a fixed CPU probe timed between the runs), which leaves {(1 + smallest) / machine - 1:+.1%}")
             rule = rule_of(first.figure, paired)
-            if not paired and why and not strict:
-                result.leave_inconclusive(confirmed[first.figure], rule,
-                    f"{message}; inconclusive: {why}, so a stored baseline cannot tell a slower machine from a "
-                    "slower model (A/B mode can: --edge-baseline-models; --edge-strict-timing makes this a failure)")
+            if why and not strict:
+                tells = ("--edge-strict-timing makes this a failure" if paired else
+                         "so a stored baseline cannot tell a slower machine from a slower model (A/B mode can: "
+                         "--edge-baseline-models; --edge-strict-timing makes this a failure)")
+                result.leave_inconclusive(confirmed[first.figure], rule, f"{message}; inconclusive: {why}, {tells}")
             else:
+                if paired and pairs is not None:  # what the machine rule saw, for reading a failure later
+                    message += (f" (CPU probe {pairs.probe - 1:+.1%}, fastest runs {pairs.fastest - 1:+.1%} "
+                                f"over {pairs.pairs} pairs)")
                 result.fail(confirmed[first.figure], rule, message)
     result.summary["verdict"] = ("failed" if result.failures else
                                  "inconclusive" if result.inconclusive else "passed")
@@ -191,6 +201,50 @@ def _pooled(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, An
 
 def _ratio(regression: Regression) -> float:
     return regression.change.ratio - 1 if regression.change else float("nan")
+
+
+# A/B pairs (paired_machine): the candidate's processes count as having run on a slower machine when
+# the CPU probe ran this much slower in them than in the twin's; their fastest runs count as unmoved
+# within half the threshold.
+AB_PROBE_SLOWER = 0.03
+
+
+@dataclass(frozen=True)
+class PairedMachine:
+    """How the candidate's processes of A/B pairs ran against the twin's: the geometric mean over
+    pairs of the CPU probe's ratio (the machine's speed) and of the fastest run's (the model's own
+    cost, which interference does not lower)."""
+
+    probe: float
+    fastest: float
+    pairs: int
+
+    def explains(self, max_regression: float) -> bool:
+        """A vCPU that slowed down between processes (a busy hyperthread sibling or neighbour on the
+        host) slows the probe and raises the median, but leaves the fastest runs where they were; a
+        slower model moves its fastest runs too. An unchanged ExecuTorch model read 0.043 ms in one
+        process and 0.071 ms in the next, its probe 1.3x slower, its fastest run 0.040 ms in both."""
+        return self.probe - 1 >= AB_PROBE_SLOWER and self.fastest - 1 <= max_regression * AB_SUSPECT_FRACTION
+
+    def describe(self) -> str:
+        return (f"the candidate's processes ran on a slower machine than the twin's (a fixed CPU probe timed between "
+                f"the runs: {self.probe - 1:+.1%} over {self.pairs} pairs) while their fastest runs moved "
+                f"{self.fastest - 1:+.1%}: the machine's speed changed between the processes, not the model")
+
+
+def paired_machine(record: Mapping[str, Any], twin: Mapping[str, Any]) -> PairedMachine | None:
+    """The probe and fastest-run ratios of ``record``'s processes against ``twin``'s, pair by pair
+    (None where the processes do not carry both figures, e.g. a decoder's)."""
+    ratios = []
+    for mine, theirs in zip(record.get("processes") or [], twin.get("processes") or []):
+        figures = [(mine.get(k), theirs.get(k)) for k in ("probe_us", "min")] if isinstance(mine, Mapping) \
+            and isinstance(theirs, Mapping) else []
+        if len(figures) == 2 and all(isinstance(v, (int, float)) and v > 0 for pair in figures for v in pair):
+            ratios.append([math.log(a / b) for a, b in figures])
+    if not ratios:
+        return None
+    return PairedMachine(math.exp(sum(r[0] for r in ratios) / len(ratios)),
+                         math.exp(sum(r[1] for r in ratios) / len(ratios)), len(ratios))
 
 
 def machine_slowdown(baseline: Mapping[str, Any], *measurements: Mapping[str, Any]) -> float | None:
