@@ -18,8 +18,8 @@ regression is inconclusive only when the machine could explain it: a slowdown of
 number of cores other processes kept busy (a 5x slower model on a machine with one busy core fails),
 or one within the threshold once divided by how much slower the machine probe ran than in the
 baseline (the whole machine slowed down: another virtual machine on the host, CPU frequency).
-An A/B regression is inconclusive only when the candidate's processes ran on a slower vCPU than the
-twin's while their fastest runs did not move (:class:`PairedMachine`).
+In either mode a regression is inconclusive when the measured processes ran on a slower vCPU
+than the baseline's (the twin's) while their fastest runs did not move (:class:`SlowerMachine`).
 """
 
 from __future__ import annotations
@@ -152,11 +152,13 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
             # Load explains a slowdown up to sharing the cores with the busy ones (1 + busy cores),
             # generously; beyond that the model itself got slower, busy machine or not.
             smallest = min(_ratio(first), _ratio(seconds[first.figure]))
-            why, pairs = None, None
-            if paired:
-                pairs = paired_machine(_pooled(record, again), both_baseline)
-                if pairs is not None and pairs.explains(max_regression):
-                    why = pairs.describe()
+            why = None
+            slower = paired_machine(_pooled(record, again), both_baseline) if paired else \
+                stored_machine(baseline, record, again)
+            if slower is not None and slower.explains(max_regression):
+                why = slower.describe()
+            elif paired:
+                pass  # a busy runner slows both sides of a pair alike: load is no excuse here
             elif busy is not None and smallest <= busy:
                 why = f"other processes kept {busy:.1f} cores busy while this was timed"
             elif machine is not None and (1 + smallest) / machine - 1 <= max_regression:
@@ -171,9 +173,9 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
                          "--edge-baseline-models; --edge-strict-timing makes this a failure)")
                 result.leave_inconclusive(confirmed[first.figure], rule, f"{message}; inconclusive: {why}, {tells}")
             else:
-                if paired and pairs is not None:  # what the machine rule saw, for reading a failure later
-                    message += (f" (CPU probe {pairs.probe - 1:+.1%}, fastest runs {pairs.fastest - 1:+.1%} "
-                                f"over {pairs.pairs} pairs)")
+                if slower is not None:  # what the machine rule saw, for reading a failure later
+                    message += (f" (CPU probe {slower.probe - 1:+.1%}, fastest runs {slower.fastest - 1:+.1%} "
+                                f"over {slower.processes} {'pairs' if slower.paired else 'processes'})")
                 result.fail(confirmed[first.figure], rule, message)
     result.summary["verdict"] = ("failed" if result.failures else
                                  "inconclusive" if result.inconclusive else "passed")
@@ -203,48 +205,75 @@ def _ratio(regression: Regression) -> float:
     return regression.change.ratio - 1 if regression.change else float("nan")
 
 
-# A/B pairs (paired_machine): the candidate's processes count as having run on a slower machine when
-# the CPU probe ran this much slower in them than in the twin's; their fastest runs count as unmoved
-# within half the threshold.
-AB_PROBE_SLOWER = 0.03
+# A slower machine (SlowerMachine): the measured processes count as having run on a slower machine
+# when the CPU probe ran this much slower in them than in the baseline's (the twin's); their fastest
+# runs count as unmoved within half the threshold.
+PROBE_SLOWER = 0.03
 
 
 @dataclass(frozen=True)
-class PairedMachine:
-    """How the candidate's processes of A/B pairs ran against the twin's: the geometric mean over
-    pairs of the CPU probe's ratio (the machine's speed) and of the fastest run's (the model's own
-    cost, which interference does not lower)."""
+class SlowerMachine:
+    """How the measured processes ran against the baseline's (the twin's, pair by pair, in A/B
+    mode; the stored report's, as groups): the geometric mean ratio of the CPU probe (the machine's
+    speed) and of the fastest run (the model's own cost, which interference does not lower)."""
 
     probe: float
     fastest: float
-    pairs: int
+    processes: int
+    paired: bool
 
     def explains(self, max_regression: float) -> bool:
         """A vCPU that slowed down between processes (a busy hyperthread sibling or neighbour on the
         host) slows the probe and raises the median, but leaves the fastest runs where they were; a
         slower model moves its fastest runs too. An unchanged ExecuTorch model read 0.043 ms in one
         process and 0.071 ms in the next, its probe 1.3x slower, its fastest run 0.040 ms in both."""
-        return self.probe - 1 >= AB_PROBE_SLOWER and self.fastest - 1 <= max_regression * AB_SUSPECT_FRACTION
+        return self.probe - 1 >= PROBE_SLOWER and self.fastest - 1 <= max_regression * AB_SUSPECT_FRACTION
 
     def describe(self) -> str:
-        return (f"the candidate's processes ran on a slower machine than the twin's (a fixed CPU probe timed between "
-                f"the runs: {self.probe - 1:+.1%} over {self.pairs} pairs) while their fastest runs moved "
-                f"{self.fastest - 1:+.1%}: the machine's speed changed between the processes, not the model")
+        whose, over = (("the candidate's processes ran on a slower machine than the twin's", f"over {self.processes} pairs")
+                       if self.paired else
+                       ("this run's processes ran on a slower machine than the baseline's",
+                        f"over {self.processes} processes"))
+        return (f"{whose} (a fixed CPU probe timed between the runs: {self.probe - 1:+.1%} {over}) while their "
+                f"fastest runs moved {self.fastest - 1:+.1%}: the machine's speed changed between the processes, "
+                "not the model")
 
 
-def paired_machine(record: Mapping[str, Any], twin: Mapping[str, Any]) -> PairedMachine | None:
+def _figures(process: Any) -> tuple[float, float] | None:
+    """A process's (probe, fastest run), where it carries both."""
+    if not isinstance(process, Mapping):
+        return None
+    values = process.get("probe_us"), process.get("min")
+    return values if all(isinstance(v, (int, float)) and v > 0 for v in values) else None  # type: ignore[return-value]
+
+
+def paired_machine(record: Mapping[str, Any], twin: Mapping[str, Any]) -> SlowerMachine | None:
     """The probe and fastest-run ratios of ``record``'s processes against ``twin``'s, pair by pair
     (None where the processes do not carry both figures, e.g. a decoder's)."""
     ratios = []
     for mine, theirs in zip(record.get("processes") or [], twin.get("processes") or []):
-        figures = [(mine.get(k), theirs.get(k)) for k in ("probe_us", "min")] if isinstance(mine, Mapping) \
-            and isinstance(theirs, Mapping) else []
-        if len(figures) == 2 and all(isinstance(v, (int, float)) and v > 0 for pair in figures for v in pair):
-            ratios.append([math.log(a / b) for a, b in figures])
+        new, old = _figures(mine), _figures(theirs)
+        if new and old:
+            ratios.append([math.log(a / b) for a, b in zip(new, old)])
     if not ratios:
         return None
-    return PairedMachine(math.exp(sum(r[0] for r in ratios) / len(ratios)),
-                         math.exp(sum(r[1] for r in ratios) / len(ratios)), len(ratios))
+    return SlowerMachine(math.exp(sum(r[0] for r in ratios) / len(ratios)),
+                         math.exp(sum(r[1] for r in ratios) / len(ratios)), len(ratios), paired=True)
+
+
+def stored_machine(baseline: Mapping[str, Any], *measurements: Mapping[str, Any]) -> SlowerMachine | None:
+    """The same against a stored report's processes: ratios of the geometric means (None where
+    either side lacks the figures, e.g. a report from an older pytest-edge)."""
+    old = [f for f in map(_figures, baseline.get("processes") or []) if f]
+    new = [f for m in measurements for f in map(_figures, m.get("processes") or []) if f]
+    if not old or not new:
+        return None
+
+    def mean_log(rows: list[tuple[float, float]], i: int) -> float:
+        return sum(math.log(r[i]) for r in rows) / len(rows)
+
+    return SlowerMachine(math.exp(mean_log(new, 0) - mean_log(old, 0)), math.exp(mean_log(new, 1) - mean_log(old, 1)),
+                         len(new), paired=False)
 
 
 def machine_slowdown(baseline: Mapping[str, Any], *measurements: Mapping[str, Any]) -> float | None:
