@@ -4,7 +4,7 @@ compares them with a baseline (docs/measurement.md, docs/gate.md)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -85,33 +85,10 @@ class Measurer:
 
     def rounds(self, info: ModelInfo, artifacts: Sequence[Path], feeds: Sequence[np.ndarray], plan: Plan,
                processes: int | None = None) -> list[dict[str, Any]]:
-        """``processes`` fresh workers per artifact, timed in rounds (A B, B A, A B, ...), one figure set
-        per artifact. Every worker is started (runtime imported) before the first timed window, so
-        imports never compete with a timing; the machine-wide lock keeps other xdist workers'
-        measurements out of the window."""
-        count = processes or self.settings.processes
-        rounds = [[self.pool.fresh(info.backend) for _ in artifacts] for _ in range(count)]
-        results: list[list[dict[str, Any]]] = [[] for _ in artifacts]
-        try:
-            # One measurement at a time per machine: this one, or the device it runs on.
-            device = split_device(info.backend)[1]
-            with machine_measurement_lock(device or ""):
-                self.pool.settle(device)
-                for workers in rounds:
-                    for worker in workers:
-                        worker.launch()
-                for workers in rounds:  # every runtime imported before the first timed window
-                    for worker in workers:
-                        worker.wait_ready()
-                for number, workers in enumerate(rounds):
-                    for index in round_order(number, len(artifacts)):
-                        worker, artifact = workers[index], artifacts[index]
-                        results[index].append(self._once(worker, info, artifact, feeds, plan))
-                        worker.close()
-        finally:
-            for workers in rounds:
-                for worker in workers:
-                    worker.close()
+        """``processes`` fresh workers per artifact, timed in rounds (see :func:`fresh_rounds`), one
+        figure set per artifact."""
+        results = fresh_rounds(self.pool, info.backend, artifacts, processes or self.settings.processes,
+                               lambda worker, artifact: self._once(worker, info, artifact, feeds, plan))
         return [combine_processes(per_artifact, LOAD_THRESHOLD_CORES) for per_artifact in results]
 
     def _once(self, worker: BackendWorker, info: ModelInfo, artifact: Path, feeds: Sequence[np.ndarray],
@@ -171,3 +148,34 @@ class Measurer:
         if paired:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)
             result.summary["twin"] = twin_figures(baseline)
         return result
+
+
+def fresh_rounds(pool: WorkerPool, backend: str, artifacts: Sequence[Path], count: int,
+                 measure_one: Callable[[BackendWorker, Path], dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """``count`` fresh workers per artifact, measured by ``measure_one`` in rounds (A B, B A, A B,
+    ...), each worker closed after its turn; per artifact, its processes' results in order. Every
+    worker is started (runtime imported) before the first timed window, so imports never compete
+    with a timing; the machine-wide lock keeps other xdist workers' measurements out of the window.
+    Tensor models and decoder LLMs are measured through this one policy."""
+    rounds = [[pool.fresh(backend) for _ in artifacts] for _ in range(count)]
+    results: list[list[dict[str, Any]]] = [[] for _ in artifacts]
+    try:
+        # One measurement at a time per machine: this one, or the device it runs on.
+        device = split_device(backend)[1]
+        with machine_measurement_lock(device or ""):
+            pool.settle(device)
+            for workers in rounds:
+                for worker in workers:
+                    worker.launch()
+            for workers in rounds:  # every runtime imported before the first timed window
+                for worker in workers:
+                    worker.wait_ready()
+            for number, workers in enumerate(rounds):
+                for index in round_order(number, len(artifacts)):
+                    results[index].append(measure_one(workers[index], artifacts[index]))
+                    workers[index].close()
+    finally:
+        for workers in rounds:
+            for worker in workers:
+                worker.close()
+    return results

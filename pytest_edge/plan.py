@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import qemu_device
-from .backends import all_artifact_suffixes, all_backends, get_backend, split_device
+from .backends import all_artifact_suffixes, get_backend, split_device, tensor_backends
 from .errors import EdgeUsageError
 from .compare import resolve_tolerance
 from .marker import MarkerSpec
@@ -159,7 +159,7 @@ def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> lis
     """Every backend for a test, with the reason it cannot run here, or None where it can: the
     registered ones and any named on the command line or in the marker, narrowed by
     --edge-backends, backends= and skip_backends=. A misspelt name raises UnknownBackend."""
-    registry = all_backends()
+    registry = tensor_backends()
     selected = expand_patterns(settings.backends, registry, settings.devices)
     chosen = expand_patterns(marker.backends, registry, settings.devices)
     named = [*(selected or []), *(chosen or []), *marker.skip_backends, *settings.require]
@@ -179,7 +179,9 @@ def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> lis
         if device is not None and device not in settings.devices:
             raise EdgeUsageError(f"{name}: no device {device!r} in edge_devices (known: "
                                  f"{', '.join(settings.devices) or 'none'})")
-        if backend.artifact_of(model) is None:
+        if not backend.runs_tensors:
+            choices.append((name, f"{backend.name} runs decoder LLMs only (an edge_llm test), not tensor models"))
+        elif backend.artifact_of(model) is None:
             choices.append((name, backend.missing_artifact(model.name)))
         else:
             # A device's runtimes are the device's to say: its worker reports what it lacks. An

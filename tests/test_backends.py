@@ -13,6 +13,7 @@ import pytest
 from edge_helpers import FIXTURES
 
 from pytest_edge.backends import all_backends, get_backend
+from pytest_edge.errors import BackendError
 from pytest_edge.backends.pte_coverage import pte_coverage
 from pytest_edge.errors import BackendCrash, BackendError
 from pytest_edge.worker import BackendWorker, WorkerServer
@@ -42,6 +43,36 @@ def test_registry_has_the_builtin_backends() -> None:
         None, "this onnxruntime wheel has no XnnpackExecutionProvider")
     with pytest.raises(KeyError, match="unknown backend"):
         get_backend("tensorrt")
+
+
+def test_decoder_runtimes_are_backends_of_the_one_registry() -> None:
+    """llama.cpp and ONNX Runtime GenAI register like every runtime; they run decoders only, so
+    tensor models (edge tests, tensor goldens) never get them, while edge_llm tests get every
+    runtime that decodes or says why it cannot."""
+    from pytest_edge.backends import decoder_backends, reference_order, tensor_backends
+
+    registered, tensors, decoders = set(all_backends()), set(tensor_backends()), list(decoder_backends())
+    assert {"llama.cpp", "onnxruntime-genai"} <= registered and not {"llama.cpp", "onnxruntime-genai"} & tensors
+    assert decoders[0] == "onnxruntime-cpu" and {"executorch", "llama.cpp", "onnxruntime-genai", "litert"} <= set(decoders)
+    assert "litert-ref" not in decoders and get_backend("litert").decoder_why_not
+    assert not {"llama.cpp", "onnxruntime-genai"} & set(reference_order())
+    with pytest.raises(BackendError, match=r"tiny_mlp.onnx \(onnxruntime-genai\): ONNX Runtime GenAI runs decoder "
+                                           r"LLMs \(edge_llm\), not tensor models"):
+        get_backend("onnxruntime-genai").load(FIXTURES / "tiny_mlp.onnx", threads=1, shapes=None)
+
+
+def test_an_edge_test_naming_a_decoder_only_runtime_is_skipped_with_the_reason(pytester: pytest.Pytester,
+                                                                               models: Path) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu", "llama.cpp"])
+        def test_mlp(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert "llama.cpp runs decoder LLMs only (an edge_llm test), not tensor models" in result.stdout.str()
 
 
 SUFFIX_BACKENDS = {".onnx": ["onnxruntime-cpu"], ".tflite": ["litert", "litert-ref"], ".pte": ["executorch"]}

@@ -243,3 +243,32 @@ def test_ssh_device(pytester: pytest.Pytester, models: Path, ssh_device: str) ->
                                            "--edge-backends=onnxruntime-cpu,litert@pi2", "test_any_backend.py")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*tiny_mlp*litert@pi2*passed*"])
+
+
+@pytest.mark.slow
+def test_edge_llm_over_the_ssh_device(pytester: pytest.Pytester, ssh_device: str) -> None:
+    """A decoder exported by Optimum (Qwen2), checked on the SSH device: the artifact travels by
+    content, the device's worker generates PyTorch's greedy tokens against the golden recorded
+    here, and TTFT/TPOT are measured in fresh workers there (the record's device block names it)."""
+    llm = Path(__file__).resolve().parent.parent / "fixtures" / "llm"
+    shutil.copytree(llm / "optimum_qwen2", pytester.path / "models" / "qwen")
+    greedy = json.loads((llm / "optimum_qwen2" / "pytorch_greedy.json").read_text())
+    pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_processes = 2\n"
+                     f"edge_devices =\n    pi = {ssh_device}\n")
+    pytester.makepyfile(f"""
+        import pytest
+        @pytest.mark.edge_llm(model="qwen", prompts={greedy["prompts"][:1]}, new_tokens=8,
+                              backends=["onnxruntime-cpu", "onnxruntime-cpu@pi"], runs=2, warmup=1)
+        def test_qwen(edge_llm):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-backends=onnxruntime-cpu").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--edge-measure", "--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    remote = records["onnxruntime-cpu@pi"]
+    assert remote["device"]["name"] == "pi" and remote["device"]["machine"]["cores"] == os.cpu_count()
+    assert remote["llm"]["prompts"][0]["tokens"] == greedy["tokens"][0]
+    assert remote["accuracy"]["reference"] == "onnxruntime-cpu" and remote["accuracy"]["token_agreement"] == 1.0
+    assert len(remote["llm"]["processes"]) == 2 and remote["llm"]["ttft_ms"]["p50"] > 0
+    assert "device" not in records["onnxruntime-cpu"]

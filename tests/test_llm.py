@@ -16,12 +16,14 @@ import pytest
 from hypothesis import given, strategies as st
 
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
-from pytest_edge.llm.config import LlmConfig
+from pytest_edge.backends.decoder_config import LlmConfig
 from pytest_edge.llm.golden import TokenGolden, golden_path, read_golden, write_golden
 from pytest_edge.llm.marker import parse_llm_marker
 from pytest_edge.llm.metrics import budget_messages, token_agreement, token_message
 from pytest_edge.llm.probe import context_lengths, context_sweep
-from pytest_edge.llm.runners import check_prompt, generate, open_runner
+from pytest_edge.backends import get_backend
+from pytest_edge.backends.decoder import generate
+from pytest_edge.llm.prompts import check_prompt
 
 LLM = Path(__file__).resolve().parent.parent / "fixtures" / "llm"
 FIXTURES = LLM.parent
@@ -176,8 +178,8 @@ def test_golden_round_trip_and_bad_files(tmp_path: Path) -> None:
 def test_onnx_and_executorch_decode_the_same_tokens() -> None:
     pytest.importorskip("executorch")
     prompt = [1, 2, 3, 4, 5]
-    ort_run = generate(open_runner(ORT, LLM / "tiny_llm.onnx", CONFIG), prompt, 12)
-    et = open_runner("executorch", LLM / "tiny_llm.pte", CONFIG)
+    ort_run = generate(get_backend(ORT).open_decoder(LLM / "tiny_llm.onnx", CONFIG, 1), prompt, 12)
+    et = get_backend("executorch").open_decoder(LLM / "tiny_llm.pte", CONFIG, 1)
     et_run = generate(et, prompt, 12)
     assert ort_run.tokens == et_run.tokens and len(et_run.step_s) == 11
     assert np.allclose(ort_run.first_logits, et_run.first_logits, atol=1e-4)
@@ -188,7 +190,7 @@ def test_onnx_and_executorch_decode_the_same_tokens() -> None:
 def test_a_model_without_the_llm_signature_names_what_was_expected() -> None:
     with pytest.raises(BackendError, match=r"tiny_mlp.onnx \(onnxruntime-cpu\): not a decoder .* expected inputs "
                                            r"input_ids, \[attention_mask\], \[position_ids\], past_key_values.N.key/value.*found inputs \['x'\]"):
-        open_runner(ORT, FIXTURES / "tiny_mlp.onnx", CONFIG)
+        get_backend(ORT).open_decoder(FIXTURES / "tiny_mlp.onnx", CONFIG, 1)
 
 
 def test_context_sweep_stops_where_the_memory_budget_is_exceeded() -> None:
@@ -414,3 +416,79 @@ def test_a_token_golden_that_would_inflate_to_gigabytes_is_refused_before_it_doe
         archive.writestr("first_logits.npy", header)
     with pytest.raises(GoldenError, match=str(path)):
         read_golden(path, [1, 2])
+
+
+KILLS_ITS_WORKER = """
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+def _workers():
+    # This pytest process's children running a backend worker: where generation runs.
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"pytest_edge.worker" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], new_tokens=4, backends=["onnxruntime-cpu"])
+def test_first(edge_llm):
+    assert len(edge_llm.generate([1, 2, 3], 4)) == 4
+    workers = _workers()
+    assert workers, "generation ran in no worker process"
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    # Dead before the check runs: a zombie whose threads have all exited (until then waitpid does
+    # not report it, and the check's request would meet it dying).
+    for pid in workers:
+        while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z" \
+                or len(list(Path(f"/proc/{pid}/task").iterdir())) > 1:
+            pass
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], new_tokens=4, backends=["onnxruntime-cpu"])
+def test_second(edge_llm):
+    assert len(edge_llm.generate([4, 5], 4)) == 4
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds the worker processes in /proc (Linux)")
+def test_generation_runs_in_the_backends_worker_and_survives_its_death(pytester: pytest.Pytester,
+                                                                        llm_project: Path) -> None:
+    """The decoder is loaded and run in the backend's worker process, as every model is, not in
+    pytest's: a worker killed under one test is restarted for the next, which loads the decoder
+    again and passes; the session goes on."""
+    pytester.makepyfile(KILLS_ITS_WORKER)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    notes = json.dumps(json.loads((pytester.path / "r.json").read_text()))
+    assert "its worker process died (signal SIGKILL) between requests" in notes and "tiny_llm.onnx" in notes
+
+
+def test_a_hung_generation_is_one_tests_error_after_edge_timeout(pytester: pytest.Pytester,
+                                                                 llm_project: Path) -> None:
+    """edge_timeout bounds a decoder's requests as it bounds every request to a worker: a load or a
+    prefill that takes longer (a 200-token prompt under a 1 ms timeout) is that test's failure, naming the backend and
+    the artifact, and the next test runs."""
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge_llm(model="tiny_llm", prompts=[[i % 60 for i in range(200)]], new_tokens=4,
+                              backends=["onnxruntime-cpu"])
+        def test_long(edge_llm):
+            pass
+
+        def test_next():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-o", "edge_timeout=0.001")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu did not answer within 0.001 s (edge_timeout) while trying to * "
+                                 "*tiny_llm.onnx*; the worker was killed*"])

@@ -16,7 +16,7 @@ from edge_helpers import FIXTURES
 
 from pytest_edge.errors import EdgeUsageError
 from pytest_edge.llm.checks import config_of, resolve_llm_model
-from pytest_edge.llm.config import read_config
+from pytest_edge.backends.decoder_config import read_config
 
 pytest.importorskip("onnxruntime")
 LLM = FIXTURES / "llm"
@@ -154,6 +154,18 @@ def test_a_gguf_made_by_llama_cpps_converter_runs_on_llama_cpp(pytester: pytest.
     assert record["backend"] == "llama.cpp" and record["llm"]["config"]["source"].endswith("(GGUF metadata)")
     assert record["llm"]["config"]["dtype"] == "float16"  # llama.cpp's KV cache, for M_KV
     assert record["runtime"]["name"] == "llama-cpp-python" and record["runtime"]["version"]
+    # Measured in fresh workers: llama.cpp's own counters (llama_perf_context) beside our TTFT/TPOT,
+    # over the timed generations only: 2 processes x 5 runs (the default), each one prompt batch and
+    # new_tokens - 1 one-token evaluations.
+    measured = pytester.runpytest_subprocess("--edge-measure", "--edge-report=m.json", "-k", "golden",
+                                             "-o", "edge_processes=2")
+    measured.assert_outcomes(passed=1)
+    block = json.loads((pytester.path / "m.json").read_text())["records"][0]["llm"]
+    ours, theirs = block["tpot_ms"]["p50"], block["runtime_timings"]
+    assert theirs["source"] == "llama_perf_context" and theirs["eval_tokens"] == 2 * 5 * (block["new_tokens"] - 1)
+    assert theirs["prompt_tokens"] == 2 * 5 * block["prompts"][0]["prompt_tokens"]
+    # Both clocks time the same decode steps: llama.cpp's per-token time within a factor of ours.
+    assert 0.2 < (1000 / theirs["eval_tokens_per_s"]) / ours < 5, (theirs, ours)
 
 
 @LLAMA_CPP
@@ -226,3 +238,42 @@ def test_a_q8_0_gguf_is_judged_by_token_agreement_and_logits_cosine(pytester: py
     assert quantized["reference"] == "onnxruntime-cpu" and quantized["token_agreement"] == 1.0
     # 8-bit weights: the same greedy tokens, logits close in direction, not element-wise (f32: < 1e-3).
     assert quantized["cosine"] > 0.999 and 1e-3 < quantized["max_abs_err"] < 0.05, quantized
+
+
+def test_an_int8_onnx_build_is_judged_against_the_float_golden(pytester: pytest.Pytester) -> None:
+    """The model builder's ``-p int8`` build of the same weights (MatMulNBits, 8 bits) swapped in for
+    the float export, as a change that ships the quantized decoder: judged against the float
+    build's golden by token agreement and logits cosine, with the figures in the record;
+    element-wise (logits_atol) it fails, naming the figure."""
+    import onnx
+
+    int8 = onnx.load(str(LLM / "genai_llama_int8" / "model.onnx"), load_external_data=False)
+    quantized_ops = [n for n in int8.graph.node if n.op_type == "MatMulNBits"]
+    assert quantized_ops and all(a.i == 8 for n in quantized_ops for a in n.attribute if a.name == "bits")
+    shutil.copytree(LLM / "genai_llama", pytester.path / "models" / "decoder")
+    greedy = json.loads((LLM / "genai_llama" / "pytorch_greedy.json").read_text())
+    pytester.makepyfile(test_int8=f"""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
+                              backends=["onnxruntime-cpu"], min_token_agreement=0.5, logits_atol=None,
+                              logits_cosine=0.99)
+        def test_quantized(edge_llm):
+            pass
+
+        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
+                              backends=["onnxruntime-cpu"], logits_atol=1e-5)
+        def test_element_wise(edge_llm):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "quantized").assert_outcomes(passed=1)
+    for file in ("model.onnx", "model.onnx.data"):
+        shutil.copy(LLM / "genai_llama_int8" / file, pytester.path / "models" / "decoder" / file)
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: prompt * first-step logits max |Δ| 0.0* > logits_atol 1e-05*"])
+    (quantized,) = [r["accuracy"] for r in json.loads((pytester.path / "r.json").read_text())["records"]
+                    if "test_quantized" in r["test"]]
+    # 8-bit weights: the same greedy tokens, logits close in direction (measured: 1.0, 0.99994, 5.2e-3).
+    assert quantized["reference"] == "onnxruntime-cpu" and quantized["token_agreement"] == 1.0
+    assert quantized["cosine"] > 0.999 and 1e-4 < quantized["max_abs_err"] < 0.05, quantized

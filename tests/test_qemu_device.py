@@ -13,6 +13,7 @@ import os
 import platform
 import signal
 import subprocess
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -324,3 +325,27 @@ def test_a_provisioning_command_dies_with_the_session() -> None:
         qemu_device._run([sys.executable, "-c", "raise SystemExit(3)"], "probe")
     with pytest.raises(qemu_device.ProvisionError, match=r"no-such-tool-here: No such file or directory"):
         qemu_device._run(["no-such-tool-here", "--version"], "probe")
+
+
+@pytest.mark.slow
+def test_edge_llm_on_the_emulated_arm_device(pytester: pytest.Pytester, device_cache: Path) -> None:
+    """A decoder exported by Optimum (Qwen2) on onnxruntime-cpu@arm64: the device's worker runs the
+    aarch64 onnxruntime and gives PyTorch's greedy tokens against the host's golden; its timing is
+    an emulator's, so a TTFT budget is not measured there (said in the record), and the ARM test passes."""
+    shutil.copytree(FIXTURES / "llm" / "optimum_qwen2", pytester.path / "models" / "qwen")
+    greedy = json.loads((FIXTURES / "llm" / "optimum_qwen2" / "pytorch_greedy.json").read_text())
+    _project(pytester, device_cache)
+    pytester.makepyfile(f"""
+        import pytest
+        @pytest.mark.edge_llm(model="qwen", prompts={greedy["prompts"][:1]}, new_tokens=8, ttft_ms=0.001,
+                              backends=["onnxruntime-cpu", "onnxruntime-cpu@arm64"])
+        def test_qwen(edge_llm):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-backends=onnxruntime-cpu").assert_outcomes(failed=1)
+    result = pytester.runpytest_subprocess("--edge-backends=onnxruntime-cpu@arm64", "--edge-report=r.json")
+    result.assert_outcomes(passed=1)
+    (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
+    assert record["device"]["machine"]["arch"] == "aarch64" and record["device"]["machine"]["emulated"]
+    assert record["llm"]["prompts"][0]["tokens"] == greedy["tokens"][0]
+    assert record["llm"]["timing_not_judged"] == NOT_MEASURED and record["load_ms"] is None

@@ -9,9 +9,10 @@ from functools import lru_cache
 
 from ..errors import UnknownBackend
 from .base import Backend, Coverage, InputShapes, Intermediates, LoadedModel, TensorSpec
+from .decoder import Decoder
 
-__all__ = ["Backend", "Coverage", "InputShapes", "Intermediates", "LoadedModel", "TensorSpec", "all_backends", "get_backend",
-           "reference_order", "split_device", "UnknownBackend"]
+__all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorSpec", "all_backends",
+           "decoder_backends", "get_backend", "reference_order", "split_device", "tensor_backends", "UnknownBackend"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"
 
@@ -30,10 +31,21 @@ def all_backends() -> dict[str, Backend]:
     return {b.name: b for b in ranked}
 
 
+def tensor_backends() -> dict[str, Backend]:
+    """The registered backends that run tensor models (edge tests): all but the decoder-only ones."""
+    return {name: b for name, b in all_backends().items() if b.runs_tensors}
+
+
+def decoder_backends() -> dict[str, Backend]:
+    """The registered backends of decoder LLMs (edge_llm tests): those that run them, and those that
+    say why they cannot (a skip with the reason), in registry order."""
+    return {name: b for name, b in all_backends().items() if b.decodes or b.decoder_why_not}
+
+
 def all_artifact_suffixes() -> list[str]:
-    """Every registered backend's artifact suffixes, in registry order: what a model's stem is
+    """Every tensor backend's artifact suffixes, in registry order: what a model's stem is
     searched with (resolve_model drops repeats)."""
-    return [s for b in all_backends().values() for s in b.artifact_suffixes()]
+    return [s for b in tensor_backends().values() for s in b.artifact_suffixes()]
 
 
 def split_device(name: str) -> tuple[str, str | None]:
@@ -59,6 +71,6 @@ def get_backend(name: str) -> Backend:
 def reference_order(preferred: str | None = None) -> list[str]:
     """Candidates to record goldens: ``preferred`` (the configured one), then by each backend's
     reference_priority, then every other backend."""
-    registry = all_backends()
+    registry = tensor_backends()
     ranked = sorted((b.reference_priority, n) for n, b in registry.items() if b.reference_priority is not None)
     return list(dict.fromkeys([*([preferred] if preferred else []), *(n for _, n in ranked), *registry]))

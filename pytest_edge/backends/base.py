@@ -12,9 +12,14 @@ import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
+
+from ..errors import BackendError
+
+if TYPE_CHECKING:
+    from .decoder import Decoder
 
 Dim = int | str | None  # a fixed size, a symbolic name, or unknown
 
@@ -306,6 +311,15 @@ class Backend(ABC):
     # sibling: read its own intermediates of this ``Intermediates.method`` ("nodes", "etdump");
     # None: nothing more to try.
     triage_method: str | None = None
+    # Decoder LLMs (edge_llm tests, docs/llm.md): whether this runtime runs them (open_decoder), or
+    # why it cannot whatever is installed (a skip that says so); neither: not an LLM backend.
+    decodes: bool = False
+    decoder_why_not: str | None = None
+    # False for a runtime that runs decoders only (llama.cpp, ONNX Runtime GenAI): edge tests of
+    # tensor models are not parametrized over it and it records no tensor goldens.
+    runs_tensors: bool = True
+    # How the runtime keeps a decoder's KV cache, in words, for the record's llm.kv_cache.
+    kv_cache: str | None = None
 
     @classmethod
     def variant(cls, name: str) -> "Backend | None":
@@ -354,6 +368,16 @@ class Backend(ABC):
     def import_runtime(self) -> None:
         """Import the runtime so a worker's memory baseline includes it."""
         importlib.import_module(self.runtime_module)
+
+    def open_decoder(self, path: Path, config: Any, threads: int) -> "Decoder":
+        """Load ``path`` as a decoder LLM described by ``config`` (a decoder_config.LlmConfig); a
+        BackendError naming the file and the convention expected where it is not one."""
+        raise BackendError(f"{path} ({self.name}): this runtime runs no decoder LLMs here")
+
+    def decoder_refuses(self, artifact: Path) -> str | None:
+        """Why this runtime cannot take ``artifact`` (of its suffix) as a decoder, read without
+        loading it; None where it can."""
+        return None
 
     @abstractmethod
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:

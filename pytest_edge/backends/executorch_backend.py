@@ -7,12 +7,13 @@ import re
 import sys
 import types
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import BackendError
 from .base import Backend, Coverage, Intermediates, LoadedModel, LoadShapes, TensorSpec, unusable_artifact
+from .decoder import Decoder
 from .executorch_dtypes import SCALAR_TYPES
 
 # executorch::runtime::Error (runtime/core/error.h of executorch 1.5), whose codes the Python
@@ -188,6 +189,17 @@ class ExecuTorchBackend(Backend):
     distribution = "executorch"
     # No delegate-free sibling: triage re-runs the .pte with ETDump (triage.etdump).
     triage_method = "etdump"
+    decodes = True  # ExecuTorch's LLM export (executorch_decoder)
+    kv_cache = "static (mutable buffers of max_context positions, allocated at load)"
+
+    def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
+        from .executorch_decoder import ExecuTorchDecoder
+
+        if threads:
+            from executorch.extension.pybindings import portable_lib
+
+            portable_lib._unsafe_reset_threadpool(threads)
+        return ExecuTorchDecoder(path, config, threads, self.name)
 
     def import_runtime(self) -> None:
         # The runtime alone: a measuring process (spawned or forked from a zygote that ran this)

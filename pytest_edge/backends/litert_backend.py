@@ -247,6 +247,9 @@ class LiteRTBackend(Backend):
         self.reference_sibling = "litert-ref" if with_delegate else None
         # The reference kernels before the delegate: a delegate's numerics are what is under test.
         self.reference_priority = 30 if with_delegate else 10
+        if with_delegate:
+            self.decoder_why_not = ("LiteRT decoders need prefill/decode signatures from litert-torch's generative "
+                                    "converter, which is not installed here: no decoder runner yet")
         found = installed_runtime()
         self.runtime_module, self.distribution = (
             (f"{found[0]}.interpreter", found[1]) if found else ("ai_edge_litert.interpreter", "ai-edge-litert"))

@@ -8,12 +8,13 @@ import platform
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import BackendError
 from .base import Backend, Coverage, Intermediates, LoadedModel, LoadShapes, TensorSpec, file_head, unusable_artifact
+from .decoder import Decoder
 from .ort_session import new_session
 
 # Providers that do not run the model on this machine's hardware.
@@ -112,6 +113,8 @@ class OrtBackend(Backend):
         self.reference_sibling = None if cpu else "onnxruntime-cpu"
         # The CPU EP runs the graph as exported, with no delegate: the default golden recorder.
         self.reference_priority = 0 if cpu else None
+        self.decodes = cpu  # decoder LLMs with the KV cache as graph inputs/outputs (ort_decoder)
+        self.kv_cache = "dynamic (past/present grow with the context)" if cpu else None
 
     @classmethod
     def variant(cls, name: str) -> Backend | None:
@@ -133,6 +136,13 @@ class OrtBackend(Backend):
         if self.provider not in _local_providers():
             return f"this onnxruntime wheel has no {self.provider}"
         return None
+
+    def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
+        from .ort_decoder import OrtDecoder
+
+        if not self.decodes:
+            return super().open_decoder(path, config, threads)
+        return OrtDecoder(path, config, threads, self.name)
 
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         # ONNX Runtime says only "INVALID_PROTOBUF ... Protobuf parsing failed" for these.

@@ -1,7 +1,10 @@
 """On-device LLM checks: ``@pytest.mark.edge_llm`` and the ``edge_llm`` fixture.
 
-Greedy generation per backend in the runtime's own LLM convention (:mod:`.runners`), goldens of
-token ids and first-step logits (:mod:`.golden`), the pure figures and verdicts (:mod:`.metrics`),
-timing and memory in fresh processes (:mod:`.probe`, :mod:`.measure`), the check tying them
-together (:mod:`.checks`) and the pytest hooks (:mod:`.plugin`).
+A decoder is a capability of the one Backend interface (``Backend.open_decoder``, each runtime's
+export convention in its own module under ``backends/``), run in the backend's worker like every
+model. Here only what is LLM-specific: prompt checks (:mod:`.prompts`), the
+configuration a GGUF carries (:mod:`.gguf`), goldens of token ids and first-step
+logits (:mod:`.golden`), the pure figures and verdicts (:mod:`.metrics`), TTFT/TPOT in the backend's
+fresh workers and the context sweep (:mod:`.probe`), the check tying them together
+(:mod:`.checks`) and the pytest hooks (:mod:`.plugin`).
 """

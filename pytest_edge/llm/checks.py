@@ -5,13 +5,14 @@ record (with its ``llm`` block) and every violation; the plugin keeps and report
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from .. import __version__
+from .. import qemu_device
+from ..backends import Backend, decoder_backends, get_backend, split_device
 from ..errors import EdgeUsageError, GoldenError
 from ..files import sha256_file
 from ..measurement.gate import GateResult
@@ -19,21 +20,17 @@ from ..models import Model, resolve_model
 from ..pipeline import gate_into
 from ..record import Record
 from ..settings import Settings
+from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
+from ..worker.pool import WorkerPool
+from ..worker.protocol import Generate, Load
 from . import gate, probe
-from .config import GENAI_CONFIG, LlmConfig, genai_decoder, read_config
+from ..backends.decoder_config import GENAI_CONFIG, LlmConfig, genai_decoder, read_config
 from .gguf import from_gguf
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec
 from .metrics import budget_messages, logits_figures, logits_messages, timing_figures, token_agreement, token_message
-from .runners import LLM_BACKENDS, Runner, check_prompt, generate, open_runner
-
-RUNTIME_DISTRIBUTIONS = {"onnxruntime-cpu": "onnxruntime", "executorch": "executorch",
-                         "onnxruntime-genai": "onnxruntime-genai", "llama.cpp": "llama-cpp-python"}
-CACHE_KIND = {"onnxruntime-cpu": "dynamic (past/present grow with the context)",
-              "onnxruntime-genai": "the generator's own (genai_config.json: past_present_share_buffer)",
-              "executorch": "static (mutable buffers of max_context positions, allocated at load)",
-              "llama.cpp": "llama.cpp's own (float16 K and V for n_ctx positions, allocated at load)"}
-
+from ..backends.decoder import Generation
+from .prompts import check_prompt
 
 @dataclass(frozen=True)
 class LlmTarget:
@@ -45,33 +42,57 @@ class LlmTarget:
 
     @property
     def artifact(self) -> Path | None:
-        return self.model.artifact(LLM_BACKENDS[self.backend].suffix)
+        return self.model.artifact(get_backend(self.backend).suffix)
 
 
-def targets(spec: LlmSpec, model: Model, selected: list[str] | None) -> list[LlmTarget]:
+def targets(spec: LlmSpec, model: Model, settings: Settings) -> list[LlmTarget]:
     """One target per LLM backend, with the reason where it cannot run here (a skip, or a failure
-    where --edge-require names it)."""
-    for name in [*(spec.backends or []), *spec.skip_backends]:
-        if name not in LLM_BACKENDS:
-            raise EdgeUsageError(f"edge_llm: unknown backend {name!r}; LLM backends: {', '.join(LLM_BACKENDS)}")
+    where --edge-require names it): this machine's decoder runtimes, and ``BACKEND@DEVICE`` where
+    the marker's ``backends=`` or --edge-backends names one (an SSH or command device, qemu:aarch64),
+    whose worker serves the decoder there as it serves tensor models."""
+    registry = decoder_backends()
+    selected = settings.backends
+    named = [*(spec.backends or []), *spec.skip_backends, *(selected or [])]
+    for name in named:
+        base, device = split_device(name)
+        if base not in registry:
+            raise EdgeUsageError(f"edge_llm: unknown backend {name!r}; LLM backends: {', '.join(registry)}")
+        if device is not None and device not in settings.devices:
+            raise EdgeUsageError(f"edge_llm: {name}: no device {device!r} in edge_devices (known: "
+                                 f"{', '.join(settings.devices) or 'none'})")
+    on_devices = [n for n in [*(spec.backends or []), *(selected or [])] if split_device(n)[1] is not None]
     found = []
-    for name, backend in LLM_BACKENDS.items():
+    for name in dict.fromkeys([*registry, *on_devices]):
         if name in spec.skip_backends or (spec.backends is not None and name not in spec.backends) \
                 or (selected is not None and name not in selected):
             continue
+        base, device = split_device(name)
+        backend = registry[base]
         # A runtime without a runner here says so first: that is what holds it back, artifact or not.
         artifact = model.artifact(backend.suffix)
-        reason = backend.why_not or (f"no {backend.suffix} artifact for {model.name}" if artifact is None else
-                                     backend.unavailable_reason() or (backend.refuses and backend.refuses(artifact)))
+        reason = backend.decoder_why_not or (f"no {backend.suffix} artifact for {model.name}" if artifact is None else
+                                             _device_reason(settings, backend, device) or
+                                             backend.decoder_refuses(artifact))
         found.append(LlmTarget(spec, model, name, reason))
     return found
+
+
+def _device_reason(settings: Settings, backend: Backend, device: str | None) -> str | None:
+    """Why ``backend`` cannot run on ``device`` as far as this machine can tell (None for an SSH or
+    command device: its worker says what it lacks; this machine's own runtimes otherwise)."""
+    if device is None:
+        return backend.unavailable_reason()
+    command = settings.devices[device]
+    if qemu_device.is_qemu(command):
+        return qemu_device.unavailable_reason(command, backend.distribution, settings.device_cache)
+    return None
 
 
 def resolve_llm_model(spec: str, dirs: Sequence[Path]) -> Model:
     """A decoder as its exporter left it: an export folder (ONNX Runtime GenAI's, with the decoder its
     ``genai_config.json`` names; an Optimum folder's ``model.onnx``; a lone ``.pte``/``.gguf``/``.tflite``
     in it), else a path or stem with the LLM runtimes' suffixes (``.gguf`` among them)."""
-    suffixes = list(dict.fromkeys(b.suffix for b in LLM_BACKENDS.values()))
+    suffixes = list(dict.fromkeys(b.suffix for b in decoder_backends().values()))
     for folder in dirs:
         candidate = Path(spec) if Path(spec).is_absolute() else folder / spec
         if not candidate.is_dir():
@@ -107,24 +128,33 @@ def config_of(model: Model) -> LlmConfig:
 
 
 class LlmChecker:
-    """Session-wide: loaded runners (one per artifact and backend) and the goldens recorded."""
+    """Session-wide: the decoders loaded in the backends' workers (one per artifact, backend and
+    threads) and the goldens recorded. Generation runs in the backend's worker, as every model's
+    inference does: a crash or a hang (edge_timeout) there is one test's error, on this machine or a
+    device."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, pool: WorkerPool) -> None:
         self.settings = settings
-        self._runners: dict[tuple[str, str], Runner] = {}
+        self.pool = pool
+        self._loaded: set[tuple[str, str]] = set()
         self._recorded: dict[Path, int] = {}  # goldens written this session, with how many tokens
 
-    def runner(self, backend: str, artifact: Path, config: LlmConfig, threads: int) -> Runner:
-        key = (backend, str(artifact))
-        if key not in self._runners:
-            self._runners[key] = open_runner(backend, artifact, config, threads)
-        return self._runners[key]
+    def generate(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
+                 new_tokens: int) -> Generation:
+        """Greedy decoding in ``backend``'s worker (the decoder loaded there once per session; a
+        worker that died is restarted and loads it again)."""
+        key = f"decoder|{artifact}|{threads}"
+        if (backend, key) not in self._loaded:
+            self.pool.request(backend, Load(key, str(artifact), threads, decoder=asdict(config)), artifact)
+            self._loaded.add((backend, key))
+        reply = self.pool.request(backend, Generate(key, list(prompt), new_tokens), artifact)
+        return Generation.from_reply(prompt, reply)
 
     def reference_backend(self, model: Model) -> str:
-        for name, backend in LLM_BACKENDS.items():
+        for name, backend in decoder_backends().items():
             artifact = model.artifact(backend.suffix)
-            if artifact is not None and backend.unavailable_reason() is None \
-                    and not (backend.refuses and backend.refuses(artifact)):
+            if artifact is not None and backend.decodes and backend.unavailable_reason() is None \
+                    and not backend.decoder_refuses(artifact):
                 return name
         raise GoldenError(f"no LLM backend available here can run any artifact of {model.name} to record goldens")
 
@@ -133,8 +163,8 @@ class LlmChecker:
         path = golden_path(self.settings.golden_dir, target.model.name, prompt)
         if self.settings.update_golden and self._recorded.get(path, 0) < target.spec.new_tokens:
             reference = self.reference_backend(target.model)
-            artifact = target.model.artifact(LLM_BACKENDS[reference].suffix)
-            run = generate(self.runner(reference, artifact, config, target.spec.threads), prompt, target.spec.new_tokens)
+            artifact = target.model.artifact(get_backend(reference).suffix)
+            run = self.generate(reference, artifact, config, target.spec.threads, prompt, target.spec.new_tokens)
             write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, {
                 "reference_backend": reference, "artifact": artifact.name, "sha256": sha256_file(artifact),
                 "new_tokens": target.spec.new_tokens, "plugin_version": __version__}))
@@ -150,12 +180,11 @@ class LlmChecker:
         config = config_of(target.model)
         where = f"{target.model.name} ({target.backend})"
         prompts = [check_prompt(p, spec.new_tokens, config, where) for p in spec.prompts]
-        runner = self.runner(target.backend, artifact, config, spec.threads)
         violations: list[str] = []
         per_prompt = []
         for prompt in prompts:
             golden = self.golden(target, config, prompt)
-            run = generate(runner, prompt, spec.new_tokens)
+            run = self.generate(target.backend, artifact, config, spec.threads, prompt, spec.new_tokens)
             expected = golden.tokens[:spec.new_tokens]
             agreement, first = token_agreement(expected, run.tokens)
             logits = logits_figures(golden.first_logits, run.first_logits)
@@ -171,13 +200,21 @@ class LlmChecker:
                                "token_agreement": agreement, "first_difference": first, **logits,
                                "reference": golden.meta.get("reference_backend")})
         block: dict[str, Any] = {"config": config.__dict__, "new_tokens": spec.new_tokens,
-                                 "kv_cache": CACHE_KIND.get(target.backend), "prompts": per_prompt}
+                                 "kv_cache": get_backend(target.backend).kv_cache, "prompts": per_prompt}
         measured: dict[str, Any] = {}
         judged: GateResult | None = None
         gated = self.settings.baseline is not None or gate.twin_of(self.settings.baseline_models, artifact) is not None
-        if spec.needs_measurement or self.settings.measure or gated:
+        # An emulated device's timing and memory are an emulator's (as for tensor models): not
+        # measured by default, recorded but not judged with edge_emulated_timing = record.
+        not_judged = timing_not_judged(self.pool.machine(target.backend), self.settings.emulated_timing)
+        if (spec.needs_measurement or self.settings.measure or gated) and not_judged != NOT_MEASURED:
             measured, judged = self._measure(test_id, target, config, prompts[0], block)
-            violations += budget_messages(target.backend, block, spec.budgets)
+            if not_judged is None:
+                violations += budget_messages(target.backend, block, spec.budgets)
+            else:
+                judged = None
+        if not_judged is not None:
+            block["timing_not_judged"] = not_judged
         record = Record(
             test=test_id, backend=target.backend,
             model=model_json(target, rootdir),
@@ -191,9 +228,15 @@ class LlmChecker:
                       "token_agreement": min(p["token_agreement"] for p in per_prompt),
                       "max_abs_err": _worst(per_prompt, "max_abs_err", max),
                       "cosine": _worst(per_prompt, "cosine", min)},
+            device=({"name": split_device(target.backend)[1], "machine": self.pool.machine(target.backend)}
+                    if split_device(target.backend)[1] else None),
             extra={"llm": block}, checked=True)
         if judged is not None:
             violations += gate_into(record, judged, self.settings)
+        # A worker that died between requests and was restarted: said as for every model.
+        record.restarts = self.pool.take_restart_notes()
+        if self.settings.strict_restarts:
+            violations += record.restarts
         return record.conclude(violations), violations
 
     def _measure(self, test_id: str, target: LlmTarget, config: LlmConfig, prompt: list[int],
@@ -204,8 +247,8 @@ class LlmChecker:
         models = [(artifact, config)] + ([(twin, gate.twin_config(twin, config))] if twin is not None else [])
 
         def rounds(count: int) -> list[dict[str, Any]]:
-            return probe.measure_rounds(target.backend, models, prompt, spec.new_tokens, spec.warmup, spec.runs,
-                                        count, spec.threads)
+            return probe.measure_rounds(self.pool, target.backend, models, prompt, spec.new_tokens, spec.warmup,
+                                        spec.runs, count, spec.threads)
 
         measured, *twin_measured = rounds(settings.processes)
         judged = None
@@ -215,15 +258,20 @@ class LlmChecker:
             judged = gate.judge(target.backend, measured, gate.as_gated(target.backend, twin_measured[0]),
                                 paired=True, source=_relative(twin, settings.rootdir), **judging)
         else:
-            stored = gate.stored_record(settings.baseline, test_id, target.backend)
+            stored = gate.stored_record(settings.baseline, test_id, target.backend, target.model.name)
             if stored is not None:
                 judged = gate.judge(target.backend, measured, stored, paired=False, source=test_id,
                                     **judging)
         block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"]))
         block.update(load_ms=measured["load_ms"], peak_memory_mb=measured["peak_memory_mb"],
                      steady_memory_mb=measured["steady_memory_mb"], processes=measured["processes"],
+                     runtime_timings=measured["runtime_timings"],
                      kv_cache_estimate_mb=config.kv_cache_bytes(len(prompt) + spec.new_tokens) / 2**20)
-        if spec.needs_context_sweep:
+        if spec.needs_context_sweep and split_device(target.backend)[1] is not None:
+            # Each length runs in a process of its own under an address-space limit, on this machine:
+            # never on the device's behalf (a max_context budget then fails as not measured).
+            block["context"] = {"not_swept": "the context sweep runs on this machine only, not on a device"}
+        elif spec.needs_context_sweep:
             cap = min(spec.context_cap or config.max_context, config.max_context)
             lengths = list(spec.contexts) if spec.contexts else probe.context_lengths(64, cap)
             too_long = [n for n in lengths if n > config.max_context]
@@ -258,9 +306,6 @@ def _relative(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _runtime(backend: str) -> dict[str, Any] | None:
-    distribution = RUNTIME_DISTRIBUTIONS.get(backend)
-    try:
-        return {"name": distribution, "version": importlib.metadata.version(distribution)} if distribution else None
-    except importlib.metadata.PackageNotFoundError:
-        return {"name": distribution, "version": None}
+def _runtime(backend: str) -> dict[str, Any]:
+    runtime = get_backend(backend)
+    return {"name": runtime.distribution, "version": runtime.runtime_version()}

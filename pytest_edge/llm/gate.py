@@ -19,7 +19,8 @@ from typing import Any, Callable, Mapping
 from ..errors import EdgeUsageError
 from ..measurement.gate import AB_REMEASURE_PAIRS, GateResult, run_gate
 from ..measurement.regressions import GENERATION_FIGURES
-from .config import LlmConfig, read_config
+from ..backends.decoder_config import LlmConfig, read_config
+from ..report.json_report import find_baseline
 
 # rounds -> one pooled measurement per artifact, this one first, then its twin (probe.measure_rounds)
 MeasureRounds = Callable[[int], "list[dict[str, Any]]"]
@@ -41,15 +42,14 @@ def twin_config(twin: Path, fallback: LlmConfig) -> LlmConfig:
         return fallback
 
 
-def stored_record(baseline: Mapping[str, Any] | None, test: str, backend: str) -> dict[str, Any] | None:
-    """The same test on the same backend in a stored report, as the gate reads a baseline: its
+def stored_record(baseline: Mapping[str, Any] | None, test: str, backend: str, model: str) -> dict[str, Any] | None:
+    """The baseline record of a stored report, found as for every model (the same test, else the
+    same model on the same backend: report.json_report.find_baseline), as the gate reads one: its
     per-process generation figures and its peak memory (None where it has no processes)."""
-    for record in (baseline or {}).get("records", []):
-        if record.get("test") == test and record.get("backend") == backend:
-            processes = (record.get("llm") or {}).get("processes")
-            return as_gated(backend, {"processes": processes, "peak_memory_mb": record.get("peak_memory_mb")}) \
-                if processes else None
-    return None
+    record = find_baseline(baseline, {"test": test, "backend": backend, "model": {"name": model}})
+    processes = ((record or {}).get("llm") or {}).get("processes")
+    return as_gated(backend, {"processes": processes, "peak_memory_mb": record.get("peak_memory_mb")}) \
+        if record and processes else None
 
 
 def as_gated(backend: str, measured: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,14 +11,14 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pytest
 
-from ..errors import EdgeCheckFailed, EdgeError, EdgeUsageError
+from ..errors import EdgeCheckFailed, EdgeError, EdgeUsageError, EdgeWorkerRestarted
 from ..plan import Unresolved, search_dirs
 from ..plugin import unresolved
 from ..record import Record
 from ..stash import SESSION_KEY
 from .checks import LlmChecker, LlmTarget, config_of, model_json, resolve_llm_model, targets
 from .marker import parse_llm_marker
-from .runners import check_prompt, generate
+from .prompts import check_prompt
 
 CHECKER_KEY = pytest.StashKey[LlmChecker]()
 
@@ -29,7 +29,7 @@ def _session(config: pytest.Config) -> Any:
 
 def _checker(config: pytest.Config) -> LlmChecker:
     if CHECKER_KEY not in config.stash:
-        config.stash[CHECKER_KEY] = LlmChecker(_session(config).settings)
+        config.stash[CHECKER_KEY] = LlmChecker(_session(config).settings, _session(config).pool)
     return config.stash[CHECKER_KEY]
 
 
@@ -54,7 +54,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     try:
         spec = parse_llm_marker(markers[0].args, markers[0].kwargs)
         model = resolve_llm_model(spec.model, search_dirs(session.settings, Path(metafunc.definition.path).parent))
-        found = targets(spec, model, session.settings.backends)
+        found = targets(spec, model, session.settings)
     except EdgeError as exc:
         # One test's error (a model not found, an artifact kind no runtime knows), not a collection
         # error that would end the whole session with the other tests.
@@ -80,14 +80,14 @@ class LlmHandle:
     def generate(self, prompt: Sequence[int], new_tokens: int | None = None) -> list[int]:
         n = new_tokens or self.target.spec.new_tokens
         ids = check_prompt(prompt, n, self.config, f"{self.target.model.name} ({self.backend})")
-        runner = self._checker.runner(self.backend, self.target.artifact, self.config, self.target.spec.threads)
-        return generate(runner, ids, n).tokens
+        return self._checker.generate(self.backend, self.target.artifact, self.config, self.target.spec.threads,
+                                      ids, n).tokens
 
     def logits(self, prompt: Sequence[int]) -> np.ndarray:
         """The logits the first new token is chosen from."""
         ids = check_prompt(prompt, 1, self.config, f"{self.target.model.name} ({self.backend})")
-        runner = self._checker.runner(self.backend, self.target.artifact, self.config, self.target.spec.threads)
-        return generate(runner, ids, 1).first_logits
+        return self._checker.generate(self.backend, self.target.artifact, self.config, self.target.spec.threads,
+                                      ids, 1).first_logits
 
 
 @pytest.fixture
@@ -131,6 +131,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     session.records.append(record)
     if violations:
         raise EdgeCheckFailed(violations, record.to_json())
+    for message in record.restarts:
+        item.warn(EdgeWorkerRestarted(message))
     return result
 
 

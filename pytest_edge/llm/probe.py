@@ -1,7 +1,8 @@
-"""Timing and memory of generation, each measurement in a fresh process that imports only the
-runtime it measures (``python -m pytest_edge.llm.probe`` reads one JSON request on stdin and
-prints one result line). The parent side, :func:`measure` and :func:`context_sweep`, starts them,
-pools their samples, and turns a process the OS killed into a figure instead of a crash.
+"""Timing and memory of generation. TTFT/TPOT and memory (:func:`measure_rounds`) are measured in
+the backend's fresh worker processes, as every model is. The context sweep (:func:`context_sweep`)
+runs each length in a process of its own under an address-space limit
+(``python -m pytest_edge.llm.probe`` reads one JSON request on stdin and prints one result line),
+and turns a process the OS killed into a figure instead of a crash.
 
 Memory is resident set size from ``/proc/self/status`` over the process's baseline after the
 runtime is imported (the peak is reset there through ``/proc/self/clear_refs``, so the import's
@@ -23,9 +24,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError
-from ..measurement.lock import machine_measurement_lock
-from ..measurement.timing import round_order
-from .config import LlmConfig
+from ..worker.pool import WorkerPool
+from ..worker.protocol import Load, MeasureGeneration
+from ..backends.decoder_config import LlmConfig
 
 RESULT_PREFIX = "PYTEST_EDGE_LLM "
 
@@ -62,51 +63,25 @@ def _limit_address_space(limit_mb: float) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _import_runtime(backend: str) -> None:
-    if backend == "executorch":
-        import torch  # noqa: F401 - the runner's tensors: part of the baseline, not of the model
-
-        from ..backends.executorch_backend import import_runtime_alone
-
-        import_runtime_alone()  # not the exporter: 4 s and ~140 MB of every measuring process
-        from executorch.runtime import Runtime
-
-        Runtime.get()  # loads the kernel library: part of the baseline, not of the model
-    elif backend == "onnxruntime-cpu":
-        import onnxruntime  # noqa: F401
-    elif backend == "llama.cpp":
-        import llama_cpp  # noqa: F401
-
-
 def _child(request: dict[str, Any]) -> dict[str, Any]:
-    from .runners import generate, open_runner
+    from ..backends import get_backend
+    from ..backends.decoder import generate
 
-    backend, artifact = request["backend"], Path(request["artifact"])
+    backend, artifact = get_backend(request["backend"]), Path(request["artifact"])
     config = LlmConfig(**request["config"])
-    _import_runtime(backend)
+    backend.import_runtime()  # part of the baseline, not of the model
 
     if request.get("memory_limit_mb"):
         _limit_address_space(request["memory_limit_mb"])
     baseline = _status_mb("VmRSS")
     peak_reset = _reset_peak()
     start = time.perf_counter()
-    runner = open_runner(backend, artifact, config, request.get("threads", 1))
+    decoder = backend.open_decoder(artifact, config, request.get("threads", 1))
     load_ms = (time.perf_counter() - start) * 1000.0
     result: dict[str, Any] = {"load_ms": load_ms}
-    if request["mode"] == "context":
-        length = request["context"]
-        prompt = np.random.default_rng(length).integers(0, config.vocab_size, length - 1).tolist()
-        generate(runner, prompt, 2)  # fills length positions: the prompt, then one decode step
-    else:
-        prompt, new_tokens = request["prompt"], request["new_tokens"]
-        for _ in range(request["warmup"]):
-            generate(runner, prompt, new_tokens)
-        ttft, tpot = [], []
-        for _ in range(request["runs"]):
-            run = generate(runner, prompt, new_tokens)
-            ttft.append(run.prefill_s)
-            tpot.extend(run.step_s)
-        result.update(ttft_s=ttft, tpot_s=tpot)
+    length = request["context"]
+    prompt = np.random.default_rng(length).integers(0, config.vocab_size, length - 1).tolist()
+    generate(decoder, prompt, 2)  # fills length positions: the prompt, then one decode step
     steady, peak = _status_mb("VmRSS"), _status_mb("VmHWM")
     usable = baseline is not None and peak is not None and peak_reset
     result.update(baseline_mb=baseline, peak_memory_mb=peak - baseline if usable else None,
@@ -155,32 +130,29 @@ def run_probe(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     return {"ok": False, "status": "failed", "error": f"exit status {done.returncode}: {' | '.join(tail)}"}
 
 
-def measure(backend: str, artifact: Path, config: LlmConfig, prompt: Sequence[int], new_tokens: int,
-            warmup: int, runs: int, processes: int, threads: int = 1, timeout_s: float = 300.0) -> dict[str, Any]:
-    """TTFT and TPOT samples pooled over ``processes`` fresh processes, the median load time, and
-    the highest peak and steady memory among them. A process that failed raises BackendError."""
-    (pooled,) = measure_rounds(backend, [(artifact, config)], prompt, new_tokens, warmup, runs, processes, threads,
-                               timeout_s)
-    return pooled
+def measure_rounds(pool: WorkerPool, backend: str, models: Sequence[tuple[Path, LlmConfig]], prompt: Sequence[int],
+                   new_tokens: int, warmup: int, runs: int, rounds: int, threads: int = 1) -> list[dict[str, Any]]:
+    """TTFT and TPOT of each model in ``rounds`` fresh worker processes of ``backend`` (the one
+    measurement policy of tensor models, measurer.fresh_rounds: A B, B A, ... under the machine's
+    measurement lock, forked or spawned or on a device as the session's workers are, each within
+    edge_timeout); one pooled result per model (see :func:`_pooled`). A process that failed raises
+    BackendError naming the artifact and the backend."""
+    from ..measurer import fresh_rounds
 
+    configs = {str(artifact): config for artifact, config in models}
 
-def measure_rounds(backend: str, models: Sequence[tuple[Path, LlmConfig]], prompt: Sequence[int], new_tokens: int,
-                   warmup: int, runs: int, rounds: int, threads: int = 1, timeout_s: float = 300.0) -> list[dict]:
-    """Each round measures every model once, in turn, the first alternating (A B, B A, ...: an A/B
-    pair sees the same moment of the machine, and the first process's extra cost falls on both
-    sides), under the machine's measurement lock (no other xdist worker times at once); one pooled
-    result per model (see :func:`measure`)."""
-    results: list[list[dict[str, Any]]] = [[] for _ in models]
-    with machine_measurement_lock():
-        for number in range(rounds):
-            for index in round_order(number, len(models)):
-                artifact, config = models[index]
-                result = run_probe({"mode": "measure", "backend": backend, "artifact": str(artifact),
-                                    "config": asdict(config), "prompt": list(prompt), "new_tokens": new_tokens,
-                                    "warmup": warmup, "runs": runs, "threads": threads}, timeout_s)
-                if not result["ok"]:
-                    raise BackendError(f"{artifact} ({backend}): measuring failed: {result['error']}")
-                results[index].append(result)
+    def measure_one(worker: Any, artifact: Path) -> dict[str, Any]:
+        key = f"decoder|{artifact}"
+        try:
+            loaded = worker.request(Load(key, str(artifact), threads, with_coverage=False,
+                                         decoder=asdict(configs[str(artifact)])), artifact=str(artifact))
+            result = worker.request(MeasureGeneration(key, list(prompt), new_tokens, warmup, runs),
+                                    artifact=str(artifact))
+        except BackendError as exc:
+            raise BackendError(f"{artifact} ({backend}): measuring failed: {exc}") from None
+        return {**result, "load_ms": loaded["load_ms"]}
+
+    results = fresh_rounds(pool, backend, [artifact for artifact, _ in models], rounds, measure_one)
     return [_pooled(r) for r in results]
 
 
@@ -193,7 +165,20 @@ def _pooled(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
                            "tpot_p50_ms": float(np.median(r["tpot_s"])) * 1000.0 if r["tpot_s"] else None}
                           for r in results],
             "load_ms": float(np.median([r["load_ms"] for r in results])),
-            "peak_memory_mb": max(peaks) if peaks else None, "steady_memory_mb": max(steadies) if steadies else None}
+            "peak_memory_mb": max(peaks) if peaks else None, "steady_memory_mb": max(steadies) if steadies else None,
+            "runtime_timings": _runtime_timings([r.get("runtime_timings") for r in results])}
+
+
+def _runtime_timings(per_process: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The runtime's own counters (llama.cpp's llama_perf_context) summed over the processes' timed
+    generations, with the tokens per second they give (llama-bench's pp and tg)."""
+    found = [t for t in per_process if t]
+    if not found:
+        return None
+    total = {key: sum(t[key] for t in found) for key in ("prompt_eval_ms", "prompt_tokens", "eval_ms", "eval_tokens")}
+    return {"source": found[0]["source"], **total,
+            "prompt_tokens_per_s": total["prompt_tokens"] / total["prompt_eval_ms"] * 1000 if total["prompt_eval_ms"] else None,
+            "eval_tokens_per_s": total["eval_tokens"] / total["eval_ms"] * 1000 if total["eval_ms"] else None}
 
 
 def context_lengths(start: int, cap: int) -> list[int]:

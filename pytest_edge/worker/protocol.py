@@ -25,7 +25,8 @@ import numpy as np
 
 from ..errors import BackendError
 
-PROTOCOL_VERSION = 3  # 2: Load.external (an .onnx's external data files on a device); 3: Load.shapes an InputShapes
+PROTOCOL_VERSION = 4  # 2: Load.external (an .onnx's external data files on a device); 3: Load.shapes an InputShapes;
+# 4: Load.decoder, Generate, MeasureGeneration (decoder LLMs)
 MAGIC = b"PEDG"
 _PREFIX = struct.Struct("<4sHI")
 MAX_HEADER_BYTES = 16 * 2**20
@@ -59,6 +60,33 @@ class Load(Request):
     with_coverage: bool = True
     # On a device: the external data files of an .onnx, by location, as content names in its cache.
     external: dict[str, str] = field(default_factory=dict)
+    # A decoder LLM's configuration (backends.decoder_config.LlmConfig's fields): the artifact is opened as a
+    # decoder (Backend.open_decoder), not as a tensor model; Generate and MeasureGeneration run it.
+    decoder: dict[str, Any] | None = None
+
+
+@dataclass
+class Generate(Request):
+    """Greedy decoding of ``new_tokens`` after ``prompt`` on the decoder loaded under ``key``: the
+    tokens, the logits the first was chosen from, the prefill and per-token times."""
+
+    op: ClassVar[str] = "generate"
+    key: str
+    prompt: list[int]
+    new_tokens: int
+
+
+@dataclass
+class MeasureGeneration(Request):
+    """``warmup`` discarded generations, then ``runs`` timed ones (TTFT and TPOT samples), and the
+    memory the decoder took over this process's baseline (a fresh measuring worker)."""
+
+    op: ClassVar[str] = "measure_generation"
+    key: str
+    prompt: list[int]
+    new_tokens: int
+    warmup: int
+    runs: int
 
 
 @dataclass
@@ -139,7 +167,7 @@ class Exit(Request):
 
 
 REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure, Count, ReadIntermediates, Start, Has, Put,
-                                                                Ping, Exit)}
+                                                                Ping, Exit, Generate, MeasureGeneration)}
 
 
 def request_json(request: Request) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backends import InputShapes, LoadedModel, get_backend
+from ..backends import Decoder, InputShapes, LoadedModel, get_backend
 from ..external_data import location_problem
 from ..files import atomic_write
 from ..qemu_device import EMULATED_ENV
@@ -54,6 +54,7 @@ class WorkerServer:
         # memory (50 000 runs of a list of ints are ~2 MB).
         self._samples = array("q", bytes(8 * MAX_RUNS))
         self.models: dict[str, LoadedModel] = {}
+        self.decoders: dict[str, Decoder] = {}
         self.first_inference_ms: dict[str, float | None] = {}
         self.load_peak_mb: dict[str, float | None] = {}
         self.load_base_mb: dict[str, float | None] = {}
@@ -63,9 +64,11 @@ class WorkerServer:
         return getattr(self, f"op_{request.op}")(**{f.name: getattr(request, f.name) for f in fields(request)})
 
     def op_load(self, key: str, path: str, threads: int | None, shapes: dict,
-                with_coverage: bool = True, external: dict | None = None) -> dict[str, Any]:
-        """Load and describe a model. A measuring worker skips coverage: reading a .pte's program in
-        Python would leave its allocations in the RSS that the memory figures start from."""
+                with_coverage: bool = True, external: dict | None = None,
+                decoder: dict | None = None) -> dict[str, Any]:
+        """Load and describe a model (a decoder LLM where ``decoder`` gives its configuration). A
+        measuring worker skips coverage: reading a .pte's program in Python would leave its
+        allocations in the RSS that the memory figures start from."""
         if self.cache_dir is not None:
             path = str(self._cached(path))
             if not Path(path).is_file():
@@ -75,16 +78,25 @@ class WorkerServer:
         reset = timing.reset_hwm()
         base = timing.rss_mb()
         start = time.perf_counter_ns()
-        model = self.backend.load(Path(path), threads=threads, shapes=InputShapes.from_json(shapes))
+        if decoder is not None:
+            from ..backends.decoder_config import LlmConfig
+
+            model: Any = self.backend.open_decoder(Path(path), LlmConfig(**decoder), threads or 1)
+        else:
+            model = self.backend.load(Path(path), threads=threads, shapes=InputShapes.from_json(shapes))
         load_ms = (time.perf_counter_ns() - start) / 1e6
         # A peak over the baseline means something only if the high-water mark was reset, or this
         # is the first model of a fresh process.
         trusted = reset or self.loads == 0
         self.loads += 1
-        self.models[key] = model
         self.first_inference_ms[key] = None
         self.load_base_mb[key] = base if trusted else None
         self.load_peak_mb[key] = timing.hwm_mb() if trusted else None
+        if decoder is not None:
+            self.decoders[key] = model
+            return {"load_ms": load_ms, "runtime": {"name": self.backend.distribution,
+                                                    "version": self.backend.runtime_version()}}
+        self.models[key] = model
         coverage = model.coverage() if with_coverage else None
         return {
             "inputs": [s.to_json() for s in model.inputs],
@@ -179,6 +191,35 @@ class WorkerServer:
             "power_and_temperature": sensors.window(before, after),
             "samples_ns": np.asarray(samples, dtype=np.int64),
         }
+
+    def op_generate(self, key: str, prompt: list[int], new_tokens: int) -> dict[str, Any]:
+        from ..backends.decoder import generate
+
+        return generate(self.decoders[key], prompt, new_tokens).to_reply()
+
+    def op_measure_generation(self, key: str, prompt: list[int], new_tokens: int, warmup: int,
+                              runs: int) -> dict[str, Any]:
+        """TTFT and TPOT samples of ``runs`` generations after ``warmup``; memory as op_measure's:
+        over the RSS before the decoder was loaded, trusted in a fresh process only."""
+        from ..backends.decoder import generate
+
+        decoder = self.decoders[key]
+        for _ in range(warmup):
+            generate(decoder, prompt, new_tokens)
+        decoder.reset_runtime_timings()
+        ttft, tpot = [], []
+        for _ in range(runs):
+            run = generate(decoder, prompt, new_tokens)
+            ttft.append(run.prefill_s)
+            tpot.extend(run.step_s)
+        base, peak, steady = self.load_base_mb[key], None, None
+        if base is not None:
+            peaks = [p for p in (self.load_peak_mb[key], timing.hwm_mb()) if p is not None]
+            peak = max(peaks) - base if peaks else None
+            rss = timing.rss_mb()
+            steady = rss - base if rss is not None else None
+        return {"ttft_s": ttft, "tpot_s": tpot, "peak_memory_mb": peak, "steady_memory_mb": steady,
+                "runtime_timings": decoder.runtime_timings()}
 
     def op_count(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> dict[str, Any]:
         """Counted mode (a worker under callgrind): instructions per inference of ``runs`` runs."""

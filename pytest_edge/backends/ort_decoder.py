@@ -1,0 +1,73 @@
+"""ONNX Runtime's decoder LLMs: the KV cache as graph inputs and outputs, as the field's exporters
+write it (ONNX Runtime GenAI's model builder, Hugging Face Optimum, this project's own tiny decoder).
+``input_ids`` and ``past_key_values.N.key/value`` in, ``logits`` and ``present.N.key/value`` out,
+plus ``attention_mask`` and ``position_ids`` where the graph declares them (fed as a full mask and
+the next positions). Inputs are fed by name; the cache lives in NumPy."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import BackendError
+from .decoder import Decoder, not_a_decoder
+
+# The KV-cache names of the field's ONNX decoder exports: ONNX Runtime GenAI's model builder and
+# Hugging Face Optimum both write past_key_values.N.key/value in and present.N.key/value out.
+_PAST = re.compile(r"past_key_values\.(\d+)\.(key|value)$")
+_PRESENT = re.compile(r"present\.(\d+)\.(key|value)$")
+_ORT_FLOATS = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+
+
+class OrtDecoder(Decoder):
+    def __init__(self, path: Path, config: Any, threads: int, backend: str = "onnxruntime-cpu") -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        try:
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own classes
+            raise BackendError(f"{path} ({backend}): cannot load: {exc}") from None
+        self.config = config
+        inputs = {i.name: i for i in self.session.get_inputs()}
+        outputs = [o.name for o in self.session.get_outputs()]
+        self.past_names = [n for n in inputs if _PAST.match(n)]
+        present = {_PRESENT.match(n).groups(): i for i, n in enumerate(outputs) if _PRESENT.match(n)}
+        layers = sorted({int(_PAST.match(n).group(1)) for n in self.past_names})
+        # Each past input's present output, by layer and key/value (the builder lists keys, then values).
+        self.present_index = [present.get(_PAST.match(n).groups()) for n in self.past_names]
+        extra = sorted(set(inputs) - {"input_ids", "attention_mask", "position_ids", *self.past_names})
+        if ("input_ids" not in inputs or "logits" not in outputs or not self.past_names or extra
+                or None in self.present_index or layers != list(range(config.n_layers))):
+            expected = ("inputs input_ids, [attention_mask], [position_ids], past_key_values.N.key/value for "
+                        f"N in 0..{config.n_layers - 1} (n_layers from {config.source or 'the configuration'}); "
+                        "outputs logits, present.N.key/value")
+            raise not_a_decoder(path, backend, expected, f"inputs {list(inputs)} and outputs {outputs}")
+        self.logits_index = outputs.index("logits")
+        self.feeds_mask, self.feeds_positions = "attention_mask" in inputs, "position_ids" in inputs
+        self.cache_dtype = _ORT_FLOATS.get(inputs[self.past_names[0]].type, np.float32)
+        self.reset()
+
+    def reset(self) -> None:
+        c = self.config
+        empty = np.zeros((1, c.n_kv_heads, 0, c.head_dim), self.cache_dtype)
+        self.past = dict.fromkeys(self.past_names, empty)
+        self.position = 0
+
+    def step(self, ids: Sequence[int]) -> np.ndarray:
+        feeds: dict[str, np.ndarray] = {"input_ids": np.asarray([ids], np.int64), **self.past}
+        total = self.position + len(ids)
+        if self.feeds_mask:
+            feeds["attention_mask"] = np.ones((1, total), np.int64)
+        if self.feeds_positions:
+            feeds["position_ids"] = np.arange(self.position, total, dtype=np.int64)[None]
+        out = self.session.run(None, feeds)
+        self.past = {name: out[i] for name, i in zip(self.past_names, self.present_index)}
+        self.position = total
+        return np.asarray(out[self.logits_index][0, -1], np.float32)
