@@ -202,29 +202,35 @@ def test_gguf_metadata_is_read_without_llama_cpp(tmp_path: Path) -> None:
         assert name in str(info.value)
 
 
+def _quantized_project(pytester: pytest.Pytester, quantized: list[str], element_wise: list[str]) -> None:
+    """The builder's float export as models/decoder and two tests of it: one judging ``quantized``
+    backends by token agreement and logits cosine (logits_atol=None), one judging ``element_wise``
+    ones element-wise (logits_atol=1e-5), which a quantized build fails."""
+    shutil.copytree(LLM / "genai_llama", pytester.path / "models" / "decoder")
+    greedy = json.loads((LLM / "genai_llama" / "pytorch_greedy.json").read_text())
+    pytester.makepyfile(test_builds=f"""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
+                              backends={quantized!r}, min_token_agreement=0.5, logits_atol=None, logits_cosine=0.99)
+        def test_quantized(edge_llm):
+            pass
+
+        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
+                              backends={element_wise!r}, logits_atol=1e-5)
+        def test_element_wise(edge_llm):
+            pass
+    """)
+
+
 @LLAMA_CPP
 def test_a_q8_0_gguf_is_judged_by_token_agreement_and_logits_cosine(pytester: pytest.Pytester) -> None:
     """llama.cpp's converter with --outtype q8_0 (8-bit blocks, as users quantize for a device) of
     the same weights, beside the builder's float ONNX export: judged against ONNX Runtime's float
     golden by token agreement and the first step's logits cosine, not element-wise; the record
     keeps both figures. Element-wise (the default logits_atol) it fails, naming the figure."""
-    shutil.copytree(LLM / "genai_llama", pytester.path / "models" / "decoder")
+    _quantized_project(pytester, ["onnxruntime-cpu", "llama.cpp"], ["llama.cpp"])
     shutil.copy(LLM / "gguf_llama_q8" / "model.gguf", pytester.path / "models" / "decoder" / "model.gguf")
-    greedy = json.loads((LLM / "genai_llama" / "pytorch_greedy.json").read_text())
-    pytester.makepyfile(test_q8=f"""
-        import pytest
-
-        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
-                              backends=["onnxruntime-cpu", "llama.cpp"], min_token_agreement=0.5,
-                              logits_atol=None, logits_cosine=0.99)
-        def test_quantized(edge_llm):
-            pass
-
-        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
-                              backends=["llama.cpp"], logits_atol=1e-5)
-        def test_element_wise(edge_llm):
-            pass
-    """)
     from pytest_edge.llm.gguf import read_metadata
 
     assert read_metadata(LLM / "gguf_llama_q8" / "model.gguf")["general.file_type"] == 7  # LLAMA_FTYPE_MOSTLY_Q8_0
@@ -250,22 +256,7 @@ def test_an_int8_onnx_build_is_judged_against_the_float_golden(pytester: pytest.
     int8 = onnx.load(str(LLM / "genai_llama_int8" / "model.onnx"), load_external_data=False)
     quantized_ops = [n for n in int8.graph.node if n.op_type == "MatMulNBits"]
     assert quantized_ops and all(a.i == 8 for n in quantized_ops for a in n.attribute if a.name == "bits")
-    shutil.copytree(LLM / "genai_llama", pytester.path / "models" / "decoder")
-    greedy = json.loads((LLM / "genai_llama" / "pytorch_greedy.json").read_text())
-    pytester.makepyfile(test_int8=f"""
-        import pytest
-
-        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
-                              backends=["onnxruntime-cpu"], min_token_agreement=0.5, logits_atol=None,
-                              logits_cosine=0.99)
-        def test_quantized(edge_llm):
-            pass
-
-        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
-                              backends=["onnxruntime-cpu"], logits_atol=1e-5)
-        def test_element_wise(edge_llm):
-            pass
-    """)
+    _quantized_project(pytester, ["onnxruntime-cpu"], ["onnxruntime-cpu"])
     pytester.runpytest_subprocess("--edge-update-golden", "-k", "quantized").assert_outcomes(passed=1)
     for file in ("model.onnx", "model.onnx.data"):
         shutil.copy(LLM / "genai_llama_int8" / file, pytester.path / "models" / "decoder" / file)
@@ -273,7 +264,7 @@ def test_an_int8_onnx_build_is_judged_against_the_float_golden(pytester: pytest.
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: prompt * first-step logits max |Δ| 0.0* > logits_atol 1e-05*"])
     (quantized,) = [r["accuracy"] for r in json.loads((pytester.path / "r.json").read_text())["records"]
-                    if "test_quantized" in r["test"]]
+                    if "::test_quantized[" in r["test"]]
     # 8-bit weights: the same greedy tokens, logits close in direction (measured: 1.0, 0.99994, 5.2e-3).
     assert quantized["reference"] == "onnxruntime-cpu" and quantized["token_agreement"] == 1.0
     assert quantized["cosine"] > 0.999 and 1e-4 < quantized["max_abs_err"] < 0.05, quantized

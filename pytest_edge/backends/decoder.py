@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import BackendError
+from .base import Backend, LoadedModel, LoadShapes
 
 
 class Decoder(ABC):
@@ -76,3 +77,17 @@ def generate(decoder: Decoder, prompt: Sequence[int], new_tokens: int,
         result.step_s.append(clock() - start)
         result.tokens.append(token)
     return result
+
+
+class DecoderOnlyBackend(Backend):
+    """A runtime of decoder LLMs only (llama.cpp, ONNX Runtime GenAI): registered like every
+    runtime, left out of edge tests and tensor goldens (``runs_tensors``), and a clear error where a
+    tensor model is asked of it anyway."""
+
+    decodes = True
+    runs_tensors = False
+    has_delegate = False
+    kind = "runs decoder LLMs"
+
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
+        raise BackendError(f"{path} ({self.name}): {self.kind} (edge_llm), not tensor models")

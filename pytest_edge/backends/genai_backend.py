@@ -13,8 +13,8 @@ import numpy as np
 
 from ..errors import BackendError
 from .decoder_config import GENAI_CONFIG, genai_decoder
-from .base import Backend, LoadedModel, LoadShapes
-from .decoder import Decoder
+from .base import Backend
+from .decoder import Decoder, DecoderOnlyBackend
 
 
 class GenAIDecoder(Decoder):
@@ -45,14 +45,12 @@ class GenAIDecoder(Decoder):
         return np.asarray(self.generator.get_logits(), np.float32).reshape(-1, self.config.vocab_size)[-1].copy()
 
 
-class GenAIBackend(Backend):
+class GenAIBackend(DecoderOnlyBackend):
     name = "onnxruntime-genai"
     suffix = ".onnx"
     runtime_module = "onnxruntime_genai"
     distribution = "onnxruntime-genai"
-    has_delegate = False
-    decodes = True
-    runs_tensors = False
+    kind = "ONNX Runtime GenAI runs decoder LLMs"
     kv_cache = "the generator's own (genai_config.json: past_present_share_buffer)"
 
     def decoder_refuses(self, artifact: Path) -> str | None:
@@ -63,9 +61,6 @@ class GenAIBackend(Backend):
 
     def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
         return GenAIDecoder(path, config, threads, self.name)
-
-    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
-        raise BackendError(f"{path} ({self.name}): ONNX Runtime GenAI runs decoder LLMs (edge_llm), not tensor models")
 
 
 def backends() -> list[Backend]:

@@ -11,8 +11,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, LoadedModel, LoadShapes
-from .decoder import Decoder
+from .base import Backend
+from .decoder import Decoder, DecoderOnlyBackend
 
 
 class LlamaCppDecoder(Decoder):
@@ -50,21 +50,16 @@ class LlamaCppDecoder(Decoder):
         return np.ctypeslib.as_array(logits, shape=(self.config.vocab_size,)).astype(np.float32).copy()
 
 
-class LlamaCppBackend(Backend):
+class LlamaCppBackend(DecoderOnlyBackend):
     name = "llama.cpp"
     suffix = ".gguf"
     runtime_module = "llama_cpp"
     distribution = "llama-cpp-python"
-    has_delegate = False
-    decodes = True
-    runs_tensors = False
+    kind = "llama.cpp runs decoder LLMs"
     kv_cache = "llama.cpp's own (float16 K and V for n_ctx positions, allocated at load)"
 
     def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
         return LlamaCppDecoder(path, config, threads, self.name)
-
-    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
-        raise BackendError(f"{path} ({self.name}): llama.cpp runs decoder LLMs (edge_llm), not tensor models")
 
 
 def backends() -> list[Backend]:
