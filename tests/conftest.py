@@ -33,7 +33,7 @@ def models(pytester: pytest.Pytester) -> Path:
 
 NOOPT_BACKEND = """\
 import onnxruntime as ort
-from pytest_edge.backends.ort_backend import OrtBackend, OrtModel
+from pytest_edge.backends.onnxruntime.backend import OrtBackend, OrtModel
 
 class NoOptBackend(OrtBackend):
     def __init__(self):

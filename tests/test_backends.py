@@ -14,7 +14,7 @@ from edge_helpers import FIXTURES
 
 from pytest_edge.backends import all_backends, get_backend
 from pytest_edge.errors import BackendError
-from pytest_edge.backends.pte_coverage import pte_coverage
+from pytest_edge.backends.executorch.coverage import pte_coverage
 from pytest_edge.errors import BackendCrash, BackendError
 from pytest_edge.worker import BackendWorker, WorkerServer
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_edge.backends import TensorSpec, get_backend
-from pytest_edge.backends.executorch_backend import explain_error
+from pytest_edge.backends.executorch.backend import explain_error
 from pytest_edge.compare import compare_output, needed_tolerances
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.golden.store import tidy_leftovers

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_edge.backends import Coverage
-from pytest_edge.backends.litert_backend import delegate_coverage
+from pytest_edge.backends.litert.backend import delegate_coverage
 from pytest_edge.checks import (
     check_coverage,
     check_drift,

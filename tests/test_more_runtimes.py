@@ -211,7 +211,7 @@ def test_ncnn_fp16_is_its_default_options_and_vulkan_needs_a_device() -> None:
     # ncnn's defaults store activations in fp16 where the CPU can (x86: F16C): close, not float32-close.
     assert diff < 0.05, f"ncnn-fp16: max |diff| {diff:g}"
     assert get_backend("ncnn-fp16").reference_sibling == "ncnn"
-    from pytest_edge.backends.ncnn_backend import vulkan_devices
+    from pytest_edge.backends.ncnn.backend import vulkan_devices
 
     reason = get_backend("ncnn-vulkan").unavailable_reason()
     assert (reason is None) == (vulkan_devices() > 0)

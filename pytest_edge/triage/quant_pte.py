@@ -1,6 +1,6 @@
 """``pytest-edge triage quant`` for ExecuTorch: a float ``.pte`` against its int8 ``.pte`` (PT2E:
 ``quantize_per_tensor``/``dequantize_per_tensor`` around each op), both run with ETDump and a debug
-buffer (backends/executorch_etdump.py), which logs every KernelCall's output.
+buffer (backends/executorch/etdump.py), which logs every KernelCall's output.
 
 A ``.pte`` has no tensor names, so operators are matched by kind, in execution order: the float
 program's kernel calls against the quantized program's, leaving out the quantized program's own
@@ -44,7 +44,7 @@ class PteProgram:
     def __init__(self, path: Path) -> None:
         try:
             import executorch.kernels.quantized  # noqa: F401 - registers quantize/dequantize kernels
-            from ..backends.executorch_backend import ExecuTorchModel
+            from ..backends.executorch.backend import ExecuTorchModel
         except ImportError as exc:
             raise BackendError(f"triage quant of .pte models needs executorch ({exc})") from exc
         if not path.is_file():
@@ -53,7 +53,7 @@ class PteProgram:
         self.specs = ExecuTorchModel(self.data, path).inputs
 
     def events(self, case: Mapping[str, np.ndarray], where: str) -> list[dict[str, Any]]:
-        from ..backends.executorch_etdump import etdump_intermediates
+        from ..backends.executorch.etdump import etdump_intermediates
 
         names = list(case)
         if len(names) != len(self.specs):

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.litert_backend import installed_runtime
+from ..backends.litert.backend import installed_runtime
 from ..errors import BackendError
 from .quant_numbers import QuantParams
 

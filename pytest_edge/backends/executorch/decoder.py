@@ -10,8 +10,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import BackendError
-from .decoder import Decoder, not_a_decoder
+from ...errors import BackendError
+from ..decoder import Decoder, not_a_decoder
 
 
 class ExecuTorchDecoder(Decoder):

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..metrics import max_abs_diff
-from .base import Intermediates
-from .ort_session import new_session
+from ...metrics import max_abs_diff
+from ..base import Intermediates
+from .session import new_session
 
 # Limits that keep the per-node triage well inside a worker request's time (edge_timeout).
 SOLO_BUDGET_S = 30.0  # sessions that expose one tensor at a time (see node_intermediates)

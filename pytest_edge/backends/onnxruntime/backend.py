@@ -12,10 +12,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import BackendError
-from .base import Backend, Coverage, Intermediates, LoadedModel, LoadShapes, TensorSpec, file_head, unusable_artifact
-from .decoder import Decoder
-from .ort_session import new_session
+from ...errors import BackendError
+from ..base import Backend, Coverage, Intermediates, LoadedModel, LoadShapes, TensorSpec, file_head, unusable_artifact
+from ..decoder import Decoder
+from .session import new_session
 
 # Providers that do not run the model on this machine's hardware.
 _NOT_LOCAL = {"AzureExecutionProvider"}
@@ -64,7 +64,7 @@ class OrtModel(LoadedModel):
         computes it, with ORT_DISABLE_ALL's and onnx.reference's values: see node_intermediates."""
         if self.path is None:
             return None
-        from .ort_intermediates import node_intermediates  # only on a mismatch
+        from .intermediates import node_intermediates  # only on a mismatch
 
         final = dict(zip((s.name for s in self.outputs), self.run(feeds)))
         level = self.session.get_session_options().graph_optimization_level
@@ -113,7 +113,7 @@ class OrtBackend(Backend):
         self.reference_sibling = None if cpu else "onnxruntime-cpu"
         # The CPU EP runs the graph as exported, with no delegate: the default golden recorder.
         self.reference_priority = 0 if cpu else None
-        self.decodes = cpu  # decoder LLMs with the KV cache as graph inputs/outputs (ort_decoder)
+        self.decodes = cpu  # decoder LLMs with the KV cache as graph inputs/outputs (onnxruntime/decoder.py)
         self.kv_cache = "dynamic (past/present grow with the context)" if cpu else None
 
     @classmethod
@@ -125,7 +125,7 @@ class OrtBackend(Backend):
         return cls(provider) if provider else None
 
     def predicted_coverage(self, artifact: Path, target: str) -> Coverage | None:
-        from .ort_predict import predicted_coverage
+        from .predict import predicted_coverage
 
         return predicted_coverage(artifact, target, self.name)
 
@@ -138,7 +138,7 @@ class OrtBackend(Backend):
         return None
 
     def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
-        from .ort_decoder import OrtDecoder
+        from .decoder import OrtDecoder
 
         if not self.decodes:
             return super().open_decoder(path, config, threads)

@@ -11,10 +11,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import BackendError
-from .decoder_config import GENAI_CONFIG, genai_decoder
-from .base import Backend
-from .decoder import Decoder, DecoderOnlyBackend
+from ...errors import BackendError
+from ..decoder_config import GENAI_CONFIG, genai_decoder
+from ..base import Backend
+from ..decoder import Decoder, DecoderOnlyBackend
 
 
 class GenAIDecoder(Decoder):

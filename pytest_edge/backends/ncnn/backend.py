@@ -27,10 +27,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import BackendError, DoesNotConvert
-from .base import (Backend, Coverage, InputShapes, LoadedModel, LoadShapes, Shape, TensorSpec, oversized_input,
+from ...errors import BackendError, DoesNotConvert
+from ..base import (Backend, Coverage, InputShapes, LoadedModel, LoadShapes, Shape, TensorSpec, oversized_input,
                    unusable_artifact)
-from .native_output import native_stderr
+from ..native_output import native_stderr
 
 _VARIANTS = ("ncnn", "ncnn-fp16", "ncnn-vulkan")
 

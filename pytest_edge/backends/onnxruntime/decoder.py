@@ -12,8 +12,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import BackendError
-from .decoder import Decoder, not_a_decoder
+from ...errors import BackendError
+from ..decoder import Decoder, not_a_decoder
 
 # The KV-cache names of the field's ONNX decoder exports: ONNX Runtime GenAI's model builder and
 # Hugging Face Optimum both write past_key_values.N.key/value in and present.N.key/value out.

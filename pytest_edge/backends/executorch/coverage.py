@@ -15,7 +15,7 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
-from .base import Coverage
+from ..base import Coverage
 
 _XNN_MAGIC = b"XH00"
 

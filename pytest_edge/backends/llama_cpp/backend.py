@@ -10,9 +10,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import BackendError
-from .base import Backend
-from .decoder import Decoder, DecoderOnlyBackend
+from ...errors import BackendError
+from ..base import Backend
+from ..decoder import Decoder, DecoderOnlyBackend
 
 
 class LlamaCppDecoder(Decoder):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from ..errors import BackendError
-from .base import Coverage
+from ...errors import BackendError
+from ..base import Coverage
 
 _TARGETS = {"nnapi": "NnapiExecutionProvider", "coreml": "CoreMLExecutionProvider"}
 

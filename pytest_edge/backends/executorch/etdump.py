@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .base import Intermediates
-from .executorch_dtypes import INTERMEDIATE_TYPES
+from ..base import Intermediates
+from .dtypes import INTERMEDIATE_TYPES
 
 # ---------------------------------------------------------------- intermediates through ETDump
 #

@@ -11,10 +11,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import BackendError
-from .base import Backend, Coverage, Intermediates, LoadedModel, LoadShapes, TensorSpec, unusable_artifact
-from .decoder import Decoder
-from .executorch_dtypes import SCALAR_TYPES
+from ...errors import BackendError
+from ..base import Backend, Coverage, Intermediates, LoadedModel, LoadShapes, TensorSpec, unusable_artifact
+from ..decoder import Decoder
+from .dtypes import SCALAR_TYPES
 
 # executorch::runtime::Error (runtime/core/error.h of executorch 1.5), whose codes the Python
 # bindings print in hex ("Failed to load program, error: 0x:23"): name and documented meaning.
@@ -165,7 +165,7 @@ class ExecuTorchModel(LoadedModel):
 
     def coverage(self) -> Coverage | None:
         if self._coverage is None:
-            from .pte_coverage import pte_coverage
+            from .coverage import pte_coverage
 
             self._coverage = pte_coverage(self._data)
         return self._coverage
@@ -176,7 +176,7 @@ class ExecuTorchModel(LoadedModel):
 
     def intermediates(self, feeds: Sequence[np.ndarray]) -> Intermediates | None:
         """One run of this .pte with ETDump and a debug buffer: see etdump_intermediates."""
-        from .executorch_etdump import etdump_intermediates  # only on a mismatch
+        from .etdump import etdump_intermediates  # only on a mismatch
 
         return etdump_intermediates(self._data, feeds)
 
@@ -189,11 +189,11 @@ class ExecuTorchBackend(Backend):
     distribution = "executorch"
     # No delegate-free sibling: triage re-runs the .pte with ETDump (triage.etdump).
     triage_method = "etdump"
-    decodes = True  # ExecuTorch's LLM export (executorch_decoder)
+    decodes = True  # ExecuTorch's LLM export (executorch/decoder.py)
     kv_cache = "static (mutable buffers of max_context positions, allocated at load)"
 
     def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
-        from .executorch_decoder import ExecuTorchDecoder
+        from .decoder import ExecuTorchDecoder
 
         if threads:
             from executorch.extension.pybindings import portable_lib

@@ -1,0 +1,1 @@
+"""ExecuTorch: .pte programs, their delegate coverage, ETDump intermediates, its LLM export."""

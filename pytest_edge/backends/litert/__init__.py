@@ -1,0 +1,1 @@
+"""LiteRT (ai-edge-litert or tflite-runtime): .tflite with and without the XNNPACK delegate."""

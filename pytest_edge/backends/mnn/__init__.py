@@ -1,0 +1,1 @@
+"""MNN: .mnn from mnnconvert, CPU and GPU forward types."""

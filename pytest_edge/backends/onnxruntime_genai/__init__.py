@@ -1,0 +1,1 @@
+"""ONNX Runtime GenAI: model builder folders run by its own generator (decoders only)."""

@@ -1,0 +1,1 @@
+"""OpenVINO: IR, ONNX and .tflite on the CPU plugin, reduced-precision variants."""
