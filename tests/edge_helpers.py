@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_edge.backends import all_backends, get_backend
+from pytest_edge.backends import all_backends, get_backend, tensor_backends
 from pytest_edge.files import sha256_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ def onnx_only_outcomes() -> dict[str, int]:
     """A model with only a .onnx, on every registered backend: ONNX Runtime and, where installed,
     OpenVINO (which reads .onnx) run it; every other backend is skipped with its reason."""
     runs = 1 + installed("openvino")
-    return {"passed": runs, "skipped": len(all_backends()) - runs}
+    return {"passed": runs, "skipped": len(tensor_backends()) - runs}
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -9,7 +9,7 @@ import pytest
 
 from edge_helpers import installed, needs_executorch, run_cli
 
-from pytest_edge.backends import all_backends
+from pytest_edge.backends import tensor_backends
 from pytest_edge.cli import main
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -26,7 +26,7 @@ def test_inspect_prints_the_numbers_of_the_report(pytester: pytest.Pytester, mod
     # Every installed backend that reads tiny_cnn's .onnx, .tflite or .pte (OpenVINO too where installed).
     passed = sum(map(installed, ("onnxruntime-cpu", "litert", "litert-ref", "executorch", "openvino")))
     pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json").assert_outcomes(
-        passed=passed, skipped=len(all_backends()) - passed)
+        passed=passed, skipped=len(tensor_backends()) - passed)
     records = json.loads((pytester.path / "r.json").read_text())["records"]
     # No --model-dir: inspect reads edge_model_dirs from the project's ini file, as pytest does,
     # also from a subfolder (the rootdir is found the way pytest finds it).

@@ -484,7 +484,7 @@ def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> No
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: P50 latency * ms (geometric mean of 6 process P50s; pooled over the runs, as in "
                                  "the table: * ms) is +*% "
                                  "against the baseline * ms (allowed +10%; *); measured twice in fresh processes: "
-                                 "+*%, then +*%"])
+                                 "+*%, then +*% (CPU probe *%, fastest runs *% over 6 processes)"])
     slow = _scaled(base, 1000)
     slow["records"][0]["peak_memory_mb"] = 1e6
     (pytester.path / "slow.json").write_text(json.dumps(slow))
