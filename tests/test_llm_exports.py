@@ -184,7 +184,7 @@ def test_one_network_as_onnx_and_gguf_agrees_across_runtimes(pytester: pytest.Py
 
 
 def test_gguf_metadata_is_read_without_llama_cpp(tmp_path: Path) -> None:
-    from pytest_edge.llm.gguf import from_gguf, read_metadata
+    from pytest_edge.backends.llama_cpp.gguf import from_gguf, read_metadata
 
     config = from_gguf(LLM / "gguf_llama" / "model.gguf")
     assert (config.n_layers, config.n_heads, config.n_kv_heads, config.head_dim) == (2, 4, 2, 16)
@@ -231,7 +231,7 @@ def test_a_q8_0_gguf_is_judged_by_token_agreement_and_logits_cosine(pytester: py
     keeps both figures. Element-wise (the default logits_atol) it fails, naming the figure."""
     _quantized_project(pytester, ["onnxruntime-cpu", "llama.cpp"], ["llama.cpp"])
     shutil.copy(LLM / "gguf_llama_q8" / "model.gguf", pytester.path / "models" / "decoder" / "model.gguf")
-    from pytest_edge.llm.gguf import read_metadata
+    from pytest_edge.backends.llama_cpp.gguf import read_metadata
 
     assert read_metadata(LLM / "gguf_llama_q8" / "model.gguf")["general.file_type"] == 7  # LLAMA_FTYPE_MOSTLY_Q8_0
     pytester.runpytest_subprocess("--edge-update-golden", "-k", "quantized").assert_outcomes(passed=2)

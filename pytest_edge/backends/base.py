@@ -374,6 +374,11 @@ class Backend(ABC):
         BackendError naming the file and the convention expected where it is not one."""
         raise BackendError(f"{path} ({self.name}): this runtime runs no decoder LLMs here")
 
+    def decoder_config(self, artifact: Path) -> Any:
+        """The decoder configuration (a decoder_config.LlmConfig) ``artifact`` carries inside, read
+        without loading it (a GGUF's metadata); None where the format carries none."""
+        return None
+
     def decoder_refuses(self, artifact: Path) -> str | None:
         """Why this runtime cannot take ``artifact`` (of its suffix) as a decoder, read without
         loading it; None where it can."""

@@ -25,7 +25,6 @@ from ..worker.pool import WorkerPool
 from ..worker.protocol import Generate, Load
 from . import gate, probe
 from ..backends.decoder_config import GENAI_CONFIG, LlmConfig, genai_decoder, read_config
-from .gguf import from_gguf
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec
 from .metrics import budget_messages, logits_figures, logits_messages, timing_figures, token_agreement, token_message
@@ -114,13 +113,23 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path]) -> Model:
     return resolve_model(spec, dirs, suffixes)
 
 
+def _carried(artifact: Path) -> LlmConfig | None:
+    """The configuration an artifact carries inside (a GGUF's metadata), as its runtime reads it."""
+    for backend in decoder_backends().values():
+        if artifact.name.endswith(backend.suffix):
+            found = backend.decoder_config(artifact)
+            if found is not None:
+                return found
+    return None
+
+
 def config_of(model: Model) -> LlmConfig:
     """The decoder configuration its exporter wrote with one of the model's artifacts (the first that
     has one: config.read_config's order); none: the error of the first, naming what was looked for."""
     first: EdgeUsageError | None = None
     for path in model.artifacts.values():
         try:
-            return read_config(path, metadata=from_gguf)  # a GGUF carries its configuration inside
+            return read_config(path, metadata=_carried)
         except EdgeUsageError as exc:
             first = first or exc
     assert first is not None, model

@@ -58,6 +58,11 @@ class LlamaCppBackend(DecoderOnlyBackend):
     kind = "llama.cpp runs decoder LLMs"
     kv_cache = "llama.cpp's own (float16 K and V for n_ctx positions, allocated at load)"
 
+    def decoder_config(self, artifact: Path) -> Any:
+        from .gguf import from_gguf
+
+        return from_gguf(artifact)
+
     def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
         return LlamaCppDecoder(path, config, threads, self.name)
 

@@ -14,8 +14,8 @@ import struct
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import EdgeUsageError
-from ..backends.decoder_config import LlmConfig, _checked
+from ...errors import EdgeUsageError
+from ..decoder_config import LlmConfig, _checked
 
 MAGIC = b"GGUF"
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
