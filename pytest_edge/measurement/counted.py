@@ -4,10 +4,9 @@ in fresh processes (docs/measurement.md, "Counted mode"). Pure logic, no pytest.
 A count does not depend on load, frequency or the host's other guests: two processes of the same
 model agree to about 0.01 % (each process's figure is its median run, see
 :func:`pytest_edge.worker.callgrind.count_runs`). So the gate needs no significance test and, where
-each side's processes agree within :data:`AGREE` (one process: its runs), no second measurement: a
-growth above the threshold (default 1 %) fails at once. Where they do not agree (a runtime whose
-work depends on timing, e.g. threads that spin; a single process whose few runs differ), the
-suspect is counted again and fails only when above the threshold twice.
+each side's processes agree within :data:`AGREE`, no second measurement: a growth above the threshold (default 1 %) fails at once. Where they do not agree (a
+runtime whose work depends on timing, e.g. threads that spin), the suspect is counted again and
+fails only when above the threshold twice.
 """
 
 from __future__ import annotations
@@ -48,13 +47,6 @@ def spread(counts: Sequence[float]) -> float:
 
 
 def _agrees(counted: Mapping[str, Any]) -> bool:
-    """Whether the count is exact enough for one measurement to decide: its processes agree within
-    AGREE; a single process (``edge_count_processes = 1``, whose spread is 0 by definition) only
-    when its own runs do, since nothing else shows the count is deterministic."""
-    processes = counted.get("processes") or []
-    if len(processes) == 1:
-        run_spread = processes[0].get("run_spread") if isinstance(processes[0], Mapping) else None
-        return isinstance(run_spread, (int, float)) and run_spread <= AGREE
     return float(counted.get("spread") or 0.0) <= AGREE
 
 
