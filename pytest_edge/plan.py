@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import qemu_device
-from .backends import all_artifact_suffixes, get_backend, split_device, tensor_backends
+from .backends import Backend, all_artifact_suffixes, get_backend, split_device, tensor_backends
 from .errors import EdgeUsageError
 from .compare import resolve_tolerance
 from .marker import MarkerSpec
@@ -175,21 +175,36 @@ def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> lis
         if name in marker.skip_backends:
             continue
         backend = get_backend(name)
-        device = split_device(name)[1]
-        if device is not None and device not in settings.devices:
-            raise EdgeUsageError(f"{name}: no device {device!r} in edge_devices (known: "
-                                 f"{', '.join(settings.devices) or 'none'})")
+        device = known_device(settings, name)
         if not backend.runs_tensors:
             choices.append((name, f"{backend.name} runs decoder LLMs only (an edge_llm test), not tensor models"))
         elif backend.artifact_of(model) is None:
             choices.append((name, backend.missing_artifact(model.name)))
         else:
-            # A device's runtimes are the device's to say: its worker reports what it lacks. An
-            # emulated device's are known here (the host's versions), as is a host that cannot run one.
-            command = settings.devices.get(device, "") if device else ""
-            choices.append((name, qemu_device.unavailable_reason(command, backend.distribution, settings.device_cache)
-                            if qemu_device.is_qemu(command) else None if device else backend.unavailable_reason()))
+            choices.append((name, unavailable_on(settings, backend, device)))
     return choices
+
+
+def known_device(settings: Settings, name: str) -> str | None:
+    """The device ``BACKEND@DEVICE`` names (None: this machine); a usage error for one that is not in
+    edge_devices."""
+    device = split_device(name)[1]
+    if device is not None and device not in settings.devices:
+        raise EdgeUsageError(f"{name}: no device {device!r} in edge_devices (known: "
+                             f"{', '.join(settings.devices) or 'none'})")
+    return device
+
+
+def unavailable_on(settings: Settings, backend: Backend, device: str | None) -> str | None:
+    """Why ``backend`` cannot run on ``device`` (None: this machine) as far as this machine can tell.
+    A device's runtimes are the device's to say: its worker reports what it lacks. An emulated
+    device's are known here (the host's versions), as is a host that cannot run one."""
+    if device is None:
+        return backend.unavailable_reason()
+    command = settings.devices[device]
+    if qemu_device.is_qemu(command):
+        return qemu_device.unavailable_reason(command, backend.distribution, settings.device_cache)
+    return None
 
 
 def plans(settings: Settings, marker: MarkerSpec, model: Model, test_dir: Path) -> list[Plan]:

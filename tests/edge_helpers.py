@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_edge.backends import all_backends, get_backend, tensor_backends
+from pytest_edge.backends import get_backend, tensor_backends
 from pytest_edge.files import sha256_file
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,6 @@ import pytest
 from edge_helpers import FIXTURES
 
 from pytest_edge.backends import all_backends, get_backend
-from pytest_edge.errors import BackendError
 from pytest_edge.backends.executorch.coverage import pte_coverage
 from pytest_edge.errors import BackendCrash, BackendError
 from pytest_edge.worker import BackendWorker, WorkerServer

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_edge.worker import protocol
+from pytest_edge.worker import frames, protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -129,8 +129,8 @@ def _frame(process: subprocess.Popen, message: object) -> object:
 
     writer = Connection(os.dup(process.stdin.fileno()), readable=False)
     reader = Connection(os.dup(process.stdout.fileno()), writable=False)
-    writer.send_bytes(protocol.encode(message))
-    return protocol.decode(reader.recv_bytes())
+    writer.send_bytes(frames.encode(message))
+    return frames.decode(reader.recv_bytes())
 
 
 def test_device_worker_opens_nothing_outside_its_cache(tmp_path: Path) -> None:

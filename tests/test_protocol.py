@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from pytest_edge.worker import protocol
-from pytest_edge.worker.protocol import Load, Measure, ProtocolError, Run, decode, encode, request_from, request_json
+from pytest_edge.worker.frames import decode, encode
+from pytest_edge.worker.protocol import Load, Measure, ProtocolError, Run, request_from, request_json
 
 DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64"]
 

@@ -8,7 +8,8 @@ import importlib.metadata
 from functools import lru_cache
 
 from ..errors import UnknownBackend
-from .base import Backend, Coverage, InputShapes, Intermediates, LoadedModel, TensorSpec
+from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec
+from .shapes import InputShapes
 from .decoder import Decoder
 
 __all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorSpec", "all_backends",

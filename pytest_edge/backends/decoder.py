@@ -13,7 +13,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, LoadedModel, LoadShapes
+from .base import Backend, LoadedModel
+from .shapes import LoadShapes
 
 
 class Decoder(ABC):

@@ -11,24 +11,24 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import __version__
-from .. import qemu_device
-from ..backends import Backend, decoder_backends, get_backend, split_device
+from ..backends import decoder_backends, get_backend, split_device
+from ..backends.decoder import Generation
+from ..backends.decoder_config import GENAI_CONFIG, LlmConfig, genai_decoder, read_config
 from ..errors import EdgeUsageError, GoldenError
 from ..files import sha256_file
 from ..measurement.gate import GateResult
 from ..models import Model, resolve_model
 from ..pipeline import gate_into
+from ..plan import known_device, unavailable_on
 from ..record import Record
 from ..settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
 from ..worker.protocol import Generate, Load
 from . import gate, probe
-from ..backends.decoder_config import GENAI_CONFIG, LlmConfig, genai_decoder, read_config
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec
 from .metrics import budget_messages, logits_figures, logits_messages, timing_figures, token_agreement, token_message
-from ..backends.decoder import Generation
 from .prompts import check_prompt
 
 @dataclass(frozen=True)
@@ -53,12 +53,9 @@ def targets(spec: LlmSpec, model: Model, settings: Settings) -> list[LlmTarget]:
     selected = settings.backends
     named = [*(spec.backends or []), *spec.skip_backends, *(selected or [])]
     for name in named:
-        base, device = split_device(name)
-        if base not in registry:
+        if split_device(name)[0] not in registry:
             raise EdgeUsageError(f"edge_llm: unknown backend {name!r}; LLM backends: {', '.join(registry)}")
-        if device is not None and device not in settings.devices:
-            raise EdgeUsageError(f"edge_llm: {name}: no device {device!r} in edge_devices (known: "
-                                 f"{', '.join(settings.devices) or 'none'})")
+        known_device(settings, name)
     on_devices = [n for n in [*(spec.backends or []), *(selected or [])] if split_device(n)[1] is not None]
     found = []
     for name in dict.fromkeys([*registry, *on_devices]):
@@ -70,21 +67,10 @@ def targets(spec: LlmSpec, model: Model, settings: Settings) -> list[LlmTarget]:
         # A runtime without a runner here says so first: that is what holds it back, artifact or not.
         artifact = model.artifact(backend.suffix)
         reason = backend.decoder_why_not or (f"no {backend.suffix} artifact for {model.name}" if artifact is None else
-                                             _device_reason(settings, backend, device) or
+                                             unavailable_on(settings, backend, device) or
                                              backend.decoder_refuses(artifact))
         found.append(LlmTarget(spec, model, name, reason))
     return found
-
-
-def _device_reason(settings: Settings, backend: Backend, device: str | None) -> str | None:
-    """Why ``backend`` cannot run on ``device`` as far as this machine can tell (None for an SSH or
-    command device: its worker says what it lacks; this machine's own runtimes otherwise)."""
-    if device is None:
-        return backend.unavailable_reason()
-    command = settings.devices[device]
-    if qemu_device.is_qemu(command):
-        return qemu_device.unavailable_reason(command, backend.distribution, settings.device_cache)
-    return None
 
 
 def resolve_llm_model(spec: str, dirs: Sequence[Path]) -> Model:

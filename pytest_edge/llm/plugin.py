@@ -4,7 +4,6 @@ table and xdist merging carry them like any other."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import BackendError
+from ..measurement import timing
 from ..worker.pool import WorkerPool
 from ..worker.protocol import Load, MeasureGeneration
 from ..backends.decoder_config import LlmConfig
@@ -31,32 +32,12 @@ from ..backends.decoder_config import LlmConfig
 RESULT_PREFIX = "PYTEST_EDGE_LLM "
 
 
-def _status_mb(key: str) -> float | None:
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")  # resets VmHWM to the current RSS
-        return True
-    except OSError:
-        return False
-
-
 def _limit_address_space(limit_mb: float) -> None:
     """Let the process map at most ``limit_mb`` more than it has now (as a device with that much
     free memory would): an allocation past it fails inside the runtime, as it would there."""
     import resource
 
-    size = _status_mb("VmSize")
+    size = timing.address_space_mb()
     if size is None:
         raise RuntimeError("memory_limit_mb needs /proc/self/status (Linux)")
     limit = int((size + limit_mb) * 2**20)
@@ -73,8 +54,8 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
 
     if request.get("memory_limit_mb"):
         _limit_address_space(request["memory_limit_mb"])
-    baseline = _status_mb("VmRSS")
-    peak_reset = _reset_peak()
+    baseline = timing.rss_mb()
+    peak_reset = timing.reset_hwm()
     start = time.perf_counter()
     decoder = backend.open_decoder(artifact, config, request.get("threads", 1))
     load_ms = (time.perf_counter() - start) * 1000.0
@@ -82,7 +63,7 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
     length = request["context"]
     prompt = np.random.default_rng(length).integers(0, config.vocab_size, length - 1).tolist()
     generate(decoder, prompt, 2)  # fills length positions: the prompt, then one decode step
-    steady, peak = _status_mb("VmRSS"), _status_mb("VmHWM")
+    steady, peak = timing.rss_mb(), timing.hwm_mb()
     usable = baseline is not None and peak is not None and peak_reset
     result.update(baseline_mb=baseline, peak_memory_mb=peak - baseline if usable else None,
                   steady_memory_mb=steady - baseline if usable and steady is not None else None)

@@ -178,6 +178,12 @@ def rss_mb() -> float | None:
     return kb / _KB_PER_MB if kb is not None else None
 
 
+def address_space_mb() -> float | None:
+    """The process's mapped address space (VmSize)."""
+    kb = _status_kb("VmSize")
+    return kb / _KB_PER_MB if kb is not None else None
+
+
 def hwm_mb() -> float | None:
     """The process's peak resident set (VmHWM), which counts native allocations too."""
     kb = _status_kb("VmHWM")

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import BackendCrash, BackendError, DeviceUnreachable, DoesNotConvert
 from ..external_data import external_files
 from ..files import sha256_file
-from . import protocol
+from . import frames, protocol
 from .server import WorkerServer
 from .zygote import ForkedProcess, Zygote
 
@@ -116,7 +116,7 @@ class BackendWorker:
                 self._process.stdin.close()
                 self._process.stdout.close()
                 self._sent = set()
-                self._writer.send_bytes(protocol.encode(protocol.request_json(protocol.Start(self.backend_name))))
+                self._writer.send_bytes(frames.encode(protocol.request_json(protocol.Start(self.backend_name))))
             else:
                 # A fresh interpreter running this module, not multiprocessing's spawn: spawn
                 # re-imports the parent's __main__ (breaks under `python -`, notebooks, scripts).
@@ -208,7 +208,7 @@ class BackendWorker:
     def _exchange(self, request: protocol.Request, artifact: str | None) -> Any:
         assert self._writer is not None
         try:
-            self._writer.send_bytes(protocol.encode(protocol.request_json(request)))
+            self._writer.send_bytes(frames.encode(protocol.request_json(request)))
         except (BrokenPipeError, OSError):
             self._crashed(request.op, artifact)
         return self._receive(request.op, artifact)
@@ -218,8 +218,8 @@ class BackendWorker:
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         doing = f"to {op} {artifact}" if artifact else f"to {op}"
         try:
-            frame = protocol.read_frame(self._reader.fileno(), time.monotonic() + timeout_s)
-        except protocol.FrameTimeout:
+            frame = frames.read_frame(self._reader.fileno(), time.monotonic() + timeout_s)
+        except frames.FrameTimeout:
             self._kill()
             error = DeviceUnreachable if self.device is not None and op == "start" else BackendCrash
             raise error(f"{self.label} did not answer within {timeout_s:g} s (edge_timeout) "
@@ -232,7 +232,7 @@ class BackendWorker:
             raise error(f"{what} while trying {doing}: {exc}") from None
         except (EOFError, OSError, ConnectionResetError):
             self._crashed(op, artifact)
-        reply = protocol.decode(frame)
+        reply = frames.decode(frame)
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             raise protocol.ProtocolError(f"{self.label}: malformed reply to {op}")
         if reply["ok"]:
@@ -311,7 +311,7 @@ class BackendWorker:
     def close(self) -> None:
         if self._writer is not None:
             try:
-                self._writer.send_bytes(protocol.encode(protocol.request_json(protocol.Exit())))
+                self._writer.send_bytes(frames.encode(protocol.request_json(protocol.Exit())))
             except OSError:
                 pass
             if self._process is not None:

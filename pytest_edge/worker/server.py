@@ -30,7 +30,7 @@ from ..qemu_device import EMULATED_ENV
 from ..marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 from ..measurement import sensors, timing
 from ..sizes import runtime_package
-from . import callgrind, protocol
+from . import callgrind, frames, protocol
 
 # How this process started, for each measuring process's record: a new interpreter ("spawned"),
 # or forked by its backend's zygote ("forked", set by worker/zygote.py in the child).
@@ -169,14 +169,7 @@ class WorkerServer:
         samples = buffer[:count]
         other_cores = load.other_cores()
         after = sensors.read()  # at the end of the timed runs: "steady"
-        base = self.load_base_mb[key]
-        peak = steady = None
-        if base is not None and (reset or self.loads == 1):
-            run_peak = timing.hwm_mb()
-            peaks = [p for p in (self.load_peak_mb[key], run_peak) if p is not None]
-            peak = max(peaks) - base if peaks else None
-            rss = timing.rss_mb()
-            steady = rss - base if rss is not None else None
+        peak, steady = self._memory_over_load_base(key, trusted=reset or self.loads == 1)
         return {
             "hwm_reset": reset,
             "process_start": PROCESS_START,
@@ -191,6 +184,17 @@ class WorkerServer:
             "power_and_temperature": sensors.window(before, after),
             "samples_ns": np.asarray(samples, dtype=np.int64),
         }
+
+    def _memory_over_load_base(self, key: str, trusted: bool) -> tuple[float | None, float | None]:
+        """Peak (the load's or the runs' high-water mark, the higher) and steady memory over the RSS
+        before ``key`` was loaded, in MB; None where the load's baseline is not trusted (the
+        high-water mark could not be reset and other models came first) or ``trusted`` is False."""
+        base = self.load_base_mb[key]
+        if base is None or not trusted:
+            return None, None
+        peaks = [p for p in (self.load_peak_mb[key], timing.hwm_mb()) if p is not None]
+        rss = timing.rss_mb()
+        return (max(peaks) - base if peaks else None), (rss - base if rss is not None else None)
 
     def op_generate(self, key: str, prompt: list[int], new_tokens: int) -> dict[str, Any]:
         from ..backends.decoder import generate
@@ -212,12 +216,7 @@ class WorkerServer:
             run = generate(decoder, prompt, new_tokens)
             ttft.append(run.prefill_s)
             tpot.extend(run.step_s)
-        base, peak, steady = self.load_base_mb[key], None, None
-        if base is not None:
-            peaks = [p for p in (self.load_peak_mb[key], timing.hwm_mb()) if p is not None]
-            peak = max(peaks) - base if peaks else None
-            rss = timing.rss_mb()
-            steady = rss - base if rss is not None else None
+        peak, steady = self._memory_over_load_base(key, trusted=True)
         return {"ttft_s": ttft, "tpot_s": tpot, "peak_memory_mb": peak, "steady_memory_mb": steady,
                 "runtime_timings": decoder.runtime_timings()}
 
@@ -286,13 +285,13 @@ def serve(reader: Connection, writer: Connection, backend_name: str | None, cach
     device worker (``backend_name`` None) learns its backend from the first request, Start."""
     try:
         if backend_name is None:
-            start = protocol.request_from(protocol.decode(reader.recv_bytes(protocol.MAX_FRAME_BYTES)))
+            start = protocol.request_from(frames.decode(reader.recv_bytes(frames.MAX_FRAME_BYTES)))
             if not isinstance(start, protocol.Start):
                 raise protocol.ProtocolError(f"the first request must be start, not {start.op}")
             backend_name = start.backend
         server = WorkerServer(backend_name, cache_dir)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        writer.send_bytes(protocol.encode(protocol.failure(type(exc).__name__, str(exc))))
+        writer.send_bytes(frames.encode(protocol.failure(type(exc).__name__, str(exc))))
         return
     # A device says what it is: its machine, and the NumPy its worker runs with.
     # An emulated one (qemu:aarch64) says so too: its launcher names the emulator, and the worker
@@ -301,20 +300,20 @@ def serve(reader: Connection, writer: Connection, backend_name: str | None, cach
                **({"emulated": os.environ[EMULATED_ENV]} if os.environ.get(EMULATED_ENV) else {})} \
         if cache_dir is not None else None
     runtime = {"name": server.backend.distribution, "version": server.backend.runtime_version()}
-    writer.send_bytes(protocol.encode(protocol.hello(backend_name, machine, runtime)))
+    writer.send_bytes(frames.encode(protocol.hello(backend_name, machine, runtime)))
     while True:
         try:
-            frame = reader.recv_bytes(protocol.MAX_FRAME_BYTES)
+            frame = reader.recv_bytes(frames.MAX_FRAME_BYTES)
         except (EOFError, OSError):
             return
         try:
-            request = protocol.request_from(protocol.decode(frame))
+            request = protocol.request_from(frames.decode(frame))
             if isinstance(request, protocol.Exit):
                 return
             reply = protocol.ok(server.handle(request))
         except Exception as exc:  # noqa: BLE001 - every runtime error goes back as a message
             reply = protocol.failure(type(exc).__name__, str(exc))
-        writer.send_bytes(protocol.encode(reply))
+        writer.send_bytes(frames.encode(reply))
 
 
 def die_with_parent(parent: int | None = None) -> None:

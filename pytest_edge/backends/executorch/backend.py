@@ -12,7 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import BackendError
-from ..base import Backend, Coverage, Intermediates, LoadedModel, LoadShapes, TensorSpec, unusable_artifact
+from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
+from ..shapes import LoadShapes
 from ..decoder import Decoder
 from .dtypes import SCALAR_TYPES
 

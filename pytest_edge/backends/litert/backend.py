@@ -17,7 +17,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import BackendError
-from ..base import Backend, Coverage, InputShapes, Intermediates, LoadedModel, LoadShapes, TensorSpec, unusable_artifact
+from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
+from ..shapes import InputShapes, LoadShapes
 
 _CANDIDATES = (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"))
 _STATEFUL_OPS = {"VAR_HANDLE", "ASSIGN_VARIABLE", "READ_VARIABLE"}

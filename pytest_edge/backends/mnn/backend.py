@@ -24,7 +24,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import BackendError
-from ..base import Backend, Coverage, InputShapes, LoadShapes, LoadedModel, TensorSpec, unusable_artifact
+from ..base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from ..shapes import InputShapes, LoadShapes
 from ..native_output import native_stderr
 
 _FORWARD_TYPES = {"mnn": "CPU", "mnn-opencl": "OPENCL", "mnn-vulkan": "VULKAN"}

@@ -28,8 +28,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import BackendError, DoesNotConvert
-from ..base import (Backend, Coverage, InputShapes, LoadedModel, LoadShapes, Shape, TensorSpec, oversized_input,
-                   unusable_artifact)
+from ..base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from ..shapes import InputShapes, LoadShapes, Shape, oversized_input
 from ..native_output import native_stderr
 
 _VARIANTS = ("ncnn", "ncnn-fp16", "ncnn-vulkan")

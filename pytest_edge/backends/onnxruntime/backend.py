@@ -13,7 +13,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import BackendError
-from ..base import Backend, Coverage, Intermediates, LoadedModel, LoadShapes, TensorSpec, file_head, unusable_artifact
+from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
+from ..shapes import LoadShapes
 from ..decoder import Decoder
 from .session import new_session
 

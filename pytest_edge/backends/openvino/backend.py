@@ -23,7 +23,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import BackendError, DoesNotConvert
-from ..base import Backend, Coverage, InputShapes, Intermediates, LoadedModel, LoadShapes, TensorSpec, unusable_artifact
+from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
+from ..shapes import InputShapes, LoadShapes
 
 # Nodes that are graph plumbing rather than operations a device runs.
 _NOT_OPERATIONS = {"Parameter", "Result", "Constant"}
