@@ -74,7 +74,7 @@ class Measurer:
         return self.results[key]
 
     def _in_process(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan) -> dict[str, Any]:
-        with machine_measurement_lock(split_device(info.backend)[1] or ""):
+        with machine_measurement_lock(self.pool.board(split_device(info.backend)[1])):
             result = self.pool.request(info.backend, Measure(info.key, list(feeds), plan.warmup, plan.runs,
                                                              plan.min_time_s), info.artifact)
             result["load_ms"] = info.load_ms
@@ -162,7 +162,7 @@ def fresh_rounds(pool: WorkerPool, backend: str, artifacts: Sequence[Path], coun
     try:
         # One measurement at a time per machine: this one, or the device it runs on.
         device = split_device(backend)[1]
-        with machine_measurement_lock(device or ""):
+        with machine_measurement_lock(pool.board(device)):
             pool.settle(device)
             for workers in rounds:
                 for worker in workers:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import qemu_device
+from .devices import qemu as qemu_device
 from .backends import Backend, all_artifact_suffixes, get_backend, split_device, tensor_backends
 from .errors import EdgeUsageError
 from .compare import resolve_tolerance

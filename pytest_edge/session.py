@@ -67,7 +67,7 @@ class EdgeSession:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices,
-                               device_cache=settings.device_cache, fork=measuring_fork(settings))
+                               device_cache=settings.device_cache, fork=measuring_fork(settings), farm=settings.farm)
         self.measurer = Measurer(settings, self.pool)
         self.golden = GoldenSets(settings, self)
         self.loaded: dict[str, ModelInfo] = {}

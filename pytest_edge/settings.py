@@ -5,6 +5,7 @@ of defaults: the plugin registers options from :data:`OPTIONS`, and :func:`from_
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,8 @@ from .acceptance import ACCEPT_FILE, Acceptance, read_acceptances
 from .errors import EdgeError
 from .inputs import DEFAULT_SEED
 from .marker import parse_ms, parse_names, parse_percent
-from .qemu_device import default_cache, is_qemu, parse_kind
+from .devices.labgrid import DEFAULT_COMMAND, DEFAULT_COORDINATOR, FarmRequest, FarmSettings, is_labgrid
+from .devices.qemu import default_cache, is_qemu, parse_kind
 from .report.changes import MAX_REGRESSION
 from .report.json_report import load_report
 
@@ -78,6 +80,12 @@ OPTIONS = [
     Option("edge_devices", "devices, one per line: NAME = COMMAND that starts `python -m pytest_edge.worker "
            "--stdio` there (ssh, adb shell, ...), or a device kind (qemu:aarch64, an emulated ARM64 machine "
            "provisioned on first use); their backends are BACKEND@NAME", [], kind="linelist"),
+    Option("edge_labgrid_coordinator", "labgrid coordinator of labgrid: devices, HOST:PORT (default: "
+           "$LG_COORDINATOR, else 127.0.0.1:20408)", ""),
+    Option("edge_labgrid_wait", "seconds a labgrid: device waits for a free place before its tests are "
+           "skipped (failed with --edge-require)", "300"),
+    Option("edge_labgrid_command", "command that starts the worker on a labgrid place's NetworkService; "
+           "{address} {port} {username} {place} are filled in", DEFAULT_COMMAND),
     Option("edge_device_cache", "folder of provisioned emulated devices (default: ~/.cache/pytest-edge/devices, "
            "shared between projects)", ""),
     Option("edge_accept_file", "changes the merge gate accepts for named models (written by `pytest-edge "
@@ -140,6 +148,7 @@ class Settings:
     # name -> command that starts a worker on the device, speaking the protocol over stdin/stdout
     devices: dict[str, str] = field(default_factory=dict)
     device_cache: Path = field(default_factory=default_cache)  # where qemu:* devices are provisioned
+    farm: FarmSettings = field(default_factory=FarmSettings)  # labgrid:* devices
     emulated_timing: str = "off"  # off | record | judge
     # Changes the merge gate accepts (edge-accept.toml; read only where a gate runs).
     accept_file: Path | None = None
@@ -158,8 +167,20 @@ def parse_devices(lines: list[str]) -> dict[str, str]:
             raise ValueError("edge_devices: 'local' names this machine; choose another name")
         if is_qemu(command):
             parse_kind(command)  # an unknown kind is a usage error now, not a skip later
+        if is_labgrid(command):
+            FarmRequest.parse(command)  # a malformed place or tag, likewise
         devices[name] = command
     return devices
+
+
+def _seconds(value: str, key: str) -> float:
+    try:
+        seconds = float(str(value).strip().removesuffix("s"))
+    except ValueError:
+        raise ValueError(f"{key} = {value!r}: expected a number of seconds") from None
+    if not seconds >= 0 or math.isinf(seconds):
+        raise ValueError(f"{key} = {value!r}: expected a finite number of seconds >= 0")
+    return seconds
 
 
 def _emulated_timing(value: str) -> str:
@@ -248,6 +269,11 @@ def from_config(config: "pytest.Config") -> Settings:
             device_cache=root / Path(config.getini("edge_device_cache")).expanduser() if config.getini("edge_device_cache")
             else default_cache(),
             emulated_timing=_emulated_timing(config.getini("edge_emulated_timing")),
+            farm=FarmSettings(
+                coordinator=(config.getini("edge_labgrid_coordinator") or os.environ.get("LG_COORDINATOR")
+                             or DEFAULT_COORDINATOR).strip(),
+                wait_s=_seconds(config.getini("edge_labgrid_wait"), "edge_labgrid_wait"),
+                command=config.getini("edge_labgrid_command") or DEFAULT_COMMAND),
             accept_file=accept_file, acceptances=acceptances,
         )
     except ValueError as exc:

@@ -8,14 +8,13 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from loopback import OTHER_ENV, device_python, start_sshd
 from pytest_edge.worker import frames, protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -170,54 +169,13 @@ def test_protocol_version_mismatch_names_both_versions(pytester: pytest.Pytester
 # ------------------------------------------------------------------ a real SSH device
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-# The tflite-runtime lane's environment (NumPy 1.x, tflite-runtime), built by `tox -e tflite-runtime`
-# (scripts/test.sh runs that lane first): as a device, it proves the codec across NumPy major versions.
-OTHER_ENV = Path(__file__).resolve().parent.parent / ".tox" / "tflite-runtime" / "bin" / "python"
-IN_OTHER_ENV = Path(sys.prefix).resolve() == OTHER_ENV.parent.parent.resolve()
-
-
-def _device_python() -> str:
-    return str(OTHER_ENV) if OTHER_ENV.exists() and not IN_OTHER_ENV else sys.executable
-
-
 @pytest.fixture(scope="module")
 def ssh_device(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Debian's sshd on loopback with a key of its own; the device command logs in with ssh."""
-    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
-    if not os.path.exists(sshd) or shutil.which("ssh") is None:
-        pytest.skip("openssh-server/openssh-client not installed (scripts/test.sh installs them as root)")
-    folder = tmp_path_factory.mktemp("sshd")
-    for key in ("host", "client"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / key)], check=True)
-    shutil.copy(folder / "client.pub", folder / "authorized_keys")
-    port = _free_port()
-    (folder / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host'}\n"
-        f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n"
-        f"PidFile {folder / 'sshd.pid'}\nSetEnv PYTHONUNBUFFERED=1\n")
-    os.makedirs("/run/sshd", exist_ok=True)
-    server = subprocess.Popen([sshd, "-D", "-e", "-f", str(folder / "sshd_config")], stderr=open(folder / "log", "wb"))
-    for _ in range(100):
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    else:
-        server.kill()
-        pytest.skip(f"sshd did not start: {(folder / 'log').read_text()[-500:]}")
-    user = os.environ.get("USER") or "root"
-    ssh = (f"ssh -p {port} -i {folder / 'client'} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-           f"-o BatchMode=yes -o LogLevel=ERROR {user}@127.0.0.1")
-    cache = folder / "cache"
-    yield f"{ssh} env PYTEST_EDGE_CACHE={shlex.quote(str(cache))} {shlex.quote(_device_python())} -m pytest_edge.worker --stdio"
-    server.kill()
+    sshd = start_sshd(tmp_path_factory.mktemp("sshd"))
+    cache = sshd.key.parent / "cache"
+    yield f"{sshd.ssh()} env PYTEST_EDGE_CACHE={shlex.quote(str(cache))} {shlex.quote(device_python())} -m pytest_edge.worker --stdio"
+    sshd.stop()
 
 
 @pytest.mark.slow
@@ -229,7 +187,7 @@ def test_ssh_device(pytester: pytest.Pytester, models: Path, ssh_device: str) ->
     result.assert_outcomes(passed=3)
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     assert records["litert@pi"]["device"]["name"] == "pi" and records["litert@pi"]["latency_ms"]["p50"] > 0
-    if _device_python() == str(OTHER_ENV):  # NumPy 1.x and tflite-runtime on the device, NumPy 2 here
+    if device_python() == str(OTHER_ENV):  # NumPy 1.x and tflite-runtime on the device, NumPy 2 here
         assert records["litert@pi"]["runtime"]["name"] == "tflite-runtime"
         assert records["litert@pi"]["device"]["machine"]["numpy"].startswith("1.")
     # --edge-device on the command line, with xdist: tests of the device run beside the local ones.

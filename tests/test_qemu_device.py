@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_edge import qemu_device
+from pytest_edge.devices import qemu as qemu_device
 from pytest_edge.record import NOT_JUDGED, NOT_MEASURED
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -278,7 +278,7 @@ def test_report_compare_judges_only_coverage_of_an_emulated_record() -> None:
     '[' * 100000 + ']' * 100000,                                  # nesting deep enough to exhaust the parser
     '{"files": []}', "not json", ""])
 def test_a_hostile_manifest_is_unreadable_and_rebuilt_never_an_exception(tmp_path: Path, content: str) -> None:
-    from pytest_edge.device_folder import damage, read_manifest, size_mb
+    from pytest_edge.devices.folder import damage, read_manifest, size_mb
 
     (tmp_path / "manifest.json").write_text(content)
     assert read_manifest(tmp_path) is None and size_mb(tmp_path) == 0
@@ -290,7 +290,7 @@ def test_a_file_replaced_by_a_same_size_link_or_other_bytes_is_damage(tmp_path: 
     """What a repair keeps must be what the manifest says: a link put where a file was (of the same
     size, pointing out of the cache) is damage by sizes alone; other bytes of the same size by the
     full check (``device prepare --verify``, and every repair before it keeps a part)."""
-    from pytest_edge.device_folder import damage, write_manifest
+    from pytest_edge.devices.folder import damage, write_manifest
 
     (tmp_path / "site").mkdir()
     (tmp_path / "rootfs").mkdir()

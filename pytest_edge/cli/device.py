@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import qemu_device
-from ..device_folder import size_mb
+from ..devices import qemu as qemu_device
+from ..devices.folder import size_mb
 from ..errors import EdgeError
 from ..report.table import format_table
 

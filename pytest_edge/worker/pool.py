@@ -3,6 +3,7 @@ loaded (:class:`ModelInfo`). Plain Python; the session asks, the pool forwards t
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,8 @@ import numpy as np
 from ..backends import Coverage, InputShapes, TensorSpec, split_device
 from ..errors import BackendCrash, DeviceUnreachable, EdgeUsageError
 from .protocol import Request
-from ..qemu_device import ProvisionError, default_cache, is_qemu, parse_kind, provision
+from ..devices.labgrid import FarmError, FarmRequest, FarmSettings, Lease, is_labgrid, lease, release
+from ..devices.qemu import ProvisionError, default_cache, is_qemu, parse_kind, provision
 from .client import BackendWorker, remove_stale_logs
 from .zygote import Zygote, fork_supported
 
@@ -87,7 +89,7 @@ class WorkerPool:
 
     def __init__(self, isolated: bool, timeout_s: float, on_crash: Callable[[str], None],
                  devices: dict[str, str] | None = None, device_cache: Path | None = None,
-                 fork: str = "auto") -> None:
+                 fork: str = "auto", farm: FarmSettings | None = None) -> None:
         self.isolated = isolated
         # Measuring processes of this machine's backends: forked by a zygote per backend ("on",
         # "auto" where the OS can), or spawned ("off"; devices always spawn through their command).
@@ -109,6 +111,8 @@ class WorkerPool:
         self.device_cache = device_cache
         self.progress: Callable[[str], None] = lambda line: print(f"pytest-edge: {line}", file=sys.stderr, flush=True)
         self._commands: dict[str, str | DeviceUnreachable] = {}
+        self.farm = farm or FarmSettings()
+        self.leases: dict[str, Lease] = {}  # device -> the labgrid place this session holds for it
 
     def _new(self, backend: str, isolated: bool) -> BackendWorker:
         base, device = split_device(backend)
@@ -130,6 +134,13 @@ class WorkerPool:
                 except (ProvisionError, OSError) as exc:  # once per session: every test of it skips with this
                     self._commands[device] = DeviceUnreachable(
                         f"device {device} ({configured.strip()}) cannot be provisioned: {exc}")
+            elif is_labgrid(configured):
+                try:
+                    held = lease(FarmRequest.parse(configured), self.farm, self.progress)
+                    self.leases[device] = held
+                    self._commands[device] = held.command(self.farm.command)
+                except FarmError as exc:  # once per session, like an emulated device's provisioning
+                    self._commands[device] = DeviceUnreachable(f"device {device} ({configured.strip()}): {exc}")
             else:
                 self._commands[device] = configured
         command = self._commands[device]
@@ -155,9 +166,27 @@ class WorkerPool:
         return worker
 
     def machine(self, backend: str) -> dict[str, Any] | None:
-        """The device's machine block, as its worker said at start; None for this machine."""
+        """The device's machine block, as its worker said at start (and, for a farm place, what the
+        farm says of it: ``farm``); None for this machine."""
         worker = self.workers.get(backend)
-        return worker.hello.get("machine") if worker is not None and worker.device else None
+        if worker is None or not worker.device:
+            return None
+        machine = dict(worker.hello.get("machine") or {})
+        held = self.leases.get(worker.device[0])
+        if held is not None:
+            machine["farm"] = held.describe()
+        return machine
+
+    def board(self, device: str | None) -> str:
+        """What one measurement at a time is kept on (the measurement lock's key): this machine
+        (""), a configured device by its name, a farm device by the place it got (two xdist workers
+        of one ``labgrid:`` device hold two boards and measure at once)."""
+        if device is None:
+            return ""
+        held = self.leases.get(device)
+        if held is None:
+            return device
+        return "labgrid-" + re.sub(r"[^A-Za-z0-9_.-]", "_", f"{held.coordinator}-{held.place}")
 
     def prestart(self, backends: Sequence[str]) -> None:
         """Launch these backends' workers without waiting for them (see BackendWorker.launch)."""
@@ -206,3 +235,7 @@ class WorkerPool:
         for zygote in self.zygotes.values():
             zygote.close()
         self.zygotes.clear()
+        for device, held in self.leases.items():  # after the workers on those boards are gone
+            for problem in release(held):
+                self.progress(f"device {device}: {problem}")
+        self.leases.clear()

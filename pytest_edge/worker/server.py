@@ -26,7 +26,7 @@ import numpy as np
 from ..backends import Decoder, InputShapes, LoadedModel, get_backend
 from ..external_data import location_problem
 from ..files import atomic_write
-from ..qemu_device import EMULATED_ENV
+from ..devices.qemu import EMULATED_ENV
 from ..marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 from ..measurement import sensors, timing
 from ..sizes import runtime_package

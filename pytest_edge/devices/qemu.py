@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import __version__
-from .device_folder import damage, locked, read_manifest, remove, write_manifest
+from .. import __version__
+from .folder import damage, locked, read_manifest, remove, write_manifest
 
 KIND = "qemu:"
 ARCHES = {"aarch64": "arm64"}  # QEMU's name -> Debian's
@@ -195,7 +195,7 @@ COMPONENTS = {"qemu": _build_qemu, "rootfs": _build_rootfs, "site": _build_site}
 
 def _plugin_source() -> tuple[Path, str]:
     """This package's folder and a digest of its source (the device runs the same code)."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # pytest_edge/
     digest = hashlib.sha256(__version__.encode())
     for path in sorted(package.rglob("*.py")):
         digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())

@@ -1,6 +1,6 @@
 """A provisioned folder's integrity: a manifest of every file's size and sha256, checked on use, so
 a damaged folder is found (and rebuilt by its owner); a lock so that one process provisions while
-the others wait. Used by the emulated devices (:mod:`pytest_edge.qemu_device`)."""
+the others wait. Used by the emulated devices (:mod:`pytest_edge.devices.qemu`)."""
 
 from __future__ import annotations
 

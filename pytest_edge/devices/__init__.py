@@ -1,0 +1,1 @@
+"""Where a backend's worker runs when it is not this machine: board farms (:mod:`.labgrid`)."""

@@ -1,0 +1,377 @@
+"""Board farms through labgrid: a device that is a farm place, by name (``labgrid:rpi4-01``) or by
+tags (``labgrid:board=rpi4,ram=8g``, any free place that has them).
+
+At a device's first use a session reserves a place at the coordinator (labgrid's own fair
+scheduler picks it, so two sessions asking for the same tags get different places), waits for the
+allocation up to ``edge_labgrid_wait`` seconds, acquires it, reads its ``NetworkService`` (address,
+port, username) and starts the worker there over SSH, the SSH device path (artifacts travel by
+content). It releases the place at the end of the session. A guard process of its own, started
+in a session of its own and holding a pipe from this process, releases the place when this
+process dies without doing so (SIGKILL, an OOM kill), so a killed CI job frees its board at once
+instead of holding it until an admin kicks it.
+
+An existing reservation is honoured: with ``LG_TOKEN`` set, the place allocated to that token is
+used (and the reservation, the user's, is left to the user); with ``LG_PLACE`` set and the device
+``labgrid:`` alone, that place. A place the user already acquired is used as it is and left
+acquired.
+
+labgrid is driven through ``labgrid-client``, its command line (the interface farm admins and CI
+scripts use), run with this interpreter so the ``labgrid`` extra installed beside pytest-edge is
+the one used.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import re
+import shlex
+import string
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+KIND = "labgrid:"
+DEFAULT_COORDINATOR = "127.0.0.1:20408"  # labgrid-client's own default
+DEFAULT_WAIT_S = 300.0
+# Runs the worker on the place's NetworkService; {address} {port} {username} {place} are filled in
+# (shell-quoted). BatchMode: a farm board is reached with keys, never a password prompt.
+DEFAULT_COMMAND = ("ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -p {port} {username}@{address} "
+                   "python3 -m pytest_edge.worker --stdio")
+PLACEHOLDERS = ("address", "port", "username", "place")
+# labgrid's own rules for tag keys and values (labgrid.remote.common TAG_KEY / TAG_VAL).
+_TAG_KEY = re.compile(r"^[a-z][a-z0-9_]+$")
+_TAG_VALUE = re.compile(r"^[a-z0-9_]?[a-z0-9_-]*$")
+_PLACE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+CLIENT_TIMEOUT_S = 60.0  # one labgrid-client call (a coordinator that does not answer)
+EXTRA_HINT = "install the labgrid extra: pip install 'pytest-edge[labgrid]'"
+_formatter = string.Formatter()
+
+
+class FarmError(Exception):
+    """The farm cannot give this session a place (said as the device's reason)."""
+
+
+def is_labgrid(spec: str) -> bool:
+    return spec.strip().startswith(KIND)
+
+
+@dataclass(frozen=True)
+class FarmRequest:
+    """What a ``labgrid:`` device asks for: one place by name, or any place with these tags."""
+
+    place: str | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, spec: str) -> "FarmRequest":
+        body = spec.strip()[len(KIND):].strip()
+        if not body:
+            return cls()
+        if "=" not in body:
+            if not _PLACE_NAME.match(body):
+                raise ValueError(f"{spec.strip()!r}: {body!r} is not a labgrid place name")
+            return cls(place=body)
+        tags = []
+        for pair in body.split(","):
+            key, sep, value = pair.strip().partition("=")
+            if not sep or not _TAG_KEY.match(key) or not _TAG_VALUE.match(value):
+                raise ValueError(f"{spec.strip()!r}: {pair.strip()!r} is not a labgrid tag KEY=VALUE (keys: "
+                                 "lowercase letters, digits and _, starting with a letter; values: lowercase "
+                                 "letters, digits, _ and -)")
+            tags.append((key, value))
+        return cls(tags=tuple(tags))
+
+    def filters(self) -> list[str]:
+        """``labgrid-client reserve`` filters (the coordinator gives every place the tag ``name``)."""
+        return [f"name={self.place}"] if self.place else [f"{key}={value}" for key, value in self.tags]
+
+    def describe(self) -> str:
+        return f"place {self.place}" if self.place else "a place tagged " + ",".join(self.filters())
+
+
+@dataclass(frozen=True)
+class FarmSettings:
+    coordinator: str = DEFAULT_COORDINATOR
+    wait_s: float = DEFAULT_WAIT_S
+    command: str = DEFAULT_COMMAND
+
+    def __post_init__(self) -> None:
+        try:
+            unknown = {name for _, name, _, _ in _formatter.parse(self.command) if name} - set(PLACEHOLDERS)
+        except ValueError as exc:
+            raise ValueError(f"edge_labgrid_command: {exc}") from None
+        if unknown:
+            raise ValueError(f"edge_labgrid_command: unknown placeholder(s) {sorted(unknown)}; it may use "
+                             f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+        if not self.wait_s >= 0:  # also refuses NaN
+            raise ValueError(f"edge_labgrid_wait: {self.wait_s!r} is not a number of seconds >= 0")
+
+
+@dataclass
+class Lease:
+    """A place this session holds: where the board is and what the farm says of it."""
+
+    coordinator: str
+    place: str
+    exporter: str
+    tags: dict[str, str]
+    address: str
+    port: int
+    username: str
+    token: str | None = None  # our reservation (cancelled at release); None: the user's or none
+    release_at_end: bool = True  # False: the user acquired it before the session
+    guard: subprocess.Popen | None = field(default=None, repr=False)
+
+    def command(self, template: str) -> str:
+        values = {"address": self.address, "port": str(self.port), "username": self.username, "place": self.place}
+        return template.format(**{key: shlex.quote(value) for key, value in values.items()})
+
+    def describe(self) -> dict[str, Any]:
+        """The record's ``farm`` block."""
+        return {"engine": "labgrid", "coordinator": self.coordinator, "place": self.place,
+                "exporter": self.exporter, "tags": dict(self.tags)}
+
+
+class LabgridClient:
+    """``labgrid-client -x COORDINATOR ...`` run with this interpreter."""
+
+    def __init__(self, coordinator: str, env: dict[str, str] | None = None) -> None:
+        self.coordinator = coordinator
+        self.env = env
+
+    def run(self, *args: str, timeout_s: float = CLIENT_TIMEOUT_S) -> str:
+        command = [sys.executable, "-c", "from labgrid.remote.client import main; main()",
+                   "-x", self.coordinator, *args]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=self.env,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise FarmError(f"labgrid-client {' '.join(args)}: no answer from the coordinator at "
+                            f"{self.coordinator} within {timeout_s:g} s") from None
+        if done.returncode != 0:
+            said = (done.stderr.strip() or done.stdout.strip()).splitlines()
+            raise FarmError(f"labgrid-client {' '.join(args)} (coordinator {self.coordinator}): "
+                            f"{said[-1] if said else f'exit status {done.returncode}'}")
+        return done.stdout
+
+    def reserve(self, request: FarmRequest) -> str:
+        out = self.run("reserve", "--shell", *request.filters())
+        match = re.search(r"LG_TOKEN=(\S+)", out)
+        if not match:
+            raise FarmError(f"labgrid-client reserve printed no token: {out.strip()[:200]!r}")
+        return match.group(1)
+
+    def wait(self, token: str, timeout_s: float) -> bool:
+        """True when the reservation got its place within ``timeout_s`` (polling keeps it alive)."""
+        try:
+            self.run("wait", token, timeout_s=max(timeout_s, 0.1))
+        except FarmError as exc:
+            if "no answer from the coordinator" in str(exc):
+                return False
+            raise
+        return True
+
+    def cancel(self, token: str) -> None:
+        self.run("cancel-reservation", token)
+
+    def acquire(self, place: str) -> None:
+        self.run("-p", place, "acquire")
+
+    def release(self, place: str) -> None:
+        self.run("-p", place, "release")
+
+    def show(self, place: str) -> "PlaceState":
+        return PlaceState.parse(self.run("-p", place, "show"))
+
+    def reservation_place(self, token: str) -> str | None:
+        """The place allocated to ``token`` (``labgrid-client -p +TOKEN show`` names it)."""
+        return self.show(f"+{token}").name
+
+
+@dataclass
+class PlaceState:
+    """``labgrid-client -p PLACE show``, read: its tags, who holds it, its network services."""
+
+    name: str | None
+    tags: dict[str, str]
+    acquired: str | None
+    services: list[tuple[str, dict[str, Any]]]  # (exporter, NetworkService params)
+
+    @classmethod
+    def parse(cls, text: str) -> "PlaceState":
+        name = re.search(r"^Place '([^']+)':", text, re.M)
+        tags_line = re.search(r"^\s+tags:\s*(.*)$", text, re.M)
+        tags = {}
+        for pair in (tags_line.group(1).split(", ") if tags_line and tags_line.group(1).strip() else []):
+            key, _, value = pair.partition("=")
+            tags[key.strip()] = value.strip()
+        acquired = re.search(r"^\s+acquired:\s*(\S+)\s*$", text, re.M)
+        services = []
+        # "Acquired resource 'NAME' (EXPORTER/GROUP/CLS/NAME):" (or "Matching resource"), then its
+        # dict as Python's pprint writes it, indented.
+        blocks = re.finditer(r"^(?:Acquired|Matching) resource '[^']*' \(([^/]+)/[^/]+/NetworkService/[^)]*\):\n"
+                             r"((?:[ \t]+.*\n?)+)", text, re.M)
+        for block in blocks:
+            try:
+                resource = ast.literal_eval(block.group(2).strip())
+            except (ValueError, SyntaxError):
+                continue
+            if isinstance(resource, dict) and isinstance(resource.get("params"), dict):
+                services.append((block.group(1), resource["params"]))
+        return cls(name=name.group(1) if name else None, tags=tags,
+                   acquired=None if not acquired or acquired.group(1) == "None" else acquired.group(1),
+                   services=services)
+
+
+def identity(env: dict[str, str] | None = None) -> str:
+    """``HOST/USER`` as labgrid records an acquisition (LG_HOSTNAME, LG_USERNAME override)."""
+    import getpass
+    import socket
+
+    env = os.environ if env is None else env
+    return f"{env.get('LG_HOSTNAME') or socket.gethostname()}/{env.get('LG_USERNAME') or getpass.getuser()}"
+
+
+def lease(request: FarmRequest, settings: FarmSettings, progress: Callable[[str], None],
+          env: dict[str, str] | None = None) -> Lease:
+    """Reserve, wait for and acquire a place for ``request`` and read its NetworkService (FarmError
+    with the reason when the farm cannot give one in time)."""
+    try:
+        importlib.import_module("labgrid")
+    except ImportError:
+        raise FarmError(f"labgrid is not installed in this environment: {EXTRA_HINT}") from None
+    env = dict(os.environ if env is None else env)
+    client = LabgridClient(settings.coordinator, env)
+    user_token = env.get("LG_TOKEN")
+    token: str | None = None
+    if user_token:
+        if client.reservation_place(user_token) is None:
+            raise FarmError(f"LG_TOKEN={user_token}: that reservation has no place allocated at "
+                            f"{settings.coordinator}")
+        place = f"+{user_token}"
+    elif request.place is None and not request.tags:
+        place = env.get("LG_PLACE") or ""
+        if not place:
+            raise FarmError("labgrid: names no place and no tags, and LG_PLACE is not set")
+    else:
+        token = client.reserve(request)
+        progress(f"labgrid: waiting up to {settings.wait_s:g} s for {request.describe()} at {settings.coordinator} "
+                 f"(reservation {token})")
+        started = time.monotonic()
+        if not client.wait(token, settings.wait_s):
+            _quietly(client.cancel, token)
+            raise FarmError(f"no free {request.describe().removeprefix('a ')} at {settings.coordinator} within "
+                            f"{settings.wait_s:g} s (edge_labgrid_wait){_who_holds(client, request)}")
+        place = client.reservation_place(token) or ""
+        progress(f"labgrid: {place} allocated after {time.monotonic() - started:.1f} s")
+        place = f"+{token}"
+    state = client.show(place)
+    name = state.name or place
+    mine = identity(env)
+    release_at_end = True
+    if state.acquired is None:
+        try:
+            client.acquire(place)
+        except FarmError:
+            if token:
+                _quietly(client.cancel, token)
+            raise
+    elif state.acquired == mine:
+        release_at_end = False  # acquired by the user before the session: theirs to release
+    else:
+        if token:
+            _quietly(client.cancel, token)
+        raise FarmError(f"place {name} is acquired by {state.acquired}")
+    acquired = client.show(name)
+    if not acquired.services:
+        if release_at_end:
+            _quietly(client.release, name)
+        if token:
+            _quietly(client.cancel, token)
+        raise FarmError(f"place {name} has no NetworkService resource: pytest-edge reaches a board over SSH "
+                        "(add one to the exporter's configuration and match it to the place)")
+    exporter, params = acquired.services[0]
+    held = Lease(coordinator=settings.coordinator, place=name, exporter=exporter, tags=acquired.tags,
+                 address=str(params.get("address", "")), port=int(params.get("port") or 22),
+                 username=str(params.get("username") or ""), token=token, release_at_end=release_at_end)
+    if release_at_end:
+        held.guard = _start_guard(held, env)
+    return held
+
+
+def release(held: Lease, env: dict[str, str] | None = None) -> list[str]:
+    """Give the place back (and cancel our reservation); what went wrong, said (never raised: this
+    runs at the session's end)."""
+    problems = []
+    client = LabgridClient(held.coordinator, dict(os.environ if env is None else env))
+    if held.release_at_end:
+        try:
+            client.release(held.place)
+        except FarmError as exc:
+            problems.append(str(exc))
+    if held.token:
+        try:
+            client.cancel(held.token)
+        except FarmError:
+            pass  # an acquired-then-released reservation may be gone already
+    if held.guard is not None and held.guard.poll() is None:
+        try:
+            held.guard.stdin.write(b"released\n")  # the guard exits without releasing again
+            held.guard.stdin.close()
+            held.guard.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            held.guard.kill()
+    return problems
+
+
+def _start_guard(held: Lease, env: dict[str, str]) -> subprocess.Popen:
+    """A process in a session of its own that releases the place when our end of its pipe closes
+    without a "released" line: this process died holding the board."""
+    args = [sys.executable, "-m", "pytest_edge.devices.labgrid", "--guard", held.coordinator, held.place,
+            held.token or ""]
+    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env, start_new_session=True, close_fds=True)
+
+
+def _guard(coordinator: str, place: str, token: str) -> int:
+    said = sys.stdin.buffer.read()  # until the session's end of the pipe closes
+    if b"released" in said:
+        return 0
+    client = LabgridClient(coordinator)
+    _quietly(client.release, place)
+    if token:
+        _quietly(client.cancel, token)
+    return 0
+
+
+def _quietly(action: Callable[[str], None], argument: str) -> None:
+    try:
+        action(argument)
+    except FarmError:
+        pass
+
+
+def _who_holds(client: LabgridClient, request: FarmRequest) -> str:
+    """``; places: rpi-1 acquired by ci/job-4, ...`` for a wait that timed out, where it can be read."""
+    try:
+        names = [line.split()[0] for line in client.run("places").splitlines() if line.strip()]
+    except FarmError:
+        return ""
+    held = []
+    for name in names[:20]:
+        try:
+            state = client.show(name)
+        except FarmError:
+            continue
+        tags = {**state.tags, "name": name}
+        if all(tags.get(key) == value for key, value in (request.tags or (("name", request.place or ""),))):
+            held.append(f"{name} acquired by {state.acquired}" if state.acquired else f"{name} reserved")
+    return f"; matching places: {', '.join(held)}" if held else "; no place matches"
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--guard"]:
+    sys.exit(_guard(*sys.argv[2:5]))
