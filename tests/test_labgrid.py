@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -232,3 +233,64 @@ def test_place_listing_is_read_from_labgrid_client_show(farm: Farm) -> None:
     assert state.name == "rpi-a" and state.tags == {"board": "rpi4", "site": "a"} and state.acquired is None
     ((exporter, params),) = state.services  # labgrid's own output: the place's matching resource
     assert exporter == "lab" and params["address"] == "127.0.0.1" and isinstance(params["port"], int)
+
+
+def test_a_place_by_name_and_one_the_job_acquired_itself(farm: Farm, models: Path, tmp_path: Path) -> None:
+    project = _project(tmp_path, "by-name", models, farm, device="labgrid:rpi-a")
+    out, _ = (session := _session(project, "--edge-update-golden", "--edge-report=r.json")).communicate(timeout=300)
+    assert session.returncode == 0, out
+    assert _records(project)[0]["device"]["machine"]["farm"]["place"] == "rpi-a"
+    # A job that acquired rpi-b before pytest (LG_PLACE, the device `labgrid:`): used, left acquired.
+    farm.client("-p", "rpi-b", "acquire")
+    try:
+        project = _project(tmp_path, "acquired", models, farm, device="labgrid:")
+        env = {**os.environ, "LG_PLACE": "rpi-b", "EDGE_TEST_HOLD_UNTIL": str(project / "go")}
+        (project / "go").write_text("")
+        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--edge-update-golden",
+                               "--edge-report=r.json"], cwd=project, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert _records(project)[0]["device"]["machine"]["farm"]["place"] == "rpi-b"
+        assert farm.acquired()["rpi-b"] is not None and farm.acquired()["rpi-a"] is None
+    finally:
+        farm.client("-p", "rpi-b", "release")
+
+
+def test_the_board_farm_page_sets_up_a_farm_as_written(tmp_path: Path) -> None:
+    """docs/board-farms.md: its exporter configuration and the admin's commands, run as written
+    against a coordinator of their own on labgrid's default port; its CI job names known options."""
+    import yaml
+
+    from pytest_edge.settings import OPTIONS
+    from test_readme import BOARD_FARMS, blocks
+
+    page = blocks(BOARD_FARMS)
+    exporter_yaml, workflow = (b.code for b in page if b.lang == "yaml")
+    daemons, places = (b.code for b in page if b.lang == "bash")
+    (tmp_path / "exporter.yaml").write_text(exporter_yaml)
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 20408)) == 0:
+            pytest.skip("labgrid's default port 20408 is in use on this machine")
+    env = {**os.environ, "LG_COORDINATOR": "127.0.0.1:20408",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    admin = subprocess.Popen(["bash", "-euo", "pipefail", "-c", daemons + "\nwait"], cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        farm = Farm(address="127.0.0.1:20408", folder=tmp_path, processes=[])
+        _wait_until(lambda: "lab-3/rpi4-02/NetworkService" in farm.client("resources", check=False), 60,
+                    "the page's exporter registered its resources")
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", places], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.split() == ["rpi4-01", "rpi4-02"]  # `labgrid-client places`
+        state = PlaceState.parse(farm.client("-p", "rpi4-02", "show"))
+        assert state.tags == {"board": "rpi4", "ram": "8g"}
+        assert state.services == [("lab-3", {"address": "192.168.10.52", "port": 22, "username": "ci",
+                                             "extra": state.services[0][1].get("extra")})]
+    finally:
+        os.killpg(admin.pid, signal.SIGTERM)
+        admin.wait(timeout=30)
+    flags = {option.flag for option in OPTIONS if option.flag}
+    run = yaml.safe_load(workflow)["jobs"]["conformance"]["steps"][-1]["run"]
+    used = {word.partition("=")[0] for word in shlex.split(run) if word.startswith("--edge")}
+    assert used and used <= flags, used - flags

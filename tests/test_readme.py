@@ -32,6 +32,8 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 WALKTHROUGH = ROOT / "docs/index.md"
 IN_A_FOLDER = [ROOT / "docs/export.md"]
+# Its bash blocks start a labgrid farm: tests/test_labgrid.py runs them, against a coordinator of their own.
+BOARD_FARMS = ROOT / "docs/board-farms.md"
 _BLOCK = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
 _NEEDS = re.compile(r"^<!-- needs: (\w+) -->$")
 
@@ -77,6 +79,7 @@ def test_command_examples_run_from_the_repository_root() -> None:
     in what the command printed."""
     found = blocks()
     commands = [(i, b) for i, b in enumerate(found) if b in _elsewhere("bash") and b != blocks(README)[0]
+                and b.page != BOARD_FARMS
                 and not (b.needs and _missing(b.needs))]  # a block after <!-- needs: MODULE --> runs with it only
     assert commands
     for index, block in commands:
