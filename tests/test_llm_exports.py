@@ -340,3 +340,17 @@ def test_one_network_as_onnx_and_export_llama_pte_agrees_across_runtimes(pyteste
     on_et = records["executorch"]["accuracy"]
     assert on_et["reference"] == "onnxruntime-cpu" and on_et["token_agreement"] == 1.0
     assert on_et["max_abs_err"] < 1e-5, on_et  # measured 1.8e-7: both float32
+
+
+@EXECUTORCH
+def test_a_broken_pte_is_an_error_naming_the_file_after_a_bounded_read(tmp_path: Path) -> None:
+    from pytest_edge.backends.executorch.llm_metadata import from_pte
+
+    data = (LLM / "et_llama" / "model.pte").read_bytes()
+    for name, content, says in (("root.pte", (len(data) + 64).to_bytes(4, "little") + data[4:],
+                                 "not a readable ExecuTorch program"),
+                                ("ident.pte", data[:4] + b"XX99" + data[8:], "not an ExecuTorch program")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(EdgeUsageError, match=says) as info:
+            from_pte(tmp_path / name)
+        assert name in str(info.value)

@@ -39,7 +39,7 @@ class ExecuTorchDecoder(Decoder):
         from executorch.runtime import Runtime
 
         from .backend import explain_error, register_quantized_kernels
-        from .program import read_plans
+        from .program import UNREADABLE, read_plans
 
         try:
             self._data = Path(path).read_bytes()  # the program points into these bytes: keep them alive
@@ -47,7 +47,7 @@ class ExecuTorchDecoder(Decoder):
             raise BackendError(f"{path} ({backend}): cannot load: {exc}") from None
         try:
             operators = next((p.operators for p in read_plans(self._data) if p.name == "forward"), [])
-        except (ValueError, IndexError, TypeError):
+        except UNREADABLE:
             operators = []  # the runtime says what is wrong with it below
         if any(op.startswith("llama::") for op in operators):
             load_llm_custom_ops()

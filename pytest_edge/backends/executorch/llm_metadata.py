@@ -21,7 +21,7 @@ from ...errors import EdgeUsageError
 from ..decoder import not_a_decoder
 from ..decoder_config import LlmConfig, _checked, config_path
 from .dtypes import SCALAR_TYPES
-from .program import Plan, TensorValue, read_plans
+from .program import UNREADABLE, Plan, TensorValue, read_plans
 
 BACKEND = "executorch"
 # The methods export_llama writes whose presence marks a .pte as its export.
@@ -95,7 +95,7 @@ def from_pte(path: Path, hand_written: Callable[[Path], Path] = config_path) -> 
         raise EdgeUsageError(problem)
     try:
         plans = read_plans(data)
-    except (ValueError, IndexError, TypeError) as exc:
+    except UNREADABLE as exc:
         raise EdgeUsageError(f"{path}: not a readable ExecuTorch program: {exc}") from None
     forward = _forward(plans, path)
     problem = signature_problem(forward)

@@ -7,6 +7,7 @@ cache. Importing ``executorch.exir`` for this would cost the pytest process ~4 s
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 from flatbuffers import encode, number_types, table
@@ -17,6 +18,8 @@ _KERNEL_TYPES = {1: "Null", 2: "Int", 3: "Bool", 4: "Double", 5: "Tensor", 6: "S
 _KERNEL_CALL = 1  # InstructionArguments.KernelCall
 MAX_PLANS = 4096
 MAX_VALUES = 1 << 22
+# What reading a broken flatbuffer raises: offsets past the end, wrong types under a union.
+UNREADABLE = (ValueError, IndexError, TypeError, struct.error)
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,13 @@ class Plan:
         return value if isinstance(value, (int, bool)) else None
 
 
+def _bounded(count: int, limit: int, end: int, size: int) -> None:
+    """A vector longer than its limit or than the file: a broken or hostile program, refused before
+    one entry is read."""
+    if count > limit or end > size:
+        raise ValueError(f"a vector of {count} entries past its bounds")
+
+
 class _Table(table.Table):
     def field(self, slot: int) -> int:
         return self.Offset(4 + 2 * slot)
@@ -71,8 +81,7 @@ class _Table(table.Table):
         if not offset:
             return []
         start, count = self.Vector(offset), self.VectorLen(offset)
-        if count > limit:
-            raise ValueError(f"a vector of {count} entries")
+        _bounded(count, limit, start + count * width, len(self.Bytes))
         return [self.Get(flags, start + i * width) for i in range(count)]
 
     def tables(self, slot: int, limit: int = MAX_VALUES) -> list["_Table"]:
@@ -80,8 +89,7 @@ class _Table(table.Table):
         if not offset:
             return []
         start, count = self.Vector(offset), self.VectorLen(offset)
-        if count > limit:
-            raise ValueError(f"a vector of {count} entries")
+        _bounded(count, limit, start + count * 4, len(self.Bytes))
         return [_Table(self.Bytes, self.Indirect(start + i * 4)) for i in range(count)]
 
 
@@ -101,8 +109,8 @@ def _value(evalue: _Table) -> object:
 
 
 def read_plans(data: bytes) -> list[Plan]:
-    """Every execution plan of the program in ``data`` (a .pte checked by ``pte_problem``); a
-    ValueError or IndexError where the flatbuffer is not one."""
+    """Every execution plan of the program in ``data`` (a .pte checked by ``pte_problem``); one of
+    :data:`UNREADABLE` where the flatbuffer is not one."""
     buf = bytearray(data)
     program = _Table(buf, encode.Get(number_types.UOffsetTFlags.packer_type, buf, 0))
     plans = []
