@@ -1,6 +1,7 @@
 """Decoders as users export them (fixtures/make_llm_exports.py): a Llama through ONNX Runtime
-GenAI's model builder and a Qwen2 through Hugging Face Optimum, each from a ``transformers``
-configuration with random weights, dropped into a fresh project with no hand-written
+GenAI's model builder, llama.cpp's converter and ExecuTorch's export_llama, and a Qwen2 through
+Hugging Face Optimum, each from a ``transformers`` configuration with random weights, dropped into
+a fresh project with no hand-written
 configuration. Their greedy tokens must equal PyTorch's own (``pytorch_greedy.json``, written by
 ``transformers``' ``generate`` when the export was made)."""
 
@@ -268,3 +269,88 @@ def test_an_int8_onnx_build_is_judged_against_the_float_golden(pytester: pytest.
     # 8-bit weights: the same greedy tokens, logits close in direction (measured: 1.0, 0.99994, 5.2e-3).
     assert quantized["reference"] == "onnxruntime-cpu" and quantized["token_agreement"] == 1.0
     assert quantized["cosine"] > 0.999 and 1e-4 < quantized["max_abs_err"] < 0.05, quantized
+
+
+EXECUTORCH = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("executorch"),
+                                reason="executorch is not installed")
+
+
+@EXECUTORCH
+def test_an_export_llama_pte_runs_with_the_configuration_in_its_metadata_methods(pytester: pytest.Pytester) -> None:
+    """export_llama's model.pte alone in a folder (-kv --use_sdpa_with_kv_cache -X, max_seq_length
+    128): forward(tokens, input_pos [1]) with the KV cache in mutable buffers; greedy tokens equal
+    PyTorch's on ExecuTorch's runtime; the configuration from the program's own metadata methods
+    and its SDPA operator's cache, none written by hand."""
+    _project(pytester, "et_llama", backends=("executorch",))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+    config = record["llm"]["config"]
+    assert record["backend"] == "executorch" and config["source"].endswith("model.pte (ExecuTorch metadata methods)")
+    # The export's own figures, as ExecuTorch's runtime returns them from the metadata methods.
+    from executorch.runtime import Runtime
+
+    program = Runtime.get().load_program((LLM / "et_llama" / "model.pte").read_bytes())
+    asked = {name: program.load_method(name).execute([])[0] for name in
+             ("get_max_context_len", "get_max_seq_len", "get_n_layers", "get_vocab_size", "use_kv_cache")}
+    assert asked == {"get_max_context_len": 128, "get_max_seq_len": 128, "get_n_layers": 2, "get_vocab_size": 256,
+                     "use_kv_cache": True}, asked
+    assert (config["max_context"], config["n_layers"], config["vocab_size"]) == (128, 2, 256)
+    # The heads from llama::custom_sdpa's query [1, seq, 4, 16] and k_cache [1, 128, 2, 16]: M_KV
+    # is the export's own (genai_llama's builder says the same 4 heads over 2 of size 16).
+    assert (config["n_heads"], config["n_kv_heads"], config["head_dim"], config["dtype"]) == (4, 2, 16, "float32")
+
+
+@EXECUTORCH
+def test_a_hand_built_pte_without_metadata_methods_reads_its_hand_written_configuration() -> None:
+    from pytest_edge.backends.executorch.llm_metadata import from_pte
+
+    assert from_pte(LLM / "tiny_llm.pte") is None  # no get_* methods: tiny_llm.json is read instead
+    assert read_config(LLM / "tiny_llm.pte", metadata=from_pte).source.endswith("tiny_llm.json")
+
+
+@EXECUTORCH
+def test_a_pte_whose_forward_is_not_a_decoder_is_refused_naming_file_and_backend(pytester: pytest.Pytester) -> None:
+    (pytester.path / "models" / "mlp").mkdir(parents=True)
+    shutil.copy(FIXTURES / "tiny_mlp.pte", pytester.path / "models" / "mlp" / "model.pte")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/mlp", prompts=[[1, 2]], backends=["executorch"])
+        def test_mlp(edge_llm):
+            pass
+    """)
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*mlp*model.pte (executorch): not a decoder in this runtime's LLM convention: expected "
+                                 "forward(tokens int64 [[]1, seq[]], input_pos int64 *; found 1 inputs (float32 [[]1, 16[]])*"])
+
+
+@EXECUTORCH
+def test_one_network_as_onnx_and_export_llama_pte_agrees_across_runtimes(pytester: pytest.Pytester) -> None:
+    """The builder's ONNX export and export_llama's .pte of the same weights in one folder:
+    ExecuTorch's tokens and first-step logits (XNNPACK, float32) checked against ONNX Runtime's golden."""
+    _project(pytester, "genai_llama", backends=("onnxruntime-cpu", "executorch"))
+    shutil.copy(LLM / "et_llama" / "model.pte", pytester.path / "models" / "decoder" / "model.pte")
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("-k", "golden", "--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    on_et = records["executorch"]["accuracy"]
+    assert on_et["reference"] == "onnxruntime-cpu" and on_et["token_agreement"] == 1.0
+    assert on_et["max_abs_err"] < 1e-5, on_et  # measured 1.8e-7: both float32
+
+
+@EXECUTORCH
+def test_a_broken_pte_is_an_error_naming_the_file_after_a_bounded_read(tmp_path: Path) -> None:
+    from pytest_edge.backends.executorch.llm_metadata import from_pte
+
+    data = (LLM / "et_llama" / "model.pte").read_bytes()
+    for name, content, says in (("root.pte", (len(data) + 64).to_bytes(4, "little") + data[4:],
+                                 "not a readable ExecuTorch program"),
+                                ("ident.pte", data[:4] + b"XX99" + data[8:], "not an ExecuTorch program")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(EdgeUsageError, match=says) as info:
+            from_pte(tmp_path / name)
+        assert name in str(info.value)

@@ -193,6 +193,13 @@ class ExecuTorchBackend(Backend):
     decodes = True  # ExecuTorch's LLM export (executorch/decoder.py)
     kv_cache = "static (mutable buffers of max_context positions, allocated at load)"
 
+    def decoder_config(self, artifact: Path) -> Any:
+        """What ExecuTorch's LLM export writes into the .pte (its metadata methods: llm_metadata);
+        None for a .pte without them, whose hand-written ``<stem>.json`` is read instead."""
+        from .llm_metadata import from_pte
+
+        return from_pte(artifact)
+
     def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
         from .decoder import ExecuTorchDecoder
 

@@ -1,0 +1,130 @@
+"""An ExecuTorch ``.pte``'s execution plans read from the flatbuffer alone (schema/program.fbs of
+executorch 1.x), without the runtime or the exporter: each method's name, its values (tensors with
+their sizes and dtype, constant ints and bools), inputs, outputs and kernel calls. Enough for what
+ExecuTorch's LLM export writes into the file: the metadata methods (``get_max_seq_len`` ... a
+method with no inputs returning one constant) and the operators the attention calls with the KV
+cache. Importing ``executorch.exir`` for this would cost the pytest process ~4 s and ~140 MB."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from flatbuffers import encode, number_types, table
+
+# Union member indices (0 is NONE) of program.fbs.
+_KERNEL_TYPES = {1: "Null", 2: "Int", 3: "Bool", 4: "Double", 5: "Tensor", 6: "String", 7: "IntList",
+                 8: "DoubleList", 9: "BoolList", 10: "TensorList", 11: "OptionalTensorList"}
+_KERNEL_CALL = 1  # InstructionArguments.KernelCall
+MAX_PLANS = 4096
+MAX_VALUES = 1 << 22
+# What reading a broken flatbuffer raises: offsets past the end, wrong types under a union.
+UNREADABLE = (ValueError, IndexError, TypeError, struct.error)
+
+
+@dataclass(frozen=True)
+class TensorValue:
+    sizes: tuple[int, ...]
+    scalar_type: int
+    static: bool  # TensorShapeDynamism.STATIC: the sizes are the tensor's, not an upper bound
+    planned: bool  # memory-planned (allocation_info): allocated at load, not a constant
+
+
+@dataclass
+class Plan:
+    """One method of the program."""
+
+    name: str
+    values: list[object]  # TensorValue, int, bool, or the kernel type's name for others
+    inputs: list[int]
+    outputs: list[int]
+    operators: list[str] = field(default_factory=list)
+    kernel_calls: list[tuple[str, list[int]]] = field(default_factory=list)  # (operator, value indices)
+
+    def tensor(self, index: int) -> TensorValue | None:
+        value = self.values[index] if 0 <= index < len(self.values) else None
+        return value if isinstance(value, TensorValue) else None
+
+    def constant(self) -> int | bool | None:
+        """What a metadata method returns: no inputs, one constant int or bool out."""
+        if self.inputs or len(self.outputs) != 1 or not 0 <= self.outputs[0] < len(self.values):
+            return None
+        value = self.values[self.outputs[0]]
+        return value if isinstance(value, (int, bool)) else None
+
+
+def _bounded(count: int, limit: int, end: int, size: int) -> None:
+    """A vector longer than its limit or than the file: a broken or hostile program, refused before
+    one entry is read."""
+    if count > limit or end > size:
+        raise ValueError(f"a vector of {count} entries past its bounds")
+
+
+class _Table(table.Table):
+    def field(self, slot: int) -> int:
+        return self.Offset(4 + 2 * slot)
+
+    def scalar(self, slot: int, flags, default=0):
+        offset = self.field(slot)
+        return self.Get(flags, self.Pos + offset) if offset else default
+
+    def child(self, slot: int) -> "_Table | None":
+        offset = self.field(slot)
+        return _Table(self.Bytes, self.Indirect(self.Pos + offset)) if offset else None
+
+    def string(self, slot: int) -> str:
+        offset = self.field(slot)
+        return self.String(self.Pos + offset).decode("utf-8", "replace") if offset else ""
+
+    def ints(self, slot: int, flags, width: int, limit: int = MAX_VALUES) -> list[int]:
+        offset = self.field(slot)
+        if not offset:
+            return []
+        start, count = self.Vector(offset), self.VectorLen(offset)
+        _bounded(count, limit, start + count * width, len(self.Bytes))
+        return [self.Get(flags, start + i * width) for i in range(count)]
+
+    def tables(self, slot: int, limit: int = MAX_VALUES) -> list["_Table"]:
+        offset = self.field(slot)
+        if not offset:
+            return []
+        start, count = self.Vector(offset), self.VectorLen(offset)
+        _bounded(count, limit, start + count * 4, len(self.Bytes))
+        return [_Table(self.Bytes, self.Indirect(start + i * 4)) for i in range(count)]
+
+
+def _value(evalue: _Table) -> object:
+    kind = _KERNEL_TYPES.get(evalue.scalar(0, number_types.Uint8Flags), "None")
+    val = evalue.child(1)
+    if val is None:
+        return kind
+    if kind == "Int":
+        return int(val.scalar(0, number_types.Int64Flags))
+    if kind == "Bool":
+        return bool(val.scalar(0, number_types.BoolFlags, False))
+    if kind == "Tensor":
+        return TensorValue(tuple(val.ints(2, number_types.Int32Flags, 4, 64)), val.scalar(0, number_types.Int8Flags),
+                           val.scalar(8, number_types.Int8Flags) == 0, val.field(6) != 0)
+    return kind
+
+
+def read_plans(data: bytes) -> list[Plan]:
+    """Every execution plan of the program in ``data`` (a .pte checked by ``pte_problem``); one of
+    :data:`UNREADABLE` where the flatbuffer is not one."""
+    buf = bytearray(data)
+    program = _Table(buf, encode.Get(number_types.UOffsetTFlags.packer_type, buf, 0))
+    plans = []
+    for plan in program.tables(1, MAX_PLANS):  # Program.execution_plan
+        operators = [op.string(0) for op in plan.tables(6)]
+        found = Plan(plan.string(0), [_value(v) for v in plan.tables(2)],
+                     plan.ints(3, number_types.Int32Flags, 4), plan.ints(4, number_types.Int32Flags, 4), operators)
+        for chain in plan.tables(5):
+            for instruction in chain.tables(2):
+                if instruction.scalar(0, number_types.Uint8Flags) != _KERNEL_CALL:
+                    continue
+                call = instruction.child(1)
+                op = call.scalar(0, number_types.Int32Flags) if call else -1
+                if call is not None and 0 <= op < len(operators):
+                    found.kernel_calls.append((operators[op], call.ints(1, number_types.Int32Flags, 4)))
+        plans.append(found)
+    return plans
