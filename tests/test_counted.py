@@ -160,6 +160,50 @@ def test_count_gate_decides_at_once_when_processes_agree_and_recounts_when_not()
     assert confirmed.summary["verdict"] == "failed" and "counted again in fresh processes: +3.00%" in confirmed.failures[0]
 
 
+def _one_process(*runs: int) -> dict:
+    median = sorted(runs)[len(runs) // 2]
+    return combine_counts([{"instructions": median, "runs": len(runs), "warmup_runs": 5,
+                            "run_instructions": list(runs)}], "callgrind", "valgrind-3.19.0")
+
+
+def test_a_median_run_that_moved_with_an_unmoved_least_run_is_no_growth() -> None:
+    """#29: counted with edge_count_runs = 3 and one process, ONNX Runtime's runs of tiny_mlp differ
+    by position (measured here: 56890, 52455, 47825 in one process; 50528, 52474, 47992 in the
+    next), so the median run read +3.8 % for the same model. The least runs agree (47825 / 47992):
+    no growth, said in a note. Added work moves the least run too, and still fails."""
+    unchanged, recounts = _gate(_one_process(56890, 52455, 47825), _one_process(50528, 52474, 47992), paired=False)
+    assert unchanged.summary["verdict"] == "passed" and recounts == 0
+    assert abs(unchanged.summary["least_run_ratio"] - 47825 / 47992) < 1e-9
+    assert "looked +3.81%" in unchanged.notes[0] and "least run moved -0.35%" in unchanged.notes[0]
+    more_work, _ = _gate(_one_process(58600, 54000, 49300), _one_process(50528, 52474, 47992), paired=False)
+    assert more_work.summary["verdict"] == "failed" and "+6.87%" in more_work.failures[0]
+    # A baseline without per-run counts (an older report), or with something else there: the median decides.
+    old = _counted(50528)
+    assert _gate(_one_process(56890, 52455, 47825), old, paired=False)[0].summary["verdict"] == "failed"
+    hostile = _one_process(50528, 52474, 47992)
+    hostile["processes"][0]["run_instructions"] = ["x", float("nan")]
+    assert _gate(_one_process(56890, 52455, 47825), hostile, paired=False)[0].summary["verdict"] == "failed"
+
+
+def test_three_runs_in_one_process_against_their_own_stored_counts(pytester: pytest.Pytester) -> None:
+    """The setting of #29 for real: edge_count_runs = 3, edge_count_processes = 1, an unchanged
+    model against the counts it stored; the record keeps every run's count."""
+    write_mlp(pytester.path / "m.onnx", 32)
+    pytester.makepyfile(test_m=TEST.format(model="m", backends="onnxruntime-cpu"))
+    pytester.makeini("[pytest]\nedge_model_dirs = .\nedge_count_runs = 3\nedge_count_processes = 1\n")
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("--edge-count=instructions", "--edge-measure", "--edge-report=base.json"
+                                  ).assert_outcomes(passed=1)
+    for _ in range(2):
+        result = pytester.runpytest_subprocess("--edge-count=instructions", "--edge-baseline=base.json",
+                                               "--edge-report=r.json")
+        result.assert_outcomes(passed=1)
+        (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
+        runs = record["counted"]["processes"][0]["run_instructions"]
+        assert len(runs) == 3 and all(r > 1000 for r in runs)
+        assert abs(record["baseline_check"]["least_run_ratio"] - 1) < 0.01
+
+
 def test_count_gate_against_a_wall_clock_baseline_says_it_cannot_gate() -> None:
     result = run_count_gate({"backend": "b", "counted": _counted(100_000)}, {"backend": "b", "latency_ms": {"p50": 1}},
                             paired=False, threshold=0.01, recount=lambda: pytest.fail("recounted"), source="t",

@@ -179,7 +179,8 @@ def count_runs(infer: Callable[[], Any], warmup: int, runs: int) -> dict[str, An
               for name in events}
     instructions = [t.get("Ir", 0) - overhead.get("Ir", 0) for t in per_run]
     return {"runs": runs, "warmup_runs": warmup, **per_inference(median, 1),
-            "run_spread": round(max(instructions) / min(instructions) - 1, 4) if min(instructions) > 0 else None}
+            "run_spread": round(max(instructions) / min(instructions) - 1, 4) if min(instructions) > 0 else None,
+            "run_instructions": instructions}
 
 
 def _own_dump(out_dir: Path) -> dict[str, int]:
