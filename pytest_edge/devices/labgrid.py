@@ -356,20 +356,21 @@ def _quietly(action: Callable[[str], None], argument: str) -> None:
 
 
 def _who_holds(client: LabgridClient, request: FarmRequest) -> str:
-    """``; places: rpi-1 acquired by ci/job-4, ...`` for a wait that timed out, where it can be read."""
+    """``; matching places: rpi-1 acquired by ci/job-4, ...`` for a wait that timed out, where it
+    can be read (``labgrid-client -v places``: every place with its tags and holder)."""
     try:
-        names = [line.split()[0] for line in client.run("places").splitlines() if line.strip()]
+        listing = client.run("-v", "places")
     except FarmError:
         return ""
+    wanted = request.tags or (("name", request.place or ""),)
     held = []
-    for name in names[:20]:
-        try:
-            state = client.show(name)
-        except FarmError:
+    for block in re.split(r"^(?=Place ')", listing, flags=re.M):
+        state = PlaceState.parse(block)
+        if state.name is None:
             continue
-        tags = {**state.tags, "name": name}
-        if all(tags.get(key) == value for key, value in (request.tags or (("name", request.place or ""),))):
-            held.append(f"{name} acquired by {state.acquired}" if state.acquired else f"{name} reserved")
+        tags = {**state.tags, "name": state.name}
+        if all(tags.get(key) == value for key, value in wanted):
+            held.append(f"{state.name} acquired by {state.acquired}" if state.acquired else f"{state.name} reserved")
     return f"; matching places: {', '.join(held)}" if held else "; no place matches"
 
 

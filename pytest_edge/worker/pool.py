@@ -192,6 +192,11 @@ class WorkerPool:
         """Launch these backends' workers without waiting for them (see BackendWorker.launch)."""
         if self.isolated:
             for backend in dict.fromkeys(backends):
+                device = split_device(backend)[1]
+                if device in self.devices and is_labgrid(self.devices[device]) and device not in self.leases:
+                    # A farm place is reserved by the first test that runs on it: an xdist worker that
+                    # collects device tests it will never run must not hold (or wait for) a board.
+                    continue
                 try:
                     self.worker(backend).launch()
                 except (DeviceUnreachable, EdgeUsageError):
