@@ -450,3 +450,24 @@ def test_the_gemma2_as_gguf_generates_pytorchs_tokens_and_agrees_with_onnxruntim
     on_llama = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}["llama.cpp"]
     assert on_llama["accuracy"]["reference"] == "onnxruntime-cpu" and on_llama["accuracy"]["token_agreement"] == 1.0
     assert on_llama["accuracy"]["max_abs_err"] < 1e-3, on_llama["accuracy"]  # measured 2.1e-4 (f16 KV cache)
+
+
+def test_a_hand_written_configuration_may_give_a_sliding_window(tmp_path: Path) -> None:
+    """Where no export configuration is there: sliding_window / sliding_layers / sliding_cache in
+    the project's keys; through the worker's Load (asdict, JSON, LlmConfig(**...)) it stays the same."""
+    from dataclasses import asdict
+
+    from pytest_edge.backends.decoder_config import LlmConfig
+
+    base = {"vocab_size": 256, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "head_dim": 32, "max_context": 256}
+    (tmp_path / "m.json").write_text(json.dumps({**base, "sliding_window": 8, "sliding_layers": [0]}))
+    config = LlmConfig.load(tmp_path / "m.json")
+    assert (config.sliding_window, config.sliding_layers, config.sliding_cache) == (8, (0,), 8)
+    assert LlmConfig(**json.loads(json.dumps(asdict(config)))) == config
+    for bad, said in (({"sliding_window": 8, "sliding_layers": [5]}, "must list layer indices in 0..1"),
+                      ({"sliding_window": 8, "sliding_cache": 4}, "must be a non-negative integer, not -4"),
+                      ({"sliding_window": "8"}, "needs window_size")):
+        (tmp_path / "m.json").write_text(json.dumps({**base, **bad}))
+        with pytest.raises(EdgeUsageError, match=said) as info:
+            LlmConfig.load(tmp_path / "m.json")
+        assert "m.json" in str(info.value)

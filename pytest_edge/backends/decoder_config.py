@@ -63,11 +63,13 @@ class LlmConfig:
             raise EdgeUsageError(f"{path}: dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
         counts = _ints(path, "the configuration", data, {k: k for k in LIMITS})
         window = {}
-        if data.get("sliding_window"):
+        if "sliding_window" in data:  # the project's keys for a window no export configuration gives
+            size = data["sliding_window"]
+            cache = data.get("sliding_cache", size)
+            slack = cache - size if all(isinstance(v, int) and not isinstance(v, bool) for v in (size, cache)) else cache
             window = _genai_window(path, {"sliding_window": {
-                "window_size": data["sliding_window"], "layers": data.get("sliding_layers", list(range(counts["n_layers"]))),
-                "cache_slack": data.get("sliding_cache", data["sliding_window"]) - data["sliding_window"]
-                if isinstance(data.get("sliding_cache", 0), int) else data["sliding_cache"]}}, counts["n_layers"],
+                "window_size": size, "layers": data.get("sliding_layers", list(range(counts["n_layers"]))),
+                "cache_slack": slack}}, counts["n_layers"],
                 where="sliding_window (window_size), sliding_layers (layers), sliding_cache (window_size + cache_slack)")
         return _checked(cls(**counts, dtype=dtype, **window, source=str(path)), path)
 
