@@ -354,3 +354,120 @@ def test_a_broken_pte_is_an_error_naming_the_file_after_a_bounded_read(tmp_path:
         with pytest.raises(EdgeUsageError, match=says) as info:
             from_pte(tmp_path / name)
         assert name in str(info.value)
+
+
+# A third architecture, as a new user brings it (issue #27): a Gemma-2 (tied embeddings scaled by
+# sqrt(hidden), four RMSNorms a layer with the +1 offset, GeGLU, soft-capped attention and logits,
+# head_dim 32 apart from hidden / heads = 16) whose layer 0 attends a sliding window of 8 tokens,
+# shorter than the prompts plus their new tokens (and than the third prompt, 20 tokens, alone). The
+# builder's CPU export keeps that layer's cache in a ring of 8 positions (past_sliding_length).
+
+def test_a_gemma2_with_a_sliding_window_generates_pytorchs_tokens_on_onnxruntime_and_genai(
+        pytester: pytest.Pytester) -> None:
+    """The model builder's Gemma-2 folder, no hand-written configuration: ONNX Runtime (the ring
+    fed at its size from genai_config.json) and GenAI's own generator both give PyTorch's greedy
+    tokens for every prompt, the 20-token one included; GenAI's logits equal ONNX Runtime's golden."""
+    pytest.importorskip("onnxruntime_genai")
+    greedy = _project(pytester, "genai_gemma2", backends=("onnxruntime-cpu", "onnxruntime-genai"))
+    assert max(map(len, greedy["prompts"])) > 8  # a prompt longer than the window
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=4)
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "-v")
+    result.assert_outcomes(passed=4)
+    records = {(r["test"].split("::")[-1].split("[")[0], r["backend"]): r
+               for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    config = records[("test_against_the_golden", "onnxruntime-cpu")]["llm"]["config"]
+    assert (config["head_dim"], config["sliding_window"], config["sliding_layers"], config["sliding_cache"]) == \
+        (32, 8, [0], 8), config
+    genai = records[("test_against_the_golden", "onnxruntime-genai")]["accuracy"]
+    assert genai["reference"] == "onnxruntime-cpu" and genai["token_agreement"] == 1.0
+    assert genai["max_abs_err"] < 1e-5, genai
+
+
+def test_the_gemma2_configuration_is_read_from_genai_config() -> None:
+    config = read_config(LLM / "genai_gemma2" / "model.onnx")
+    # head_size from genai_config.json, not hidden_size / heads (64 / 4 = 16).
+    assert (config.n_layers, config.n_heads, config.n_kv_heads, config.head_dim) == (2, 4, 2, 32)
+    assert (config.sliding_window, config.sliding_layers, config.sliding_cache) == (8, (0,), 8)
+    # M_KV: the full layer holds every token, the windowed one its ring of 8 positions.
+    assert config.kv_cache_bytes(100) == 2 * 1 * (100 + 8) * 2 * 32 * 4
+    assert config.kv_cache_bytes(4) == 2 * 1 * (4 + 8) * 2 * 32 * 4
+
+
+def test_a_ring_cache_the_configuration_gives_no_size_for_is_refused_naming_it(tmp_path: Path) -> None:
+    """genai_config.json without its sliding_window block (say, edited by hand): the graph's layer 0
+    cache is a ring of a size nothing gives, so the decoder is refused naming the layer and the key,
+    not run into ONNX Runtime's "KV cache capacity (0) must be at least local_window_size (8)"."""
+    from pytest_edge.backends.onnxruntime.decoder import OrtDecoder
+    from pytest_edge.errors import BackendError
+
+    folder = tmp_path / "gemma"
+    shutil.copytree(LLM / "genai_gemma2", folder)
+    data = json.loads((folder / "genai_config.json").read_text())
+    del data["model"]["decoder"]["sliding_window"]
+    (folder / "genai_config.json").write_text(json.dumps(data))
+    with pytest.raises(BackendError, match=r"layer\(s\) \[0\] with a ring cache .*past_sliding_length.* that "
+                                           r".*genai_config.json gives no size for") as info:
+        OrtDecoder(folder / "model.onnx", read_config(folder / "model.onnx"), 1)
+    assert "model.decoder.sliding_window" in str(info.value)
+
+
+def test_the_gemma2_export_slightly_perturbed_fails_naming_the_first_differing_position(
+        pytester: pytest.Pytester) -> None:
+    import numpy as np
+
+    _project(pytester, "genai_gemma2")
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=1)
+    data = pytester.path / "models" / "decoder" / "model.onnx.data"
+    weights = np.frombuffer(data.read_bytes(), np.float32)  # every tensor float32 (-p fp32)
+    noise = np.random.default_rng(27).standard_normal(weights.shape).astype(np.float32)
+    data.write_bytes((weights * (1 + 0.1 * noise)).astype(np.float32).tobytes())
+    result = pytester.runpytest_subprocess("-k", "golden")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: prompt [[]*]: token agreement * < 1: first difference at new "
+                                 "token * (golden *, got *)*"])
+
+
+@LLAMA_CPP
+def test_the_gemma2_as_gguf_generates_pytorchs_tokens_and_agrees_with_onnxruntime(pytester: pytest.Pytester) -> None:
+    """llama.cpp's converter's GGUF of the same Gemma-2 weights: alone, its greedy tokens equal
+    PyTorch's (the configuration from its metadata: key_length 32); beside the builder's ONNX, its
+    tokens and first-step logits agree with ONNX Runtime's golden."""
+    from pytest_edge.backends.llama_cpp.gguf import from_gguf, read_metadata
+
+    config = from_gguf(LLM / "gguf_gemma2" / "model.gguf")
+    assert (config.n_layers, config.n_heads, config.n_kv_heads, config.head_dim) == (2, 4, 2, 32)
+    assert read_metadata(LLM / "gguf_gemma2" / "model.gguf")["gemma2.attention.sliding_window"] == 8
+    _project(pytester, "gguf_gemma2", backends=("llama.cpp",))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess().assert_outcomes(passed=2)
+    shutil.rmtree(pytester.path / "golden")
+    shutil.copytree(LLM / "genai_gemma2", pytester.path / "models" / "decoder", dirs_exist_ok=True)
+    pytester.makepyfile(test_decoder=pytester.path.joinpath("test_decoder.py").read_text().replace(
+        "['llama.cpp']", "['onnxruntime-cpu', 'llama.cpp']"))
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("-k", "golden", "--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    on_llama = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}["llama.cpp"]
+    assert on_llama["accuracy"]["reference"] == "onnxruntime-cpu" and on_llama["accuracy"]["token_agreement"] == 1.0
+    assert on_llama["accuracy"]["max_abs_err"] < 1e-3, on_llama["accuracy"]  # measured 2.1e-4 (f16 KV cache)
+
+
+def test_a_hand_written_configuration_may_give_a_sliding_window(tmp_path: Path) -> None:
+    """Where no export configuration is there: sliding_window / sliding_layers / sliding_cache in
+    the project's keys; through the worker's Load (asdict, JSON, LlmConfig(**...)) it stays the same."""
+    from dataclasses import asdict
+
+    from pytest_edge.backends.decoder_config import LlmConfig
+
+    base = {"vocab_size": 256, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "head_dim": 32, "max_context": 256}
+    (tmp_path / "m.json").write_text(json.dumps({**base, "sliding_window": 8, "sliding_layers": [0]}))
+    config = LlmConfig.load(tmp_path / "m.json")
+    assert (config.sliding_window, config.sliding_layers, config.sliding_cache) == (8, (0,), 8)
+    assert LlmConfig(**json.loads(json.dumps(asdict(config)))) == config
+    for bad, said in (({"sliding_window": 8, "sliding_layers": [5]}, "must list layer indices in 0..1"),
+                      ({"sliding_window": 8, "sliding_cache": 4}, "must be a non-negative integer, not -4"),
+                      ({"sliding_window": "8"}, "needs window_size")):
+        (tmp_path / "m.json").write_text(json.dumps({**base, **bad}))
+        with pytest.raises(EdgeUsageError, match=said) as info:
+            LlmConfig.load(tmp_path / "m.json")
+        assert "m.json" in str(info.value)

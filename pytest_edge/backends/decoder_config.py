@@ -30,6 +30,17 @@ class LlmConfig:
     max_context: int
     dtype: str = "float32"  # of the KV cache
     source: str = ""  # the file it was read from, said in records and messages
+    # Sliding-window attention as the export's configuration says it (genai_config.json's
+    # model.decoder.sliding_window): the window, the layers that attend only it, and the positions
+    # their cache holds (the builder's ring: window_size + cache_slack), allocated whole. 0 / ():
+    # every layer attends the whole context and its cache grows with it.
+    sliding_window: int = 0
+    sliding_layers: tuple[int, ...] = ()
+    sliding_cache: int = 0
+
+    def __post_init__(self) -> None:
+        # asdict() -> JSON -> LlmConfig(**...) (the worker's Load) gives a list back.
+        object.__setattr__(self, "sliding_layers", tuple(self.sliding_layers))
 
     @classmethod
     def load(cls, path: Path) -> "LlmConfig":
@@ -44,18 +55,35 @@ class LlmConfig:
         if not isinstance(data, dict):
             raise EdgeUsageError(f"{path}: an LLM configuration must be a JSON object")
         known = {f.name for f in fields(cls)} - {"source"}
-        missing = sorted(known - {"dtype"} - set(data))
+        missing = sorted(known - _OPTIONAL - set(data))
         if missing:
             raise EdgeUsageError(f"{path}: LLM configuration lacks {', '.join(missing)}")
         dtype = data.get("dtype", "float32")
         if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
             raise EdgeUsageError(f"{path}: dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
         counts = _ints(path, "the configuration", data, {k: k for k in LIMITS})
-        return _checked(cls(**counts, dtype=dtype, source=str(path)), path)
+        window = {}
+        if "sliding_window" in data:  # the project's keys for a window no export configuration gives
+            size = data["sliding_window"]
+            cache = data.get("sliding_cache", size)
+            slack = cache - size if all(isinstance(v, int) and not isinstance(v, bool) for v in (size, cache)) else cache
+            window = _genai_window(path, {"sliding_window": {
+                "window_size": size, "layers": data.get("sliding_layers", list(range(counts["n_layers"]))),
+                "cache_slack": slack}}, counts["n_layers"],
+                where="sliding_window (window_size), sliding_layers (layers), sliding_cache (window_size + cache_slack)")
+        return _checked(cls(**counts, dtype=dtype, **window, source=str(path)), path)
 
     def kv_cache_bytes(self, tokens: int, batch: int = 1) -> int:
-        """M_KV = 2 (K and V) x layers x batch x tokens x kv_heads x head_dim x bytes."""
-        return 2 * self.n_layers * batch * tokens * self.n_kv_heads * self.head_dim * DTYPE_BYTES[self.dtype]
+        """M_KV = 2 (K and V) x batch x kv_heads x head_dim x bytes x the positions each layer holds:
+        ``tokens`` for a layer attending the whole context (2 x layers x batch x tokens x ... where no
+        layer has a sliding window), the ring's ``sliding_cache`` positions for a sliding-window one."""
+        windowed = len(self.sliding_layers) if self.sliding_cache else 0
+        positions = (self.n_layers - windowed) * tokens + windowed * self.sliding_cache
+        return 2 * batch * positions * self.n_kv_heads * self.head_dim * DTYPE_BYTES[self.dtype]
+
+
+# Keys a hand-written configuration may leave out.
+_OPTIONAL = {"dtype", "sliding_window", "sliding_layers", "sliding_cache"}
 
 
 def config_path(artifact: Path) -> Path:
@@ -98,7 +126,30 @@ def from_genai_config(path: Path) -> LlmConfig:
     top = _ints(path, "model", model, {"vocab_size": "vocab_size", "max_context": "context_length"})
     heads = _ints(path, "model.decoder", decoder, {"n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
                                                    "n_kv_heads": "num_key_value_heads", "head_dim": "head_size"})
-    return _checked(LlmConfig(**top, **heads, source=str(path)), path)
+    return _checked(LlmConfig(**top, **heads, **_genai_window(path, decoder, heads["n_layers"]), source=str(path)),
+                    path)
+
+
+def _genai_window(path: Path, decoder: dict, n_layers: int, where: str = "model.decoder.sliding_window") -> dict:
+    """``model.decoder.sliding_window`` of a builder export (Gemma-2/3, Mistral, Phi-3 with a window,
+    ...): ``window_size``, ``layers`` (the ones whose cache is a ring of ``window_size +
+    cache_slack`` positions) and ``cache_slack``; none: {}."""
+    window = decoder.get("sliding_window")
+    if window is None:
+        return {}
+    if not isinstance(window, dict):
+        raise EdgeUsageError(f"{path}: {where} must be an object (window_size, layers, cache_slack)")
+    size = _ints(path, where, window, {"window_size": "window_size"})["window_size"]
+    layers, slack = window.get("layers", list(range(n_layers))), window.get("cache_slack", 0)
+    if (not isinstance(layers, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers
+                                            for i in layers)):
+        raise EdgeUsageError(f"{path}: {where}.layers must list layer indices in 0..{n_layers - 1}, "
+                             f"not {repr(layers)[:80]}")
+    if isinstance(slack, bool) or not isinstance(slack, int) or slack < 0:
+        raise EdgeUsageError(f"{path}: {where}.cache_slack must be a non-negative integer, not {slack!r}")
+    if size > LIMITS["max_context"] or slack > LIMITS["max_context"]:
+        raise EdgeUsageError(f"{path}: {where} says a window of {size:,} (+{slack:,}): a broken file?")
+    return {"sliding_window": size, "sliding_layers": tuple(sorted(set(layers))), "sliding_cache": size + slack}
 
 
 def from_hf_config(path: Path) -> LlmConfig:
@@ -166,4 +217,6 @@ def read_config(artifact: Path, metadata: Callable[[Path], LlmConfig | None] | N
     raise EdgeUsageError(
         f"{artifact}: no decoder configuration: looked for {folder / GENAI_CONFIG} (ONNX Runtime GenAI's model "
         f"builder), {folder / HF_CONFIG} (a Hugging Face / Optimum export folder), the artifact's own metadata, "
-        f"and a hand-written {own} with {', '.join(f.name for f in fields(LlmConfig) if f.name != 'source')}")
+        f"and a hand-written {own} with "
+        f"{', '.join(f.name for f in fields(LlmConfig) if f.name != 'source' and f.name not in _OPTIONAL)}"
+        f" (optional: dtype, sliding_window, sliding_layers, sliding_cache)")

@@ -2,7 +2,12 @@
 write it (ONNX Runtime GenAI's model builder, Hugging Face Optimum, this project's own tiny decoder).
 ``input_ids`` and ``past_key_values.N.key/value`` in, ``logits`` and ``present.N.key/value`` out,
 plus ``attention_mask`` and ``position_ids`` where the graph declares them (fed as a full mask and
-the next positions). Inputs are fed by name; the cache lives in NumPy."""
+the next positions). Inputs are fed by name; the cache lives in NumPy. A sliding-window layer of
+the builder's (``GroupQueryAttention`` with ``sliding_window_cache``: Gemma-2/3, a Mistral or Phi-3
+with a window) keeps its cache in a ring of fixed size (its past's sequence axis is named
+``past_sliding_length``): it is fed zeros of the ring's size (``genai_config.json``'s
+``window_size + cache_slack``) at the start, the kernel writing and evicting in place, as
+ONNX Runtime GenAI's generator feeds it."""
 
 from __future__ import annotations
 
@@ -20,6 +25,12 @@ from ..decoder import Decoder, not_a_decoder
 _PAST = re.compile(r"past_key_values\.(\d+)\.(key|value)$")
 _PRESENT = re.compile(r"present\.(\d+)\.(key|value)$")
 _ORT_FLOATS = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+
+
+def _ring(shape: Sequence[Any]) -> bool:
+    """A past input whose sequence axis the builder names for a sliding-window ring
+    (``past_sliding_length``; a growing cache's is ``past_sequence_length``)."""
+    return len(shape) == 4 and isinstance(shape[2], str) and "sliding" in shape[2]
 
 
 class OrtDecoder(Decoder):
@@ -52,12 +63,23 @@ class OrtDecoder(Decoder):
         self.logits_index = outputs.index("logits")
         self.feeds_mask, self.feeds_positions = "attention_mask" in inputs, "position_ids" in inputs
         self.cache_dtype = _ORT_FLOATS.get(inputs[self.past_names[0]].type, np.float32)
+        # The positions each past input starts with: 0 (the cache grows), or a ring's whole size.
+        rings = {int(_PAST.match(n).group(1)) for n in self.past_names if _ring(inputs[n].shape)}
+        unsized = sorted(rings - set(config.sliding_layers)) if config.sliding_cache else sorted(rings)
+        if unsized:
+            shape = next(inputs[n].shape for n in self.past_names if int(_PAST.match(n).group(1)) == unsized[0])
+            raise not_a_decoder(
+                path, backend, "the size of each sliding-window ring cache in the configuration (genai_config.json's "
+                "model.decoder.sliding_window: window_size, layers, cache_slack, as the model builder writes it)",
+                f"layer(s) {unsized} with a ring cache (past shape {shape}) that "
+                f"{config.source or 'the configuration'} gives no size for")
+        self.start = {n: config.sliding_cache if int(_PAST.match(n).group(1)) in rings else 0 for n in self.past_names}
         self.reset()
 
     def reset(self) -> None:
         c = self.config
-        empty = np.zeros((1, c.n_kv_heads, 0, c.head_dim), self.cache_dtype)
-        self.past = dict.fromkeys(self.past_names, empty)
+        self.past = {n: np.zeros((1, c.n_kv_heads, size, c.head_dim), self.cache_dtype)
+                     for n, size in self.start.items()}
         self.position = 0
 
     def step(self, ids: Sequence[int]) -> np.ndarray:
