@@ -17,6 +17,11 @@ inconclusive (passed with a warning), how many times each model was caught, and 
 per pytest run. Wanted: unchanged never fails; 1.2x and more is caught every time in A/B mode
 (docs/gate.md, "Catching 1.2x"), 1.5x in stored mode on a quiet machine.
 
+``--llm`` gates decoders instead (``@pytest.mark.edge_llm``, A/B): a 4-layer decoder of
+fixtures/make_llm.py's family (d_model 128) against twins with ``--ratios`` times the layers
+(1.5: 6 layers), TPOT/TTFT P50 at 10 %, quiet and busy: the busy-machine rule of tensor models
+(the CPU probe and the fastest whole generation of each process) applies to them unchanged.
+
 ``--shipped`` runs the walkthrough's (docs/index.md) stored gate instead: the shipped tiny_cnn (.onnx,
 .tflite, .pte) on every backend, unchanged, against a baseline from a run just before (the case a
 CI run of this repository once failed: LiteRT and ExecuTorch "+20 % to +50 %" slower).
@@ -88,6 +93,8 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the project folder and print its path")
     parser.add_argument("--shipped", action="store_true",
                         help="tiny_cnn on every backend, unchanged, with the walkthrough's gate commands (--modes)")
+    parser.add_argument("--llm", action="store_true",
+                        help="decoders under @pytest.mark.edge_llm, A/B, twins with --ratios times the layers")
     parser.add_argument("--gate-p99", default="", metavar="PCT",
                         help="also gate P99 in A/B mode with this threshold (--edge-gate-p99), e.g. 25%%")
     parser.add_argument("--extra", default="", metavar="ARGS",
@@ -98,6 +105,8 @@ def main() -> int:
     extra += args.extra.split()
     if args.shipped:
         return shipped(project, args.trials, args.loads.split(","), args.modes.split(","), extra)
+    if args.llm:
+        return decoders(project, args.trials, args.loads.split(","), [float(r) for r in args.ratios.split(",")], extra)
     ratios = [float(r) for r in args.ratios.split(",")]
     folders = {ratio: "main" if ratio == 1.0 else f"slow_{ratio:g}" for ratio in ratios}
     for folder, ratio in {"main": 1.0, **{f: r for r, f in folders.items()}}.items():
@@ -172,6 +181,66 @@ def _first_ratios(report: Path, base: dict) -> list[float]:
         if new and old:
             ratios.append(new / old)
     return ratios
+
+
+LLM_TEST = """
+import pytest
+
+@pytest.mark.edge_llm(model="dec", prompts=[list(range(1, 33))], new_tokens=16, backends=["onnxruntime-cpu"])
+def test_decoder(edge_llm):
+    pass
+"""
+LLM_CONFIG = {"vocab_size": 256, "d_model": 128, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "head_dim": 32,
+              "max_context": 256, "dtype": "float32"}
+
+
+def decoders(project: Path, trials: int, loads: list[str], ratios: list[float], extra: list[str]) -> int:
+    """The A/B gate on decoders: per load and twin, how the gate decided (from the report's
+    baseline_check: a twin computes other tokens, so the run's exit status says the golden too)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fixtures"))
+    from make_llm import make_net, write_onnx
+
+    # "same": a copy of main's decoder in a folder of its own (a twin must be another file).
+    folders = {ratio: "same" if ratio == 1.0 else f"deeper_{ratio:g}" for ratio in ratios}
+    for ratio, folder in {**folders, 0.0: "main"}.items():
+        ratio = ratio or 1.0
+        config = {**LLM_CONFIG, "n_layers": round(LLM_CONFIG["n_layers"] * ratio)}
+        (project / folder).mkdir(exist_ok=True)
+        write_onnx(make_net(config=config), project / folder / "dec.onnx")
+        (project / folder / "dec.json").write_text(json.dumps(config))
+    (project / "test_llm_gate.py").write_text(LLM_TEST)
+    for folder in folders.values():  # each variant's own golden (a deeper one computes other tokens)
+        code, out = pytest_run(project, folder, "--edge-update-golden", f"--edge-golden-dir=golden_{folder}")
+        assert code == 0, out
+    print(f"{'load':6} {'twin':8} {'passed':>6} {'failed':>6} {'inconclusive':>12} {'s/trial':>8}  the gate's first line")
+    for load in loads:
+        spinner = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if load == "busy" else None)
+        try:
+            for ratio in ratios:
+                folder = folders[ratio]
+                counts = {"passed": 0, "failed": 0, "inconclusive": 0}
+                took, said = [], ""
+                for _ in range(trials):
+                    start = time.perf_counter()
+                    code, out = pytest_run(project, folder, f"--edge-golden-dir=golden_{folder}",
+                                           "--edge-baseline-models=main", "--edge-max-regression=10%",
+                                           "--edge-report=gate.json", "-W", "default", *extra)
+                    took.append(time.perf_counter() - start)
+                    (record,) = json.loads((project / "gate.json").read_text())["records"]
+                    verdict = (record.get("baseline_check") or {}).get("verdict")
+                    if verdict not in counts:
+                        print(out)
+                        raise SystemExit(f"no gate verdict (exit {code})")
+                    counts[verdict] += 1
+                    lines = [line.strip() for line in out.splitlines() if "TPOT P50" in line or "TTFT P50" in line]
+                    said = said or (lines[0][:160] if lines and verdict != "passed" else "")
+                label = "same" if ratio == 1.0 else f"{ratio:g}x"
+                print(f"{load:6} {label:8} {counts['passed']:6} {counts['failed']:6} {counts['inconclusive']:12} "
+                      f"{float(np.median(took)):8.1f}  {said}", flush=True)
+        finally:
+            if spinner is not None:
+                spinner.kill()
+    return 0
 
 
 SHIPPED_TEST = """

@@ -360,6 +360,33 @@ def test_the_llm_gate_is_the_one_gate_measuring_a_suspect_again() -> None:
     assert unchanged.failures == [] and unchanged.summary["remeasured"] is False
 
 
+def test_the_llm_gate_tells_a_slower_machine_from_a_slower_decoder() -> None:
+    """The busy-machine rule of tensor models, for decoders: each generation process carries the
+    CPU probe timed around its generations and its fastest whole generation (``min``). Processes
+    whose probe ran 30 % slower with the fastest generation unmoved are a slower machine
+    (inconclusive: a warning, a failure under strict); a 1.5x slower decoder on that same busy
+    machine moves its fastest generation too and fails."""
+    from pytest_edge.llm.gate import as_gated, judge
+
+    old = [{"ttft_p50_ms": 1.0, "tpot_p50_ms": 0.50, "probe_us": 100.0, "min": 4.0},
+           {"ttft_p50_ms": 1.02, "tpot_p50_ms": 0.51, "probe_us": 101.0, "min": 4.02},
+           {"ttft_p50_ms": 0.99, "tpot_p50_ms": 0.49, "probe_us": 99.0, "min": 3.98}]
+    busy = [{**p, "tpot_p50_ms": p["tpot_p50_ms"] * 1.5, "probe_us": p["probe_us"] * 1.3} for p in old]
+    slower = [{**p, "min": p["min"] * 1.5} for p in busy]
+
+    def again(new: list):
+        return lambda rounds: [{"processes": (new * 3)[:rounds]}, {"processes": (old * 3)[:rounds]}]
+
+    common = {"paired": True, "processes": 3, "max_regression": 0.10, "source": "base/m.pte"}
+    twin = as_gated("executorch", {"processes": old})
+    excused = judge("executorch", {"processes": busy}, twin, measure_again=again(busy), strict=False, **common)
+    assert excused.failures == [] and excused.summary["verdict"] == "inconclusive" and excused.inconclusive
+    strict = judge("executorch", {"processes": busy}, twin, measure_again=again(busy), strict=True, **common)
+    assert strict.failures and "CPU probe +30" in strict.failures[0]
+    caught = judge("executorch", {"processes": slower}, twin, measure_again=again(slower), strict=False, **common)
+    assert caught.failures and "fastest runs +50" in caught.failures[0]
+
+
 @pytest.mark.timing
 def test_ab_gate_catches_a_deeper_decoder_and_passes_an_unchanged_one(pytester: pytest.Pytester,
                                                                      llm_project: Path) -> None:

@@ -142,8 +142,12 @@ def _pooled(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     steadies = [r["steady_memory_mb"] for r in results if r["steady_memory_mb"] is not None]
     return {"ttft_s": [t for r in results for t in r["ttft_s"]], "tpot_s": [t for r in results for t in r["tpot_s"]],
             # per fresh process: what the merge gate compares
+            # (with the machine probe and the fastest whole generation, "min", which the gate's
+            # slower-machine rule reads as it reads a tensor model's fastest run)
             "processes": [{"ttft_p50_ms": float(np.median(r["ttft_s"])) * 1000.0,
-                           "tpot_p50_ms": float(np.median(r["tpot_s"])) * 1000.0 if r["tpot_s"] else None}
+                           "tpot_p50_ms": float(np.median(r["tpot_s"])) * 1000.0 if r["tpot_s"] else None,
+                           **({"probe_us": r["probe_us"], "min": min(r["generation_s"]) * 1000.0}
+                              if r.get("probe_us") and r.get("generation_s") else {})}
                           for r in results],
             "load_ms": float(np.median([r["load_ms"] for r in results])),
             "peak_memory_mb": max(peaks) if peaks else None, "steady_memory_mb": max(steadies) if steadies else None,

@@ -249,7 +249,8 @@ def _figures(process: Any) -> tuple[float, float] | None:
 
 def paired_machine(record: Mapping[str, Any], twin: Mapping[str, Any]) -> SlowerMachine | None:
     """The probe and fastest-run ratios of ``record``'s processes against ``twin``'s, pair by pair
-    (None where the processes do not carry both figures, e.g. a decoder's)."""
+    (None where the processes do not carry both figures, e.g. a report of an older pytest-edge; a
+    decoder's fastest run is its fastest whole generation)."""
     ratios = []
     for mine, theirs in zip(record.get("processes") or [], twin.get("processes") or []):
         new, old = _figures(mine), _figures(theirs)

@@ -211,13 +211,20 @@ class WorkerServer:
         for _ in range(warmup):
             generate(decoder, prompt, new_tokens)
         decoder.reset_runtime_timings()
-        ttft, tpot = [], []
+        # The machine probe around and between the timed generations, as op_measure times it between
+        # runs: the merge gate tells a slower machine from a slower decoder by it (docs/gate.md).
+        probes = [timing.machine_probe_ns() for _ in range(timing.PROBE_AROUND)]
+        ttft, tpot, whole = [], [], []
         for _ in range(runs):
             run = generate(decoder, prompt, new_tokens)
             ttft.append(run.prefill_s)
             tpot.extend(run.step_s)
+            whole.append(run.prefill_s + sum(run.step_s))
+            probes.append(timing.machine_probe_ns())
+        probes += [timing.machine_probe_ns() for _ in range(timing.PROBE_AROUND)]
         peak, steady = self._memory_over_load_base(key, trusted=True)
-        return {"ttft_s": ttft, "tpot_s": tpot, "peak_memory_mb": peak, "steady_memory_mb": steady,
+        return {"ttft_s": ttft, "tpot_s": tpot, "generation_s": whole, "peak_memory_mb": peak,
+                "steady_memory_mb": steady, "probe_us": float(np.median(probes)) / 1e3,
                 "runtime_timings": decoder.runtime_timings()}
 
     def op_count(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> dict[str, Any]:
