@@ -269,35 +269,43 @@ def lease(request: FarmRequest, settings: FarmSettings, progress: Callable[[str]
         place = client.reservation_place(token) or ""
         progress(f"labgrid: {place} allocated after {time.monotonic() - started:.1f} s")
         place = f"+{token}"
+    try:
+        return _acquire(client, place, token, settings, env)
+    except (FarmError, ValueError) as exc:
+        if token:
+            _quietly(client.cancel, token)  # else labgrid holds the allocated place for a minute more
+        raise FarmError(str(exc)) from None
+
+
+def _acquire(client: LabgridClient, place: str, token: str | None, settings: FarmSettings,
+             env: dict[str, str]) -> Lease:
+    """Acquire ``place`` (a name, or ``+TOKEN``: the place allocated to that reservation) unless this
+    user holds it already, and read its NetworkService."""
     state = client.show(place)
     name = state.name or place
-    mine = identity(env)
     release_at_end = True
     if state.acquired is None:
-        try:
-            client.acquire(place)
-        except FarmError:
-            if token:
-                _quietly(client.cancel, token)
-            raise
-    elif state.acquired == mine:
+        client.acquire(place)
+    elif state.acquired == identity(env):
         release_at_end = False  # acquired by the user before the session: theirs to release
     else:
-        if token:
-            _quietly(client.cancel, token)
         raise FarmError(f"place {name} is acquired by {state.acquired}")
-    acquired = client.show(name)
-    if not acquired.services:
+    try:
+        acquired = client.show(name)
+        if not acquired.services:
+            raise FarmError(f"place {name} has no NetworkService resource: pytest-edge reaches a board over SSH "
+                            "(add one to the exporter's configuration and match it to the place)")
+        exporter, params = acquired.services[0]
+        port = params.get("port") or 22
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise FarmError(f"place {name}: its NetworkService's port {port!r} is not a TCP port")
+        held = Lease(coordinator=settings.coordinator, place=name, exporter=exporter, tags=acquired.tags,
+                     address=str(params.get("address", "")), port=port,
+                     username=str(params.get("username") or ""), token=token, release_at_end=release_at_end)
+    except FarmError:
         if release_at_end:
             _quietly(client.release, name)
-        if token:
-            _quietly(client.cancel, token)
-        raise FarmError(f"place {name} has no NetworkService resource: pytest-edge reaches a board over SSH "
-                        "(add one to the exporter's configuration and match it to the place)")
-    exporter, params = acquired.services[0]
-    held = Lease(coordinator=settings.coordinator, place=name, exporter=exporter, tags=acquired.tags,
-                 address=str(params.get("address", "")), port=int(params.get("port") or 22),
-                 username=str(params.get("username") or ""), token=token, release_at_end=release_at_end)
+        raise
     if release_at_end:
         held.guard = _start_guard(held, env)
     return held
