@@ -228,6 +228,18 @@ class Backend(ABC):
     def artifact_suffixes(self) -> tuple[str, ...]:
         return self.suffixes or (self.suffix,)
 
+    def weights_file(self, artifact: Path) -> Path | None:
+        """The file beside ``artifact`` that holds its weights by the format's convention (part of
+        the artifact: hashed, sized, shipped with it); None for a format that keeps them inside.
+        Asked of the backend whose format ``artifact`` is (``backends.format_backend``)."""
+        return None
+
+    def external_locations(self, artifact: Path) -> tuple[str, ...]:
+        """The files (relative locations) ``artifact`` names inside itself as holding its data, in
+        the order first met, read without loading it; () for a self-contained model. The caller
+        checks each location stays in the artifact's folder (``external_data.external_files``)."""
+        return ()
+
     def shapes_beside(self, artifact: Path) -> tuple[tuple[Shape, ...], str]:
         """Input shapes (by position) that the artifact's converter wrote in a file beside it, and
         that file's name, read in the pytest process (so a device's worker gets them too); none

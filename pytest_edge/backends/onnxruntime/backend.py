@@ -125,6 +125,12 @@ class OrtBackend(Backend):
         provider = _SHORT_TO_PROVIDER.get(name.removeprefix("onnxruntime-"))
         return cls(provider) if provider else None
 
+    def external_locations(self, artifact: Path) -> tuple[str, ...]:
+        """The external data files an ``.onnx`` names (onnxruntime/external_data.py, no onnx import)."""
+        from .external_data import external_locations
+
+        return external_locations(artifact)
+
     def predicted_coverage(self, artifact: Path, target: str) -> Coverage | None:
         from .predict import predicted_coverage
 
