@@ -214,6 +214,12 @@ class Backend(ABC):
     # How the runtime keeps a decoder's KV cache, in words, for the record's llm.kv_cache.
     kv_cache: str | None = None
 
+    # What an emulated device (devices/qemu.py) installs to run this runtime, at the host's
+    # versions: its own distribution first, then what it needs beside it; empty: none is installed.
+    device_distributions: tuple[str, ...] = ()
+    # Why an emulated device is not given this runtime at all, in words (a skip that says so).
+    device_why_not: str | None = None
+
     @classmethod
     def variant(cls, name: str) -> "Backend | None":
         """A backend of this runtime named ``name`` that is not registered, because this machine

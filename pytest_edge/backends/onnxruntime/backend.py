@@ -101,6 +101,8 @@ class OrtBackend(Backend):
     runtime_module = "onnxruntime"
     distribution = "onnxruntime"
     suffix = ".onnx"
+    # onnx beside it: the worker's ONNX paths (intermediates.py, for node triage) import it.
+    device_distributions = ("onnxruntime", "onnx")
 
     predicts_targets = ("nnapi", "coreml")
     # No delegate-free sibling for the CPU EP: triage compares its own graph node by node
