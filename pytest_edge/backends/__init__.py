@@ -14,7 +14,7 @@ from .shapes import InputShapes
 from .decoder import Decoder
 
 __all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorSpec", "all_backends",
-           "decoder_backends", "format_backend", "get_backend", "reference_order", "split_device", "tensor_backends", "UnknownBackend"]
+           "decoder_backends", "format_backend", "get_backend", "predicted_targets", "reference_order", "split_device", "tensor_backends", "UnknownBackend"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"
 
@@ -48,6 +48,12 @@ def all_artifact_suffixes() -> list[str]:
     """Every tensor backend's artifact suffixes, in registry order: what a model's stem is
     searched with (resolve_model drops repeats)."""
     return [s for b in tensor_backends().values() for s in b.artifact_suffixes()]
+
+
+def predicted_targets() -> tuple[str, ...]:
+    """Every ``target=`` a registered backend predicts coverage for (``predicts_targets``), in
+    registry order: what the marker's ``target=`` and ``inspect --target`` accept."""
+    return tuple(dict.fromkeys(t for b in all_backends().values() for t in b.predicts_targets))
 
 
 def format_backend(artifact: Path) -> Backend | None:

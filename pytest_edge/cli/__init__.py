@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from ..marker import TARGETS
+from ..backends import predicted_targets
 from ..report.changes import MAX_REGRESSION
 from ..triage import quant
 from . import accept, device
@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")
     inspect.add_argument("--model-dir", action="append", default=[],
                          help="also search this folder for a stem (the project's edge_model_dirs are searched)")
-    inspect.add_argument("--target", action="append", default=[], choices=list(TARGETS),
+    inspect.add_argument("--target", action="append", default=[], choices=list(predicted_targets()),
                          help="also predict coverage on a mobile ONNX Runtime execution provider (nnapi, "
                               "coreml) or an OpenVINO device (gpu, npu)")
     inspect.set_defaults(func=inspect_command)
