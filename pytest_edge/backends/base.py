@@ -204,6 +204,9 @@ class Backend(ABC):
     # sibling: read its own intermediates of this ``Intermediates.method`` ("nodes", "etdump");
     # None: nothing more to try.
     triage_method: str | None = None
+    # How ``pytest-edge triage quant`` compares a float and a quantized artifact of this backend's
+    # format: a method of triage/quant.py's PAIRS ("tensors", "qdq", "etdump"); None: not compared.
+    quant_pair: str | None = None
     # Decoder LLMs (edge_llm tests, docs/llm.md): whether this runtime runs them (open_decoder), or
     # why it cannot whatever is installed (a skip that says so); neither: not an LLM backend.
     decodes: bool = False

@@ -108,6 +108,7 @@ class OrtBackend(Backend):
     # No delegate-free sibling for the CPU EP: triage compares its own graph node by node
     # (optimized, unoptimized, onnx.reference; OrtModel.intermediates).
     triage_method = "nodes"
+    quant_pair = "qdq"  # a float .onnx against its QDQ model (triage/quant_onnx.py)
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
