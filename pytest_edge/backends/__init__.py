@@ -14,7 +14,7 @@ from .shapes import InputShapes
 from .decoder import Decoder
 
 __all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorSpec", "all_backends",
-           "decoder_backends", "format_backend", "get_backend", "predicted_targets", "reference_order", "split_device", "tensor_backends", "UnknownBackend"]
+           "decoder_backends", "format_backend", "get_backend", "predicted_targets", "recording_suffixes", "reference_order", "split_device", "tensor_backends", "UnknownBackend"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"
 
@@ -48,6 +48,14 @@ def all_artifact_suffixes() -> list[str]:
     """Every tensor backend's artifact suffixes, in registry order: what a model's stem is
     searched with (resolve_model drops repeats)."""
     return [s for b in tensor_backends().values() for s in b.artifact_suffixes()]
+
+
+def recording_suffixes() -> tuple[str, ...]:
+    """The artifact suffixes of the tensor backends that record goldens when nothing else is named
+    (those with a ``reference_priority``), in that order: the formats ``pytest-edge init`` looks for."""
+    ranked = sorted((b for b in tensor_backends().values() if b.reference_priority is not None),
+                    key=lambda b: b.reference_priority)
+    return tuple(dict.fromkeys(s for b in ranked for s in b.artifact_suffixes()))
 
 
 def predicted_targets() -> tuple[str, ...]:
