@@ -293,6 +293,12 @@ class Backend(ABC):
         without loading it (a GGUF's metadata); None where the format carries none."""
         return None
 
+    def folder_decoder(self, folder: Path) -> Path | None:
+        """The decoder artifact (of this backend's suffix) an exporter's output folder holds by its
+        convention, for ``edge_llm(model="folder")``; None where ``folder`` is not such an export.
+        An EdgeUsageError where the folder's own configuration names a file that is not there."""
+        return None
+
     def decoder_refuses(self, artifact: Path) -> str | None:
         """Why this runtime cannot take ``artifact`` (of its suffix) as a decoder, read without
         loading it; None where it can."""
