@@ -197,6 +197,13 @@ def pair_formats() -> dict[str, str]:
     return dict(sorted(named.items(), key=lambda item: list(PAIRS).index(item[1])))
 
 
+def pairs_help() -> str:
+    """The formats compared, with what the quantized one is where that is not plain int8: ".tflite,
+    QDQ .onnx, .pte"."""
+    return ", ".join(("" if PAIRS[method].quantized == "int8" else PAIRS[method].quantized + " ") + suffix
+                     for suffix, method in pair_formats().items())
+
+
 def _or_list(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + f" or {items[-1]}" if len(items) > 1 else "".join(items)
 
