@@ -14,7 +14,8 @@ from .shapes import InputShapes
 from .decoder import Decoder
 
 __all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorSpec", "all_backends",
-           "decoder_backends", "format_backend", "get_backend", "predicted_targets", "recording_suffixes", "reference_order", "split_device", "tensor_backends", "UnknownBackend"]
+           "decoder_backends", "format_backend", "get_backend", "predicted_targets", "recording_suffixes",
+           "reference_order", "split_device", "tensor_backends", "UnknownBackend"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"
 
