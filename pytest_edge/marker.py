@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from .backends import predicted_targets
 from .errors import EdgeUsageError
 
 _UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z%]*)\s*$")
@@ -150,7 +151,6 @@ class MarkerSpec:
 
 
 KEYWORDS = tuple(f.name for f in fields(MarkerSpec))
-TARGETS = ("nnapi", "coreml", "gpu", "npu")  # ONNX Runtime EPs; OpenVINO devices
 MAX_RUNS = 100_000  # timed runs one worker process keeps (its sample buffer, allocated up front)
 
 
@@ -199,8 +199,9 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
                              "to time longer, raise edge_min_time")
     target = kwargs.get("target")
     if target is not None:
-        if str(target).lower() not in TARGETS:
-            raise EdgeUsageError(f"target: {target!r} is not one of {', '.join(TARGETS)}")
+        targets = predicted_targets()  # the backends' predicts_targets
+        if str(target).lower() not in targets:
+            raise EdgeUsageError(f"target: {target!r} is not one of {', '.join(targets)}")
         spec.target = str(target).lower()
     if kwargs.get("max_drift") is not None:
         spec.max_drift = parse_drift(kwargs["max_drift"])

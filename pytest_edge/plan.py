@@ -203,7 +203,7 @@ def unavailable_on(settings: Settings, backend: Backend, device: str | None) -> 
         return backend.unavailable_reason()
     command = settings.devices[device]
     if qemu_device.is_qemu(command):
-        return qemu_device.unavailable_reason(command, backend.distribution, settings.device_cache)
+        return qemu_device.unavailable_reason(command, backend, settings.device_cache)
     return None
 
 

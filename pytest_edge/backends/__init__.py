@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from functools import lru_cache
+from pathlib import Path
 
 from ..errors import UnknownBackend
 from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec
@@ -13,7 +14,8 @@ from .shapes import InputShapes
 from .decoder import Decoder
 
 __all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorSpec", "all_backends",
-           "decoder_backends", "get_backend", "reference_order", "split_device", "tensor_backends", "UnknownBackend"]
+           "decoder_backends", "format_backend", "get_backend", "predicted_targets", "recording_suffixes",
+           "reference_order", "split_device", "tensor_backends", "UnknownBackend"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"
 
@@ -47,6 +49,34 @@ def all_artifact_suffixes() -> list[str]:
     """Every tensor backend's artifact suffixes, in registry order: what a model's stem is
     searched with (resolve_model drops repeats)."""
     return [s for b in tensor_backends().values() for s in b.artifact_suffixes()]
+
+
+def recording_suffixes() -> tuple[str, ...]:
+    """The artifact suffixes of the tensor backends that record goldens when nothing else is named
+    (those with a ``reference_priority``), in that order: the formats ``pytest-edge init`` looks for."""
+    ranked = sorted((b for b in tensor_backends().values() if b.reference_priority is not None),
+                    key=lambda b: b.reference_priority)
+    return tuple(dict.fromkeys(s for b in ranked for s in b.artifact_suffixes()))
+
+
+def predicted_targets() -> tuple[str, ...]:
+    """Every ``target=`` a registered backend predicts coverage for (``predicts_targets``), in
+    registry order: what the marker's ``target=`` and ``inspect --target`` accept."""
+    return tuple(dict.fromkeys(t for b in all_backends().values() for t in b.predicts_targets))
+
+
+def format_backend(artifact: Path) -> Backend | None:
+    """The backend whose format ``artifact`` is, by its longest registered suffix ("m.ncnn.param" is
+    an ".ncnn.param"): the first in registry order whose own suffix it is, else the first that reads
+    it; None for a file no backend reads. What the format's files are is asked of it."""
+    name = Path(artifact).name
+    registry = all_backends().values()
+    suffix = max((s for b in registry for s in b.artifact_suffixes() if name.endswith(s) and name != s),
+                 key=len, default=None)
+    if suffix is None:
+        return None
+    readers = [b for b in registry if suffix in b.artifact_suffixes()]
+    return next((b for b in readers if b.suffix == suffix), readers[0])
 
 
 def split_device(name: str) -> tuple[str, str | None]:

@@ -204,6 +204,9 @@ class Backend(ABC):
     # sibling: read its own intermediates of this ``Intermediates.method`` ("nodes", "etdump");
     # None: nothing more to try.
     triage_method: str | None = None
+    # How ``pytest-edge triage quant`` compares a float and a quantized artifact of this backend's
+    # format: a method of triage/quant.py's PAIRS ("tensors", "qdq", "etdump"); None: not compared.
+    quant_pair: str | None = None
     # Decoder LLMs (edge_llm tests, docs/llm.md): whether this runtime runs them (open_decoder), or
     # why it cannot whatever is installed (a skip that says so); neither: not an LLM backend.
     decodes: bool = False
@@ -213,6 +216,12 @@ class Backend(ABC):
     runs_tensors: bool = True
     # How the runtime keeps a decoder's KV cache, in words, for the record's llm.kv_cache.
     kv_cache: str | None = None
+
+    # What an emulated device (devices/qemu.py) installs to run this runtime, at the host's
+    # versions: its own distribution first, then what it needs beside it; empty: none is installed.
+    device_distributions: tuple[str, ...] = ()
+    # Why an emulated device is not given this runtime at all, in words (a skip that says so).
+    device_why_not: str | None = None
 
     @classmethod
     def variant(cls, name: str) -> "Backend | None":
@@ -227,6 +236,18 @@ class Backend(ABC):
 
     def artifact_suffixes(self) -> tuple[str, ...]:
         return self.suffixes or (self.suffix,)
+
+    def weights_file(self, artifact: Path) -> Path | None:
+        """The file beside ``artifact`` that holds its weights by the format's convention (part of
+        the artifact: hashed, sized, shipped with it); None for a format that keeps them inside.
+        Asked of the backend whose format ``artifact`` is (``backends.format_backend``)."""
+        return None
+
+    def external_locations(self, artifact: Path) -> tuple[str, ...]:
+        """The files (relative locations) ``artifact`` names inside itself as holding its data, in
+        the order first met, read without loading it; () for a self-contained model. The caller
+        checks each location stays in the artifact's folder (``external_data.external_files``)."""
+        return ()
 
     def shapes_beside(self, artifact: Path) -> tuple[tuple[Shape, ...], str]:
         """Input shapes (by position) that the artifact's converter wrote in a file beside it, and
@@ -270,6 +291,12 @@ class Backend(ABC):
     def decoder_config(self, artifact: Path) -> Any:
         """The decoder configuration (a decoder_config.LlmConfig) ``artifact`` carries inside, read
         without loading it (a GGUF's metadata); None where the format carries none."""
+        return None
+
+    def folder_decoder(self, folder: Path) -> Path | None:
+        """The decoder artifact (of this backend's suffix) an exporter's output folder holds by its
+        convention, for ``edge_llm(model="folder")``; None where ``folder`` is not such an export.
+        An EdgeUsageError where the folder's own configuration names a file that is not there."""
         return None
 
     def decoder_refuses(self, artifact: Path) -> str | None:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from ..marker import TARGETS
+from ..backends import all_artifact_suffixes, all_backends, predicted_targets
 from ..report.changes import MAX_REGRESSION
 from ..triage import quant
 from . import accept, device
@@ -16,6 +16,16 @@ from .init import init_command
 from .inspect import inspect_command
 from .report import compare_command, html_command, merge_command, summary_command
 
+
+
+def _targets() -> str:
+    """The predicted targets by the first backend predicting each: "nnapi, coreml: onnxruntime-cpu; ..."."""
+    named: dict[str, list[str]] = {}
+    for name, backend in all_backends().items():
+        targets = [t for t in backend.predicts_targets if not any(t in seen for seen in named.values())]
+        if targets:
+            named[name] = targets
+    return "; ".join(f"{', '.join(targets)}: {name}" for name, targets in named.items())
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -50,18 +60,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     accept.add_arguments(accepting)
 
     inspect = commands.add_parser("inspect", help="delegate coverage of a model on every available backend")
-    inspect.add_argument("model", help="an artifact path, or a stem (finds .onnx/.tflite/.pte)")
+    inspect.add_argument("model", help="an artifact path, or a stem (finds "
+                                       + "/".join(dict.fromkeys(all_artifact_suffixes())) + ")")
     inspect.add_argument("--model-dir", action="append", default=[],
                          help="also search this folder for a stem (the project's edge_model_dirs are searched)")
-    inspect.add_argument("--target", action="append", default=[], choices=list(TARGETS),
-                         help="also predict coverage on a mobile ONNX Runtime execution provider (nnapi, "
-                              "coreml) or an OpenVINO device (gpu, npu)")
+    inspect.add_argument("--target", action="append", default=[], choices=list(predicted_targets()),
+                         help=f"also predict coverage on a target, by the backend that predicts it ({_targets()})")
     inspect.set_defaults(func=inspect_command)
 
     triage = commands.add_parser("triage", help="where a model loses accuracy")
     triage_commands = triage.add_subparsers(dest="triage_command", required=True)
     quant_command = triage_commands.add_parser(
-        "quant", help="per-layer quantization loss: float vs int8 (.tflite, QDQ .onnx, .pte)")
+        "quant", help=f"per-layer quantization loss: float vs int8 ({quant.pairs_help()})")
     quant.add_arguments(quant_command)
     quant_command.set_defaults(func=quant.run_parsed)
 

@@ -26,10 +26,10 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
+from ..backends import recording_suffixes
 from ..errors import EdgeError, EdgeUsageError
 from ..files import atomic_write
 
-SUFFIXES = (".onnx", ".tflite", ".pte")
 TEST_FILE = Path("tests") / "test_edge_models.py"
 # Folders that hold someone else's files (environments, caches, dependencies).
 SKIPPED_DIRS = {"venv", "env", "node_modules", "__pycache__", "site-packages"}
@@ -50,10 +50,17 @@ def _skipped(folder: Path) -> bool:
     return folder.name.startswith(".") or folder.name in SKIPPED_DIRS or (folder / "pyvenv.cfg").exists()
 
 
+def _suffix(name: str, suffixes: Sequence[str]) -> str | None:
+    """The one of ``suffixes`` that ``name`` ends with (and is more than), or None."""
+    return next((s for s in suffixes if name.endswith(s) and name != s), None)
+
+
 def find_models(root: Path, base: Path | None = None) -> Found:
     """The artifacts under ``root``, in sorted order; paths relative to ``base`` (the folder of
     the configuration file, where pytest resolves ``edge_model_dirs``; default ``root``)."""
     base = base or root
+    # The formats a golden is recorded from by default (the backends with a reference_priority).
+    suffixes = recording_suffixes()
     stems: dict[str, list[Path]] = {}
     pending = [root]
     while pending:
@@ -62,10 +69,11 @@ def find_models(root: Path, base: Path | None = None) -> Found:
             if path.is_dir() and not path.is_symlink():
                 if not _skipped(path):
                     pending.append(path)
-            elif path.suffix in SUFFIXES and path.is_file():
-                stems.setdefault(path.stem, [])
-                if path.parent not in stems[path.stem]:
-                    stems[path.stem].append(path.parent)
+            elif (suffix := _suffix(path.name, suffixes)) is not None and path.is_file():
+                stem = path.name.removesuffix(suffix)
+                stems.setdefault(stem, [])
+                if path.parent not in stems[stem]:
+                    stems[stem].append(path.parent)
     found = Found()
     for stem, folders in sorted(stems.items()):
         first, *others = sorted(folders, key=lambda f: (len(f.relative_to(root).parts), str(f)))
@@ -304,7 +312,7 @@ def init(root: Path, record_golden: bool = True) -> int:
     base = inipath.parent if inipath is not None else root
     found = find_models(root, base)
     if not found.models:
-        raise EdgeUsageError(f"no {'/'.join(SUFFIXES)} artifact under {root} (virtual environments and hidden "
+        raise EdgeUsageError(f"no {'/'.join(recording_suffixes())} artifact under {root} (virtual environments and hidden "
                              "folders are not searched): export a model first")
     config_path, text = configured_text(inipath, root, found.dirs)
     if read_back(config_path, text) != found.dirs:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import __version__
+from ..backends import Backend, all_backends
 from .folder import damage, locked, read_manifest, remove, write_manifest
 
 KIND = "qemu:"
@@ -35,10 +36,8 @@ QEMU_SUITE = "trixie"  # qemu 10: Debian 12's qemu 7.2 crashes in the runtimes' 
 DEBIAN_SUITES = {"3.11": "bookworm", "3.13": "trixie"}  # the device's Python follows the host's where it can
 DEFAULT_SUITE = "bookworm"
 ROOTFS_PACKAGES = ["libstdc++6"]  # beside python3.X (the runtimes' wheels link libstdc++)
-# The runtimes a device gets, at the host's versions (a runtime the host lacks, the device lacks).
-RUNTIME_DISTRIBUTIONS = ["onnxruntime", "ai-edge-litert", "onnx", "numpy"]
-NOT_PROVISIONED = {"executorch": "ExecuTorch is not provisioned on qemu devices: its aarch64 wheel needs torch's "
-                                 "(~430 MB), too slow to install and start under emulation"}
+# Beside the runtimes (each backend's device_distributions), what every device's worker imports.
+WORKER_DISTRIBUTIONS = ["numpy"]
 EMULATED_ENV = "PYTEST_EDGE_EMULATED"  # set by the launcher; the device worker reports it
 RECIPE_VERSION = 2  # bump when the folder layout or the way it is built changes
 Progress = Callable[[str], None]
@@ -93,11 +92,24 @@ class Recipe:
         return any(name == distribution for name, _ in self.wheels)
 
 
+def device_runtimes() -> list[str]:
+    """The runtimes a device gets: the first of each registered backend's ``device_distributions``
+    (its own), in registry order."""
+    return list(dict.fromkeys(b.device_distributions[0] for b in all_backends().values() if b.device_distributions))
+
+
+def device_distributions() -> list[str]:
+    """What a device installs, at the host's versions (a runtime the host lacks, the device lacks):
+    the runtimes, then what they need beside them, then what the worker imports."""
+    needed = [d for b in all_backends().values() for d in b.device_distributions[1:]]
+    return list(dict.fromkeys([*device_runtimes(), *needed, *WORKER_DISTRIBUTIONS]))
+
+
 def recipe_for(arch: str) -> Recipe:
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     suite = DEBIAN_SUITES.get(python, DEFAULT_SUITE)
     python = next((p for p, s in DEBIAN_SUITES.items() if s == suite), python)
-    wheels = tuple((d, v) for d in RUNTIME_DISTRIBUTIONS if (v := _host_version(d)) is not None)
+    wheels = tuple((d, v) for d in device_distributions() if (v := _host_version(d)) is not None)
     return Recipe(arch, suite, python, QEMU_SUITE, wheels)
 
 
@@ -321,17 +333,18 @@ def _rebuild(recipe: Recipe, root: Path, folder: Path, problem: str, broken: set
     progress(f"device ready in {facts['built_s']:.0f} s: {folder}")
 
 
-def unavailable_reason(command: str, distribution: str, root: Path) -> str | None:
-    """Why a backend of this runtime cannot run on a qemu device here (None: it can, provisioned
-    first if need be). Cheap: no download, no hashing."""
+def unavailable_reason(command: str, backend: Backend, root: Path) -> str | None:
+    """Why ``backend`` cannot run on a qemu device here (None: it can, provisioned first if need
+    be). Cheap: no download, no hashing."""
     problem = host_problem()
     if problem:
         return problem
-    if distribution in NOT_PROVISIONED:
-        return NOT_PROVISIONED[distribution]
+    if backend.device_why_not:
+        return backend.device_why_not
+    distribution = backend.distribution
     recipe = recipe_for(parse_kind(command))
-    if distribution not in RUNTIME_DISTRIBUTIONS:
-        return (f"the {command.strip()} device installs only {' and '.join(RUNTIME_DISTRIBUTIONS[:2])}, not "
+    if distribution not in device_runtimes():
+        return (f"the {command.strip()} device installs only {' and '.join(device_runtimes())}, not "
                 f"{distribution}")
     if not recipe.has(distribution):
         return (f"the {command.strip()} device gets its runtimes at this host's versions, and this host has no "

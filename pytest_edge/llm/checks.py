@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from .. import __version__
 from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
-from ..backends.decoder_config import GENAI_CONFIG, LlmConfig, genai_decoder, read_config
+from ..backends.decoder_config import LlmConfig, read_config
 from ..errors import EdgeUsageError, GoldenError
 from ..files import sha256_file
 from ..measurement.gate import GateResult
@@ -83,13 +83,10 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path]) -> Model:
         if not candidate.is_dir():
             continue
         artifacts: dict[str, Path] = {}
-        decoder = genai_decoder(candidate)
-        if decoder is None and (candidate / "model.onnx").is_file():
-            decoder = candidate / "model.onnx"
-        if decoder is not None:
-            if not decoder.is_file():
-                raise EdgeUsageError(f"{candidate / GENAI_CONFIG} names the decoder {decoder.name}, which is not there")
-            artifacts[".onnx"] = decoder
+        for backend in decoder_backends().values():  # an exporter's folder convention (Backend.folder_decoder)
+            decoder = None if backend.suffix in artifacts else backend.folder_decoder(candidate)
+            if decoder is not None:
+                artifacts[backend.suffix] = decoder
         for suffix in suffixes:
             found = sorted(candidate.glob("*" + suffix))
             if suffix not in artifacts and len(found) == 1:

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..backends import split_device
+from ..backends import Intermediates, split_device
 from ..errors import EdgeError
 from ..files import sha256_file
 from ..golden import Golden, GoldenCase
@@ -84,10 +84,11 @@ def _twin(plan: Any, golden: Golden, recorded: Mapping[str, Any]) -> str | None:
 
 
 def _values(found: Intermediates) -> Mapping[Any, Any]:
-    # ORT: the unoptimized run, whose tensors are the graph's own on every machine (the optimized
-    # graphs differ per ISA: other fusions); LiteRT: its operators' outputs.
+    # Of a "nodes" method, its unoptimized run (details["unoptimized"] names it), whose tensors are the
+    # graph's own on every machine (the optimized graphs differ per ISA: other fusions); else the
+    # operators' outputs.
     runs = found.details.get("runs") or {}
-    return runs.get("ORT_DISABLE_ALL") or found.tensors or {}
+    return runs.get(found.details.get("unoptimized")) or found.tensors or {}
 
 
 def _node_divergence(runner: Runner, plan: Any, golden: Golden, recorded: Mapping[str, Any],

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..backends import get_backend, split_device
+from ..backends import format_backend, get_backend, split_device
 from ..compare import compare_output
 from ..errors import EdgeError
 from ..golden import Golden, GoldenCase
@@ -22,6 +22,11 @@ from ..plan import Plan
 from .etdump import etdump_triage
 from .onnx import node_triage
 from .runner import Runner
+
+# What triage does for a backend with no delegate-free sibling, by its Backend.triage_method (the
+# Intermediates.method its loaded models record): "nodes", one graph in several configurations
+# compared node by node; "etdump", the runtime's record of each operator call checked.
+TRIAGE_METHODS = {"nodes": node_triage, "etdump": etdump_triage}
 
 
 def as_seen_by_triage(plan: Plan, golden: Golden) -> Golden:
@@ -46,7 +51,10 @@ def quant_hint(plan: Plan, golden: Golden) -> list[str]:
     """``pytest-edge triage quant REFERENCE ARTIFACT --inputs GOLDEN`` for a test that names a
     reference model with an artifact of the same format (the float model of a quantized one)."""
     artifact = plan.artifact
-    if plan.reference is None or artifact is None or artifact.suffix not in {".tflite", ".onnx", ".pte"}:
+    if plan.reference is None or artifact is None:
+        return []
+    owner = format_backend(artifact)  # a format triage quant compares (Backend.quant_pair)
+    if owner is None or owner.quant_pair is None:
         return []
     reference = plan.reference.artifact(artifact.suffix)
     if reference is None:
@@ -74,11 +82,9 @@ def _delegate_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any
     if sibling is not None and sibling == golden.reference_backend and device is None:
         return [f"triage: the golden comes from {sibling} on the same artifact: the {backend} "
                 "delegate's kernels diverge, not the artifact" + first_divergence(runner, plan, sibling, feeds, golden)]
-    method = get_backend(backend).triage_method
-    if sibling is None and method == "nodes":
-        return node_triage(runner, plan, golden, feeds)
-    if sibling is None and method == "etdump":
-        return etdump_triage(runner, plan, golden, feeds, case)
+    method = TRIAGE_METHODS.get(get_backend(backend).triage_method or "")
+    if sibling is None and method is not None:
+        return method(runner, plan, golden, feeds, case)
     if sibling is None or (device is None and get_backend(sibling).unavailable_reason()):
         return []
     if device is not None:

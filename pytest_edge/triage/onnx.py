@@ -7,15 +7,16 @@ from typing import Any
 
 from ..backends import Intermediates
 from ..errors import EdgeError
-from ..golden import Golden
+from ..golden import Golden, GoldenCase
 from ..metrics import diverges
 from ..plan import Plan
 from .runner import Runner, first_tolerance
 
 
-def node_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any]) -> list[str]:
+def node_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], case: GoldenCase) -> list[str]:
     """A backend with no delegate-free sibling (onnxruntime-cpu): its own graph run optimized,
-    unoptimized and by the ONNX reference evaluator, compared node by node (see onnx_divergence)."""
+    unoptimized and by the ONNX reference evaluator, compared node by node (see onnx_divergence);
+    ``case`` (the golden case missed) is not needed: the graph is compared with itself."""
     try:
         info = runner.load(plan)
         found = runner.intermediates(info, feeds)

@@ -17,14 +17,16 @@ and NumPy are enough for a ``.tflite`` pair.
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..backends import TensorSpec
+from ..backends import TensorSpec, all_backends, format_backend
 from ..errors import EdgeError, EdgeUsageError
 from ..inputs import DEFAULT_SEED, generate_case
 from .quant_inputs import DEFAULT_CASES, case_input, choose_inputs, load_inputs, random_cases, unstack
@@ -82,16 +84,18 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
     ``.tflite`` pairs run on LiteRT, ``.onnx`` (float and QDQ) on ONNX Runtime, ``.pte`` (not
     delegated) on ExecuTorch with ETDump."""
     float_model, quant_model = Path(float_model), Path(quant_model)
-    kind = _pair_kind(float_model, quant_model)
+    method = PAIRS[_pair_method(float_model, quant_model)]
     labelled = [(inputs_origin, inputs)] if isinstance(inputs, Mapping) else None if inputs is None else list(inputs)
-    if kind == ".onnx":
-        from .quant_onnx import compare_onnx_models
+    if method.compare is not None:
+        module, _, function = method.compare.partition(":")
+        compare = getattr(importlib.import_module(module, __package__), function)
+        return compare(float_model, quant_model, labelled, min_snr_db, seed, inputs_origin, cases)
+    return _compare_tensors(float_model, quant_model, labelled, min_snr_db, seed, inputs_origin, cases)
 
-        return compare_onnx_models(float_model, quant_model, labelled, min_snr_db, seed, inputs_origin, cases)
-    if kind == ".pte":
-        from .quant_pte import compare_pte_models
 
-        return compare_pte_models(float_model, quant_model, labelled, min_snr_db, seed, inputs_origin, cases)
+def _compare_tensors(float_model: Path, quant_model: Path, labelled: Sequence[tuple[str, Mapping[str, np.ndarray]]] | None,
+                     min_snr_db: float, seed: int, inputs_origin: str, cases: int) -> QuantReport:
+    """The ``"tensors"`` pair: both graphs on the reference kernels, every tensor kept (tflite_graph.py)."""
     fmodel, qmodel = TfliteGraph(float_model), TfliteGraph(quant_model)
     if _quantized(fmodel) and not _quantized(qmodel):
         raise EdgeUsageError(f"{float_model} (FLOAT) has int8 tensors and {quant_model} (INT8) has none: "
@@ -167,16 +171,50 @@ def _quantized(model: TfliteGraph) -> bool:
     return any(t.dtype in _QUANTIZED_KINDS and t.params is not None for t in model.activations)
 
 
-def _pair_kind(float_model: Path, quant_model: Path) -> str:
+@dataclass(frozen=True)
+class PairMethod:
+    """How triage quant compares a float and a quantized artifact of one format: a backend names one
+    (``Backend.quant_pair``) for its format."""
+
+    quantized: str  # what the quantized model of such a pair is, in words ("int8", "QDQ")
+    compare: str | None  # "module:function" (relative to this package) with compare_models' arguments; None: here
+
+
+# In the order the formats are listed in messages. "tensors": every tensor on the reference kernels;
+# "qdq": float against QuantizeLinear/DequantizeLinear pairs; "etdump": the runtime's record of each call.
+PAIRS = {"tensors": PairMethod("int8", None), "qdq": PairMethod("QDQ", ".quant_onnx:compare_onnx_models"),
+         "etdump": PairMethod("int8", ".quant_pte:compare_pte_models")}
+DEFAULT_PAIR = "tensors"  # a format no backend names a pair method for is tried as the first kind
+
+
+def pair_formats() -> dict[str, str]:
+    """{artifact suffix: pair method} of the formats triage quant compares, in PAIRS' order: each
+    method's format is that of the first registered backend naming it (``Backend.quant_pair``)."""
+    named = {}
+    for backend in all_backends().values():
+        if backend.quant_pair in PAIRS and backend.quant_pair not in named.values():
+            named.setdefault(backend.suffix, backend.quant_pair)
+    return dict(sorted(named.items(), key=lambda item: list(PAIRS).index(item[1])))
+
+
+def pairs_help() -> str:
+    """The formats compared, with what the quantized one is where that is not plain int8: ".tflite,
+    QDQ .onnx, .pte"."""
+    return ", ".join(("" if PAIRS[method].quantized == "int8" else PAIRS[method].quantized + " ") + suffix
+                     for suffix, method in pair_formats().items())
+
+
+def _or_list(items: Sequence[str]) -> str:
+    return ", ".join(items[:-1]) + f" or {items[-1]}" if len(items) > 1 else "".join(items)
+
+
+def _pair_method(float_model: Path, quant_model: Path) -> str:
     kinds = {float_model.suffix.lower(), quant_model.suffix.lower()}
-    if kinds == {".onnx"}:
-        return ".onnx"
-    if kinds == {".pte"}:
-        return ".pte"
     if len(kinds) > 1:
         raise EdgeUsageError(f"{float_model} and {quant_model} are not the same format: triage quant compares "
-                             "a float and a quantized model of one format (.tflite, .onnx or .pte)")
-    return ".tflite"
+                             f"a float and a quantized model of one format ({_or_list(list(pair_formats()))})")
+    backend = format_backend(Path(float_model.name.lower()))
+    return backend.quant_pair if backend is not None and backend.quant_pair in PAIRS else DEFAULT_PAIR
 
 
 def _weights(fmodel: TfliteGraph, qmodel: TfliteGraph, ftensor: GraphTensor, qtensor: GraphTensor) -> WeightPair | None:
@@ -200,9 +238,10 @@ def _weights(fmodel: TfliteGraph, qmodel: TfliteGraph, ftensor: GraphTensor, qte
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``pytest-edge triage quant`` (for cli.py's sub-parser)."""
-    parser.add_argument("float_model", metavar="FLOAT", help="the float model (.tflite, .onnx or .pte)")
-    parser.add_argument("quant_model", metavar="INT8",
-                        help="the quantized model of the same network (int8 .tflite, QDQ .onnx, int8 .pte)")
+    formats = pair_formats()
+    parser.add_argument("float_model", metavar="FLOAT", help=f"the float model ({_or_list(list(formats))})")
+    parser.add_argument("quant_model", metavar="INT8", help="the quantized model of the same network ("
+                        + ", ".join(f"{PAIRS[method].quantized} {suffix}" for suffix, method in formats.items()) + ")")
     parser.add_argument("--min-snr-db", type=float, default=DEFAULT_MIN_SNR_DB,
                         help="name the first layer below this SNR (default %(default)s dB)")
     parser.add_argument("--inputs", metavar="CASE.npz|GOLDEN_DIR",

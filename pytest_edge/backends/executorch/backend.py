@@ -188,8 +188,11 @@ class ExecuTorchBackend(Backend):
     reference_priority = 20
     runtime_module = "executorch.runtime"
     distribution = "executorch"
+    device_why_not = ("ExecuTorch is not provisioned on qemu devices: its aarch64 wheel needs torch's "
+                      "(~430 MB), too slow to install and start under emulation")
     # No delegate-free sibling: triage re-runs the .pte with ETDump (triage.etdump).
     triage_method = "etdump"
+    quant_pair = "etdump"  # float and int8 programs, not delegated, through ETDump (triage/quant_pte.py)
     decodes = True  # ExecuTorch's LLM export (executorch/decoder.py)
     kv_cache = "static (mutable buffers of max_context positions, allocated at load)"
 

@@ -240,6 +240,8 @@ class LiteRTModel(LoadedModel):
 
 class LiteRTBackend(Backend):
     suffix = ".tflite"
+    quant_pair = "tensors"  # every tensor on the reference kernels (triage/tflite_graph.py)
+    device_distributions = ("ai-edge-litert",)  # on a device, whichever LiteRT this host runs
 
     def __init__(self, name: str, with_delegate: bool) -> None:
         self.name = name

@@ -168,6 +168,10 @@ class NcnnBackend(Backend):
     def variant(cls, name: str) -> Backend | None:
         return cls(name) if name in _VARIANTS else None
 
+    def weights_file(self, artifact: Path) -> Path | None:
+        """``m.ncnn.param`` keeps its weights in ``m.ncnn.bin``."""
+        return artifact.with_name(artifact.name.removesuffix(".param") + ".bin")
+
     def unavailable_reason(self) -> str | None:
         reason = super().unavailable_reason()
         if reason or self.name != "ncnn-vulkan":

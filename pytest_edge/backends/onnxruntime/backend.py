@@ -12,10 +12,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...errors import BackendError
+from ...errors import BackendError, EdgeUsageError
 from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
 from ..shapes import LoadShapes
 from ..decoder import Decoder
+from ..decoder_config import GENAI_CONFIG, genai_decoder
 from .session import new_session
 
 # Providers that do not run the model on this machine's hardware.
@@ -101,11 +102,14 @@ class OrtBackend(Backend):
     runtime_module = "onnxruntime"
     distribution = "onnxruntime"
     suffix = ".onnx"
+    # onnx beside it: the worker's ONNX paths (intermediates.py, for node triage) import it.
+    device_distributions = ("onnxruntime", "onnx")
 
     predicts_targets = ("nnapi", "coreml")
     # No delegate-free sibling for the CPU EP: triage compares its own graph node by node
     # (optimized, unoptimized, onnx.reference; OrtModel.intermediates).
     triage_method = "nodes"
+    quant_pair = "qdq"  # a float .onnx against its QDQ model (triage/quant_onnx.py)
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
@@ -124,6 +128,22 @@ class OrtBackend(Backend):
             return None
         provider = _SHORT_TO_PROVIDER.get(name.removeprefix("onnxruntime-"))
         return cls(provider) if provider else None
+
+    def folder_decoder(self, folder: Path) -> Path | None:
+        """ONNX Runtime GenAI's export folder: the decoder its ``genai_config.json`` names; else an
+        Optimum folder's ``model.onnx``."""
+        decoder = genai_decoder(folder)
+        if decoder is None and (folder / "model.onnx").is_file():
+            decoder = folder / "model.onnx"
+        if decoder is not None and not decoder.is_file():
+            raise EdgeUsageError(f"{folder / GENAI_CONFIG} names the decoder {decoder.name}, which is not there")
+        return decoder
+
+    def external_locations(self, artifact: Path) -> tuple[str, ...]:
+        """The external data files an ``.onnx`` names (onnxruntime/external_data.py, no onnx import)."""
+        from .external_data import external_locations
+
+        return external_locations(artifact)
 
     def predicted_coverage(self, artifact: Path, target: str) -> Coverage | None:
         from .predict import predicted_coverage

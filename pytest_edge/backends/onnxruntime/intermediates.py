@@ -83,7 +83,8 @@ def node_intermediates(path: Path, provider: str, feeds: dict[str, np.ndarray], 
     Returns :class:`Intermediates` of method "nodes" keyed by tensor name (``tensors``: the optimized
     values), with the details "nodes" (tensor -> node name,
     op_type, index), "runs" (ORT_DISABLE_ALL's and onnx.reference's tensors), "optimized" (the
-    level's name), "exposure" ("all at once" or "one at a time"), "exposure_delta" (max |Δ| on the
+    level's name), "unoptimized" (the run of the graph as exported, the same on every machine: a
+    key of "runs"), "exposure" ("all at once" or "one at a time"), "exposure_delta" (max |Δ| on the
     outputs from exposing every tensor), "solo_stopped_at", "fused" (tensor -> node of ORT's
     optimized graph), "removed" (node names its optimized graph no longer has) and "skipped" (run
     -> why not); "unavailable" with a reason where it cannot be done.
@@ -139,7 +140,7 @@ def _node_runs(path: Path, provider: str, feeds: dict[str, np.ndarray], *, threa
             graph.output.append(onnx.ValueInfoProto(name=tensor))
     exposed = model.SerializeToString()
     found = {**empty, "order": order, "producers": producers, "names": {t: t for t in order}, "nodes": nodes,
-             "optimized": level_name, "exposure": "all at once", "exposure_delta": None, "solo_stopped_at": None,
+             "optimized": level_name, "unoptimized": UNOPTIMIZED, "exposure": "all at once", "exposure_delta": None, "solo_stopped_at": None,
              "fused": {}, "removed": [], "solo_budget_s": SOLO_BUDGET_S}
     try:
         found["runs"][UNOPTIMIZED] = _run_exposed(exposed, provider, ort.GraphOptimizationLevel.ORT_DISABLE_ALL,

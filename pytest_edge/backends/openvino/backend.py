@@ -180,6 +180,11 @@ class OpenVINOBackend(Backend):
     def variant(cls, name: str) -> Backend | None:
         return cls(name) if name in _PRECISIONS else None
 
+    def weights_file(self, artifact: Path) -> Path | None:
+        """Its IR ``m.xml`` keeps its weights in ``m.bin``; the other formats it reads are asked of
+        their own backends (``backends.format_backend``)."""
+        return artifact.with_suffix(".bin") if artifact.suffix == ".xml" else None
+
     def unavailable_reason(self) -> str | None:
         reason = super().unavailable_reason()
         if reason or self.name == "openvino":
