@@ -170,7 +170,9 @@ def from_tflite(path: Path) -> Any:
 
     module = importlib.import_module(f"{found[0]}.interpreter")
     try:
-        interpreter = module.Interpreter(model_path=str(path))
+        # Read only (no tensors allocated), without the default delegate: nothing runs here.
+        interpreter = module.Interpreter(model_path=str(path),
+                                         experimental_op_resolver_type=module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     except (ValueError, RuntimeError, OSError) as exc:
         raise EdgeUsageError(f"{path} ({BACKEND}): cannot read: {str(exc).strip()}") from None
     try:
