@@ -73,24 +73,35 @@ def _signatures(interpreter) -> dict[str, tuple[dict, dict]]:
 
 def _query_heads(interpreter, k_shape: tuple[int, ...], head_dim: int, n_kv_heads: int,
                  lengths: set[int]) -> int | None:
-    """The query heads from the attention operator: the op that reads a tensor of the K cache's
-    shape beside a 4-D query [1, seq, heads, head_dim] (or [1, heads, seq, head_dim])."""
+    """The query heads, from the attention of the interpreter's first subgraph (a prefill, its
+    ``tokens`` [1, seq] giving seq): litert-torch's ``odml.scaled_dot_product_attention`` composite
+    reads the query [1, seq, heads, head_dim] beside the K cache and returns the query's shape; with
+    the transposed cache the attention is a BATCH_MATMUL of the query grouped per KV head,
+    [1, kv_heads, heads / kv_heads * seq, head_dim], by the K cache [1, kv_heads, max_context, head_dim]."""
     try:
         shapes = {int(d["index"]): tuple(int(x) for x in d["shape"]) for d in interpreter.get_tensor_details()}
         ops = interpreter._get_ops_details()
+        tokens = [tuple(int(x) for x in d["shape"]) for d in interpreter.get_input_details()
+                  if str(d["name"]).endswith("tokens")]
     except (ValueError, RuntimeError, AttributeError):
         return None
+    seqs = {tokens[0][1]} if len(tokens) == 1 and len(tokens[0]) == 2 else lengths
     for op in ops:
         inputs = [shapes.get(int(t)) for t in op["inputs"] if int(t) >= 0]
         outputs = [shapes.get(int(t)) for t in op["outputs"]]
-        if len(inputs) < 3 or k_shape not in inputs or k_shape in outputs:
+        if k_shape not in inputs or k_shape in outputs:
             continue  # not reading the cache, or writing it (the cache update's slice is KV-headed)
         for q in inputs:
-            if q is None or q == k_shape or len(q) != 4 or q[0] != 1 or q[3] != head_dim or q not in outputs:
-                continue  # attention returns a tensor of its query's shape
-            for seq, heads in ((q[1], q[2]), (q[2], q[1])):
-                if seq in lengths and heads % n_kv_heads == 0:
-                    return heads
+            if q is None or q == k_shape or len(q) != 4 or q[0] != 1 or q[3] != head_dim:
+                continue
+            if len(inputs) >= 3 and q in outputs:  # the SDPA composite: its output has the query's shape
+                for seq, heads in ((q[1], q[2]), (q[2], q[1])):
+                    if seq in seqs and heads % n_kv_heads == 0:
+                        return heads
+            if len(inputs) == 2 and q[1] == n_kv_heads == k_shape[1] and len(seqs) == 1:  # grouped BATCH_MATMUL
+                seq = next(iter(seqs))
+                if q[2] % seq == 0:
+                    return n_kv_heads * (q[2] // seq)
     return None
 
 
