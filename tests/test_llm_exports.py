@@ -532,3 +532,19 @@ def test_a_tensor_tflite_offered_as_an_llm_is_refused_by_litert_naming_file_and_
     result.stdout.fnmatch_lines(["*cnn*model.tflite (litert): not a decoder in this runtime's LLM convention: expected "
                                  "prefill*decode*; found no prefill signature and no decode signature; the model has "
                                  "no signatures, inputs x float32 [[]1, 3, 32, 32[]]*"])
+
+
+@LITERT
+def test_litert_reads_the_converters_int8_transposed_cache_export_with_two_prefill_signatures(
+        pytester: pytest.Pytester) -> None:
+    """litert_llama_int8: the converter's default dynamic_int8, prefill_8 and prefill_32, the
+    transposed cache (K [1, 2, 128, 16], V [1, 2, 16, 128]; the attention then a grouped
+    BATCH_MATMUL, no SDPA composite): the same configuration read, PyTorch's greedy tokens on
+    LiteRT (the 40-token prompt in a prefill_32 and a prefill_8 call)."""
+    from pytest_edge.backends.litert.decoder import from_tflite
+
+    config = from_tflite(LLM / "litert_llama_int8" / "model.tflite")
+    assert (config.n_layers, config.n_heads, config.n_kv_heads, config.head_dim, config.max_context) == (2, 4, 2, 16, 128)
+    _project(pytester, "litert_llama_int8", backends=("litert",))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess().assert_outcomes(passed=2)
