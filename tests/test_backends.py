@@ -53,7 +53,7 @@ def test_decoder_runtimes_are_backends_of_the_one_registry() -> None:
     registered, tensors, decoders = set(all_backends()), set(tensor_backends()), list(decoder_backends())
     assert {"llama.cpp", "onnxruntime-genai"} <= registered and not {"llama.cpp", "onnxruntime-genai"} & tensors
     assert decoders[0] == "onnxruntime-cpu" and {"executorch", "llama.cpp", "onnxruntime-genai", "litert"} <= set(decoders)
-    assert "litert-ref" not in decoders and get_backend("litert").decoder_why_not
+    assert "litert-ref" not in decoders and get_backend("litert").decodes
     assert not {"llama.cpp", "onnxruntime-genai"} & set(reference_order())
     with pytest.raises(BackendError, match=r"tiny_mlp.onnx \(onnxruntime-genai\): ONNX Runtime GenAI runs decoder "
                                            r"LLMs \(edge_llm\), not tensor models"):

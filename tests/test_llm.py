@@ -261,8 +261,8 @@ def test_a_required_backend_that_cannot_run_fails(pytester: pytest.Pytester, llm
     pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu", "litert"'))
     result = pytester.runpytest_subprocess("--edge-require=litert", "--edge-backends=litert")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*litert is required (--edge-require) but cannot run tiny_llm: LiteRT decoders need "
-                                 "prefill/decode signatures from litert-torch*"])
+    result.stdout.fnmatch_lines(["*litert is required (--edge-require) but cannot run tiny_llm: no .tflite artifact "
+                                 "for tiny_llm*"])
 
 
 def test_a_changed_model_fails_naming_the_first_differing_token(pytester: pytest.Pytester, llm_project: Path) -> None:

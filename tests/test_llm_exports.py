@@ -471,3 +471,80 @@ def test_a_hand_written_configuration_may_give_a_sliding_window(tmp_path: Path) 
         with pytest.raises(EdgeUsageError, match=said) as info:
             LlmConfig.load(tmp_path / "m.json")
         assert "m.json" in str(info.value)
+
+
+LITERT = pytest.mark.skipif(not (__import__("importlib.util").util.find_spec("ai_edge_litert")
+                                 or __import__("importlib.util").util.find_spec("tflite_runtime")),
+                            reason="ai-edge-litert not installed")
+
+
+@LITERT
+def test_a_litert_torch_generative_export_runs_on_litert_with_its_configuration_from_the_signatures(
+        pytester: pytest.Pytester) -> None:
+    """litert-torch's generative converter's model.tflite alone in a folder (prefill_32 and decode
+    over an external KV cache of 128 positions): greedy tokens equal PyTorch's on LiteRT's
+    interpreter, the third prompt (40 tokens) prefilled in two calls; the configuration from the
+    signatures and the attention operator, none written by hand."""
+    greedy = _project(pytester, "litert_llama", backends=("litert",))
+    assert max(len(p) for p in greedy["prompts"]) > 33  # longer than one prefill call
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+    config = record["llm"]["config"]
+    assert record["backend"] == "litert" and config["source"].endswith("model.tflite (LiteRT prefill/decode signatures)")
+    assert record["accuracy"]["token_agreement"] == 1.0
+    # genai_llama's builder says the same: 2 layers, 4 heads over 2 of size 16; the cache holds 128.
+    assert (config["vocab_size"], config["n_layers"], config["n_heads"], config["n_kv_heads"], config["head_dim"],
+            config["max_context"], config["dtype"]) == (256, 2, 4, 2, 16, 128, "float32"), config
+    assert record["llm"]["kv_cache"].startswith("static")
+
+
+@LITERT
+def test_the_litert_export_beside_the_builders_onnx_agrees_with_onnxruntimes_golden(pytester: pytest.Pytester) -> None:
+    """The same Llama weights (genai_llama's) as the builder's model.onnx and litert-torch's
+    model.tflite in one folder: LiteRT checked against ONNX Runtime's golden (the reference),
+    tokens equal and first-step logits within the default logits_atol."""
+    _project(pytester, "genai_llama", backends=("onnxruntime-cpu", "litert"))
+    shutil.copy(LLM / "litert_llama" / "model.tflite", pytester.path / "models" / "decoder" / "model.tflite")
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-backends=onnxruntime-cpu").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(passed=4)
+    records = json.loads((pytester.path / "r.json").read_text())["records"]
+    litert = next(r for r in records if r["backend"] == "litert" and "golden" in r["test"])
+    assert litert["accuracy"]["reference"] == "onnxruntime-cpu" and litert["accuracy"]["token_agreement"] == 1.0
+    assert litert["accuracy"]["max_abs_err"] < 1e-3, litert["accuracy"]
+
+
+@LITERT
+def test_a_tensor_tflite_offered_as_an_llm_is_refused_by_litert_naming_file_and_backend(pytester: pytest.Pytester) -> None:
+    (pytester.path / "models" / "cnn").mkdir(parents=True)
+    shutil.copy(FIXTURES / "tiny_cnn.tflite", pytester.path / "models" / "cnn" / "model.tflite")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/cnn", prompts=[[1, 2]], backends=["litert"])
+        def test_cnn(edge_llm):
+            pass
+    """)
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*cnn*model.tflite (litert): not a decoder in this runtime's LLM convention: expected "
+                                 "prefill*decode*; found no prefill signature and no decode signature; the model has "
+                                 "no signatures, inputs x float32 [[]1, 3, 32, 32[]]*"])
+
+
+@LITERT
+def test_litert_reads_the_converters_int8_transposed_cache_export_with_two_prefill_signatures(
+        pytester: pytest.Pytester) -> None:
+    """litert_llama_int8: the converter's default dynamic_int8, prefill_8 and prefill_32, the
+    transposed cache (K [1, 2, 128, 16], V [1, 2, 16, 128]; the attention then a grouped
+    BATCH_MATMUL, no SDPA composite): the same configuration read, PyTorch's greedy tokens on
+    LiteRT (the 40-token prompt in a prefill_32 and a prefill_8 call)."""
+    from pytest_edge.backends.litert.decoder import from_tflite
+
+    config = from_tflite(LLM / "litert_llama_int8" / "model.tflite")
+    assert (config.n_layers, config.n_heads, config.n_kv_heads, config.head_dim, config.max_context) == (2, 4, 2, 16, 128)
+    _project(pytester, "litert_llama_int8", backends=("litert",))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess().assert_outcomes(passed=2)

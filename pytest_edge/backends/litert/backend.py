@@ -18,6 +18,7 @@ import numpy as np
 
 from ...errors import BackendError
 from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
+from ..decoder import Decoder
 from ..shapes import InputShapes, LoadShapes
 
 _CANDIDATES = (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"))
@@ -250,15 +251,31 @@ class LiteRTBackend(Backend):
         self.reference_sibling = "litert-ref" if with_delegate else None
         # The reference kernels before the delegate: a delegate's numerics are what is under test.
         self.reference_priority = 30 if with_delegate else 10
-        if with_delegate:
-            self.decoder_why_not = ("LiteRT decoders need prefill/decode signatures from litert-torch's generative "
-                                    "converter, which is not installed here: no decoder runner yet")
+        # Decoder LLMs as litert-torch's generative converter writes them (litert/decoder.py), on the
+        # default resolver (XNNPACK), as LiteRT's LLM pipelines run them on a CPU.
+        self.decodes = with_delegate
+        self.kv_cache = ("static (external kv_cache_k_N / kv_cache_v_N of kv_cache_max_len positions, fed in "
+                         "and returned by each signature call)") if with_delegate else None
         found = installed_runtime()
         self.runtime_module, self.distribution = (
             (f"{found[0]}.interpreter", found[1]) if found else ("ai_edge_litert.interpreter", "ai-edge-litert"))
 
     def unavailable_reason(self) -> str | None:
         return None if installed_runtime() else "ai-edge-litert (or tflite-runtime) not installed"
+
+    def decoder_config(self, artifact: Path) -> Any:
+        """What litert-torch's generative converter writes into the .tflite (its prefill/decode
+        signatures: litert/decoder.py); an error naming the file for a .tflite that is no decoder."""
+        from .decoder import from_tflite
+
+        return from_tflite(artifact)
+
+    def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
+        from .decoder import LiteRTDecoder
+
+        if not self.decodes:
+            return super().open_decoder(path, config, threads)
+        return LiteRTDecoder(path, config, threads, self.name, self.with_delegate)
 
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         module = importlib.import_module(self.runtime_module)
