@@ -271,6 +271,9 @@ def test_an_int8_onnx_build_is_judged_against_the_float_golden(pytester: pytest.
     assert quantized["cosine"] > 0.999 and 1e-4 < quantized["max_abs_err"] < 0.05, quantized
 
 
+LITERT = pytest.mark.skipif(not (__import__("importlib.util").util.find_spec("ai_edge_litert")
+                                 or __import__("importlib.util").util.find_spec("tflite_runtime")),
+                            reason="ai-edge-litert not installed")
 EXECUTORCH = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("executorch"),
                                 reason="executorch is not installed")
 
@@ -310,21 +313,28 @@ def test_a_hand_built_pte_without_metadata_methods_reads_its_hand_written_config
     assert read_config(LLM / "tiny_llm.pte", metadata=from_pte).source.endswith("tiny_llm.json")
 
 
-@EXECUTORCH
-def test_a_pte_whose_forward_is_not_a_decoder_is_refused_naming_file_and_backend(pytester: pytest.Pytester) -> None:
-    (pytester.path / "models" / "mlp").mkdir(parents=True)
-    shutil.copy(FIXTURES / "tiny_mlp.pte", pytester.path / "models" / "mlp" / "model.pte")
-    pytester.makepyfile("""
+@pytest.mark.parametrize(("tensor_model", "backend", "expected"), [
+    pytest.param("tiny_mlp.pte", "executorch", "forward(tokens int64 [[]1, seq[]], input_pos int64 *; found 1 inputs "
+                 "(float32 [[]1, 16[]])*", marks=EXECUTORCH, id="executorch"),
+    pytest.param("tiny_cnn.tflite", "litert", "prefill*decode*; found no prefill signature and no decode signature; "
+                 "the model has no signatures, inputs x float32 [[]1, 3, 32, 32[]]*", marks=LITERT, id="litert"),
+])
+def test_a_tensor_model_offered_as_an_llm_is_refused_naming_file_and_backend(
+        pytester: pytest.Pytester, tensor_model: str, backend: str, expected: str) -> None:
+    suffix = Path(tensor_model).suffix
+    (pytester.path / "models" / "net").mkdir(parents=True)
+    shutil.copy(FIXTURES / tensor_model, pytester.path / "models" / "net" / f"model{suffix}")
+    pytester.makepyfile(f"""
         import pytest
 
-        @pytest.mark.edge_llm(model="models/mlp", prompts=[[1, 2]], backends=["executorch"])
-        def test_mlp(edge_llm):
+        @pytest.mark.edge_llm(model="models/net", prompts=[[1, 2]], backends=["{backend}"])
+        def test_net(edge_llm):
             pass
     """)
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*mlp*model.pte (executorch): not a decoder in this runtime's LLM convention: expected "
-                                 "forward(tokens int64 [[]1, seq[]], input_pos int64 *; found 1 inputs (float32 [[]1, 16[]])*"])
+    result.stdout.fnmatch_lines([f"*net*model{suffix} ({backend}): not a decoder in this runtime's LLM convention: "
+                                 f"expected {expected}"])
 
 
 @EXECUTORCH
@@ -473,10 +483,6 @@ def test_a_hand_written_configuration_may_give_a_sliding_window(tmp_path: Path) 
         assert "m.json" in str(info.value)
 
 
-LITERT = pytest.mark.skipif(not (__import__("importlib.util").util.find_spec("ai_edge_litert")
-                                 or __import__("importlib.util").util.find_spec("tflite_runtime")),
-                            reason="ai-edge-litert not installed")
-
 
 @LITERT
 def test_a_litert_torch_generative_export_runs_on_litert_with_its_configuration_from_the_signatures(
@@ -514,24 +520,6 @@ def test_the_litert_export_beside_the_builders_onnx_agrees_with_onnxruntimes_gol
     litert = next(r for r in records if r["backend"] == "litert" and "golden" in r["test"])
     assert litert["accuracy"]["reference"] == "onnxruntime-cpu" and litert["accuracy"]["token_agreement"] == 1.0
     assert litert["accuracy"]["max_abs_err"] < 1e-3, litert["accuracy"]
-
-
-@LITERT
-def test_a_tensor_tflite_offered_as_an_llm_is_refused_by_litert_naming_file_and_backend(pytester: pytest.Pytester) -> None:
-    (pytester.path / "models" / "cnn").mkdir(parents=True)
-    shutil.copy(FIXTURES / "tiny_cnn.tflite", pytester.path / "models" / "cnn" / "model.tflite")
-    pytester.makepyfile("""
-        import pytest
-
-        @pytest.mark.edge_llm(model="models/cnn", prompts=[[1, 2]], backends=["litert"])
-        def test_cnn(edge_llm):
-            pass
-    """)
-    result = pytester.runpytest_subprocess()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*cnn*model.tflite (litert): not a decoder in this runtime's LLM convention: expected "
-                                 "prefill*decode*; found no prefill signature and no decode signature; the model has "
-                                 "no signatures, inputs x float32 [[]1, 3, 32, 32[]]*"])
 
 
 @LITERT
