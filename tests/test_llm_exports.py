@@ -23,6 +23,24 @@ pytest.importorskip("onnxruntime")
 LLM = FIXTURES / "llm"
 
 
+# The runtimes these exports need, where the test environment may lack them.
+LITERT = pytest.mark.skipif(not (__import__("importlib.util").util.find_spec("ai_edge_litert")
+                                 or __import__("importlib.util").util.find_spec("tflite_runtime")),
+                            reason="ai-edge-litert not installed")
+EXECUTORCH = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("executorch"),
+                                reason="executorch is not installed")
+LLAMA_CPP = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("llama_cpp"),
+                               reason="llama-cpp-python is not installed (the llama extra builds it from its sdist)")
+
+
+def _recorded_then_checked(pytester: pytest.Pytester) -> dict:
+    """Goldens recorded, then the same tests checked against them (both prompts pass each time):
+    the first record of the checking run."""
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess("--edge-report=r.json").assert_outcomes(passed=2)
+    return json.loads((pytester.path / "r.json").read_text())["records"][0]
+
+
 def _project(pytester: pytest.Pytester, export: str, as_name: str = "decoder",
              backends: tuple[str, ...] = ("onnxruntime-cpu",)) -> dict:
     """A fresh project with the export folder copied as ``models/<as_name>``; PyTorch's tokens."""
@@ -50,10 +68,7 @@ def test_a_field_export_runs_with_no_hand_written_configuration(pytester: pytest
     (config.json beside model.onnx; attention_mask and position_ids in): greedy tokens equal
     PyTorch's; goldens recorded, then checked."""
     _project(pytester, export)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
-    result.assert_outcomes(passed=2)
-    record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+    record = _recorded_then_checked(pytester)
     source = Path(record["llm"]["config"]["source"]).name
     assert source == ("genai_config.json" if export.startswith("genai") else "config.json")
 
@@ -139,10 +154,6 @@ def test_an_artifact_kind_no_runtime_knows_is_one_tests_error(pytester: pytest.P
     assert "Interrupted" not in result.stdout.str()
 
 
-LLAMA_CPP = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("llama_cpp"),
-                               reason="llama-cpp-python is not installed (the llama extra builds it from its sdist)")
-
-
 @LLAMA_CPP
 def test_a_gguf_made_by_llama_cpps_converter_runs_on_llama_cpp(pytester: pytest.Pytester) -> None:
     """convert_hf_to_gguf.py's model.gguf alone in a folder: the configuration from its metadata,
@@ -169,19 +180,25 @@ def test_a_gguf_made_by_llama_cpps_converter_runs_on_llama_cpp(pytester: pytest.
     assert 0.2 < (1000 / theirs["eval_tokens_per_s"]) / ours < 5, (theirs, ours)
 
 
-@LLAMA_CPP
-def test_one_network_as_onnx_and_gguf_agrees_across_runtimes(pytester: pytest.Pytester) -> None:
-    """The builder's ONNX export and llama.cpp's GGUF of the same weights in one folder: one model,
-    two artifacts; llama.cpp's tokens and first-step logits are checked against ONNX Runtime's golden."""
-    _project(pytester, "genai_llama", backends=("onnxruntime-cpu", "llama.cpp"))
-    shutil.copy(LLM / "gguf_llama" / "model.gguf", pytester.path / "models" / "decoder" / "model.gguf")
+@pytest.mark.parametrize(("backend", "export", "atol"), [
+    # f32 GGUF: llama.cpp's own kernels, measured within 1e-3 of ONNX Runtime's logits
+    pytest.param("llama.cpp", "gguf_llama/model.gguf", 1e-3, marks=LLAMA_CPP, id="gguf"),
+    # export_llama's .pte, XNNPACK float32: measured 1.8e-7
+    pytest.param("executorch", "et_llama/model.pte", 1e-5, marks=EXECUTORCH, id="export_llama"),
+])
+def test_one_network_as_onnx_and_another_export_agrees_across_runtimes(pytester: pytest.Pytester, backend: str,
+                                                                       export: str, atol: float) -> None:
+    """The builder's ONNX export and another exporter's file of the same weights in one folder: one
+    model, two artifacts; the other runtime's tokens and first-step logits are checked against
+    ONNX Runtime's golden."""
+    _project(pytester, "genai_llama", backends=("onnxruntime-cpu", backend))
+    shutil.copy(LLM / export, pytester.path / "models" / "decoder" / Path(export).name)
     pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("-k", "golden", "--edge-report=r.json")
-    result.assert_outcomes(passed=2)
+    pytester.runpytest_subprocess("-k", "golden", "--edge-report=r.json").assert_outcomes(passed=2)
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
-    on_llama = records["llama.cpp"]
-    assert on_llama["accuracy"]["reference"] == "onnxruntime-cpu" and on_llama["accuracy"]["token_agreement"] == 1.0
-    assert on_llama["accuracy"]["max_abs_err"] < 1e-3, on_llama["accuracy"]
+    accuracy = records[backend]["accuracy"]
+    assert accuracy["reference"] == "onnxruntime-cpu" and accuracy["token_agreement"] == 1.0
+    assert accuracy["max_abs_err"] < atol, accuracy
 
 
 def test_gguf_metadata_is_read_without_llama_cpp(tmp_path: Path) -> None:
@@ -271,13 +288,6 @@ def test_an_int8_onnx_build_is_judged_against_the_float_golden(pytester: pytest.
     assert quantized["cosine"] > 0.999 and 1e-4 < quantized["max_abs_err"] < 0.05, quantized
 
 
-LITERT = pytest.mark.skipif(not (__import__("importlib.util").util.find_spec("ai_edge_litert")
-                                 or __import__("importlib.util").util.find_spec("tflite_runtime")),
-                            reason="ai-edge-litert not installed")
-EXECUTORCH = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("executorch"),
-                                reason="executorch is not installed")
-
-
 @EXECUTORCH
 def test_an_export_llama_pte_runs_with_the_configuration_in_its_metadata_methods(pytester: pytest.Pytester) -> None:
     """export_llama's model.pte alone in a folder (-kv --use_sdpa_with_kv_cache -X, max_seq_length
@@ -285,10 +295,7 @@ def test_an_export_llama_pte_runs_with_the_configuration_in_its_metadata_methods
     PyTorch's on ExecuTorch's runtime; the configuration from the program's own metadata methods
     and its SDPA operator's cache, none written by hand."""
     _project(pytester, "et_llama", backends=("executorch",))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
-    result.assert_outcomes(passed=2)
-    record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+    record = _recorded_then_checked(pytester)
     config = record["llm"]["config"]
     assert record["backend"] == "executorch" and config["source"].endswith("model.pte (ExecuTorch metadata methods)")
     # The export's own figures, as ExecuTorch's runtime returns them from the metadata methods.
@@ -335,21 +342,6 @@ def test_a_tensor_model_offered_as_an_llm_is_refused_naming_file_and_backend(
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*net*model{suffix} ({backend}): not a decoder in this runtime's LLM convention: "
                                  f"expected {expected}"])
-
-
-@EXECUTORCH
-def test_one_network_as_onnx_and_export_llama_pte_agrees_across_runtimes(pytester: pytest.Pytester) -> None:
-    """The builder's ONNX export and export_llama's .pte of the same weights in one folder:
-    ExecuTorch's tokens and first-step logits (XNNPACK, float32) checked against ONNX Runtime's golden."""
-    _project(pytester, "genai_llama", backends=("onnxruntime-cpu", "executorch"))
-    shutil.copy(LLM / "et_llama" / "model.pte", pytester.path / "models" / "decoder" / "model.pte")
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("-k", "golden", "--edge-report=r.json")
-    result.assert_outcomes(passed=2)
-    records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
-    on_et = records["executorch"]["accuracy"]
-    assert on_et["reference"] == "onnxruntime-cpu" and on_et["token_agreement"] == 1.0
-    assert on_et["max_abs_err"] < 1e-5, on_et  # measured 1.8e-7: both float32
 
 
 @EXECUTORCH
@@ -483,7 +475,6 @@ def test_a_hand_written_configuration_may_give_a_sliding_window(tmp_path: Path) 
         assert "m.json" in str(info.value)
 
 
-
 @LITERT
 def test_a_litert_torch_generative_export_runs_on_litert_with_its_configuration_from_the_signatures(
         pytester: pytest.Pytester) -> None:
@@ -493,10 +484,7 @@ def test_a_litert_torch_generative_export_runs_on_litert_with_its_configuration_
     signatures and the attention operator, none written by hand."""
     greedy = _project(pytester, "litert_llama", backends=("litert",))
     assert max(len(p) for p in greedy["prompts"]) > 33  # longer than one prefill call
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
-    result.assert_outcomes(passed=2)
-    record = json.loads((pytester.path / "r.json").read_text())["records"][0]
+    record = _recorded_then_checked(pytester)
     config = record["llm"]["config"]
     assert record["backend"] == "litert" and config["source"].endswith("model.tflite (LiteRT prefill/decode signatures)")
     assert record["accuracy"]["token_agreement"] == 1.0
