@@ -190,13 +190,16 @@ def test_sessions_share_two_boards_and_a_third_waits_then_skips(farm: Farm, mode
     assert farm.acquired() == {"rpi-a": None, "rpi-b": None}
 
 
-def test_a_killed_session_frees_its_board(farm: Farm, models: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_killed_session_frees_its_board(farm: Farm, models: Path, tmp_path: Path, how: signal.Signals) -> None:
+    """SIGKILL and SIGTERM end pytest with no cleanup of its own (the guard releases the place);
+    SIGINT is pytest's KeyboardInterrupt (the session's own end releases it)."""
     project = _project(tmp_path, "killed", models, farm)
     session = _session(project, "--edge-update-golden", hold_until=tmp_path / "never")
     try:
         _wait_until(lambda: any(farm.acquired().values()), 120, "the session acquired a place")
-        session.send_signal(signal.SIGKILL)  # no cleanup of its own runs
-        session.wait(timeout=30)
+        session.send_signal(how)
+        session.wait(timeout=60)
         _wait_until(lambda: not any(farm.acquired().values()), 30, "the killed session's place released")
     finally:
         session.kill()

@@ -349,3 +349,33 @@ def test_edge_llm_on_the_emulated_arm_device(pytester: pytest.Pytester, device_c
     assert record["device"]["machine"]["arch"] == "aarch64" and record["device"]["machine"]["emulated"]
     assert record["llm"]["prompts"][0]["tokens"] == greedy["tokens"][0]
     assert record["llm"]["timing_not_judged"] == NOT_MEASURED and record["load_ms"] is None
+
+
+@pytest.mark.slow
+def test_a_litert_decoder_on_the_emulated_arm_device_and_llama_cpp_said_absent(pytester: pytest.Pytester,
+                                                                               device_cache: Path) -> None:
+    """litert-torch's prefill/decode export on litert@arm64: the aarch64 ai-edge-litert gives
+    PyTorch's greedy tokens against the host's golden. The device is not provisioned with
+    llama-cpp-python (PyPI has its sdist only; a source build under the emulator is not attempted):
+    llama.cpp@arm64 is skipped with that reason, not run on the host."""
+    llm = FIXTURES / "llm"
+    shutil.copytree(llm / "litert_llama", pytester.path / "models" / "llama")
+    shutil.copy(llm / "gguf_llama" / "model.gguf", pytester.path / "models" / "llama" / "model.gguf")
+    greedy = json.loads((llm / "litert_llama" / "pytorch_greedy.json").read_text())
+    _project(pytester, device_cache)
+    pytester.makepyfile(f"""
+        import pytest
+        @pytest.mark.edge_llm(model="llama", prompts={greedy["prompts"][:1]}, new_tokens=8,
+                              backends=["litert", "litert@arm64", "llama.cpp@arm64"])
+        def test_llama(edge_llm):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-backends=litert").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("-rs", "--edge-backends=litert@arm64,llama.cpp@arm64",
+                                           "--edge-report=r.json")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*qemu:aarch64 device installs only onnxruntime and ai-edge-litert, "
+                                 "not llama-cpp-python*"])
+    (record,) = [r for r in json.loads((pytester.path / "r.json").read_text())["records"] if r["verdict"] == "passed"]
+    assert record["backend"] == "litert@arm64" and record["device"]["machine"]["arch"] == "aarch64"
+    assert record["llm"]["prompts"][0]["tokens"] == greedy["tokens"][0]
