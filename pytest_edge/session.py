@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import pipeline
-from .backends import Backend, Coverage, InputShapes, Intermediates, all_artifact_suffixes, get_backend
+from .backends import Backend, Coverage, InputShapes, Intermediates, all_artifact_suffixes, get_backend, split_device
 from .errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
                      EdgeError, EdgeUsageError)
 from .external_data import artifact_files
@@ -276,7 +276,7 @@ class EdgeSession:
         borrowed artifact the backend does not convert, unless the user targets it), or a failure
         (the caller re-raises). ``in_body``: met in the test's body, not in the check after it."""
         if isinstance(error, DeviceUnreachable) or (isinstance(error, CountingUnavailable) and not in_body):
-            if not plan.required:
+            if not plan.required and not self._merge_gate_needs_counting(plan, error):
                 return Outcome(skip=str(error), record=self.skipped(test_id, plan, str(error)))
         elif isinstance(error, DoesNotConvert) and not plan.targeted:
             return Outcome(skip=str(error), record=self.not_converted(test_id, plan, str(error)))
@@ -285,6 +285,14 @@ class EdgeSession:
         if isinstance(error, EdgeError) and not isinstance(error, (DeviceUnreachable, CountingUnavailable)):
             return Outcome(skip=None, record=self.errored(test_id, plan, error), report=True)
         return Outcome(skip=None, record=None)
+
+    def _merge_gate_needs_counting(self, plan: Plan, error: BaseException) -> bool:
+        """A counted merge gate (a baseline with --edge-count=instructions) that cannot count on
+        this machine (no Valgrind, or one that fails) fails its tests: a skipped gate is a green
+        merge nobody gated. A device backend, which counted mode never counts, still skips."""
+        gated = self.settings.baseline is not None or self.settings.baseline_models is not None
+        return (isinstance(error, CountingUnavailable) and gated
+                and split_device(plan.backend)[1] is None)
 
     def record_json(self) -> list[dict[str, Any]]:
         return [r.to_json() for r in self.records]

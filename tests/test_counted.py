@@ -92,6 +92,15 @@ def test_without_valgrind_counted_mode_skips_with_the_install_hint(pytester: pyt
     # A backend the project requires fails instead.
     pytester.runpytest_subprocess("--edge-count=instructions", "--edge-measure",
                                   "--edge-require=onnxruntime-cpu").assert_outcomes(failed=1)
+    # So does a counted merge gate (#29: skipped, a +25 % regression went green): against a stored
+    # report, and A/B against a folder of twins.
+    (pytester.path / "base").mkdir()
+    shutil.copy(FIXTURES / "tiny_mlp.onnx", pytester.path / "base" / "tiny_mlp.onnx")
+    (pytester.path / "base.json").write_text(json.dumps({"schema": "pytest-edge/report/1", "records": []}))
+    for gate in ("--edge-baseline=base.json", "--edge-baseline-models=base"):
+        result = pytester.runpytest_subprocess("--edge-count=instructions", gate)
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(["*counted mode (--edge-count=instructions) needs Valgrind, which is not on PATH*"])
 
 
 def test_without_valgrind_an_output_mismatch_still_fails(pytester: pytest.Pytester,
@@ -180,9 +189,10 @@ def test_a_median_run_that_moved_with_an_unmoved_least_run_is_no_growth() -> Non
     # A baseline without per-run counts (an older report), or with something else there: the median decides.
     old = _counted(50528)
     assert _gate(_one_process(56890, 52455, 47825), old, paired=False)[0].summary["verdict"] == "failed"
-    hostile = _one_process(50528, 52474, 47992)
-    hostile["processes"][0]["run_instructions"] = ["x", float("nan")]
-    assert _gate(_one_process(56890, 52455, 47825), hostile, paired=False)[0].summary["verdict"] == "failed"
+    for runs in (["x", float("nan")], [-1, 50000], [0, 50000], [1e12] * 3):  # the last: above its own median
+        hostile = _one_process(50528, 52474, 47992)
+        hostile["processes"][0]["run_instructions"] = runs
+        assert _gate(_one_process(56890, 52455, 47825), hostile, paired=False)[0].summary["verdict"] == "failed", runs
 
 
 def test_three_runs_in_one_process_against_their_own_stored_counts(pytester: pytest.Pytester) -> None:

@@ -24,9 +24,13 @@ LLM = FIXTURES / "llm"
 
 
 # The runtimes these exports need, where the test environment may lack them.
-LITERT = pytest.mark.skipif(not (__import__("importlib.util").util.find_spec("ai_edge_litert")
-                                 or __import__("importlib.util").util.find_spec("tflite_runtime")),
-                            reason="ai-edge-litert not installed")
+# litert-torch's exports use builtin ops newer than the last tflite-runtime (2.14) reads: they need
+# ai-edge-litert; the tflite-runtime lane checks that the old runtime refuses them clearly instead.
+LITERT = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("ai_edge_litert"),
+                            reason="ai-edge-litert not installed (tflite-runtime 2.14 cannot read these exports)")
+OLD_TFLITE = pytest.mark.skipif(bool(__import__("importlib.util").util.find_spec("ai_edge_litert"))
+                                or not __import__("importlib.util").util.find_spec("tflite_runtime"),
+                                reason="runs where LiteRT is tflite-runtime, its old name (the tflite lane)")
 EXECUTORCH = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("executorch"),
                                 reason="executorch is not installed")
 LLAMA_CPP = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("llama_cpp"),
@@ -473,6 +477,17 @@ def test_a_hand_written_configuration_may_give_a_sliding_window(tmp_path: Path) 
         with pytest.raises(EdgeUsageError, match=said) as info:
             LlmConfig.load(tmp_path / "m.json")
         assert "m.json" in str(info.value)
+
+
+@OLD_TFLITE
+def test_tflite_runtime_refuses_a_litert_torch_export_naming_file_and_backend(pytester: pytest.Pytester) -> None:
+    """tflite-runtime 2.14 (NumPy < 2) does not know the builtin ops litert-torch's converter
+    writes: each test of the model is an error that names the file, the backend and the runtime's
+    own reason, and the session goes on."""
+    _project(pytester, "litert_llama", backends=("litert",))
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*model.tflite (litert): cannot read: Op builtin_code out of range*"])
 
 
 @LITERT

@@ -117,9 +117,19 @@ def from_pte(path: Path, hand_written: Callable[[Path], Path] = config_path) -> 
         if hand_written(path).is_file():
             return None
         raise EdgeUsageError(
-            f"{path}: an ExecuTorch LLM export whose metadata methods ({', '.join(sorted(metadata))}) and "
+            f"{path}: an ExecuTorch LLM export whose metadata methods ({_listed(metadata)}) and "
             f"operators give no {', '.join(missing)}, which the KV-cache estimate and the prompt bounds need: "
             "export with --use_sdpa_with_kv_cache (its llama::custom_sdpa shows the heads), or add them with "
             "--metadata '{\"get_n_heads\": H, \"get_n_kv_heads\": KV, \"get_head_dim\": D}', or write "
             f"{hand_written(path)} by hand")
     return _checked(LlmConfig(**values, dtype=dtype, source=f"{path} (ExecuTorch metadata methods)"), path)
+
+
+def _listed(names: object, most: int = 12) -> str:
+    """Method names as the file spells them, made safe to print: a damaged file's "names" can be
+    any bytes (terminal escapes, megabytes), so each is escaped and cut, and the list too."""
+    shown = []
+    for name in sorted(map(str, names))[:most]:  # type: ignore[call-overload]
+        shown.append(name if name.isidentifier() and len(name) <= 64 else ascii(name[:64]) + ("…" if len(name) > 64 else ""))
+    more = len(names) - most  # type: ignore[arg-type]
+    return ", ".join(shown) + (f", … ({more} more)" if more > 0 else "")
