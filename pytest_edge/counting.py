@@ -114,7 +114,8 @@ class Counter:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)
                 return mine["counted"], None
         result = run_count_gate(record, baseline, paired=paired, threshold=self.settings.count_threshold,
-                                recount=recount, source=source, max_regression=self.settings.max_regression)
+                                recount=recount, source=source, max_regression=self.settings.max_regression,
+                                strict=self.settings.strict_timing)
         if paired:
             result.summary["twin"] = {"counted": baseline.get("counted"), "coverage": twin_coverage}
         return result
