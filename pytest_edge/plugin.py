@@ -239,6 +239,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     if call.when == "setup" and report.skipped and plan is not None:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         item.config.stash[SESSION_KEY].skipped(item.nodeid, plan, reason.removeprefix("Skipped: "))
+    elif call.when == "setup" and report.failed and excinfo is not None and isinstance(excinfo.value, EdgeError):
+        # A test that errors before its check (a bad marker, an artifact that cannot load) is in
+        # the reports too, with the reason: a report of only the tests that ran would look green.
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("edge_model") if callspec else None
+        if isinstance(param, (Plan, Unresolved)):
+            marker = item.get_closest_marker("edge")
+            named = marker.kwargs.get("model") if marker is not None else None
+            item.config.stash[SESSION_KEY].setup_errored(item.nodeid, param, str(excinfo.value),
+                                                         named if isinstance(named, str) else None)
     return report
 
 
@@ -274,9 +284,15 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     use = config.stash[USE_KEY]
     if not edge.records:
-        if use.unused or use.error:
+        asked = [f"{name} {edge.settings.rootdir / path}" for name, path in
+                 (("report", edge.settings.report), ("html", edge.settings.html), ("summary", edge.settings.summary))
+                 if path]
+        if use.unused or use.error or asked:
             terminalreporter.section("pytest-edge")
-            _write_golden_use(terminalreporter, use)
+        if asked:  # said, so a CI step that expects the file knows why it is not there
+            terminalreporter.write_line(f"pytest-edge: no edge test ran, so nothing was written ({', '.join(asked)})",
+                                        yellow=True)
+        _write_golden_use(terminalreporter, use)
         return
     terminalreporter.section("pytest-edge conformance")
     records = edge.record_json()

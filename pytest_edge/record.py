@@ -17,6 +17,8 @@ from .files import relative_path, sha256_file
 
 # The record's timing_not_judged on an emulated device (edge_emulated_timing = off | record | judge).
 NOT_JUDGED = "emulated device: timing and memory are not the target's"
+# The backend of a record whose test errored before any backend was chosen (its marker unresolved).
+UNRESOLVED_BACKEND = "(unresolved)"
 NOT_MEASURED = NOT_JUDGED + ", so they were not measured (edge_emulated_timing = record measures them)"
 
 

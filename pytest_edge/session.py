@@ -26,8 +26,8 @@ from .marker import MarkerSpec
 from .measurement.timing import machine_info
 from .measurer import Measurer
 from .models import Model, resolve_model
-from .plan import Plan, plan_for, resolve_reference, search_dirs
-from .record import Record, model_json
+from .plan import Plan, Unresolved, plan_for, resolve_reference, search_dirs
+from .record import UNRESOLVED_BACKEND, Record, model_json
 from .settings import Settings
 from .triage.cross_isa import NOT_MEASURED, timing_not_judged
 from .worker.pool import ModelInfo, WorkerPool
@@ -263,6 +263,14 @@ class EdgeSession:
             return Record.from_json(record)
         return self._keep(Record.errored(test_id, self._model(plan), plan.backend,
                                          str(error)))
+
+    def setup_errored(self, test_id: str, plan: Plan | Unresolved, message: str, model: str | None) -> Record:
+        """A test that errored before its check ran (its marker or model unresolved: no backend
+        yet, ``model`` as the marker names it), kept with the reason."""
+        if isinstance(plan, Plan):
+            return self._keep(Record.errored(test_id, self._model(plan), plan.backend, message))
+        return self._keep(Record.errored(test_id, {"name": model or "?", "artifact": None, "sha256": None},
+                                         UNRESOLVED_BACKEND, message))
 
     def body_failed(self, test_id: str, plan: Plan, error: BaseException) -> Record:
         if isinstance(error, EdgeError):  # a bad artifact met in the body: the check could not run

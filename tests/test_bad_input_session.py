@@ -61,6 +61,30 @@ def test_stacked_markers(edge_model):
     assert "Traceback" not in text and "INTERNALERROR" not in text
 
 
+def test_tests_that_error_before_their_check_are_in_the_report(pytester: pytest.Pytester, models: Path) -> None:
+    """#29: a test whose marker cannot be resolved (a NaN budget, both backends= and skip_backends=)
+    errors at setup: its record is in the report with the reason, beside the tests that ran; a
+    session of only such tests still writes its report; one with no edge test says why none is."""
+    pytester.makepyfile(test_runs="import pytest\n" + CONTROL + """
+@pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu", p50_ms=float("nan"))
+def test_nan_budget(edge_model):
+    pass
+""", test_plain="def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json", "--edge-html=r.html")
+    result.assert_outcomes(passed=2, errors=1)
+    records = {r["test"].split("::")[-1]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    bad = records["test_nan_budget[error]"]
+    assert bad["verdict"] == "error" and bad["model"]["name"] == "tiny_mlp" and "p50_ms" in bad["violations"][0]
+    assert records["test_control[tiny_mlp-onnxruntime-cpu]"]["verdict"] == "passed"
+    assert "test_nan_budget" in (pytester.path / "r.html").read_text()
+    (pytester.path / "r.json").unlink()
+    pytester.runpytest_subprocess("test_runs.py::test_nan_budget", "--edge-report=r.json").assert_outcomes(errors=1)
+    assert [r["verdict"] for r in json.loads((pytester.path / "r.json").read_text())["records"]] == ["error"]
+    result = pytester.runpytest_subprocess("test_plain.py", "--edge-report=none.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*pytest-edge: no edge test ran, so nothing was written (report */none.json)*"])
+
+
 def test_report_that_cannot_be_written_keeps_the_summary(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile("import pytest\n" + CONTROL)
     (pytester.path / "afile").write_text("not a folder")

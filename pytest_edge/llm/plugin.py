@@ -13,7 +13,7 @@ import pytest
 from ..errors import EdgeCheckFailed, EdgeError, EdgeUsageError, EdgeWorkerRestarted
 from ..plan import Unresolved, search_dirs
 from ..plugin import unresolved
-from ..record import Record
+from ..record import UNRESOLVED_BACKEND, Record
 from ..stash import SESSION_KEY
 from .checks import LlmChecker, LlmTarget, config_of, model_json, resolve_llm_model, targets
 from .marker import parse_llm_marker
@@ -144,6 +144,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         session.records.append(Record.skipped(item.nodeid, _model_json(session, target), target.backend,
                                               reason.removeprefix("Skipped: ")))
+    elif call.when == "setup" and report.failed and call.excinfo is not None \
+            and isinstance(call.excinfo.value, (EdgeError, pytest.fail.Exception)):
+        # An LLM test that errors before its check is in the reports too, with the reason.
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("edge_llm") if callspec else None
+        session = _session(item.config)
+        message = str(call.excinfo.value)
+        if isinstance(param, LlmTarget):
+            session.records.append(Record.errored(item.nodeid, _model_json(session, param), param.backend, message))
+        elif isinstance(param, Unresolved):
+            marker = item.get_closest_marker("edge_llm")
+            named = marker.kwargs.get("model") if marker is not None else None
+            session.records.append(Record.errored(item.nodeid, {"name": named if isinstance(named, str) else "?",
+                                                                "artifact": None, "sha256": None},
+                                                  UNRESOLVED_BACKEND, message))
     if target is not None and call.excinfo is not None and isinstance(call.excinfo.value, EdgeError) \
             and not item.config.getoption("fulltrace"):
         report.longrepr = f"{call.excinfo.value}"
