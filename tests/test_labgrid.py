@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from loopback import Farm, device_python, start_farm, start_sshd
-from pytest_edge.devices.labgrid import FarmRequest, FarmSettings, PlaceState
+from pytest_edge.devices.labgrid import FarmRequest, FarmSettings
+from pytest_edge.devices.labgrid_client import PlaceState
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
 

@@ -1,0 +1,119 @@
+"""How pytest-edge talks to a labgrid coordinator: ``labgrid-client``, labgrid's command line (the
+interface farm admins and CI scripts use), run with this interpreter so the ``labgrid`` extra
+installed beside pytest-edge is the one used, and what its ``show`` prints, read."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+CLIENT_TIMEOUT_S = 60.0  # one labgrid-client call (a coordinator that does not answer)
+
+
+class FarmError(Exception):
+    """The farm cannot give this session a place (said as the device's reason)."""
+
+
+class LabgridClient:
+    """``labgrid-client -x COORDINATOR ...`` run with this interpreter."""
+
+    def __init__(self, coordinator: str, env: dict[str, str] | None = None) -> None:
+        self.coordinator = coordinator
+        self.env = env
+
+    def run(self, *args: str, timeout_s: float = CLIENT_TIMEOUT_S) -> str:
+        command = [sys.executable, "-c", "from labgrid.remote.client import main; main()",
+                   "-x", self.coordinator, *args]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=self.env,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise FarmError(f"labgrid-client {' '.join(args)}: no answer from the coordinator at "
+                            f"{self.coordinator} within {timeout_s:g} s") from None
+        if done.returncode != 0:
+            said = (done.stderr.strip() or done.stdout.strip()).splitlines()
+            raise FarmError(f"labgrid-client {' '.join(args)} (coordinator {self.coordinator}): "
+                            f"{said[-1] if said else f'exit status {done.returncode}'}")
+        return done.stdout
+
+    def reserve(self, filters: list[str]) -> str:
+        out = self.run("reserve", "--shell", *filters)
+        match = re.search(r"LG_TOKEN=(\S+)", out)
+        if not match:
+            raise FarmError(f"labgrid-client reserve printed no token: {out.strip()[:200]!r}")
+        return match.group(1)
+
+    def wait(self, token: str, timeout_s: float) -> bool:
+        """True when the reservation got its place within ``timeout_s`` (polling keeps it alive)."""
+        try:
+            self.run("wait", token, timeout_s=max(timeout_s, 0.1))
+        except FarmError as exc:
+            if "no answer from the coordinator" in str(exc):
+                return False
+            raise
+        return True
+
+    def cancel(self, token: str) -> None:
+        self.run("cancel-reservation", token)
+
+    def acquire(self, place: str) -> None:
+        self.run("-p", place, "acquire")
+
+    def release(self, place: str) -> None:
+        self.run("-p", place, "release")
+
+    def show(self, place: str) -> "PlaceState":
+        return PlaceState.parse(self.run("-p", place, "show"))
+
+    def reservation_place(self, token: str) -> str | None:
+        """The place allocated to ``token`` (``labgrid-client -p +TOKEN show`` names it)."""
+        return self.show(f"+{token}").name
+
+
+@dataclass
+class PlaceState:
+    """``labgrid-client -p PLACE show``, read: its tags, who holds it, its network services."""
+
+    name: str | None
+    tags: dict[str, str]
+    acquired: str | None
+    services: list[tuple[str, dict[str, Any]]]  # (exporter, NetworkService params)
+
+    @classmethod
+    def parse(cls, text: str) -> "PlaceState":
+        name = re.search(r"^Place '([^']+)':", text, re.M)
+        tags_line = re.search(r"^\s+tags:\s*(.*)$", text, re.M)
+        tags = {}
+        for pair in (tags_line.group(1).split(", ") if tags_line and tags_line.group(1).strip() else []):
+            key, _, value = pair.partition("=")
+            tags[key.strip()] = value.strip()
+        acquired = re.search(r"^\s+acquired:\s*(\S+)\s*$", text, re.M)
+        services = []
+        # "Acquired resource 'NAME' (EXPORTER/GROUP/CLS/NAME):" (or "Matching resource"), then its
+        # dict as Python's pprint writes it, indented.
+        blocks = re.finditer(r"^(?:Acquired|Matching) resource '[^']*' \(([^/]+)/[^/]+/NetworkService/[^)]*\):\n"
+                             r"((?:[ \t]+.*\n?)+)", text, re.M)
+        for block in blocks:
+            try:
+                resource = ast.literal_eval(block.group(2).strip())
+            except (ValueError, SyntaxError):
+                continue
+            if isinstance(resource, dict) and isinstance(resource.get("params"), dict):
+                services.append((block.group(1), resource["params"]))
+        return cls(name=name.group(1) if name else None, tags=tags,
+                   acquired=None if not acquired or acquired.group(1) == "None" else acquired.group(1),
+                   services=services)
+
+
+def identity(env: dict[str, str] | None = None) -> str:
+    """``HOST/USER`` as labgrid records an acquisition (LG_HOSTNAME, LG_USERNAME override)."""
+    import getpass
+    import socket
+
+    env = os.environ if env is None else env
+    return f"{env.get('LG_HOSTNAME') or socket.gethostname()}/{env.get('LG_USERNAME') or getpass.getuser()}"
