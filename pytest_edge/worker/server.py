@@ -8,11 +8,7 @@ worker speaks over stdin/stdout (``python -m pytest_edge.worker --stdio``). With
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
-import shutil
 import signal
 import time
 from array import array
@@ -24,20 +20,18 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..backends import Decoder, InputShapes, LoadedModel, get_backend
-from ..external_data import location_problem
-from ..files import atomic_write
 from ..devices.qemu import EMULATED_ENV
 from ..marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 from ..measurement import sensors, timing
 from ..sizes import runtime_package
 from . import callgrind, frames, protocol
+from .artifact_cache import ArtifactCache
 
 # How this process started, for each measuring process's record: a new interpreter ("spawned"),
 # or forked by its backend's zygote ("forked", set by worker/zygote.py in the child).
 PROCESS_START = "spawned"
 
 # What a device's artifact cache holds: files named by their content.
-CONTENT_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,16}")
 
 
 class WorkerServer:
@@ -47,7 +41,7 @@ class WorkerServer:
         self.backend = get_backend(backend_name)
         # On a device, artifacts arrive by content into this folder and Load names them there;
         # the worker opens no other path (cache_dir None: a local worker, given local paths).
-        self.cache_dir = cache_dir
+        self.cache = ArtifactCache(cache_dir) if cache_dir is not None else None
         self.backend.import_runtime()
         # Timings go to a buffer allocated (and its pages touched) before any model is loaded, so
         # it sits in the memory baseline: a growing list of samples would count as the model's
@@ -69,12 +63,8 @@ class WorkerServer:
         """Load and describe a model (a decoder LLM where ``decoder`` gives its configuration). A
         measuring worker skips coverage: reading a .pte's program in Python would leave its
         allocations in the RSS that the memory figures start from."""
-        if self.cache_dir is not None:
-            path = str(self._cached(path))
-            if not Path(path).is_file():
-                raise FileNotFoundError(f"{path}: not in this device's artifact cache")
-            if external:
-                path = str(self._bundle(Path(path), external))
+        if self.cache is not None:
+            path = str(self.cache.model(path, external or {}))
         reset = timing.reset_hwm()
         base = timing.rss_mb()
         start = time.perf_counter_ns()
@@ -240,51 +230,17 @@ class WorkerServer:
     def op_ping(self) -> int:
         return os.getpid()
 
-    def _cached(self, name: str) -> Path:
-        if self.cache_dir is None or not CONTENT_NAME.fullmatch(name):
-            raise PermissionError(f"{name!r} is not an artifact name of this device's cache (<sha256><suffix>)")
-        return self.cache_dir / name
-
-    def _bundle(self, model: Path, external: dict) -> Path:
-        """A folder of the cache where the model and its external data files sit under the names
-        the model expects (links to their content-named copies): the runtime finds them beside it."""
-        assert self.cache_dir is not None
-        digest = hashlib.sha256(json.dumps([model.name, sorted(external.items())]).encode()).hexdigest()
-        folder = self.cache_dir / "bundles" / digest[:32]
-        files = {model.name: model}  # its content name: no location of a real model is 64 hex digits
-        for location, name in external.items():
-            problem = location_problem(location)
-            if problem:
-                raise PermissionError(f"external data location {location!r} {problem}: refused")
-            source = self._cached(name)
-            if not source.is_file():
-                raise FileNotFoundError(f"external data {location} ({name}): not in this device's artifact cache")
-            files[location] = source
-        for relative, source in files.items():
-            target = folder / relative
-            if target.is_file():
-                continue  # same bundle name, same contents
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            try:
-                os.link(source, temporary)
-            except OSError:  # a cache on a file system without hard links
-                shutil.copyfile(source, temporary)
-            os.replace(temporary, target)
-        return folder / model.name
-
     def op_has(self, name: str) -> bool:
-        return self._cached(name).is_file()
+        return self._cache().has(name)
 
     def op_put(self, name: str, data: np.ndarray) -> bool:
-        target = self._cached(name)
-        payload = np.ascontiguousarray(data, dtype=np.uint8).tobytes()
-        digest = hashlib.sha256(payload).hexdigest()
-        if digest != name[:64]:
-            raise ValueError(f"artifact {name} arrived with sha256 {digest}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, payload)
+        self._cache().put(name, np.ascontiguousarray(data, dtype=np.uint8).tobytes())
         return True
+
+    def _cache(self) -> ArtifactCache:
+        if self.cache is None:
+            raise PermissionError("this worker has no artifact cache (a local worker is given local paths)")
+        return self.cache
 
 
 def serve(reader: Connection, writer: Connection, backend_name: str | None, cache_dir: Path | None = None) -> None:
