@@ -519,3 +519,22 @@ def test_a_hung_generation_is_one_tests_error_after_edge_timeout(pytester: pytes
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu did not answer within 0.001 s (edge_timeout) while trying to * "
                                  "*tiny_llm.onnx*; the worker was killed*"])
+
+
+def test_the_html_page_and_the_job_summary_show_the_generation_figures(pytester: pytest.Pytester,
+                                                                        llm_project: Path) -> None:
+    """#27 item 1: the LLM records' TTFT, TPOT, tokens/s and memory are drawn by the same report
+    writers as every record (a table of their own: the conformance table has no columns for them)."""
+    pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu"'))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--edge-measure", "--edge-report=r.json", "--edge-html=r.html",
+                                           "--edge-summary=s.md")
+    result.assert_outcomes(passed=1)
+    (record,) = _report(pytester)
+    ttft = f"{record['llm']['ttft_ms']['p50']:.3f}"
+    summary = (pytester.path / "s.md").read_text()
+    assert "### LLM generation" in summary and "| TTFT P50 ms | TPOT P50 ms |" in summary
+    row = next(line for line in summary.splitlines() if line.startswith("| tiny\\_llm | onnxruntime-cpu | 5 |"))
+    assert f"| {ttft} |" in row and row.endswith("| passed |")
+    page = (pytester.path / "r.html").read_text()
+    assert '<section id="llm"><h2>LLM generation</h2>' in page and f"<td>{ttft}</td>" in page

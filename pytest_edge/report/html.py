@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 from ..record import dig
 from . import deployment
 from .ab_baseline import report_baseline
+from .generation import HEADERS as GENERATION_HEADERS, generation_rows
 from .changes import (DEFAULT_MAX_REGRESSION, FIGURES, FigureChange, base_backend, device_label, figure_changes,
                       gate_judged, regressions)
 from .charts import PALETTE, Series, bar_chart, coverage_bar, ecdf_chart, escape, significant
@@ -328,6 +329,12 @@ def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = 
            + (f" · baseline of {escape(baseline.get('created', '?'))}" if baseline else "") + "</p>"]
     out += _overview(report, records, found, max_regression, baseline is not None, gates)
     out += _matrix(records)
+    generation = generation_rows(records)
+    if generation:  # decoder LLMs: the figures the per-model sections have no chart for
+        out.append('<section id="llm"><h2>LLM generation</h2>')
+        out.append(_table_open("TTFT, TPOT, tokens/s and memory per measured test", GENERATION_HEADERS))
+        out += ["<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in generation]
+        out.append("</table></section>")
     by_model: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
         by_model.setdefault(record["model"]["name"], []).append(record)

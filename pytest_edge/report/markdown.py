@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .ab_baseline import report_baseline
+from .generation import HEADERS as GENERATION_HEADERS, generation_rows
 from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, gate_judged, regressions
 from .json_report import find_baseline
 from .table import (DASH, VERDICT_RANK, figure, fold_line, folded_skips, gate_summary, missing_artifact,
@@ -94,6 +95,13 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
     if folded or legend:
         lines += [f"- {_md(fold_line(model, s, b))}" for model, (s, b) in folded.items()]
         lines += [f"- {_md(line)}" for line in legend] + [""]
+
+    generation = generation_rows(records)
+    if generation:  # decoder LLMs: the figures the conformance table has no column for
+        lines += ["### LLM generation", "", "| " + " | ".join(GENERATION_HEADERS) + " |",
+                  "|" + "|".join("---" if h in ("model", "backend", "verdict") else "---:" for h in GENERATION_HEADERS)
+                  + "|"]
+        lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in generation] + [""]
 
     failures = [r for r in records if r["verdict"] in ("failed", "error")]
     if failures:
