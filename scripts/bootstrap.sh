@@ -24,7 +24,7 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp || scripts/bootstrap.sh -nt $stam
   # torch==2.13.0 comes with the executorch extra; where PyPI would give its CUDA build, install
   # the CPU build first (docs/index.md, "Use it in your project").
   .venv/bin/python -m pip install --quiet --find-links "$wheels" --only-binary llama-cpp-python \
-    -e '.[all,test,export,docs]' 'tox>=4' "$LLAMA_CPP"
+    -e '.[all,labgrid,test,export,docs]' 'tox>=4' "$LLAMA_CPP"
   # A .venv made before: its llama-cpp-python of the same version may be a -march=native build.
   .venv/bin/python -m pip install --quiet --no-deps --force-reinstall --find-links "$wheels" \
     --only-binary llama-cpp-python "$LLAMA_CPP"
