@@ -10,7 +10,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from loopback import Farm, device_python, start_farm, start_sshd
+from loopback import Farm, device_python, free_port, start_farm, start_sshd
 from pytest_edge.devices.labgrid import FarmRequest, FarmSettings
 from pytest_edge.devices.labgrid_client import PlaceState
 
@@ -263,7 +262,7 @@ def test_a_place_by_name_and_one_the_job_acquired_itself(farm: Farm, models: Pat
 
 def test_the_board_farm_page_sets_up_a_farm_as_written(tmp_path: Path) -> None:
     """docs/board-farms.md: its exporter configuration and the admin's commands, run as written
-    against a coordinator of their own on labgrid's default port; its CI job names known options."""
+    against a coordinator of their own; its CI job names known options."""
     import yaml
 
     from pytest_edge.settings import OPTIONS
@@ -275,17 +274,23 @@ def test_the_board_farm_page_sets_up_a_farm_as_written(tmp_path: Path) -> None:
     exporter_yaml, workflow = (b.code for b in page if b.lang == "yaml")
     daemons, places = (b.code for b in page if b.lang == "bash")
     (tmp_path / "exporter.yaml").write_text(exporter_yaml)
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", 20408)) == 0:
-            pytest.skip("labgrid's default port 20408 is in use on this machine")
-    env = {**os.environ, "LG_COORDINATOR": "127.0.0.1:20408",
+    # As written, but on a free port instead of labgrid's 20408 (a coordinator of an earlier run
+    # may still be going away there).
+    port = str(free_port())
+    daemons = daemons.replace("20408", port)
+    env = {**os.environ, "LG_COORDINATOR": f"127.0.0.1:{port}",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    log = open(tmp_path / "admin.log", "wb")
     admin = subprocess.Popen(["bash", "-euo", "pipefail", "-c", daemons + "\nwait"], cwd=tmp_path, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        farm = Farm(address="127.0.0.1:20408", folder=tmp_path, processes=[])
-        _wait_until(lambda: "lab-3/rpi4-02/NetworkService" in farm.client("resources", check=False), 60,
-                    "the page's exporter registered its resources")
+        farm = Farm(address=f"127.0.0.1:{port}", folder=tmp_path, processes=[])
+        # Generous: under a loaded CI (Valgrind-counted tests beside it) two grpc processes start slowly.
+        try:
+            _wait_until(lambda: "lab-3/rpi4-02/NetworkService" in farm.client("resources", check=False), 180,
+                        "the page's exporter registered its resources")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the daemons said: {(tmp_path / 'admin.log').read_text()[-2000:]}") from None
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", places], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
