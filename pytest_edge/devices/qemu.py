@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from .. import __version__
 from ..backends import Backend, all_backends
 from .folder import damage, locked, read_manifest, remove, write_manifest
+from .plugin_copy import ship_plugin
 
 KIND = "qemu:"
 ARCHES = {"aarch64": "arm64"}  # QEMU's name -> Debian's
@@ -205,41 +205,6 @@ def _build_site(recipe: Recipe, target: Path, progress: Progress) -> dict:
 COMPONENTS = {"qemu": _build_qemu, "rootfs": _build_rootfs, "site": _build_site}
 
 
-def _plugin_source() -> tuple[Path, str]:
-    """This package's folder and a digest of its source (the device runs the same code)."""
-    package = Path(__file__).resolve().parent.parent  # pytest_edge/
-    digest = hashlib.sha256(__version__.encode())
-    for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
-    return package, digest.hexdigest()[:12]
-
-
-def _ship_plugin(root: Path) -> Path:
-    """This pytest-edge's source (and its backends' entry points) under ``root/plugins/<digest>``."""
-    package, digest = _plugin_source()
-    folder = root / "plugins" / digest
-    if folder.is_dir():
-        return folder
-    temporary = root / "plugins" / f".tmp-{digest}-{os.getpid()}"
-    remove(temporary)
-    shutil.copytree(package, temporary / "pytest_edge", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    info = temporary / f"pytest_edge-{__version__}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: pytest-edge\nVersion: {__version__}\n")
-    lines = ["[pytest_edge.backends]"]
-    for entry in importlib.metadata.entry_points(group="pytest_edge.backends"):
-        if entry.value.startswith("pytest_edge."):  # the built-ins; a third party's are not on the device
-            lines.append(f"{entry.name} = {entry.value}")
-    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
-    try:
-        os.replace(temporary, folder)
-    except OSError:  # another device's session shipped the same source meanwhile
-        remove(temporary)
-        if not folder.is_dir():
-            raise
-    return folder
-
-
 # ------------------------------------------------------------------ the device
 
 
@@ -292,7 +257,7 @@ def provision(root: Path, arch: str, progress: Progress = lambda line: None, ver
             if tool:
                 raise ProvisionError(tool)
             _rebuild(recipe, root, folder, problem, broken, progress)
-        plugin = _ship_plugin(root)
+        plugin = ship_plugin(root)
     manifest = read_manifest(folder) or {}
     return Device(folder, plugin, arch, recipe.python, str(manifest.get("qemu_version", "?")), root / "artifacts")
 
