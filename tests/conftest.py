@@ -8,13 +8,21 @@ from pathlib import Path
 import pytest
 from edge_helpers import FIXTURES
 
-# Imported once, before any pytester test: pytester restores sys.modules after each test, and a
-# second import of a C extension in the same process breaks: onnx's aborts it (protobuf
-# descriptors), openvino's finds its cached extension without its submodules ("'openvino._pyopenvino'
-# is not a package") when an in-process pytester run imported it first.
-for _module in ("onnx", "openvino"):
-    if importlib.util.find_spec(_module) is not None:  # the tflite-runtime lane may lack them
-        importlib.import_module(_module)
+# Every installed runtime is imported once, before any pytester test: pytester restores sys.modules
+# after each test, and a second import of a C extension in the same process breaks: onnx's aborts it
+# (protobuf descriptors); openvino's and MNN's find their cached extension without its submodules
+# ("'openvino._pyopenvino' is not a package", "'_mnncengine' is not a package") when an in-process
+# pytester run imported them first. Every backend's runtime, not a list, so a new one is covered.
+def _import_installed_runtimes() -> None:
+    from pytest_edge.backends import all_backends
+
+    modules = {"onnx"} | {backend.runtime_module for backend in all_backends().values() if backend.runtime_module}
+    for module in sorted(modules):
+        if importlib.util.find_spec(module.split(".")[0]) is not None:  # the tflite-runtime lane lacks some
+            importlib.import_module(module)
+
+
+_import_installed_runtimes()
 
 
 @pytest.fixture
