@@ -4,7 +4,6 @@ and compare a report with a baseline report."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 from datetime import datetime, timezone
 from pathlib import Path
