@@ -11,12 +11,12 @@ import numpy as np
 from .backends import Coverage, TensorSpec
 from .errors import EdgeUsageError
 from .golden import Golden
-from .inputs import generate_case
-from .plan import Plan
+from .accuracy.inputs import generate_case
+from .core.plan import Plan
 
 if TYPE_CHECKING:
     from .worker.pool import ModelInfo
-    from .session import EdgeSession
+    from .core.session import EdgeSession
 
 
 class EdgeModel:

@@ -1,5 +1,5 @@
 """pytest hooks: options, the ``edge`` marker, the ``edge_model`` fixture, the summary. Thin on
-purpose: the work happens in :mod:`pytest_edge.session` and the modules it calls."""
+purpose: the work happens in :mod:`pytest_edge.core.session` and the modules it calls."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from . import settings as edge_settings
+from .core import settings as edge_settings
 from .backends import get_backend
 from .edge_model import EdgeModel
 from .errors import EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
-from .marker import parse_marker
-from .plan import Plan, Unresolved, is_pattern, plans
+from .core.marker import parse_marker
+from .core.plan import Plan, Unresolved, is_pattern, plans
 from .report.json_report import build_report
 from .report.outputs import write_outputs
 from .report.table import summary_lines
-from .session import EdgeSession, Outcome, Settings
+from .core.session import EdgeSession, Outcome, Settings
 from .stash import SESSION_KEY
 
 HANDLE_KEY = pytest.StashKey[EdgeModel]()
@@ -101,7 +101,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def unresolved(metafunc: pytest.Metafunc, fixture: str, message: str) -> None:
-    """Parametrize ``fixture`` with one :class:`~pytest_edge.plan.Unresolved` case: the test errors
+    """Parametrize ``fixture`` with one :class:`~pytest_edge.core.plan.Unresolved` case: the test errors
     at setup with ``message``; the other tests run. The session's golden use counts it as a
     collection error (a run with one does not say which goldens are unused)."""
     metafunc.config.stash[USE_KEY].collect_errors += 1

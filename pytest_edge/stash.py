@@ -5,6 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from .session import EdgeSession
+from .core.session import EdgeSession
 
 SESSION_KEY = pytest.StashKey[EdgeSession]()

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .backends import TensorSpec
-from .inputs import concrete_shape, integer_range
+from .accuracy.inputs import concrete_shape, integer_range
 
 
 def inputs_for(model: Any, shapes: Mapping[str, Sequence[int]] | None = None, *, bound: float = 4.0,

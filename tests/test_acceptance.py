@@ -14,7 +14,7 @@ import pytest
 
 from edge_helpers import write_mlp
 
-from pytest_edge.acceptance import Acceptance, read_acceptances, render, write_acceptance
+from pytest_edge.core.acceptance import Acceptance, read_acceptances, render, write_acceptance
 from pytest_edge.errors import EdgeUsageError
 from pytest_edge.measurement.gate import GateResult
 from pytest_edge.measurement.regressions import Regression

@@ -3,7 +3,8 @@
 - no runtime name or artifact suffix in code outside ``pytest_edge/backends/`` (what a runtime knows
   is its backend's: the files an artifact consists of, its targets, its triage and quantization-pair
   methods, what a device installs), except the entries of ALLOWED, each with its reason;
-- ``backends/`` imports nothing above it: only itself and the leaves ``errors`` and ``metrics``.
+- no module imports one of a higher layer (LAYERS, lowest first: ``backends/`` imports only the
+  leaves below it), except the entries of UPWARD, each with its reason.
 
 Code is identifiers (names, attributes, definitions, arguments, keywords, imported modules) and string
 constants (f-strings' text included); comments and docstrings are documentation and are not read.
@@ -29,9 +30,9 @@ SUFFIXES = (".onnx", ".tflite", ".pte", ".gguf", ".mnn", ".ncnn.param", ".xml")
 # What may stay outside backends/: {file: {word or suffix, or "*" for the whole file: why}}.
 ALLOWED: dict[str, dict[str, str]] = {
     # The one named exception: the default reference backend, in the option's help.
-    "pytest_edge/settings.py": {"onnxruntime": "the default reference backend named in edge_reference_backend's help"},
+    "pytest_edge/core/settings.py": {"onnxruntime": "the default reference backend named in edge_reference_backend's help"},
     # Text that quotes an example for the user, not knowledge the code acts on.
-    "pytest_edge/alignment.py": {".tflite": "an example command in a hint (pytest-edge triage quant FLOAT.tflite INT8.tflite)",
+    "pytest_edge/golden/alignment.py": {".tflite": "an example command in a hint (pytest-edge triage quant FLOAT.tflite INT8.tflite)",
                                  "tflite": "the same example"},
     # Runtime-specific triage methods not moved yet: each is written against triage's and the golden's
     # machinery (Runner, Plan, Golden, compare; quant_layers, quant_inputs, quant_report), so under
@@ -48,8 +49,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     "pytest_edge/triage/ladder.py": {"onnx": "imports the \"nodes\" method from triage/onnx.py"},
     "pytest_edge/triage/__init__.py": {"onnx": "onnx_divergence from triage/onnx.py: the import path docs/triage.md shows"},
 }
-# What backends/ may import from the rest of the package: leaves that import nothing of it.
-BACKENDS_MAY_IMPORT = {"errors", "metrics"}
 
 _IDENTIFIER_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _TEXT_WORD = re.compile(r"(?<![a-z0-9])(" + "|".join(RUNTIME_WORDS) + r")(?![a-z0-9])")
@@ -176,19 +175,139 @@ def test_harmless_words_are_not_runtime_names() -> None:
     assert runtime_mentions('def sort_report(exported):\n    return "short report"\n') == []
 
 
-def test_backends_import_nothing_above_them() -> None:
+# The layers, lowest first (docs/architecture.md): a module imports its own layer or lower ones only.
+# A layer is folders and modules by dotted prefix under pytest_edge ("" is the package's __init__);
+# a module belongs to its longest matching prefix. core/ and measurement/ hold two layers each: their
+# contract and primitives sit low, what runs a check or a measurement policy high.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("leaves", ("", "errors", "files", "accuracy.metrics")),
+    ("backends", ("backends",)),
+    ("measurement primitives", ("measurement", "measurement.timing", "measurement.sensors", "measurement.lock",
+                                "measurement.stats")),
+    ("accuracy", ("accuracy",)),
+    ("devices", ("devices",)),
+    ("core contract", ("core", "core.settings", "core.marker", "core.plan", "core.record", "core.models",
+                       "core.acceptance", "core.sizes", "core.external_data")),
+    ("measurement figures", ("measurement.regressions", "measurement.gate", "measurement.counted")),
+    ("worker", ("worker",)),
+    ("golden", ("golden",)),
+    ("report", ("report",)),
+    ("measurement policies", ("measurement.measurer", "measurement.counter")),
+    ("checks", ("checks",)),
+    ("triage", ("triage",)),
+    ("core run", ("core.session", "core.pipeline")),
+    ("llm", ("llm",)),
+    ("plugin", ("plugin", "stash", "edge_model", "bench", "llm.plugin")),
+    ("cli", ("cli", "__main__")),
+    ("public helpers", ("quant", "strategies")),
+)
+# Imports against the order, each with why: {(importer, imported): reason}.
+UPWARD: dict[tuple[str, str], str] = {
+    ("core.settings", "report.json_report"): "from_config reads --edge-baseline's report when the session is configured, "
+                                             "so a bad file is a usage error before collection; the reader is report's",
+}
+
+
+def _module_names(package: Path) -> dict[str, Path]:
+    found = {}
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(package).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _imported(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules ``module`` imports (dotted under the package), at any depth of its code."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def known(name: str) -> str | None:
+        while name not in modules and name:
+            name = name.rpartition(".")[0]
+        return name if name in modules else None
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".") if package else []
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            elif (node.module or "").split(".")[0] == package_name(modules):
+                target = node.module.partition(".")[2]  # type: ignore[union-attr]
+            else:
+                continue
+            for alias in node.names:
+                whole = f"{target}.{alias.name}" if target else alias.name
+                hit = whole if whole in modules else known(target)
+                if hit is not None:
+                    found.add(hit)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == package_name(modules):
+                    hit = known(alias.name.partition(".")[2])
+                    if hit is not None:
+                        found.add(hit)
+    found.discard(module)
+    return found
+
+
+def package_name(modules: dict[str, Path]) -> str:
+    return modules[""].parent.name
+
+
+def layer_of(module: str, layers=LAYERS) -> int | None:
+    best = None
+    for index, (_, prefixes) in enumerate(layers):
+        for prefix in prefixes:
+            if module == prefix or (module.startswith(prefix + ".") if prefix else False) or (prefix == "" and module == ""):
+                if best is None or len(prefix) > best[0]:
+                    best = (len(prefix), index)
+    return None if best is None else best[1]
+
+
+def upward_imports(package: Path, layers=LAYERS, upward=UPWARD) -> list[str]:
+    """``importer -> imported (layer -> higher layer)`` for every import against the order, and
+    ``module: in no layer`` for a module the order does not place."""
+    modules = _module_names(package)
     problems = []
-    for path in sorted(BACKENDS.rglob("*.py")):
-        depth = len(path.relative_to(PACKAGE).parts) - 1  # backends/x.py: 1; backends/rt/x.py: 2
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level > depth:
-                top = (node.module or "").split(".")[0]
-                if top not in BACKENDS_MAY_IMPORT:
-                    problems.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: from {'.' * node.level}{node.module}")
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                for module in modules:
-                    parts = module.split(".")
-                    if parts[0] == "pytest_edge" and len(parts) > 1 and parts[1] not in {"backends", *BACKENDS_MAY_IMPORT}:
-                        problems.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: import {module}")
-    assert not problems, "backends/ imports from a higher folder:\n" + "\n".join(problems)
+    for module, path in sorted(modules.items()):
+        mine = layer_of(module, layers)
+        if mine is None:
+            problems.append(f"{module or '__init__'}: in no layer")
+            continue
+        for target in sorted(_imported(module, path, modules)):
+            theirs = layer_of(target, layers)
+            if theirs is not None and theirs > mine and (module, target) not in upward:
+                problems.append(f"{module} -> {target} ({layers[mine][0]} -> {layers[theirs][0]})")
+    return problems
+
+
+def test_no_import_from_a_lower_layer_to_a_higher_one() -> None:
+    problems = upward_imports(PACKAGE)
+    assert not problems, "imports against the layers (docs/architecture.md):\n" + "\n".join(problems)
+
+
+def test_every_upward_import_allowed_is_still_made() -> None:
+    modules = _module_names(PACKAGE)
+    stale = [f"{a} -> {b}" for a, b in UPWARD if a not in modules or b not in _imported(a, modules[a], modules)]
+    assert not stale, "UPWARD entries no longer needed:\n" + "\n".join(stale)
+
+
+def test_a_planted_upward_import_is_caught(tmp_path: Path) -> None:
+    package = tmp_path / "pytest_edge"
+    (package / "backends" / "foo").mkdir(parents=True)
+    (package / "report").mkdir()
+    for init in (package, package / "backends", package / "backends" / "foo", package / "report"):
+        (init / "__init__.py").write_text("")
+    (package / "errors.py").write_text("")
+    (package / "report" / "table.py").write_text("from ..errors import X\nfrom ..backends.foo import backend\n")
+    (package / "backends" / "foo" / "backend.py").write_text("from ...errors import X\n")
+    assert upward_imports(package) == []
+    (package / "backends" / "foo" / "backend.py").write_text("def f():\n    from ...report.table import T\n")
+    assert upward_imports(package) == ["backends.foo.backend -> report.table (backends -> report)"]
+    (package / "backends" / "foo" / "backend.py").write_text("import pytest_edge.report.table\n")
+    assert upward_imports(package) == ["backends.foo.backend -> report.table (backends -> report)"]
+    (package / "loose.py").write_text("")
+    assert "loose: in no layer" in upward_imports(package)

@@ -289,8 +289,8 @@ def test_memory_falls_back_to_a_fresh_worker_where_hwm_cannot_be_reset(
     the first's, so the session measures it again in a fresh worker process."""
     _available("onnxruntime-cpu")
     from pytest_edge.measurement import timing as measure
-    from pytest_edge.marker import MarkerSpec
-    from pytest_edge.session import EdgeSession, Settings
+    from pytest_edge.core.marker import MarkerSpec
+    from pytest_edge.core.session import EdgeSession, Settings
 
     monkeypatch.setattr(measure, "reset_hwm", lambda: False)
     session = EdgeSession(Settings(golden_dir=tmp_path, rootdir=tmp_path, isolated=False,

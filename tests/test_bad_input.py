@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 
 from pytest_edge.backends import TensorSpec, get_backend
 from pytest_edge.backends.executorch.backend import explain_error
-from pytest_edge.compare import compare_output, needed_tolerances
+from pytest_edge.accuracy.compare import compare_output, needed_tolerances
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.golden.store import tidy_leftovers
 from pytest_edge.golden import Golden, GoldenCase, GoldenStore
 from pytest_edge.golden.layout import case_file, npz_bytes
-from pytest_edge.inputs import check_case, check_shapes, generate_case, user_cases
-from pytest_edge.marker import parse_marker
+from pytest_edge.accuracy.inputs import check_case, check_shapes, generate_case, user_cases
+from pytest_edge.core.marker import parse_marker
 from pytest_edge.report import SCHEMA as REPORT_SCHEMA
 from pytest_edge.report import build_report, load_report, merge_reports, write_report
 from pytest_edge.worker import BackendWorker

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from pytest_edge.compare import compare_output, needed_tolerances, resolve_tolerance
+from pytest_edge.accuracy.compare import compare_output, needed_tolerances, resolve_tolerance
 
 # ---------------------------------------------------------------- comparison
 

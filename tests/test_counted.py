@@ -248,8 +248,8 @@ def test_count_gate_against_a_wall_clock_baseline_says_it_cannot_gate() -> None:
 
 
 def _counter(tmp_path: Path, timeout_s: float, devices: dict[str, str] | None = None):
-    from pytest_edge.counting import Counter
-    from pytest_edge.settings import Settings
+    from pytest_edge.measurement.counter import Counter
+    from pytest_edge.core.settings import Settings
     from pytest_edge.worker.pool import ModelInfo, WorkerPool
 
     settings = Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path, timeout_s=timeout_s, count="instructions",

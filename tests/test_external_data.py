@@ -14,7 +14,7 @@ import pytest
 
 from pytest_edge.backends.onnxruntime.external_data import external_locations
 from pytest_edge.errors import BackendError
-from pytest_edge.external_data import external_files, location_problem
+from pytest_edge.core.external_data import external_files, location_problem
 from pytest_edge.worker import BackendWorker
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_edge.backends import TensorSpec
 from pytest_edge.errors import EdgeUsageError
-from pytest_edge.inputs import concrete_shape, feed_order, generate_case, user_cases
+from pytest_edge.accuracy.inputs import concrete_shape, feed_order, generate_case, user_cases
 
 # ---------------------------------------------------------------- inputs
 

@@ -265,7 +265,7 @@ def test_the_board_farm_page_sets_up_a_farm_as_written(tmp_path: Path) -> None:
     against a coordinator of their own; its CI job names known options."""
     import yaml
 
-    from pytest_edge.settings import OPTIONS
+    from pytest_edge.core.settings import OPTIONS
     from test_readme import BOARD_FARMS, blocks
 
     if importlib.util.find_spec("labgrid") is None:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_edge.errors import EdgeUsageError
-from pytest_edge.marker import (
+from pytest_edge.core.marker import (
     parse_fraction,
     parse_marker,
     parse_mb,

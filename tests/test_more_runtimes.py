@@ -15,7 +15,7 @@ import pytest
 
 from pytest_edge.backends import InputShapes, all_backends, get_backend
 from pytest_edge.errors import BackendError, DoesNotConvert
-from pytest_edge.models import resolve_model
+from pytest_edge.core.models import resolve_model
 from pytest_edge.worker import WorkerServer
 
 ROOT = Path(__file__).resolve().parent.parent

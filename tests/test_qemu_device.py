@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from pytest_edge.devices import qemu as qemu_device
-from pytest_edge.record import NOT_JUDGED, NOT_MEASURED
+from pytest_edge.core.record import NOT_JUDGED, NOT_MEASURED
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -120,7 +120,7 @@ def _host_saturates() -> bool:
     import onnxruntime as ort
     from onnx.reference import ReferenceEvaluator
 
-    from pytest_edge.inputs import DEFAULT_SEED, generate_case
+    from pytest_edge.accuracy.inputs import DEFAULT_SEED, generate_case
     from pytest_edge.backends import TensorSpec
 
     path = str(FIXTURES / "int8_u8s8_matmul.onnx")

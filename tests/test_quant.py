@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from pytest_edge.errors import EdgeError
-from pytest_edge.metrics import cosine, snr_db
+from pytest_edge.accuracy.metrics import cosine, snr_db
 from pytest_edge.triage import quant, tflite_graph
 from pytest_edge.triage.quant_numbers import QuantParams, dequantize, quantize
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from pytest_edge.errors import EdgeError
-from pytest_edge.metrics import snr_db
+from pytest_edge.accuracy.metrics import snr_db
 from pytest_edge.triage import quant
 from pytest_edge.triage.quant_channels import ChannelLoss, channel_loss, channel_snrs, weight_loss, why_below
 

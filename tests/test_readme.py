@@ -134,7 +134,7 @@ def test_json_examples_are_reports_pytest_edge_reads(tmp_path: Path) -> None:
 def test_toml_examples_are_configurations_pytest_edge_reads() -> None:
     import tomllib
 
-    from pytest_edge.settings import OPTIONS, parse_devices
+    from pytest_edge.core.settings import OPTIONS, parse_devices
 
     examples = [b.code for b in blocks() if b.lang == "toml"]
     assert examples
@@ -148,7 +148,7 @@ def test_toml_examples_are_configurations_pytest_edge_reads() -> None:
 
 
 def test_the_command_line_page_names_every_option() -> None:
-    from pytest_edge.settings import OPTIONS
+    from pytest_edge.core.settings import OPTIONS
 
     page = (ROOT / "docs/cli.md").read_text()
     for option in OPTIONS:

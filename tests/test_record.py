@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_edge.marker import parse_marker
-from pytest_edge.models import Model
-from pytest_edge.plan import backend_choices, plan_for
-from pytest_edge.record import Record
-from pytest_edge.settings import Settings
+from pytest_edge.core.marker import parse_marker
+from pytest_edge.core.models import Model
+from pytest_edge.core.plan import backend_choices, plan_for
+from pytest_edge.core.record import Record
+from pytest_edge.core.settings import Settings
 
 MODEL = {"name": "m", "artifact": "m.onnx", "sha256": "ab"}
 

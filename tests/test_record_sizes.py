@@ -12,13 +12,13 @@ import pytest
 
 from edge_helpers import FIXTURES
 
-from pytest_edge.marker import parse_marker
+from pytest_edge.core.marker import parse_marker
 from pytest_edge.measurement import sensors
 from pytest_edge.measurement.regressions import check_baseline
 from pytest_edge.report.deployment import megabytes
 from pytest_edge.report.html import render_html
 from pytest_edge.report.json_report import merge_reports
-from pytest_edge.sizes import artifact_bytes, runtime_package
+from pytest_edge.core.sizes import artifact_bytes, runtime_package
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 

@@ -14,15 +14,15 @@ import pytest
 
 from edge_helpers import FIXTURES, LIGHT
 
-from pytest_edge.alignment import quantized_io_hint, reference_problems
+from pytest_edge.golden.alignment import quantized_io_hint, reference_problems
 from pytest_edge.backends import TensorSpec
 from pytest_edge.errors import EdgeUsageError
 from pytest_edge.golden import Golden
 from pytest_edge.golden.sets import judged_artifacts
-from pytest_edge.marker import parse_marker
-from pytest_edge.plan import plan_for
-from pytest_edge.session import EdgeSession
-from pytest_edge.settings import Settings
+from pytest_edge.core.marker import parse_marker
+from pytest_edge.core.plan import plan_for
+from pytest_edge.core.session import EdgeSession
+from pytest_edge.core.settings import Settings
 from pytest_edge.triage import quant
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")

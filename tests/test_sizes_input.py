@@ -1,4 +1,4 @@
-"""Sizes that cannot be read as usual (pytest_edge/sizes.py): an artifact removed or replaced while
+"""Sizes that cannot be read as usual (pytest_edge/core/sizes.py): an artifact removed or replaced while
 its test measured, an ONNX model whose external data went missing (the record gets ``null`` with the
 reason and a size budget says why it could not be judged, instead of the check ending in a
 FileNotFoundError), and a runtime installed under another distribution name."""
@@ -12,7 +12,7 @@ import pytest
 from edge_helpers import FIXTURES
 
 from pytest_edge.checks import check_sizes
-from pytest_edge.sizes import artifact_size, runtime_package
+from pytest_edge.core.sizes import artifact_size, runtime_package
 
 
 def test_an_artifact_removed_after_loading_has_no_size_and_says_why(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import sys
 from typing import Sequence
 
 from ..backends import all_artifact_suffixes, all_backends, predicted_targets
-from ..report.changes import MAX_REGRESSION
+from ..core.settings import MAX_REGRESSION
 from ..triage import quant
 from . import accept, device
 from .golden import diff_command, golden_prune, golden_refresh, list_command

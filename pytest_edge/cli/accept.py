@@ -8,12 +8,12 @@ import argparse
 import os
 import sys
 
-from ..acceptance import write_acceptance
+from ..core.acceptance import write_acceptance
 from ..backends import all_artifact_suffixes
 from ..errors import EdgeError
 from ..files import sha256_file
-from ..models import resolve_model
-from ..plan import search_dirs
+from ..core.models import resolve_model
+from ..core.plan import search_dirs
 from .project import project_settings
 
 

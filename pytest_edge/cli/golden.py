@@ -9,8 +9,8 @@ from typing import Sequence
 
 from ..errors import EdgeError
 from ..report.table import format_table
-from ..session import EdgeSession
-from ..settings import Settings
+from ..core.session import EdgeSession
+from ..core.settings import Settings
 from .project import golden_usage, project_settings
 
 

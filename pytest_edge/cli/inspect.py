@@ -9,11 +9,11 @@ from typing import Sequence
 
 from ..backends import get_backend
 from ..errors import EdgeError
-from ..marker import MarkerSpec
-from ..plan import backend_choices
+from ..core.marker import MarkerSpec
+from ..core.plan import backend_choices
 from ..report.table import format_table
-from ..session import EdgeSession
-from ..settings import Settings
+from ..core.session import EdgeSession
+from ..core.settings import Settings
 from .project import project_settings
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import EdgeUsageError
-from ..settings import Settings
+from ..core.settings import Settings
 
 
 def project_settings(pytest_args: Sequence[str] = ()) -> Settings:

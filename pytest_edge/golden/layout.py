@@ -16,7 +16,7 @@ import numpy as np
 
 from ..backends import TensorSpec
 from ..errors import GoldenError
-from ..external_data import external_files
+from ..core.external_data import external_files
 from ..files import sha256_file
 
 SCHEMA = "pytest-edge/golden/1"

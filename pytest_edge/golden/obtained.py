@@ -14,9 +14,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..compare import compare_output
+from ..accuracy.compare import compare_output
 from ..files import atomic_write, relative_path
-from ..plan import Plan
+from ..core.plan import Plan
 from .layout import DEFAULT_SET, Golden, npz_bytes
 from .store import GoldenStore
 

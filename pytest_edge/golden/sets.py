@@ -13,13 +13,13 @@ import numpy as np
 from .. import __version__
 from ..backends import TensorSpec, get_backend, reference_order
 from ..errors import BackendError, EdgeError, EdgeManyCases, EdgeUsageError, GoldenError, UnknownBackend
-from ..external_data import artifact_digests
+from ..core.external_data import artifact_digests
 from ..files import sha256_file
-from ..inputs import check_case, check_shapes, generate_case, refuse_non_numbers, user_cases
-from ..marker import MarkerSpec
-from ..models import Model
-from ..plan import Plan, resolve_reference
-from ..settings import Settings
+from ..accuracy.inputs import check_case, check_shapes, generate_case, refuse_non_numbers, user_cases
+from ..core.marker import MarkerSpec
+from ..core.models import Model
+from ..core.plan import Plan, resolve_reference
+from ..core.settings import Settings
 from ..worker.pool import ModelInfo
 from .layout import DEFAULT_SET, Golden, GoldenCase, input_key
 from .store import GoldenStore

@@ -10,8 +10,8 @@ from typing import Callable
 import pytest
 
 from ..errors import EdgeError
-from ..marker import parse_marker
-from ..plan import Plan
+from ..core.marker import parse_marker
+from ..core.plan import Plan
 from .layout import set_label, unused_sets
 from .sets import GoldenSets
 from .store import GoldenStore

@@ -17,11 +17,11 @@ from ..backends.decoder_config import LlmConfig, read_config
 from ..errors import EdgeUsageError, GoldenError
 from ..files import sha256_file
 from ..measurement.gate import GateResult
-from ..models import Model, resolve_model
-from ..pipeline import gate_into
-from ..plan import known_device, unavailable_on
-from ..record import Record
-from ..settings import Settings
+from ..core.models import Model, resolve_model
+from ..core.pipeline import gate_into
+from ..core.plan import known_device, unavailable_on
+from ..core.record import Record
+from ..core.settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
 from ..worker.protocol import Generate, Load

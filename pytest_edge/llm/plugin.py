@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from ..errors import EdgeCheckFailed, EdgeError, EdgeUsageError, EdgeWorkerRestarted
-from ..plan import Unresolved, search_dirs
+from ..core.plan import Unresolved, search_dirs
 from ..plugin import unresolved
-from ..record import UNRESOLVED_BACKEND, Record
+from ..core.record import UNRESOLVED_BACKEND, Record
 from ..stash import SESSION_KEY
 from .checks import LlmChecker, LlmTarget, config_of, model_json, resolve_llm_model, targets
 from .marker import parse_llm_marker

@@ -118,7 +118,7 @@ def measure_rounds(pool: WorkerPool, backend: str, models: Sequence[tuple[Path, 
     measurement lock, forked or spawned or on a device as the session's workers are, each within
     edge_timeout); one pooled result per model (see :func:`_pooled`). A process that failed raises
     BackendError naming the artifact and the backend."""
-    from ..measurer import fresh_rounds
+    from ..measurement.measurer import fresh_rounds
 
     configs = {str(artifact): config for artifact, config in models}
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..acceptance import Acceptance, describe, find, stale
-from ..sizes import artifact_size
+from ..core.acceptance import Acceptance, describe, find, stale
+from ..core.sizes import artifact_size
 from .regressions import (LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB, GateFinding, Regression, TimedFigure,
                           latency_regressions, resource_regressions)
 

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..record import dig
+from ..core.record import dig
 from .stats import Change, compare_groups, compare_pairs
 from .timing import MIN_RUNS
 

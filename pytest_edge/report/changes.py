@@ -11,13 +11,13 @@ from typing import Any, Callable, Mapping
 
 from ..backends import split_device
 from ..measurement.regressions import latency_regressions, resource_regressions
-from ..record import dig
-from ..marker import parse_percent
+from ..core.record import dig
+from ..core.marker import parse_percent
+from ..core.settings import MAX_REGRESSION
 from .json_report import find_baseline
 
-# The allowed regression against a baseline unless a project sets edge_max_regression (and the
-# default of the report commands' --max-regression), as users write it and as a fraction.
-MAX_REGRESSION = "10%"
+# The allowed regression against a baseline unless a project sets edge_max_regression (settings'
+# MAX_REGRESSION, as users write it), as a fraction.
 DEFAULT_MAX_REGRESSION = parse_percent(MAX_REGRESSION)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..record import dig, is_finite_number
+from ..core.record import dig, is_finite_number
 from .charts import DASH, escape, significant
 
 HEADERS = ["backend", "artifact MB", "runtime MB", "throughput /s", "temperature °C", "CPU MHz", "power W"]

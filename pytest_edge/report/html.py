@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..record import dig
+from ..core.record import dig
 from . import deployment
 from .ab_baseline import report_baseline
 from .generation import HEADERS as GENERATION_HEADERS, generation_rows

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 from ..backends import split_device
 from ..files import atomic_write
 from ..measurement.regressions import check_baseline
-from ..record import is_finite_number
+from ..core.record import is_finite_number
 from .deployment import invalid_field
 
 SCHEMA = "pytest-edge/report/1"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from .json_report import write_page, write_report
 
 if TYPE_CHECKING:  # settings imports report modules for its defaults
-    from ..settings import Settings
+    from ..core.settings import Settings
 
 
 def write_outputs(report: Mapping[str, Any], settings: "Settings") -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..backends import split_device
-from ..record import NOT_JUDGED, NOT_MEASURED
+from ..core.record import NOT_JUDGED, NOT_MEASURED
 
 DASH = "—"
 

@@ -13,8 +13,8 @@ from ..backends import Intermediates, split_device
 from ..errors import EdgeError
 from ..files import sha256_file
 from ..golden import Golden, GoldenCase
-from ..inputs import feed_order
-from ..record import NOT_JUDGED, NOT_MEASURED
+from ..accuracy.inputs import feed_order
+from ..core.record import NOT_JUDGED, NOT_MEASURED
 from .runner import Runner
 
 

@@ -8,12 +8,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..backends import Intermediates
-from ..compare import compare_output
+from ..accuracy.compare import compare_output
 from ..errors import EdgeError
 from ..golden import Golden, GoldenCase
-from ..inputs import feed_order
-from ..metrics import diverges
-from ..plan import Plan
+from ..accuracy.inputs import feed_order
+from ..accuracy.metrics import diverges
+from ..core.plan import Plan
 from .runner import Runner, first_tolerance
 
 EXPLOSION = 1e4  # an output this many times larger than anything before it is reported as a jump

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import format_backend, get_backend, split_device
-from ..compare import compare_output
+from ..accuracy.compare import compare_output
 from ..errors import EdgeError
 from ..golden import Golden, GoldenCase
-from ..inputs import feed_order
-from ..metrics import diverges
-from ..plan import Plan
+from ..accuracy.inputs import feed_order
+from ..accuracy.metrics import diverges
+from ..core.plan import Plan
 from .etdump import etdump_triage
 from .onnx import node_triage
 from .runner import Runner

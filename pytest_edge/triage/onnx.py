@@ -8,8 +8,8 @@ from typing import Any
 from ..backends import Intermediates
 from ..errors import EdgeError
 from ..golden import Golden, GoldenCase
-from ..metrics import diverges
-from ..plan import Plan
+from ..accuracy.metrics import diverges
+from ..core.plan import Plan
 from .runner import Runner, first_tolerance
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..backends import TensorSpec, all_backends, format_backend
 from ..errors import EdgeError, EdgeUsageError
-from ..inputs import DEFAULT_SEED, generate_case
+from ..accuracy.inputs import DEFAULT_SEED, generate_case
 from .quant_inputs import DEFAULT_CASES, case_input, choose_inputs, load_inputs, random_cases, unstack
 from .quant_layers import LayerLoss, TensorPair, WeightPair, measure_layers
 from .quant_numbers import QuantParams, dequantize, quantize

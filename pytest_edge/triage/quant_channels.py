@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..metrics import as_float, snr_db
+from ..accuracy.metrics import as_float, snr_db
 
 # A channel weaker than the median channel (channels with any signal) is "faint": its noise is
 # measured against the median channel's signal instead of its own. int8 steps are shared by the

@@ -14,7 +14,7 @@ from ..backends import TensorSpec
 from ..errors import EdgeUsageError, GoldenError
 from ..golden.layout import SET_DIR
 from ..golden.store import GoldenStore
-from ..inputs import generate_case
+from ..accuracy.inputs import generate_case
 
 Case = Mapping[str, np.ndarray]
 Labelled = list[tuple[str, Case]]

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..metrics import cosine, max_abs_diff, snr_db
+from ..accuracy.metrics import cosine, max_abs_diff, snr_db
 from .quant_channels import (ChannelLoss, WeightLoss, activation_clue, channel_loss, stacked, weight_loss,
                              why_below)
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..backends import Intermediates
 from ..golden import Golden
-from ..plan import Plan
+from ..core.plan import Plan
 from ..worker.pool import ModelInfo
 
 

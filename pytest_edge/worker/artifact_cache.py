@@ -11,7 +11,7 @@ import re
 import shutil
 from pathlib import Path
 
-from ..external_data import location_problem
+from ..core.external_data import location_problem
 from ..files import atomic_write
 
 CONTENT_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,16}")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendCrash, BackendError, DeviceUnreachable, DoesNotConvert
-from ..external_data import external_files
+from ..core.external_data import external_files
 from ..files import sha256_file
 from . import frames, protocol
 from .server import WorkerServer

@@ -21,9 +21,9 @@ import numpy as np
 
 from ..backends import Decoder, InputShapes, LoadedModel, get_backend
 from ..devices.qemu import EMULATED_ENV
-from ..marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
+from ..core.marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 from ..measurement import sensors, timing
-from ..sizes import runtime_package
+from ..core.sizes import runtime_package
 from . import callgrind, frames, protocol
 from .artifact_cache import ArtifactCache
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ...metrics import max_abs_diff
+from ...accuracy.metrics import max_abs_diff
 from ..base import Intermediates
 from .session import new_session
 

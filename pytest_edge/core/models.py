@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .errors import EdgeUsageError
+from ..errors import EdgeUsageError
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import metrics
-from .marker import TOLERANCE_KEYS
 from .metrics import as_float
+
+# The marker's tolerance keywords, which the comparison resolves and applies.
+STATISTICAL_KEYS = ("min_cosine", "min_snr_db", "topk_agreement")  # the checks for quantized artifacts
+TOLERANCE_KEYS = ("atol", "rtol", *STATISTICAL_KEYS)
 
 
 @dataclass

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .errors import EdgeUsageError
-from .files import atomic_write
+from ..errors import EdgeUsageError
+from ..files import atomic_write
 
 try:
     import tomllib

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from .files import relative_path, sha256_file
+from ..files import relative_path, sha256_file
 
 # The record's timing_not_judged on an emulated device (edge_emulated_timing = off | record | judge).
 NOT_JUDGED = "emulated device: timing and memory are not the target's"

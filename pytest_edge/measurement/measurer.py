@@ -8,18 +8,18 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .backends import split_device
-from .counting import Counter
-from .measurement.gate import AB_REMEASURE_PAIRS, GateResult, run_gate, twin_baseline
-from .measurement.lock import machine_measurement_lock
-from .measurement.timing import combine_processes, round_order
-from .plan import Plan
-from .report.ab_baseline import twin_figures
-from .report.json_report import find_baseline
-from .settings import Settings
-from .worker.client import BackendWorker
-from .worker.pool import ModelInfo, WorkerPool
-from .worker.protocol import Load, Measure
+from ..backends import split_device
+from .counter import Counter
+from .gate import AB_REMEASURE_PAIRS, GateResult, run_gate, twin_baseline
+from .lock import machine_measurement_lock
+from .timing import combine_processes, round_order
+from ..core.plan import Plan
+from ..report.ab_baseline import twin_figures
+from ..report.json_report import find_baseline
+from ..core.settings import Settings
+from ..worker.client import BackendWorker
+from ..worker.pool import ModelInfo, WorkerPool
+from ..worker.protocol import Load, Measure
 
 # CPU the rest of the machine used during the timed runs, in cores, from which a timing counts
 # as taken under load.

@@ -11,22 +11,22 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import __version__
-from .alignment import aligned
-from .backends import Coverage, get_backend, split_device
-from .checks import check_coverage, check_drift, check_latency, check_load, check_memory, check_sizes
-from .compare import OutputComparison, compare_output, summarize
-from .golden import DEFAULT_SET, Golden, GoldenCase
-from .golden.obtained import write_obtained
-from .golden.sets import GoldenSets
-from .measurement.gate import GateResult
+from .. import __version__
+from ..golden.alignment import aligned
+from ..backends import Coverage, get_backend, split_device
+from ..checks import check_coverage, check_drift, check_latency, check_load, check_memory, check_sizes
+from ..accuracy.compare import OutputComparison, compare_output, summarize
+from ..golden import DEFAULT_SET, Golden, GoldenCase
+from ..golden.obtained import write_obtained
+from ..golden.sets import GoldenSets
+from ..measurement.gate import GateResult
 from .plan import Plan
 from .record import Record, model_json
 from .settings import Settings
 from .sizes import artifact_size
-from .triage.cross_isa import cross_isa_note
-from .triage.ladder import Runner, as_seen_by_triage, sibling_triage
-from .worker.pool import ModelInfo
+from ..triage.cross_isa import cross_isa_note
+from ..triage.ladder import Runner, as_seen_by_triage, sibling_triage
+from ..worker.pool import ModelInfo
 
 
 @dataclass

@@ -8,12 +8,12 @@ from typing import Sequence
 
 import numpy as np
 
-from .backends import TensorSpec
-from .errors import BackendError, EdgeUsageError
-from .golden import Golden
-from .inputs import feed_order, shapes_differ, signature_problems
-from .plan import Plan
-from .worker.pool import ModelInfo
+from ..backends import TensorSpec
+from ..errors import BackendError, EdgeUsageError
+from . import Golden
+from ..accuracy.inputs import feed_order, shapes_differ, signature_problems
+from ..core.plan import Plan
+from ..worker.pool import ModelInfo
 
 
 def reference_problems(reference: Sequence[TensorSpec], actual: Sequence[TensorSpec], plan: Plan,

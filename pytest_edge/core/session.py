@@ -1,6 +1,6 @@
 """The conformance session: loads models on backends through the worker pool, keeps the golden
-sets, runs the check of one :class:`~pytest_edge.plan.Plan` and returns its
-:class:`~pytest_edge.record.Record`.
+sets, runs the check of one :class:`~pytest_edge.core.plan.Plan` and returns its
+:class:`~pytest_edge.core.record.Record`.
 
 Plain Python, no pytest: the plugin, the ``pytest-edge`` command and the tests all drive it. The
 session orchestrates; the steps of the check live in :mod:`.pipeline`, the golden sets in
@@ -16,22 +16,22 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import pipeline
-from .backends import Backend, Coverage, InputShapes, Intermediates, all_artifact_suffixes, get_backend, split_device
-from .errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
+from ..backends import Backend, Coverage, InputShapes, Intermediates, all_artifact_suffixes, get_backend, split_device
+from ..errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
                      EdgeError, EdgeUsageError)
 from .external_data import artifact_files
-from .golden.sets import GoldenSets
-from .inputs import check_shapes
+from ..golden.sets import GoldenSets
+from ..accuracy.inputs import check_shapes
 from .marker import MarkerSpec
-from .measurement.timing import machine_info
-from .measurer import Measurer
+from ..measurement.timing import machine_info
+from ..measurement.measurer import Measurer
 from .models import Model, resolve_model
 from .plan import Plan, Unresolved, plan_for, resolve_reference, search_dirs
 from .record import UNRESOLVED_BACKEND, Record, model_json
 from .settings import Settings
-from .triage.cross_isa import NOT_MEASURED, timing_not_judged
-from .worker.pool import ModelInfo, WorkerPool
-from .worker.protocol import Load, ReadIntermediates, Run
+from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
+from ..worker.pool import ModelInfo, WorkerPool
+from ..worker.protocol import Load, ReadIntermediates, Run
 
 __all__ = ["EdgeSession", "Outcome", "Settings", "EdgeStepError"]
 

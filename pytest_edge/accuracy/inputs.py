@@ -9,9 +9,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .backends import TensorSpec
-from .backends.shapes import matched_positions, oversized_input
-from .errors import EdgeError, EdgeUsageError
+from ..backends import TensorSpec
+from ..backends.shapes import matched_positions, oversized_input
+from ..errors import EdgeError, EdgeUsageError
 
 DEFAULT_SEED = 0
 

@@ -8,7 +8,7 @@ import importlib.metadata
 from pathlib import Path
 from typing import Any
 
-from .errors import BackendError
+from ..errors import BackendError
 from .external_data import external_files
 
 # Native libraries: the part of a runtime's package an app would ship (.so, .dylib, .dll, .pyd).

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from .backends import format_backend
-from .errors import BackendError
+from ..backends import format_backend
+from ..errors import BackendError
 
 
 def location_problem(location: str) -> str | None:

@@ -16,17 +16,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .backends import split_device
-from .errors import BackendCrash, CountingUnavailable
-from .measurement.counted import combine_counts, run_count_gate
-from .measurement.gate import GateResult, twin_baseline
-from .plan import Plan
-from .report.json_report import find_baseline
-from .settings import Settings
-from .worker import callgrind
-from .worker.client import BackendWorker
-from .worker.pool import ModelInfo, WorkerPool
-from .worker.protocol import Count, Load
+from ..backends import split_device
+from ..errors import BackendCrash, CountingUnavailable
+from .counted import combine_counts, run_count_gate
+from .gate import GateResult, twin_baseline
+from ..core.plan import Plan
+from ..report.json_report import find_baseline
+from ..core.settings import Settings
+from ..worker import callgrind
+from ..worker.client import BackendWorker
+from ..worker.pool import ModelInfo, WorkerPool
+from ..worker.protocol import Count, Load
 
 
 class Counter:

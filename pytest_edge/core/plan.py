@@ -9,12 +9,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .devices import qemu as qemu_device
-from .backends import Backend, all_artifact_suffixes, get_backend, split_device, tensor_backends
-from .errors import EdgeUsageError
-from .compare import resolve_tolerance
+from ..devices import qemu as qemu_device
+from ..backends import Backend, all_artifact_suffixes, get_backend, split_device, tensor_backends
+from ..errors import EdgeUsageError
+from ..accuracy.compare import resolve_tolerance
 from .marker import MarkerSpec
-from .measurement.timing import DRIFT_MIN_TIME_S
+from ..measurement.timing import DRIFT_MIN_TIME_S
 from .models import Model, resolve_model
 from .settings import Settings
 

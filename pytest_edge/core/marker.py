@@ -9,8 +9,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from .backends import predicted_targets
-from .errors import EdgeUsageError
+from ..accuracy.compare import STATISTICAL_KEYS, TOLERANCE_KEYS
+from ..backends import predicted_targets
+from ..errors import EdgeUsageError
 
 _UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z%]*)\s*$")
 _TIME_UNITS = {"": 1.0, "ms": 1.0, "s": 1000.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}
@@ -255,8 +256,6 @@ def _check_inputs(source: Any) -> Any:
                          f"callable returning one of those, got {type(source).__name__}")
 
 
-STATISTICAL_KEYS = ("min_cosine", "min_snr_db", "topk_agreement")  # the checks for quantized artifacts
-TOLERANCE_KEYS = ("atol", "rtol", *STATISTICAL_KEYS)
 
 
 FRACTION_KEYS = ("min_cosine", "topk_agreement")
