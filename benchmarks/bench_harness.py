@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_edge.backends import get_backend  # noqa: E402
-from pytest_edge.inputs import generate_case  # noqa: E402
+from pytest_edge.accuracy.inputs import generate_case  # noqa: E402
 from pytest_edge.worker import WorkerServer  # noqa: E402
 
 
