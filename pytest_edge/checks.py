@@ -1,47 +1,86 @@
-"""Budget checks as pure functions: measurements and budgets in, violation messages out (the
-regressions against a baseline are in :mod:`.measurement.regressions`)."""
+"""Budget checks as pure functions: measurements and budgets in, findings out (the regressions
+against a baseline are in :mod:`.measurement.regressions`). The budgets are declared once, in
+:data:`BUDGETS` (keyword, unit parser, figure, unit, check): the marker parses its keywords from
+it, the pipeline asks each check for the budgets of the table's rows, and a finding names its row."""
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 from .backends import Coverage
+from .core.units import parse_drift, parse_fraction, parse_int, parse_mb, parse_ms
 from .measurement.stats import compare_pairs
 from .measurement.timing import (DRIFT_MIN_TIME_S, DRIFT_MIN_WINDOW_RUNS, DRIFT_MIN_WINDOW_S, DRIFT_WINDOW_FRACTION,
                                  MIN_RUNS)
 
-def check_coverage(coverage: Coverage | None, max_fallback: float | None,
-                   max_partitions: int | None, backend: str) -> list[str]:
+Budgets = Mapping[str, "float | None"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A budget a check found exceeded, or could not judge (``value`` None: the figure was not
+    measured here): what the record keeps, beside the message the failure shows."""
+
+    check: str  # the budget's keyword, a row of BUDGETS: "p50_ms"
+    figure: str  # what it limits, in words: "P50 latency"
+    value: float | None  # the measured figure in the budget's unit
+    budget: float
+    unit: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "figure": self.figure, "value": self.value, "budget": self.budget,
+                "unit": self.unit, "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Finding":
+        return cls(str(data.get("check")), str(data.get("figure")), data.get("value"), data.get("budget"),  # type: ignore[arg-type]
+                   str(data.get("unit", "")), str(data.get("message")))
+
+
+def _found(keyword: str, value: float | None, budget: float, message: str) -> Finding:
+    row = BUDGET[keyword]
+    return Finding(keyword, row.figure, value, budget, row.unit, message)
+
+
+def check_coverage(coverage: Coverage | None, budgets: Budgets, backend: str) -> list[Finding]:
+    """``max_fallback`` and ``max_partitions`` against the delegate coverage the backend read."""
+    max_fallback, max_partitions = budgets.get("max_fallback"), budgets.get("max_partitions")
     if max_fallback is None and max_partitions is None:
         return []
     if coverage is None:
-        return [f"{backend}: delegate coverage cannot be read on this backend, so max_fallback/"
-                "max_partitions cannot be checked"]
+        keyword = "max_fallback" if max_fallback is not None else "max_partitions"
+        return [_found(keyword, None, budgets[keyword],  # type: ignore[arg-type]
+                       f"{backend}: delegate coverage cannot be read on this backend, so max_fallback/"
+                       "max_partitions cannot be checked")]
     problems = []
     how = " (predicted)" if coverage.method == "predicted" else ""
     how += " (approximate)" if coverage.approximate else ""
     if max_fallback is not None and coverage.fallback > max_fallback + 1e-12:
         ops = ", ".join(f"{name} x{count}" for name, count in
                         sorted(coverage.fallback_op_names.items(), key=lambda kv: (-kv[1], kv[0])))
-        problems.append(
+        problems.append(_found("max_fallback", coverage.fallback, max_fallback,
             f"{backend}: fallback {coverage.fallback:.1%}{how} ({coverage.fallback_ops} of "
             f"{coverage.total_ops} operators on default CPU kernels) > max_fallback "
-            f"{max_fallback:.1%}; fell back: {ops}")
+            f"{max_fallback:.1%}; fell back: {ops}"))
     if max_partitions is not None and coverage.partitions > max_partitions:
-        problems.append(f"{backend}: {coverage.partitions} delegate partitions{how} > max_partitions "
-                        f"{max_partitions}")
+        problems.append(_found("max_partitions", coverage.partitions, max_partitions,
+                               f"{backend}: {coverage.partitions} delegate partitions{how} > max_partitions "
+                               f"{max_partitions}"))
     return problems
 
 
-def check_latency(latency: Mapping[str, float] | None, runs: int | None,
-                  budgets: Mapping[str, float | None], backend: str) -> list[str]:
+def check_latency(latency: Mapping[str, float] | None, runs: int | None, budgets: Budgets,
+                  backend: str) -> list[Finding]:
     problems = []
     for key in ("p50", "p90", "p99"):
         budget = budgets.get(f"{key}_ms")
         if budget is None:
             continue
         if latency is None:
-            problems.append(f"{backend}: {key.upper()} latency was not measured ({key}_ms={budget:g})")
+            problems.append(_found(f"{key}_ms", None, budget,
+                                   f"{backend}: {key.upper()} latency was not measured ({key}_ms={budget:g})"))
             continue
         figure = latency[key]
         if figure > budget:
@@ -49,38 +88,43 @@ def check_latency(latency: Mapping[str, float] | None, runs: int | None,
             if runs is not None and runs < MIN_RUNS[key]:
                 weak = (f" [weak evidence: {key.upper()} from only {runs} runs; "
                         f"use runs>={MIN_RUNS[key]}]")
-            problems.append(f"{backend}: {key.upper()} latency {figure:.3f} ms > {key}_ms {budget:g} ms "
-                            f"(over {runs} runs){weak}")
+            problems.append(_found(f"{key}_ms", figure, budget,
+                                   f"{backend}: {key.upper()} latency {figure:.3f} ms > {key}_ms {budget:g} ms "
+                                   f"(over {runs} runs){weak}"))
     return problems
 
 
-def check_load(load_ms: float | None, budget: float | None, backend: str) -> list[str]:
+def check_load(load_ms: float | None, budgets: Budgets, backend: str) -> list[Finding]:
+    budget = budgets.get("max_load_ms")
     if budget is None:
         return []
     if load_ms is None:
-        return [f"{backend}: load time was not measured (max_load_ms={budget:g})"]
+        return [_found("max_load_ms", None, budget, f"{backend}: load time was not measured (max_load_ms={budget:g})")]
     if load_ms > budget:
-        return [f"{backend}: load time {load_ms:.2f} ms > max_load_ms {budget:g} ms"]
+        return [_found("max_load_ms", load_ms, budget,
+                       f"{backend}: load time {load_ms:.2f} ms > max_load_ms {budget:g} ms")]
     return []
 
 
-def check_drift(drift: float | None, budget: float | None, per_process: Sequence[float | None], backend: str,
-                probe_drift: float | None = None) -> list[str]:
+def check_drift(drift: float | None, budgets: Budgets, per_process: Sequence[float | None], backend: str,
+                probe_drift: float | None = None) -> list[Finding]:
     """``max_drift``: the runs of the last fifth of the timed time against those of the first fifth
     (``drift``: the geometric mean over the measuring processes, ``per_process`` each one's figure)
-    must not be slower than ``budget``. With several processes the drift must also be significant
+    must not be slower than the budget. With several processes the drift must also be significant
     over their spread (a one-sample t-test on log drift, as the gate judges latency), so one process
     hit by an interrupt storm in one window does not fail an unchanged model. Where the machine probe
     slowed down over the same windows (``probe_drift`` > 1: other load, frequency), the model is
     judged by its drift divided by the probe's, as the gate divides out a slower machine: a busy CI
     runner read drift 1.54 on an unchanged 7 us model while its probe drifted 1.18 (1.30 of the model's own)."""
+    budget = budgets.get("max_drift")
     if budget is None:
         return []
     if drift is None:
-        return [f"{backend}: drift was not measured (max_drift={budget:g}): the first and last fifth of "
-                f"each process's timed runs must last {DRIFT_MIN_WINDOW_S:g} s with {DRIFT_MIN_WINDOW_RUNS} runs "
-                f"at least (a max_drift test times {DRIFT_MIN_TIME_S:g} s per process; a slow model needs "
-                f"runs>={DRIFT_MIN_WINDOW_RUNS / DRIFT_WINDOW_FRACTION:.0f})"]
+        return [_found("max_drift", None, budget,
+                       f"{backend}: drift was not measured (max_drift={budget:g}): the first and last fifth of "
+                       f"each process's timed runs must last {DRIFT_MIN_WINDOW_S:g} s with {DRIFT_MIN_WINDOW_RUNS} runs "
+                       f"at least (a max_drift test times {DRIFT_MIN_TIME_S:g} s per process; a slow model needs "
+                       f"runs>={DRIFT_MIN_WINDOW_RUNS / DRIFT_WINDOW_FRACTION:.0f})")]
     machine_slowdown = probe_drift if probe_drift is not None and probe_drift > 1 else 1.0
     if drift <= budget or drift / machine_slowdown <= budget:
         return []
@@ -95,38 +139,76 @@ def check_drift(drift: float | None, budget: float | None, per_process: Sequence
         evidence = "one process: no spread to judge it against"
     machine = (f"; the machine probe drifted {probe_drift:.2f} over the same windows"
                if probe_drift is not None else "")
-    return [f"{backend}: drift {drift:.3f} > max_drift {budget:g} (median run of the last fifth of the timed time "
-            f"over the first fifth, {evidence}); the model got slower while it ran: thermal throttling, a growing "
-            f"cache or allocation, or a busy machine{machine}"]
+    return [_found("max_drift", drift, budget,
+                   f"{backend}: drift {drift:.3f} > max_drift {budget:g} (median run of the last fifth of the timed "
+                   f"time over the first fifth, {evidence}); the model got slower while it ran: thermal throttling, "
+                   f"a growing cache or allocation, or a busy machine{machine}")]
 
 
-def check_memory(peak_mb: float | None, budget: float | None, backend: str) -> list[str]:
+def check_memory(peak_mb: float | None, budgets: Budgets, backend: str) -> list[Finding]:
+    budget = budgets.get("peak_memory_mb")
     if budget is None:
         return []
     if peak_mb is None:
-        return [f"{backend}: peak memory could not be measured here (peak_memory_mb={budget:g})"]
+        return [_found("peak_memory_mb", None, budget,
+                       f"{backend}: peak memory could not be measured here (peak_memory_mb={budget:g})")]
     if peak_mb > budget:
-        return [f"{backend}: peak memory {peak_mb:.1f} MB over the runtime's baseline > "
-                f"peak_memory_mb {budget:g} MB"]
+        return [_found("peak_memory_mb", peak_mb, budget,
+                       f"{backend}: peak memory {peak_mb:.1f} MB over the runtime's baseline > "
+                       f"peak_memory_mb {budget:g} MB")]
     return []
 
 
 def check_sizes(artifact: str, artifact_bytes: int | None, runtime: str, runtime_bytes: int | None,
-                max_artifact_mb: float | None, max_runtime_mb: float | None, backend: str,
-                runtime_reason: str | None = None, artifact_reason: str | None = None) -> list[str]:
+                budgets: Budgets, backend: str, runtime_reason: str | None = None,
+                artifact_reason: str | None = None) -> list[Finding]:
     """``max_artifact_mb`` against the artifact (with its external data), ``max_runtime_mb`` against
     the runtime's installed package; MB = 2**20 bytes."""
     problems = []
-    for what, figure, budget, key, unknown in (
-            (f"artifact {artifact}", artifact_bytes, max_artifact_mb, "max_artifact_mb",
-             artifact_reason or "its size could not be read"),
-            (f"runtime package {runtime}", runtime_bytes, max_runtime_mb, "max_runtime_mb",
+    for what, figure, key, unknown in (
+            (f"artifact {artifact}", artifact_bytes, "max_artifact_mb", artifact_reason or "its size could not be read"),
+            (f"runtime package {runtime}", runtime_bytes, "max_runtime_mb",
              runtime_reason or "its size could not be read")):
+        budget = budgets.get(key)
         if budget is None:
             continue
         if figure is None:
-            problems.append(f"{backend}: {what}: {unknown} ({key}={budget:g})")
+            problems.append(_found(key, None, budget, f"{backend}: {what}: {unknown} ({key}={budget:g})"))
         elif figure / 2**20 > budget:
-            problems.append(f"{backend}: {what} is {figure / 2**20:.4g} MB ({figure} bytes) > {key} {budget:.4g} MB "
-                            f"({round(budget * 2**20)} bytes)")
+            problems.append(_found(key, figure / 2**20, budget,
+                                   f"{backend}: {what} is {figure / 2**20:.4g} MB ({figure} bytes) > {key} "
+                                   f"{budget:.4g} MB ({round(budget * 2**20)} bytes)"))
     return problems
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One budget keyword of the ``edge`` marker: how its value is written, what it limits, and
+    the check that judges it."""
+
+    keyword: str
+    parse: Callable[..., float]  # (value, keyword) -> the value in ``unit``; an EdgeUsageError naming it
+    figure: str
+    unit: str
+    check: Callable[..., list[Finding]]
+    measured: bool  # judged on timed runs: a test with this budget is measured
+
+
+BUDGETS: tuple[Budget, ...] = (
+    Budget("max_fallback", parse_fraction, "delegate fallback", "fraction", check_coverage, measured=False),
+    Budget("max_partitions", parse_int, "delegate partitions", "partitions", check_coverage, measured=False),
+    Budget("p50_ms", parse_ms, "P50 latency", "ms", check_latency, measured=True),
+    Budget("p90_ms", parse_ms, "P90 latency", "ms", check_latency, measured=True),
+    Budget("p99_ms", parse_ms, "P99 latency", "ms", check_latency, measured=True),
+    Budget("max_load_ms", parse_ms, "load time", "ms", check_load, measured=True),
+    Budget("peak_memory_mb", parse_mb, "peak memory", "MB", check_memory, measured=True),
+    Budget("max_drift", parse_drift, "drift", "ratio", check_drift, measured=True),
+    Budget("max_artifact_mb", parse_mb, "artifact size", "MB", check_sizes, measured=False),
+    Budget("max_runtime_mb", parse_mb, "runtime package size", "MB", check_sizes, measured=False),
+)
+BUDGET = {budget.keyword: budget for budget in BUDGETS}
+
+
+def budgets_of(check: Callable[..., list[Finding]], values: Callable[[str], "float | None"]) -> dict[str, float | None]:
+    """The budgets ``check`` judges, each keyword's value read by ``values`` (a marker's)."""
+    return {budget.keyword: values(budget.keyword) for budget in BUDGETS if budget.check is check}

@@ -180,10 +180,11 @@ def test_harmless_words_are_not_runtime_names() -> None:
 # a module belongs to its longest matching prefix. core/ and measurement/ hold two layers each: their
 # contract and primitives sit low, what runs a check or a measurement policy high.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("leaves", ("", "errors", "files", "accuracy.metrics")),
+    ("leaves", ("", "errors", "files", "accuracy.metrics", "core.units")),
     ("backends", ("backends",)),
     ("measurement primitives", ("measurement", "measurement.timing", "measurement.sensors", "measurement.lock",
                                 "measurement.stats")),
+    ("checks", ("checks",)),
     ("accuracy", ("accuracy",)),
     ("devices", ("devices",)),
     ("core contract", ("core", "core.settings", "core.marker", "core.plan", "core.record", "core.models",
@@ -193,7 +194,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("golden", ("golden",)),
     ("report", ("report",)),
     ("measurement policies", ("measurement.measurer", "measurement.counter")),
-    ("checks", ("checks",)),
     ("triage", ("triage",)),
     ("core run", ("core.session", "core.pipeline")),
     ("llm", ("llm",)),
@@ -311,3 +311,26 @@ def test_a_planted_upward_import_is_caught(tmp_path: Path) -> None:
     assert upward_imports(package) == ["backends.foo.backend -> report.table (backends -> report)"]
     (package / "loose.py").write_text("")
     assert "loose: in no layer" in upward_imports(package)
+
+
+def test_budget_keywords_are_declared_once_in_the_budget_table() -> None:
+    """The marker parses its budgets, and the pipeline asks the checks for them, from
+    checks.BUDGETS: the marker spells no budget keyword as a text, the pipeline and the session
+    read none by name from a marker (``marker.budgets(check)``), and every row is a marker keyword."""
+    from dataclasses import fields
+
+    from pytest_edge.checks import BUDGETS
+    from pytest_edge.core.marker import MarkerSpec
+
+    keywords = {budget.keyword for budget in BUDGETS}
+    assert len(keywords) == len(BUDGETS)
+    assert keywords <= {f.name for f in fields(MarkerSpec)}
+    spelled = []
+    for name in ("core/marker.py", "core/pipeline.py", "core/session.py"):
+        tree = ast.parse((PACKAGE / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if name == "core/marker.py" and isinstance(node, ast.Constant) and node.value in keywords:
+                spelled.append(f"{name}:{node.lineno}: {node.value!r}")
+            elif isinstance(node, ast.Attribute) and node.attr in keywords:
+                spelled.append(f"{name}:{node.lineno}: .{node.attr}")
+    assert not spelled, "budget keywords spelled outside checks.BUDGETS:\n" + "\n".join(spelled)

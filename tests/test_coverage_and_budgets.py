@@ -42,20 +42,23 @@ def test_litert_coverage_with_resource_variables() -> None:
 
 def test_coverage_budget_messages() -> None:
     cov = Coverage(8, 6, 2, 3, {"CUMSUM": 1, "TOPK": 1}, ["XNNPACK"])
-    problems = check_coverage(cov, 0.05, 2, "litert")
+    problems = _messages(check_coverage(cov, {"max_fallback": 0.05, "max_partitions": 2}, "litert"))
     assert "fallback 25.0% (2 of 8 operators on default CPU kernels) > max_fallback 5.0%" in problems[0]
     assert "CUMSUM x1, TOPK x1" in problems[0] and "3 delegate partitions" in problems[1]
-    assert check_coverage(cov, 0.25, 3, "litert") == []
+    assert check_coverage(cov, {"max_fallback": 0.25, "max_partitions": 3}, "litert") == []
 
 
 def test_latency_and_memory_budget_messages() -> None:
     latency = latency_stats([1_000_000] * 19 + [5_000_000])
     assert latency["p50"] == pytest.approx(1.0) and latency["min"] == pytest.approx(1.0)
     problems = check_latency(latency, 20, {"p50_ms": 0.5, "p99_ms": 10.0}, "executorch")
-    assert len(problems) == 1 and "P50 latency 1.000 ms > p50_ms 0.5 ms (over 20 runs)" in problems[0]
-    weak = check_latency(latency, 20, {"p99_ms": 1.0}, "executorch")[0]
+    assert len(problems) == 1 and "P50 latency 1.000 ms > p50_ms 0.5 ms (over 20 runs)" in problems[0].message
+    assert (problems[0].check, problems[0].figure, problems[0].value, problems[0].budget, problems[0].unit) == \
+        ("p50_ms", "P50 latency", pytest.approx(1.0), 0.5, "ms")
+    weak = check_latency(latency, 20, {"p99_ms": 1.0}, "executorch")[0].message
     assert "weak evidence: P99 from only 20 runs" in weak
-    assert "could not be measured" in check_memory(None, 64, "litert")[0]
+    unmeasured = check_memory(None, {"peak_memory_mb": 64}, "litert")[0]
+    assert "could not be measured" in unmeasured.message and unmeasured.value is None
 
 
 MS = 1_000_000  # ns
@@ -81,44 +84,49 @@ def test_the_machine_probe_drifts_over_the_same_windows() -> None:
 
 
 def test_drift_budget_messages() -> None:
-    problem = check_drift(1.25, 1.1, [1.25], "litert", probe_drift=1.01)
+    problem = check_drift(1.25, {"max_drift": 1.1}, [1.25], "litert", probe_drift=1.01)
+    problem = _messages(problem)
     assert len(problem) == 1 and problem[0].startswith(
         "litert: drift 1.250 > max_drift 1.1 (median run of the last fifth of the timed time over the first fifth, "
         "one process: no spread to judge it against)")
     assert problem[0].endswith("the machine probe drifted 1.01 over the same windows")
-    assert check_drift(1.1, 1.1, [1.1], "litert") == []  # at the budget passes, as the other budgets do
+    assert check_drift(1.1, {"max_drift": 1.1}, [1.1], "litert") == []  # at the budget passes, as the other budgets do
     # The machine slowed down too (its probe drifted 1.18): the model's own drift is 1.54 / 1.18 = 1.30.
-    assert check_drift(1.539, 1.5, [1.539], "onnxruntime-cpu", probe_drift=1.18) == []
-    assert len(check_drift(2.0, 1.5, [2.0], "onnxruntime-cpu", probe_drift=1.18)) == 1  # 1.69 of its own
-    assert len(check_drift(1.6, 1.5, [1.6], "onnxruntime-cpu", probe_drift=0.8)) == 1  # a faster probe is no excuse
-    assert check_drift(0.7, 1.1, [0.7], "litert") == []  # faster at the end is no drift problem
-    assert check_drift(None, None, [], "litert") == [] and check_drift(9.0, None, [9.0], "litert") == []
-    unmeasured = check_drift(None, 1.1, [None], "onnxruntime-cpu")
-    assert unmeasured == [f"onnxruntime-cpu: drift was not measured (max_drift=1.1): the first and last fifth of "
+    assert check_drift(1.539, {"max_drift": 1.5}, [1.539], "onnxruntime-cpu", probe_drift=1.18) == []
+    assert len(check_drift(2.0, {"max_drift": 1.5}, [2.0], "onnxruntime-cpu", probe_drift=1.18)) == 1  # 1.69 of its own
+    assert len(check_drift(1.6, {"max_drift": 1.5}, [1.6], "onnxruntime-cpu", probe_drift=0.8)) == 1  # a faster probe is no excuse
+    assert check_drift(0.7, {"max_drift": 1.1}, [0.7], "litert") == []  # faster at the end is no drift problem
+    assert check_drift(None, {"max_drift": None}, [], "litert") == [] and check_drift(9.0, {"max_drift": None}, [9.0], "litert") == []
+    unmeasured = check_drift(None, {"max_drift": 1.1}, [None], "onnxruntime-cpu")
+    assert _messages(unmeasured) == [f"onnxruntime-cpu: drift was not measured (max_drift=1.1): the first and last fifth of "
                           f"each process's timed runs must last 0.05 s with 5 runs at least (a max_drift test times "
                           f"{DRIFT_MIN_TIME_S:g} s per process; a slow model needs runs>=25)"]
 
 
 def test_drift_over_processes_fails_only_outside_their_spread() -> None:
     # Three processes that all got 1.6x slower: significant, fails a 1.5 budget.
-    (problem,) = check_drift(1.6, 1.5, [1.58, 1.6, 1.62], "litert")
+    (problem,) = _messages(check_drift(1.6, {"max_drift": 1.5}, [1.58, 1.6, 1.62], "litert"))
     assert "geometric mean of 3 processes: 1.58, 1.60, 1.62; t=" in problem
     # One process hit by a burst in its last window, the others steady: above the budget on
     # average, but not significant over the spread of the processes.
-    assert check_drift(1.62, 1.5, [1.0, 1.0, 4.25], "litert") == []
+    assert check_drift(1.62, {"max_drift": 1.5}, [1.0, 1.0, 4.25], "litert") == []
 
 
 @given(st.lists(st.floats(0.5, 3.0), min_size=2, max_size=8), st.floats(1.01, 2.5))
 def test_drift_within_the_budget_never_fails(per_process: list[float], budget: float) -> None:
     measured = combine_processes([_measured(d) for d in per_process], 0.5)
-    problems = check_drift(measured["drift"], budget, [p["drift"] for p in measured["processes"]], "litert")
+    problems = check_drift(measured["drift"], {"max_drift": budget}, [p["drift"] for p in measured["processes"]], "litert")
     if measured["drift"] <= budget:
         assert problems == []
     elif min(per_process) > budget:
         # Every process above the budget, each by at least 1 % more than the floor of the spread
         # allows for: geometric mean over budget and significant with t well over its critical value.
         if max(per_process) / min(per_process) < 1.05 and min(per_process) > 1.3:
-            assert problems and "> max_drift" in problems[0]
+            assert problems and "> max_drift" in problems[0].message
+
+
+def _messages(findings: list) -> list[str]:
+    return [finding.message for finding in findings]
 
 
 def _measured(figure: float) -> dict:

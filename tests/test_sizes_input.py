@@ -23,9 +23,9 @@ def test_an_artifact_removed_after_loading_has_no_size_and_says_why(tmp_path: Pa
     size, reason = artifact_size(model, "onnxruntime-cpu")
     assert size is None
     assert reason == f"its size could not be read after it was loaded (No such file or directory: {model})"
-    budget = check_sizes("models/tiny_mlp.onnx", size, "onnxruntime 1.0", 10, 1.0, None, "onnxruntime-cpu",
-                         None, reason)
-    assert budget == [f"onnxruntime-cpu: artifact models/tiny_mlp.onnx: {reason} (max_artifact_mb=1)"]
+    budget = check_sizes("models/tiny_mlp.onnx", size, "onnxruntime 1.0", 10, {"max_artifact_mb": 1.0},
+                         "onnxruntime-cpu", None, reason)
+    assert [f.message for f in budget] == [f"onnxruntime-cpu: artifact models/tiny_mlp.onnx: {reason} (max_artifact_mb=1)"]
 
 
 def test_external_data_removed_after_loading_names_the_missing_file(tmp_path: Path) -> None:

@@ -273,3 +273,18 @@ def test_pairs_on_unequal_machines_take_a_third_measurement(third_p50, outcome) 
         strict = run_gate(mine, twin, paired=True, max_regression=0.1, strict=True, source="main/m",
                           remeasure=lambda: next(unequal))
         assert strict.summary["verdict"] == "failed"  # --edge-strict-timing: inconclusive is a failure
+
+
+def test_a_slowdown_beyond_what_unequal_pairs_explain_fails_without_a_third_measurement() -> None:
+    """A 5x slower decoder read +500 % with the probe +6.9 % slower beside it: no third look."""
+    twin = _record([0.1, 0.1, 0.1], probe_us=100.0, fastest=0.08)
+    mine = _record([0.6, 0.6, 0.6], probe_us=106.9, fastest=0.48)
+    calls = []
+
+    def remeasure():
+        calls.append(1)
+        return mine, twin
+
+    result = run_gate(mine, twin, paired=True, max_regression=0.1, strict=False, remeasure=remeasure, source="m")
+    assert result.summary["verdict"] == "failed" and len(calls) == 1
+    assert "measured twice in fresh processes: +500.0%, then +500.0%" in result.failures[0]

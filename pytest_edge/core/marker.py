@@ -4,79 +4,15 @@ from __future__ import annotations
 
 import math
 import operator
-import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..accuracy.compare import STATISTICAL_KEYS, TOLERANCE_KEYS
 from ..backends import predicted_targets
+from ..checks import BUDGETS, Finding, budgets_of
 from ..errors import EdgeUsageError
-
-_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z%]*)\s*$")
-_TIME_UNITS = {"": 1.0, "ms": 1.0, "s": 1000.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}
-_SIZE_UNITS = {"": 1.0, "mb": 1.0, "mib": 1.0, "kb": 1 / 1024, "kib": 1 / 1024, "gb": 1024.0,
-               "gib": 1024.0, "b": 1 / 2**20}
-
-
-def _parse(value: Any, units: Mapping[str, float], what: str, default_unit: str) -> float:
-    if isinstance(value, bool):
-        raise EdgeUsageError(f"{what}: expected a number, got {value!r}")
-    if isinstance(value, (int, float)):
-        number = float(value)
-    else:
-        match = _UNIT.match(str(value))
-        unit = match.group(2).lower() if match else None
-        if match is None or unit not in units:
-            if not default_unit:  # a plain number, no unit to suggest
-                raise EdgeUsageError(f"{what}: cannot parse {value!r}; expected a number >= 0")
-            raise EdgeUsageError(f"{what}: cannot parse {value!r}; use a number of {default_unit} "
-                                 f"or a string such as '12{default_unit}'")
-        number = float(match.group(1)) * units[unit]
-    if not math.isfinite(number) or number < 0:
-        raise EdgeUsageError(f"{what}: {value!r} must be a finite number >= 0")
-    return number
-
-
-def parse_ms(value: Any, what: str = "time") -> float:
-    return _parse(value, _TIME_UNITS, what, "ms")
-
-
-def parse_mb(value: Any, what: str = "memory") -> float:
-    return _parse(value, _SIZE_UNITS, what, "MB")
-
-
-def parse_number(value: Any, what: str) -> float:
-    """A finite number >= 0 without a unit (a tolerance, a rate)."""
-    return _parse(value, {"": 1.0}, what, "")
-
-
-def parse_fraction(value: Any, what: str = "fraction") -> float:
-    """0.05, "0.05" or "5%"."""
-    if isinstance(value, str) and value.strip().endswith("%"):
-        number = _parse(value.strip()[:-1], {"": 1.0}, what, "%") / 100
-    else:
-        number = _parse(value, {"": 1.0}, what, "")
-    if number > 1:
-        raise EdgeUsageError(f"{what}: {value!r} is above 1 (use 0.05 or '5%')")
-    return number
-
-
-def parse_drift(value: Any, what: str = "max_drift") -> float:
-    """A drift budget as a ratio > 1: ``1.10``, ``"1.10"`` or ``"10%"`` (10 % slower at the end)."""
-    # One message for every refusal (a ratio of 1 or less would fail every run that got no faster).
-    refused = EdgeUsageError(f"{what}: {value!r} must be a ratio above 1 (1.10, or '10%' for 10 % slower "
-                             "at the end of the timed runs than at their start)")
-    try:
-        if isinstance(value, str) and value.strip().endswith("%"):
-            ratio = 1 + _parse(value.strip()[:-1], {"": 1.0}, what, "%") / 100
-        else:
-            ratio = _parse(value, {"": 1.0}, what, "")
-    except EdgeUsageError:
-        raise refused from None
-    if not ratio > 1:
-        raise refused
-    return ratio
+from .units import parse_fraction, parse_int, parse_value
 
 
 def parse_reference(value: Any, what: str = "reference") -> str:
@@ -135,8 +71,11 @@ class MarkerSpec:
 
     @property
     def needs_measurement(self) -> bool:
-        return any(v is not None for v in (self.p50_ms, self.p90_ms, self.p99_ms, self.peak_memory_mb,
-                                           self.max_load_ms, self.max_drift))
+        return any(getattr(self, budget.keyword) is not None for budget in BUDGETS if budget.measured)
+
+    def budgets(self, check: Callable[..., list[Finding]]) -> dict[str, float | None]:
+        """This marker's budgets that ``check`` judges (a check of :mod:`pytest_edge.checks`)."""
+        return budgets_of(check, lambda keyword: getattr(self, keyword))
 
     @property
     def names_tolerance(self) -> bool:
@@ -153,12 +92,6 @@ class MarkerSpec:
 
 KEYWORDS = tuple(f.name for f in fields(MarkerSpec))
 MAX_RUNS = 100_000  # timed runs one worker process keeps (its sample buffer, allocated up front)
-
-
-def parse_int(value: Any, what: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise EdgeUsageError(f"{what}: expected an integer >= {minimum}, got {value!r}")
-    return value
 
 
 def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
@@ -180,18 +113,13 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
                              "name a backend in one of them")
     for key in ("atol", "rtol", "min_snr_db"):
         if kwargs.get(key) is not None:
-            setattr(spec, key, _parse(kwargs[key], {"": 1.0}, key, ""))
-    for key in ("min_cosine", "topk_agreement", "max_fallback"):
+            setattr(spec, key, parse_value(kwargs[key], {"": 1.0}, key, ""))
+    for key in ("min_cosine", "topk_agreement"):
         if kwargs.get(key) is not None:
             setattr(spec, key, parse_fraction(kwargs[key], key))
-    if kwargs.get("max_partitions") is not None:
-        spec.max_partitions = parse_int(kwargs["max_partitions"], "max_partitions")
-    for key in ("p50_ms", "p90_ms", "p99_ms", "max_load_ms"):
-        if kwargs.get(key) is not None:
-            setattr(spec, key, parse_ms(kwargs[key], key))
-    for key in ("peak_memory_mb", "max_artifact_mb", "max_runtime_mb"):
-        if kwargs.get(key) is not None:
-            setattr(spec, key, parse_mb(kwargs[key], key))
+    for budget in BUDGETS:
+        if kwargs.get(budget.keyword) is not None:
+            setattr(spec, budget.keyword, budget.parse(kwargs[budget.keyword], budget.keyword))
     for key, minimum in (("warmup", 0), ("runs", 1), ("threads", 1)):
         if kwargs.get(key) is not None:
             setattr(spec, key, parse_int(kwargs[key], key, minimum))
@@ -204,8 +132,6 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
         if str(target).lower() not in targets:
             raise EdgeUsageError(f"target: {target!r} is not one of {', '.join(targets)}")
         spec.target = str(target).lower()
-    if kwargs.get("max_drift") is not None:
-        spec.max_drift = parse_drift(kwargs["max_drift"])
     if kwargs.get("reference") is not None:
         spec.reference = parse_reference(kwargs["reference"])
     spec.tolerances = _check_tolerances(kwargs.get("tolerances") or {})
@@ -268,7 +194,7 @@ def _tolerance_value(key: str, value: Any, what: str) -> float:
         raise EdgeUsageError(f"{what}: expected a number, got None")
     if key in FRACTION_KEYS:
         return parse_fraction(value, what)
-    return _parse(value, {"": 1.0}, what, "")
+    return parse_value(value, {"": 1.0}, what, "")
 
 
 def _check_tolerances(tolerances: Any) -> dict[str, Any]:
@@ -300,11 +226,3 @@ def _check_tolerances(tolerances: Any) -> dict[str, Any]:
                 parsed[key] = _tolerance_value(key, value, f"tolerances[{scope!r}].{key}")
         checked[scope] = parsed
     return checked
-
-
-def parse_percent(value: Any, what: str = "--edge-max-regression") -> float:
-    """'10%' or 0.1 -> 0.1; regressions may exceed 100 %."""
-    text = str(value).strip()
-    if text.endswith("%"):
-        return _parse(text[:-1], {"": 1.0}, what, "%") / 100
-    return _parse(text, {"": 1.0}, what, "")

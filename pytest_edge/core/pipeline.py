@@ -14,7 +14,7 @@ import numpy as np
 from .. import __version__
 from ..golden.alignment import aligned
 from ..backends import Coverage, get_backend, split_device
-from ..checks import check_coverage, check_drift, check_latency, check_load, check_memory, check_sizes
+from ..checks import Finding, check_coverage, check_drift, check_latency, check_load, check_memory, check_sizes
 from ..accuracy.compare import OutputComparison, compare_output, summarize
 from ..golden import DEFAULT_SET, Golden, GoldenCase
 from ..golden.obtained import write_obtained
@@ -48,10 +48,14 @@ class Compared:
 @dataclass
 class Covered:
     """The coverage step: the figures the record shows (a prediction for marker ``target=``, else
-    the backend's own) and the max_fallback / max_partitions violations."""
+    the backend's own) and what the max_fallback / max_partitions budgets found."""
 
     coverage: Coverage | None
-    violations: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def violations(self) -> list[str]:
+        return [finding.message for finding in self.findings]
 
 
 def coverage(plan: Plan, info: ModelInfo, predicted: Coverage | None) -> Covered:
@@ -63,7 +67,7 @@ def coverage(plan: Plan, info: ModelInfo, predicted: Coverage | None) -> Covered
     predicts = predicted is not None or marker.target in get_backend(plan.backend).predicts_targets
     found = Covered(predicted if predicts else info.coverage)
     if get_backend(plan.backend).has_delegate or predicted is not None:
-        found.violations = check_coverage(found.coverage, marker.max_fallback, marker.max_partitions, plan.backend)
+        found.findings = check_coverage(found.coverage, marker.budgets(check_coverage), plan.backend)
     return found
 
 
@@ -121,32 +125,32 @@ def _obtained(rootdir: Path, plan: Plan, index: int, golden: Golden, outputs: Se
             f"(compare: pytest-edge golden diff {golden.model}{which})")
 
 
-def budgets(plan: Plan, info: ModelInfo, measured: dict[str, Any]) -> list[str]:
+def budgets(plan: Plan, info: ModelInfo, measured: dict[str, Any]) -> list[Finding]:
     """Latency, memory and drift budgets of a measured plan, and the load-time budget of any."""
     marker = plan.marker
-    violations: list[str] = []
+    found: list[Finding] = []
     if measured:
-        latency = {"p50_ms": marker.p50_ms, "p90_ms": marker.p90_ms, "p99_ms": marker.p99_ms}
-        violations += check_latency(measured["latency_ms"], measured["measured_runs"], latency, plan.backend)
-        violations += check_memory(measured["peak_memory_mb"], marker.peak_memory_mb, plan.backend)
-        violations += check_drift(measured.get("drift"), marker.max_drift,
-                                  [p.get("drift") for p in measured.get("processes") or []], plan.backend,
-                                  measured.get("probe_drift"))
-    violations += check_load(measured.get("load_ms", info.load_ms), marker.max_load_ms, plan.backend)
-    return violations
+        found += check_latency(measured["latency_ms"], measured["measured_runs"], marker.budgets(check_latency),
+                               plan.backend)
+        found += check_memory(measured["peak_memory_mb"], marker.budgets(check_memory), plan.backend)
+        found += check_drift(measured.get("drift"), marker.budgets(check_drift),
+                             [p.get("drift") for p in measured.get("processes") or []], plan.backend,
+                             measured.get("probe_drift"))
+    found += check_load(measured.get("load_ms", info.load_ms), marker.budgets(check_load), plan.backend)
+    return found
 
 
-def size_budgets(plan: Plan, info: ModelInfo, rootdir: Path) -> list[str]:
+def size_budgets(plan: Plan, info: ModelInfo, rootdir: Path) -> list[Finding]:
     """max_artifact_mb and max_runtime_mb: sizes, judged on every machine (an emulated device too)."""
-    marker = plan.marker
-    if marker.max_artifact_mb is None and marker.max_runtime_mb is None:
+    budgets = plan.marker.budgets(check_sizes)
+    if all(value is None for value in budgets.values()):
         return []
     package = info.runtime.get("package") or {}
     runtime = f"{info.runtime.get('name')} {info.runtime.get('version') or ''}".strip()
     artifact = model_json(plan.model.name, info.artifact, rootdir)["artifact"]
     size, unreadable = artifact_size(info.artifact, info.backend)
-    return check_sizes(artifact, size, runtime, package.get("bytes"), marker.max_artifact_mb, marker.max_runtime_mb,
-                       plan.backend, package.get("reason"), unreadable)
+    return check_sizes(artifact, size, runtime, package.get("bytes"), budgets, plan.backend, package.get("reason"),
+                       unreadable)
 
 
 def throughput(latency_ms: dict[str, float] | None) -> float | None:

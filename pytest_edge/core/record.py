@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..checks import Finding
 from ..files import relative_path, sha256_file
 
 # The record's timing_not_judged on an emulated device (edge_emulated_timing = off | record | judge).
@@ -85,6 +86,8 @@ class Record:
     # {"tool", "initial", "steady", "reason"} around the timed runs; None when nothing was timed.
     power_and_temperature: dict[str, Any] | None = None
     baseline_check: dict[str, Any] | None = None
+    # What the budget checks found (pytest_edge.checks.Finding), in the order of the violations.
+    budget_findings: list[Finding] = field(default_factory=list)
     device: dict[str, Any] | None = None  # {"name", "machine"} of the device it ran on; None: this machine
     warnings: list[str] = field(default_factory=list)
     # Backend workers that died between requests during this test and were restarted (how, what was lost).
@@ -132,7 +135,8 @@ class Record:
                 data["skip_reason"] = self.skip_reason
             return {**data, **self.extra}
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("extra", "checked", "skip_reason")}
-        for empty in ("warnings", "restarts"):
+        data["budget_findings"] = [finding.to_json() for finding in self.budget_findings]
+        for empty in ("warnings", "restarts", "budget_findings"):
             if not data[empty]:
                 data.pop(empty)
         for optional in ("baseline_check", "device"):
@@ -143,7 +147,8 @@ class Record:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Record":
         known = {f.name for f in fields(cls)} - {"extra", "checked"}
-        record = cls(**{k: v for k, v in data.items() if k in known})
+        record = cls(**{k: v for k, v in data.items() if k in known and k != "budget_findings"})
+        record.budget_findings = [Finding.from_json(f) for f in data.get("budget_findings") or [] if isinstance(f, Mapping)]
         record.extra = {k: v for k, v in data.items() if k not in known}
         record.checked = "accuracy" in data
         return record

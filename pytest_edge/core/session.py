@@ -224,8 +224,10 @@ class EdgeSession:
         timed = {} if counted else measured
         budgets = [] if not_judged else pipeline.budgets(plan, info, timed)
         sizes = pipeline.size_budgets(plan, info, self.settings.rootdir)
-        violations = [*compared.violations, *covered.violations, *budgets, *sizes, *counting_note]
+        findings = [*covered.findings, *budgets, *sizes]
+        violations = [*compared.violations, *(f.message for f in findings), *counting_note]
         record = pipeline.record(test_id, plan, info, golden, covered, compared, timed, self.settings.rootdir)
+        record.budget_findings = findings
         if not_judged:
             record.extra["timing_not_judged"] = not_judged
         if counted:

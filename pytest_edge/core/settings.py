@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from .acceptance import ACCEPT_FILE, Acceptance, read_acceptances
 from ..errors import EdgeError
 from ..accuracy.inputs import DEFAULT_SEED
-from .marker import parse_ms, parse_names, parse_percent
+from .marker import parse_names
+from .units import parse_ms, parse_percent
 from ..devices.labgrid import DEFAULT_COMMAND, DEFAULT_COORDINATOR, FarmRequest, FarmSettings, is_labgrid
 from ..devices.qemu import default_cache, is_qemu, parse_kind
 from ..report.json_report import load_report

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence
 
 from ..errors import EdgeUsageError
-from ..core.marker import parse_int, parse_mb, parse_ms, parse_number
+from ..core.units import parse_int, parse_mb, parse_ms, parse_number
 
 TIMING_BUDGETS = ("ttft_ms", "tpot_ms", "min_decode_tps", "min_prefill_tps", "peak_memory_mb", "max_load_ms")
 

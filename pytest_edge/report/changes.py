@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from ..backends import split_device
 from ..measurement.regressions import latency_regressions, resource_regressions
 from ..core.record import dig
-from ..core.marker import parse_percent
+from ..core.units import parse_percent
 from ..core.settings import MAX_REGRESSION
 from .json_report import find_baseline
 
