@@ -446,8 +446,17 @@ def test_latency_and_memory_budgets_below_and_above(pytester: pytest.Pytester, m
         def test_impossible(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=report.json")
     result.assert_outcomes(passed=2, failed=2)
+    # The record keeps what each budget found, typed: the keyword, the figure, its value and budget.
+    records = {(r["test"].split("[")[0].split("::")[-1], r["backend"]): r
+               for r in json.loads((pytester.path / "report.json").read_text())["records"]}
+    assert "budget_findings" not in records[("test_generous", "litert")]
+    found = {f["check"]: f for f in records[("test_impossible", "litert")]["budget_findings"]}
+    assert set(found) == {"p50_ms", "p99_ms", "peak_memory_mb", "max_load_ms"}
+    assert found["p50_ms"]["figure"] == "P50 latency" and found["p50_ms"]["unit"] == "ms"
+    assert found["p50_ms"]["budget"] == 1e-06 and found["p50_ms"]["value"] > 1e-06
+    assert found["p50_ms"]["message"] in records[("test_impossible", "litert")]["violations"]
     result.stdout.fnmatch_lines([
         "*4 check(s) failed on litert*",
         "*litert: P50 latency * ms > p50_ms 1e-06 ms (over 20 runs)*",
