@@ -39,15 +39,11 @@ ALLOWED: dict[str, dict[str, str]] = {
     # backends/ it would import upwards. The dispatch to them asks the backend (Backend.triage_method,
     # Backend.quant_pair); moving them means splitting each into the runtime's graph reader (its
     # backend's) and the comparison (triage's).
-    "pytest_edge/triage/onnx.py": {"*": "the \"nodes\" triage method: ONNX Runtime's configurations compared node by node"},
-    "pytest_edge/triage/etdump.py": {"*": "the \"etdump\" triage method: an ExecuTorch program's operator record"},
     "pytest_edge/triage/quant_onnx.py": {"*": "the \"qdq\" quantization pair: float .onnx against its QDQ model on ONNX Runtime"},
     "pytest_edge/triage/quant_pte.py": {"*": "the \"etdump\" quantization pair: float and int8 .pte through ETDump"},
     "pytest_edge/triage/tflite_graph.py": {"*": "the \"tensors\" pair's graph: a .tflite on LiteRT's reference kernels"},
     "pytest_edge/triage/quant.py": {"tflite": "the \"tensors\" pair is compared here, over tflite_graph.TfliteGraph",
                                     "onnx": "PAIRS names the module of the \"qdq\" pair (quant_onnx)"},
-    "pytest_edge/triage/ladder.py": {"onnx": "imports the \"nodes\" method from triage/onnx.py"},
-    "pytest_edge/triage/__init__.py": {"onnx": "onnx_divergence from triage/onnx.py: the import path docs/triage.md shows"},
 }
 
 _IDENTIFIER_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pytest_edge.backends import Intermediates, get_backend
-from pytest_edge.triage import onnx_divergence
+from pytest_edge.triage import node_divergence
 
 onnx = pytest.importorskip("onnx")
 from onnx import helper, numpy_helper
@@ -96,14 +96,14 @@ def test_folded_batchnorm_is_named_as_the_first_divergence(tmp_path: Path) -> No
     assert np.array_equal(found.tensors["c"], found.details["runs"]["ORT_DISABLE_ALL"]["c"])
     assert "bn" in found.details["removed"] and "onnx.reference" in found.details["runs"]
 
-    message = onnx_divergence(found, TIGHT, TIGHT)
+    message = node_divergence(found, TIGHT, TIGHT)
     assert message.startswith("; first divergence: tensor 'bn', the output of BatchNormalization 'bn' (node 1) "
                               "(max |Δ| "), message
     assert "ORT_ENABLE_ALL against ORT_DISABLE_ALL)" in message
     assert "ORT_ENABLE_ALL's graph has no node 'bn' (fused or folded into another)" in message
     assert "ORT_DISABLE_ALL and onnx.reference agree on every node" in message
     # A tolerance wide enough for the fold names nothing.
-    assert "first divergence" not in onnx_divergence(found, 1e-2, 1e-2)
+    assert "first divergence" not in node_divergence(found, 1e-2, 1e-2)
 
 
 def test_exact_graph_names_nothing_even_with_zero_tolerance(tmp_path: Path) -> None:
@@ -114,7 +114,7 @@ def test_exact_graph_names_nothing_even_with_zero_tolerance(tmp_path: Path) -> N
     assert found.producers["h"] == "Add 'add' (node 1)" and found.names["h"] == "h"
     assert found.details["exposure"] == "all at once" and found.details["exposure_delta"] == 0.0
     assert set(found.details["runs"]) == {"ORT_DISABLE_ALL", "onnx.reference"} and not found.details["skipped"]
-    message = onnx_divergence(found, 0.0, 0.0, "litert-ref")
+    message = node_divergence(found, 0.0, 0.0, "litert-ref")
     assert message.startswith("; no node differs beyond atol=0, rtol=0 between ORT_ENABLE_ALL, ORT_DISABLE_ALL "
                               "and onnx.reference: the golden's values come from elsewhere (its reference "
                               "litert-ref"), message
@@ -132,7 +132,7 @@ def test_reference_evaluator_is_skipped_with_its_reason(tmp_path: Path) -> None:
     found = _intermediates(path, np.array([-1, 0, 1, 2], np.float32))
     assert found.details["skipped"] == {"onnx.reference": "it has operators of domain com.microsoft, which "
                                                   "onnx.reference does not implement"}
-    message = onnx_divergence(found, 0.0, 0.0)
+    message = node_divergence(found, 0.0, 0.0)
     assert "between ORT_ENABLE_ALL, ORT_DISABLE_ALL:" in message
     assert message.endswith("; onnx.reference skipped: it has operators of domain com.microsoft, which "
                             "onnx.reference does not implement")

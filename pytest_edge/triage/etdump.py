@@ -1,5 +1,6 @@
-"""ExecuTorch triage (no delegate-free sibling): the .pte re-run with ETDump, and what the runtime's
-record of each operator call says about a mismatch."""
+"""The "etdump" triage method (no delegate-free sibling): the program re-run with the runtime's record
+of each operator call (ExecuTorch's ETDump; the backend's ``Intermediates``), and what that record
+says about a mismatch."""
 
 from __future__ import annotations
 
@@ -150,10 +151,9 @@ def etdump_divergence(found: Intermediates, expected: Sequence[tuple[str, np.nda
     if partitions and not first:
         calls = f"the {partitions} {delegate} partition calls log" if partitions != 1 else \
             f"the {delegate} partition call logs"
-        parts.append(f"{calls} only the "
-                     "tensors at their boundary, and there are no reference tensors to match them with (a .pte keeps "
-                     "no tensor names, the golden holds only the model's outputs, and no ETRecord is at hand), so "
-                     "the diverging operator inside a partition cannot be named")
+        why = details.get("unnamed_because", "the golden holds only the model's outputs")
+        parts.append(f"{calls} only the tensors at their boundary, and there are no reference tensors to match "
+                     f"them with ({why}), so the diverging operator inside a partition cannot be named")
     elif not partitions and not first and checked and differing:
         parts.append(f"every operator agrees with PyTorch on the same inputs: the golden's values come from elsewhere "
                      f"(its reference {reference_backend or 'backend'}, or another export)")

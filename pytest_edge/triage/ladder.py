@@ -20,7 +20,7 @@ from ..accuracy.inputs import feed_order
 from ..accuracy.metrics import diverges
 from ..core.plan import Plan
 from .etdump import etdump_triage
-from .onnx import node_triage
+from .nodes import node_triage
 from .runner import Runner
 
 # What triage does for a backend with no delegate-free sibling, by its Backend.triage_method (the

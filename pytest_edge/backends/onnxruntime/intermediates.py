@@ -95,8 +95,12 @@ def node_intermediates(path: Path, provider: str, feeds: dict[str, np.ndarray], 
 
 def _node_runs(path: Path, provider: str, feeds: dict[str, np.ndarray], *, threads: int | None,
                final: dict[str, np.ndarray] | None, level) -> dict[str, Any]:
+    # The configurations the graph is run in, after the optimized one, compared in this order (the
+    # "nodes" triage method reads them, and the runtime's names, from here).
     empty: dict[str, Any] = {"order": [], "producers": {}, "tensors": {}, "names": {},
-                             "delegated": provider != "CPUExecutionProvider", "runs": {}, "skipped": {}}
+                             "delegated": provider != "CPUExecutionProvider", "runs": {}, "skipped": {},
+                             "configurations": [UNOPTIMIZED, REFERENCE], "runtime": "onnxruntime",
+                             "runtime_short": "ORT"}
     try:
         import onnx
         import onnxruntime as ort

@@ -1,5 +1,7 @@
-"""Per-node triage of ONNX Runtime (no delegate-free sibling): the graph run optimized, unoptimized
-and by onnx.reference, and the first node whose output differs between them."""
+"""The "nodes" triage method, for a backend with no delegate-free sibling: its own graph run in
+several configurations (ONNX Runtime: optimized, unoptimized and by its reference evaluator; the
+backend names them in its ``Intermediates``), compared node by node in that order, and the first
+node whose output differs between two of them."""
 
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ from .runner import Runner, first_tolerance
 
 
 def node_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], case: GoldenCase) -> list[str]:
-    """A backend with no delegate-free sibling (onnxruntime-cpu): its own graph run optimized,
-    unoptimized and by the ONNX reference evaluator, compared node by node (see onnx_divergence);
-    ``case`` (the golden case missed) is not needed: the graph is compared with itself."""
+    """A backend with no delegate-free sibling: its own graph run in the configurations its
+    intermediates name, compared node by node (see node_divergence); ``case`` (the golden case
+    missed) is not needed: the graph is compared with itself."""
     try:
         info = runner.load(plan)
         found = runner.intermediates(info, feeds)
@@ -26,31 +28,44 @@ def node_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], ca
         return []
     optimized = found.details.get("optimized", "optimized")
     line = (f"triage: {plan.backend} has no delegate-free sibling, so its {info.artifact.name} was run node by node "
-            f"with {optimized}, ORT_DISABLE_ALL and onnx.reference")
+            f"with {_listed([optimized, *_configurations(found)], ', ')}")
     if found.unavailable:
         return [f"{line}, which failed: {found.unavailable}"]
     atol, rtol = first_tolerance(plan, golden)
-    divergence = onnx_divergence(found, atol, rtol, golden.reference_backend)
+    divergence = node_divergence(found, atol, rtol, golden.reference_backend)
     line += divergence
     if "first divergence" in divergence and golden.reference_backend != plan.backend:
         # The likeliest cause is then the other runtime or artifact, which no node of this graph shows.
         line += (f"; note that the golden itself was recorded by {golden.reference_backend}"
                  f"{' on ' + golden.meta['reference']['artifact'] if golden.meta['reference'].get('artifact') else ''}"
-                 f", not by {plan.backend}: a node named above differs between ORT's configurations, which "
+                 f", not by {plan.backend}: a node named above differs between "
+                 f"{found.details.get('runtime_short', 'the runtime')}'s configurations, which "
                  "need not be why this backend misses a golden from another runtime")
     return [line]
 
 
-def onnx_divergence(found: Intermediates, atol: float, rtol: float, reference_backend: str | None = None) -> str:
-    """The first node (graph order) whose output differs beyond atol/rtol between ORT's optimized
-    run and its unoptimized one, or between the unoptimized one and onnx.reference, from the dict
-    ``OrtModel.intermediates`` returns; the other pair's first divergence follows, when it has one."""
+def _configurations(found: Intermediates) -> list[str]:
+    return [str(name) for name in found.details.get("configurations") or found.details.get("runs", {})]
+
+
+def _listed(names: list[str], first_join: str) -> str:
+    """"A, B and C" (``first_join`` between the first two)."""
+    return first_join.join(names[:2]) + "".join(f" and {name}" for name in names[2:])
+
+
+def node_divergence(found: Intermediates, atol: float, rtol: float, reference_backend: str | None = None) -> str:
+    """The first node (graph order) whose output differs beyond atol/rtol between two consecutive
+    configurations of the graph (ONNX Runtime: the optimized run against the unoptimized one, the
+    unoptimized one against the reference evaluator), from the ``Intermediates`` of a "nodes"
+    backend; the other pair's first divergence follows, when it has one. The configurations come in
+    the order ``details["configurations"]`` names them; one the backend skipped is left out."""
     details = found.details
-    optimized, unoptimized = details.get("optimized", "optimized"), "ORT_DISABLE_ALL"
+    optimized = details.get("optimized", "optimized")
     runs = details["runs"]
+    ran = [name for name in _configurations(found) if name in runs]
+    unoptimized = ran[0] if ran else (_configurations(found) or ["unoptimized"])[0]
     pairs = [(optimized, found.tensors, unoptimized, runs.get(unoptimized, {}))]
-    if "onnx.reference" in runs:
-        pairs.append((unoptimized, runs.get(unoptimized, {}), "onnx.reference", runs["onnx.reference"]))
+    pairs += [(mine, runs[mine], theirs, runs[theirs]) for mine, theirs in zip(ran, ran[1:])]
     firsts: list[tuple[int, str, str, float] | None] = []
     for mine, mine_values, theirs, their_values in pairs:
         first = None
@@ -73,10 +88,10 @@ def onnx_divergence(found: Intermediates, atol: float, rtol: float, reference_ba
     tail = "".join(f"; {n}" for n in notes)
     named = sorted((f for f in firsts if f is not None), key=lambda f: f[0])
     if not named:
-        compared = f"{optimized}, {unoptimized}" + (" and onnx.reference" if len(pairs) > 1 else "")
+        compared = _listed([optimized, unoptimized, *ran[1:]], ", ")
         return (f"; no node differs beyond atol={atol:g}, rtol={rtol:g} between {compared}: the golden's values "
-                f"come from elsewhere (its reference {reference_backend or 'backend'}, another onnxruntime build "
-                f"or machine, or another export){tail}")
+                f"come from elsewhere (its reference {reference_backend or 'backend'}, another "
+                f"{details.get('runtime', 'runtime')} build or machine, or another export){tail}")
     tensor = named[0][1]
     here = [(pair, err) for _, t, pair, err in named if t == tensor]
     message = f"; first divergence: {_describe(found, tensor, here)}"
@@ -90,7 +105,8 @@ def onnx_divergence(found: Intermediates, atol: float, rtol: float, reference_ba
 
 
 def _describe(found: Intermediates, tensor: str, diffs: list[tuple[str, float]]) -> str:
-    """"tensor 'x', the output of Op 'name' (node i) (max |Δ| e, A against B)" and what ORT made of the node."""
+    """"tensor 'x', the output of Op 'name' (node i) (max |Δ| e, A against B)" and what the optimized
+    run made of the node."""
     figures = "; ".join(f"max |Δ| {err:.3g}" + (f", {pair}" if pair else "") for pair, err in diffs)
     text = f"tensor {found.names.get(tensor, tensor)!r}, the output of {found.producers.get(tensor, '?')} ({figures})"
     details = found.details
