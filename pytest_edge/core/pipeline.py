@@ -20,6 +20,7 @@ from ..golden import DEFAULT_SET, Golden, GoldenCase
 from ..golden.obtained import write_obtained
 from ..golden.sets import GoldenSets
 from ..measurement.gate import GateResult
+from ..measurement.timing import TimedMeasurement
 from .plan import Plan
 from .record import Record, model_json
 from .settings import Settings
@@ -125,18 +126,17 @@ def _obtained(rootdir: Path, plan: Plan, index: int, golden: Golden, outputs: Se
             f"(compare: pytest-edge golden diff {golden.model}{which})")
 
 
-def budgets(plan: Plan, info: ModelInfo, measured: dict[str, Any]) -> list[Finding]:
-    """Latency, memory and drift budgets of a measured plan, and the load-time budget of any."""
+def budgets(plan: Plan, timed: TimedMeasurement | None, load_ms: float | None) -> list[Finding]:
+    """Latency, memory and drift budgets of a measured plan (``timed``), and the load-time budget of
+    any (``load_ms``: the timed processes' median, else the load of the shared worker)."""
     marker = plan.marker
     found: list[Finding] = []
-    if measured:
-        found += check_latency(measured["latency_ms"], measured["measured_runs"], marker.budgets(check_latency),
-                               plan.backend)
-        found += check_memory(measured["peak_memory_mb"], marker.budgets(check_memory), plan.backend)
-        found += check_drift(measured.get("drift"), marker.budgets(check_drift),
-                             [p.get("drift") for p in measured.get("processes") or []], plan.backend,
-                             measured.get("probe_drift"))
-    found += check_load(measured.get("load_ms", info.load_ms), marker.budgets(check_load), plan.backend)
+    if timed is not None:
+        found += check_latency(timed.latency_ms, timed.measured_runs, marker.budgets(check_latency), plan.backend)
+        found += check_memory(timed.peak_memory_mb, marker.budgets(check_memory), plan.backend)
+        found += check_drift(timed.drift, marker.budgets(check_drift), timed.per_process_drift, plan.backend,
+                             timed.probe_drift)
+    found += check_load(load_ms, marker.budgets(check_load), plan.backend)
     return found
 
 
@@ -175,9 +175,10 @@ def gate_into(record: Record, gate: GateResult, settings: Settings | None = None
 
 
 def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: Covered, compared: Compared,
-           measured: dict[str, Any], rootdir: Path) -> Record:
+           timed: TimedMeasurement | None, load_ms: float | None, rootdir: Path) -> Record:
     """The record of a check that ran: every figure found; its verdict comes from the violations."""
     feeds = compared.first_feeds
+    measured = timed or TimedMeasurement()
     size, unreadable = artifact_size(info.artifact, info.backend)
     made = Record(
         test=test_id, model=model_json(plan.model.name, info.artifact, rootdir), backend=info.backend,
@@ -186,18 +187,18 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
         input={s.name: {"shape": list(np.shape(x)), "dtype": s.dtype,
                         **({"shape_from": info.shape_sources[s.name]} if s.name in info.shape_sources else {})}
                for s, x in zip(info.inputs, feeds)},
-        warmup_runs=measured.get("warmup_runs"), measured_runs=measured.get("measured_runs"),
+        warmup_runs=measured.warmup_runs, measured_runs=measured.measured_runs,
         coverage=covered.coverage.to_json() if covered.coverage else None,
-        load_ms=measured.get("load_ms", info.load_ms), first_inference_ms=measured.get("first_inference_ms"),
-        latency_ms=measured.get("latency_ms"), latency_quantiles_ms=measured.get("latency_quantiles_ms"),
-        peak_memory_mb=measured.get("peak_memory_mb"),
-        steady_memory_mb=measured.get("steady_memory_mb"), drift=measured.get("drift"),
-        timing_under_load=measured.get("under_load"), other_cores_busy=measured.get("other_cores_busy"),
-        processes=measured.get("processes"), process_spread=measured.get("process_spread"),
+        load_ms=load_ms, first_inference_ms=measured.first_inference_ms,
+        latency_ms=measured.latency_ms, latency_quantiles_ms=measured.latency_quantiles_ms,
+        peak_memory_mb=measured.peak_memory_mb,
+        steady_memory_mb=measured.steady_memory_mb, drift=measured.drift,
+        timing_under_load=measured.under_load, other_cores_busy=measured.other_cores_busy,
+        processes=measured.processes, process_spread=measured.process_spread,
         artifact_bytes=size,
         runtime_bytes=(info.runtime.get("package") or {}).get("bytes"),
-        throughput=throughput(measured.get("latency_ms")),
-        power_and_temperature=measured.get("power_and_temperature"),
+        throughput=throughput(measured.latency_ms),
+        power_and_temperature=measured.power_and_temperature,
         device=({"name": split_device(info.backend)[1], "machine": info.device} if info.device else None),
         accuracy={"reference": golden.reference_backend, "cases": len(golden.cases),
                   **summarize(compared.comparisons),

@@ -23,7 +23,7 @@ from .external_data import artifact_files
 from ..golden.sets import GoldenSets
 from ..accuracy.inputs import check_shapes
 from .marker import MarkerSpec
-from ..measurement.timing import machine_info
+from ..measurement.timing import TimedMeasurement, machine_info
 from ..measurement.measurer import Measurer
 from .models import Model, resolve_model
 from .plan import Plan, Unresolved, plan_for, resolve_reference, search_dirs
@@ -221,12 +221,16 @@ class EdgeSession:
             measured = {"load_ms": None}  # the one load under the emulator is no load time either
         # Counted mode: instructions, no timing or memory (null in the record, budgets not judged).
         counted = measured.get("counted")
-        timed = {} if counted else measured
-        budgets = [] if not_judged else pipeline.budgets(plan, info, timed)
+        timed = TimedMeasurement.from_combined(measured) if measured and not counted and not_judged != NOT_MEASURED \
+            else None
+        # The load time: the timed processes' median, else the shared worker's load (none of an
+        # emulated device: the one load under the emulator is no load time either).
+        load_ms = None if not_judged == NOT_MEASURED else timed.load_ms if timed is not None else info.load_ms
+        budgets = [] if not_judged else pipeline.budgets(plan, timed, load_ms)
         sizes = pipeline.size_budgets(plan, info, self.settings.rootdir)
         findings = [*covered.findings, *budgets, *sizes]
         violations = [*compared.violations, *(f.message for f in findings), *counting_note]
-        record = pipeline.record(test_id, plan, info, golden, covered, compared, timed, self.settings.rootdir)
+        record = pipeline.record(test_id, plan, info, golden, covered, compared, timed, load_ms, self.settings.rootdir)
         record.budget_findings = findings
         if not_judged:
             record.extra["timing_not_judged"] = not_judged

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import platform
 import time
-from typing import Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -97,6 +98,39 @@ def geometric_mean(values: Sequence[float | None]) -> float | None:
 def _median(values: Sequence[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return float(np.median(present)) if present else None
+
+
+@dataclass(frozen=True)
+class TimedMeasurement:
+    """One timed measurement of a model in fresh worker processes (:func:`combine_processes`), as the
+    pipeline judges it and the record keeps it: latency pooled over the runs (ms), load time, first
+    inference and memory as medians over the processes, drift as their geometric mean, each
+    process's own figures in ``processes``."""
+
+    latency_ms: dict[str, float] | None = None
+    latency_quantiles_ms: list[float] | None = None
+    drift: float | None = None
+    probe_drift: float | None = None
+    warmup_runs: int | None = None
+    measured_runs: int | None = None
+    load_ms: float | None = None
+    first_inference_ms: float | None = None
+    peak_memory_mb: float | None = None
+    steady_memory_mb: float | None = None
+    other_cores_busy: float | None = None
+    under_load: bool | None = None
+    processes: list[dict[str, Any]] | None = None
+    process_spread: float | None = None
+    power_and_temperature: dict[str, Any] | None = None
+
+    @classmethod
+    def from_combined(cls, combined: Mapping[str, Any]) -> "TimedMeasurement":
+        """From what :func:`combine_processes` (or the measurer's re-read of memory) gives."""
+        return cls(**{f.name: combined.get(f.name) for f in fields(cls)})
+
+    @property
+    def per_process_drift(self) -> list[float | None]:
+        return [p.get("drift") for p in self.processes or []]
 
 
 def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> dict:
