@@ -4,7 +4,7 @@ sets, runs the check of one :class:`~pytest_edge.core.plan.Plan` and returns its
 
 Plain Python, no pytest: the plugin, the ``pytest-edge`` command and the tests all drive it. The
 session orchestrates; the steps of the check live in :mod:`.pipeline`, the golden sets in
-:mod:`.golden.sets`, the workers in :mod:`.worker`, measurement in :mod:`.measurement`.
+:mod:`pytest_edge.golden.sets`, the workers in :mod:`pytest_edge.worker`, measurement in :mod:`pytest_edge.measurement`.
 """
 
 from __future__ import annotations

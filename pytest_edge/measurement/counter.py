@@ -3,7 +3,7 @@ Valgrind's callgrind in fresh worker processes, instead of timed, and the gate o
 (docs/measurement.md, "Counted mode"; the decision in docs/design.md).
 
 Each counted process is spawned under ``valgrind --tool=callgrind`` with instrumentation off; the
-worker switches it on around its counted runs only (:mod:`.worker.callgrind`). Latency and memory
+worker switches it on around its counted runs only (:mod:`pytest_edge.worker.callgrind`). Latency and memory
 are not measured in this mode (Valgrind runs a program some 50x slower, in its own memory).
 """
 
