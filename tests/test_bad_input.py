@@ -774,3 +774,45 @@ def test_executorch_error_codes_are_named() -> None:
     assert "Error::InvalidArgument" in explain_error("Failed to execute method forward, error: 0x12")
     assert "Error::Unknown" in explain_error("error: 0x:7f")
     assert explain_error("no code here") == "no code here"
+
+
+def test_a_pte_whose_vectors_point_at_each_other_is_refused_quickly() -> None:
+    """8 KB of flatbuffer whose 1000 chains all point at one chain of 1000 instructions would read
+    as 10**6 kernel calls (25 s in the pytest process, time and memory growing as the square of the
+    file): the reader's budget of entries, one per 4-byte word of the file, stops it."""
+    flatbuffers = pytest.importorskip("flatbuffers")
+    from pytest_edge.backends.executorch.program import UNREADABLE, read_plans
+
+    count = 1000
+    b = flatbuffers.Builder(0)
+    name = b.CreateString("llama::custom_sdpa")
+    b.StartObject(2), b.PrependUOffsetTRelativeSlot(0, name, 0)
+    op = b.EndObject()
+    b.StartVector(4, 0, 4), b.PrependInt32(0)
+    args = b.EndVector()
+    b.StartObject(2), b.PrependInt32Slot(0, 0, -1), b.PrependUOffsetTRelativeSlot(1, args, 0)
+    call = b.EndObject()
+    b.StartObject(2), b.PrependUint8Slot(0, 1, 0), b.PrependUOffsetTRelativeSlot(1, call, 0)
+    instruction = b.EndObject()
+    vectors = []
+    for _ in range(2):  # the instructions of one chain, then the chains, each entry the same offset
+        b.StartVector(4, count, 4)
+        for _ in range(count):
+            b.PrependUOffsetTRelative(instruction)
+        vectors.append(b.EndVector())
+        b.StartObject(4), b.PrependUOffsetTRelativeSlot(2, vectors[-1], 0)
+        instruction = b.EndObject()  # the chain, which the next vector repeats
+    b.StartVector(4, 1, 4), b.PrependUOffsetTRelative(op)
+    operators = b.EndVector()
+    forward = b.CreateString("forward")
+    b.StartObject(9), b.PrependUOffsetTRelativeSlot(0, forward, 0)
+    b.PrependUOffsetTRelativeSlot(5, vectors[1], 0), b.PrependUOffsetTRelativeSlot(6, operators, 0)
+    plan = b.EndObject()
+    b.StartVector(4, 1, 4), b.PrependUOffsetTRelative(plan)
+    plans = b.EndVector()
+    b.StartObject(3), b.PrependUOffsetTRelativeSlot(1, plans, 0)
+    b.Finish(b.EndObject(), file_identifier=b"ET12")
+    data = bytes(b.Output())
+    assert len(data) < 10_000
+    with pytest.raises(UNREADABLE, match="more entries than the file has words"):
+        read_plans(data)

@@ -7,10 +7,12 @@ configuration. Their greedy tokens must equal PyTorch's own (``pytorch_greedy.js
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from edge_helpers import FIXTURES
@@ -539,3 +541,47 @@ def test_litert_reads_the_converters_int8_transposed_cache_export_with_two_prefi
     _project(pytester, "litert_llama_int8", backends=("litert",))
     pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
     pytester.runpytest_subprocess().assert_outcomes(passed=2)
+
+
+class _EditedSignatures:
+    """The real litert_llama export's signatures as LiteRT reads them, with ``edit`` applied to their
+    input details: what a differently exported file would say, for the layout reader alone."""
+
+    def __init__(self, interpreter, edit) -> None:
+        self.interpreter, self.edit = interpreter, edit
+
+    def get_signature_list(self):
+        return self.interpreter.get_signature_list()
+
+    def get_signature_runner(self, name):
+        runner = self.interpreter.get_signature_runner(name)
+        inputs = self.edit(name, dict(runner.get_input_details()))
+        return type("Runner", (), {"get_input_details": lambda _: inputs,
+                                   "get_output_details": lambda _: runner.get_output_details()})()
+
+    def __getattr__(self, name):
+        return getattr(self.interpreter, name)
+
+
+@LITERT
+@pytest.mark.parametrize("edit, refusal", [
+    (lambda name, ins: {k: v for k, v in ins.items() if k != "input_pos"}, "decode has no input_pos input"),
+    (lambda name, ins: {**ins, "tokens": {**ins["tokens"], "shape": np.array([1, 0])}} if name != "decode" else ins,
+     "takes 0 tokens"),
+    (lambda name, ins: {("kv_cache_k_00" if k == "kv_cache_k_0" else k): v for k, v in ins.items()},
+     "no kv_cache_k_N / kv_cache_v_N pair for each layer"),
+], ids=["no-input-pos", "empty-prefill", "misnamed-cache"])
+def test_a_generative_tflite_of_another_shape_is_refused_naming_the_file(edit, refusal) -> None:
+    """Signatures with no input_pos, a prefill of 0 tokens (which would never move the prompt on)
+    or a cache named off the pattern: a BackendError naming the file and the backend, not a
+    KeyError or an endless loop."""
+    from pytest_edge.backends.litert.backend import installed_runtime
+    from pytest_edge.backends.litert.decoder import read_layout
+    from pytest_edge.errors import BackendError
+
+    path = LLM / "litert_llama" / "model.tflite"
+    module = importlib.import_module(f"{installed_runtime()[0]}.interpreter")
+    interpreter = module.Interpreter(model_path=str(path))
+    with pytest.raises(BackendError, match=refusal) as refused:
+        read_layout(_EditedSignatures(interpreter, edit), path)
+    assert str(path) in str(refused.value) and "litert" in str(refused.value)

@@ -224,3 +224,15 @@ def test_quant_params_from_litert_details() -> None:
         "quantized_dimension": 1}})
     assert params is not None and params.axis == 1
     assert dequantize(np.array([[2, 5]], np.int8), params).tolist() == [[1.0, 1.0]]
+
+
+def test_a_format_without_a_quantization_pair_is_refused_by_name(tmp_path: Path) -> None:
+    """An OpenVINO .xml (no backend names a pair for it) is not tried as a .tflite."""
+    from pytest_edge.errors import EdgeUsageError
+    from pytest_edge.triage.quant import compare_models
+
+    for name in ("a.xml", "b.xml"):
+        (tmp_path / name).write_text("<net/>")
+    with pytest.raises(EdgeUsageError, match=r"a\.xml: triage quant compares a float and a quantized model of "
+                                             r".*, not \.xml"):
+        compare_models(tmp_path / "a.xml", tmp_path / "b.xml")

@@ -173,6 +173,9 @@ def from_hf_config(path: Path) -> LlmConfig:
 
 def _checked(config: LlmConfig, path: Path) -> LlmConfig:
     """Every source's configuration within :data:`LIMITS`, its heads grouped evenly."""
+    empty = [f"{name} {getattr(config, name)}" for name in LIMITS if getattr(config, name) < 1]
+    if empty:
+        raise EdgeUsageError(f"{path}: the decoder configuration says {', '.join(empty)}: each must be at least 1")
     absurd = [f"{name} {getattr(config, name):,}" for name, limit in LIMITS.items() if getattr(config, name) > limit]
     if absurd:
         raise EdgeUsageError(f"{path}: the decoder configuration says {', '.join(absurd)}, past what any decoder "

@@ -184,7 +184,6 @@ class PairMethod:
 # "qdq": float against QuantizeLinear/DequantizeLinear pairs; "etdump": the runtime's record of each call.
 PAIRS = {"tensors": PairMethod("int8", None), "qdq": PairMethod("QDQ", ".quant_onnx:compare_onnx_models"),
          "etdump": PairMethod("int8", ".quant_pte:compare_pte_models")}
-DEFAULT_PAIR = "tensors"  # a format no backend names a pair method for is tried as the first kind
 
 
 def pair_formats() -> dict[str, str]:
@@ -214,7 +213,10 @@ def _pair_method(float_model: Path, quant_model: Path) -> str:
         raise EdgeUsageError(f"{float_model} and {quant_model} are not the same format: triage quant compares "
                              f"a float and a quantized model of one format ({_or_list(list(pair_formats()))})")
     backend = format_backend(Path(float_model.name.lower()))
-    return backend.quant_pair if backend is not None and backend.quant_pair in PAIRS else DEFAULT_PAIR
+    if backend is None or backend.quant_pair not in PAIRS:
+        raise EdgeUsageError(f"{float_model}: triage quant compares a float and a quantized model of "
+                             f"{_or_list(list(pair_formats()))}, not {float_model.suffix or 'a file without a suffix'}")
+    return backend.quant_pair
 
 
 def _weights(fmodel: TfliteGraph, qmodel: TfliteGraph, ftensor: GraphTensor, qtensor: GraphTensor) -> WeightPair | None:

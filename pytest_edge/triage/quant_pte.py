@@ -17,6 +17,7 @@ the partitions.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError, EdgeUsageError
-from .quant_inputs import random_cases
+from .quant_inputs import random_cases, unstack
 from .quant_layers import TensorPair, WeightPair, measure_layers
 from .quant_report import QuantReport
 
@@ -110,27 +111,29 @@ def compare_pte_models(float_model: Path, quant_model: Path,
     if labelled is None:
         labelled = random_cases(fprogram.specs, cases, seed)
         inputs_origin = f"random from the signature of {float_model}"
+    else:  # stacked [N, ...] inputs are N cases, as for the other formats
+        labelled = unstack(list(labelled), fprogram.specs)
     _, first = labelled[0]
     fevents, qevents = fprogram.events(first, inputs_origin), qprogram.events(first, inputs_origin)
     frows, _ = _rows(fevents)
     qrows, view = _rows(qevents)
     matcher = difflib.SequenceMatcher(a=[r["op"] for r in frows], b=[r["op"] for r in qrows], autojunk=False)
-    pairs, matched_f = [], set()
+    pairs, matched_f, last_pair = [], set(), None
     for block in matcher.get_matching_blocks():
         for k in range(block.size):
             frow, qrow = frows[block.a + k], qrows[block.b + k]
             fout, qout = next(iter(frow["outputs"])), next(iter(qrow["outputs"]))
             qkey = view.get(qout, qout)
             matched_f.add(block.a + k)
+            last_pair = len(pairs) if block.a + k == len(frows) - 1 else last_pair
             pairs.append(TensorPair(f"{fout} (instruction {frow['instruction']})", frow["op"],
                                     f"{qkey} (instruction {qrow['instruction']})",
                                     "int8" if qkey != qout else "float32", fout, qkey, -1,
                                     _weight(frow, qrow, qevents), False))
     if not pairs:
         raise EdgeUsageError(f"{float_model} and {quant_model} share no operator: two different networks")
-    pairs[-1] = TensorPair(*[getattr(pairs[-1], f) for f in ("tensor", "op", "quant_tensor", "quant_dtype",
-                                                            "float_key", "quant_key", "channel_axis", "weight")],
-                           is_output=True)  # the last operator writes the output
+    if last_pair is not None:  # the float program's last operator writes the output (unmatched: no end-to-end SNR)
+        pairs[last_pair] = dataclasses.replace(pairs[last_pair], is_output=True)
 
     def run(case: Mapping[str, np.ndarray]) -> tuple[dict, dict]:
         return _values(fprogram.events(case, inputs_origin)), _values(qprogram.events(case, inputs_origin))

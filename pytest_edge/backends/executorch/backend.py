@@ -59,10 +59,11 @@ def explain_error(message: str) -> str:
     return f"{message} (Error::{name}: {meaning})"
 
 
-def pte_problem(data: bytes, path: Path) -> str | None:
+def pte_problem(data: bytes, path: Path, size: int | None = None) -> str | None:
     """What makes ``data`` no ExecuTorch program, checked before the runtime sees it: the runtime
     logs the identifier bytes it found, and non-UTF-8 bytes there abort the process from inside
-    pybind11 (seen with executorch 1.5) instead of raising."""
+    pybind11 (seen with executorch 1.5) instead of raising. ``size``: the file's, where ``data`` is
+    only its head (:func:`program_bytes`)."""
     problem = unusable_artifact(data, path)
     if problem:
         return problem
@@ -76,10 +77,22 @@ def pte_problem(data: bytes, path: Path) -> str | None:
         base = int.from_bytes(data[24:32], "little")
         segments = int.from_bytes(data[32:40], "little") if length > 24 and len(data) >= 40 else 0
         expected = base + segments if segments else program_size
-        if expected > len(data):
-            return (f"{path} is truncated: its header says {expected} bytes, the file has {len(data)}; "
+        total = len(data) if size is None else size
+        if expected > total:
+            return (f"{path} is truncated: its header says {expected} bytes, the file has {total}; "
                     "re-export or re-download it")
     return None
+
+
+def program_bytes(path: Path) -> tuple[bytes, int]:
+    """A ``.pte``'s program (its flatbuffer: the extended header says how long; the segments after
+    it hold the weights) and the file's size, for reading its methods without its weights."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        head = handle.read(40)
+        program_size = int.from_bytes(head[16:24], "little") if head[8:12] == b"eh00" and len(head) >= 24 else 0
+        rest = handle.read(program_size - len(head)) if len(head) < program_size <= size else handle.read()
+    return head + rest, size
 
 def _specs(meta, count: int, getter: str, prefix: str) -> list[TensorSpec]:
     specs = []

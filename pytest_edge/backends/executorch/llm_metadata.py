@@ -40,7 +40,7 @@ def _forward(plans: list[Plan], path: Path) -> Plan:
     forward = next((p for p in plans if p.name == "forward"), None)
     if forward is None:
         raise EdgeUsageError(str(not_a_decoder(path, BACKEND, DECODER_SIGNATURE,
-                                               f"no forward method (methods: {', '.join(p.name for p in plans)})")))
+                                               f"no forward method (methods: {_listed([p.name for p in plans])})")))
     return forward
 
 
@@ -83,14 +83,14 @@ def from_pte(path: Path, hand_written: Callable[[Path], Path] = config_path) -> 
     """The configuration in an ExecuTorch LLM export's metadata methods; None for a ``.pte`` without
     them (a hand-written ``<stem>.json`` then), or whose metadata lacks the head counts while a
     ``<stem>.json`` is beside it. A ``.pte`` whose forward is no decoder: an error naming the file."""
-    from .backend import pte_problem
+    from .backend import program_bytes, pte_problem
 
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data, size = program_bytes(path)  # the methods without the weights (the pytest process reads this)
     except OSError as exc:
         raise EdgeUsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    problem = pte_problem(data, path)
+    problem = pte_problem(data, path, size)
     if problem:
         raise EdgeUsageError(problem)
     try:

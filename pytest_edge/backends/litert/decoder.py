@@ -125,15 +125,21 @@ def read_layout(interpreter, path: Path, backend: str = BACKEND) -> Layout:
             tokens = signatures[name][0].get("tokens")
             if tokens is None or len(tokens["shape"]) != 2:
                 raise refuse(f"signature {name} has no tokens [1, len] input")
+            if int(tokens["shape"][1]) < 1:  # a chunk of 0 tokens would never move the prompt on
+                raise refuse(f"signature {name} takes {int(tokens['shape'][1])} tokens")
             prefill[int(tokens["shape"][1])] = name
     if "decode" not in signatures or not prefill:
         raise refuse("no " + " and no ".join(n for n, ok in (("prefill signature", prefill),
                                                              ("decode signature", "decode" in signatures)) if not ok))
     dec_in, dec_out = signatures["decode"]
+    missing = {"tokens", "input_pos"} - set(dec_in)
+    if missing:
+        raise refuse(f"decode has no {' and no '.join(sorted(missing))} input")
     caches = sorted((n for n in dec_in if _CACHE.match(n)), key=lambda n: (int(_CACHE.match(n).group(2)), n))
     layers = sorted({int(_CACHE.match(n).group(2)) for n in caches})
     extra = sorted(set(dec_in) - set(caches) - {"tokens", "input_pos"})
-    if not caches or layers != list(range(len(layers))) or len(caches) != 2 * len(layers):
+    expected = {f"kv_cache_{kind}_{layer}" for layer in range(len(layers)) for kind in "kv"}
+    if not caches or layers != list(range(len(layers))) or set(caches) != expected:
         raise refuse("decode has no kv_cache_k_N / kv_cache_v_N pair for each layer 0 .. N-1")
     if extra:
         raise refuse(f"decode takes inputs this runner does not feed ({', '.join(extra)}; e.g. an export "
@@ -156,6 +162,8 @@ def read_layout(interpreter, path: Path, backend: str = BACKEND) -> Layout:
         n_kv_heads, max_context, head_dim = k[1], k[2], k[3]
     else:
         raise refuse(f"K {list(k)} and V {list(v)} are neither litert-torch's BTNH nor its transposed layout")
+    if min(max_context, n_kv_heads, head_dim) < 1:
+        raise refuse(f"the caches {list(k)} have an empty dimension")
     logits = [int(x) for x in dec_out["logits"]["shape"]]
     layout = Layout(prefill=dict(sorted(prefill.items())),
                     prefill_logits={name: "logits" in signatures[name][1] for name in prefill.values()},
@@ -220,6 +228,7 @@ class LiteRTDecoder(Decoder):
         self.prefill = {n: self.interpreter.get_signature_runner(name) for n, name in self.layout.prefill.items()}
         self.decode = self.interpreter.get_signature_runner("decode")
         self.config = config
+        self.where = f"{path} ({backend})"  # what an error names
         self.reset()
 
     def reset(self) -> None:
@@ -233,7 +242,11 @@ class LiteRTDecoder(Decoder):
         padded = np.zeros((1, length), layout.token_dtype)
         padded[0, :len(tokens)] = tokens
         positions = np.arange(self.position, self.position + length, dtype=layout.position_dtype)
-        out = runner(tokens=padded, input_pos=positions, **self.cache)
+        try:
+            out = runner(tokens=padded, input_pos=positions, **self.cache)
+        except (ValueError, RuntimeError) as exc:
+            raise BackendError(f"{self.where}: a call at positions {self.position}..{self.position + length - 1} "
+                               f"failed: {str(exc).strip()}") from None
         self.cache = {name: out[name] for name in layout.caches}
         self.position += len(tokens)
         return out
@@ -250,9 +263,10 @@ class LiteRTDecoder(Decoder):
 
     def step(self, ids: Sequence[int]) -> np.ndarray:
         ids = [int(i) for i in ids]
-        assert ids, "step() needs at least one token"
+        if not ids:
+            raise BackendError(f"{self.where}: a step of no tokens")
         if self.position + len(ids) > self.layout.max_context:
-            raise BackendError(f"{self.position + len(ids)} positions asked of a KV cache of "
+            raise BackendError(f"{self.where}: {self.position + len(ids)} positions asked of a KV cache of "
                                f"{self.layout.max_context} (the export's kv_cache_max_len)")
         # Prefill all but the last token (the signature returns no logits unless exported with
         # output_logits_on_prefill), then decode the last: its logits are the step's.
