@@ -38,13 +38,16 @@ class ExecuTorchDecoder(Decoder):
     def __init__(self, path: Path, config: Any, threads: int, backend: str = "executorch") -> None:
         from executorch.runtime import Runtime
 
-        from .backend import explain_error, register_quantized_kernels
+        from .backend import explain_error, pte_problem, register_quantized_kernels
         from .program import UNREADABLE, read_plans
 
         try:
             self._data = Path(path).read_bytes()  # the program points into these bytes: keep them alive
         except OSError as exc:
             raise BackendError(f"{path} ({backend}): cannot load: {exc}") from None
+        problem = pte_problem(self._data, Path(path))  # bad identifier bytes abort the runtime itself
+        if problem:
+            raise BackendError(f"{problem} ({backend})")
         try:
             operators = next((p.operators for p in read_plans(self._data) if p.name == "forward"), [])
         except UNREADABLE:
