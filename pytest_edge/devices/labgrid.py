@@ -178,8 +178,16 @@ def _acquire(client: LabgridClient, place: str, token: str | None, settings: Far
     state = client.show(place)
     name = state.name or place
     release_at_end = True
+    guard = None
     if state.acquired is None:
-        client.acquire(place)
+        # The guard first: a session killed between the acquisition and a guard started after it
+        # (a labgrid-client call, a second or so) held the board until someone released it by hand.
+        guard = _start_guard(settings.coordinator, name, token, env)
+        try:
+            client.acquire(place)
+        except FarmError:
+            _stand_down(guard)
+            raise
     elif state.acquired == identity(env):
         release_at_end = False  # acquired by the user before the session: theirs to release
     else:
@@ -199,9 +207,10 @@ def _acquire(client: LabgridClient, place: str, token: str | None, settings: Far
     except FarmError:
         if release_at_end:
             _quietly(client.release, name)
+        if guard is not None:
+            _stand_down(guard)
         raise
-    if release_at_end:
-        held.guard = _start_guard(held, env)
+    held.guard = guard
     return held
 
 
@@ -220,21 +229,27 @@ def release(held: Lease, env: dict[str, str] | None = None) -> list[str]:
             client.cancel(held.token)
         except FarmError:
             pass  # an acquired-then-released reservation may be gone already
-    if held.guard is not None and held.guard.poll() is None:
-        try:
-            held.guard.stdin.write(b"released\n")  # the guard exits without releasing again
-            held.guard.stdin.close()
-            held.guard.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            held.guard.kill()
+    if held.guard is not None:
+        _stand_down(held.guard)
     return problems
 
 
-def _start_guard(held: Lease, env: dict[str, str]) -> subprocess.Popen:
-    """A process in a session of its own that releases the place when our end of its pipe closes
-    without a "released" line: this process died holding the board."""
-    args = [sys.executable, "-m", "pytest_edge.devices.labgrid", "--guard", held.coordinator, held.place,
-            held.token or ""]
+def _stand_down(guard: subprocess.Popen) -> None:
+    """Tell the guard the place was released (or never acquired): it exits without releasing."""
+    if guard.poll() is not None:
+        return
+    try:
+        guard.stdin.write(b"released\n")  # type: ignore[union-attr]
+        guard.stdin.close()  # type: ignore[union-attr]
+        guard.wait(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        guard.kill()
+
+
+def _start_guard(coordinator: str, place: str, token: str | None, env: dict[str, str]) -> subprocess.Popen:
+    """A process in a session of its own that releases ``place`` (and cancels ``token``) when our end
+    of its pipe closes without a "released" line: this process died holding, or acquiring, the board."""
+    args = [sys.executable, "-m", "pytest_edge.devices.labgrid", "--guard", coordinator, place, token or ""]
     return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=env, start_new_session=True, close_fds=True)
 
