@@ -34,16 +34,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     # Text that quotes an example for the user, not knowledge the code acts on.
     "pytest_edge/golden/alignment.py": {".tflite": "an example command in a hint (pytest-edge triage quant FLOAT.tflite INT8.tflite)",
                                  "tflite": "the same example"},
-    # Runtime-specific triage methods not moved yet: each is written against triage's and the golden's
-    # machinery (Runner, Plan, Golden, compare; quant_layers, quant_inputs, quant_report), so under
-    # backends/ it would import upwards. The dispatch to them asks the backend (Backend.triage_method,
-    # Backend.quant_pair); moving them means splitting each into the runtime's graph reader (its
-    # backend's) and the comparison (triage's).
-    "pytest_edge/triage/quant_onnx.py": {"*": "the \"qdq\" quantization pair: float .onnx against its QDQ model on ONNX Runtime"},
-    "pytest_edge/triage/quant_pte.py": {"*": "the \"etdump\" quantization pair: float and int8 .pte through ETDump"},
-    "pytest_edge/triage/tflite_graph.py": {"*": "the \"tensors\" pair's graph: a .tflite on LiteRT's reference kernels"},
-    "pytest_edge/triage/quant.py": {"tflite": "the \"tensors\" pair is compared here, over tflite_graph.TfliteGraph",
-                                    "onnx": "PAIRS names the module of the \"qdq\" pair (quant_onnx)"},
 }
 
 _IDENTIFIER_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")

@@ -14,8 +14,10 @@ from hypothesis.extra import numpy as hnp
 
 from pytest_edge.errors import EdgeError
 from pytest_edge.accuracy.metrics import cosine, snr_db
-from pytest_edge.triage import quant, tflite_graph
-from pytest_edge.triage.quant_numbers import QuantParams, dequantize, quantize
+from pytest_edge.backends.litert import quant_pair as litert_pair
+from pytest_edge.backends.litert.quant_pair import quant_params
+from pytest_edge.backends.quant_pair import QuantParams, dequantize, quantize
+from pytest_edge.triage import quant
 
 # quant.py falls back to tflite-runtime too, but its 2.14 kernels are not what these numbers were checked on,
 # and it has no flatbuffer verifier: the truncated-file case crashes the process (docs/design.md, "Known limits").
@@ -144,22 +146,22 @@ def test_main_reports_bad_file_on_stderr(tmp_path: Path, capsys: pytest.CaptureF
 # ---------------------------------------------------------------- matching by name
 
 
-def _t(index: int, name: str, shape: tuple[int, ...] = (1, 4)) -> tflite_graph.GraphTensor:
-    return tflite_graph.GraphTensor(index, name, np.dtype(np.float32), shape, None, "OP")
+def _t(index: int, name: str, shape: tuple[int, ...] = (1, 4)) -> litert_pair.GraphTensor:
+    return litert_pair.GraphTensor(index, name, np.dtype(np.float32), shape, None, "OP")
 
 
 def test_names_match_exactly_then_by_fused_parts() -> None:
     floats = [_t(0, "x"), _t(1, "Relu;add;MatMul"), _t(2, "conv:0"), _t(3, "y", (1, 2)), _t(4, "only_float")]
     quants = [_t(10, "x"), _t(11, "MatMul;Relu;add"), _t(12, "conv_requantized"), _t(13, "y", (1, 3)),
               _t(14, "tfl.quantize")]
-    pairs = {f.name: (q.index if q else None) for f, q in tflite_graph.match_tensors(floats, quants)}
+    pairs = {f.name: (q.index if q else None) for f, q in litert_pair.match_tensors(floats, quants)}
     assert pairs == {"x": 10, "Relu;add;MatMul": 11, "conv:0": 12, "y": None, "only_float": None}
 
 
 def test_ambiguous_normalised_names_stay_unmatched() -> None:
     floats = [_t(0, "a;b")]
     quants = [_t(10, "b;a"), _t(11, "a_int8;b")]
-    assert tflite_graph.match_tensors(floats, quants)[0][1] is None
+    assert litert_pair.match_tensors(floats, quants)[0][1] is None
 
 
 # ---------------------------------------------------------------- the numbers
@@ -218,8 +220,8 @@ def test_per_axis_dequantize_uses_each_channels_scale(axis: int, channels: int, 
 
 
 def test_quant_params_from_litert_details() -> None:
-    assert QuantParams.from_details({"quantization_parameters": {"scales": np.array([], np.float32)}}) is None
-    params = QuantParams.from_details({"quantization_parameters": {
+    assert quant_params({"quantization_parameters": {"scales": np.array([], np.float32)}}) is None
+    params = quant_params({"quantization_parameters": {
         "scales": np.array([0.5, 0.25], np.float32), "zero_points": np.array([0, 1], np.int32),
         "quantized_dimension": 1}})
     assert params is not None and params.axis == 1

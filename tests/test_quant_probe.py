@@ -251,7 +251,7 @@ def test_an_npz_of_stacked_inputs_is_several_cases_and_the_worst_decides(pair: t
 
 def test_layers_match_across_keras_model_scopes() -> None:
     # TF names a Keras model per trace: the float and int8 models converted apart differ in scope only
-    from pytest_edge.triage.tflite_graph import GraphTensor, match_tensors
+    from pytest_edge.backends.litert.quant_pair import GraphTensor, match_tensors
 
     def tensors(scope: str) -> list[GraphTensor]:
         names = ["serving_default_x:0", f"{scope}/h1_1/MatMul;{scope}/h1_1/Relu",
@@ -293,9 +293,9 @@ def test_a_qoperator_model_is_refused_not_blamed_on_its_last_layer(tmp_path: Pat
 def test_shape_arithmetic_is_not_a_layer() -> None:
     # A Keras Flatten converts to SHAPE → STRIDED_SLICE → PACK → RESHAPE: int32 tensors without a
     # scale, exact in both models; they are left out of the table (TF-made pairs only: no fixture has one)
-    from pytest_edge.triage.quant import _shape_arithmetic
-    from pytest_edge.triage.quant_numbers import QuantParams
-    from pytest_edge.triage.tflite_graph import GraphTensor
+    from pytest_edge.backends.litert.quant_pair import _shape_arithmetic
+    from pytest_edge.backends.quant_pair import QuantParams
+    from pytest_edge.backends.litert.quant_pair import GraphTensor
 
     shape = GraphTensor(3, "flat/Shape", np.dtype(np.int32), (4,), None, "SHAPE")
     int8 = GraphTensor(4, "flat/Reshape", np.dtype(np.int8), (1, 576),
@@ -334,7 +334,7 @@ def test_a_threshold_that_is_not_a_number_is_refused(capsys: pytest.CaptureFixtu
 def test_a_network_rebuilt_under_new_names_is_matched_in_graph_order() -> None:
     # Keras names the layers of a rebuilt model anew (dense_1 → dense_4) and its input too: no name
     # but the output's matches; the rest pair in graph order by op and shape, all or nothing
-    from pytest_edge.triage.tflite_graph import GraphTensor, match_in_order
+    from pytest_edge.backends.litert.quant_pair import GraphTensor, match_in_order
 
     def t(index: int, name: str, op: str, shape: tuple[int, ...]) -> GraphTensor:
         return GraphTensor(index, name, np.dtype(np.float32), shape, None, op)

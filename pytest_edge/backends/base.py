@@ -21,6 +21,7 @@ from .shapes import LoadShapes, Shape
 
 if TYPE_CHECKING:
     from .decoder import Decoder
+    from .quant_pair import QuantPair
 
 Dim = int | str | None  # a fixed size, a symbolic name, or unknown
 
@@ -204,9 +205,9 @@ class Backend(ABC):
     # sibling: read its own intermediates of this ``Intermediates.method`` ("nodes", "etdump");
     # None: nothing more to try.
     triage_method: str | None = None
-    # How ``pytest-edge triage quant`` compares a float and a quantized artifact of this backend's
-    # format: a method of triage/quant.py's PAIRS ("tensors", "qdq", "etdump"); None: not compared.
-    quant_pair: str | None = None
+    # What the quantized artifact of this format's ``pytest-edge triage quant`` pair is, in words
+    # ("int8", "QDQ"); None: the format is not compared (open_quant_pair opens a pair).
+    quantized_kind: str | None = None
     # Decoder LLMs (edge_llm tests, docs/llm.md): whether this runtime runs them (open_decoder), or
     # why it cannot whatever is installed (a skip that says so); neither: not an LLM backend.
     decodes: bool = False
@@ -233,6 +234,11 @@ class Backend(ABC):
     def predicted_coverage(self, artifact: Path, target: str) -> Coverage | None:
         """Coverage predicted for ``target`` (one of ``predicts_targets``) in this process."""
         return None
+
+    def open_quant_pair(self, float_model: Path, quant_model: Path) -> "QuantPair":
+        """A float and a quantized artifact of this format, opened for ``pytest-edge triage quant``
+        (backends/quant_pair.py); only where ``quantized_kind`` is set."""
+        raise NotImplementedError(f"{self.name} has no quantization pair")
 
     def artifact_suffixes(self) -> tuple[str, ...]:
         return self.suffixes or (self.suffix,)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..backends import format_backend, get_backend, split_device
+from ..backends import get_backend, split_device
 from ..accuracy.compare import compare_output
 from ..errors import EdgeError
 from ..golden import Golden, GoldenCase
@@ -21,6 +21,7 @@ from ..accuracy.metrics import diverges
 from ..core.plan import Plan
 from .etdump import etdump_triage
 from .nodes import node_triage
+from .quant import pair_formats
 from .runner import Runner
 
 # What triage does for a backend with no delegate-free sibling, by its Backend.triage_method (the
@@ -53,8 +54,7 @@ def quant_hint(plan: Plan, golden: Golden) -> list[str]:
     artifact = plan.artifact
     if plan.reference is None or artifact is None:
         return []
-    owner = format_backend(artifact)  # a format triage quant compares (Backend.quant_pair)
-    if owner is None or owner.quant_pair is None:
+    if artifact.suffix.lower() not in pair_formats():  # a format triage quant compares (Backend.quantized_kind)
         return []
     reference = plan.reference.artifact(artifact.suffix)
     if reference is None:

@@ -103,20 +103,3 @@ def choose_inputs(given: str | None, golden_root: Path | None, float_model: Path
         if (folder / "meta.json").exists():
             return golden_cases(folder), f"golden inputs of {folder} (the float model's golden)"
     return None
-
-
-def case_input(case: Mapping[str, np.ndarray], name: str, position: int, shape: Sequence[int], count: int,
-               where: str, path: Path | str) -> np.ndarray:
-    """Input ``name`` of a case for the model at ``path``: by name, else by position when the case
-    has as many arrays as the model has inputs; its shape must be the model's (same network)."""
-    names = list(case)
-    if name in case:
-        value = np.asarray(case[name])
-    elif len(names) == count:
-        value = np.asarray(case[names[position]])
-    else:
-        raise EdgeUsageError(f"{where} has no input {name!r} for {path} (it has: {', '.join(names) or 'none'})")
-    if tuple(value.shape) != tuple(shape):
-        raise EdgeUsageError(f"input {name!r} of {path} has shape {list(shape)}; "
-                             f"{where} gives {list(value.shape)} (not the same network?)")
-    return value

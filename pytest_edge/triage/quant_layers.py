@@ -1,6 +1,6 @@
 """Layer-by-layer loss of a quantized model against its float model over several inputs, whatever
-the format: the format's module (quant.py for LiteRT, quant_onnx.py for ONNX QDQ) matches the
-tensors and the weights and runs both models; this module measures them.
+the format: the format's backend (its ``QuantPair``, backends/quant_pair.py) matches the tensors
+and the weights and runs both models; this module measures them.
 
 Over inputs, the worst input decides (a mean hides the inputs on which a layer is destroyed): each
 tensor's SNR, cosine and max |Δ| are those of the input with the lowest SNR, and the model's
@@ -18,37 +18,11 @@ from typing import Any
 import numpy as np
 
 from ..accuracy.metrics import cosine, max_abs_diff, snr_db
+from ..backends.quant_pair import TensorPair
 from .quant_channels import (ChannelLoss, WeightLoss, activation_clue, channel_loss, stacked, weight_loss,
                              why_below)
 
 Case = Mapping[str, np.ndarray]
-
-
-@dataclass(frozen=True)
-class WeightPair:
-    """A layer's weights: the float tensor, the quantized one dequantized, its output-channel axis
-    and its number of scales (1: per tensor)."""
-
-    name: str
-    float_values: np.ndarray
-    dequantized: np.ndarray
-    axis: int
-    scales: int
-
-
-@dataclass(frozen=True)
-class TensorPair:
-    """One float tensor and its quantized counterpart, with how each side's values are looked up."""
-
-    tensor: str
-    op: str
-    quant_tensor: str
-    quant_dtype: str
-    float_key: Any
-    quant_key: Any
-    channel_axis: int  # of the tensor's own shape (the output channel: last for LiteRT, 1 for NCHW)
-    weight: WeightPair | None = None
-    is_output: bool = False
 
 
 @dataclass(frozen=True)

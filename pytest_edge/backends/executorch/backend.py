@@ -15,6 +15,7 @@ from ...errors import BackendError
 from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
 from ..shapes import LoadShapes
 from ..decoder import Decoder
+from ..quant_pair import QuantPair
 from .dtypes import SCALAR_TYPES
 
 # executorch::runtime::Error (runtime/core/error.h of executorch 1.5), whose codes the Python
@@ -205,7 +206,7 @@ class ExecuTorchBackend(Backend):
                       "(~430 MB), too slow to install and start under emulation")
     # No delegate-free sibling: triage re-runs the .pte with ETDump (triage.etdump).
     triage_method = "etdump"
-    quant_pair = "etdump"  # float and int8 programs, not delegated, through ETDump (triage/quant_pte.py)
+    quantized_kind = "int8"  # float and int8 programs, not delegated, through ETDump (quant_pair.py)
     decodes = True  # ExecuTorch's LLM export (executorch/decoder.py)
     kv_cache = "static (mutable buffers of max_context positions, allocated at load)"
 
@@ -235,6 +236,11 @@ class ExecuTorchBackend(Backend):
 
         Runtime.get()
         register_quantized_kernels()
+
+    def open_quant_pair(self, float_model: Path, quant_model: Path) -> QuantPair:
+        from .quant_pair import EtdumpPair  # the runtime's graph reader, only for triage quant
+
+        return EtdumpPair(float_model, quant_model)
 
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         if threads:

@@ -19,6 +19,7 @@ import numpy as np
 from ...errors import BackendError
 from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
 from ..decoder import Decoder
+from ..quant_pair import QuantPair
 from ..shapes import InputShapes, LoadShapes
 
 _CANDIDATES = (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"))
@@ -241,7 +242,7 @@ class LiteRTModel(LoadedModel):
 
 class LiteRTBackend(Backend):
     suffix = ".tflite"
-    quant_pair = "tensors"  # every tensor on the reference kernels (triage/tflite_graph.py)
+    quantized_kind = "int8"  # every tensor on the reference kernels (quant_pair.py)
     device_distributions = ("ai-edge-litert",)  # on a device, whichever LiteRT this host runs
 
     def __init__(self, name: str, with_delegate: bool) -> None:
@@ -276,6 +277,11 @@ class LiteRTBackend(Backend):
         if not self.decodes:
             return super().open_decoder(path, config, threads)
         return LiteRTDecoder(path, config, threads, self.name, self.with_delegate)
+
+    def open_quant_pair(self, float_model: Path, quant_model: Path) -> QuantPair:
+        from .quant_pair import TensorsPair  # the runtime's graph reader, only for triage quant
+
+        return TensorsPair(float_model, quant_model)
 
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         module = importlib.import_module(self.runtime_module)

@@ -16,6 +16,7 @@ from ...errors import BackendError, EdgeUsageError
 from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
 from ..shapes import LoadShapes
 from ..decoder import Decoder
+from ..quant_pair import QuantPair
 from ..decoder_config import GENAI_CONFIG, genai_decoder
 from .session import new_session
 
@@ -109,7 +110,7 @@ class OrtBackend(Backend):
     # No delegate-free sibling for the CPU EP: triage compares its own graph node by node
     # (optimized, unoptimized, onnx.reference; OrtModel.intermediates).
     triage_method = "nodes"
-    quant_pair = "qdq"  # a float .onnx against its QDQ model (triage/quant_onnx.py)
+    quantized_kind = "QDQ"  # a float .onnx against its QDQ model (quant_pair.py)
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
@@ -164,6 +165,11 @@ class OrtBackend(Backend):
         if not self.decodes:
             return super().open_decoder(path, config, threads)
         return OrtDecoder(path, config, threads, self.name)
+
+    def open_quant_pair(self, float_model: Path, quant_model: Path) -> QuantPair:
+        from .quant_pair import QdqPair  # the runtime's graph reader, only for triage quant
+
+        return QdqPair(float_model, quant_model)
 
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         # ONNX Runtime says only "INVALID_PROTOBUF ... Protobuf parsing failed" for these.

@@ -1,4 +1,4 @@
-"""``pytest-edge triage quant`` for ONNX: a float ``.onnx`` against its QDQ model (QuantizeLinear /
+"""``pytest-edge triage quant`` for ONNX (the "qdq" pair): a float ``.onnx`` against its QDQ model (QuantizeLinear /
 DequantizeLinear pairs around each op, as ``onnxruntime.quantization.quantize_static`` writes it).
 
 Both graphs run on ONNX Runtime's CPU provider with every node output exposed as a graph output and
@@ -18,12 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import TensorSpec
-from ..errors import BackendError, EdgeUsageError
-from .quant_inputs import case_input, random_cases, unstack
-from .quant_layers import TensorPair, WeightPair, measure_layers
-from .quant_numbers import QuantParams, dequantize
-from .quant_report import QuantReport
+from ...errors import BackendError, EdgeUsageError
+from ..base import TensorSpec
+from ..quant_pair import Case, Matching, QuantPair, QuantParams, TensorPair, WeightPair, case_input, dequantize
 
 DQ_SUFFIX = "_DequantizeLinear_Output"  # what onnxruntime.quantization names a dequantized tensor
 _QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -199,61 +196,60 @@ def _folded(fmodel: OnnxGraph, qmodel: OnnxGraph, unmatched: Sequence[str],
     return folded
 
 
-def compare_onnx_models(float_model: Path, quant_model: Path,
-                        labelled: Sequence[tuple[str, Mapping[str, np.ndarray]]] | None,
-                        min_snr_db: float, seed: int, inputs_origin: str, cases: int) -> QuantReport:
-    """Per-layer loss of a QDQ .onnx against its float .onnx (see the module's docstring)."""
-    fmodel, qmodel = OnnxGraph(float_model), OnnxGraph(quant_model)
-    operators = sorted({n.op_type for n in qmodel.nodes if n.op_type.startswith("QLinear") or n.op_type in _NOT_QDQ})
-    if operators:
-        # Their int8 tensors have no DequantizeLinear to read them through, nor the float names:
-        # only the graph output would match, and the last layer would be blamed for the first's loss.
-        raise EdgeUsageError(f"{quant_model} is not a QDQ model: it computes with {', '.join(operators)} "
-                             "(QuantFormat.QOperator or quantize_dynamic); triage quant compares a float "
-                             "model with its QDQ model: quantize it with quant_format=QuantFormat.QDQ")
-    if any(n.op_type in _QDQ_OPS for n in fmodel.nodes) and not any(n.op_type in _QDQ_OPS for n in qmodel.nodes):
-        raise EdgeUsageError(f"{float_model} (FLOAT) has QuantizeLinear/DequantizeLinear nodes and {quant_model} "
-                             "(INT8) has none: the two are swapped (triage quant FLOAT INT8)")
-    if labelled is None:
-        labelled = random_cases(fmodel.specs(), cases, seed)
-        inputs_origin = f"random from the signature of {float_model}"
-    else:
-        labelled = unstack(list(labelled), fmodel.specs())
-    quant_names = set(qmodel.order)
-    pairs, unmatched, used = [], [], set()
-    for name in fmodel.order:
-        match = name + DQ_SUFFIX if name + DQ_SUFFIX in quant_names else name if name in quant_names else None
-        fnode = fmodel.producer.get(name)
-        if match is None or (fnode is not None and fnode.op_type in _QDQ_OPS):
-            unmatched.append(name)
-            continue
-        used.add(match)
-        op = fnode.op_type if fnode is not None else "(input)"
-        weight = _weight_pair(fmodel, qmodel, fnode) if fnode is not None and fnode.output[0] == name else None
-        qnode = qmodel.writer(match)
-        if weight is None and fnode is not None and qnode is not None and qnode.op_type != fnode.op_type:
-            # The quantizer fused the op into the one before it (Conv/Gemm + Relu: the Relu is left to
-            # the quantized range), which writes this tensor now: its weights are this row's.
-            fused = next((n for n in fmodel.nodes if n.name == qnode.name and n.op_type == qnode.op_type), None)
-            weight = _weight_pair(fmodel, qmodel, fused) if fused is not None else None
-            op = f"{qnode.op_type}+{op}" if weight is not None else op
-        pairs.append(TensorPair(name, op, match, qmodel.quantized_dtype(match), name, match,
-                                _channel_axis(fmodel, name), weight, name in fmodel.outputs))
-    if all(pair.op == "(input)" for pair in pairs):
-        raise EdgeUsageError(f"{float_model} and {quant_model} share no layer's tensor name (besides "
-                             "their inputs): two different networks, or not a QDQ model of this one")
+class QdqPair(QuantPair):
+    """A float ``.onnx`` and its QDQ model (see the module's docstring)."""
 
-    def run(case: Mapping[str, np.ndarray]) -> tuple[dict, dict]:
-        return fmodel.run(case, inputs_origin), qmodel.run(case, inputs_origin)
+    def __init__(self, float_model: Path, quant_model: Path) -> None:
+        self.float_model, self.quant_model = float_model, quant_model
+        self.fmodel, self.qmodel = fmodel, qmodel = OnnxGraph(float_model), OnnxGraph(quant_model)
+        operators = sorted({n.op_type for n in qmodel.nodes if n.op_type.startswith("QLinear") or n.op_type in _NOT_QDQ})
+        if operators:
+            # Their int8 tensors have no DequantizeLinear to read them through, nor the float names:
+            # only the graph output would match, and the last layer would be blamed for the first's loss.
+            raise EdgeUsageError(f"{quant_model} is not a QDQ model: it computes with {', '.join(operators)} "
+                                 "(QuantFormat.QOperator or quantize_dynamic); triage quant compares a float "
+                                 "model with its QDQ model: quantize it with quant_format=QuantFormat.QDQ")
+        if any(n.op_type in _QDQ_OPS for n in fmodel.nodes) and not any(n.op_type in _QDQ_OPS for n in qmodel.nodes):
+            raise EdgeUsageError(f"{float_model} (FLOAT) has QuantizeLinear/DequantizeLinear nodes and {quant_model} "
+                                 "(INT8) has none: the two are swapped (triage quant FLOAT INT8)")
 
-    rows, losses = measure_layers(pairs, labelled, run, min_snr_db)
-    measured = {row.tensor for row in rows}
-    unmatched += [p.tensor for p in pairs if p.tensor not in measured]
-    # Besides the QDQ pairs' own tensors and the float values they quantize (matched through their DQ output).
-    qdq_only = [n for n in qmodel.order if n not in used and n + DQ_SUFFIX not in used
-                and not (n in qmodel.producer and qmodel.producer[n].op_type in _QDQ_OPS)
-                and not any(n in node.input for node in qmodel.nodes if node.op_type == "QuantizeLinear")]
-    folded = _folded(fmodel, qmodel, unmatched, {row.tensor: row.op for row in rows})
-    unmatched = [name for name in unmatched if not any(name in names for names in folded.values())]
-    return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, qdq_only, losses, inputs_origin,
-                       folded_float=folded)
+    @property
+    def float_inputs(self) -> list[TensorSpec]:
+        return self.fmodel.specs()
+
+    def match(self, first: Case, where: str) -> Matching:
+        fmodel, qmodel = self.fmodel, self.qmodel
+        quant_names = set(qmodel.order)
+        pairs, unmatched, used = [], [], set()
+        for name in fmodel.order:
+            match = name + DQ_SUFFIX if name + DQ_SUFFIX in quant_names else name if name in quant_names else None
+            fnode = fmodel.producer.get(name)
+            if match is None or (fnode is not None and fnode.op_type in _QDQ_OPS):
+                unmatched.append(name)
+                continue
+            used.add(match)
+            op = fnode.op_type if fnode is not None else "(input)"
+            weight = _weight_pair(fmodel, qmodel, fnode) if fnode is not None and fnode.output[0] == name else None
+            qnode = qmodel.writer(match)
+            if weight is None and fnode is not None and qnode is not None and qnode.op_type != fnode.op_type:
+                # The quantizer fused the op into the one before it (Conv/Gemm + Relu: the Relu is left to
+                # the quantized range), which writes this tensor now: its weights are this row's.
+                fused = next((n for n in fmodel.nodes if n.name == qnode.name and n.op_type == qnode.op_type), None)
+                weight = _weight_pair(fmodel, qmodel, fused) if fused is not None else None
+                op = f"{qnode.op_type}+{op}" if weight is not None else op
+            pairs.append(TensorPair(name, op, match, qmodel.quantized_dtype(match), name, match,
+                                    _channel_axis(fmodel, name), weight, name in fmodel.outputs))
+        if all(pair.op == "(input)" for pair in pairs):
+            raise EdgeUsageError(f"{self.float_model} and {self.quant_model} share no layer's tensor name (besides "
+                                 "their inputs): two different networks, or not a QDQ model of this one")
+        # Besides the QDQ pairs' own tensors and the float values they quantize (matched through their DQ output).
+        qdq_only = [n for n in qmodel.order if n not in used and n + DQ_SUFFIX not in used
+                    and not (n in qmodel.producer and qmodel.producer[n].op_type in _QDQ_OPS)
+                    and not any(n in node.input for node in qmodel.nodes if node.op_type == "QuantizeLinear")]
+        return Matching(pairs, unmatched, qdq_only)
+
+    def run(self, case: Case, where: str) -> tuple[dict, dict]:
+        return self.fmodel.run(case, where), self.qmodel.run(case, where)
+
+    def folded(self, unmatched: Sequence[str], measured_ops: Mapping[str, str]) -> dict[str, list[str]]:
+        return _folded(self.fmodel, self.qmodel, unmatched, measured_ops)

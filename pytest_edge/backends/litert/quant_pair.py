@@ -1,6 +1,11 @@
-"""One ``.tflite`` on LiteRT's reference kernels with every intermediate tensor kept (the graph's own
-values, not a delegate's), and the matching of two graphs' tensors by name (converters keep the float
-graph's names when they quantize it). For ``pytest-edge triage quant``."""
+"""``pytest-edge triage quant`` for LiteRT (the "tensors" pair): a float ``.tflite`` against its
+int8 ``.tflite``, both on LiteRT's reference kernels with every intermediate tensor kept (the
+graph's own values, not a delegate's). Tensors are matched by name (converters keep the float
+graph's names when they quantize it), else by graph order; quantized tensors are dequantized with
+their own scale and zero point (per tensor or per axis); an op with weights gets its float weights
+against the dequantized int8 ones.
+
+LiteRT (``ai-edge-litert`` or ``tflite-runtime``) and NumPy are enough: no TensorFlow."""
 
 from __future__ import annotations
 
@@ -13,13 +18,30 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.litert.backend import installed_runtime
-from ..errors import BackendError
-from .quant_numbers import QuantParams
+from ...errors import BackendError, EdgeUsageError
+from ..base import TensorSpec
+from ..quant_pair import Case, Matching, QuantPair, QuantParams, TensorPair, WeightPair, case_input, dequantize, quantize
+from .backend import installed_runtime
 
 INPUT_OP = "(input)"  # the "producing op" of a graph input
 # Ops whose input 1 is a weight tensor, with that tensor's output-channel axis (when per-tensor).
 WEIGHT_AXIS = {"FULLY_CONNECTED": 0, "CONV_2D": 0, "CONV_3D": 4, "DEPTHWISE_CONV_2D": 3, "TRANSPOSE_CONV": 0}
+
+
+_QUANTIZED_KINDS = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}
+
+
+def quant_params(details: Mapping[str, Any]) -> QuantParams | None:
+    """A tensor's quantization from one entry of ``Interpreter.get_tensor_details()``; None for an
+    unquantized tensor."""
+    params = details.get("quantization_parameters") or {}
+    scales = np.asarray(params.get("scales", []), dtype=np.float64)
+    if scales.size == 0:
+        return None
+    zero_points = np.asarray(params.get("zero_points", []), dtype=np.int64)
+    if zero_points.size == 0:
+        zero_points = np.zeros_like(scales, dtype=np.int64)
+    return QuantParams(scales, zero_points, int(params.get("quantized_dimension", 0)))
 
 
 def _interpreter_module() -> Any:
@@ -91,7 +113,7 @@ class TfliteGraph:
     @staticmethod
     def _tensor(details: Mapping[str, Any], op: str) -> GraphTensor:
         return GraphTensor(int(details["index"]), str(details["name"]), np.dtype(details["dtype"]),
-                       tuple(int(s) for s in details["shape"]), QuantParams.from_details(details), op)
+                       tuple(int(s) for s in details["shape"]), quant_params(details), op)
 
     def value(self, tensor: GraphTensor) -> np.ndarray | None:
         """A tensor's current value (a weight, or an intermediate after run()); None if it has none."""
@@ -200,3 +222,114 @@ def _model_scope(tensors: Sequence[GraphTensor]) -> str:
         return ""
     common = max(set(firsts), key=firsts.count)
     return common if firsts.count(common) * 2 >= len(firsts) else ""
+
+
+# ---------------------------------------------------------------- the pair
+
+
+class TensorsPair(QuantPair):
+    """A float and an int8 ``.tflite`` of one network, both on the reference kernels, every tensor kept."""
+
+    def __init__(self, float_model: Path, quant_model: Path) -> None:
+        self.float_model, self.quant_model = float_model, quant_model
+        self.fmodel, self.qmodel = TfliteGraph(float_model), TfliteGraph(quant_model)
+        if _quantized(self.fmodel) and not _quantized(self.qmodel):
+            raise EdgeUsageError(f"{float_model} (FLOAT) has int8 tensors and {quant_model} (INT8) has none: "
+                                 "the two are swapped (triage quant FLOAT INT8)")
+        self._ftensors = {t.index: t for t in self.fmodel.activations}
+        self._qtensors = {t.index: t for t in self.qmodel.activations}
+
+    @property
+    def float_inputs(self) -> list[TensorSpec]:
+        return [TensorSpec(t.name, t.shape, t.dtype.name) for t in self.fmodel.inputs]
+
+    def match(self, first: Case, where: str) -> Matching:
+        fmodel, qmodel = self.fmodel, self.qmodel
+        # One run first: a weight that an op computes (a float16 weight's DEQUANTIZE) has its value only then.
+        fmodel.run(_feeds(fmodel, first, where))
+        qmodel.run(_feeds(qmodel, first, where))
+        pairs, unmatched, used = [], [], set()
+        matches, by_order = _matches(fmodel, qmodel)
+        for ftensor, qtensor in matches:
+            if _shape_arithmetic(ftensor) and (qtensor is None or _shape_arithmetic(qtensor)):
+                used.update([qtensor.index] if qtensor is not None else [])
+                continue  # integers on both sides (SHAPE, STRIDED_SLICE, PACK of a Flatten): not quantized
+            if qtensor is None:
+                unmatched.append(ftensor.name or f"#{ftensor.index}")
+                continue
+            used.add(qtensor.index)
+            if ftensor.op == INPUT_OP and qtensor.index in qmodel.quantized_inputs:
+                # A float input of an int8 model is quantized inside: compare what its layers read.
+                qtensor = qmodel.quantized_inputs[qtensor.index]
+                used.add(qtensor.index)
+            pairs.append(TensorPair(ftensor.name, ftensor.op, qtensor.name, qtensor.dtype.name,
+                                    ftensor.index, qtensor.index,
+                                    -1, _weights(fmodel, qmodel, ftensor, qtensor), ftensor.index in fmodel.outputs))
+        if all(pair.op == INPUT_OP for pair in pairs):  # inputs called "x" on both sides prove nothing
+            raise EdgeUsageError(f"{self.float_model} and {self.quant_model} share no layer's tensor name (besides "
+                                 "their inputs): two different networks, or a converter renamed every tensor")
+        only_quant = [t.name or f"#{t.index}" for t in qmodel.activations if t.index not in used]
+        matched_by = f"by name, {by_order} by graph order (same op and shape)" if by_order else "by name"
+        return Matching(pairs, unmatched, only_quant, matched_by)
+
+    def run(self, case: Case, where: str) -> tuple[dict, dict]:
+        fvalues = self.fmodel.run(_feeds(self.fmodel, case, where))
+        qvalues = self.qmodel.run(_feeds(self.qmodel, case, where))
+        return ({i: _real(v, self._ftensors[i]) for i, v in fvalues.items() if i in self._ftensors},
+                {i: _real(v, self._qtensors[i]) for i, v in qvalues.items() if i in self._qtensors})
+
+
+def _feeds(model: TfliteGraph, case: Mapping[str, np.ndarray], where: str) -> list[np.ndarray]:
+    """The case as the model's inputs want them, by name, else by position; real values are
+    quantized for a model whose inputs are quantized."""
+    feeds = []
+    for position, t in enumerate(model.inputs):
+        value = case_input(case, t.name, position, t.shape, len(model.inputs), where, model.path)
+        if t.params is not None and t.dtype in _QUANTIZED_KINDS and value.dtype.kind == "f":
+            value = quantize(value, t.params, t.dtype)
+        feeds.append(value.astype(t.dtype, copy=False))
+    return feeds
+
+
+def _real(values: np.ndarray, tensor: GraphTensor) -> np.ndarray:
+    if tensor.params is not None and tensor.dtype.kind in "iu":
+        return dequantize(values, tensor.params)
+    return values.astype(np.float64)
+
+
+def _matches(fmodel: TfliteGraph, qmodel: TfliteGraph) -> tuple[list[tuple[GraphTensor, GraphTensor | None]], int]:
+    """Tensors matched by name; when a layer matched and others did not, the rest by graph order
+    (match_in_order), and how many were."""
+    matches = match_tensors(fmodel.activations, qmodel.activations)
+    named = {q.index for _, q in matches if q is not None}
+    missing = [f for f, q in matches if q is None and not _shape_arithmetic(f)]
+    if not missing or all(f.op == INPUT_OP for f, q in matches if q is not None):
+        return matches, 0  # all matched; or none but the inputs: another network (refused by match)
+    free = [q for q in qmodel.activations if q.index not in named and q.op not in ("QUANTIZE", "DEQUANTIZE")
+            and not _shape_arithmetic(q)]
+    extra = match_in_order(missing, free)
+    return [(f, q if q is not None else extra.get(f.index)) for f, q in matches], len(extra)
+
+
+def _shape_arithmetic(tensor: GraphTensor) -> bool:
+    return tensor.op != INPUT_OP and tensor.dtype.kind in "iub" and tensor.params is None
+
+
+def _quantized(model: TfliteGraph) -> bool:
+    return any(t.dtype in _QUANTIZED_KINDS and t.params is not None for t in model.activations)
+
+
+def _weights(fmodel: TfliteGraph, qmodel: TfliteGraph, ftensor: GraphTensor, qtensor: GraphTensor) -> WeightPair | None:
+    """The weight the op that writes ``ftensor`` reads, against its quantized counterpart (the
+    weight of the op that writes ``qtensor``), dequantized with its own scales."""
+    fweight, qweight = fmodel.weights.get(ftensor.index), qmodel.weights.get(qtensor.index)
+    if fweight is None or qweight is None or fweight.shape != qweight.shape:
+        return None
+    fvalues, qvalues = fmodel.value(fweight), qmodel.value(qweight)
+    if fvalues is None or qvalues is None or fvalues.dtype.kind != "f":
+        return None
+    params = qweight.params
+    scales = 1 if params is None else int(params.scales.size)
+    axis = params.axis if params is not None and scales > 1 else WEIGHT_AXIS[qweight.op]
+    return WeightPair(qweight.name or fweight.name, fvalues, _real(qvalues, qweight), axis % max(fvalues.ndim, 1),
+                      scales)

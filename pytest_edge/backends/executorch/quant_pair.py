@@ -1,6 +1,6 @@
-"""``pytest-edge triage quant`` for ExecuTorch: a float ``.pte`` against its int8 ``.pte`` (PT2E:
+"""``pytest-edge triage quant`` for ExecuTorch (the "etdump" pair): a float ``.pte`` against its int8 ``.pte`` (PT2E:
 ``quantize_per_tensor``/``dequantize_per_tensor`` around each op), both run with ETDump and a debug
-buffer (backends/executorch/etdump.py), which logs every KernelCall's output.
+buffer (etdump.py), which logs every KernelCall's output.
 
 A ``.pte`` has no tensor names, so operators are matched by kind, in execution order: the float
 program's kernel calls against the quantized program's, leaving out the quantized program's own
@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import BackendError, EdgeUsageError
-from .quant_inputs import random_cases, unstack
-from .quant_layers import TensorPair, WeightPair, measure_layers
-from .quant_report import QuantReport
+from ...errors import BackendError, EdgeUsageError
+from ..base import TensorSpec
+from ..quant_pair import Case, Matching, QuantPair, TensorPair, WeightPair
 
 _QDQ = "quantized_decomposed::"
 # Operator -> the index, among its logged inputs, of its weight, and that weight's output-channel axis.
@@ -45,7 +44,7 @@ class PteProgram:
     def __init__(self, path: Path) -> None:
         try:
             import executorch.kernels.quantized  # noqa: F401 - registers quantize/dequantize kernels
-            from ..backends.executorch.backend import ExecuTorchModel
+            from .backend import ExecuTorchModel
         except ImportError as exc:
             raise BackendError(f"triage quant of .pte models needs executorch ({exc})") from exc
         if not path.is_file():
@@ -54,7 +53,7 @@ class PteProgram:
         self.specs = ExecuTorchModel(self.data, path).inputs
 
     def events(self, case: Mapping[str, np.ndarray], where: str) -> list[dict[str, Any]]:
-        from ..backends.executorch.etdump import etdump_intermediates
+        from .etdump import etdump_intermediates
 
         names = list(case)
         if len(names) != len(self.specs):
@@ -104,44 +103,43 @@ def _rows(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str,
     return rows, view
 
 
-def compare_pte_models(float_model: Path, quant_model: Path,
-                       labelled: Sequence[tuple[str, Mapping[str, np.ndarray]]] | None,
-                       min_snr_db: float, seed: int, inputs_origin: str, cases: int) -> QuantReport:
-    fprogram, qprogram = PteProgram(float_model), PteProgram(quant_model)
-    if labelled is None:
-        labelled = random_cases(fprogram.specs, cases, seed)
-        inputs_origin = f"random from the signature of {float_model}"
-    else:  # stacked [N, ...] inputs are N cases, as for the other formats
-        labelled = unstack(list(labelled), fprogram.specs)
-    _, first = labelled[0]
-    fevents, qevents = fprogram.events(first, inputs_origin), qprogram.events(first, inputs_origin)
-    frows, _ = _rows(fevents)
-    qrows, view = _rows(qevents)
-    matcher = difflib.SequenceMatcher(a=[r["op"] for r in frows], b=[r["op"] for r in qrows], autojunk=False)
-    pairs, matched_f, last_pair = [], set(), None
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            frow, qrow = frows[block.a + k], qrows[block.b + k]
-            fout, qout = next(iter(frow["outputs"])), next(iter(qrow["outputs"]))
-            qkey = view.get(qout, qout)
-            matched_f.add(block.a + k)
-            last_pair = len(pairs) if block.a + k == len(frows) - 1 else last_pair
-            pairs.append(TensorPair(f"{fout} (instruction {frow['instruction']})", frow["op"],
-                                    f"{qkey} (instruction {qrow['instruction']})",
-                                    "int8" if qkey != qout else "float32", fout, qkey, -1,
-                                    _weight(frow, qrow, qevents), False))
-    if not pairs:
-        raise EdgeUsageError(f"{float_model} and {quant_model} share no operator: two different networks")
-    if last_pair is not None:  # the float program's last operator writes the output (unmatched: no end-to-end SNR)
-        pairs[last_pair] = dataclasses.replace(pairs[last_pair], is_output=True)
+class EtdumpPair(QuantPair):
+    """A float and an int8 ``.pte``, not delegated, through ETDump (see the module's docstring)."""
 
-    def run(case: Mapping[str, np.ndarray]) -> tuple[dict, dict]:
-        return _values(fprogram.events(case, inputs_origin)), _values(qprogram.events(case, inputs_origin))
+    def __init__(self, float_model: Path, quant_model: Path) -> None:
+        self.float_model, self.quant_model = float_model, quant_model
+        self.fprogram, self.qprogram = PteProgram(float_model), PteProgram(quant_model)
 
-    rows, losses = measure_layers(pairs, labelled, run, min_snr_db)
-    unmatched = [f"{r['op']} at instruction {r['instruction']}" for i, r in enumerate(frows) if i not in matched_f]
-    return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, [], losses, inputs_origin,
-                       "by operator, in execution order (a .pte has no tensor names)")
+    @property
+    def float_inputs(self) -> list[TensorSpec]:
+        return list(self.fprogram.specs)
+
+    def match(self, first: Case, where: str) -> Matching:
+        fevents, qevents = self.fprogram.events(first, where), self.qprogram.events(first, where)
+        frows, _ = _rows(fevents)
+        qrows, view = _rows(qevents)
+        matcher = difflib.SequenceMatcher(a=[r["op"] for r in frows], b=[r["op"] for r in qrows], autojunk=False)
+        pairs, matched_f, last_pair = [], set(), None
+        for block in matcher.get_matching_blocks():
+            for k in range(block.size):
+                frow, qrow = frows[block.a + k], qrows[block.b + k]
+                fout, qout = next(iter(frow["outputs"])), next(iter(qrow["outputs"]))
+                qkey = view.get(qout, qout)
+                matched_f.add(block.a + k)
+                last_pair = len(pairs) if block.a + k == len(frows) - 1 else last_pair
+                pairs.append(TensorPair(f"{fout} (instruction {frow['instruction']})", frow["op"],
+                                        f"{qkey} (instruction {qrow['instruction']})",
+                                        "int8" if qkey != qout else "float32", fout, qkey, -1,
+                                        _weight(frow, qrow, qevents), False))
+        if not pairs:
+            raise EdgeUsageError(f"{self.float_model} and {self.quant_model} share no operator: two different networks")
+        if last_pair is not None:  # the float program's last operator writes the output (unmatched: no end-to-end SNR)
+            pairs[last_pair] = dataclasses.replace(pairs[last_pair], is_output=True)
+        unmatched = [f"{r['op']} at instruction {r['instruction']}" for i, r in enumerate(frows) if i not in matched_f]
+        return Matching(pairs, unmatched, [], "by operator, in execution order (a .pte has no tensor names)")
+
+    def run(self, case: Case, where: str) -> tuple[dict, dict]:
+        return _values(self.fprogram.events(case, where)), _values(self.qprogram.events(case, where))
 
 
 def _values(events: list[dict[str, Any]]) -> dict[str, np.ndarray]:
