@@ -7,7 +7,6 @@ configuration. Their greedy tokens must equal PyTorch's own (``pytorch_greedy.js
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 from pathlib import Path
@@ -575,12 +574,12 @@ def test_a_generative_tflite_of_another_shape_is_refused_naming_the_file(edit, r
     """Signatures with no input_pos, a prefill of 0 tokens (which would never move the prompt on)
     or a cache named off the pattern: a BackendError naming the file and the backend, not a
     KeyError or an endless loop."""
-    from pytest_edge.backends.litert.backend import installed_runtime
+    from pytest_edge.backends.litert.backend import interpreter_module
     from pytest_edge.backends.litert.decoder import read_layout
     from pytest_edge.errors import BackendError
 
     path = LLM / "litert_llama" / "model.tflite"
-    module = importlib.import_module(f"{installed_runtime()[0]}.interpreter")
+    module = interpreter_module()
     interpreter = module.Interpreter(model_path=str(path))
     with pytest.raises(BackendError, match=refusal) as refused:
         read_layout(_EditedSignatures(interpreter, edit), path)

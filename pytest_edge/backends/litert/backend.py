@@ -35,6 +35,13 @@ def installed_runtime() -> tuple[str, str] | None:
     return None
 
 
+def interpreter_module() -> Any | None:
+    """The chosen runtime's ``interpreter`` module (what every LiteRT reader here builds an
+    ``Interpreter`` from); None where neither runtime is installed."""
+    found = installed_runtime()
+    return importlib.import_module(f"{found[0]}.interpreter") if found else None
+
+
 def _spec(detail: dict[str, Any], names: dict[int, str]) -> TensorSpec:
     signature = detail.get("shape_signature")
     dims = signature if signature is not None and len(signature) else detail["shape"]

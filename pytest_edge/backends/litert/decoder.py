@@ -179,15 +179,12 @@ def from_tflite(path: Path) -> Any:
     """The configuration a generative .tflite's signatures carry (a decoder_config.LlmConfig); an
     EdgeUsageError naming the file and the backend for a .tflite that is not one (a tensor model)."""
     from ..decoder_config import LlmConfig, _checked, config_path
-    from .backend import installed_runtime
+    from .backend import interpreter_module
 
     path = Path(path)
-    found = installed_runtime()
-    if found is None:
+    module = interpreter_module()
+    if module is None:
         return None  # the runtime is missing: the backend is skipped saying so; a <stem>.json may serve
-    import importlib
-
-    module = importlib.import_module(f"{found[0]}.interpreter")
     try:
         # Read only (no tensors allocated), without the default delegate: nothing runs here.
         interpreter = module.Interpreter(model_path=str(path),
@@ -212,11 +209,11 @@ def from_tflite(path: Path) -> Any:
 class LiteRTDecoder(Decoder):
     def __init__(self, path: Path, config: Any, threads: int, backend: str = BACKEND,
                  with_delegate: bool = True) -> None:
-        import importlib
+        from .backend import interpreter_module
 
-        from .backend import installed_runtime
-
-        module = importlib.import_module(f"{(installed_runtime() or ('ai_edge_litert',))[0]}.interpreter")
+        module = interpreter_module()
+        if module is None:
+            raise BackendError(f"{path} ({backend}): ai-edge-litert (or tflite-runtime) is not installed")
         resolver = (module.OpResolverType.AUTO if with_delegate
                     else module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
         try:

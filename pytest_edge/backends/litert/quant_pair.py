@@ -9,7 +9,6 @@ LiteRT (``ai-edge-litert`` or ``tflite-runtime``) and NumPy are enough: no Tenso
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ import numpy as np
 from ...errors import BackendError, EdgeUsageError
 from ..base import TensorSpec
 from ..quant_pair import Case, Matching, QuantPair, QuantParams, TensorPair, WeightPair, case_input, dequantize, quantize
-from .backend import installed_runtime
+from .backend import interpreter_module
 
 INPUT_OP = "(input)"  # the "producing op" of a graph input
 # Ops whose input 1 is a weight tensor, with that tensor's output-channel axis (when per-tensor).
@@ -46,10 +45,10 @@ def quant_params(details: Mapping[str, Any]) -> QuantParams | None:
 
 def _interpreter_module() -> Any:
     """LiteRT's interpreter module, as the LiteRT backend chooses it (ai-edge-litert, else tflite-runtime)."""
-    found = installed_runtime()
-    if found is None:
+    module = interpreter_module()
+    if module is None:
         raise BackendError("pytest-edge triage quant needs LiteRT: pip install ai-edge-litert")
-    return importlib.import_module(f"{found[0]}.interpreter")
+    return module
 
 
 @dataclass(frozen=True)
