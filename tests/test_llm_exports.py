@@ -584,3 +584,24 @@ def test_a_generative_tflite_of_another_shape_is_refused_naming_the_file(edit, r
     with pytest.raises(BackendError, match=refusal) as refused:
         read_layout(_EditedSignatures(interpreter, edit), path)
     assert str(path) in str(refused.value) and "litert" in str(refused.value)
+
+
+@LITERT
+def test_a_configuration_that_does_not_describe_the_export_is_refused() -> None:
+    """A hand-written configuration (the <stem>.json of an export whose signatures do not give the
+    query heads) is checked against the signatures: its KV-cache estimate would otherwise be another
+    model's. The export's own configuration opens it."""
+    import dataclasses
+
+    from pytest_edge.backends.litert.decoder import LiteRTDecoder, from_tflite
+    from pytest_edge.errors import BackendError
+
+    path = LLM / "litert_llama" / "model.tflite"
+    own = from_tflite(path)
+    LiteRTDecoder(path, own, 1).reset()
+    wrong = dataclasses.replace(own, n_layers=own.n_layers + 2, source="model.json")
+    with pytest.raises(BackendError) as refused:
+        LiteRTDecoder(path, wrong, 1)
+    message = str(refused.value)
+    assert str(path) in message and "(litert)" in message and "model.json" in message
+    assert f"n_layers {own.n_layers + 2} (configuration) but {own.n_layers} (signatures)" in message

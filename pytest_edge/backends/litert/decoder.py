@@ -41,7 +41,6 @@ _CACHE = re.compile(r"kv_cache_([kv])_(\d+)$")
 class Layout:
     """What a generative .tflite's signatures say: the names, the cache and the lengths."""
     prefill: dict[int, str]  # prefill length -> signature name
-    prefill_logits: dict[str, bool]  # signature -> whether it returns logits
     caches: list[str]  # kv_cache_k_0, kv_cache_v_0, ... in layer order
     cache_shapes: dict[str, tuple[int, ...]]
     cache_dtype: str
@@ -53,7 +52,6 @@ class Layout:
     token_dtype: Any
     position_dtype: Any
     n_heads: int | None = None
-    found: str = ""
 
 
 def _describe(signatures: dict[str, tuple[dict, dict]]) -> str:
@@ -166,11 +164,10 @@ def read_layout(interpreter, path: Path, backend: str = BACKEND) -> Layout:
         raise refuse(f"the caches {list(k)} have an empty dimension")
     logits = [int(x) for x in dec_out["logits"]["shape"]]
     layout = Layout(prefill=dict(sorted(prefill.items())),
-                    prefill_logits={name: "logits" in signatures[name][1] for name in prefill.values()},
                     caches=caches, cache_shapes=shapes, cache_dtype=np.dtype(dec_in[caches[0]]["dtype"]).name,
                     n_layers=len(layers), n_kv_heads=n_kv_heads, head_dim=head_dim, max_context=max_context,
                     vocab_size=logits[-1], token_dtype=np.dtype(dec_in["tokens"]["dtype"]),
-                    position_dtype=np.dtype(dec_in["input_pos"]["dtype"]), found=found)
+                    position_dtype=np.dtype(dec_in["input_pos"]["dtype"]))
     layout.n_heads = _query_heads(interpreter, k, head_dim, n_kv_heads, set(prefill) | {1})
     return layout
 
@@ -206,6 +203,22 @@ def from_tflite(path: Path) -> Any:
                               dtype=layout.cache_dtype, source=f"{path} (LiteRT prefill/decode signatures)"), path)
 
 
+def _agrees(config: Any, layout: Layout, where: str) -> None:
+    """A configuration written by hand (``<stem>.json``, where the signatures do not give the query
+    heads) must describe this export: its KV-cache estimate and the context it sweeps are read from
+    it, while the calls follow the signatures. A figure they disagree on is an error naming both."""
+    if config is None:
+        return
+    differ = [f"{name} {getattr(config, name)} (configuration) but {getattr(layout, name)} (signatures)"
+              for name in ("n_layers", "n_kv_heads", "head_dim", "max_context", "vocab_size")
+              if getattr(config, name, None) != getattr(layout, name)]
+    if layout.n_heads is not None and getattr(config, "n_heads", None) != layout.n_heads:
+        differ.append(f"n_heads {getattr(config, 'n_heads', None)} (configuration) but {layout.n_heads} (signatures)")
+    if differ:
+        raise BackendError(f"{where}: its configuration ({getattr(config, 'source', '') or 'given'}) does not "
+                           f"describe this export: {'; '.join(differ)}")
+
+
 class LiteRTDecoder(Decoder):
     def __init__(self, path: Path, config: Any, threads: int, backend: str = BACKEND,
                  with_delegate: bool = True) -> None:
@@ -226,6 +239,7 @@ class LiteRTDecoder(Decoder):
         self.decode = self.interpreter.get_signature_runner("decode")
         self.config = config
         self.where = f"{path} ({backend})"  # what an error names
+        _agrees(config, self.layout, self.where)
         self.reset()
 
     def reset(self) -> None:
