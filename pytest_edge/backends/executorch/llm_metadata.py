@@ -75,7 +75,7 @@ def _heads(forward: Plan, max_context: int) -> tuple[int, int, int, str] | None:
         if query is None or cache is None or len(query.sizes) != 4 or len(cache.sizes) != 4 \
                 or cache.sizes[1] != max_context or query.sizes[3] != cache.sizes[3]:
             continue
-        return query.sizes[2], cache.sizes[2], cache.sizes[3], _CACHE_DTYPES.get(cache.scalar_type, "float32")
+        return query.sizes[2], cache.sizes[2], cache.sizes[3], _CACHE_DTYPES.get(cache.scalar_type, "")
     return None
 
 
@@ -108,7 +108,10 @@ def from_pte(path: Path, hand_written: Callable[[Path], Path] = config_path) -> 
     values = {"vocab_size": metadata.get("get_vocab_size"), "n_layers": metadata.get("get_n_layers"),
               "max_context": max_context}
     from_sdpa = _heads(forward, max_context) if isinstance(max_context, int) else None
-    dtype = from_sdpa[3] if from_sdpa else "float32"
+    # The cache's own type where an SDPA call shows it; else the logits' (export_llama's -d casts the
+    # model, its caches with it); float32 only where neither is a type the estimate knows.
+    logits = forward.tensor(forward.outputs[0])
+    dtype = (from_sdpa[3] if from_sdpa else "") or _CACHE_DTYPES.get(logits.scalar_type if logits else 6, "float32")
     values["n_kv_heads"] = metadata.get("get_n_kv_heads", from_sdpa[1] if from_sdpa else None)
     values["head_dim"] = metadata.get("get_head_dim", from_sdpa[2] if from_sdpa else None)
     values["n_heads"] = metadata.get("get_n_heads", from_sdpa[0] if from_sdpa else None)
