@@ -15,15 +15,21 @@ from pathlib import Path
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
 
+def file_digest(path: Path) -> str:
+    """The sha256 of a file's content, read now, in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def sha256_file(path: Path) -> str:
+    """:func:`file_digest`, kept for the session while the file's modification time and size stay."""
     stat_ = path.stat()
     key = (str(path.resolve()), stat_.st_mtime_ns, stat_.st_size)
     if key not in _hash_cache:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        _hash_cache[key] = digest.hexdigest()
+        _hash_cache[key] = file_digest(path)
     return _hash_cache[key]
 
 

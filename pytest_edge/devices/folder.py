@@ -5,7 +5,6 @@ the others wait. Used by the emulated devices (:mod:`pytest_edge.devices.qemu`).
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -15,16 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from ..files import file_digest
+
 MANIFEST = "manifest.json"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _files(folder: Path) -> Iterator[Path]:
@@ -37,7 +30,7 @@ def _files(folder: Path) -> Iterator[Path]:
 
 
 def write_manifest(folder: Path, facts: dict) -> None:
-    files = {str(p.relative_to(folder)): [p.stat().st_size, _sha256(p)] for p in _files(folder)}
+    files = {str(p.relative_to(folder)): [p.stat().st_size, file_digest(p)] for p in _files(folder)}
     staged = folder / f".{MANIFEST}.tmp"  # a new file, not the old one's inode (a repair hard-links it)
     staged.write_text(json.dumps({**facts, "files": files}, indent=1, sort_keys=True))
     os.replace(staged, folder / MANIFEST)
@@ -86,7 +79,7 @@ def damage(folder: Path, components: Iterable[str], full: bool = False) -> tuple
                  f"{path} is not a regular file (a link, or another kind) where the manifest has one"
                  if not stat.S_ISREG(status.st_mode) else
                  f"{path} has {status.st_size} bytes, the manifest says {size}" if status.st_size != size else
-                 f"{path} does not have the sha256 of the manifest" if full and _sha256(path) != digest else None)
+                 f"{path} does not have the sha256 of the manifest" if full and file_digest(path) != digest else None)
         if found:
             problem = problem or found
             part = Path(name).parts[0]

@@ -5,7 +5,6 @@ record (with its ``llm`` block) and every violation; the plugin keeps and report
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -15,7 +14,7 @@ from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
 from ..backends.decoder_config import LlmConfig, read_config
 from ..errors import EdgeUsageError, GoldenError
-from ..files import sha256_file
+from ..files import relative_path, sha256_file
 from ..measurement.gate import GateResult
 from ..core.models import Model, resolve_model
 from ..core.pipeline import gate_into
@@ -248,7 +247,7 @@ class LlmChecker:
                    "max_regression": settings.max_regression, "strict": settings.strict_timing}
         if twin is not None:
             judged = gate.judge(target.backend, measured, gate.as_gated(target.backend, twin_measured[0]),
-                                paired=True, source=_relative(twin, settings.rootdir), **judging)
+                                paired=True, source=relative_path(twin, settings.rootdir), **judging)
         else:
             stored = gate.stored_record(settings.baseline, test_id, target.backend, target.model.name)
             if stored is not None:
@@ -278,7 +277,7 @@ class LlmChecker:
 def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:
     """The record's ``model``: name, artifact (relative to the rootdir) and its sha256 (None without one)."""
     artifact = target.artifact
-    return {"name": target.model.name, "artifact": _relative(artifact, rootdir) if artifact else None,
+    return {"name": target.model.name, "artifact": relative_path(artifact, rootdir) if artifact else None,
             "sha256": sha256_file(artifact) if artifact and artifact.is_file() else None}
 
 
@@ -289,13 +288,6 @@ def _short(prompt: list[int]) -> str:
 def _worst(rows: list[dict[str, Any]], key: str, pick: Any) -> float | None:
     values = [r[key] for r in rows if r.get(key) is not None]
     return pick(values) if values else None
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return os.path.relpath(path, root) if Path(path).is_absolute() else str(path)
-    except ValueError:
-        return str(path)
 
 
 def _runtime(backend: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 from ..backends import get_backend, split_device
 from ..accuracy.compare import compare_output
 from ..errors import EdgeError
+from ..files import relative_path
 from ..golden import Golden, GoldenCase
 from ..accuracy.inputs import feed_order
 from ..accuracy.metrics import diverges
@@ -59,17 +60,9 @@ def quant_hint(plan: Plan, golden: Golden) -> list[str]:
     reference = plan.reference.artifact(artifact.suffix)
     if reference is None:
         return []
-    float_model, tested, inputs = (shlex.quote(_short(p)) for p in (reference, artifact, golden.folder))
+    float_model, tested, inputs = (shlex.quote(relative_path(Path(p), Path.cwd())) for p in (reference, artifact, golden.folder))
     return [f"triage: to see which layer loses accuracy, on this test's golden inputs: "
             f"pytest-edge triage quant {float_model} {tested} --inputs {inputs}"]
-
-
-def _short(path: Path) -> str:
-    """A path as the user typed it from here: relative to the working folder when inside it."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def _delegate_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], case: GoldenCase) -> list[str]:
