@@ -1,7 +1,8 @@
 """Budget checks as pure functions: measurements and budgets in, findings out (the regressions
-against a baseline are in :mod:`.measurement.regressions`). The budgets are declared once, in
-:data:`BUDGETS` (keyword, unit parser, figure, unit, check): the marker parses its keywords from
-it, the pipeline asks each check for the budgets of the table's rows, and a finding names its row."""
+against a baseline are in :mod:`.measurement.regressions`). The budgets of both markers, ``edge``
+and ``edge_llm``, are declared once, in :data:`BUDGETS` (keyword, unit parser, figure, unit, the
+check that judges it on each marker it belongs to, sense): each marker parses its keywords from it,
+the pipelines ask each check for the budgets of the table's rows, and a finding names its row."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from .backends import Coverage
-from .core.units import parse_drift, parse_fraction, parse_int, parse_mb, parse_ms
+from .core.units import parse_drift, parse_fraction, parse_int, parse_mb, parse_ms, parse_number
 from .measurement.stats import compare_pairs
 from .measurement.timing import (DRIFT_MIN_TIME_S, DRIFT_MIN_WINDOW_RUNS, DRIFT_MIN_WINDOW_S, DRIFT_WINDOW_FRACTION,
                                  MIN_RUNS)
@@ -181,34 +182,94 @@ def check_sizes(artifact: str, artifact_bytes: int | None, runtime: str, runtime
     return problems
 
 
+def check_generation(figures: Mapping[str, Any], budgets: Budgets, backend: str) -> list[Finding]:
+    """The ``edge_llm`` marker's budgets against one backend's generation figures (its record's
+    ``llm`` block): TTFT and TPOT P50, decode and prefill tokens/s, peak memory, load time, the
+    longest stable context. A budgeted figure that was not measured is a finding too (a budget is
+    never passed by silence)."""
+    measured = {  # budget keyword: the figure it judges, in the row's unit
+        "ttft_ms": (figures.get("ttft_ms") or {}).get("p50"),
+        "tpot_ms": (figures.get("tpot_ms") or {}).get("p50"),
+        "min_decode_tps": figures.get("decode_tokens_per_s"),
+        "min_prefill_tps": figures.get("prefill_tokens_per_s"),
+        "peak_memory_mb": figures.get("peak_memory_mb"),
+        "max_load_ms": figures.get("load_ms"),
+        "max_context": (figures.get("context") or {}).get("longest_stable"),
+    }
+    problems = []
+    for keyword, value in measured.items():
+        budget = budgets.get(keyword)
+        if budget is None:
+            continue
+        row = BUDGET[keyword]
+        if value is None:
+            problems.append(_found(keyword, None, budget,
+                                   f"{backend}: {row.figure} was not measured; budget {keyword}={budget:g} {row.unit}"))
+        elif (value > budget) if row.sense == "max" else (value < budget):
+            word = "exceeds" if row.sense == "max" else "is under"
+            problems.append(_found(keyword, value, budget, f"{backend}: {row.figure} {value:.4g} {row.unit} {word} "
+                                                           f"the budget {keyword}={budget:g} {row.unit}"))
+    return problems
+
+
+def parse_tokens(value: Any, what: str) -> int:
+    """A context length: an int of at least 2 tokens."""
+    return parse_int(value, what, 2)
+
+
+EDGE, EDGE_LLM = "edge", "edge_llm"  # the markers a budget belongs to
+
+Check = Callable[..., list[Finding]]
+
+
 @dataclass(frozen=True)
 class Budget:
-    """One budget keyword of the ``edge`` marker: how its value is written, what it limits, and
-    the check that judges it."""
+    """One budget keyword: how its value is written, what it limits, and on each marker it belongs
+    to (``edge``, ``edge_llm``, or both) the check that judges it."""
 
     keyword: str
-    parse: Callable[..., float]  # (value, keyword) -> the value in ``unit``; an EdgeUsageError naming it
+    parse: Callable[..., float]  # (value, what) -> the value in ``unit``; an EdgeUsageError naming ``what``
     figure: str
     unit: str
-    check: Callable[..., list[Finding]]
+    checks: Mapping[str, Check]  # {marker: the check that judges this budget on it}
     measured: bool  # judged on timed runs: a test with this budget is measured
+    sense: str = "max"  # "max": the figure must not exceed the budget; "min": it must reach it
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return tuple(self.checks)
 
 
 BUDGETS: tuple[Budget, ...] = (
-    Budget("max_fallback", parse_fraction, "delegate fallback", "fraction", check_coverage, measured=False),
-    Budget("max_partitions", parse_int, "delegate partitions", "partitions", check_coverage, measured=False),
-    Budget("p50_ms", parse_ms, "P50 latency", "ms", check_latency, measured=True),
-    Budget("p90_ms", parse_ms, "P90 latency", "ms", check_latency, measured=True),
-    Budget("p99_ms", parse_ms, "P99 latency", "ms", check_latency, measured=True),
-    Budget("max_load_ms", parse_ms, "load time", "ms", check_load, measured=True),
-    Budget("peak_memory_mb", parse_mb, "peak memory", "MB", check_memory, measured=True),
-    Budget("max_drift", parse_drift, "drift", "ratio", check_drift, measured=True),
-    Budget("max_artifact_mb", parse_mb, "artifact size", "MB", check_sizes, measured=False),
-    Budget("max_runtime_mb", parse_mb, "runtime package size", "MB", check_sizes, measured=False),
+    Budget("max_fallback", parse_fraction, "delegate fallback", "fraction", {EDGE: check_coverage}, measured=False),
+    Budget("max_partitions", parse_int, "delegate partitions", "partitions", {EDGE: check_coverage}, measured=False),
+    Budget("p50_ms", parse_ms, "P50 latency", "ms", {EDGE: check_latency}, measured=True),
+    Budget("p90_ms", parse_ms, "P90 latency", "ms", {EDGE: check_latency}, measured=True),
+    Budget("p99_ms", parse_ms, "P99 latency", "ms", {EDGE: check_latency}, measured=True),
+    Budget("max_load_ms", parse_ms, "load time", "ms", {EDGE: check_load, EDGE_LLM: check_generation}, measured=True),
+    Budget("peak_memory_mb", parse_mb, "peak memory", "MB", {EDGE: check_memory, EDGE_LLM: check_generation},
+           measured=True),
+    Budget("max_drift", parse_drift, "drift", "ratio", {EDGE: check_drift}, measured=True),
+    Budget("max_artifact_mb", parse_mb, "artifact size", "MB", {EDGE: check_sizes}, measured=False),
+    Budget("max_runtime_mb", parse_mb, "runtime package size", "MB", {EDGE: check_sizes}, measured=False),
+    Budget("ttft_ms", parse_ms, "TTFT P50", "ms", {EDGE_LLM: check_generation}, measured=True),
+    Budget("tpot_ms", parse_ms, "TPOT P50", "ms", {EDGE_LLM: check_generation}, measured=True),
+    Budget("min_decode_tps", parse_number, "decode tokens/s", "tokens/s", {EDGE_LLM: check_generation},
+           measured=True, sense="min"),
+    Budget("min_prefill_tps", parse_number, "prefill tokens/s", "tokens/s", {EDGE_LLM: check_generation},
+           measured=True, sense="min"),
+    # Measured by the context sweep, which stops at the first length over the peak_memory_mb budget.
+    Budget("max_context", parse_tokens, "longest stable context", "tokens", {EDGE_LLM: check_generation},
+           measured=True, sense="min"),
 )
 BUDGET = {budget.keyword: budget for budget in BUDGETS}
 
 
-def budgets_of(check: Callable[..., list[Finding]], values: Callable[[str], "float | None"]) -> dict[str, float | None]:
+def budgets_for(marker: str) -> tuple[Budget, ...]:
+    """The rows of ``marker``'s budget keywords (``EDGE`` or ``EDGE_LLM``)."""
+    return tuple(budget for budget in BUDGETS if marker in budget.checks)
+
+
+def budgets_of(check: Check, values: Callable[[str], "float | None"]) -> dict[str, float | None]:
     """The budgets ``check`` judges, each keyword's value read by ``values`` (a marker's)."""
-    return {budget.keyword: values(budget.keyword) for budget in BUDGETS if budget.check is check}
+    return {budget.keyword: values(budget.keyword) for budget in BUDGETS if check in budget.checks.values()}

@@ -300,30 +300,47 @@ def test_a_planted_upward_import_is_caught(tmp_path: Path) -> None:
 
 
 def _is_marker(node: ast.AST) -> bool:
-    """``marker`` or ``<something>.marker``: a MarkerSpec, whose budgets are read through the table
-    (a TimedMeasurement's ``peak_memory_mb`` is a figure of the same name, not a budget)."""
-    return (isinstance(node, ast.Name) and node.id == "marker") or (isinstance(node, ast.Attribute)
-                                                                     and node.attr == "marker")
+    """``marker``, ``spec`` or ``<something>.marker`` / ``.spec``: a MarkerSpec or an LlmSpec, whose
+    budgets are read through the table (a TimedMeasurement's ``peak_memory_mb`` is a figure of the
+    same name, not a budget)."""
+    names = ("marker", "spec")
+    return (isinstance(node, ast.Name) and node.id in names) or (isinstance(node, ast.Attribute)
+                                                                  and node.attr in names)
+
+
+# Where each marker's budgets would be spelled if not read from the table: {marker: (its spec's
+# module, where its checks run)}. Its spec module may spell no budget keyword as a text; none of
+# them reads one by name from a marker's spec.
+BUDGET_READERS = {"edge": ("core/marker.py", ("core/pipeline.py", "core/session.py")),
+                  "edge_llm": ("llm/marker.py", ("llm/checks.py",))}
 
 
 def test_budget_keywords_are_declared_once_in_the_budget_table() -> None:
-    """The marker parses its budgets, and the pipeline asks the checks for them, from
-    checks.BUDGETS: the marker spells no budget keyword as a text, the pipeline and the session
-    read none by name from a marker (``marker.budgets(check)``), and every row is a marker keyword."""
+    """Both markers parse their budgets, and the pipelines ask the checks for them, from
+    checks.BUDGETS: a marker's module spells no budget keyword as a text, the pipelines and the
+    session read none by name from a marker (``marker.budgets(check)``, ``spec.budgets(check)``),
+    and every row is a keyword of each marker it belongs to."""
     from dataclasses import fields
 
-    from pytest_edge.checks import BUDGETS
+    from pytest_edge.checks import BUDGETS, EDGE, EDGE_LLM
     from pytest_edge.core.marker import MarkerSpec
+    from pytest_edge.llm.marker import LlmSpec
 
     keywords = {budget.keyword for budget in BUDGETS}
     assert len(keywords) == len(BUDGETS)
-    assert keywords <= {f.name for f in fields(MarkerSpec)}
+    specs = {EDGE: MarkerSpec, EDGE_LLM: LlmSpec}
+    assert set(BUDGET_READERS) == set(specs)
+    for budget in BUDGETS:
+        assert budget.markers and set(budget.markers) <= set(specs), budget.keyword
+        assert all(budget.keyword in {f.name for f in fields(specs[m])} for m in budget.markers), budget.keyword
+        assert budget.sense in ("max", "min"), budget.keyword
     spelled = []
-    for name in ("core/marker.py", "core/pipeline.py", "core/session.py"):
-        tree = ast.parse((PACKAGE / name).read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if name == "core/marker.py" and isinstance(node, ast.Constant) and node.value in keywords:
-                spelled.append(f"{name}:{node.lineno}: {node.value!r}")
-            elif isinstance(node, ast.Attribute) and node.attr in keywords and _is_marker(node.value):
-                spelled.append(f"{name}:{node.lineno}: .{node.attr}")
+    for marker_module, runners in BUDGET_READERS.values():
+        for name in (marker_module, *runners):
+            tree = ast.parse((PACKAGE / name).read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if name == marker_module and isinstance(node, ast.Constant) and node.value in keywords:
+                    spelled.append(f"{name}:{node.lineno}: {node.value!r}")
+                elif isinstance(node, ast.Attribute) and node.attr in keywords and _is_marker(node.value):
+                    spelled.append(f"{name}:{node.lineno}: .{node.attr}")
     assert not spelled, "budget keywords spelled outside checks.BUDGETS:\n" + "\n".join(spelled)

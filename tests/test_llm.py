@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
+from pytest_edge.checks import Finding, check_generation
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.backends.decoder_config import LlmConfig
 from pytest_edge.llm.golden import TokenGolden, golden_path, read_golden, write_golden
 from pytest_edge.llm.marker import parse_llm_marker
-from pytest_edge.llm.metrics import budget_messages, token_agreement, token_message
+from pytest_edge.llm.metrics import token_agreement, token_message
 from pytest_edge.llm.probe import context_lengths, context_sweep
 from pytest_edge.backends import get_backend
 from pytest_edge.backends.decoder import generate
@@ -57,18 +58,32 @@ def test_kv_cache_estimate_is_the_formula(tokens: int, batch: int) -> None:
     assert c.kv_cache_bytes(tokens, batch) == 2 * 2 * batch * tokens * 2 * 8 * 4
 
 
-def test_budget_messages_name_backend_figure_and_budget() -> None:
+def test_budget_findings_name_backend_figure_and_budget() -> None:
     figures = {"ttft_ms": {"p50": 2.0}, "tpot_ms": {"p50": 0.5}, "decode_tokens_per_s": 2000.0,
                "peak_memory_mb": 40.0, "context": {"longest_stable": 256}}
     generous = {"ttft_ms": 60000, "tpot_ms": 60000, "min_decode_tps": 0.001, "peak_memory_mb": 1e6, "max_context": 64}
-    assert budget_messages("executorch", figures, generous) == []
-    found = budget_messages("executorch", figures, {"ttft_ms": 1e-6, "min_decode_tps": 1e9, "max_context": 512,
-                                                    "min_prefill_tps": 1.0})
-    assert found == [
+    assert check_generation(figures, generous, "executorch") == []
+    found = check_generation(figures, {"ttft_ms": 1e-6, "min_decode_tps": 1e9, "max_context": 512,
+                                       "min_prefill_tps": 1.0, "max_load_ms": 5.0}, "executorch")
+    assert [finding.message for finding in found] == [
         "executorch: TTFT P50 2 ms exceeds the budget ttft_ms=1e-06 ms",
         "executorch: decode tokens/s 2000 tokens/s is under the budget min_decode_tps=1e+09 tokens/s",
         "executorch: prefill tokens/s was not measured; budget min_prefill_tps=1 tokens/s",
+        "executorch: load time was not measured; budget max_load_ms=5 ms",
         "executorch: longest stable context 256 tokens is under the budget max_context=512 tokens"]
+    assert found[0] == Finding("ttft_ms", "TTFT P50", 2.0, 1e-6, "ms", found[0].message)
+    assert (found[2].check, found[2].value, found[2].unit) == ("min_prefill_tps", None, "tokens/s")
+    assert [f"{f.check} {f.figure}" for f in found[3:]] == ["max_load_ms load time",
+                                                             "max_context longest stable context"]
+
+
+def test_the_markers_budgets_are_read_through_the_table() -> None:
+    spec = parse_llm_marker((), {"model": "m", "prompts": [[1]], "ttft_ms": "5ms", "peak_memory_mb": "1GB"})
+    assert spec.budgets(check_generation) == {"max_load_ms": None, "peak_memory_mb": 1024.0, "ttft_ms": 5.0,
+                                              "tpot_ms": None, "min_decode_tps": None, "min_prefill_tps": None,
+                                              "max_context": None}
+    assert spec.needs_measurement and spec.sweep_memory_mb == 1024.0
+    assert not parse_llm_marker((), {"model": "m", "prompts": [[1]]}).needs_measurement
 
 
 def test_marker_parsing() -> None:

@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 
 from ..accuracy.compare import STATISTICAL_KEYS, TOLERANCE_KEYS
 from ..backends import predicted_targets
-from ..checks import BUDGETS, Finding, budgets_of
+from ..checks import EDGE, Finding, budgets_for, budgets_of
 from ..errors import EdgeUsageError
 from .units import parse_fraction, parse_int, parse_value
 
@@ -71,7 +71,7 @@ class MarkerSpec:
 
     @property
     def needs_measurement(self) -> bool:
-        return any(getattr(self, budget.keyword) is not None for budget in BUDGETS if budget.measured)
+        return any(getattr(self, budget.keyword) is not None for budget in budgets_for(EDGE) if budget.measured)
 
     def budgets(self, check: Callable[..., list[Finding]]) -> dict[str, float | None]:
         """This marker's budgets that ``check`` judges (a check of :mod:`pytest_edge.checks`)."""
@@ -117,7 +117,7 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
     for key in ("min_cosine", "topk_agreement"):
         if kwargs.get(key) is not None:
             setattr(spec, key, parse_fraction(kwargs[key], key))
-    for budget in BUDGETS:
+    for budget in budgets_for(EDGE):
         if kwargs.get(budget.keyword) is not None:
             setattr(spec, budget.keyword, budget.parse(kwargs[budget.keyword], budget.keyword))
     for key, minimum in (("warmup", 0), ("runs", 1), ("threads", 1)):

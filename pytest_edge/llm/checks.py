@@ -13,6 +13,7 @@ from .. import __version__
 from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
 from ..backends.decoder_config import LlmConfig, read_config
+from ..checks import check_generation
 from ..errors import EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
 from ..measurement.gate import GateResult
@@ -27,7 +28,7 @@ from ..worker.protocol import Generate, Load
 from . import gate, probe
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec
-from .metrics import budget_messages, logits_figures, logits_messages, timing_figures, token_agreement, token_message
+from .metrics import logits_figures, logits_messages, timing_figures, token_agreement, token_message
 from .prompts import check_prompt
 
 @dataclass(frozen=True)
@@ -201,7 +202,8 @@ class LlmChecker:
         if (spec.needs_measurement or self.settings.measure or gated) and not_judged != NOT_MEASURED:
             measured, judged = self._measure(test_id, target, config, prompts[0], block)
             if not_judged is None:
-                violations += budget_messages(target.backend, block, spec.budgets)
+                violations += [finding.message for finding in
+                               check_generation(block, spec.budgets(check_generation), target.backend)]
             else:
                 judged = None
         if not_judged is not None:
@@ -269,7 +271,7 @@ class LlmChecker:
             if too_long:
                 raise EdgeUsageError(f"{target.model.name}: contexts {too_long} exceed the model's maximum "
                                      f"context of {config.max_context}")
-            block["context"] = probe.context_sweep(target.backend, artifact, config, lengths, spec.peak_memory_mb,
+            block["context"] = probe.context_sweep(target.backend, artifact, config, lengths, spec.sweep_memory_mb,
                                                    spec.memory_limit_mb)
         return measured, judged
 

@@ -1,15 +1,15 @@
 """``@pytest.mark.edge_llm(model=..., prompts=..., **budgets)``: parsed once at collection into an
-:class:`LlmSpec`; an unknown keyword or a bad value is an EdgeUsageError naming it."""
+:class:`LlmSpec`; an unknown keyword or a bad value is an EdgeUsageError naming it. The budgets are
+rows of :data:`pytest_edge.checks.BUDGETS` (those of ``EDGE_LLM``), parsed by the table's parsers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
+from ..checks import EDGE_LLM, Check, budgets_for, budgets_of
 from ..errors import EdgeUsageError
-from ..core.units import parse_int, parse_mb, parse_ms, parse_number
-
-TIMING_BUDGETS = ("ttft_ms", "tpot_ms", "min_decode_tps", "min_prefill_tps", "peak_memory_mb", "max_load_ms")
+from ..core.units import parse_int, parse_mb, parse_number
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,20 @@ class LlmSpec:
     warmup: int = 2
     runs: int = 5
     threads: int = 1
-    budgets: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def needs_measurement(self) -> bool:
-        return any(self.budgets.get(k) is not None for k in TIMING_BUDGETS) or self.needs_context_sweep
+        return any(getattr(self, budget.keyword) is not None for budget in budgets_for(EDGE_LLM)
+                   if budget.measured) or self.needs_context_sweep
+
+    def budgets(self, check: Check) -> dict[str, float | None]:
+        """This marker's budgets that ``check`` judges (``checks.check_generation``)."""
+        return budgets_of(check, lambda keyword: getattr(self, keyword))
+
+    @property
+    def sweep_memory_mb(self) -> float | None:
+        """The memory budget each length of the context sweep must stay within (``peak_memory_mb``)."""
+        return self.peak_memory_mb
 
     @property
     def needs_context_sweep(self) -> bool:
@@ -65,7 +74,7 @@ def _prompts(value: Any) -> tuple[tuple[int, ...], ...]:
 
 
 def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
-    known = {f.name for f in fields(LlmSpec)} - {"budgets"}
+    known = {f.name for f in fields(LlmSpec)}
     kwargs = dict(kwargs)
     if args:
         if len(args) > 1 or "model" in kwargs:
@@ -86,29 +95,28 @@ def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
     if kwargs.get("contexts") and not all(isinstance(n, int) and not isinstance(n, bool) and n >= 2
                                           for n in kwargs["contexts"]):
         raise EdgeUsageError(f"edge_llm contexts={kwargs['contexts']!r}: lengths are ints of at least 2")
-    budgets = {k: kwargs.get(k) for k in (*TIMING_BUDGETS, "max_context")}
-    return LlmSpec(**kwargs, budgets=budgets)
+    return LlmSpec(**kwargs)
 
 
 
 
-# Each keyword's parser: the edge marker's units ("50ms", "1.5GB"), finite, non-negative; the int
-# keywords ints. A memory_limit_mb of 0 would map no memory at all: at least 1 MB.
-_TIMES = ("ttft_ms", "tpot_ms", "max_load_ms")
-_SIZES = ("peak_memory_mb", "memory_limit_mb")
-_NUMBERS = ("min_decode_tps", "min_prefill_tps", "logits_atol", "logits_cosine", "min_token_agreement")
-_INTS = {"new_tokens": 1, "max_context": 2, "context_cap": 2, "warmup": 0, "runs": 1, "threads": 1}
+# Each setting's parser: the edge marker's units ("512MB"), finite, non-negative; the int keywords
+# ints (the budgets' parsers are their rows'). A memory_limit_mb of 0 would map no memory at all: at least 1 MB.
+_SIZES = ("memory_limit_mb",)
+_NUMBERS = ("logits_atol", "logits_cosine", "min_token_agreement")
+_INTS = {"new_tokens": 1, "context_cap": 2, "warmup": 0, "runs": 1, "threads": 1}
 
 
 def _parse_values(kwargs: dict[str, Any]) -> None:
-    """Budgets and settings parsed in place, each error naming its keyword."""
-    for key in (*_TIMES, *_SIZES, *_NUMBERS, *_INTS):
+    """Budgets and settings parsed in place, each error naming its keyword ("edge_llm ttft_ms")."""
+    for budget in budgets_for(EDGE_LLM):
+        if kwargs.get(budget.keyword) is not None:
+            kwargs[budget.keyword] = budget.parse(kwargs[budget.keyword], f"edge_llm {budget.keyword}")
+    for key in (*_SIZES, *_NUMBERS, *_INTS):
         if kwargs.get(key) is None:
             continue
         what = f"edge_llm {key}"
-        if key in _TIMES:
-            kwargs[key] = parse_ms(kwargs[key], what)
-        elif key in _SIZES:
+        if key in _SIZES:
             kwargs[key] = parse_mb(kwargs[key], what)
         elif key in _NUMBERS:
             kwargs[key] = parse_number(kwargs[key], what)

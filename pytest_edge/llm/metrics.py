@@ -1,5 +1,6 @@
-"""Pure figures and verdicts of generation: token agreement, first-step logits, timing summaries,
-budgets. No runtime here: every function takes numbers and returns numbers or messages."""
+"""Pure figures and verdicts of generation: token agreement, first-step logits, timing summaries
+(the budgets on them are judged by ``checks.check_generation``). No runtime here: every function
+takes numbers and returns numbers or messages."""
 
 from __future__ import annotations
 
@@ -77,29 +78,3 @@ def timing_figures(prompt_tokens: int, ttft_s: Sequence[float], tpot_s: Sequence
         "decode_tokens_per_s": 1.0 / tpot50 if tpot50 else None,
         "ttft_samples": len(ttft_s), "tpot_samples": len(tpot_s),
     }
-
-
-def budget_messages(backend: str, figures: Mapping[str, Any], budgets: Mapping[str, float | None]) -> list[str]:
-    """Every budget exceeded, naming the backend, the figure and the budget. A budgeted figure
-    that was not measured is a violation too (a budget is never passed by silence)."""
-    checks = [  # (budget key, figure, measured value, 'max' or 'min', unit)
-        ("ttft_ms", "TTFT P50", (figures.get("ttft_ms") or {}).get("p50"), "max", "ms"),
-        ("tpot_ms", "TPOT P50", (figures.get("tpot_ms") or {}).get("p50"), "max", "ms"),
-        ("min_decode_tps", "decode tokens/s", figures.get("decode_tokens_per_s"), "min", "tokens/s"),
-        ("min_prefill_tps", "prefill tokens/s", figures.get("prefill_tokens_per_s"), "min", "tokens/s"),
-        ("peak_memory_mb", "peak memory", figures.get("peak_memory_mb"), "max", "MB"),
-        ("max_load_ms", "load time", figures.get("load_ms"), "max", "ms"),
-        ("max_context", "longest stable context", (figures.get("context") or {}).get("longest_stable"), "min",
-         "tokens"),
-    ]
-    found = []
-    for key, name, value, sense, unit in checks:
-        budget = budgets.get(key)
-        if budget is None:
-            continue
-        if value is None:
-            found.append(f"{backend}: {name} was not measured; budget {key}={budget:g} {unit}")
-        elif (value > budget) if sense == "max" else (value < budget):
-            word = "exceeds" if sense == "max" else "is under"
-            found.append(f"{backend}: {name} {value:.4g} {unit} {word} the budget {key}={budget:g} {unit}")
-    return found
