@@ -174,6 +174,25 @@ def test_the_counted_measurement_is_the_records_counted_block_and_reads_back() -
         == [None]
 
 
+def test_a_record_holds_the_counted_measurement_and_writes_it_last() -> None:
+    from pytest_edge.core.record import Record
+
+    counted = _counted(100, 101)
+    record = Record("t", {"name": "m", "artifact": "m.onnx", "sha256": None}, "onnxruntime-cpu", accuracy={},
+                    counted=counted, checked=True)
+    record.extra["artifact_bytes_reason"] = "unreadable"
+    data = record.to_json()
+    assert data["counted"] == counted.to_json() and list(data)[-2:] == ["artifact_bytes_reason", "counted"]
+    again = Record.from_json(json.loads(json.dumps(data)))
+    assert again.counted == counted and again.to_json() == data and "counted" not in again.extra
+    # A timed record has no counted block; one that is not an object is kept as it was.
+    timed = {k: v for k, v in data.items() if k != "counted"}
+    assert Record.from_json(timed).to_json() == timed
+    assert Record.from_json({**data, "counted": None}).to_json()["counted"] is None
+    odd = Record.from_json({**data, "counted": [1]})
+    assert odd.counted is None and odd.to_json()["counted"] == [1]
+
+
 def test_the_gate_reads_a_stored_block_as_the_measurement_it_was() -> None:
     """The gate compares the new measurement with a stored report's block (its JSON): the same
     decision, ratios and messages as against the measurement itself."""

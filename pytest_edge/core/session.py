@@ -232,12 +232,11 @@ class EdgeSession:
         sizes = pipeline.size_budgets(plan, info, self.settings.rootdir)
         findings = [*covered.findings, *budgets, *sizes]
         violations = [*compared.violations, *(f.message for f in findings), *counting_note]
-        record = pipeline.record(test_id, plan, info, golden, covered, compared, timed, load_ms, self.settings.rootdir)
+        record = pipeline.record(test_id, plan, info, golden, covered, compared, timed, load_ms, self.settings.rootdir,
+                                 counted)
         record.budget_findings = findings
         if not_judged:
             record.extra["timing_not_judged"] = not_judged
-        if counted:
-            record.extra["counted"] = counted.to_json()
         if measured and not not_judged:
             gate = self.measurer.gate(info, compared.first_feeds, plan, record.to_json())
             violations += pipeline.gate_into(record, gate, self.settings)
