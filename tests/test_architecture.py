@@ -168,8 +168,8 @@ def test_harmless_words_are_not_runtime_names() -> None:
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves", ("", "errors", "files", "accuracy.metrics", "core.units")),
     ("backends", ("backends",)),
-    ("measurement primitives", ("measurement", "measurement.timing", "measurement.sensors", "measurement.lock",
-                                "measurement.stats")),
+    ("measurement primitives", ("measurement", "measurement.timing", "measurement.counts", "measurement.sensors",
+                                "measurement.lock", "measurement.stats")),
     ("checks", ("checks",)),
     ("accuracy", ("accuracy",)),
     ("devices", ("devices",)),

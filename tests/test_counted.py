@@ -12,7 +12,8 @@ import pytest
 from edge_helpers import FIXTURES, write_mlp
 
 from pytest_edge.backends import InputShapes, get_backend
-from pytest_edge.measurement.counted import combine_counts, run_count_gate
+from pytest_edge.measurement.counted import run_count_gate
+from pytest_edge.measurement.counts import CountedMeasurement, combine_counts
 from pytest_edge.worker import callgrind
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None,
@@ -140,12 +141,70 @@ def test_bad_count_value_names_the_option(pytester: pytest.Pytester) -> None:
         result.stderr.fnmatch_lines([f"*{said}*"])
 
 
-def _counted(*instructions: float) -> dict:
+def _counted(*instructions: float) -> CountedMeasurement:
     return combine_counts([{"instructions": n, "runs": 10, "warmup_runs": 5} for n in instructions],
                           "callgrind", "valgrind-3.19.0")
 
 
-def _gate(mine: dict, theirs: dict, again: tuple[dict, dict | None] | None = None, paired: bool = True):
+def test_the_counted_measurement_is_the_records_counted_block_and_reads_back() -> None:
+    """#28: the counter's CountedMeasurement writes the record's ``counted`` block, the same dict as
+    the one counted mode has always written; a stored report's block reads back to the same."""
+    cache = {"data_reads": 10.0, "l1_read_misses": 2.0}
+    counted = combine_counts([{"instructions": 100.0, "runs": 3, "warmup_runs": 5, "cache": cache, "run_spread": 0.1,
+                               "run_instructions": [100, 110, 99]},
+                              {"instructions": 104.0, "runs": 3, "warmup_runs": 5, "cache": {"data_reads": 12.0},
+                               "run_spread": 0.0, "run_instructions": [104, 104, 104]}], "callgrind", "valgrind-3.19.0")
+    data = counted.to_json()
+    assert data == {"tool": "callgrind", "version": "valgrind-3.19.0", "instructions": 102.0,
+                    "cache": {"data_reads": 11.0, "l1_read_misses": 1.0}, "runs": 3, "warmup_runs": 5,
+                    "spread": 104.0 / 100.0 - 1,
+                    "processes": [{"instructions": 100.0, "cache": cache, "run_spread": 0.1,
+                                   "run_instructions": [100, 110, 99]},
+                                  {"instructions": 104.0, "cache": {"data_reads": 12.0}, "run_spread": 0.0,
+                                   "run_instructions": [104, 104, 104]}]}
+    assert list(data) == ["tool", "version", "instructions", "cache", "runs", "warmup_runs", "spread", "processes"]
+    assert CountedMeasurement.from_json(json.loads(json.dumps(data))) == counted
+    # Without the cache simulation: no cache keys, as before.
+    bare = _counted(100, 100).to_json()
+    assert "cache" not in bare and all("cache" not in p for p in bare["processes"])
+    assert CountedMeasurement.from_json(bare).to_json() == bare
+    # What a stored report may hold instead of processes: none known, or processes of no known figure.
+    assert CountedMeasurement.from_json({"instructions": 5.0, "processes": 7}).processes == ()
+    assert [p.instructions for p in CountedMeasurement.from_json({"instructions": 5.0, "processes": ["x"]}).processes] \
+        == [None]
+
+
+def test_a_record_holds_the_counted_measurement_and_writes_it_last() -> None:
+    from pytest_edge.core.record import Record
+
+    counted = _counted(100, 101)
+    record = Record("t", {"name": "m", "artifact": "m.onnx", "sha256": None}, "onnxruntime-cpu", accuracy={},
+                    counted=counted, checked=True)
+    record.extra["artifact_bytes_reason"] = "unreadable"
+    data = record.to_json()
+    assert data["counted"] == counted.to_json() and list(data)[-2:] == ["artifact_bytes_reason", "counted"]
+    again = Record.from_json(json.loads(json.dumps(data)))
+    assert again.counted == counted and again.to_json() == data and "counted" not in again.extra
+    # A timed record has no counted block; one that is not an object is kept as it was.
+    timed = {k: v for k, v in data.items() if k != "counted"}
+    assert Record.from_json(timed).to_json() == timed
+    assert Record.from_json({**data, "counted": None}).to_json()["counted"] is None
+    odd = Record.from_json({**data, "counted": [1]})
+    assert odd.counted is None and odd.to_json()["counted"] == [1]
+
+
+def test_the_gate_reads_a_stored_block_as_the_measurement_it_was() -> None:
+    """The gate compares the new measurement with a stored report's block (its JSON): the same
+    decision, ratios and messages as against the measurement itself."""
+    mine, theirs = _one_process(58600, 54000, 49300), _one_process(50528, 52474, 47992)
+    typed, _ = _gate(mine, theirs, paired=False)
+    stored, _ = _gate(mine, json.loads(json.dumps(theirs.to_json())), paired=False)
+    assert (typed.summary, typed.failures, typed.notes) == (stored.summary, stored.failures, stored.notes)
+    assert typed.summary["verdict"] == "failed"
+
+
+def _gate(mine: CountedMeasurement, theirs: CountedMeasurement | dict,
+          again: tuple[CountedMeasurement, CountedMeasurement | None] | None = None, paired: bool = True):
     calls = []
 
     def recount():
@@ -171,7 +230,7 @@ def test_count_gate_decides_at_once_when_processes_agree_and_recounts_when_not()
     assert confirmed.summary["verdict"] == "failed" and "counted again in fresh processes: +3.00%" in confirmed.failures[0]
 
 
-def _one_process(*runs: int) -> dict:
+def _one_process(*runs: int) -> CountedMeasurement:
     median = sorted(runs)[len(runs) // 2]
     return combine_counts([{"instructions": median, "runs": len(runs), "warmup_runs": 5,
                             "run_instructions": list(runs)}], "callgrind", "valgrind-3.19.0")
@@ -192,7 +251,7 @@ def test_a_median_run_that_moved_with_an_unmoved_least_run_is_no_growth() -> Non
     old = _counted(50528)
     assert _gate(_one_process(56890, 52455, 47825), old, paired=False)[0].summary["verdict"] == "failed"
     for runs in (["x", float("nan")], [-1, 50000], [0, 50000], [1e12] * 3):  # the last: above its own median
-        hostile = _one_process(50528, 52474, 47992)
+        hostile = _one_process(50528, 52474, 47992).to_json()  # as a stored report holds it
         hostile["processes"][0]["run_instructions"] = runs
         assert _gate(_one_process(56890, 52455, 47825), hostile, paired=False)[0].summary["verdict"] == "failed", runs
 
@@ -202,11 +261,11 @@ def test_one_process_a_side_cannot_fail_a_growth_within_its_runs_spread() -> Non
     move together by a phase (an unchanged model read +2.03 % with its least run moved too, in the
     tflite lane). A growth within the runs' own spread is inconclusive, saying what the setting
     can resolve (strict: a failure); one beyond the spread fails."""
-    def process(median: int, spread: float) -> dict:
+    def process(median: int, spread: float) -> CountedMeasurement:
         return combine_counts([{"instructions": median, "runs": 3, "warmup_runs": 5, "run_spread": spread}],
                               "callgrind", "valgrind-3.19.0")
 
-    def gate(mine: dict, theirs: dict, strict: bool = False):
+    def gate(mine: CountedMeasurement, theirs: CountedMeasurement, strict: bool = False):
         return run_count_gate({"backend": "b", "counted": mine}, {"backend": "b", "counted": theirs}, paired=False,
                               threshold=0.01, recount=lambda: pytest.fail("recounted"), source="t",
                               max_regression=0.1, strict=strict)

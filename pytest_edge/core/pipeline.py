@@ -19,6 +19,7 @@ from ..accuracy.compare import OutputComparison, compare_output, summarize
 from ..golden import DEFAULT_SET, Golden, GoldenCase
 from ..golden.obtained import write_obtained
 from ..golden.sets import GoldenSets
+from ..measurement.counts import CountedMeasurement
 from ..measurement.gate import GateResult
 from ..measurement.timing import TimedMeasurement
 from .plan import Plan
@@ -175,8 +176,10 @@ def gate_into(record: Record, gate: GateResult, settings: Settings | None = None
 
 
 def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: Covered, compared: Compared,
-           timed: TimedMeasurement | None, load_ms: float | None, rootdir: Path) -> Record:
-    """The record of a check that ran: every figure found; its verdict comes from the violations."""
+           timed: TimedMeasurement | None, load_ms: float | None, rootdir: Path,
+           counted: CountedMeasurement | None = None) -> Record:
+    """The record of a check that ran: every figure found (``timed``, or in counted mode ``counted``:
+    then no timing or memory, null in the record); its verdict comes from the violations."""
     feeds = compared.first_feeds
     measured = timed or TimedMeasurement()
     size, unreadable = artifact_size(info.artifact, info.backend)
@@ -198,7 +201,7 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
         artifact_bytes=size,
         runtime_bytes=(info.runtime.get("package") or {}).get("bytes"),
         throughput=throughput(measured.latency_ms),
-        power_and_temperature=measured.power_and_temperature,
+        power_and_temperature=measured.power_and_temperature, counted=counted,
         device=({"name": split_device(info.backend)[1], "machine": info.device} if info.device else None),
         accuracy={"reference": golden.reference_backend, "cases": len(golden.cases),
                   **summarize(compared.comparisons),

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from ..checks import Finding
 from ..files import relative_path, sha256_file
+from ..measurement.counts import CountedMeasurement
 
 # The record's timing_not_judged on an emulated device (edge_emulated_timing = off | record | judge).
 NOT_JUDGED = "emulated device: timing and memory are not the target's"
@@ -89,6 +90,9 @@ class Record:
     # What the budget checks found (pytest_edge.checks.Finding), in the order of the violations.
     budget_findings: list[Finding] = field(default_factory=list)
     device: dict[str, Any] | None = None  # {"name", "machine"} of the device it ran on; None: this machine
+    # Counted mode (--edge-count=instructions): instructions per inference, in the report's "counted"
+    # block (written after the other fields, where counted mode's records have always had it).
+    counted: CountedMeasurement | None = None
     warnings: list[str] = field(default_factory=list)
     # Backend workers that died between requests during this test and were restarted (how, what was lost).
     restarts: list[str] = field(default_factory=list)
@@ -128,13 +132,15 @@ class Record:
     # ------------------------------------------------------------ JSON
 
     def to_json(self) -> dict[str, Any]:
+        counted = {"counted": self.counted.to_json()} if self.counted is not None else {}
         if not self.checked:  # skipped, errored, or the body failed: what there is to say
             data: dict[str, Any] = {"test": self.test, "model": self.model, "backend": self.backend,
                                     "verdict": self.verdict, "violations": self.violations}
             if self.skip_reason is not None:
                 data["skip_reason"] = self.skip_reason
-            return {**data, **self.extra}
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("extra", "checked", "skip_reason")}
+            return {**data, **self.extra, **counted}
+        data = {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("extra", "checked", "skip_reason", "counted")}
         data["budget_findings"] = [finding.to_json() for finding in self.budget_findings]
         for empty in ("warnings", "restarts", "budget_findings"):
             if not data[empty]:
@@ -142,13 +148,17 @@ class Record:
         for optional in ("baseline_check", "device"):
             if data[optional] is None:
                 data.pop(optional)
-        return {**data, **self.extra}
+        return {**data, **self.extra, **counted}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Record":
         known = {f.name for f in fields(cls)} - {"extra", "checked"}
-        record = cls(**{k: v for k, v in data.items() if k in known and k != "budget_findings"})
+        if not isinstance(data.get("counted"), Mapping):  # none, or not a counted block: kept as it was
+            known.discard("counted")
+        record = cls(**{k: v for k, v in data.items() if k in known and k not in ("budget_findings", "counted")})
         record.budget_findings = [Finding.from_json(f) for f in data.get("budget_findings") or [] if isinstance(f, Mapping)]
+        if "counted" in known:
+            record.counted = CountedMeasurement.from_json(data["counted"])
         record.extra = {k: v for k, v in data.items() if k not in known}
         record.checked = "accuracy" in data
         return record

@@ -23,6 +23,7 @@ from .external_data import artifact_files
 from ..golden.sets import GoldenSets
 from ..accuracy.inputs import check_shapes
 from .marker import MarkerSpec
+from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement, machine_info
 from ..measurement.measurer import Measurer
 from .models import Model, resolve_model
@@ -158,8 +159,9 @@ class EdgeSession:
         reply = self.pool.request(info.backend, ReadIntermediates(info.key, info.feeds(feeds)), info.artifact)
         return Intermediates.from_json(reply) if reply is not None else None
 
-    def measure(self, info: ModelInfo, feeds: Sequence[Any], plan: Plan) -> dict[str, Any]:
-        """Timing and memory of ``info`` by the measurement protocol (cached per session)."""
+    def measure(self, info: ModelInfo, feeds: Sequence[Any], plan: Plan) -> dict[str, Any] | CountedMeasurement:
+        """Timing and memory of ``info`` by the measurement protocol (cached per session); in counted
+        mode its instructions per inference."""
         return self.measurer.measure(info, feeds, plan)
 
     def predicted_coverage(self, info: ModelInfo, target: str) -> Coverage | None:
@@ -203,7 +205,7 @@ class EdgeSession:
         golden = pipeline.golden(self.golden, plan)
         self.step = "compare"
         compared = pipeline.compare(self, plan, info, golden, self.settings.rootdir)
-        measured: dict[str, Any] = {}
+        measured: dict[str, Any] | CountedMeasurement = {}
         # An emulated device's timing and memory are an emulator's: not measured by default,
         # recorded but not judged with edge_emulated_timing = record (judged with = judge).
         not_judged = timing_not_judged(info.device, self.settings.emulated_timing)
@@ -220,9 +222,9 @@ class EdgeSession:
         elif not_judged == NOT_MEASURED:
             measured = {"load_ms": None}  # the one load under the emulator is no load time either
         # Counted mode: instructions, no timing or memory (null in the record, budgets not judged).
-        counted = measured.get("counted")
-        timed = TimedMeasurement.from_combined(measured) if measured and not counted and not_judged != NOT_MEASURED \
-            else None
+        counted = measured if isinstance(measured, CountedMeasurement) else None
+        timed = TimedMeasurement.from_combined(measured) \
+            if measured and counted is None and not_judged != NOT_MEASURED else None
         # The load time: the timed processes' median, else the shared worker's load (none of an
         # emulated device: the one load under the emulator is no load time either).
         load_ms = None if not_judged == NOT_MEASURED else timed.load_ms if timed is not None else info.load_ms
@@ -230,12 +232,11 @@ class EdgeSession:
         sizes = pipeline.size_budgets(plan, info, self.settings.rootdir)
         findings = [*covered.findings, *budgets, *sizes]
         violations = [*compared.violations, *(f.message for f in findings), *counting_note]
-        record = pipeline.record(test_id, plan, info, golden, covered, compared, timed, load_ms, self.settings.rootdir)
+        record = pipeline.record(test_id, plan, info, golden, covered, compared, timed, load_ms, self.settings.rootdir,
+                                 counted)
         record.budget_findings = findings
         if not_judged:
             record.extra["timing_not_judged"] = not_judged
-        if counted:
-            record.extra["counted"] = counted
         if measured and not not_judged:
             gate = self.measurer.gate(info, compared.first_feeds, plan, record.to_json())
             violations += pipeline.gate_into(record, gate, self.settings)

@@ -1,5 +1,6 @@
-"""Counted mode's figures and gate: instructions per inference, counted under Valgrind's callgrind
-in fresh processes (docs/measurement.md, "Counted mode"). Pure logic, no pytest.
+"""Counted mode's gate: instructions per inference, counted under Valgrind's callgrind in fresh
+processes (docs/measurement.md, "Counted mode"), judged against a baseline's. Pure logic, no pytest;
+the measurement itself is :class:`~pytest_edge.measurement.counts.CountedMeasurement`.
 
 A count does not depend on load, frequency or the host's other guests: two processes of the same
 model agree to about 0.01 % (each process's figure is its median run, see
@@ -13,60 +14,38 @@ fails only when above the threshold twice.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .counts import CountedMeasurement
 from .gate import GateResult, rule_of
 from .regressions import Regression, resource_regressions
 
 # Per-process counts that lie within this fraction of each other count as exact: one measurement decides.
 AGREE = 0.005
-# Counted figures of a record or twin: (the new counted block, the twin's or None) from fresh processes.
-Recount = Callable[[], "tuple[Mapping[str, Any], Mapping[str, Any] | None]"]
+# Counted figures of a record or twin: (the new counted measurement, the twin's or None) from fresh processes.
+Recount = Callable[[], "tuple[CountedMeasurement, CountedMeasurement | None]"]
 
 
-def combine_counts(per_process: Sequence[Mapping[str, Any]], tool: str, version: str) -> dict[str, Any]:
-    """One counted figure from the processes' own: the median, the spread, and each process's."""
-    counts = [float(p["instructions"]) for p in per_process]
-    cache_keys = sorted({k for p in per_process for k in (p.get("cache") or {})})
-    cache = {k: round(float(np.median([(p.get("cache") or {}).get(k, 0.0) for p in per_process])), 1)
-             for k in cache_keys}
-    return {
-        "tool": tool, "version": version,
-        "instructions": round(float(np.median(counts)), 1),
-        **({"cache": cache} if cache else {}),
-        "runs": per_process[0]["runs"], "warmup_runs": per_process[0]["warmup_runs"],
-        "spread": spread(counts),
-        "processes": [{"instructions": p["instructions"], **({"cache": p["cache"]} if p.get("cache") else {}),
-                       "run_spread": p.get("run_spread"), "run_instructions": p.get("run_instructions")}
-                      for p in per_process],
-    }
+def _agrees(counted: CountedMeasurement) -> bool:
+    return float(counted.spread or 0.0) <= AGREE
 
 
-def spread(counts: Sequence[float]) -> float:
-    """Largest over smallest count, minus one (0.0: every process counted the same)."""
-    return max(counts) / min(counts) - 1 if counts and min(counts) > 0 else 0.0
+def _ratio(mine: CountedMeasurement, theirs: CountedMeasurement) -> float:
+    return float(mine.instructions) / float(theirs.instructions)
 
 
-def _agrees(counted: Mapping[str, Any]) -> bool:
-    return float(counted.get("spread") or 0.0) <= AGREE
-
-
-def _ratio(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> float:
-    return float(mine["instructions"]) / float(theirs["instructions"])
-
-
-def least_run(counted: Mapping[str, Any]) -> float | None:
+def least_run(counted: CountedMeasurement) -> float | None:
     """The median over processes of each process's least counted run; None where a process did not
     record its runs (a report of an older pytest-edge) or recorded something that is not counts."""
     least = []
-    for process in counted.get("processes") or []:
-        runs = process.get("run_instructions") if isinstance(process, Mapping) else None
+    for process in counted.processes:
+        runs = process.run_instructions
         if not isinstance(runs, list) or not runs or not all(
                 isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r < float("inf") for r in runs):
             return None
-        figure = process.get("instructions")
+        figure = process.instructions
         # The least run cannot exceed the process's own median run: a report saying so was edited,
         # and judging by it could hide a regression the median shows.
         if not isinstance(figure, (int, float)) or min(runs) > float(figure) + 1:
@@ -75,9 +54,9 @@ def least_run(counted: Mapping[str, Any]) -> float | None:
     return float(np.median(least)) if least else None
 
 
-def run_spread_of(*counted: Mapping[str, Any]) -> float | None:
+def run_spread_of(*counted: CountedMeasurement) -> float | None:
     """The largest run spread (largest over smallest run, minus one) of any process of these sides."""
-    spreads = [p.get("run_spread") for c in counted for p in (c.get("processes") or []) if isinstance(p, Mapping)]
+    spreads = [p.run_spread for c in counted for p in c.processes]
     spreads = [float(s) for s in spreads if isinstance(s, (int, float)) and not isinstance(s, bool) and 0 <= s < 10]
     return max(spreads) if spreads else None
 
@@ -93,19 +72,20 @@ def run_count_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, pa
                       "counted": True}
     for regression in resource_regressions(record, baseline, max_regression, what):
         result.fail(regression, rule_of(regression.figure, paired))
-    mine, theirs = record.get("counted"), baseline.get("counted")
-    if not isinstance(theirs, Mapping) or not theirs.get("instructions"):
+    # Both sides through one typed view: this record's, and the twin's or a stored report's as written.
+    mine, theirs = CountedMeasurement.of(record), CountedMeasurement.of(baseline)
+    if theirs is None or not theirs.instructions:
         result.notes.append(f"{backend}: instructions not gated: {what} ({source}) has no counted figure "
                             "(measure it with --edge-count=instructions too)")
-    elif isinstance(mine, Mapping) and mine.get("instructions"):
+    elif mine is not None and mine.instructions:
         ratio = _ratio(mine, theirs)
         result.summary["instructions_ratio"] = ratio
-        processes = len(mine.get("processes") or [])
-        message = (f"{backend}: {mine['instructions']:,.0f} instructions per inference is {ratio - 1:+.2%} against "
-                   f"{what} {theirs['instructions']:,.0f} (allowed +{threshold:.2%}; counted by "
-                   f"{mine.get('tool', 'callgrind')} in {processes} fresh process{'es' if processes != 1 else ''}")
-        counted = Regression("instructions", message, old=float(theirs["instructions"]),
-                             new=float(mine["instructions"]), threshold=threshold)
+        processes = len(mine.processes)
+        message = (f"{backend}: {mine.instructions:,.0f} instructions per inference is {ratio - 1:+.2%} against "
+                   f"{what} {theirs.instructions:,.0f} (allowed +{threshold:.2%}; counted by "
+                   f"{mine.tool or 'callgrind'} in {processes} fresh process{'es' if processes != 1 else ''}")
+        counted = Regression("instructions", message, old=float(theirs.instructions),
+                             new=float(mine.instructions), threshold=threshold)
         rule = rule_of("instructions", paired, counted=True)
         floor_mine, floor_theirs = least_run(mine), least_run(theirs)
         floor = floor_mine / floor_theirs if floor_mine and floor_theirs else None
@@ -118,7 +98,7 @@ def run_count_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, pa
             result.notes.append(f"{backend}: instructions per inference (the median run) looked {ratio - 1:+.2%} "
                                 f"against {what}, but the least run moved {floor - 1:+.2%}: the runs differ by "
                                 f"position, not the model's work (more runs, edge_count_runs, steady the median)")
-        elif ratio - 1 > threshold and min(processes, len(theirs.get("processes") or [])) == 1 and not strict \
+        elif ratio - 1 > threshold and min(processes, len(theirs.processes)) == 1 and not strict \
                 and (spread := run_spread_of(mine, theirs)) is not None and ratio - 1 <= spread:
             # One process a side shows no agreement, and its runs differ by more than the growth:
             # this setting cannot resolve the threshold; said, not failed (strict: failed).

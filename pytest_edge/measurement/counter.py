@@ -18,7 +18,8 @@ import numpy as np
 
 from ..backends import split_device
 from ..errors import BackendCrash, CountingUnavailable
-from .counted import combine_counts, run_count_gate
+from .counted import run_count_gate
+from .counts import CountedMeasurement, combine_counts
 from .gate import GateResult, twin_baseline
 from ..core.plan import Plan
 from ..report.json_report import find_baseline
@@ -48,8 +49,8 @@ class Counter:
         return self._valgrind
 
     def rounds(self, info: ModelInfo, artifacts: Sequence[Path], feeds: Sequence[np.ndarray], plan: Plan,
-               processes: int | None = None) -> list[dict[str, Any]]:
-        """``processes`` fresh counted workers per artifact; one ``{"counted": ...}`` per artifact.
+               processes: int | None = None) -> list[CountedMeasurement]:
+        """``processes`` fresh counted workers per artifact; one CountedMeasurement per artifact.
         The workers start together (a count does not depend on what else runs)."""
         if split_device(info.backend)[1] is not None:
             raise CountingUnavailable(f"{info.backend}: counted mode counts on this machine only (Valgrind runs "
@@ -78,7 +79,7 @@ class Counter:
                 for worker in row:
                     worker.close()
             shutil.rmtree(out_dir, ignore_errors=True)
-        return [{"counted": combine_counts(per, callgrind.TOOL, version)} for per in results]
+        return [combine_counts(per, callgrind.TOOL, version) for per in results]
 
     def _worker(self, backend: str, executable: str, out_dir: Path) -> BackendWorker:
         worker = self.pool.fresh(backend, spawn=True)  # Valgrind runs a new process: never forked
@@ -94,25 +95,28 @@ class Counter:
                               artifact=str(artifact))
 
     def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, record: Mapping[str, Any],
-             twin: Path | None, twin_measured: Mapping[str, Any] | None,
+             twin: Path | None, twin_measured: CountedMeasurement | None,
              twin_coverage: dict[str, Any] | None) -> GateResult:
-        """A/B against the twin's counts where there is a twin, else against a stored report's."""
+        """A/B against the twin's counts where there is a twin, else against a stored report's
+        (``record``: the record's JSON, its ``counted`` block this artifact's counts)."""
         if twin is not None and twin_measured is not None:
-            baseline, source = twin_baseline(info.backend, twin, twin_measured, twin_coverage, self.settings.rootdir)
+            # The twin's figures as the record a stored report would hold.
+            baseline, source = twin_baseline(info.backend, twin, {"counted": twin_measured.to_json()}, twin_coverage,
+                                             self.settings.rootdir)
             paired = True
 
-            def recount() -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
+            def recount() -> tuple[CountedMeasurement, CountedMeasurement | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan)
-                return mine["counted"], theirs["counted"]
+                return mine, theirs
         else:
             stored = find_baseline(self.settings.baseline, record)
             if stored is None:
                 return GateResult()
             baseline, source, paired = stored, stored.get("test", "?"), False
 
-            def recount() -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
+            def recount() -> tuple[CountedMeasurement, CountedMeasurement | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)
-                return mine["counted"], None
+                return mine, None
         result = run_count_gate(record, baseline, paired=paired, threshold=self.settings.count_threshold,
                                 recount=recount, source=source, max_regression=self.settings.max_regression,
                                 strict=self.settings.strict_timing)

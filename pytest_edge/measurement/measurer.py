@@ -10,6 +10,7 @@ import numpy as np
 
 from ..backends import split_device
 from .counter import Counter
+from .counts import CountedMeasurement
 from .gate import AB_REMEASURE_PAIRS, GateResult, run_gate, twin_baseline
 from .lock import machine_measurement_lock
 from .timing import combine_processes, round_order
@@ -32,8 +33,9 @@ class Measurer:
     def __init__(self, settings: Settings, pool: WorkerPool) -> None:
         self.settings = settings
         self.pool = pool
-        self.results: dict[tuple, dict[str, Any]] = {}
-        self.twin_results: dict[tuple, dict[str, Any]] = {}
+        # Timed: combine_processes's figures; counted (--edge-count=instructions): a CountedMeasurement.
+        self.results: dict[tuple, dict[str, Any] | CountedMeasurement] = {}
+        self.twin_results: dict[tuple, dict[str, Any] | CountedMeasurement] = {}
         self.twin_coverages: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.under_load = False  # some timed window of this session ran under load
         self.counter = Counter(settings, pool)  # --edge-count=instructions
@@ -50,10 +52,12 @@ class Measurer:
         twin = folder / artifact.name
         return twin if twin.is_file() else None
 
-    def measure(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan) -> dict[str, Any]:
+    def measure(self, info: ModelInfo, feeds: Sequence[np.ndarray],
+                plan: Plan) -> dict[str, Any] | CountedMeasurement:
         """The measurement protocol, once per (model, backend, warmup, runs): ``processes`` fresh
         worker processes, each a real cold start whose memory peak inherits nothing from other
-        models; with a baseline twin (A/B mode) the twin's processes alternate with these."""
+        models; with a baseline twin (A/B mode) the twin's processes alternate with these. Counted
+        mode's is a CountedMeasurement (no timing, no load)."""
         key = (info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s)
         if key not in self.results:
             feeds = info.feeds(feeds)
@@ -68,7 +72,8 @@ class Measurer:
                 result, self.twin_results[key] = self.rounds(info, [info.artifact, twin], feeds, plan)
             else:
                 (result,) = self.rounds(info, [info.artifact], feeds, plan)
-            self.under_load |= bool(result.get("under_load"))
+            if not isinstance(result, CountedMeasurement):  # a count does not depend on load
+                self.under_load |= bool(result.get("under_load"))
             self.measured_any = True
             self.results[key] = result
         return self.results[key]
