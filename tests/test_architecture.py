@@ -344,3 +344,12 @@ def test_budget_keywords_are_declared_once_in_the_budget_table() -> None:
                 elif isinstance(node, ast.Attribute) and node.attr in keywords and _is_marker(node.value):
                     spelled.append(f"{name}:{node.lineno}: .{node.attr}")
     assert not spelled, "budget keywords spelled outside checks.BUDGETS:\n" + "\n".join(spelled)
+
+
+def test_the_documented_layers_are_the_tested_ones() -> None:
+    """docs/architecture.md's table of layers lists LAYERS' names in LAYERS' order: the page and the
+    rule cannot drift apart."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")]
+    assert rows[1:] == [name for name, _ in LAYERS]  # rows[0]: the header
