@@ -341,6 +341,12 @@ def test_figures_in_the_record_and_budgets_named(pytester: pytest.Pytester, llm_
     assert llm["kv_cache_estimate_mb"] == CONFIG.kv_cache_bytes(5 + 6) / 2**20
     assert [p["tokens"] for p in llm["context"]["points"]] == [16, 32] and llm["context"]["longest_stable"] == 32
     assert record["warmup_runs"] == 1 and record["measured_runs"] == 2
+    assert "budget_findings" not in record  # within every budget: none kept
+    strict = next(r for r in _report(pytester) if "generous" not in r["test"])
+    found = {f["check"]: f for f in strict["budget_findings"]}  # as a tensor record keeps them
+    assert set(found) >= {"ttft_ms", "tpot_ms", "min_prefill_tps"}, found
+    assert found["ttft_ms"]["budget"] == 1e-6 and found["ttft_ms"]["value"] > 1e-6
+    assert all(f["message"] in strict["violations"] for f in strict["budget_findings"])
 
 
 def test_the_llm_gate_is_the_one_gate_measuring_a_suspect_again() -> None:

@@ -13,7 +13,7 @@ from .. import __version__
 from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
 from ..backends.decoder_config import LlmConfig, read_config
-from ..checks import check_generation
+from ..checks import Finding, check_generation
 from ..errors import EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
 from ..measurement.gate import GateResult
@@ -195,6 +195,7 @@ class LlmChecker:
                                  "kv_cache": get_backend(target.backend).kv_cache, "prompts": per_prompt}
         measured: dict[str, Any] = {}
         judged: GateResult | None = None
+        findings: list[Finding] = []  # the budgets' checks.Finding, kept on the record as for tensor models
         gated = self.settings.baseline is not None or gate.twin_of(self.settings.baseline_models, artifact) is not None
         # An emulated device's timing and memory are an emulator's (as for tensor models): not
         # measured by default, recorded but not judged with edge_emulated_timing = record.
@@ -202,8 +203,8 @@ class LlmChecker:
         if (spec.needs_measurement or self.settings.measure or gated) and not_judged != NOT_MEASURED:
             measured, judged = self._measure(test_id, target, config, prompts[0], block)
             if not_judged is None:
-                violations += [finding.message for finding in
-                               check_generation(block, spec.budgets(check_generation), target.backend)]
+                findings = check_generation(block, spec.budgets(check_generation), target.backend)
+                violations += [finding.message for finding in findings]
             else:
                 judged = None
         if not_judged is not None:
@@ -223,7 +224,7 @@ class LlmChecker:
                       "cosine": _worst(per_prompt, "cosine", min)},
             device=({"name": split_device(target.backend)[1], "machine": self.pool.machine(target.backend)}
                     if split_device(target.backend)[1] else None),
-            extra={"llm": block}, checked=True)
+            extra={"llm": block}, checked=True, budget_findings=findings)
         if judged is not None:
             violations += gate_into(record, judged, self.settings)
         # A worker that died between requests and was restarted: said as for every model.
