@@ -51,6 +51,24 @@ def test_typed_requests_reject_unknown_ops_and_fields() -> None:
     assert Measure.op == "measure"
 
 
+def test_the_zygotes_requests_are_a_registry_of_their_own() -> None:
+    """A worker refuses a zygote's op and a zygote a worker's; Exit, which ends either, is both's."""
+    assert set(protocol.REQUESTS) & set(protocol.ZYGOTE_REQUESTS) == {"exit"}
+    assert protocol.REQUESTS["exit"] is protocol.ZYGOTE_REQUESTS["exit"] is protocol.Exit
+    for request in (protocol.Fork(), protocol.ProcessStatus(12, 0.5), protocol.KillProcess(12)):
+        message = request_json(request)
+        assert request_from(message, protocol.ZYGOTE_REQUESTS) == request
+        with pytest.raises(ProtocolError, match="not a request"):
+            request_from(message)
+    for request in (Load("k", "/m.onnx", 1), protocol.Ping(), protocol.Start("litert")):
+        with pytest.raises(ProtocolError, match="not a request"):
+            request_from(request_json(request), protocol.ZYGOTE_REQUESTS)
+    with pytest.raises(ProtocolError, match="unknown field"):
+        request_from({"op": "kill", "args": {"pid": 1, "signal": 9}}, protocol.ZYGOTE_REQUESTS)
+    with pytest.raises(ProtocolError, match="not a request"):
+        request_from({"op": ["fork"], "args": {}}, protocol.ZYGOTE_REQUESTS)  # an unhashable op
+
+
 @pytest.mark.parametrize("value, message", [
     (np.array(["a", "b"]), "dtype"),
     (np.array([object()], dtype=object), "dtype"),

@@ -1,12 +1,14 @@
 """The messages between the pytest process and a backend worker: typed requests (one dataclass per
 operation, fields by name, as pytest-xdist's controller sends named commands) and replies,
-versioned. Their frames, a codec that executes nothing (no pickle, so the same protocol crosses a
+versioned; and the requests to a backend's zygote (worker/zygote.py), in a registry of their own.
+The worker's frames, a codec that executes nothing (no pickle, so the same protocol crosses a
 machine boundary, a device over SSH or adb, without a peer being able to run code on the other
-side), are :mod:`.frames`.
+side), are :mod:`.frames`; the zygote's messages are JSON, as bounded and as free of pickle.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -153,15 +155,51 @@ REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure
                                                                 Ping, Exit, Generate, MeasureGeneration)}
 
 
+# ------------------------------------------------------------------ the zygote's requests
+# From the host to a backend's zygote (worker/zygote.py), as JSON over its Unix socket: a registry
+# of their own, so a worker refuses a zygote's op and the zygote a worker's (Exit, ending either, aside).
+
+
+@dataclass
+class Fork(Request):
+    """Fork a fresh worker on the two file descriptors sent with this request (SCM_RIGHTS): its
+    connection and its log. Replies its pid."""
+
+    op: ClassVar[str] = "fork"
+
+
+@dataclass
+class ProcessStatus(Request):
+    """The exit code of the zygote's child ``pid`` (negative: the signal that ended it), None while it
+    runs, after waiting up to ``timeout_s`` for it to end."""
+
+    op: ClassVar[str] = "status"
+    pid: int
+    timeout_s: float
+
+
+@dataclass
+class KillProcess(Request):
+    """SIGKILL the zygote's child ``pid``, if it still runs."""
+
+    op: ClassVar[str] = "kill"
+    pid: int
+
+
+ZYGOTE_REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Fork, ProcessStatus, KillProcess, Exit)}
+
+
 def request_json(request: Request) -> dict[str, Any]:
     return {"op": request.op, "args": {f.name: getattr(request, f.name) for f in fields(request)}}
 
 
-def request_from(message: Any) -> Request:
-    """The typed request a decoded message names; ProtocolError for anything else."""
-    if not isinstance(message, dict) or message.get("op") not in REQUESTS or not isinstance(message.get("args"), dict):
+def request_from(message: Any, registry: Mapping[str, type[Request]] = REQUESTS) -> Request:
+    """The typed request of ``registry`` (a worker's, or ZYGOTE_REQUESTS) a decoded message names;
+    ProtocolError for anything else."""
+    if (not isinstance(message, dict) or not isinstance(message.get("op"), str) or message["op"] not in registry
+            or not isinstance(message.get("args"), dict)):
         raise ProtocolError(f"not a request: {str(message)[:200]}")
-    cls = REQUESTS[message["op"]]
+    cls = registry[message["op"]]
     names = {f.name for f in fields(cls)}
     unknown = set(message["args"]) - names
     if unknown:
@@ -189,5 +227,6 @@ def hello(backend: str, machine: dict[str, Any] | None = None, runtime: dict[str
 
 
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Generate", "MeasureGeneration", "Run", "Measure",
-           "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit", "request_json", "request_from", "ok",
+           "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit", "REQUESTS", "Fork", "ProcessStatus",
+           "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok",
            "failure", "hello"]
