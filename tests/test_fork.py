@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -21,8 +22,8 @@ from pytest_edge.backends import get_backend
 from pytest_edge.errors import BackendCrash, BackendError
 from pytest_edge.worker.client import BackendWorker
 from pytest_edge.worker.pool import WorkerPool
-from pytest_edge.worker.protocol import Load, Measure
-from pytest_edge.worker.zygote import fork_supported
+from pytest_edge.worker.protocol import Exit, Fork, Load, Measure, Ping, ProcessStatus, ProtocolError, request_json
+from pytest_edge.worker.zygote import MESSAGE_BYTES, Zygote, fork_supported
 
 pytestmark = pytest.mark.skipif(not fork_supported(), reason="forking measuring processes needs Linux")
 
@@ -183,6 +184,81 @@ def test_a_runtime_the_zygote_cannot_import_is_a_clear_error(tmp_path: Path, mon
         assert not pool.zygotes["litert"].alive and _children_named("pytest_edge.worker --zygote") == []
     finally:
         pool.close()
+
+
+# A zygote of a backend whose runtime import is nothing: its messages without a runtime (it forks nothing).
+NO_RUNTIME_ZYGOTE = """
+import socket, sys
+import pytest_edge.backends
+
+class NoRuntime:
+    def import_runtime(self):
+        pass
+
+pytest_edge.backends.get_backend = lambda name: NoRuntime()
+from pytest_edge.worker.zygote import serve_zygote
+serve_zygote(socket.socket(fileno=int(sys.argv[1])), "none")
+"""
+
+
+def test_a_message_the_zygote_cannot_read_gets_a_failure_and_it_serves_on() -> None:
+    """Not JSON, not a request, a worker's request, unknown or missing fields, a field of the wrong
+    type, a fork without its two file descriptors, a message over MESSAGE_BYTES: each gets a failure
+    envelope saying what the zygote could not do, keeps no descriptor sent with it, and the zygote
+    goes on serving until Exit."""
+    host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote = subprocess.Popen([sys.executable, "-c", NO_RUNTIME_ZYGOTE, str(child.fileno())], pass_fds=[child.fileno()],
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    child.close()
+    host.settimeout(60)
+
+    def reply(data: bytes, fds: tuple[int, ...] = ()) -> dict:
+        socket.send_fds(host, [data], list(fds))
+        return json.loads(host.recv(MESSAGE_BYTES))
+
+    read, write = os.pipe()
+    try:
+        hello = json.loads(host.recv(MESSAGE_BYTES))
+        assert hello["ok"] is True and hello["value"]["pid"] == zygote.pid
+        descriptors = len(os.listdir(f"/proc/{zygote.pid}/fd"))
+        for data, fds, said in [
+            (b"not json", (), "read b'not json', not JSON"),
+            (b"[1, 2]", (), "read a request (not a request: [1, 2])"),
+            (json.dumps(request_json(Load("m", "/m.tflite", 1))).encode(), (), "do 'load'"),
+            (json.dumps({"op": "kill", "args": {"pid": 1, "signal": 9}}).encode(), (),
+             "read a request (kill: unknown field(s) ['signal'])"),
+            (json.dumps({"op": "status", "args": {"pid": 1}}).encode(), (), "read a request (status: "),
+            (json.dumps(request_json(ProcessStatus(1, "soon"))).encode(), (), "status: TypeError: "),  # type: ignore[arg-type]
+            (json.dumps(request_json(Fork())).encode(), (read,), "fork: 1 file descriptors, not 2"),
+            (json.dumps(request_json(Ping())).encode(), (read, write), "do 'ping'"),
+            (b" " * (MESSAGE_BYTES + 1), (), f"read a request of more than {MESSAGE_BYTES} bytes"),
+        ]:
+            answer = reply(data, fds)
+            assert answer["ok"] is False and answer["message"].startswith(said), (data[:40], answer)
+        assert len(os.listdir(f"/proc/{zygote.pid}/fd")) == descriptors
+        assert reply(json.dumps(request_json(ProcessStatus(1, 0.0))).encode()) == {"ok": True, "value": -signal.SIGKILL}
+        socket.send_fds(host, [json.dumps(request_json(Exit())).encode()], [])
+        assert zygote.wait(timeout=30) == 0
+    finally:
+        os.close(read)
+        os.close(write)
+        host.close()
+        if zygote.poll() is None:
+            zygote.kill()
+            zygote.wait()
+
+
+def test_the_host_sends_a_zygote_only_its_requests_and_reads_its_failures() -> None:
+    """A worker's request is refused before it is sent; a zygote that cannot import (an unknown
+    backend here) says so in its hello's failure envelope, read into the import error."""
+    zygote = Zygote("no-such-backend", 60.0)
+    with pytest.raises(ProtocolError, match="no-such-backend: ping is not a request to a zygote"):
+        zygote.call(Ping())
+    with pytest.raises(BackendError, match=r"^no-such-backend: its zygote \(which forks the measuring processes\) could "
+                                           r"not import the runtime: UnknownBackend: unknown backend 'no-such-backend'; "
+                                           r"known: .*; --edge-fork=off spawns them instead$"):
+        zygote.start()
+    assert not zygote.alive
 
 
 def test_a_measurements_worker_keeps_the_shared_workers_log() -> None:

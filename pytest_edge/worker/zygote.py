@@ -10,6 +10,11 @@ The host cannot wait for a grandchild, so the zygote reaps its children and repo
 status (a signal as a negative code, as ``subprocess`` does): crash messages name the signal.
 Each child dies with the zygote and the zygote with the host (PR_SET_PDEATHSIG).
 
+The host's requests are typed (protocol.ZYGOTE_REQUESTS: Fork, ProcessStatus, KillProcess, Exit) and
+the zygote's replies are the worker's envelopes (``ok(value)``, ``failure(kind, message)``; the hello
+too), as JSON of at most MESSAGE_BYTES: no pickle. A message the zygote cannot read gets a failure
+reply; the zygote goes on serving.
+
 ``python -m pytest_edge.worker --zygote BACKEND FD`` runs a zygote on the socket FD.
 """
 
@@ -28,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError
+from .protocol import (ZYGOTE_REQUESTS, Exit, Fork, KillProcess, ProcessStatus, ProtocolError, Request, failure, ok,
+                       request_from, request_json)
 from .resident import populate, resident_file_pages
 
 MESSAGE_BYTES = 4096
@@ -86,7 +93,7 @@ class ForkedProcess:
     def kill(self) -> None:
         if self.returncode is None and self.zygote.alive:  # a zygote that is gone took its children
             try:
-                self.zygote.call({"op": "kill", "pid": self.pid})
+                self.zygote.call(KillProcess(self.pid))
             except BackendError:
                 pass
 
@@ -98,7 +105,7 @@ class Zygote:
     def __init__(self, backend_name: str, start_timeout_s: float) -> None:
         self.backend_name = backend_name
         self.start_timeout_s = start_timeout_s
-        self.hello: dict[str, Any] = {}
+        self.hello: dict[str, Any] = {}  # the zygote's: pid, import_s, threads
         self._process: subprocess.Popen | None = None
         self._socket: socket.socket | None = None
         # How a zygote that died ended ("its zygote (pid N) ended (signal SIGKILL)"), whether a
@@ -137,22 +144,17 @@ class Zygote:
         child.close()
         self._socket = host
         try:
-            self.hello = self._receive(self.start_timeout_s)
+            self.hello = self._receive(self.start_timeout_s, None)
         except BackendError:
             self.close()
             raise
-        if "error" in self.hello:
-            self.close()
-            raise BackendError(f"{self.backend_name}: its zygote (which forks the measuring processes) could not "
-                               f"import the runtime: {self.hello['error']}; --edge-fork=off spawns them instead")
 
     def fork(self, connection_fd: int, log_fd: int) -> ForkedProcess:
         """A fresh worker serving the protocol on ``connection_fd``, printing to ``log_fd``."""
         if self.alive and self._env != _environment():
             self.close()  # the environment changed since it started (a test's setenv): a child must see it
         self.start()
-        reply = self.call({"op": "fork"}, [connection_fd, log_fd])
-        return ForkedProcess(self, reply["pid"])
+        return ForkedProcess(self, self.call(Fork(), [connection_fd, log_fd]))
 
     def _note_end(self) -> None:
         """Remember how the zygote ended, if its process is gone."""
@@ -169,36 +171,52 @@ class Zygote:
         to ``timeout_s`` for it to end."""
         try:
             if self.alive:
-                return self.call({"op": "status", "pid": pid, "timeout_s": timeout_s}, timeout_s=timeout_s)["status"]
+                return self.call(ProcessStatus(pid, timeout_s), timeout_s=timeout_s)
         except BackendError:
             pass
         self._note_end()
         return -signal.SIGKILL  # the zygote is gone: PR_SET_PDEATHSIG killed its children
 
-    def call(self, message: dict[str, Any], fds: list[int] | None = None, timeout_s: float = 0.0) -> dict[str, Any]:
+    def call(self, request: Request, fds: list[int] | None = None, timeout_s: float = 0.0) -> Any:
+        """Send one of the zygote's requests (with ``fds``); the value of its reply."""
+        if ZYGOTE_REQUESTS.get(request.op) is not type(request):
+            raise ProtocolError(f"{self.backend_name}: {request.op} is not a request to a zygote")
         if self._socket is None:
             raise BackendError(f"{self.backend_name}: its zygote is not running")
         try:
-            socket.send_fds(self._socket, [json.dumps(message).encode()], fds or [])
+            socket.send_fds(self._socket, [_message(request_json(request))], fds or [])
         except OSError as exc:
             self._died(f"could not be reached ({exc})")
-        return self._receive(timeout_s + 30.0)
+        return self._receive(timeout_s + 30.0, request)
 
-    def _receive(self, timeout_s: float) -> dict[str, Any]:
+    def _receive(self, timeout_s: float, request: Request | None) -> Any:
+        """The value of the zygote's reply to ``request`` (None: its hello), or the BackendError
+        its failure says: the one place the host reads what the zygote sends."""
         assert self._socket is not None
         self._socket.settimeout(timeout_s)
         try:
-            data = self._socket.recv(MESSAGE_BYTES)
+            data, _, flags, _ = self._socket.recvmsg(MESSAGE_BYTES)
         except socket.timeout:
             self._died(f"did not answer within {timeout_s:g} s")
         except OSError as exc:
             self._died(f"could not be reached ({exc})")
         if not data:
             self._died("ended")
-        reply = json.loads(data)
-        if "failed" in reply:
-            raise BackendError(f"{self.backend_name}: its zygote could not {reply['failed']}")
-        return reply
+        try:
+            reply = None if flags & socket.MSG_TRUNC else json.loads(data)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict) or not (reply.get("ok") is True and "value" in reply or reply.get("ok") is False
+                                               and isinstance(reply.get("kind"), str)
+                                               and isinstance(reply.get("message"), str)):
+            self._died(f"sent {data[:200]!r}, not a reply")
+        if reply["ok"]:
+            return reply["value"]
+        if request is None:
+            raise BackendError(f"{self.backend_name}: its zygote (which forks the measuring processes) could not "
+                               f"import the runtime: {reply['kind']}: {reply['message']}; "
+                               "--edge-fork=off spawns them instead")
+        raise BackendError(f"{self.backend_name}: its zygote could not {reply['message']}")
 
     def _died(self, how: str) -> None:
         tail = ""
@@ -214,7 +232,7 @@ class Zygote:
         """End the zygote (its children are killed with it) and remove its log."""
         if self._socket is not None:
             try:
-                socket.send_fds(self._socket, [json.dumps({"op": "exit"}).encode()], [])
+                socket.send_fds(self._socket, [_message(request_json(Exit()))], [])
             except OSError:
                 pass
             self._socket.close()
@@ -230,6 +248,14 @@ class Zygote:
             self.log_path.unlink()
         except OSError:
             pass
+
+
+def _message(message: dict[str, Any]) -> bytes:
+    """A message's JSON, refused (ProtocolError) over MESSAGE_BYTES: the peer reads no more."""
+    data = json.dumps(message).encode()
+    if len(data) > MESSAGE_BYTES:
+        raise ProtocolError(f"a zygote message of {len(data)} bytes exceeds the limit of {MESSAGE_BYTES}")
+    return data
 
 
 # The zygote process.
@@ -284,54 +310,59 @@ def serve_zygote(control: socket.socket, backend_name: str) -> None:
     try:
         get_backend(backend_name).import_runtime()
     except Exception as exc:  # noqa: BLE001 - reported to the host, which raises it
-        control.send(json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
+        _reply(control, failure(type(exc).__name__, str(exc)))
         return
-    control.send(json.dumps({"pid": os.getpid(), "import_s": time.perf_counter() - start,
-                             "threads": thread_count()}).encode())
+    _reply(control, ok({"pid": os.getpid(), "import_s": time.perf_counter() - start, "threads": thread_count()}))
     running: set[int] = set()
     ended: dict[int, int] = {}
     try:
         while True:
             try:
-                data, fds, _, _ = socket.recv_fds(control, MESSAGE_BYTES, 2)
+                data, fds, flags, _ = socket.recv_fds(control, MESSAGE_BYTES, 2)
             except OSError:
                 return
             if not data:
                 return
-            request = json.loads(data)
             _reap(ended)
-            if request["op"] == "exit":
-                return
-            if request["op"] == "fork":
-                if len(fds) != 2:
-                    control.send(json.dumps({"failed": f"fork: {len(fds)} file descriptors, not 2"}).encode())
-                    continue
-                sys.stdout.flush()
-                sys.stderr.flush()
-                me, resident = os.getpid(), resident_file_pages()
-                pid = os.fork()
-                if pid == 0:
-                    _child(control, backend_name, fds[0], fds[1], me, resident)
-                for fd in fds:
+            request: Request | None = None
+            try:
+                request = _request(data, flags)
+                if isinstance(request, Exit):
+                    return
+                if isinstance(request, Fork):
+                    if len(fds) != 2:
+                        raise ProtocolError(f"fork: {len(fds)} file descriptors, not 2")
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    me, resident = os.getpid(), resident_file_pages()
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(control, backend_name, fds[0], fds[1], me, resident)
+                    running.add(pid)
+                    ended.pop(pid, None)  # a pid the kernel gave again: the old child's status is not this one's
+                    reply = ok(pid)
+                elif isinstance(request, ProcessStatus):
+                    pid = request.pid
+                    deadline = time.monotonic() + request.timeout_s
+                    while pid in running and pid not in ended and time.monotonic() < deadline:
+                        time.sleep(0.002)
+                        _reap(ended)
+                    # Not a child of this zygote: nothing of it runs (said as the kill it would have had).
+                    reply = ok(ended[pid] if pid in ended else None if pid in running else -signal.SIGKILL)
+                else:
+                    assert isinstance(request, KillProcess)
+                    if request.pid in running and request.pid not in ended:
+                        os.kill(request.pid, signal.SIGKILL)
+                    reply = ok(None)
+            except ProtocolError as exc:
+                reply = failure(type(exc).__name__, str(exc))
+            except Exception as exc:  # noqa: BLE001 - a request it could not carry out: said, and served on
+                doing = request.op if request is not None else f"read {data[:100]!r}"
+                reply = failure(type(exc).__name__, f"{doing}: {type(exc).__name__}: {exc}")
+            finally:
+                for fd in fds:  # the child's copies are its own; none is kept here, whatever the request
                     os.close(fd)
-                running.add(pid)
-                ended.pop(pid, None)  # a pid the kernel gave again: the old child's status is not this one's
-                control.send(json.dumps({"pid": pid}).encode())
-            elif request["op"] == "status":
-                pid = request["pid"]
-                deadline = time.monotonic() + request["timeout_s"]
-                while pid in running and pid not in ended and time.monotonic() < deadline:
-                    time.sleep(0.002)
-                    _reap(ended)
-                # Not a child of this zygote: nothing of it runs (said as the kill it would have had).
-                status = ended[pid] if pid in ended else None if pid in running else -signal.SIGKILL
-                control.send(json.dumps({"status": status}).encode())
-            elif request["op"] == "kill":
-                if request["pid"] in running and request["pid"] not in ended:
-                    os.kill(request["pid"], signal.SIGKILL)
-                control.send(b"{}")
-            else:
-                control.send(json.dumps({"failed": f"do {request['op']!r}"}).encode())
+            _reply(control, reply)
     finally:
         for pid in running - set(ended):
             try:
@@ -339,3 +370,28 @@ def serve_zygote(control: socket.socket, backend_name: str) -> None:
                 os.waitpid(pid, 0)
             except OSError:
                 pass
+
+
+def _request(data: bytes, flags: int) -> Request:
+    """One of the zygote's requests; a ProtocolError saying what the zygote could not do otherwise."""
+    if flags & socket.MSG_TRUNC:
+        raise ProtocolError(f"read a request of more than {MESSAGE_BYTES} bytes")
+    try:
+        message = json.loads(data)
+    except ValueError:
+        raise ProtocolError(f"read {data[:100]!r}, not JSON") from None
+    if isinstance(message, dict) and isinstance(message.get("op"), str) and message["op"] not in ZYGOTE_REQUESTS:
+        raise ProtocolError(f"do {message['op']!r}")
+    try:
+        return request_from(message, ZYGOTE_REQUESTS)
+    except ProtocolError as exc:
+        raise ProtocolError(f"read a request ({exc})") from None
+
+
+def _reply(control: socket.socket, reply: dict[str, Any]) -> None:
+    """Send a reply envelope; a failure's message is shortened to fit MESSAGE_BYTES."""
+    try:
+        data = _message(reply)
+    except ProtocolError:
+        data = _message(failure(reply["kind"], reply["message"][:MESSAGE_BYTES // 8] + " ..."))
+    control.send(data)
