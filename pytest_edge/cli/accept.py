@@ -14,6 +14,7 @@ from ..errors import EdgeError
 from ..files import sha256_file
 from ..core.models import resolve_model
 from ..core.plan import search_dirs
+from ..measurement.regressions import GATE_FIGURES
 from .project import project_settings
 
 
@@ -40,8 +41,6 @@ def accept_command(args: argparse.Namespace) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="the model's name (its stem) or an artifact path")
     parser.add_argument("--reason", required=True, help="why the change is accepted (kept in the file and the report)")
-    parser.add_argument("--figure", action="append", choices=["P50 latency", "P99 latency", "peak memory",
-                                                             "artifact size", "delegate coverage", "instructions",
-                                                             "TTFT P50", "TPOT P50"],
+    parser.add_argument("--figure", action="append", choices=GATE_FIGURES,
                         help="accept only this figure (repeatable; default: every figure)")
     parser.set_defaults(func=accept_command)

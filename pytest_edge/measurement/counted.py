@@ -20,7 +20,7 @@ import numpy as np
 
 from .counts import CountedMeasurement
 from .gate import GateResult, rule_of
-from .regressions import Regression, resource_regressions
+from .regressions import INSTRUCTIONS, Regression, resource_regressions
 
 # Per-process counts that lie within this fraction of each other count as exact: one measurement decides.
 AGREE = 0.005
@@ -84,9 +84,9 @@ def run_count_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, pa
         message = (f"{backend}: {mine.instructions:,.0f} instructions per inference is {ratio - 1:+.2%} against "
                    f"{what} {theirs.instructions:,.0f} (allowed +{threshold:.2%}; counted by "
                    f"{mine.tool or 'callgrind'} in {processes} fresh process{'es' if processes != 1 else ''}")
-        counted = Regression("instructions", message, old=float(theirs.instructions),
+        counted = Regression(INSTRUCTIONS, message, old=float(theirs.instructions),
                              new=float(mine.instructions), threshold=threshold)
-        rule = rule_of("instructions", paired, counted=True)
+        rule = rule_of(INSTRUCTIONS, paired, counted=True)
         floor_mine, floor_theirs = least_run(mine), least_run(theirs)
         floor = floor_mine / floor_theirs if floor_mine and floor_theirs else None
         if floor is not None:

@@ -32,8 +32,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..core.acceptance import Acceptance, describe, find, stale
 from ..core.sizes import artifact_size
-from .regressions import (LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB, GateFinding, Regression, TimedFigure,
-                          latency_regressions, resource_regressions)
+from .regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
+                          PEAK_MEMORY, GateFinding, Regression, TimedFigure, latency_regressions,
+                          resource_regressions)
 
 # A/B mode (docs/gate.md, "Catching 1.2x"): a P50 above this fraction of the threshold is measured
 # again, in this many pairs (the first measurement has edge_processes pairs, 3 by default).
@@ -94,11 +95,11 @@ class GateResult:
 
 def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
     """The rule by which the gate judged ``figure``, in words (docs/gate.md)."""
-    if figure == "peak memory":
+    if figure == PEAK_MEMORY:
         return f"above the threshold and by more than {MEMORY_FLOOR_MB:g} MB"
-    if figure == "artifact size":
+    if figure == ARTIFACT_SIZE:
         return "grown beyond the threshold (exact: no noise floor)"
-    if figure == "delegate coverage":
+    if figure == DELEGATE_COVERAGE:
         return "any rise of the fallback fraction"
     if counted:
         return "instructions per inference above the threshold (counted; counted again where processes disagree)"

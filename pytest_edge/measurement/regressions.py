@@ -75,6 +75,11 @@ LATENCY_FIGURES = (TimedFigure("p50", "P50 latency", "P50", MIN_RUNS["p50"]),
 # median time per output token.
 GENERATION_FIGURES = (TimedFigure("ttft_p50_ms", "TTFT P50", "TTFT P50"),
                       TimedFigure("tpot_p50_ms", "TPOT P50", "TPOT P50"))
+# The gate's other figures, by the names its findings, an acceptance's "figures" and the pages use.
+PEAK_MEMORY, ARTIFACT_SIZE, DELEGATE_COVERAGE, INSTRUCTIONS = ("peak memory", "artifact size", "delegate coverage",
+                                                               "instructions")
+GATE_FIGURES = (*(f.name for f in LATENCY_FIGURES), PEAK_MEMORY, ARTIFACT_SIZE, DELEGATE_COVERAGE, INSTRUCTIONS,
+                *(f.name for f in GENERATION_FIGURES))
 # A P50 (or TTFT/TPOT) that grew by at most this much is not gated, whatever its percentage: between
 # fresh processes on a shared runner an unchanged 8 us model read +65 % then +18 % (2 us) against its
 # A/B twin in CI. Microsecond models are gated by counted mode (--edge-count=instructions) instead.
@@ -175,19 +180,19 @@ def resource_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any],
     if _number(new) and _number(old) and old > 0:
         change = new / old - 1
         if change > max_regression and new - old > MEMORY_FLOOR_MB:
-            found.append(Regression("peak memory", f"{backend}: peak memory {new:.3f} MB is {change:+.1%} against "
+            found.append(Regression(PEAK_MEMORY, f"{backend}: peak memory {new:.3f} MB is {change:+.1%} against "
                                     f"{what} {old:.3f} MB (allowed +{max_regression:.0%})",
                                     old=float(old), new=float(new), threshold=max_regression))
     # The artifact's size is exact (no noise floor): growth beyond the same threshold fails.
     new_size, old_size = dig(record, "artifact_bytes"), dig(baseline, "artifact_bytes")
     if _number(new_size) and _number(old_size) and old_size > 0 and new_size / old_size - 1 > max_regression:
-        found.append(Regression("artifact size", f"{backend}: artifact {dig(record, 'model', 'artifact') or '?'} is "
+        found.append(Regression(ARTIFACT_SIZE, f"{backend}: artifact {dig(record, 'model', 'artifact') or '?'} is "
                                 f"{new_size} bytes ({new_size / 2**20:.3f} MB), {new_size / old_size - 1:+.1%} against "
                                 f"{what} {old_size} bytes (allowed +{max_regression:.0%})",
                                 old=float(old_size), new=float(new_size), threshold=max_regression))
     new_cov, old_cov = dig(record, "coverage", "fallback"), dig(baseline, "coverage", "fallback")
     if _number(new_cov) and _number(old_cov) and new_cov > old_cov + 1e-12:
-        found.append(Regression("delegate coverage", f"{backend}: delegate coverage dropped: fallback "
+        found.append(Regression(DELEGATE_COVERAGE, f"{backend}: delegate coverage dropped: fallback "
                                 f"{new_cov:.1%} against {what} {old_cov:.1%}",
                                 old=float(old_cov), new=float(new_cov), threshold=0.0))
     return found
@@ -205,6 +210,6 @@ def check_baseline(record: Mapping[str, Any], baseline: Mapping[str, Any] | None
         return []
     if record.get("timing_not_judged"):  # an emulated device: its coverage is judged, its timing and memory not
         return [r.message for r in resource_regressions(record, baseline, max_regression)
-                if r.figure == "delegate coverage"]
+                if r.figure == DELEGATE_COVERAGE]
     timed, _ = latency_regressions(record, baseline, max_regression)
     return [r.message for r in [*timed, *resource_regressions(record, baseline, max_regression)]]

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..backends import split_device
-from ..measurement.regressions import latency_regressions, resource_regressions
+from ..measurement.regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, PEAK_MEMORY,
+                                       latency_regressions, resource_regressions)
 from ..core.record import dig
 from ..core.units import parse_percent
 from ..core.settings import MAX_REGRESSION
@@ -76,8 +77,8 @@ FIGURES: list[tuple[str, Callable[[Mapping[str, Any]], Any], bool]] = [
 
 
 # The merge gate's name of each figure (measurement.regressions.Regression.figure).
-_GATE_FIGURES = {"P50": "P50 latency", "P99": "P99 latency", "peak memory": "peak memory",
-                 "fallback": "delegate coverage", "artifact size": "artifact size"}
+_GATE_FIGURES = {"P50": LATENCY_FIGURES[0].name, "P99": LATENCY_FIGURES[1].name, "peak memory": PEAK_MEMORY,
+                 "fallback": DELEGATE_COVERAGE, "artifact size": ARTIFACT_SIZE}
 
 
 def gate_judged(record: Mapping[str, Any]) -> bool:
