@@ -24,7 +24,7 @@ from pytest_edge.llm.metrics import token_agreement, token_message
 from pytest_edge.llm.probe import context_lengths, context_sweep
 from pytest_edge.backends import get_backend
 from pytest_edge.backends.decoder import generate
-from pytest_edge.llm.prompts import check_prompt
+from pytest_edge.llm.marker import check_prompt
 
 LLM = Path(__file__).resolve().parent.parent / "fixtures" / "llm"
 FIXTURES = LLM.parent

@@ -27,9 +27,8 @@ from ..worker.pool import WorkerPool
 from ..worker.protocol import Generate, Load
 from . import gate, probe
 from .golden import TokenGolden, golden_path, read_golden, write_golden
-from .marker import LlmSpec
+from .marker import LlmSpec, check_prompt
 from .metrics import logits_figures, logits_messages, timing_figures, token_agreement, token_message
-from .prompts import check_prompt
 
 @dataclass(frozen=True)
 class LlmTarget:

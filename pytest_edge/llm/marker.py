@@ -1,12 +1,15 @@
 """``@pytest.mark.edge_llm(model=..., prompts=..., **budgets)``: parsed once at collection into an
 :class:`LlmSpec`; an unknown keyword or a bad value is an EdgeUsageError naming it. The budgets are
-rows of :data:`pytest_edge.checks.BUDGETS` (those of ``EDGE_LLM``), parsed by the table's parsers."""
+rows of :data:`pytest_edge.checks.BUDGETS` (those of ``EDGE_LLM``), parsed by the table's parsers. Its
+prompts are checked against the model's configuration (:func:`check_prompt`) before any runtime
+sees them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
+from ..backends.decoder_config import LlmConfig
 from ..checks import EDGE_LLM, Check, budgets_for, budgets_of
 from ..errors import EdgeUsageError
 from ..core.units import parse_int, parse_mb, parse_number
@@ -71,6 +74,21 @@ def _prompts(value: Any) -> tuple[tuple[int, ...], ...]:
                                  f"app's business), not {prompt!r}")
         prompts.append(tuple(int(t) for t in prompt))
     return tuple(prompts)
+
+
+def check_prompt(prompt: Sequence[int], new_tokens: int, config: LlmConfig, where: str) -> list[int]:
+    """The prompt as ints, refused before any runtime sees it: empty, an id out of the vocabulary,
+    or longer (with the new tokens) than the model's context."""
+    ids = [int(t) for t in prompt]
+    if not ids:
+        raise EdgeUsageError(f"{where}: an empty prompt (at least one token id is needed)")
+    bad = [t for t in ids if not 0 <= t < config.vocab_size]
+    if bad:
+        raise EdgeUsageError(f"{where}: token id {bad[0]} is outside the vocabulary [0, {config.vocab_size})")
+    if len(ids) + new_tokens > config.max_context:
+        raise EdgeUsageError(f"{where}: the prompt's {len(ids)} tokens + {new_tokens} new tokens = "
+                             f"{len(ids) + new_tokens} exceed the model's maximum context of {config.max_context}")
+    return ids
 
 
 def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:

@@ -16,8 +16,7 @@ from ..plugin import unresolved
 from ..core.record import UNRESOLVED_BACKEND, Record
 from ..stash import SESSION_KEY
 from .checks import LlmChecker, LlmTarget, config_of, model_json, resolve_llm_model, targets
-from .marker import parse_llm_marker
-from .prompts import check_prompt
+from .marker import check_prompt, parse_llm_marker
 
 CHECKER_KEY = pytest.StashKey[LlmChecker]()
 
