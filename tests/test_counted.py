@@ -372,3 +372,26 @@ def test_litert_and_executorch_are_counted_and_an_identical_twin_passes(pytester
         assert counted["tool"] == "callgrind" and counted["runs"] == 10 and counted["instructions"] > 10_000, counted
         check = record["baseline_check"]
         assert check["counted"] is True and abs(check["instructions_ratio"] - 1) < 0.005, check
+
+
+@needs_valgrind
+def test_edge_model_measure_gives_a_test_the_counted_block(pytester: pytest.Pytester,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """In counted mode ``edge_model.measure()`` returns ``{"counted": ...}``, the record's JSON block
+    (docs/measurement.md), not the session's typed measurement."""
+    shutil.copy(FIXTURES / "tiny_mlp.onnx", pytester.path / "tiny_mlp.onnx")
+    pytester.makepyfile('''
+import os
+import pytest
+@pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
+def test_m(edge_model):
+    if not os.environ.get("COUNTED"):
+        return  # the golden's run
+    counted = edge_model.measure()["counted"]
+    assert counted["tool"] == "callgrind" and counted["instructions"] > 10_000, counted
+    assert len(counted["processes"]) == 1 and counted["processes"][0]["instructions"] > 10_000
+''')
+    pytester.makeini("[pytest]\nedge_count_processes = 1\n")
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    monkeypatch.setenv("COUNTED", "1")
+    pytester.runpytest_subprocess("--edge-count=instructions").assert_outcomes(passed=1)
