@@ -238,3 +238,14 @@ def test_a_format_without_a_quantization_pair_is_refused_by_name(tmp_path: Path)
     with pytest.raises(EdgeUsageError, match=r"a\.xml: triage quant compares a float and a quantized model of "
                                              r".*, not \.xml"):
         compare_models(tmp_path / "a.xml", tmp_path / "b.xml")
+
+
+def test_a_matched_pair_not_comparable_on_every_input_is_said_apart_from_the_unmatched() -> None:
+    """A tensor matched with its counterpart whose values could not be compared on every input is
+    neither a row nor "no counterpart": the matching line says which it is."""
+    from pytest_edge.triage.quant_report import QuantReport
+
+    report = QuantReport(Path("f.tflite"), Path("q.tflite"), [], unmatched_float=["a"], incomparable=["b", "c"])
+    line = report.matching_line()
+    assert line.startswith("matched 0 of 3 float tensors by name; no counterpart for 1: a; ")
+    assert "2 matched but not comparable on every input (a value missing, or of another shape on one side): b, c" in line

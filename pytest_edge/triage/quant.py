@@ -60,11 +60,15 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
     matching = pair.match(labelled[0][1], inputs_origin)
     rows, losses = measure_layers(matching.pairs, labelled, lambda case: pair.run(case, inputs_origin), min_snr_db)
     measured = {row.tensor: row.op for row in rows}
-    unmatched = matching.unmatched + [p.tensor or "?" for p in matching.pairs if p.tensor not in measured]
-    folded = pair.folded(unmatched, measured)
-    unmatched = [name for name in unmatched if not any(name in names for names in folded.values())]
-    return QuantReport(float_model, quant_model, rows, min_snr_db, unmatched, matching.only_quantized, losses,
-                       inputs_origin, matching.matched_by, folded_float=folded)
+    incomparable = [p.tensor or "?" for p in matching.pairs if p.tensor not in measured]
+    folded = pair.folded(matching.unmatched + incomparable, measured)
+
+    def unfolded(names: list[str]) -> list[str]:
+        return [name for name in names if not any(name in folded_names for folded_names in folded.values())]
+
+    return QuantReport(float_model, quant_model, rows, min_snr_db, unfolded(matching.unmatched),
+                       matching.only_quantized, losses, inputs_origin, matching.matched_by, folded_float=folded,
+                       incomparable=unfolded(incomparable))
 
 
 # ---------------------------------------------------------------- the formats

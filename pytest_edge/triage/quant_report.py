@@ -33,6 +33,9 @@ class QuantReport:
     # Float tensors the quantizer folded away, by how (a Conv fused with its Relu; BatchNormalization
     # folded into the Conv before it): no counterpart by design, their layer is measured as another row.
     folded_float: dict[str, list[str]] = field(default_factory=dict)
+    # Float tensors matched with a counterpart that could not be compared on every input (a value
+    # missing, or of another shape on one side): matched, but no row.
+    incomparable: list[str] = field(default_factory=list)
 
     @property
     def matched(self) -> int:
@@ -57,15 +60,18 @@ class QuantReport:
 
     def matching_line(self) -> str:
         folded = sum(len(names) for names in self.folded_float.values())
-        line = (f"matched {self.matched} of {self.matched + len(self.unmatched_float)} float tensors "
-                f"{self.matched_by}")
+        total = self.matched + len(self.unmatched_float) + len(self.incomparable)
+        line = f"matched {self.matched} of {total} float tensors {self.matched_by}"
         if folded:
-            line = (f"matched {self.matched} of {self.matched + len(self.unmatched_float) + folded} float tensors "
+            line = (f"matched {self.matched} of {total + folded} float tensors "
                     f"{self.matched_by}; {folded} folded away by the quantizer, measured in the row of the layer "
                     "that computes them now (" + "; ".join(f"{how}: {', '.join(names)}"
                                                             for how, names in self.folded_float.items()) + ")")
         if self.unmatched_float:
             line += f"; no counterpart for {len(self.unmatched_float)}: " + ", ".join(self.unmatched_float)
+        if self.incomparable:
+            line += (f"; {len(self.incomparable)} matched but not comparable on every input (a value missing, "
+                     "or of another shape on one side): " + ", ".join(self.incomparable))
         if self.unmatched_quant:
             line += (f"; {len(self.unmatched_quant)} only in the quantized model: "
                      + ", ".join(self.unmatched_quant))
