@@ -1,5 +1,5 @@
 """triage quant per channel, per weight and over inputs (quant_channels.py, quant_layers.py,
-quant_onnx.py, quant_inputs.py): the outlier pairs of fixtures/make_quant_pairs.py on real LiteRT and
+backends/onnxruntime/quant_pair.py, quant_inputs.py): the outlier pairs of fixtures/make_quant_pairs.py on real LiteRT and
 ONNX Runtime, and the numbers with hypothesis."""
 
 from __future__ import annotations

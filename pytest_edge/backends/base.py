@@ -238,7 +238,8 @@ class Backend(ABC):
     def open_quant_pair(self, float_model: Path, quant_model: Path) -> "QuantPair":
         """A float and a quantized artifact of this format, opened for ``pytest-edge triage quant``
         (backends/quant_pair.py); only where ``quantized_kind`` is set."""
-        raise NotImplementedError(f"{self.name} has no quantization pair")
+        raise BackendError(f"{float_model} ({self.name}): this backend names a quantization pair "
+                           f"({self.quantized_kind}) but opens none: it overrides open_quant_pair")
 
     def artifact_suffixes(self) -> tuple[str, ...]:
         return self.suffixes or (self.suffix,)

@@ -201,9 +201,9 @@ def genai_decoder(folder: Path) -> Path | None:
 
 def read_config(artifact: Path, metadata: Callable[[Path], LlmConfig | None] | None = None) -> LlmConfig:
     """The decoder configuration of ``artifact``, from what its exporter wrote: ``genai_config.json``
-    naming it, a Hugging Face ``config.json`` beside it, the artifact's own metadata (``metadata``:
-    the runtime's reader, e.g. a GGUF's keys), and only then a hand-written ``<stem>.json``. None of
-    them: an error naming every file looked for and the keys."""
+    naming it, the artifact's own metadata (``metadata``: the runtime's reader, e.g. a GGUF's keys),
+    then a hand-written ``<stem>.json`` (the artifact's own file), then a Hugging Face
+    ``config.json`` beside it. None of them: an error naming every file looked for and the keys."""
     artifact = Path(artifact)
     folder = artifact.parent
     if genai_decoder(folder) == artifact:
@@ -212,11 +212,13 @@ def read_config(artifact: Path, metadata: Callable[[Path], LlmConfig | None] | N
         found = metadata(artifact)
         if found is not None:
             return found
-    if (folder / HF_CONFIG).is_file():
-        return from_hf_config(folder / HF_CONFIG)
+    # A file named after the artifact is its own; a folder's config.json may describe another export
+    # of the network (its max_position_embeddings is rarely an export's cache length).
     own = config_path(artifact)
     if own.is_file():
         return LlmConfig.load(own)
+    if (folder / HF_CONFIG).is_file():
+        return from_hf_config(folder / HF_CONFIG)
     raise EdgeUsageError(
         f"{artifact}: no decoder configuration: looked for {folder / GENAI_CONFIG} (ONNX Runtime GenAI's model "
         f"builder), {folder / HF_CONFIG} (a Hugging Face / Optimum export folder), the artifact's own metadata, "

@@ -1,4 +1,4 @@
-"""``pytest-edge triage quant`` for ExecuTorch (the "etdump" pair): a float ``.pte`` against its int8 ``.pte`` (PT2E:
+"""``pytest-edge triage quant`` for ExecuTorch: a float ``.pte`` against its int8 ``.pte`` (PT2E:
 ``quantize_per_tensor``/``dequantize_per_tensor`` around each op), both run with ETDump and a debug
 buffer (etdump.py), which logs every KernelCall's output.
 

@@ -1,4 +1,4 @@
-"""``pytest-edge triage quant`` for LiteRT (the "tensors" pair): a float ``.tflite`` against its
+"""``pytest-edge triage quant`` for LiteRT: a float ``.tflite`` against its
 int8 ``.tflite``, both on LiteRT's reference kernels with every intermediate tensor kept (the
 graph's own values, not a delegate's). Tensors are matched by name (converters keep the float
 graph's names when they quantize it), else by graph order; quantized tensors are dequantized with

@@ -1,4 +1,4 @@
-"""``pytest-edge triage quant`` for ONNX (the "qdq" pair): a float ``.onnx`` against its QDQ model (QuantizeLinear /
+"""``pytest-edge triage quant`` for ONNX: a float ``.onnx`` against its QDQ model (QuantizeLinear /
 DequantizeLinear pairs around each op, as ``onnxruntime.quantization.quantize_static`` writes it).
 
 Both graphs run on ONNX Runtime's CPU provider with every node output exposed as a graph output and
