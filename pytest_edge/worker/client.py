@@ -116,7 +116,10 @@ class BackendWorker:
                 self._process.stdin.close()
                 self._process.stdout.close()
                 self._sent = set()
-                self._writer.send_bytes(frames.encode(protocol.request_json(protocol.Start(self.backend_name))))
+                try:
+                    self._writer.send_bytes(frames.encode(protocol.request_json(protocol.Start(self.backend_name))))
+                except OSError:  # BrokenPipeError: the command ended already (ssh to a host that refuses)
+                    pass  # the handshake reads its end and says the device cannot be reached, with its output
             else:
                 # A fresh interpreter running this module, not multiprocessing's spawn: spawn
                 # re-imports the parent's __main__ (breaks under `python -`, notebooks, scripts).
