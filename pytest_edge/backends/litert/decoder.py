@@ -204,13 +204,15 @@ def from_tflite(path: Path) -> Any:
 
 
 def _agrees(config: Any, layout: Layout, where: str) -> None:
-    """A configuration written by hand (``<stem>.json``, where the signatures do not give the query
-    heads) must describe this export: its KV-cache estimate and the context it sweeps are read from
-    it, while the calls follow the signatures. A figure they disagree on is an error naming both."""
+    """The configuration a test runs this export with (its ``<stem>.json``, or the model's, read from
+    another artifact of the same network) must describe this network: its KV-cache estimate is read
+    from it, while the calls follow the signatures. A figure of the network they disagree on is an
+    error naming both. The context is the export's own (``kv_cache_max_len``: an ONNX build of the
+    same weights may hold more), so it is not compared; the cache refuses positions past its own."""
     if config is None:
         return
     differ = [f"{name} {getattr(config, name)} (configuration) but {getattr(layout, name)} (signatures)"
-              for name in ("n_layers", "n_kv_heads", "head_dim", "max_context", "vocab_size")
+              for name in ("n_layers", "n_kv_heads", "head_dim", "vocab_size")
               if getattr(config, name, None) != getattr(layout, name)]
     if layout.n_heads is not None and getattr(config, "n_heads", None) != layout.n_heads:
         differ.append(f"n_heads {getattr(config, 'n_heads', None)} (configuration) but {layout.n_heads} (signatures)")
