@@ -196,7 +196,7 @@ class NoRuntime:
         pass
 
 pytest_edge.backends.get_backend = lambda name: NoRuntime()
-from pytest_edge.worker.zygote import serve_zygote
+from pytest_edge.worker.zygote_process import serve_zygote
 serve_zygote(socket.socket(fileno=int(sys.argv[1])), "none")
 """
 

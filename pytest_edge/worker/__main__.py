@@ -11,7 +11,7 @@ from .server import die_with_parent, serve, serve_stdio
 if sys.argv[1:2] == ["--zygote"]:
     import socket
 
-    from .zygote import serve_zygote
+    from .zygote_process import serve_zygote
 
     serve_zygote(socket.socket(fileno=int(sys.argv[3])), sys.argv[2])
     sys.exit(0)
