@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +92,90 @@ def write_mlp(path: Path, hidden: int) -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(path))
+
+
+# Timing tests stage their effects on a model sized on the machine that runs them, as ratios of what
+# was just measured: an absolute figure holds only at the speed of the machine it was written on
+# (tiny_mlp runs 5 us on an AMD EPYC, where a "100x" regression of it is 4.95 us, under the gate's
+# 0.005 ms floor; docs/gate.md). At 0.5 ms or more a staged change is far from the floor however
+# fast the machine, and a 2x or 10x effect is far from the noise however slow.
+CALIBRATED_P50_MS = 0.5
+CHAIN_WIDTH = 256  # x[16, 256] @ W[256, 256]: about a million multiply-adds per layer
+
+
+def write_chain(path: Path, layers: int) -> Path:
+    """An ONNX chain x[16, 256] -> (MatMul W -> Add b -> Tanh) x ``layers`` -> y[16, 256]. Every layer
+    shares one W and b, so the work grows with ``layers`` while the file (and the working set) does
+    not: a chain of 2x the layers is 2x the work in a file about 1 % bigger, so a gate that fails it
+    fails it on time, not on the artifact's size. Tanh keeps the values bounded at any depth."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array((rng.standard_normal((CHAIN_WIDTH, CHAIN_WIDTH)) / CHAIN_WIDTH ** 0.5)
+                                     .astype(np.float32), "w")
+    bias = numpy_helper.from_array((rng.standard_normal(CHAIN_WIDTH) / 10).astype(np.float32), "b")
+    nodes, previous = [], "x"
+    for layer in range(layers):
+        out = "y" if layer == layers - 1 else f"t{layer}"
+        nodes += [helper.make_node("MatMul", [previous, "w"], [f"m{layer}"]),
+                  helper.make_node("Add", [f"m{layer}", "b"], [f"a{layer}"]),
+                  helper.make_node("Tanh", [f"a{layer}"], [out])]
+        previous = out
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, CHAIN_WIDTH])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, CHAIN_WIDTH])], [weight, bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def chain_p50_ms(path: Path, min_time_s: float = 0.05) -> float:
+    """The chain's median run on ONNX Runtime here, as the plugin runs it (one intra-op thread), in
+    this process: 5 warm-up runs, then runs for ``min_time_s`` and at least 21 runs."""
+    import time
+
+    import numpy as np
+
+    from pytest_edge.backends.onnxruntime.session import new_session
+
+    session = new_session(str(path), "CPUExecutionProvider", 1)
+    feeds = {"x": np.ones((16, CHAIN_WIDTH), np.float32)}
+    for _ in range(5):
+        session.run(None, feeds)
+    samples: list[int] = []
+    deadline = time.perf_counter_ns() + int(min_time_s * 1e9)
+    while len(samples) < 21 or time.perf_counter_ns() < deadline:
+        start = time.perf_counter_ns()
+        session.run(None, feeds)
+        samples.append(time.perf_counter_ns() - start)
+    return float(np.median(samples)) / 1e6
+
+
+@dataclass(frozen=True)
+class CalibratedChain:
+    """A chain (:func:`write_chain`) grown on this machine until its P50 is at least the target:
+    ``layers`` and the ``p50_ms`` measured for it while calibrating."""
+
+    layers: int
+    p50_ms: float
+
+    def write(self, path: Path, work: float = 1.0) -> Path:
+        """The chain at ``work`` times the calibrated work (``work=2``: twice the layers)."""
+        return write_chain(path, max(1, round(self.layers * work)))
+
+
+@functools.cache
+def calibrated_chain(target_ms: float = CALIBRATED_P50_MS) -> CalibratedChain:
+    """The chain's layers grown until its P50 is at least ``target_ms`` here (measured, once per
+    process): each step scales the layers by what the last measurement lacked, 20 % beyond it, so it
+    ends in two or three steps with a P50 between the target and about 1.5x it."""
+    with tempfile.TemporaryDirectory() as folder:
+        layers = 1
+        for _ in range(12):
+            p50 = chain_p50_ms(write_chain(Path(folder) / f"chain{layers}.onnx", layers))
+            if p50 >= target_ms:
+                return CalibratedChain(layers, p50)
+            layers = max(layers + 1, math.ceil(layers * min(1.2 * target_ms / p50, 8.0)))
+    raise AssertionError(f"a chain of {layers} layers still ran faster than {target_ms} ms here: P50 {p50:.4f} ms")
