@@ -77,8 +77,9 @@ def noopt_backend(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """After a failed run, say of each failed test whether it is a timing test (marked ``timing``:
-    its verdict rests on measured time, staged far outside the noise a busy 2-core runner meets),
-    so that CI tells a possible flake from a plain failure."""
+    its verdict rests on measured time, staged as ratios of what the test measured on a model sized to
+    the running machine, far outside the noise a busy 2-core runner meets; docs/gate.md, "How this
+    repository tests the gate"), so that CI tells a possible flake from a plain failure."""
     failed = terminalreporter.stats.get("failed", [])
     if not failed:
         return
