@@ -1,4 +1,6 @@
 """Golden store: ``<golden_dir>/<model>/meta.json`` plus one ``case_NNN-<hash>.npz`` per case.
+``<model>`` is the model's key (``tiny_cnn``, ``a/net``: core.models), so a model's folder may lie
+in subfolders of the store.
 
 A model keeps one golden *set* per input set. Generated inputs (seeded, from the signature) form
 the default set, stored in the model's folder itself as before input sets existed; the inputs of a
@@ -26,11 +28,13 @@ import numpy as np
 
 from ..errors import GoldenError
 from ..files import atomic_write
-from .layout import (CASE_NAME, DEFAULT_SET, SCHEMA, SET_DIR, UPDATE_HINT, Golden, GoldenCase, case_file,
+from .layout import (CASE_NAME, DEFAULT_SET, LLM_DIR, SCHEMA, SET_DIR, UPDATE_HINT, Golden, GoldenCase, case_file,
                      check_set_key, non_finite_problem, npz_bytes)
 from .validate import check_set_folder, read_set
 
 _LEFTOVER_PATTERNS = (".case_*.npz.*.tmp", ".meta.json.*.tmp")
+# How deep model folders are looked for (a key's parts): a hostile tree is not walked forever.
+MAX_KEY_DEPTH = 16
 
 
 class GoldenStore:
@@ -48,10 +52,27 @@ class GoldenStore:
         return os.path.lexists(self.folder(model, key) / "meta.json")
 
     def models(self) -> list[str]:
-        """The model folders of the store (symbolic links are not followed: not ours)."""
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.is_symlink())
+        """The model folders of the store, by key (``a/net``): each folder that holds a golden set
+        (``meta.json``, ``inputs-*``) or decoder goldens (``llm/``), and each empty leaf folder. What
+        lies inside a model's folder is that model's (its sets, the user's notes): not walked. Symbolic
+        links are not followed (not ours)."""
+        found: list[str] = []
+
+        def walk(folder: Path, prefix: str, depth: int) -> None:
+            for child in sorted(folder.iterdir()):
+                if not child.is_dir() or child.is_symlink():
+                    continue
+                key = prefix + child.name
+                subfolders = [c for c in child.iterdir() if c.is_dir() and not c.is_symlink()]
+                if os.path.lexists(child / "meta.json") or not subfolders or any(
+                        SET_DIR.fullmatch(c.name) or c.name == LLM_DIR for c in subfolders):
+                    found.append(key)
+                elif depth < MAX_KEY_DEPTH:
+                    walk(child, key + "/", depth + 1)
+
+        if self.root.is_dir() and not self.root.is_symlink():
+            walk(self.root, "", 1)
+        return found
 
     def sets(self, model: str) -> list[str]:
         """The keys of the sets stored for ``model``: ``default`` when the model's folder has a
@@ -138,7 +159,16 @@ class GoldenStore:
                     empty.rmdir()
                     removed.append(empty)
                 except OSError:  # not empty: other sets or the user's own files
-                    break
+                    return removed
+        # The folders of a key's parts (``a`` of ``a/net``) that nothing else uses any more.
+        for parent in model_folder.parents:
+            if parent == self.root or self.root not in parent.parents:
+                break
+            try:
+                parent.rmdir()
+                removed.append(parent)
+            except OSError:
+                break
         return removed
 
 def remove_leftovers(folder: Path) -> list[Path]:

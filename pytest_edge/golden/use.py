@@ -73,7 +73,7 @@ def golden_references(sets: GoldenSets, items: list[pytest.Item], plan_of: PlanO
         try:
             refs |= sets.used(plan)  # the reference= model's golden where the test names one
         except Exception:  # noqa: BLE001 - the test itself reports a bad inputs=; keep the model
-            refs.add((plan.golden_model.name, ANY_SET))
+            refs.add((sets.folder_of(plan.golden_model), ANY_SET))
     return refs
 
 

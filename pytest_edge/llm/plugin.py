@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ..errors import EdgeCheckFailed, EdgeError, EdgeUsageError, EdgeWorkerRestarted
-from ..core.plan import Unresolved, search_dirs
+from ..core.plan import Unresolved, key_bases, search_dirs
 from ..plugin import unresolved
 from ..core.record import UNRESOLVED_BACKEND, Record
 from ..stash import SESSION_KEY
@@ -27,7 +27,7 @@ def _session(config: pytest.Config) -> Any:
 
 def _checker(config: pytest.Config) -> LlmChecker:
     if CHECKER_KEY not in config.stash:
-        config.stash[CHECKER_KEY] = LlmChecker(_session(config).settings, _session(config).pool)
+        config.stash[CHECKER_KEY] = LlmChecker(_session(config).settings, _session(config).pool, _session(config).models)
     return config.stash[CHECKER_KEY]
 
 
@@ -51,8 +51,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.fixturenames.append("edge_llm")  # checked on each backend even without the fixture
     try:
         spec = parse_llm_marker(markers[0].args, markers[0].kwargs)
-        model = resolve_llm_model(spec.model, search_dirs(session.settings, Path(metafunc.definition.path).parent))
-        found = targets(spec, model, session.settings)
+        dirs, bases = search_dirs(session.settings, Path(metafunc.definition.path).parent), key_bases(session.settings)
+        model = session.models.claim(resolve_llm_model(spec.model, dirs, bases))
+        reference = session.models.claim(resolve_llm_model(spec.reference, dirs, bases)) if spec.reference else None
+        if reference is not None and reference.key == model.key:
+            raise EdgeUsageError(f"edge_llm reference={spec.reference!r} names the tested model {model.key!r} itself; "
+                                 "drop reference= (a model is checked against its own goldens by default)")
+        found = targets(spec, model, session.settings, reference)
     except EdgeError as exc:
         # One test's error (a model not found, an artifact kind no runtime knows), not a collection
         # error that would end the whole session with the other tests.
