@@ -223,3 +223,34 @@ def test_a_quantized_decoder_is_judged_against_the_float_ones_golden(pytester: p
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*reference='models/int8' names the tested model 'models/int8' itself*"])
+
+
+def test_a_folder_of_export_folders_gates_each_export_against_its_own_twin(pytester: pytest.Pytester) -> None:
+    """main's models/ as the baseline folder: models/base/model.onnx against main/base/model.onnx and
+    models/tuned/model.onnx against main/tuned/model.onnx; a decoder's artifact size is gated as a
+    tensor model's (base's twin is the int8 export: base grew)."""
+    shutil.copytree(LLM / "genai_llama", pytester.path / "models" / "base")
+    shutil.copytree(LLM / "genai_llama_perturbed", pytester.path / "models" / "tuned")
+    shutil.copytree(LLM / "genai_llama_int8", pytester.path / "main" / "base")
+    shutil.copytree(LLM / "genai_llama_perturbed", pytester.path / "main" / "tuned")
+    pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_processes = 1\n")
+    pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base", warmup=0, runs=1)
+                        + _decoder_test("tuned", "tuned", warmup=0, runs=1))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    # +136 % of bytes fails at 100 %; the timing of one pair stays under it (no timing verdict is asserted).
+    result = pytester.runpytest_subprocess("--edge-baseline-models=main", "--edge-report=r.json",
+                                           "--edge-max-regression=100%")
+    result.assert_outcomes(passed=1, failed=1)
+    records = {r["model"]["name"]: r for r in _records(pytester.path / "r.json")}
+    assert records["base"]["baseline_check"]["baseline"] == "main/base/model.onnx"
+    assert records["tuned"]["baseline_check"]["baseline"] == "main/tuned/model.onnx"
+    assert records["tuned"]["verdict"] == "passed"
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: artifact models/base/model.onnx is * bytes (* MB), +*% against "
+                                 "the baseline twin * bytes (allowed +100%)*",
+                                 "*merge gate (A/B against main): 2 compared, 1 regressed, 0 inconclusive*"])
+    (pytester.path / "empty").mkdir()
+    nothing = pytester.runpytest_subprocess("--edge-baseline-models=empty")
+    nothing.assert_outcomes(passed=2)
+    assert nothing.ret == 1
+    nothing.stdout.fnmatch_lines(["*the merge gate compared nothing: --edge-baseline-models empty holds no twin of any "
+                                  "tested model (looked for empty/base/model.onnx, empty/tuned/model.onnx)*"])
