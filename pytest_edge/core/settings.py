@@ -52,8 +52,9 @@ OPTIONS = [
            "--edge-max-regression"),
     Option("edge_gate_p99", "A/B mode: also gate P99 latency, with this allowed regression (e.g. 25%; "
            "off by default: a tail moves more than a median between fresh processes)", "", "--edge-gate-p99"),
-    Option("edge_baseline_models", "A/B mode: a folder with the baseline's artifacts (same file names), "
-           "measured alternately with this run's in the same job", "", "--edge-baseline-models"),
+    Option("edge_baseline_models", "A/B mode: a folder with the baseline's artifacts (each at its model's path "
+           "under its edge_model_dirs folder, else the rootdir), measured alternately with this run's in the "
+           "same job", "", "--edge-baseline-models"),
     Option("edge_processes", "fresh worker processes per measurement", "3", "--edge-processes"),
     Option("edge_fork", "how fresh measuring processes start: 'off' (default): spawned, a new interpreter "
            "each; 'auto': forked by a zygote per backend that imported the runtime once, where the OS "
