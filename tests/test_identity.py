@@ -254,3 +254,34 @@ def test_a_folder_of_export_folders_gates_each_export_against_its_own_twin(pytes
     assert nothing.ret == 1
     nothing.stdout.fnmatch_lines(["*the merge gate compared nothing: --edge-baseline-models empty holds no twin of any "
                                   "tested model (looked for empty/base/model.onnx, empty/tuned/model.onnx)*"])
+
+
+# ------------------------------------------------------------------ decoders as tensor models: devices, patterns
+
+def test_a_decoder_on_a_device_that_cannot_be_reached_is_skipped_unless_required(pytester: pytest.Pytester) -> None:
+    shutil.copytree(LLM / "genai_llama", pytester.path / "models" / "base")
+    pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_devices =\n"
+                     "    odd = adb-not-installed-here -s 1234 shell python3 -m pytest_edge.worker --stdio\n")
+    pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base").replace(
+        f'backends=["{ORT}"]', f'backends=["{ORT}", "{ORT}@odd"]'))
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-rs", "--edge-report=r.json")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*device odd cannot be reached: its command 'adb-not-installed-here -s 1234 *' "
+                                 "cannot be started: *No such file or directory*"])
+    assert sorted(r["verdict"] for r in _records(pytester.path / "r.json")) == ["passed", "skipped"]
+    pytester.runpytest_subprocess(f"--edge-require={ORT}@odd").assert_outcomes(passed=1, failed=1)
+
+
+def test_backend_patterns_select_decoder_backends(pytester: pytest.Pytester) -> None:
+    shutil.copytree(LLM / "genai_llama", pytester.path / "models" / "base")
+    pytester.makeini("[pytest]\nedge_model_dirs = models\n")
+    pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base").replace(
+        f'backends=["{ORT}"]', 'backends=["onnxruntime-c*"]'))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--edge-backends=onnxruntime-*", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*test_base?base-{ORT}? PASSED*"])
+    # A tensor-only backend in the run's selection selects no decoder backend (it is no error).
+    skipped = pytester.runpytest_subprocess("--edge-backends=openvino", "-rs")
+    skipped.assert_outcomes(skipped=1)
+    skipped.stdout.fnmatch_lines(["*no LLM backend selected for this test*"])

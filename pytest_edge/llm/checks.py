@@ -5,6 +5,7 @@ record (with its ``llm`` block) and every violation; the plugin keeps and report
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,7 +20,7 @@ from ..files import relative_path, sha256_file
 from ..measurement.gate import GateResult, nothing_to_compare
 from ..core.models import Model, ModelKeys, resolve_model
 from ..core.pipeline import gate_into
-from ..core.plan import known_device, unavailable_on
+from ..core.plan import expand_patterns, is_pattern, known_device, unavailable_on
 from ..core.sizes import artifact_size
 from ..golden.sets import check_owner
 from ..core.record import Record
@@ -58,16 +59,18 @@ def targets(spec: LlmSpec, model: Model, settings: Settings, reference: Model | 
     the marker's ``backends=`` or --edge-backends names one (an SSH or command device, qemu:aarch64),
     whose worker serves the decoder there as it serves tensor models."""
     registry = decoder_backends()
-    selected = settings.backends
-    named = [*(spec.backends or []), *spec.skip_backends, *(selected or [])]
-    for name in named:
-        if split_device(name)[0] not in registry:
+    for name in [*(spec.backends or []), *spec.skip_backends]:
+        if not is_pattern(name) and split_device(name)[0] not in registry:
             raise EdgeUsageError(f"edge_llm: unknown backend {name!r}; LLM backends: {', '.join(registry)}")
+    # Patterns (``onnxruntime-*``, ``*@pi5``) select as they do for tensor models (core.plan).
+    chosen = expand_patterns(list(spec.backends), registry, settings.devices) if spec.backends is not None else None
+    selected = _decoders_of(settings.backends, registry, settings.devices)
+    for name in [*(chosen or []), *spec.skip_backends, *(selected or [])]:
         known_device(settings, name)
-    on_devices = [n for n in [*(spec.backends or []), *(selected or [])] if split_device(n)[1] is not None]
+    on_devices = [n for n in [*(chosen or []), *(selected or [])] if split_device(n)[1] is not None]
     found = []
     for name in dict.fromkeys([*registry, *on_devices]):
-        if name in spec.skip_backends or (spec.backends is not None and name not in spec.backends) \
+        if name in spec.skip_backends or (chosen is not None and name not in chosen) \
                 or (selected is not None and name not in selected):
             continue
         base, device = split_device(name)
@@ -79,6 +82,22 @@ def targets(spec: LlmSpec, model: Model, settings: Settings, reference: Model | 
                                              backend.decoder_refuses(artifact))
         found.append(LlmTarget(spec, model, name, reason, reference))
     return found
+
+
+def _decoders_of(names: list[str] | None, registry: Any, devices: Any) -> list[str] | None:
+    """The decoder backends a --edge-backends selection names: its LLM backends, and what its patterns
+    match among them. The selection is the whole run's: a tensor-only backend in it (validated at
+    configuration) selects no decoder backend, and a pattern that matches none selects none here."""
+    if names is None:
+        return None
+    universe = [*registry, *(f"{b}@{d}" for d in devices for b in registry)]
+    found: list[str] = []
+    for name in names:
+        if is_pattern(name):
+            found += fnmatch.filter(universe, name)
+        elif split_device(name)[0] in registry:
+            found.append(name)
+    return list(dict.fromkeys(found))
 
 
 def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path] = ()) -> Model:

@@ -10,7 +10,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pytest
 
-from ..errors import EdgeCheckFailed, EdgeError, EdgeUsageError, EdgeWorkerRestarted
+from ..errors import DeviceUnreachable, EdgeCheckFailed, EdgeError, EdgeUsageError, EdgeWorkerRestarted
 from ..core.plan import Unresolved, key_bases, search_dirs
 from ..plugin import unresolved
 from ..core.record import UNRESOLVED_BACKEND, Record
@@ -124,11 +124,15 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     try:
         result = yield
     except (Exception, pytest.fail.Exception) as exc:  # the body's own failure (a skip is no failure)
+        if _unreachable(session, item, target, exc):
+            pytest.skip(str(exc))
         session.records.append(Record.body_failed(item.nodeid, _model_json(session, target), target.backend, exc))
         raise
     try:
         record, violations = _checker(item.config).check(item.nodeid, target, session.settings.rootdir)
     except EdgeError as exc:
+        if _unreachable(session, item, target, exc):
+            pytest.skip(str(exc))
         session.records.append(Record.errored(item.nodeid, _model_json(session, target), target.backend, str(exc)))
         raise
     session.records.append(record)
@@ -137,6 +141,15 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     for message in record.restarts:
         item.warn(EdgeWorkerRestarted(message))
     return result
+
+
+def _unreachable(session: Any, item: pytest.Item, target: LlmTarget, exc: BaseException) -> bool:
+    """A device that cannot be reached skips the test, as it skips a tensor model's (kept as a skipped
+    record with the transport's message), unless --edge-require names the backend: then it fails."""
+    if not isinstance(exc, DeviceUnreachable) or target.backend in session.settings.require:
+        return False
+    session.records.append(Record.skipped(item.nodeid, _model_json(session, target), target.backend, str(exc)))
+    return True
 
 
 @pytest.hookimpl(wrapper=True)
