@@ -285,3 +285,27 @@ def test_backend_patterns_select_decoder_backends(pytester: pytest.Pytester) -> 
     skipped = pytester.runpytest_subprocess("--edge-backends=openvino", "-rs")
     skipped.assert_outcomes(skipped=1)
     skipped.stdout.fnmatch_lines(["*no LLM backend selected for this test*"])
+
+
+def test_decoder_goldens_are_listed_reported_unused_and_pruned(pytester: pytest.Pytester) -> None:
+    from edge_helpers import run_cli
+
+    shutil.copytree(LLM / "genai_llama", pytester.path / "models" / "base")
+    shutil.copytree(LLM / "genai_llama_perturbed", pytester.path / "models" / "tuned")
+    pytester.makeini("[pytest]\nedge_model_dirs = models\n")
+    pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base") + _decoder_test("tuned", "tuned"))
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    listed = run_cli("golden", "list", cwd=pytester.path)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    rows = [line for line in listed.stdout.splitlines() if " llm " in line]
+    assert len(rows) == 2 and all(f"{ORT}" in row and "model.onnx" in row for row in rows), listed.stdout
+    assert "models/base/model.onnx: current" in listed.stdout and "models/tuned/model.onnx: current" in listed.stdout
+    # tuned's test goes: its goldens are named unused at the end of a complete run, then pruned.
+    pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base"))
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 unused golden set: tuned/llm (no test uses this model)*"])
+    pruned = run_cli("golden", "prune", cwd=pytester.path)
+    assert pruned.returncode == 0, pruned.stdout + pruned.stderr
+    assert "removed tuned/llm" in pruned.stdout
+    assert not (pytester.path / "golden/tuned").exists() and list((pytester.path / "golden/base/llm").iterdir())

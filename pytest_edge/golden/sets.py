@@ -256,6 +256,15 @@ def check_finite(outputs: Sequence[np.ndarray], info: ModelInfo) -> None:
                                f"{int(np.isnan(out).sum())} NaN and {int(np.isinf(out).sum())} Inf values")
 
 
+def decoder_folder(store: GoldenStore, model: Model, keys: ModelKeys) -> str:
+    """Where ``model``'s decoder goldens (``llm/``) are read, by the rule of
+    :meth:`GoldenSets.folder_of`: its key, else its stem's old folder while no other model of the
+    session has that stem. Writes always go to the key."""
+    if model.key == model.name or store.prompts(model.key) or not store.prompts(model.name):
+        return model.key
+    return model.name if keys.sole_of_stem(model) else model.key
+
+
 def check_owner(folder: Path, meta: dict[str, Any] | None, model: Model, rootdir: Path) -> None:
     """Refuse to write over a golden another model's artifact made: ``meta`` (of the golden in
     ``folder``, None where none) names the artifact that made it; where that is a file that still

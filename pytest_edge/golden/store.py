@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import GoldenError
 from ..files import atomic_write
-from .layout import (CASE_NAME, DEFAULT_SET, LLM_DIR, SCHEMA, SET_DIR, UPDATE_HINT, Golden, GoldenCase, case_file,
+from .layout import (CASE_NAME, DEFAULT_SET, LLM_DIR, LLM_PROMPT, LLM_SET, SCHEMA, SET_DIR, UPDATE_HINT, Golden, GoldenCase, case_file,
                      check_set_key, non_finite_problem, npz_bytes)
 from .validate import check_set_folder, read_set
 
@@ -43,7 +43,9 @@ class GoldenStore:
 
     def folder(self, model: str, key: str = DEFAULT_SET) -> Path:
         """The folder of one input set: the model's folder for the default set, else its
-        ``inputs-<key>`` subfolder."""
+        ``inputs-<key>`` subfolder; ``llm`` for its decoder goldens."""
+        if key == LLM_SET:
+            return self.root / model / LLM_DIR
         if check_set_key(key) == DEFAULT_SET:
             return self.root / model
         return self.root / model / f"inputs-{key}"
@@ -88,7 +90,16 @@ class GoldenStore:
         return keys
 
     def all_sets(self) -> list[tuple[str, str]]:
-        return [(model, key) for model in self.models() for key in self.sets(model)]
+        """Every (model, set) stored: its input sets, and ``llm`` where it has decoder goldens."""
+        return [(model, key) for model in self.models()
+                for key in [*self.sets(model), *([LLM_SET] if self.prompts(model) else [])]]
+
+    def prompts(self, model: str) -> list[Path]:
+        """The decoder goldens of ``model`` (``llm/prompt-<16 hex>.npz``; links and other names are not ours)."""
+        folder = self.root / model / LLM_DIR
+        if not folder.is_dir() or folder.is_symlink():
+            return []
+        return sorted(p for p in folder.iterdir() if LLM_PROMPT.fullmatch(p.name) and p.is_file() and not p.is_symlink())
 
     def load(self, model: str, key: str = DEFAULT_SET) -> Golden:
         folder = self.folder(model, key)
@@ -142,6 +153,8 @@ class GoldenStore:
         model_folder = self.root / model
         if not os.path.lexists(folder):
             return []
+        if key == LLM_SET:
+            return self._remove_prompts(model)
         check_set_folder(folder, key)
         removed: list[Path] = []
         with _locked(model_folder):
@@ -160,7 +173,25 @@ class GoldenStore:
                     removed.append(empty)
                 except OSError:  # not empty: other sets or the user's own files
                     return removed
-        # The folders of a key's parts (``a`` of ``a/net``) that nothing else uses any more.
+        return removed + self._remove_empty_parents(model_folder)
+
+    def _remove_prompts(self, model: str) -> list[Path]:
+        """A model's decoder goldens: its prompt files, then the folders they leave empty."""
+        removed: list[Path] = []
+        for path in self.prompts(model):
+            path.unlink()
+            removed.append(path)
+        for empty in (self.root / model / LLM_DIR, self.root / model):
+            try:
+                empty.rmdir()
+                removed.append(empty)
+            except OSError:  # not empty: tensor sets, the user's own files
+                return removed
+        return removed + self._remove_empty_parents(self.root / model)
+
+    def _remove_empty_parents(self, model_folder: Path) -> list[Path]:
+        """The folders of a key's parts (``a`` of ``a/net``) that nothing else uses any more."""
+        removed: list[Path] = []
         for parent in model_folder.parents:
             if parent == self.root or self.root not in parent.parents:
                 break

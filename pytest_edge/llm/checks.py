@@ -22,14 +22,14 @@ from ..core.models import Model, ModelKeys, resolve_model
 from ..core.pipeline import gate_into
 from ..core.plan import expand_patterns, is_pattern, known_device, unavailable_on
 from ..core.sizes import artifact_size
-from ..golden.sets import check_owner
+from ..golden.sets import check_owner, decoder_folder
+from ..golden.store import GoldenStore
 from ..core.record import Record
 from ..core.settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
 from ..worker.protocol import Generate, Load
 from . import gate, probe
-from ..golden.layout import LLM_DIR
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec, check_prompt
 from .metrics import logits_figures, logits_messages, timing_figures, token_agreement, token_message
@@ -185,13 +185,8 @@ class LlmChecker:
         raise GoldenError(f"no LLM backend available here can run any artifact of {model.key} to record goldens")
 
     def golden_folder(self, model: Model) -> str:
-        """Where ``model``'s goldens are read: its key; where it has none yet, its stem's folder (where
-        they lay before keys) if that has some and no other model of this session has that stem, as
-        for tensor models (golden.sets.GoldenSets.folder_of). Writes always go to the key."""
-        root = Path(self.settings.golden_dir)
-        if model.key == model.name or (root / model.key / LLM_DIR).is_dir() or not (root / model.name / LLM_DIR).is_dir():
-            return model.key
-        return model.name if self.keys.sole_of_stem(model) else model.key
+        """Where ``model``'s goldens are read: its key, or its stem's old folder (golden.sets.decoder_folder)."""
+        return decoder_folder(GoldenStore(self.settings.golden_dir), model, self.keys)
 
     def golden(self, target: LlmTarget, config: LlmConfig, prompt: list[int]) -> TokenGolden:
         """The prompt's golden; with --edge-update-golden first (re)recorded once per session. With
