@@ -126,6 +126,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         marker = parse_marker(markers[0].args, markers[0].kwargs)
         model = edge.resolve(marker.model, test_dir)
         test_plans = plans(edge.settings, marker, model, test_dir)
+        if test_plans and test_plans[0].reference is not None:  # its key is one place too
+            edge.models.claim(test_plans[0].reference)
     except EdgeError as exc:
         return unresolved(metafunc, "edge_model", str(exc))
     if "edge_model" not in metafunc.fixturenames:
