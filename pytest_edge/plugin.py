@@ -19,7 +19,7 @@ from .core.marker import parse_marker
 from .core.plan import Plan, Unresolved, is_pattern, plans
 from .report.json_report import build_report
 from .report.outputs import write_outputs
-from .report.table import summary_lines
+from .report.table import gate_compared_nothing, summary_lines
 from .core.session import EdgeSession, Outcome, Settings
 from .stash import SESSION_KEY
 
@@ -126,6 +126,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         marker = parse_marker(markers[0].args, markers[0].kwargs)
         model = edge.resolve(marker.model, test_dir)
         test_plans = plans(edge.settings, marker, model, test_dir)
+        if test_plans and test_plans[0].reference is not None:  # its key is one place too
+            edge.models.claim(test_plans[0].reference)
     except EdgeError as exc:
         return unresolved(metafunc, "edge_model", str(exc))
     if "edge_model" not in metafunc.fixturenames:
@@ -272,8 +274,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not edge.records:
         return
     errors = write_outputs(build_report(edge.record_json(), edge.machine), edge.settings)
-    if errors:
-        edge.report_error = "\n".join(errors)
+    nothing = gate_compared_nothing(edge.record_json())  # a gate that compared nothing is no pass
+    if errors or nothing:
+        edge.report_error = "\n".join([*errors, *([nothing] if nothing else [])])
         if session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -13,7 +13,7 @@ from ..backends import all_artifact_suffixes
 from ..errors import EdgeError
 from ..files import sha256_file
 from ..core.models import resolve_model
-from ..core.plan import search_dirs
+from ..core.plan import key_bases, search_dirs
 from ..measurement.regressions import GATE_FIGURES
 from .project import project_settings
 
@@ -21,20 +21,20 @@ from .project import project_settings
 def accept_command(args: argparse.Namespace) -> int:
     try:
         settings = project_settings()
-        model = resolve_model(args.model, search_dirs(settings, None), all_artifact_suffixes())
+        model = resolve_model(args.model, search_dirs(settings, None), all_artifact_suffixes(), key_bases(settings))
         artifacts = sorted(set(model.artifacts.values()))
         digests = [sha256_file(path) for path in artifacts]
         path = settings.accept_file
-        accepted = write_acceptance(path, model.name, digests, args.reason, args.figure or ())
+        accepted = write_acceptance(path, model.key, digests, args.reason, args.figure or ())
     except (EdgeError, OSError) as exc:
         print(f"pytest-edge accept: {exc}", file=sys.stderr)
         return 2
     figures = ", ".join(accepted.figures) if accepted.figures else "every figure"
-    print(f"{os.path.relpath(path)}: {model.name}: {figures} accepted for "
+    print(f"{os.path.relpath(path)}: {model.key}: {figures} accepted for "
           + ", ".join(f"{os.path.relpath(p)} ({d[:12]})" for p, d in zip(artifacts, digests))
           + f": {accepted.reason}")
     print("commit it with the change; the gate judges these artifacts by it, and any other artifact of "
-          f"{model.name} as before")
+          f"{model.key} as before")
     return 0
 
 

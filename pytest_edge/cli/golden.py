@@ -30,7 +30,10 @@ def golden_rows(settings: Settings) -> list[list[str]]:
     rows = []
     for model_name in store.models():
         keys = store.sets(model_name)
-        if not keys:
+        prompts = store.prompts(model_name)
+        if prompts:
+            rows.append(_decoder_row(model_name, prompts, settings.rootdir))
+        if not keys and not prompts:
             rows.append([model_name, "—", "—", "—", "—", "no golden set in this folder"])
         for key in keys:
             try:
@@ -49,6 +52,33 @@ def golden_rows(settings: Settings) -> list[list[str]]:
             rows.append([model_name, key, str(len(golden.cases)), golden.reference_backend, recorded,
                          "; ".join(states)])
     return rows
+
+
+def _decoder_row(model: str, prompts: list[Path], rootdir: Path) -> list[str]:
+    """One row for a model's decoder goldens (``llm``): how many prompts, the reference backend, the
+    artifact each was recorded from with its sha256, and whether that artifact is still the same."""
+    from ..files import sha256_file
+    from ..llm.golden import read_golden
+
+    recorded: dict[tuple[str, str], set[str]] = {}
+    backends, problems = set(), []
+    for path in prompts:
+        try:
+            meta = read_golden(path, None).meta
+        except EdgeError as exc:
+            problems.append(f"{path.name}: unreadable: {exc}")
+            continue
+        backends.add(str(meta.get("reference_backend")))
+        where = str(meta.get("path") or meta.get("artifact"))
+        recorded.setdefault((where, str(meta.get("sha256"))), set()).add(path.name)
+    states = []
+    for where, digest in sorted(recorded):
+        artifact = rootdir / where
+        state = ("current" if sha256_file(artifact) == digest else "stale") if artifact.is_file() else \
+            "not found (recorded before goldens kept the artifact's path, or removed)"
+        states.append(f"{where}: {state}")
+    return [model, "llm", str(len(prompts)), ", ".join(sorted(backends)) or "—",
+            ", ".join(f"{Path(w).name} {d[:12]}" for w, d in sorted(recorded)), "; ".join(states + problems)]
 
 
 def _artifact_state(golden, path: Path) -> str:

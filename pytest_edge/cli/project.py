@@ -69,6 +69,6 @@ def golden_usage(pytest_args: Sequence[str] = ()) -> tuple[Settings, set[tuple[s
                              "every test collected")
     refs = found["refs"]
     if not refs:
-        raise EdgeUsageError("no test with @pytest.mark.edge was collected here: pass the paths of the edge "
-                             "tests (pytest-edge golden prune [--dry-run] PATH...)")
+        raise EdgeUsageError("no test with @pytest.mark.edge was collected here (nor edge_llm): pass the paths of "
+                             "the edge tests (pytest-edge golden prune [--dry-run] PATH...)")
     return found["settings"], refs

@@ -184,7 +184,7 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
     measured = timed or TimedMeasurement()
     size, unreadable = artifact_size(info.artifact, info.backend)
     made = Record(
-        test=test_id, model=model_json(plan.model.name, info.artifact, rootdir), backend=info.backend,
+        test=test_id, model=model_json(plan.model.key, info.artifact, rootdir), backend=info.backend,
         runtime=info.runtime, plugin={"name": "pytest-edge", "version": __version__},
         precision=info.precision, threads=info.threads,
         input={s.name: {"shape": list(np.shape(x)), "dtype": s.dtype,

@@ -74,6 +74,11 @@ def search_dirs(settings: Settings, test_dir: Path | None) -> list[Path]:
     return dirs + [d if d.is_absolute() else settings.rootdir / d for d in settings.model_dirs]
 
 
+def key_bases(settings: Settings) -> list[Path]:
+    """The folders a model's key is relative to: each ``edge_model_dirs`` folder, then the rootdir."""
+    return [d if d.is_absolute() else settings.rootdir / d for d in settings.model_dirs] + [settings.rootdir]
+
+
 def resolve_reference(settings: Settings, marker: MarkerSpec, model: Model, test_dir: Path | None) -> Model | None:
     """The model named by ``reference=`` (None without one), found as ``model=`` is; an unknown
     one is an EdgeUsageError naming the reference and the places searched."""
@@ -81,11 +86,11 @@ def resolve_reference(settings: Settings, marker: MarkerSpec, model: Model, test
         return None
     try:
         reference = resolve_model(marker.reference, search_dirs(settings, test_dir),
-                                  all_artifact_suffixes())
+                                  all_artifact_suffixes(), key_bases(settings))
     except EdgeUsageError as exc:
         raise EdgeUsageError(f"reference={marker.reference!r} of model {model.name!r}: {exc}") from None
-    if reference.name == model.name:
-        # Goldens are kept per model name: this would be the test's own golden under another label.
+    if reference.key == model.key:
+        # Goldens are kept per model key: this would be the test's own golden under another label.
         raise EdgeUsageError(f"reference={marker.reference!r} names the tested model {model.name!r} itself; "
                              "drop reference= (a model is checked against its own golden by default)")
     return reference

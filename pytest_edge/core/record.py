@@ -45,7 +45,8 @@ def is_finite_number(value: Any) -> bool:
 
 
 def model_json(name: str, artifact: Path | None, rootdir: Path) -> dict[str, Any]:
-    """A record's ``model``: its name, the artifact relative to the project, the artifact's sha256."""
+    """A record's ``model``: its name (the model's key: ``a/net``, unique per model, so two models never
+    share a row or a stored baseline), the artifact relative to the project, the artifact's sha256."""
     return {"name": name,
             "artifact": relative_path(artifact, rootdir) if artifact else None,
             "sha256": sha256_file(artifact) if artifact and artifact.is_file() else None}

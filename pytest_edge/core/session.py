@@ -26,8 +26,8 @@ from .marker import MarkerSpec
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement, machine_info
 from ..measurement.measurer import Measurer
-from .models import Model, resolve_model
-from .plan import Plan, Unresolved, plan_for, resolve_reference, search_dirs
+from .models import Model, ModelKeys, resolve_model
+from .plan import Plan, Unresolved, key_bases, plan_for, resolve_reference, search_dirs
 from .record import UNRESOLVED_BACKEND, Record, model_json
 from .settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
@@ -70,7 +70,8 @@ class EdgeSession:
         self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices,
                                device_cache=settings.device_cache, fork=measuring_fork(settings), farm=settings.farm)
         self.measurer = Measurer(settings, self.pool)
-        self.golden = GoldenSets(settings, self)
+        self.models = ModelKeys()  # every model resolved, by key: one key, one place
+        self.golden = GoldenSets(settings, self, self.models)
         self.loaded: dict[str, ModelInfo] = {}
         self.records: list[Record] = []
         self.inconclusive = 0
@@ -95,7 +96,8 @@ class EdgeSession:
     def resolve(self, name: str | None, test_dir: Path | None = None) -> Model:
         if not name:
             raise EdgeUsageError("the edge marker needs a model: @pytest.mark.edge(model='name-or-path')")
-        return resolve_model(name, search_dirs(self.settings, test_dir), all_artifact_suffixes())
+        return self.models.claim(resolve_model(name, search_dirs(self.settings, test_dir), all_artifact_suffixes(),
+                                               key_bases(self.settings)))
 
     def plan(self, model: Model, backend: str, marker: MarkerSpec | None = None,
              test_dir: Path | None = None) -> Plan:
@@ -252,7 +254,7 @@ class EdgeSession:
     # ------------------------------------------------------------ outcomes the plugin reports
 
     def _model(self, plan: Plan) -> dict[str, Any]:
-        return model_json(plan.model.name, plan.artifact, self.settings.rootdir)
+        return model_json(plan.model.key, plan.artifact, self.settings.rootdir)
 
     def _keep(self, record: Record) -> Record:
         self.records.append(record)

@@ -52,8 +52,9 @@ OPTIONS = [
            "--edge-max-regression"),
     Option("edge_gate_p99", "A/B mode: also gate P99 latency, with this allowed regression (e.g. 25%; "
            "off by default: a tail moves more than a median between fresh processes)", "", "--edge-gate-p99"),
-    Option("edge_baseline_models", "A/B mode: a folder with the baseline's artifacts (same file names), "
-           "measured alternately with this run's in the same job", "", "--edge-baseline-models"),
+    Option("edge_baseline_models", "A/B mode: a folder with the baseline's artifacts (each at its model's path "
+           "under its edge_model_dirs folder, else the rootdir), measured alternately with this run's in the "
+           "same job", "", "--edge-baseline-models"),
     Option("edge_processes", "fresh worker processes per measurement", "3", "--edge-processes"),
     Option("edge_fork", "how fresh measuring processes start: 'off' (default): spawned, a new interpreter "
            "each; 'auto': forked by a zygote per backend that imported the runtime once, where the OS "
@@ -123,6 +124,7 @@ class Settings:
     seed: int = DEFAULT_SEED
     measure: bool = False
     baseline: dict[str, Any] | None = None
+    baseline_path: Path | None = None  # the stored report ``baseline`` was read from
     max_regression: float = parse_percent(_DEFAULTS["edge_max_regression"])
     # A/B mode gates P99 only when asked, with its own threshold (None: P99 reported, not gated).
     p99_regression: float | None = None
@@ -132,7 +134,7 @@ class Settings:
     processes: int = int(_DEFAULTS["edge_processes"])
     fork: str = _DEFAULTS["edge_fork"]  # auto, on, off: measuring processes forked by a zygote or spawned
     min_time_s: float = parse_ms(_DEFAULTS["edge_min_time"]) / 1000
-    # A/B mode: a folder with the baseline's artifacts (same file names), measured in this job.
+    # A/B mode: a folder with the baseline's artifacts (at their paths under the models' key folders).
     baseline_models: Path | None = None
     # Counted mode (--edge-count=instructions): instructions per inference under callgrind, gated
     # at count_threshold; None: wall-clock time.
@@ -254,7 +256,7 @@ def from_config(config: "pytest.Config") -> Settings:
             warmup=counts["edge_warmup"], runs=counts["edge_runs"], threads=counts["edge_threads"],
             seed=counts["edge_seed"],
             measure=bool(_value(config, "edge_measure")),
-            baseline=baseline, max_regression=parse_percent(_value(config, "edge_max_regression")),
+            baseline=baseline, baseline_path=root / baseline_path if baseline_path else None, max_regression=parse_percent(_value(config, "edge_max_regression")),
             p99_regression=(parse_percent(_value(config, "edge_gate_p99"), "--edge-gate-p99")
                             if _value(config, "edge_gate_p99") else None),
             model_dirs=[Path(p) for p in config.getini("edge_model_dirs")],

@@ -14,10 +14,10 @@ from .. import __version__
 from ..backends import TensorSpec, get_backend, reference_order
 from ..errors import BackendError, EdgeError, EdgeManyCases, EdgeUsageError, GoldenError, UnknownBackend
 from ..core.external_data import artifact_digests
-from ..files import sha256_file
+from ..files import relative_path, sha256_file
 from ..accuracy.inputs import check_case, check_shapes, generate_case, refuse_non_numbers, user_cases
 from ..core.marker import MarkerSpec
-from ..core.models import Model
+from ..core.models import Model, ModelKeys
 from ..core.plan import Plan, resolve_reference
 from ..core.settings import Settings
 from ..worker.pool import ModelInfo
@@ -44,9 +44,10 @@ class Runner(Protocol):
 class GoldenSets:
     """The golden of each (model, input set) this session read or recorded; reading never writes."""
 
-    def __init__(self, settings: Settings, runner: Runner) -> None:
+    def __init__(self, settings: Settings, runner: Runner, keys: ModelKeys | None = None) -> None:
         self.settings = settings
         self.runner = runner
+        self.keys = keys or ModelKeys()
         self.store = GoldenStore(settings.golden_dir)
         # Keyed by (model, input set): each input set of a model has its own golden.
         self.loaded: dict[tuple[str, str], Golden] = {}
@@ -63,7 +64,7 @@ class GoldenSets:
             backend = get_backend(name)
             if backend.artifact_of(model) is not None and backend.unavailable_reason() is None:
                 return name
-        raise GoldenError(f"no backend available here can run any artifact of {model.name} "
+        raise GoldenError(f"no backend available here can run any artifact of {model.key} "
                           f"({', '.join(str(p) for p in model.artifacts.values())}) to record golden outputs")
 
     def cases(self, plan: Plan, inputs: Sequence[TensorSpec], origin: str) -> list[dict[str, np.ndarray]]:
@@ -79,7 +80,7 @@ class GoldenSets:
         """The key of the test's input set: ``default`` for generated inputs, else
         :func:`~pytest_edge.golden.input_key` of the ``inputs=`` cases as given (before conversion
         to the model's dtypes, so the key does not depend on a backend). Computed once per marker."""
-        return self.input_set_of(plan.marker.inputs, plan.test_dir or self.settings.rootdir, plan.golden_model.name)
+        return self.input_set_of(plan.marker.inputs, plan.test_dir or self.settings.rootdir, plan.golden_model.key)
 
     def input_set_of(self, inputs: Any, test_dir: Path, model: str) -> str:
         if inputs is None:
@@ -103,8 +104,16 @@ class GoldenSets:
         """With --edge-update-golden, record the test's input set once per session (before a
         test's body, so a failing body still leaves one); without it, nothing. With ``reference=``
         the reference model's set is the one recorded."""
-        if self.settings.update_golden and (plan.golden_model.name, self.input_set(plan)) not in self.refreshed:
+        if self.settings.update_golden and (plan.golden_model.key, self.input_set(plan)) not in self.refreshed:
             self.refresh(plan)
+
+    def folder_of(self, model: Model) -> str:
+        """Where ``model``'s goldens are read under the golden folder: its key; where nothing is stored
+        there yet, its stem's folder (where goldens lay before keys) if that holds goldens and no other
+        model of this session has that stem. Writes always go to the key (docs/goldens.md)."""
+        if model.key == model.name or self.store.sets(model.key) or not self.store.sets(model.name):
+            return model.key
+        return model.name if self.keys.sole_of_stem(model) else model.key
 
     def refresh(self, plan: Plan) -> Golden:
         """Record the golden of the test's input set; the model's other sets are not touched.
@@ -114,17 +123,22 @@ class GoldenSets:
         model = plan.model
         key = self.input_set(plan)
         info = self.runner.load(plan.on(self.reference_backend(model)))
+        check_owner(self.store.folder(model.key, key), self._stored_meta(model.key, key), model,
+                    self.settings.rootdir)
         cases = []
-        for case_inputs in self.cases(plan, info.inputs, f"golden for {model.name}"):
+        for case_inputs in self.cases(plan, info.inputs, f"golden for {model.key}"):
             outputs = self.runner.run(info, list(case_inputs.values()))
             check_finite(outputs, info)
             cases.append(GoldenCase(case_inputs, {s.name: o for s, o in zip(info.outputs, outputs)}))
         meta = {
-            "model": model.name,
+            "model": model.key,
             # Each artifact and, for an .onnx, its external data files: the weights are part of it.
             "artifacts": {name: digest for p in model.artifacts.values()
                           for name, digest in artifact_digests(p, sha256_file).items()},
+            # Which artifact made it: its path in the project and sha256 (a write never takes another's).
             "reference": {"backend": info.backend, "artifact": info.artifact.name, "runtime": info.runtime,
+                          "path": relative_path(info.artifact, self.settings.rootdir),
+                          "sha256": sha256_file(info.artifact),
                           # the recording machine's ISA: a mismatch on another ISA is explained as such
                           "isa": (info.device or self.runner.machine).get("arch")},
             "seed": self.settings.seed if plan.marker.inputs is None else None,
@@ -133,15 +147,22 @@ class GoldenSets:
                           "outputs": [s.to_json() for s in info.outputs]},
             "plugin_version": __version__,
         }
-        golden = self.store.write(model.name, meta, cases, key)
-        self.loaded[(model.name, key)] = golden
-        self.refreshed.add((model.name, key))
+        golden = self.store.write(model.key, meta, cases, key)
+        self.loaded[(model.key, key)] = golden
+        self.refreshed.add((model.key, key))
         return golden
+
+    def _stored_meta(self, folder: str, key: str) -> dict[str, Any] | None:
+        """The meta of the golden stored at ``folder`` (None: none, or unreadable: a refresh replaces it)."""
+        try:
+            return self.store.load(folder, key).meta if self.store.exists(folder, key) else None
+        except EdgeError:
+            return None
 
     def same_inputs(self, plan: Plan, golden: Golden) -> bool:
         """Whether the recorded inputs of ``golden`` are the test's ``inputs=`` (converted to the
         recorded signature's dtypes, as a refresh would record them)."""
-        wanted = self.cases(plan, golden.inputs_spec, f"golden for {plan.model.name}")
+        wanted = self.cases(plan, golden.inputs_spec, f"golden for {plan.model.key}")
         recorded = [c.inputs for c in golden.cases]
         return len(wanted) == len(recorded) and all(
             w.keys() == r.keys() and all(np.array_equal(w[k], r[k]) for k in w)
@@ -150,9 +171,10 @@ class GoldenSets:
     def _legacy_set(self, plan: Plan) -> Golden | None:
         """Before input sets, a test's ``inputs=`` were recorded in the model's folder itself: that
         golden still serves the test whose inputs it holds, until its own set is recorded."""
-        if not self.store.exists(plan.model.name):
+        folder = self.folder_of(plan.model)
+        if not self.store.exists(folder):
             return None
-        legacy = self.store.load(plan.model.name)
+        legacy = self.store.load(folder)
         if legacy.meta.get("inputs_from") == "user" and self.same_inputs(plan, legacy):
             return legacy
         return None
@@ -163,7 +185,7 @@ class GoldenSets:
         :meth:`used`)."""
         plan = plan.golden_plan
         key = self.input_set(plan)
-        if key == DEFAULT_SET or self.store.exists(plan.model.name, key):
+        if key == DEFAULT_SET or self.store.exists(self.folder_of(plan.model), key):
             return key
         try:
             return DEFAULT_SET if self._legacy_set(plan) is not None else key
@@ -173,7 +195,7 @@ class GoldenSets:
     def used(self, plan: Plan) -> set[tuple[str, str]]:
         """(model, set) of every stored golden set this test reads: with ``reference=`` they belong
         to the reference model, not to the tested one."""
-        name = plan.golden_model.name
+        name = self.folder_of(plan.golden_model)
         return {(name, self.input_set(plan)), (name, self.stored_set(plan))}
 
     def model_name(self, marker: MarkerSpec, test_dir: Path | None = None) -> str:
@@ -181,7 +203,7 @@ class GoldenSets:
         ``reference=``), for a test that has no plan (no backend selected)."""
         model = self.runner.resolve(marker.model, test_dir)
         reference = resolve_reference(self.settings, marker, model, test_dir)
-        return (reference or model).name
+        return self.folder_of(reference or model)
 
     def known(self, plan: Plan) -> Golden | None:
         """The test's golden where one can be read, else None: a load asks it for the golden's input
@@ -200,20 +222,21 @@ class GoldenSets:
         key = self.input_set(source)
         # Said after every golden error of a reference= test, so the user knows whose golden it is.
         whose = (f" (the golden of reference={plan.marker.reference!r}, against which "
-                 f"{plan.model.name!r} is checked)" if plan.reference is not None else "")
-        golden = self.loaded.get((model.name, key))
+                 f"{plan.model.key!r} is checked)" if plan.reference is not None else "")
+        folder = self.folder_of(model)
+        golden = self.loaded.get((folder, key))
         if golden is None:
             try:
-                if key != DEFAULT_SET and not self.store.exists(model.name, key):
+                if key != DEFAULT_SET and not self.store.exists(folder, key):
                     golden = self._legacy_set(source)
                 if golden is None:
-                    golden = self.store.load(model.name, key)
+                    golden = self.store.load(folder, key)
             except GoldenError as exc:
                 if not whose:
                     raise
                 raise GoldenError(f"{exc}{whose}") from exc
-            self.loaded[(model.name, key)] = golden
-        if (model.name, key) not in self.refreshed:
+            self.loaded[(folder, key)] = golden
+        if (folder, key) not in self.refreshed:
             for artifact in judged_artifacts(plan, golden):
                 stale = golden.stale_reason(artifact)
                 if stale:
@@ -231,6 +254,32 @@ def check_finite(outputs: Sequence[np.ndarray], info: ModelInfo) -> None:
         if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
             raise BackendError(f"{info.backend}: output {spec.name!r} of {info.artifact} has "
                                f"{int(np.isnan(out).sum())} NaN and {int(np.isinf(out).sum())} Inf values")
+
+
+def decoder_folder(store: GoldenStore, model: Model, keys: ModelKeys) -> str:
+    """Where ``model``'s decoder goldens (``llm/``) are read, by the rule of
+    :meth:`GoldenSets.folder_of`: its key, else its stem's old folder while no other model of the
+    session has that stem. Writes always go to the key."""
+    if model.key == model.name or store.prompts(model.key) or not store.prompts(model.name):
+        return model.key
+    return model.name if keys.sole_of_stem(model) else model.key
+
+
+def check_owner(folder: Path, meta: dict[str, Any] | None, model: Model, rootdir: Path) -> None:
+    """Refuse to write over a golden another model's artifact made: ``meta`` (of the golden in
+    ``folder``, None where none) names the artifact that made it; where that is a file that still
+    exists and is none of ``model``'s artifacts, the golden is another model's (a moved model, a key
+    that changed with edge_model_dirs)."""
+    reference = (meta or {}).get("reference")
+    recorded = reference.get("path") if isinstance(reference, dict) else None
+    if not isinstance(recorded, str):
+        return  # none there, or recorded before goldens named their artifact: nothing to tell
+    other = rootdir / recorded
+    if other.exists() and other.resolve() not in {Path(a).resolve() for a in model.artifacts.values()}:
+        raise GoldenError(f"{folder} was recorded from {recorded}, which is not an artifact of {model.key} "
+                          f"({', '.join(relative_path(a, rootdir) for a in model.artifacts.values())}): "
+                          "--edge-update-golden does not write over another model's golden (docs/goldens.md, "
+                          "a model's key)")
 
 
 def judged_artifacts(plan: Plan, golden: Golden) -> list[Path]:

@@ -1,4 +1,6 @@
 """Golden store: ``<golden_dir>/<model>/meta.json`` plus one ``case_NNN-<hash>.npz`` per case.
+``<model>`` is the model's key (``tiny_cnn``, ``a/net``: core.models), so a model's folder may lie
+in subfolders of the store.
 
 A model keeps one golden *set* per input set. Generated inputs (seeded, from the signature) form
 the default set, stored in the model's folder itself as before input sets existed; the inputs of a
@@ -26,11 +28,13 @@ import numpy as np
 
 from ..errors import GoldenError
 from ..files import atomic_write
-from .layout import (CASE_NAME, DEFAULT_SET, SCHEMA, SET_DIR, UPDATE_HINT, Golden, GoldenCase, case_file,
+from .layout import (CASE_NAME, DEFAULT_SET, LLM_DIR, LLM_PROMPT, LLM_SET, SCHEMA, SET_DIR, UPDATE_HINT, Golden, GoldenCase, case_file,
                      check_set_key, non_finite_problem, npz_bytes)
 from .validate import check_set_folder, read_set
 
 _LEFTOVER_PATTERNS = (".case_*.npz.*.tmp", ".meta.json.*.tmp")
+# How deep model folders are looked for (a key's parts): a hostile tree is not walked forever.
+MAX_KEY_DEPTH = 16
 
 
 class GoldenStore:
@@ -39,7 +43,9 @@ class GoldenStore:
 
     def folder(self, model: str, key: str = DEFAULT_SET) -> Path:
         """The folder of one input set: the model's folder for the default set, else its
-        ``inputs-<key>`` subfolder."""
+        ``inputs-<key>`` subfolder; ``llm`` for its decoder goldens."""
+        if key == LLM_SET:
+            return self.root / model / LLM_DIR
         if check_set_key(key) == DEFAULT_SET:
             return self.root / model
         return self.root / model / f"inputs-{key}"
@@ -48,10 +54,27 @@ class GoldenStore:
         return os.path.lexists(self.folder(model, key) / "meta.json")
 
     def models(self) -> list[str]:
-        """The model folders of the store (symbolic links are not followed: not ours)."""
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.is_symlink())
+        """The model folders of the store, by key (``a/net``): each folder that holds a golden set
+        (``meta.json``, ``inputs-*``) or decoder goldens (``llm/``), and each empty leaf folder. What
+        lies inside a model's folder is that model's (its sets, the user's notes): not walked. Symbolic
+        links are not followed (not ours)."""
+        found: list[str] = []
+
+        def walk(folder: Path, prefix: str, depth: int) -> None:
+            for child in sorted(folder.iterdir()):
+                if not child.is_dir() or child.is_symlink():
+                    continue
+                key = prefix + child.name
+                subfolders = [c for c in child.iterdir() if c.is_dir() and not c.is_symlink()]
+                if os.path.lexists(child / "meta.json") or not subfolders or any(
+                        SET_DIR.fullmatch(c.name) or c.name == LLM_DIR for c in subfolders):
+                    found.append(key)
+                elif depth < MAX_KEY_DEPTH:
+                    walk(child, key + "/", depth + 1)
+
+        if self.root.is_dir() and not self.root.is_symlink():
+            walk(self.root, "", 1)
+        return found
 
     def sets(self, model: str) -> list[str]:
         """The keys of the sets stored for ``model``: ``default`` when the model's folder has a
@@ -67,7 +90,16 @@ class GoldenStore:
         return keys
 
     def all_sets(self) -> list[tuple[str, str]]:
-        return [(model, key) for model in self.models() for key in self.sets(model)]
+        """Every (model, set) stored: its input sets, and ``llm`` where it has decoder goldens."""
+        return [(model, key) for model in self.models()
+                for key in [*self.sets(model), *([LLM_SET] if self.prompts(model) else [])]]
+
+    def prompts(self, model: str) -> list[Path]:
+        """The decoder goldens of ``model`` (``llm/prompt-<16 hex>.npz``; links and other names are not ours)."""
+        folder = self.root / model / LLM_DIR
+        if not folder.is_dir() or folder.is_symlink():
+            return []
+        return sorted(p for p in folder.iterdir() if LLM_PROMPT.fullmatch(p.name) and p.is_file() and not p.is_symlink())
 
     def load(self, model: str, key: str = DEFAULT_SET) -> Golden:
         folder = self.folder(model, key)
@@ -121,6 +153,8 @@ class GoldenStore:
         model_folder = self.root / model
         if not os.path.lexists(folder):
             return []
+        if key == LLM_SET:
+            return self._remove_prompts(model)
         check_set_folder(folder, key)
         removed: list[Path] = []
         with _locked(model_folder):
@@ -138,7 +172,34 @@ class GoldenStore:
                     empty.rmdir()
                     removed.append(empty)
                 except OSError:  # not empty: other sets or the user's own files
-                    break
+                    return removed
+        return removed + self._remove_empty_parents(model_folder)
+
+    def _remove_prompts(self, model: str) -> list[Path]:
+        """A model's decoder goldens: its prompt files, then the folders they leave empty."""
+        removed: list[Path] = []
+        for path in self.prompts(model):
+            path.unlink()
+            removed.append(path)
+        for empty in (self.root / model / LLM_DIR, self.root / model):
+            try:
+                empty.rmdir()
+                removed.append(empty)
+            except OSError:  # not empty: tensor sets, the user's own files
+                return removed
+        return removed + self._remove_empty_parents(self.root / model)
+
+    def _remove_empty_parents(self, model_folder: Path) -> list[Path]:
+        """The folders of a key's parts (``a`` of ``a/net``) that nothing else uses any more."""
+        removed: list[Path] = []
+        for parent in model_folder.parents:
+            if parent == self.root or self.root not in parent.parents:
+                break
+            try:
+                parent.rmdir()
+                removed.append(parent)
+            except OSError:
+                break
         return removed
 
 def remove_leftovers(folder: Path) -> list[Path]:

@@ -12,14 +12,15 @@ import pytest
 from ..errors import EdgeError
 from ..core.marker import parse_marker
 from ..core.plan import Plan
-from .layout import set_label, unused_sets
-from .sets import GoldenSets
+from .layout import LLM_SET, set_label, unused_sets
+from .sets import GoldenSets, decoder_folder
 from .store import GoldenStore
 
 # The edge_model parameter of a collected test (None for a test without one).
 PlanOf = Callable[[pytest.Item], "Plan | None"]
 
 ANY_SET = "*"  # a reference that keeps every set of a model (its input set could not be told)
+ANY_MODEL = "*"  # with LLM_SET: every model's decoder goldens are kept (a decoder test's model could not be told)
 
 
 class GoldenUse:
@@ -59,6 +60,13 @@ def golden_references(sets: GoldenSets, items: list[pytest.Item], plan_of: PlanO
     selected, an ``inputs=`` that fails), so that model's sets all count as used."""
     refs: set[tuple[str, str]] = set()
     for item in items:
+        if item.get_closest_marker("edge_llm") is not None:
+            # A decoder test reads its model's llm/ goldens (the reference's with reference=).
+            callspec = getattr(item, "callspec", None)
+            owner = getattr(callspec.params.get("edge_llm") if callspec else None, "golden_model", None)
+            refs.add((decoder_folder(sets.store, owner, sets.keys), LLM_SET) if owner is not None
+                     else (ANY_MODEL, LLM_SET))
+            continue
         marker = item.get_closest_marker("edge")
         if marker is None:
             continue
@@ -73,14 +81,16 @@ def golden_references(sets: GoldenSets, items: list[pytest.Item], plan_of: PlanO
         try:
             refs |= sets.used(plan)  # the reference= model's golden where the test names one
         except Exception:  # noqa: BLE001 - the test itself reports a bad inputs=; keep the model
-            refs.add((plan.golden_model.name, ANY_SET))
+            refs.add((sets.folder_of(plan.golden_model), ANY_SET))
     return refs
 
 
 def unused_golden_sets(store: GoldenStore, refs: set[tuple[str, str]]) -> list[tuple[str, str]]:
     """Stored sets that no reference uses."""
     whole = {model for model, key in refs if key == ANY_SET}
-    return [s for s in unused_sets(store.all_sets(), refs) if s[0] not in whole]
+    every_decoder = (ANY_MODEL, LLM_SET) in refs
+    return [s for s in unused_sets(store.all_sets(), refs)
+            if s[0] not in whole and not (every_decoder and s[1] == LLM_SET)]
 
 
 def selects_every_test(config: pytest.Config) -> bool:

@@ -5,6 +5,7 @@ record (with its ``llm`` block) and every violation; the plugin keeps and report
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -16,10 +17,13 @@ from ..backends.decoder_config import LlmConfig, read_config
 from ..checks import Finding, check_generation
 from ..errors import EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
-from ..measurement.gate import GateResult
-from ..core.models import Model, resolve_model
+from ..measurement.gate import GateResult, nothing_to_compare
+from ..core.models import Model, ModelKeys, resolve_model
 from ..core.pipeline import gate_into
-from ..core.plan import known_device, unavailable_on
+from ..core.plan import expand_patterns, is_pattern, known_device, unavailable_on
+from ..core.sizes import artifact_size
+from ..golden.sets import check_owner, decoder_folder
+from ..golden.store import GoldenStore
 from ..core.record import Record
 from ..core.settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
@@ -37,28 +41,36 @@ class LlmTarget:
     model: Model
     backend: str
     unavailable: str | None = None
+    reference: Model | None = None  # ``reference=``: the model whose goldens this one is judged against
 
     @property
     def artifact(self) -> Path | None:
         return self.model.artifact(get_backend(self.backend).suffix)
 
+    @property
+    def golden_model(self) -> Model:
+        """The model that owns the goldens this target is checked against."""
+        return self.reference or self.model
 
-def targets(spec: LlmSpec, model: Model, settings: Settings) -> list[LlmTarget]:
+
+def targets(spec: LlmSpec, model: Model, settings: Settings, reference: Model | None = None) -> list[LlmTarget]:
     """One target per LLM backend, with the reason where it cannot run here (a skip, or a failure
     where --edge-require names it): this machine's decoder runtimes, and ``BACKEND@DEVICE`` where
     the marker's ``backends=`` or --edge-backends names one (an SSH or command device, qemu:aarch64),
     whose worker serves the decoder there as it serves tensor models."""
     registry = decoder_backends()
-    selected = settings.backends
-    named = [*(spec.backends or []), *spec.skip_backends, *(selected or [])]
-    for name in named:
-        if split_device(name)[0] not in registry:
+    for name in [*(spec.backends or []), *spec.skip_backends]:
+        if not is_pattern(name) and split_device(name)[0] not in registry:
             raise EdgeUsageError(f"edge_llm: unknown backend {name!r}; LLM backends: {', '.join(registry)}")
+    # Patterns (``onnxruntime-*``, ``*@pi5``) select as they do for tensor models (core.plan).
+    chosen = expand_patterns(list(spec.backends), registry, settings.devices) if spec.backends is not None else None
+    selected = _decoders_of(settings.backends, registry, settings.devices)
+    for name in [*(chosen or []), *spec.skip_backends, *(selected or [])]:
         known_device(settings, name)
-    on_devices = [n for n in [*(spec.backends or []), *(selected or [])] if split_device(n)[1] is not None]
+    on_devices = [n for n in [*(chosen or []), *(selected or [])] if split_device(n)[1] is not None]
     found = []
     for name in dict.fromkeys([*registry, *on_devices]):
-        if name in spec.skip_backends or (spec.backends is not None and name not in spec.backends) \
+        if name in spec.skip_backends or (chosen is not None and name not in chosen) \
                 or (selected is not None and name not in selected):
             continue
         base, device = split_device(name)
@@ -68,14 +80,32 @@ def targets(spec: LlmSpec, model: Model, settings: Settings) -> list[LlmTarget]:
         reason = backend.decoder_why_not or (f"no {backend.suffix} artifact for {model.name}" if artifact is None else
                                              unavailable_on(settings, backend, device) or
                                              backend.decoder_refuses(artifact))
-        found.append(LlmTarget(spec, model, name, reason))
+        found.append(LlmTarget(spec, model, name, reason, reference))
     return found
 
 
-def resolve_llm_model(spec: str, dirs: Sequence[Path]) -> Model:
+def _decoders_of(names: list[str] | None, registry: Any, devices: Any) -> list[str] | None:
+    """The decoder backends a --edge-backends selection names: its LLM backends, and what its patterns
+    match among them. The selection is the whole run's: a tensor-only backend in it (validated at
+    configuration) selects no decoder backend, and a pattern that matches none selects none here."""
+    if names is None:
+        return None
+    universe = [*registry, *(f"{b}@{d}" for d in devices for b in registry)]
+    found: list[str] = []
+    for name in names:
+        if is_pattern(name):
+            found += fnmatch.filter(universe, name)
+        elif split_device(name)[0] in registry:
+            found.append(name)
+    return list(dict.fromkeys(found))
+
+
+def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path] = ()) -> Model:
     """A decoder as its exporter left it: an export folder (ONNX Runtime GenAI's, with the decoder its
     ``genai_config.json`` names; an Optimum folder's ``model.onnx``; a lone ``.pte``/``.gguf``/``.tflite``
-    in it), else a path or stem with the LLM runtimes' suffixes (``.gguf`` among them)."""
+    in it), else a path or stem with the LLM runtimes' suffixes (``.gguf`` among them). Its key is the
+    export folder's place (an exporter's decoder named by file, ``models/base/model``, is its folder's
+    model too), else the file's without suffix (core.models)."""
     suffixes = list(dict.fromkeys(b.suffix for b in decoder_backends().values()))
     for folder in dirs:
         candidate = Path(spec) if Path(spec).is_absolute() else folder / spec
@@ -91,8 +121,12 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path]) -> Model:
             if suffix not in artifacts and len(found) == 1:
                 artifacts[suffix] = found[0]
         if artifacts:
-            return Model(candidate.name, artifacts)
-    return resolve_model(spec, dirs, suffixes)
+            return Model(candidate.name, artifacts).placed(candidate, key_bases)
+    model = resolve_model(spec, dirs, suffixes, key_bases)
+    for artifact in model.artifacts.values():
+        if any(b.folder_decoder(artifact.parent) == artifact for b in decoder_backends().values()):
+            return model.placed(artifact.parent, key_bases)
+    return model
 
 
 def _carried(artifact: Path) -> LlmConfig | None:
@@ -124,9 +158,10 @@ class LlmChecker:
     inference does: a crash or a hang (edge_timeout) there is one test's error, on this machine or a
     device."""
 
-    def __init__(self, settings: Settings, pool: WorkerPool) -> None:
+    def __init__(self, settings: Settings, pool: WorkerPool, keys: ModelKeys | None = None) -> None:
         self.settings = settings
         self.pool = pool
+        self.keys = keys or ModelKeys()
         self._loaded: set[tuple[str, str]] = set()
         self._recorded: dict[Path, int] = {}  # goldens written this session, with how many tokens
 
@@ -147,19 +182,37 @@ class LlmChecker:
             if artifact is not None and backend.decodes and backend.unavailable_reason() is None \
                     and not backend.decoder_refuses(artifact):
                 return name
-        raise GoldenError(f"no LLM backend available here can run any artifact of {model.name} to record goldens")
+        raise GoldenError(f"no LLM backend available here can run any artifact of {model.key} to record goldens")
+
+    def golden_folder(self, model: Model) -> str:
+        """Where ``model``'s goldens are read: its key, or its stem's old folder (golden.sets.decoder_folder)."""
+        return decoder_folder(GoldenStore(self.settings.golden_dir), model, self.keys)
 
     def golden(self, target: LlmTarget, config: LlmConfig, prompt: list[int]) -> TokenGolden:
-        """The prompt's golden; with --edge-update-golden first (re)recorded once per session."""
-        path = golden_path(self.settings.golden_dir, target.model.name, prompt)
+        """The prompt's golden; with --edge-update-golden first (re)recorded once per session. With
+        ``reference=``, the reference model's, recorded from its own artifact and configuration."""
+        owner = target.golden_model
+        path = golden_path(self.settings.golden_dir, owner.key, prompt)
         if self.settings.update_golden and self._recorded.get(path, 0) < target.spec.new_tokens:
-            reference = self.reference_backend(target.model)
-            artifact = target.model.artifact(get_backend(reference).suffix)
-            run = self.generate(reference, artifact, config, target.spec.threads, prompt, target.spec.new_tokens)
+            reference = self.reference_backend(owner)
+            artifact = owner.artifact(get_backend(reference).suffix)
+            if path.is_file():
+                try:
+                    recorded = read_golden(path, prompt).meta
+                except GoldenError:  # unreadable: the refresh replaces it
+                    recorded = None
+                # A token golden names the artifact that made it as a tensor golden's reference does.
+                check_owner(path.parent, {"reference": {"path": recorded.get("path")}} if recorded else None,
+                            owner, self.settings.rootdir)
+            own_config = config if target.reference is None else config_of(owner)
+            run = self.generate(reference, artifact, own_config, target.spec.threads, prompt, target.spec.new_tokens)
             write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, {
                 "reference_backend": reference, "artifact": artifact.name, "sha256": sha256_file(artifact),
+                "path": relative_path(artifact, self.settings.rootdir), "model": owner.key,
                 "new_tokens": target.spec.new_tokens, "plugin_version": __version__}))
             self._recorded[path] = target.spec.new_tokens
+        else:
+            path = golden_path(self.settings.golden_dir, self.golden_folder(owner), prompt)
         golden = read_golden(path, prompt)
         if len(golden.tokens) < target.spec.new_tokens:
             raise GoldenError(f"{path}: holds {len(golden.tokens)} tokens, the test asks for "
@@ -181,8 +234,8 @@ class LlmChecker:
             logits = logits_figures(golden.first_logits, run.first_logits)
             found = [m for m in [token_message(expected, run.tokens, agreement, first, spec.min_token_agreement)] if m]
             found += logits_messages(logits, spec.logits_atol, spec.logits_cosine)
-            if found and golden.meta.get("sha256") not in (None, sha256_file(artifact)) and \
-                    golden.meta.get("reference_backend") == target.backend:
+            if found and target.reference is None and golden.meta.get("sha256") not in (None, sha256_file(artifact)) \
+                    and golden.meta.get("reference_backend") == target.backend:
                 # Said with the failure, not counted as one: the likely cause is a changed artifact.
                 found[0] += (f" (the golden was recorded from {golden.meta.get('artifact')} with sha256 "
                              f"{golden.meta['sha256'][:12]}; this artifact's is {sha256_file(artifact)[:12]})")
@@ -195,7 +248,8 @@ class LlmChecker:
         measured: dict[str, Any] = {}
         judged: GateResult | None = None
         findings: list[Finding] = []  # the budgets' checks.Finding, kept on the record as for tensor models
-        gated = self.settings.baseline is not None or gate.twin_of(self.settings.baseline_models, artifact) is not None
+        # Gated (measured, and a model without a twin or record listed as new) as every model is.
+        gated = self.settings.baseline is not None or self.settings.baseline_models is not None
         # An emulated device's timing and memory are an emulator's (as for tensor models): not
         # measured by default, recorded but not judged with edge_emulated_timing = record.
         not_judged = timing_not_judged(self.pool.machine(target.backend), self.settings.emulated_timing)
@@ -216,6 +270,7 @@ class LlmChecker:
             input={"input_ids": {"shape": [1, len(prompts[0])], "dtype": "int64"}},
             warmup_runs=spec.warmup if measured else None, measured_runs=spec.runs if measured else None,
             load_ms=measured.get("load_ms"), peak_memory_mb=measured.get("peak_memory_mb"),
+            artifact_bytes=artifact_size(artifact, target.backend)[0],
             steady_memory_mb=measured.get("steady_memory_mb"),
             accuracy={"reference": per_prompt[0]["reference"],
                       "token_agreement": min(p["token_agreement"] for p in per_prompt),
@@ -236,7 +291,7 @@ class LlmChecker:
                  block: dict[str, Any]) -> tuple[dict, GateResult | None]:
         """The figures into ``block``; returns them and the merge gate's decision (None: no baseline)."""
         spec, artifact, settings = target.spec, target.artifact, self.settings
-        twin = gate.twin_of(settings.baseline_models, artifact)
+        twin = gate.twin_of(settings.baseline_models, target.model, artifact)
         models = [(artifact, config)] + ([(twin, gate.twin_config(twin, config))] if twin is not None else [])
 
         def rounds(count: int) -> list[dict[str, Any]]:
@@ -245,16 +300,27 @@ class LlmChecker:
 
         measured, *twin_measured = rounds(settings.processes)
         judged = None
+        report = relative_path(settings.baseline_path, settings.rootdir) if settings.baseline_path else "the stored report"
         judging = {"measure_again": rounds, "processes": settings.processes,
-                   "max_regression": settings.max_regression, "strict": settings.strict_timing}
+                   "max_regression": settings.max_regression, "strict": settings.strict_timing,
+                   "artifact": artifact, "rootdir": settings.rootdir}
         if twin is not None:
-            judged = gate.judge(target.backend, measured, gate.as_gated(target.backend, twin_measured[0]),
+            judged = gate.judge(target.backend, measured, gate.as_gated(target.backend, twin_measured[0], twin,
+                                                                        settings.rootdir),
                                 paired=True, source=relative_path(twin, settings.rootdir), **judging)
+            judged.summary["folder"] = relative_path(settings.baseline_models, settings.rootdir)
         else:
-            stored = gate.stored_record(settings.baseline, test_id, target.backend, target.model.name)
+            stored = gate.stored_record(settings.baseline, test_id, target.backend, target.model.key)
             if stored is not None:
                 judged = gate.judge(target.backend, measured, stored, paired=False, source=test_id,
                                     **judging)
+                judged.summary["folder"] = report
+            elif settings.baseline_models is not None:  # no twin: new in this change, listed, not judged
+                judged = nothing_to_compare("ab", relative_path(target.model.twin(artifact, settings.baseline_models),
+                                                                settings.rootdir),
+                                            relative_path(settings.baseline_models, settings.rootdir))
+            elif settings.baseline is not None:
+                judged = nothing_to_compare("stored", f"{test_id}, or {target.model.key} on {target.backend}", report)
         block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"]))
         block.update(load_ms=measured["load_ms"], peak_memory_mb=measured["peak_memory_mb"],
                      steady_memory_mb=measured["steady_memory_mb"], processes=measured["processes"],
@@ -279,7 +345,7 @@ class LlmChecker:
 def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:
     """The record's ``model``: name, artifact (relative to the rootdir) and its sha256 (None without one)."""
     artifact = target.artifact
-    return {"name": target.model.name, "artifact": relative_path(artifact, rootdir) if artifact else None,
+    return {"name": target.model.key, "artifact": relative_path(artifact, rootdir) if artifact else None,
             "sha256": sha256_file(artifact) if artifact and artifact.is_file() else None}
 
 

@@ -38,6 +38,9 @@ class LlmSpec:
     warmup: int = 2
     runs: int = 5
     threads: int = 1
+    # The model whose goldens this one is judged against (a quantized export against the float one):
+    # its goldens are read, and recorded from its own artifact; this model's outputs never become one.
+    reference: str | None = None
 
     @property
     def needs_measurement(self) -> bool:
@@ -105,6 +108,8 @@ def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
         if kwargs.get(required) is None:
             raise EdgeUsageError(f"edge_llm needs {required}=")
     kwargs["prompts"] = _prompts(kwargs["prompts"])
+    if kwargs.get("reference") is not None and (not isinstance(kwargs["reference"], str) or not kwargs["reference"]):
+        raise EdgeUsageError(f"edge_llm reference={kwargs['reference']!r}: a model, as model= names one")
     _parse_values(kwargs)
     for name in ("backends", "skip_backends", "contexts"):
         if kwargs.get(name) is not None:

@@ -10,8 +10,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pytest
 
-from ..errors import EdgeCheckFailed, EdgeError, EdgeUsageError, EdgeWorkerRestarted
-from ..core.plan import Unresolved, search_dirs
+from ..errors import DeviceUnreachable, EdgeCheckFailed, EdgeError, EdgeUsageError, EdgeWorkerRestarted
+from ..core.plan import Unresolved, key_bases, search_dirs
 from ..plugin import unresolved
 from ..core.record import UNRESOLVED_BACKEND, Record
 from ..stash import SESSION_KEY
@@ -27,7 +27,7 @@ def _session(config: pytest.Config) -> Any:
 
 def _checker(config: pytest.Config) -> LlmChecker:
     if CHECKER_KEY not in config.stash:
-        config.stash[CHECKER_KEY] = LlmChecker(_session(config).settings, _session(config).pool)
+        config.stash[CHECKER_KEY] = LlmChecker(_session(config).settings, _session(config).pool, _session(config).models)
     return config.stash[CHECKER_KEY]
 
 
@@ -51,8 +51,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.fixturenames.append("edge_llm")  # checked on each backend even without the fixture
     try:
         spec = parse_llm_marker(markers[0].args, markers[0].kwargs)
-        model = resolve_llm_model(spec.model, search_dirs(session.settings, Path(metafunc.definition.path).parent))
-        found = targets(spec, model, session.settings)
+        dirs, bases = search_dirs(session.settings, Path(metafunc.definition.path).parent), key_bases(session.settings)
+        model = session.models.claim(resolve_llm_model(spec.model, dirs, bases))
+        reference = session.models.claim(resolve_llm_model(spec.reference, dirs, bases)) if spec.reference else None
+        if reference is not None and reference.key == model.key:
+            raise EdgeUsageError(f"edge_llm reference={spec.reference!r} names the tested model {model.key!r} itself; "
+                                 "drop reference= (a model is checked against its own goldens by default)")
+        found = targets(spec, model, session.settings, reference)
     except EdgeError as exc:
         # One test's error (a model not found, an artifact kind no runtime knows), not a collection
         # error that would end the whole session with the other tests.
@@ -119,11 +124,15 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     try:
         result = yield
     except (Exception, pytest.fail.Exception) as exc:  # the body's own failure (a skip is no failure)
+        if _unreachable(session, item, target, exc):
+            pytest.skip(str(exc))
         session.records.append(Record.body_failed(item.nodeid, _model_json(session, target), target.backend, exc))
         raise
     try:
         record, violations = _checker(item.config).check(item.nodeid, target, session.settings.rootdir)
     except EdgeError as exc:
+        if _unreachable(session, item, target, exc):
+            pytest.skip(str(exc))
         session.records.append(Record.errored(item.nodeid, _model_json(session, target), target.backend, str(exc)))
         raise
     session.records.append(record)
@@ -132,6 +141,15 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     for message in record.restarts:
         item.warn(EdgeWorkerRestarted(message))
     return result
+
+
+def _unreachable(session: Any, item: pytest.Item, target: LlmTarget, exc: BaseException) -> bool:
+    """A device that cannot be reached skips the test, as it skips a tensor model's (kept as a skipped
+    record with the transport's message), unless --edge-require names the backend: then it fails."""
+    if not isinstance(exc, DeviceUnreachable) or target.backend in session.settings.require:
+        return False
+    session.records.append(Record.skipped(item.nodeid, _model_json(session, target), target.backend, str(exc)))
+    return True
 
 
 @pytest.hookimpl(wrapper=True)

@@ -88,9 +88,17 @@ class GateResult:
                 self.failures.append(finding.message + changed)
                 findings.append(replace(finding, message=finding.message + changed))
         self.findings = findings
-        if self.summary:
+        if self.summary and not self.summary.get("new"):
             self.summary["verdict"] = ("failed" if self.failures else "inconclusive" if self.inconclusive else
                                        "accepted" if any(f.verdict == "accepted" for f in findings) else "passed")
+
+
+def nothing_to_compare(mode: str, looked_for: str, folder: str) -> GateResult:
+    """A gated model with no twin in the A/B ``folder`` (``mode`` "ab") or no record in the stored
+    report (``folder``, "stored"): new in this change, measured, not judged; the summary says what
+    was looked for. A run where every model is new compared nothing and fails
+    (report.table.gate_compared_nothing)."""
+    return GateResult(summary={"mode": mode, "new": True, "looked_for": looked_for, "folder": folder})
 
 
 def rule_of(figure: str, paired: bool, counted: bool = False) -> str:

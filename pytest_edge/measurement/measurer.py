@@ -11,11 +11,13 @@ import numpy as np
 from ..backends import split_device
 from .counter import Counter
 from .counts import CountedMeasurement
-from .gate import AB_REMEASURE_PAIRS, GateResult, run_gate, twin_baseline
+from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate, twin_baseline
 from .lock import machine_measurement_lock
 from .timing import combine_processes, round_order
+from ..core.models import Model
 from ..core.plan import Plan
 from ..report.ab_baseline import twin_figures
+from ..files import relative_path
 from ..report.json_report import find_baseline
 from ..core.settings import Settings
 from ..worker.client import BackendWorker
@@ -44,12 +46,13 @@ class Measurer:
     def forget(self, backend: str) -> None:
         self.results = {k: v for k, v in self.results.items() if k[0] != backend}
 
-    def baseline_twin(self, artifact: Path) -> Path | None:
-        """The artifact of the same name in --edge-baseline-models, if that folder has one."""
+    def baseline_twin(self, model: Model, artifact: Path) -> Path | None:
+        """The twin of ``model``'s ``artifact`` in --edge-baseline-models, if that folder has one: at
+        the artifact's path under the folder the model's key is relative to (Model.twin)."""
         folder = self.settings.baseline_models
         if folder is None:
             return None
-        twin = folder / artifact.name
+        twin = model.twin(artifact, folder)
         return twin if twin.is_file() else None
 
     def measure(self, info: ModelInfo, feeds: Sequence[np.ndarray],
@@ -61,7 +64,7 @@ class Measurer:
         key = (info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s)
         if key not in self.results:
             feeds = info.feeds(feeds)
-            twin = self.baseline_twin(info.artifact)
+            twin = self.baseline_twin(plan.model, info.artifact)
             if self.settings.count:  # counted, not timed: under callgrind, in fresh processes whatever the isolation
                 result, *twin_result = self.counter.rounds(info, [info.artifact, *([twin] if twin else [])], feeds, plan)
                 if twin_result:
@@ -120,9 +123,19 @@ class Measurer:
     def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, record: Mapping[str, Any]) -> GateResult:
         """A/B against the twin artifact where --edge-baseline-models has one, else against the
         stored baseline record; a suspected latency regression is re-measured before it counts."""
-        twin = self.baseline_twin(info.artifact)
+        twin = self.baseline_twin(plan.model, info.artifact)
         twin_measured = self.twin_results.get((info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s))
         feeds = info.feeds(feeds)
+        # A model with no twin or no stored record is new in this change: listed, not judged.
+        if twin is None and find_baseline(self.settings.baseline, record) is None:
+            if self.settings.baseline_models is not None:
+                return nothing_to_compare("ab", relative_path(plan.model.twin(info.artifact,
+                                                                              self.settings.baseline_models),
+                                                              self.settings.rootdir),
+                                          relative_path(self.settings.baseline_models, self.settings.rootdir))
+            if self.settings.baseline is not None:
+                return nothing_to_compare("stored", f"{record['test']}, or {record['model']['name']} on "
+                                                    f"{record['backend']}", _report_path(self.settings))
         if self.settings.count:
             coverage = self._twin_coverage(info, twin) if twin is not None and twin_measured is not None else None
             return self.counter.gate(info, feeds, plan, record, twin, twin_measured, coverage)
@@ -152,7 +165,13 @@ class Measurer:
                           p99_regression=self.settings.p99_regression)
         if paired:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)
             result.summary["twin"] = twin_figures(baseline)
+        result.summary["folder"] = (relative_path(self.settings.baseline_models, self.settings.rootdir) if paired
+                                    else _report_path(self.settings))
         return result
+
+
+def _report_path(settings: Settings) -> str:
+    return relative_path(settings.baseline_path, settings.rootdir) if settings.baseline_path else "the stored report"
 
 
 def fresh_rounds(pool: WorkerPool, backend: str, artifacts: Sequence[Path], count: int,

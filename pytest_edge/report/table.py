@@ -204,15 +204,47 @@ def matrix_lines(merged: Mapping[str, Any]) -> list[str]:
 
 
 def gate_summary(records: Iterable[Mapping[str, Any]]) -> str | None:
-    """One line on what the merge gate compared, or None when no record was gated."""
+    """One line on what the merge gate compared, with the models new in the change (no twin or
+    stored record: measured, not judged), or None when no record was gated."""
     checks = [r["baseline_check"] for r in records if r.get("baseline_check")]
     if not checks:
         return None
-    modes = sorted({"A/B against " + str(Path(c["baseline"]).parent) if c["mode"] == "ab" else "against stored numbers"
-                    for c in checks})
-    count = {v: sum(1 for c in checks if c.get("verdict") == v) for v in ("failed", "inconclusive", "accepted")}
-    return (f"merge gate ({'; '.join(modes)}): {len(checks)} compared, {count['failed']} regressed, "
-            f"{count['inconclusive']} inconclusive" + (f", {count['accepted']} accepted" if count["accepted"] else ""))
+    compared = [c for c in checks if not c.get("new")]
+    new = [c for c in checks if c.get("new")]
+    modes = sorted({_gate_mode(c) for c in checks})
+    count = {v: sum(1 for c in compared if c.get("verdict") == v) for v in ("failed", "inconclusive", "accepted")}
+    what = "twin" if all(c.get("mode") == "ab" for c in new) else "baseline"
+    return (f"merge gate ({'; '.join(modes)}): {len(compared)} compared, {count['failed']} regressed, "
+            f"{count['inconclusive']} inconclusive" + (f", {count['accepted']} accepted" if count["accepted"] else "")
+            + (f", {len(new)} new (no {what}: {_few(c.get('looked_for', '?') for c in new)})" if new else ""))
+
+
+def _gate_mode(check: Mapping[str, Any]) -> str:
+    if check.get("mode") == "ab":
+        return f"A/B against {check.get('folder') or Path(str(check.get('baseline'))).parent}"
+    return f"against stored numbers{' in ' + check['folder'] if check.get('folder') else ''}"
+
+
+def _few(items: Iterable[str], shown: int = 4) -> str:
+    items = list(dict.fromkeys(items))
+    return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
+
+
+def gate_compared_nothing(records: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why the run fails where a merge gate ran and compared nothing: every gated record is new (no
+    twin in the A/B folder, no record in the stored report), so nothing was judged; None otherwise."""
+    checks = [r["baseline_check"] for r in records if r.get("baseline_check")]
+    if not checks or any(not c.get("new") for c in checks):
+        return None
+    folders = _few(str(c.get("folder")) for c in checks)
+    if all(c.get("mode") == "ab" for c in checks):
+        return (f"pytest-edge: the merge gate compared nothing: --edge-baseline-models {folders} holds no twin of any "
+                f"tested model (looked for {_few(str(c.get('looked_for')) for c in checks)}); a twin lies at the "
+                "artifact's path under the edge_model_dirs folder that holds the model (else under the rootdir), "
+                "e.g. main's models/ for edge_model_dirs = [\"models\"] (docs/gate.md)")
+    return (f"pytest-edge: the merge gate compared nothing: --edge-baseline {folders} holds no record of any tested "
+            f"model (looked for {_few(str(c.get('looked_for')) for c in checks)}): a report of this project's tests "
+            "(--edge-report on main) is what it compares against (docs/gate.md)")
 
 
 def summary_lines(records: Sequence[Mapping[str, Any]], *, under_load: bool = False, inconclusive: int = 0,

@@ -99,7 +99,11 @@ def choose_inputs(given: str | None, golden_root: Path | None, float_model: Path
             return golden_cases(path), f"golden inputs of {path}"
         return [(path.name, load_inputs(path))], f"inputs from {path}"
     if golden_root is not None:
-        folder = Path(golden_root) / Path(float_model).name.rsplit(".", 1)[0]
-        if (folder / "meta.json").exists():
-            return golden_cases(folder), f"golden inputs of {folder} (the float model's golden)"
+        # The float model's key (docs/goldens.md): its path without suffix where named relative to the
+        # project (models/a/net.tflite: golden/models/a/net), else its stem (a model of edge_model_dirs).
+        place = Path(float_model).with_name(Path(float_model).name.rsplit(".", 1)[0])
+        places = [place, Path(place.name)] if not place.is_absolute() and ".." not in place.parts else [Path(place.name)]
+        for folder in (Path(golden_root) / p for p in dict.fromkeys(places)):
+            if (folder / "meta.json").exists():
+                return golden_cases(folder), f"golden inputs of {folder} (the float model's golden)"
     return None
