@@ -52,6 +52,8 @@ class LlmConfig:
                                  f"{', '.join(f.name for f in fields(cls))})") from None
         except (OSError, ValueError) as exc:
             raise EdgeUsageError(f"{path}: unreadable LLM configuration: {exc}") from None
+        except RecursionError:
+            raise EdgeUsageError(f"{path}: unreadable LLM configuration: {NESTED}") from None
         if not isinstance(data, dict):
             raise EdgeUsageError(f"{path}: an LLM configuration must be a JSON object")
         known = {f.name for f in fields(cls)} - {"source"}
@@ -92,6 +94,8 @@ def config_path(artifact: Path) -> Path:
 
 
 GENAI_CONFIG = "genai_config.json"
+# json.loads recurses per level: a file of 100 000 '[' is a RecursionError, said as what it is.
+NESTED = "nested deeper than the JSON reader's recursion limit (a broken or hostile file)"
 HF_CONFIG = "config.json"
 _TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 
@@ -101,6 +105,8 @@ def _json(path: Path) -> dict:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise EdgeUsageError(f"{path}: unreadable decoder configuration: {exc}") from None
+    except RecursionError:
+        raise EdgeUsageError(f"{path}: unreadable decoder configuration: {NESTED}") from None
     if not isinstance(data, dict):
         raise EdgeUsageError(f"{path}: a decoder configuration must be a JSON object")
     return data

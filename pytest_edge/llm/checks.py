@@ -21,6 +21,7 @@ from ..core.models import Model, resolve_model
 from ..core.pipeline import gate_into
 from ..core.plan import known_device, unavailable_on
 from ..core.record import Record
+from ..core.record import model_json as record_model_json
 from ..core.settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
@@ -277,10 +278,9 @@ class LlmChecker:
 
 
 def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:
-    """The record's ``model``: name, artifact (relative to the rootdir) and its sha256 (None without one)."""
-    artifact = target.artifact
-    return {"name": target.model.name, "artifact": relative_path(artifact, rootdir) if artifact else None,
-            "sha256": sha256_file(artifact) if artifact and artifact.is_file() else None}
+    """The record's ``model`` as for every model (record.model_json): name, artifact (relative to the
+    rootdir), its sha256 (None without one) and each of its files' where it has more than one."""
+    return record_model_json(target.model.name, target.artifact, rootdir)
 
 
 def _short(prompt: list[int]) -> str:

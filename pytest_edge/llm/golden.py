@@ -72,6 +72,9 @@ def read_golden(path: Path, prompt: Sequence[int]) -> TokenGolden:
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, Corrupt) as exc:
         raise GoldenError(f"{path}: unreadable LLM golden ({type(exc).__name__}: {exc}); "
                           "re-record it with --edge-update-golden") from None
+    except RecursionError:  # its meta's JSON nested past the reader's recursion limit
+        raise GoldenError(f"{path}: unreadable LLM golden (its meta is nested deeper than the JSON reader's "
+                          "recursion limit); re-record it with --edge-update-golden") from None
     if golden.prompt != list(prompt):
         raise GoldenError(f"{path}: recorded for prompt {golden.prompt}, not {list(prompt)}")
     return golden

@@ -7,12 +7,13 @@ sees them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Mapping, Sequence
+import os
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..backends.decoder_config import LlmConfig
 from ..checks import EDGE_LLM, Check, budgets_for, budgets_of
 from ..errors import EdgeUsageError
-from ..core.units import parse_int, parse_mb, parse_number
+from ..core.units import parse_int, parse_mb, parse_number, shown
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,11 @@ class LlmSpec:
 
 def _prompts(value: Any) -> tuple[tuple[int, ...], ...]:
     if callable(value):
-        value = value()
+        try:
+            value = value()
+        except Exception as exc:  # the user's code: its failure is this test's error, named
+            raise EdgeUsageError(f"edge_llm prompts=: the callable {getattr(value, '__name__', value)!r} raised "
+                                 f"{type(exc).__name__}: {shown(str(exc), 200)}") from None
     if not isinstance(value, Sequence) or isinstance(value, (str, bytes)) or not value:
         raise EdgeUsageError(f"edge_llm prompts= must be a non-empty list of token id lists (or a callable "
                              f"returning one), not {value!r}")
@@ -104,12 +109,23 @@ def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
     for required in ("model", "prompts"):
         if kwargs.get(required) is None:
             raise EdgeUsageError(f"edge_llm needs {required}=")
+    if isinstance(kwargs["model"], os.PathLike):
+        kwargs["model"] = os.fspath(kwargs["model"])
+    if not isinstance(kwargs["model"], str) or not kwargs["model"].strip():
+        raise EdgeUsageError(f"edge_llm model={shown(kwargs['model'])}: expected a model's name, path or export "
+                             "folder (a str)")
     kwargs["prompts"] = _prompts(kwargs["prompts"])
     _parse_values(kwargs)
     for name in ("backends", "skip_backends", "contexts"):
         if kwargs.get(name) is not None:
             value = kwargs[name]
+            if not isinstance(value, (str, int)) and not isinstance(value, Iterable):
+                raise EdgeUsageError(f"edge_llm {name}={shown(value)}: expected a list")
             kwargs[name] = (value,) if isinstance(value, (str, int)) else tuple(value)
+    for name in ("backends", "skip_backends"):
+        if kwargs.get(name) is not None and not all(isinstance(n, str) and n for n in kwargs[name]):
+            raise EdgeUsageError(f"edge_llm {name}={shown(kwargs[name])}: each backend is named by a str "
+                                 "(llama-cpp, onnxruntime-genai, ...)")
     if kwargs.get("contexts") and not all(isinstance(n, int) and not isinstance(n, bool) and n >= 2
                                           for n in kwargs["contexts"]):
         raise EdgeUsageError(f"edge_llm contexts={kwargs['contexts']!r}: lengths are ints of at least 2")

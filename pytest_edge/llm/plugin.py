@@ -49,14 +49,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = _session(metafunc.config)
     if "edge_llm" not in metafunc.fixturenames:
         metafunc.fixturenames.append("edge_llm")  # checked on each backend even without the fixture
+    doing = "reading @pytest.mark.edge_llm"
     try:
         spec = parse_llm_marker(markers[0].args, markers[0].kwargs)
+        doing = f"resolving edge_llm model={spec.model!r}"
         model = resolve_llm_model(spec.model, search_dirs(session.settings, Path(metafunc.definition.path).parent))
+        doing = f"choosing the backends of {model.name}"
         found = targets(spec, model, session.settings)
     except EdgeError as exc:
         # One test's error (a model not found, an artifact kind no runtime knows), not a collection
         # error that would end the whole session with the other tests.
         return unresolved(metafunc, "edge_llm", str(exc))
+    except Exception as exc:  # what no check foresaw (a file that breaks a reader): still this test's alone
+        return unresolved(metafunc, "edge_llm", f"{type(exc).__name__} while {doing}: {str(exc)[:300]}")
     required = set(session.settings.require)
     params = [pytest.param(t, id=f"{model.name}-{t.backend}",
                            marks=[pytest.mark.skip(reason=t.unavailable)] if t.unavailable and t.backend not in required
