@@ -6,7 +6,7 @@ project's own keys. It is what the bounds checks and the KV-cache estimate read.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -74,6 +74,13 @@ class LlmConfig:
                 "cache_slack": slack}}, counts["n_layers"],
                 where="sliding_window (window_size), sliding_layers (layers), sliding_cache (window_size + cache_slack)")
         return _checked(cls(**counts, dtype=dtype, **window, source=str(path)), path)
+
+    def for_context(self, tokens: int) -> "LlmConfig":
+        """This configuration as a runtime is loaded with for a run of ``tokens`` positions (the
+        prompt and the new tokens; a sweep's length): the cache it sizes (llama.cpp's ``n_ctx``,
+        GenAI's ``max_length``) is what the run needs, never the declared maximum, which a file may
+        put at 2**24 (gigabytes of cache for a 4-token test). At most ``max_context``."""
+        return replace(self, max_context=max(1, min(int(tokens), self.max_context)))
 
     def kv_cache_bytes(self, tokens: int, batch: int = 1) -> int:
         """M_KV = 2 (K and V) x batch x kv_heads x head_dim x bytes x the positions each layer holds:
@@ -203,6 +210,19 @@ def genai_decoder(folder: Path) -> Path | None:
     if not isinstance(name, str) or Path(name).name != name:
         raise EdgeUsageError(f"{path}: model.decoder.filename must name a file in that folder, not {name!r}")
     return Path(folder) / name
+
+
+def configuration_files(artifact: Path) -> dict[str, Path]:
+    """The exporter's configuration a runtime reads with ``artifact`` where it is part of the export
+    (a GenAI folder's ``genai_config.json`` naming it: its generator reads it), by name; {} else or
+    where that file is unreadable (it is judged where it is read)."""
+    artifact = Path(artifact)
+    config = artifact.parent / GENAI_CONFIG
+    try:
+        named = genai_decoder(artifact.parent) if config.is_file() else None
+    except EdgeUsageError:
+        named = None
+    return {GENAI_CONFIG: config} if named is not None and named.name == artifact.name else {}
 
 
 def read_config(artifact: Path, metadata: Callable[[Path], LlmConfig | None] | None = None) -> LlmConfig:

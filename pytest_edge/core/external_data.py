@@ -15,7 +15,7 @@ import re
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from ..backends import format_backend
-from ..errors import BackendError, EdgeError
+from ..errors import BackendError
 
 
 def location_problem(location: str) -> str | None:
@@ -66,22 +66,13 @@ def external_files(model: Path, backend: str | None = None) -> dict[str, Path]:
 
 def identity_files(model: Path) -> dict[str, Path]:
     """Every file an artifact is made of, by name: the model file, its external data or weights file
-    (:func:`external_files`), and the exporter's configuration its runtime reads with it (ONNX
-    Runtime GenAI's ``genai_config.json`` beside the decoder it names). What an acceptance holds for
-    and a record names: a change to any of them is another artifact."""
-    from ..backends.decoder_config import GENAI_CONFIG, genai_decoder  # a decoder's own files
+    (:func:`external_files`), and the exporter's configuration its runtime reads with it
+    (:func:`backends.decoder_config.configuration_files`). What an acceptance holds for and a
+    record names: a change to any of them is another artifact."""
+    from ..backends.decoder_config import configuration_files  # a decoder export's own files
 
     model = Path(model)
-    files = {model.name: model}
-    files.update(external_files(model))
-    config = model.parent / GENAI_CONFIG
-    try:
-        named = genai_decoder(model.parent) if config.is_file() else None
-    except EdgeError:
-        named = None  # the folder's configuration is judged where it is read (decoder_config)
-    if named is not None and named.name == model.name:
-        files[GENAI_CONFIG] = config
-    return files
+    return {model.name: model, **external_files(model), **configuration_files(model)}
 
 
 def artifact_digests(model: Path, sha256_file) -> dict[str, str]:

@@ -25,7 +25,7 @@ from ..core.record import model_json as record_model_json
 from ..core.settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
-from ..worker.protocol import Generate, Load
+from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load
 from . import gate, probe
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec, check_prompt
@@ -133,11 +133,14 @@ class LlmChecker:
 
     def generate(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
                  new_tokens: int) -> Generation:
-        """Greedy decoding in ``backend``'s worker (the decoder loaded there once per session; a
-        worker that died is restarted and loads it again)."""
-        key = f"decoder|{artifact}|{threads}"
+        """Greedy decoding in ``backend``'s worker (the decoder loaded there once per session and
+        context size; a worker that died is restarted and loads it again). The runtime's cache is
+        sized for this generation (:func:`run_context`), not for the model's declared maximum."""
+        context = run_context(len(prompt) + new_tokens, config)
+        key = f"decoder|{artifact}|{threads}|{context}"
         if (backend, key) not in self._loaded:
-            self.pool.request(backend, Load(key, str(artifact), threads, decoder=asdict(config)), artifact)
+            self.pool.request(backend, Load(key, str(artifact), threads, decoder=asdict(config.for_context(context))),
+                              artifact)
             self._loaded.add((backend, key))
         reply = self.pool.request(backend, Generate(key, list(prompt), new_tokens), artifact)
         return Generation.from_reply(prompt, reply)
@@ -239,6 +242,8 @@ class LlmChecker:
         spec, artifact, settings = target.spec, target.artifact, self.settings
         twin = gate.twin_of(settings.baseline_models, artifact)
         models = [(artifact, config)] + ([(twin, gate.twin_config(twin, config))] if twin is not None else [])
+        # Each loaded for this generation's context, as the tests' own generations are.
+        models = [(path, c.for_context(run_context(len(prompt) + spec.new_tokens, c))) for path, c in models]
 
         def rounds(count: int) -> list[dict[str, Any]]:
             return probe.measure_rounds(self.pool, target.backend, models, prompt, spec.new_tokens, spec.warmup,
@@ -260,6 +265,9 @@ class LlmChecker:
         block.update(load_ms=measured["load_ms"], peak_memory_mb=measured["peak_memory_mb"],
                      steady_memory_mb=measured["steady_memory_mb"], processes=measured["processes"],
                      runtime_timings=measured["runtime_timings"],
+                     **({"runs_capped": f"{min(measured['runs'])} of runs={spec.runs} timed generations in a "
+                                        f"process: the worker stops after {GENERATION_TIME_CAP_S:g} s"}
+                        if measured.get("runs") and min(measured["runs"]) < spec.runs else {}),
                      kv_cache_estimate_mb=config.kv_cache_bytes(len(prompt) + spec.new_tokens) / 2**20)
         if spec.needs_context_sweep and split_device(target.backend)[1] is not None:
             # Each length runs in a process of its own under an address-space limit, on this machine:
@@ -275,6 +283,18 @@ class LlmChecker:
             block["context"] = probe.context_sweep(target.backend, artifact, config, lengths, spec.sweep_memory_mb,
                                                    spec.memory_limit_mb)
         return measured, judged
+
+
+# The least context a decoder is loaded with: prompts of a few tokens share one load (and one cache
+# of a few kilobytes) rather than each loading the model again.
+MIN_RUN_CONTEXT = 64
+
+
+def run_context(tokens: int, config: LlmConfig) -> int:
+    """The context a decoder is loaded with to generate ``tokens`` positions (prompt + new tokens):
+    the next power of two, at least :data:`MIN_RUN_CONTEXT`, at most the model's maximum, so that
+    tests of similar lengths share one load and none allocates the declared maximum."""
+    return min(config.max_context, max(MIN_RUN_CONTEXT, 1 << max(0, int(tokens) - 1).bit_length()))
 
 
 def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..backends.decoder_config import LlmConfig
 from ..checks import EDGE_LLM, Check, budgets_for, budgets_of
 from ..errors import EdgeUsageError
-from ..core.units import parse_int, parse_mb, parse_number, shown
+from ..core.units import parse_bounded_int, parse_int, parse_mb, parse_number, shown
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,8 @@ def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
             kwargs[name] = (value,) if isinstance(value, (str, int)) else tuple(value)
     for name in ("backends", "skip_backends"):
         if kwargs.get(name) is not None and not all(isinstance(n, str) and n for n in kwargs[name]):
-            raise EdgeUsageError(f"edge_llm {name}={shown(kwargs[name])}: each backend is named by a str "
-                                 "(llama-cpp, onnxruntime-genai, ...)")
+            raise EdgeUsageError(f"edge_llm {name}={shown(kwargs[name])}: each backend is named by a str, as "
+                                 "pytest-edge backends lists them")
     if kwargs.get("contexts") and not all(isinstance(n, int) and not isinstance(n, bool) and n >= 2
                                           for n in kwargs["contexts"]):
         raise EdgeUsageError(f"edge_llm contexts={kwargs['contexts']!r}: lengths are ints of at least 2")
@@ -139,6 +139,13 @@ def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
 _SIZES = ("memory_limit_mb",)
 _NUMBERS = ("logits_atol", "logits_cosine", "min_token_agreement")
 _INTS = {"new_tokens": 1, "context_cap": 2, "warmup": 0, "runs": 1, "threads": 1}
+# Upper bounds, each with why (docs/llm.md): a value past them starts threads or runs that no
+# measurement needs (threads=10**6: gigabytes of thread stacks per worker, then a crash; runs=10**9:
+# the worker's whole request timeout). The worker also stops timed generations after
+# worker.server.GENERATION_TIME_CAP_S.
+BOUNDS = {"threads": (256, "more intra-op threads than any device has cores"),
+          "warmup": (100, "warm-up generations past the first few change nothing"),
+          "runs": (1000, "timed generations per process; more processes (edge_processes) say more")}
 
 
 def _parse_values(kwargs: dict[str, Any]) -> None:
@@ -154,6 +161,8 @@ def _parse_values(kwargs: dict[str, Any]) -> None:
             kwargs[key] = parse_mb(kwargs[key], what)
         elif key in _NUMBERS:
             kwargs[key] = parse_number(kwargs[key], what)
+        elif key in BOUNDS:
+            kwargs[key] = parse_bounded_int(kwargs[key], what, _INTS[key], *BOUNDS[key])
         else:
             kwargs[key] = parse_int(kwargs[key], what, _INTS[key])
     if kwargs.get("memory_limit_mb") is not None and kwargs["memory_limit_mb"] < 1:
