@@ -22,13 +22,10 @@ from .project import project_settings
 
 
 def command_line_text(text: str) -> str:
-    """A command-line argument as text: bytes that are not UTF-8 (a Latin-1 terminal's 'é') are read
-    as Latin-1, so the reason keeps what was typed rather than undecodable escapes."""
-    raw = os.fsencode(text)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw.decode("latin-1")
+    """A command-line argument as text: a byte that is not UTF-8 (a Latin-1 terminal's 'é', which
+    Python keeps as a lone surrogate) is read as Latin-1, the rest as UTF-8, so the reason keeps what
+    was typed rather than an escape no TOML file can hold."""
+    return "".join(chr(ord(c) - 0xDC00) if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text)
 
 
 def _model(spec: str, settings) -> Model:
