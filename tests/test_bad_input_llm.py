@@ -1,0 +1,231 @@
+"""Bad input of decoder LLMs (issue 42): marker values, decoder configurations and artifacts that a
+careless or hostile user gives. Each is one test's clear error naming the keyword or file (the
+session's other tests pass), never a collection error that stops the session, a silent pass, or a
+runtime allocating for a context no test asked for."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edge_helpers import FIXTURES
+
+from pytest_edge.backends.decoder_config import LlmConfig, from_genai_config, from_hf_config, read_config
+from pytest_edge.core.units import parse_mb, parse_ms, parse_number
+from pytest_edge.errors import EdgeUsageError, GoldenError
+from pytest_edge.llm.checks import MIN_RUN_CONTEXT, run_context
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+LLM = FIXTURES / "llm"
+LLAMA_CPP = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("llama_cpp"),
+                               reason="llama-cpp-python is not installed (the llama extra builds it from its sdist)")
+GENAI = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("onnxruntime_genai"),
+                           reason="onnxruntime-genai is not installed")
+DEEP = "[" * 100_000
+
+
+def _gguf_with(source: Path, target: Path, key: str, value: int) -> None:
+    """A copy of ``source`` whose uint32 metadata ``key`` says ``value`` (same size: no offset moves)."""
+    data = bytearray(source.read_bytes())
+    name = key.encode()
+    at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)
+    assert struct.unpack_from("<I", data, at)[0] == 4, "a uint32 key"  # GGUF type 4: UINT32
+    struct.pack_into("<I", data, at + 4, value)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(bytes(data))
+
+
+# ---------------------------------------------------------------- caches sized to the test
+
+@LLAMA_CPP
+def test_a_gguf_declaring_a_context_of_2_24_runs_a_4_token_test_in_little_memory(pytester: pytest.Pytester) -> None:
+    """llama.cpp's cache was sized from the declared context_length: 2**24 positions of this tiny
+    Llama are 4 GiB (then 'Failed to create llama_context'). Loaded for the test's own context, the
+    test passes and its worker's peak stays far below 1.5 GB."""
+    from pytest_edge.backends.llama_cpp.gguf import from_gguf
+
+    gguf = pytester.path / "models" / "decoder" / "model.gguf"
+    _gguf_with(LLM / "gguf_llama" / "model.gguf", gguf, "llama.context_length", 2**24)
+    declared = from_gguf(gguf)
+    assert declared.max_context == 2**24 and declared.kv_cache_bytes(2**24) == 4 * 2**30
+    pytester.makepyfile(test_decoder="""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/decoder", prompts=[[1, 2, 3, 4]], new_tokens=4, backends=["llama.cpp"],
+                              peak_memory_mb="1.5GB", runs=2, warmup=1)
+        def test_short(edge_llm):
+            assert len(edge_llm.generate([5, 6, 7, 8], 4)) == 4
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "-o", "edge_processes=1")
+    result.assert_outcomes(passed=1)
+    (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
+    peak = record["peak_memory_mb"]
+    print(f"llama.cpp, context_length 2**24, 4-token prompt + 4 new tokens: peak {peak:.1f} MB over the "
+          f"worker's baseline, M_KV estimate {record['llm']['kv_cache_estimate_mb']:.4f} MB")
+    assert peak is not None and peak < 1536
+
+
+@GENAI
+def test_a_genai_folder_declaring_a_context_of_2_24_runs_a_short_test(pytester: pytest.Pytester) -> None:
+    """GenAI's generator sized its cache from max_length = context_length (2**24: 4.15 GB)."""
+    folder = pytester.path / "models" / "decoder"
+    shutil.copytree(LLM / "genai_llama", folder)
+    config = json.loads((folder / "genai_config.json").read_text())
+    config["model"]["context_length"] = 2**24
+    config["search"]["max_length"] = 2**24
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    pytester.makepyfile(test_decoder="""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/decoder", prompts=[[1, 2, 3, 4]], new_tokens=4,
+                              backends=["onnxruntime-genai"], peak_memory_mb="1.5GB", runs=2, warmup=1)
+        def test_short(edge_llm):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "-o", "edge_processes=1")
+    result.assert_outcomes(passed=1)
+    (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
+    print(f"onnxruntime-genai, context_length 2**24: peak {record['peak_memory_mb']:.1f} MB")
+    assert record["peak_memory_mb"] < 1536
+
+
+@given(tokens=st.integers(1, 2**24), maximum=st.integers(2, 2**24))
+def test_a_run_context_holds_the_run_and_not_much_more(tokens: int, maximum: int) -> None:
+    config = LlmConfig(vocab_size=8, n_layers=1, n_heads=1, n_kv_heads=1, head_dim=1, max_context=maximum)
+    context = run_context(tokens, config)
+    assert context <= maximum and config.for_context(context).max_context == context
+    if tokens <= maximum:
+        assert tokens <= context <= max(MIN_RUN_CONTEXT, 2 * tokens)
+
+
+# ---------------------------------------------------------------- every bad value is one test's error
+
+SESSION = """
+import pytest
+
+def _raises():
+    raise RuntimeError("no prompts today")
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], new_tokens=3, backends=["onnxruntime-cpu"])
+def test_control(edge_llm):
+    pass
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], ttft_ms=10**400)
+def test_ttft_overflow(edge_llm):
+    pass
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], memory_limit_mb=10**400, contexts=[8])
+def test_memory_limit_overflow(edge_llm):
+    pass
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], logits_atol=10**400)
+def test_atol_overflow(edge_llm):
+    pass
+
+@pytest.mark.edge_llm(model=123, prompts=[[1, 2, 3]])
+def test_model_not_a_name(edge_llm):
+    pass
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], backends=[None])
+def test_backend_none(edge_llm):
+    pass
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=_raises)
+def test_prompts_raise(edge_llm):
+    pass
+
+@pytest.mark.edge_llm(model="deep_genai", prompts=[[1, 2, 3]])
+def test_deep_genai_config(edge_llm):
+    pass
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], threads=10**6)
+def test_threads(edge_llm):
+    pass
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], runs=10**9)
+def test_runs(edge_llm):
+    pass
+
+@pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu", p50_ms=10**400)
+def test_edge_p50_overflow(edge_model):
+    pass
+"""
+
+# test -> what its error must say (the keyword or file), one error each.
+SAYS = {
+    "test_ttft_overflow": "edge_llm ttft_ms: an integer of about 401 digits is beyond a float's range",
+    "test_memory_limit_overflow": "edge_llm memory_limit_mb: an integer of about 401 digits is beyond a float's range",
+    "test_atol_overflow": "edge_llm logits_atol: an integer of about 401 digits is beyond a float's range",
+    "test_model_not_a_name": "edge_llm model=123: expected a model's name",
+    "test_backend_none": "edge_llm backends=(None,): each backend is named by a str",
+    "test_prompts_raise": "edge_llm prompts=: the callable '_raises' raised RuntimeError: 'no prompts today'",
+    "test_deep_genai_config": "deep_genai/genai_config.json: unreadable decoder configuration: nested deeper",
+    "test_threads": "edge_llm threads: 1000000 is above 256",
+    "test_runs": "edge_llm runs: 1000000000 is above 1,000",
+    "test_edge_p50_overflow": "p50_ms: an integer of about 401 digits is beyond a float's range",
+}
+
+
+def test_bad_edge_llm_values_are_each_one_tests_error(pytester: pytest.Pytester, models: Path) -> None:
+    shutil.copy(LLM / "tiny_llm.onnx", models / "tiny_llm.onnx")
+    shutil.copy(LLM / "tiny_llm.json", models / "tiny_llm.json")
+    (models / "deep_genai").mkdir()
+    (models / "deep_genai" / "genai_config.json").write_text(DEEP)
+    pytester.makepyfile(test_llm=SESSION)
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-rE")
+    result.assert_outcomes(passed=1, errors=len(SAYS))
+    text = result.stdout.str()
+    assert "INTERNALERROR" not in text and "Traceback" not in text and "interrupted" not in text
+    # Each error's message, as its section shows it: "test_llm.py::test_x: <message>".
+    errors = {line.split("::")[1].split(":")[0]: line for line in text.splitlines() if line.startswith("test_llm.py::")}
+    for test, says in SAYS.items():
+        assert says in errors[test], (test, errors.get(test))
+
+
+@given(value=st.one_of(st.integers(min_value=0), st.floats(), st.integers(min_value=0).map(str),
+                       st.integers(0, 10**6).map(lambda n: f"1e{n}")))
+@settings(max_examples=300)
+def test_a_number_beyond_a_floats_range_is_refused_by_name(value: object) -> None:
+    for parse in (parse_ms, parse_mb, parse_number):
+        try:
+            number = parse(value, "edge_llm ttft_ms")
+        except EdgeUsageError as exc:
+            assert str(exc).startswith("edge_llm ttft_ms: ") and len(str(exc)) < 300
+        else:
+            assert number >= 0 and number != float("inf")
+
+
+@pytest.mark.parametrize("name, reader", [
+    ("genai_config.json", from_genai_config), ("config.json", from_hf_config), ("decoder.json", LlmConfig.load)])
+def test_a_deeply_nested_configuration_is_an_error_naming_it(tmp_path: Path, name: str, reader: object) -> None:
+    path = tmp_path / name
+    path.write_text(DEEP)
+    with pytest.raises(EdgeUsageError, match=rf"{name}: unreadable .*configuration: nested deeper"):
+        reader(path)  # type: ignore[operator]
+
+
+def test_a_deeply_nested_golden_meta_is_an_error_naming_it(tmp_path: Path) -> None:
+    import io
+    import zipfile
+
+    import numpy as np
+
+    from pytest_edge.llm.golden import read_golden
+
+    path = tmp_path / "prompt.npz"
+    buffer = io.BytesIO()
+    np.savez(buffer, prompt=np.asarray([1, 2], np.int64), tokens=np.asarray([3], np.int64),
+             first_logits=np.zeros(4, np.float32), meta=np.frombuffer(DEEP.encode(), np.uint8))
+    path.write_bytes(buffer.getvalue())
+    assert zipfile.is_zipfile(path)
+    with pytest.raises(GoldenError, match=r"prompt\.npz: unreadable LLM golden \(its meta is nested deeper"):
+        read_golden(path, [1, 2])
