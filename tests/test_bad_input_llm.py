@@ -229,3 +229,107 @@ def test_a_deeply_nested_golden_meta_is_an_error_naming_it(tmp_path: Path) -> No
     assert zipfile.is_zipfile(path)
     with pytest.raises(GoldenError, match=r"prompt\.npz: unreadable LLM golden \(its meta is nested deeper"):
         read_golden(path, [1, 2])
+
+
+# ---------------------------------------------------------------- configurations checked against the graph
+
+EXECUTORCH = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("executorch"),
+                                reason="executorch is not installed")
+
+
+def _genai_copy(tmp_path: Path, export: str = "genai_llama", **decoder: int) -> Path:
+    folder = tmp_path / export
+    shutil.copytree(LLM / export, folder)
+    config = json.loads((folder / "genai_config.json").read_text())
+    for key, value in decoder.items():
+        if key in ("vocab_size", "context_length"):
+            config["model"][key] = value
+        elif key == "window_size":
+            config["model"]["decoder"]["sliding_window"]["window_size"] = value
+        else:
+            config["model"]["decoder"][key] = value
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"num_hidden_layers": 1024}, "n_layers 1024 (configuration) but 2 (graph)"),
+    ({"num_key_value_heads": 4}, "n_kv_heads 4 (configuration) but 2 (graph)"),
+    ({"vocab_size": 4}, "vocab_size 4 (configuration) but 256 (graph)"),
+])
+@pytest.mark.parametrize("backend", [pytest.param("onnxruntime-genai", marks=GENAI), "onnxruntime-cpu"])
+def test_a_genai_configuration_that_contradicts_its_graph_is_refused(tmp_path: Path, backend: str, change: dict,
+                                                                     says: str) -> None:
+    from pytest_edge.backends import get_backend
+    from pytest_edge.errors import BackendError
+
+    folder = _genai_copy(tmp_path, **change)
+    config = read_config(folder / "model.onnx")  # what the file says, within every bound
+    with pytest.raises(BackendError, match=r"model\.onnx \(" + backend + r"\): its configuration \(.*genai_config"
+                       r"\.json\) does not describe this graph: " + says.replace("(", r"\(").replace(")", r"\)")):
+        get_backend(backend).open_decoder(folder / "model.onnx", config, 1)
+
+
+@GENAI
+def test_a_genai_configuration_that_contradicts_its_graph_is_not_a_pass(pytester: pytest.Pytester) -> None:
+    _genai_copy(pytester.path / "models", num_hidden_layers=1024)
+    pytester.makepyfile(test_decoder="""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/genai_llama", prompts=[[1, 2, 3]], new_tokens=2,
+                              backends=["onnxruntime-genai"])
+        def test_it(edge_llm):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) == 0 and outcomes.get("failed", 0) + outcomes.get("errors", 0) == 1
+    result.stdout.fnmatch_lines(["*genai_config.json) does not describe this graph: n_layers 1024 (configuration) "
+                                 "but 2 (graph)*"])
+
+
+def test_a_window_larger_than_the_context_is_an_error_naming_both(tmp_path: Path) -> None:
+    folder = _genai_copy(tmp_path, "genai_gemma2", window_size=2**24)
+    with pytest.raises(EdgeUsageError, match=r"genai_config\.json: the decoder configuration says a sliding window "
+                                             r"of 16,777,216 positions, larger than its context of 256"):
+        from_genai_config(folder / "genai_config.json")
+
+
+def _pte_with(tmp_path: Path, method: str, value: int) -> Path:
+    """A copy of export_llama's .pte whose metadata method ``method`` returns ``value``: the one
+    int64 in the file whose change changes what that method returns (found by trying each)."""
+    from pytest_edge.backends.executorch.program import read_plans
+
+    data = (LLM / "et_llama" / "model.pte").read_bytes()
+    constants = {p.name: p.constant() for p in read_plans(data) if p.constant() is not None}
+    old = struct.pack("<q", constants[method])
+    at = 0
+    while (at := data.find(old, at + 1)) >= 0:
+        patched = bytearray(data)
+        struct.pack_into("<q", patched, at, value)
+        try:
+            found = {p.name: p.constant() for p in read_plans(bytes(patched)) if p.constant() is not None}
+        except Exception:  # noqa: BLE001 - a candidate that breaks the program is not the one
+            continue
+        if found.get(method) == value and {k: v for k, v in found.items() if k != method} == \
+                {k: v for k, v in constants.items() if k != method}:
+            path = tmp_path / "model.pte"
+            path.write_bytes(bytes(patched))
+            return path
+    raise AssertionError(f"no int64 of {method} found")
+
+
+@EXECUTORCH
+@pytest.mark.parametrize("method, value, says", [
+    ("get_n_layers", 1024, "n_layers 1024 (metadata) but 2 (program)"),
+    ("get_vocab_size", 4, "vocab_size 4 (metadata) but 256 (program)"),
+])
+def test_executorch_metadata_that_contradicts_its_program_is_refused(tmp_path: Path, method: str, value: int,
+                                                                       says: str) -> None:
+    from pytest_edge.backends.executorch.llm_metadata import from_pte
+
+    path = _pte_with(tmp_path, method, value)
+    with pytest.raises(EdgeUsageError, match=r"model\.pte: its metadata methods \(.*\) do not describe its program: .*"
+                       + says.replace("(", r"\(").replace(")", r"\)")):
+        from_pte(path)
+    assert from_pte(LLM / "et_llama" / "model.pte").n_layers == 2  # the export as written reads

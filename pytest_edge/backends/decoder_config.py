@@ -193,6 +193,10 @@ def _checked(config: LlmConfig, path: Path) -> LlmConfig:
     if absurd:
         raise EdgeUsageError(f"{path}: the decoder configuration says {', '.join(absurd)}, past what any decoder "
                              f"has (at most {', '.join(f'{n} {v:,}' for n, v in LIMITS.items())}): a broken file?")
+    if config.sliding_window > config.max_context:
+        raise EdgeUsageError(f"{path}: the decoder configuration says a sliding window of {config.sliding_window:,} "
+                             f"positions, larger than its context of {config.max_context:,}: no position could fall "
+                             "out of it (a broken file? its ring cache would be allocated whole)")
     if config.n_heads % config.n_kv_heads:
         raise EdgeUsageError(f"{path}: {config.n_heads} attention heads are not a multiple of {config.n_kv_heads} "
                              "key/value heads")
