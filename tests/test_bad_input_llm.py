@@ -333,3 +333,125 @@ def test_executorch_metadata_that_contradicts_its_program_is_refused(tmp_path: P
                        + says.replace("(", r"\(").replace(")", r"\)")):
         from_pte(path)
     assert from_pte(LLM / "et_llama" / "model.pte").n_layers == 2  # the export as written reads
+
+
+# ---------------------------------------------------------------- decoder goldens, model=, damaged artifacts
+
+TINY = """
+import pytest
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], new_tokens=3, backends=["onnxruntime-cpu"])
+def test_tiny(edge_llm):
+    pass
+"""
+
+
+def _tiny_project(pytester: pytest.Pytester) -> Path:
+    models = pytester.path / "models"
+    models.mkdir(exist_ok=True)
+    for name in ("tiny_llm.onnx", "tiny_llm.json"):
+        shutil.copy(LLM / name, models / name)
+    pytester.makeini("[pytest]\nedge_model_dirs = models\n")
+    return models
+
+
+@pytest.mark.parametrize("linked", ["model", "llm"])
+def test_a_decoder_golden_folder_linked_outside_is_not_written_through(pytester: pytest.Pytester,
+                                                                        linked: str) -> None:
+    _tiny_project(pytester)
+    outside = pytester.path.parent / f"outside-{linked}"
+    outside.mkdir()
+    (pytester.path / "golden").mkdir()
+    if linked == "model":
+        (pytester.path / "golden" / "tiny_llm").symlink_to(outside, target_is_directory=True)
+    else:
+        (pytester.path / "golden" / "tiny_llm").mkdir()
+        (pytester.path / "golden" / "tiny_llm" / "llm").symlink_to(outside, target_is_directory=True)
+    pytester.makepyfile(test_decoder=TINY)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) == 0 and outcomes.get("failed", 0) + outcomes.get("errors", 0) == 1
+    result.stdout.fnmatch_lines(["*must be a plain folder, not a symbolic link or a file; nothing is read or written "
+                                 "through it*"])
+    assert not any(outside.iterdir())
+
+
+@pytest.mark.parametrize("meta, says", [
+    ({"sha256": 12345}, "its meta's sha256 is 12345, not 64 lowercase hex digits"),
+    ({"sha256": "ab" * 32, "new_tokens": "3"}, "its meta's new_tokens is '3', not a int"),
+    ({"sha256": "ab" * 32, "files": {"model.onnx": 7}}, "its meta's files is not an object"),
+])
+def test_a_decoder_golden_with_bad_metadata_is_an_error_naming_it(tmp_path: Path, meta: dict, says: str) -> None:
+    import numpy as np
+
+    from pytest_edge.llm.golden import TokenGolden, read_golden, write_golden
+
+    path = tmp_path / "golden" / "m" / "llm" / "prompt-0.npz"
+    write_golden(path, TokenGolden([1, 2], [3], np.zeros(4, np.float32), meta))
+    with pytest.raises(GoldenError, match=r"prompt-0\.npz: unreadable LLM golden \(Corrupt: " + says.replace("(", r"\(")):
+        read_golden(path, [1, 2])
+
+
+def test_a_linked_decoder_golden_file_is_not_read(tmp_path: Path) -> None:
+    import numpy as np
+
+    from pytest_edge.llm.golden import TokenGolden, read_golden, write_golden
+
+    elsewhere = tmp_path / "elsewhere.npz"
+    write_golden(elsewhere, TokenGolden([1, 2], [3], np.zeros(4, np.float32), {}))
+    path = tmp_path / "golden" / "m" / "llm" / "prompt-0.npz"
+    path.parent.mkdir(parents=True)
+    path.symlink_to(elsewhere)
+    with pytest.raises(GoldenError, match="must be a regular file, not a symbolic link"):
+        read_golden(path, [1, 2])
+
+
+@pytest.mark.parametrize("model", ["..", "../../..", "../stranger", "."])
+def test_model_never_resolves_outside_the_projects_folders(pytester: pytest.Pytester, model: str) -> None:
+    _tiny_project(pytester)
+    # A stranger's decoder beside the project, and one in the folder above it.
+    stranger = pytester.path.parent / "stranger"
+    stranger.mkdir(exist_ok=True)
+    shutil.copy(LLM / "tiny_llm.onnx", stranger / "model.onnx")
+    shutil.copy(LLM / "tiny_llm.json", stranger / "model.json")
+    shutil.copy(LLM / "tiny_llm.onnx", pytester.path.parent / "lone.onnx")
+    pytester.makepyfile(test_decoder=TINY + f"""
+@pytest.mark.edge_llm(model={model!r}, prompts=[[1, 2, 3]], new_tokens=3)
+def test_outside(edge_llm):
+    pass
+""")
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines([f"*test_outside: edge_llm model={model!r} *"])
+    assert "names a folder by '.' or '..'" in result.stdout.str() or "outside the folders" in result.stdout.str()
+    assert sorted(p.name for p in (pytester.path / "golden").iterdir()) == ["tiny_llm"]
+    assert not (pytester.path.parent / "llm").exists()
+
+
+@pytest.mark.skipif(not __import__("importlib.util").util.find_spec("ai_edge_litert"),
+                    reason="ai-edge-litert not installed")
+def test_a_byte_flipped_litert_decoder_is_a_clear_error_naming_it(tmp_path: Path) -> None:
+    """Every flip of the top bit of the last 512 bytes (the signatures' names and tensor indices):
+    a configuration or an error naming the file and the backend, never a raw UnicodeDecodeError
+    or 'Invalid tensor index' from inside the interpreter."""
+    from pytest_edge.backends.litert.decoder import LiteRTDecoder, from_tflite
+    from pytest_edge.errors import BackendError
+
+    data = (LLM / "litert_llama" / "model.tflite").read_bytes()
+    path = tmp_path / "model.tflite"
+    damaged = 0
+    for at in range(len(data) - 512, len(data)):
+        flipped = bytearray(data)
+        flipped[at] ^= 0x80
+        path.write_bytes(bytes(flipped))
+        try:
+            from_tflite(path)
+        except EdgeUsageError as exc:
+            assert str(exc).startswith(f"{path} (litert)"), (at, exc)
+            if "a damaged file?" in str(exc):
+                damaged += 1
+                if damaged == 1:  # opened as a decoder too: the same, as a BackendError
+                    config = from_tflite(LLM / "litert_llama" / "model.tflite")
+                    with pytest.raises(BackendError, match=rf"{path} \(litert\): not a readable generative"):
+                        LiteRTDecoder(path, config, 1)
+    assert damaged  # the interpreter's own errors were met, and said with the file

@@ -5,6 +5,7 @@ record (with its ``llm`` block) and every violation; the plugin keeps and report
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -14,9 +15,10 @@ from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
 from ..backends.decoder_config import LlmConfig, read_config
 from ..checks import Finding, check_generation
-from ..errors import EdgeUsageError, GoldenError
+from ..errors import EdgeError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
 from ..measurement.gate import GateResult
+from ..core.external_data import identity_files
 from ..core.models import Model, resolve_model
 from ..core.pipeline import gate_into
 from ..core.plan import known_device, unavailable_on
@@ -78,6 +80,7 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path]) -> Model:
     ``genai_config.json`` names; an Optimum folder's ``model.onnx``; a lone ``.pte``/``.gguf``/``.tflite``
     in it), else a path or stem with the LLM runtimes' suffixes (``.gguf`` among them)."""
     suffixes = list(dict.fromkeys(b.suffix for b in decoder_backends().values()))
+    refuse_outside(spec, dirs, suffixes)
     for folder in dirs:
         candidate = Path(spec) if Path(spec).is_absolute() else folder / spec
         if not candidate.is_dir():
@@ -94,6 +97,24 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path]) -> Model:
         if artifacts:
             return Model(candidate.name, artifacts)
     return resolve_model(spec, dirs, suffixes)
+
+
+def refuse_outside(spec: str, dirs: Sequence[Path], suffixes: Sequence[str]) -> None:
+    """``model=`` names something inside the folders it is looked for in (the test's, the rootdir,
+    edge_model_dirs): one that ends in '.' or '..' names no model, and one whose path leaves every
+    folder (``"../../.."``) would test, and record goldens for, whatever lies there. Judged on the
+    path as written (links inside are followed, as DVC and git-annex check artifacts out)."""
+    if Path(spec).name in ("", ".", "..") or Path(spec).parts[-1:] in ((".",), ("..",)):
+        raise EdgeUsageError(f"edge_llm model={spec!r} names a folder by '.' or '..', not a model: name the export "
+                             "folder or the artifact")
+    roots = [os.path.abspath(folder) for folder in dirs]
+    for folder in dirs:
+        candidate = os.path.abspath(spec if Path(spec).is_absolute() else Path(folder) / spec)
+        inside = any(candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+        if not inside and any(os.path.lexists(candidate + suffix) for suffix in ("", *suffixes)):
+            raise EdgeUsageError(f"edge_llm model={spec!r} is {candidate}, outside the folders models are looked "
+                                 f"for in ({', '.join(dict.fromkeys(roots))}): refused, nothing there is read or "
+                                 "recorded (list its folder in edge_model_dirs)")
 
 
 def _carried(artifact: Path) -> LlmConfig | None:
@@ -162,7 +183,8 @@ class LlmChecker:
             run = self.generate(reference, artifact, config, target.spec.threads, prompt, target.spec.new_tokens)
             write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, {
                 "reference_backend": reference, "artifact": artifact.name, "sha256": sha256_file(artifact),
-                "new_tokens": target.spec.new_tokens, "plugin_version": __version__}))
+                "files": _file_digests(artifact), "new_tokens": target.spec.new_tokens,
+                "plugin_version": __version__}))
             self._recorded[path] = target.spec.new_tokens
         golden = read_golden(path, prompt)
         if len(golden.tokens) < target.spec.new_tokens:
@@ -185,11 +207,12 @@ class LlmChecker:
             logits = logits_figures(golden.first_logits, run.first_logits)
             found = [m for m in [token_message(expected, run.tokens, agreement, first, spec.min_token_agreement)] if m]
             found += logits_messages(logits, spec.logits_atol, spec.logits_cosine)
-            if found and golden.meta.get("sha256") not in (None, sha256_file(artifact)) and \
-                    golden.meta.get("reference_backend") == target.backend:
+            changed = _changed_files(golden.meta, artifact)
+            if found and changed and golden.meta.get("reference_backend") == target.backend:
                 # Said with the failure, not counted as one: the likely cause is a changed artifact.
-                found[0] += (f" (the golden was recorded from {golden.meta.get('artifact')} with sha256 "
-                             f"{golden.meta['sha256'][:12]}; this artifact's is {sha256_file(artifact)[:12]})")
+                found[0] += (f" (the golden was recorded from {golden.meta.get('artifact')} with "
+                             + "; ".join(f"{'' if name == artifact.name else name + ' '}sha256 {old[:12]}; this "
+                                         f"artifact's is {new[:12]}" for name, old, new in changed) + ")")
             violations += [f"{target.backend}: prompt {_short(prompt)}: {m}" for m in found]
             per_prompt.append({"prompt_tokens": len(prompt), "golden_tokens": expected, "tokens": run.tokens,
                                "token_agreement": agreement, "first_difference": first, **logits,
@@ -301,6 +324,23 @@ def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:
     """The record's ``model`` as for every model (record.model_json): name, artifact (relative to the
     rootdir), its sha256 (None without one) and each of its files' where it has more than one."""
     return record_model_json(target.model.name, target.artifact, rootdir)
+
+
+def _file_digests(artifact: Path) -> dict[str, str]:
+    """{name: sha256} of every file of the artifact (external data, a GenAI folder's configuration)."""
+    try:
+        return {name: sha256_file(path) for name, path in identity_files(artifact).items()}
+    except (EdgeError, OSError):
+        return {artifact.name: sha256_file(artifact)}
+
+
+def _changed_files(meta: dict[str, Any], artifact: Path) -> list[tuple[str, str, str]]:
+    """(name, recorded sha256, current sha256) of each file of the artifact that changed since the
+    golden was recorded (its ``files``, or an older golden's ``sha256`` of the model file alone)."""
+    recorded = meta.get("files") or ({artifact.name: meta["sha256"]} if meta.get("sha256") else {})
+    current = _file_digests(artifact)
+    return [(name, digest, current.get(name, "missing")) for name, digest in recorded.items()
+            if current.get(name) != digest]
 
 
 def _short(prompt: list[int]) -> str:
