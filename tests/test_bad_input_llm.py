@@ -455,3 +455,23 @@ def test_a_byte_flipped_litert_decoder_is_a_clear_error_naming_it(tmp_path: Path
                     with pytest.raises(BackendError, match=rf"{path} \(litert\): not a readable generative"):
                         LiteRTDecoder(path, config, 1)
     assert damaged  # the interpreter's own errors were met, and said with the file
+
+
+def test_a_nested_prompt_and_a_sweep_that_ran_nothing_each_fail_their_test(pytester: pytest.Pytester) -> None:
+    _tiny_project(pytester)
+    pytester.makepyfile(test_decoder=TINY + """
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], new_tokens=3, backends=["onnxruntime-cpu"])
+def test_nested_prompt(edge_llm):
+    edge_llm.generate([[1, 2, 3]])
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], new_tokens=3, backends=["onnxruntime-cpu"],
+                      contexts=[64, 128], memory_limit_mb=1)
+def test_sweep_out_of_memory(edge_llm):
+    pass
+""")
+    result = pytester.runpytest_subprocess("--edge-update-golden", "-o", "edge_processes=1")
+    result.assert_outcomes(passed=1, failed=2)
+    text = result.stdout.str()
+    assert "tiny_llm (onnxruntime-cpu): a prompt is one list of int token ids, not [[1, 2, 3]]" in text
+    assert "onnxruntime-cpu: the context sweep ran none of its lengths (64): stopped at 64 tokens" in text
+    assert "Traceback" not in text

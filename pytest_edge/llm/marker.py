@@ -7,6 +7,7 @@ sees them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+import operator
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -84,7 +85,12 @@ def _prompts(value: Any) -> tuple[tuple[int, ...], ...]:
 def check_prompt(prompt: Sequence[int], new_tokens: int, config: LlmConfig, where: str) -> list[int]:
     """The prompt as ints, refused before any runtime sees it: empty, an id out of the vocabulary,
     or longer (with the new tokens) than the model's context."""
-    ids = [int(t) for t in prompt]
+    try:  # ints or NumPy integers, in any iterable but a string; not floats, bools or nested lists
+        if isinstance(prompt, (str, bytes)) or any(isinstance(t, bool) for t in prompt):
+            raise TypeError
+        ids = [operator.index(t) for t in prompt]
+    except TypeError:
+        raise EdgeUsageError(f"{where}: a prompt is one list of int token ids, not {shown(prompt, 80)}") from None
     if not ids:
         raise EdgeUsageError(f"{where}: an empty prompt (at least one token id is needed)")
     bad = [t for t in ids if not 0 <= t < config.vocab_size]
