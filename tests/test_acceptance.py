@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from edge_helpers import write_mlp
 
@@ -133,3 +135,191 @@ def test_the_file_round_trips_and_one_model_has_one_acceptance(tmp_path: Path) -
     quoted = [Acceptance("kws", (SHA,), ("peak memory",), 'wider "on purpose"\\ok')]
     path.write_text(render(quoted))
     assert read_acceptances(path) == quoted
+
+
+# ---------------------------------------------------------------- accept writes only its own file
+
+PYPROJECT = """\
+[project]
+name = "app"
+version = "1.0"
+
+[tool.pytest.ini_options]
+edge_model_dirs = ["models"]
+edge_accept_file = "{accept_file}"
+"""
+
+
+def _project(pytester: pytest.Pytester, accept_file: str) -> Path:
+    (pytester.path / "models").mkdir()
+    write_mlp(pytester.path / "models" / "kws.onnx", 64)
+    pyproject = pytester.path / "pyproject.toml"
+    pyproject.write_text(PYPROJECT.format(accept_file=accept_file))
+    return pyproject
+
+
+@pytest.mark.parametrize("accept_file", ["pyproject.toml", "../outside/x.toml", "ABSOLUTE", "pytest.ini", "linked"])
+def test_accept_refuses_a_file_not_its_own_and_leaves_it_intact(pytester: pytest.Pytester, accept_file: str) -> None:
+    outside = pytester.path.parent / "outside"
+    outside.mkdir(exist_ok=True)
+    if accept_file == "ABSOLUTE":
+        accept_file = str(outside / "abs.toml")
+    if accept_file == "linked":  # a link inside the project to a file outside it
+        (pytester.path / "linked.toml").symlink_to(outside / "linked.toml")
+        accept_file = "linked.toml"
+    pyproject = _project(pytester, accept_file)
+    before = pyproject.read_text()
+    done = _accept(pytester.path, "kws", "--reason", "wider")
+    assert done.returncode == 2, done.stdout
+    named = Path(accept_file).name
+    assert f"{named} (edge_accept_file)" in done.stderr and "refused, nothing written" in done.stderr, done.stderr
+    assert pyproject.read_text() == before  # [project] and [tool.pytest.ini_options] intact
+    assert not any(outside.iterdir()) and not (pytester.path / "pytest.ini").exists()
+
+
+def test_an_existing_file_that_holds_anything_else_is_not_an_acceptance_file(tmp_path: Path) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text('[tool.other]\nkey = 1\n')
+    with pytest.raises(EdgeUsageError, match=r"settings\.toml: holds 'tool', not only \[\[accept\]\] tables"):
+        write_acceptance(path, "kws", [SHA], "why", rootdir=tmp_path)
+    assert path.read_text() == '[tool.other]\nkey = 1\n'
+
+
+@pytest.mark.parametrize("reason", ["wider 😀 for accuracy", "café: naïve", 'tab\there, "quoted" \\ and \x07',
+                                    "\u2028line separator", "ünïcödé " * 50])
+def test_any_reason_round_trips_through_the_reader(tmp_path: Path, reason: str) -> None:
+    path = tmp_path / "edge-accept.toml"
+    write_acceptance(path, "kws", [SHA], reason, rootdir=tmp_path)
+    assert read_acceptances(path) == [Acceptance("kws", (SHA,), (), reason.strip())]
+    assert path.read_bytes().isascii()  # escaped, whatever the terminal's encoding
+
+
+@given(reason=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1).filter(str.strip),
+       model=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_what_is_written_reads_back_as_written(tmp_path: Path, reason: str, model: str) -> None:
+    path = tmp_path / "edge-accept.toml"
+    write_acceptance(path, model, [SHA], reason, ["peak memory"], rootdir=tmp_path)
+    assert read_acceptances(path)[-1] == Acceptance(model, (SHA,), ("peak memory",), reason.strip())
+
+
+def test_a_reason_of_latin1_bytes_or_emoji_from_the_command_line_is_kept(pytester: pytest.Pytester) -> None:
+    _project(pytester, "edge-accept.toml")
+    done = subprocess.run([sys.executable, "-m", "pytest_edge.cli", "accept", "kws", "--reason",
+                           b"caf\xe9 (latin-1) \xf0\x9f\x98\x80".decode("utf-8", "surrogateescape")],
+                          cwd=pytester.path, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (accepted,) = read_acceptances(pytester.path / "edge-accept.toml")
+    assert accepted.reason == "café (latin-1) 😀"
+    # Written again over its own file: accept reads what it wrote.
+    assert _accept(pytester.path, "kws", "--reason", "again 😀").returncode == 0
+    assert read_acceptances(pytester.path / "edge-accept.toml")[0].reason == "again 😀"
+
+
+@pytest.mark.parametrize("reason", ["", "   "])
+def test_an_empty_reason_is_refused_at_the_command(pytester: pytest.Pytester, reason: str) -> None:
+    _project(pytester, "edge-accept.toml")
+    done = _accept(pytester.path, "kws", "--reason", reason)
+    assert done.returncode == 2 and "--reason is empty" in done.stderr
+    assert not (pytester.path / "edge-accept.toml").exists()
+    with pytest.raises(EdgeUsageError, match="needs a reason"):
+        write_acceptance(pytester.path / "edge-accept.toml", "kws", [SHA], reason)
+
+
+def test_a_deeply_nested_acceptance_file_is_an_error_naming_it(pytester: pytest.Pytester) -> None:
+    path = pytester.path / "edge-accept.toml"
+    path.write_text("accept = " + "[" * 100_000)
+    with pytest.raises(EdgeUsageError, match=r"edge-accept\.toml: not valid TOML \(nested deeper"):
+        read_acceptances(path)
+    # Where the gate reads it: a usage error naming the file, not an INTERNALERROR.
+    (pytester.path / "main").mkdir()
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess("--edge-baseline-models=main")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines(["*edge-accept.toml: not valid TOML (nested deeper than the parser's recursion limit)*"])
+
+
+# ---------------------------------------------------------------- an acceptance follows every file
+
+def _write_mlp_with_data(path: Path, hidden: int) -> None:
+    """write_mlp's network with its weights in ``<name>.data`` beside it (ONNX external data)."""
+    import onnx
+
+    write_mlp(path, hidden)
+    onnx.save(onnx.load(str(path)), str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+              location=path.name + ".data", size_threshold=0)
+
+
+def test_an_accepted_external_data_model_whose_data_changes_fails_the_gate(pytester: pytest.Pytester) -> None:
+    import numpy as np
+
+    for side, hidden in (("main", 64), ("pr", 256)):
+        (pytester.path / side).mkdir()
+        _write_mlp_with_data(pytester.path / side / "kws.onnx", hidden)
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="kws", backends="onnxruntime-cpu")
+        def test_kws(edge_model):
+            pass
+    """)
+    pytester.makeini("[pytest]\nedge_model_dirs = pr\n")
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    _gate(pytester).assert_outcomes(failed=1)  # 4x the size of main's
+    done = _accept(pytester.path, "kws", "--reason", "4x wider")
+    assert done.returncode == 0, done.stderr
+    assert "pr/kws.onnx.data (" in done.stdout  # the data file is accepted by its own sha256
+    (accepted,) = read_acceptances(pytester.path / "edge-accept.toml")
+    assert len(accepted.sha256) == 2
+    _gate(pytester).assert_outcomes(passed=1)
+    records = json.loads((pytester.path / "r.json").read_text())["records"]
+    assert set(records[0]["model"]["files"]) == {"kws.onnx", "kws.onnx.data"}
+
+    # The weights change, the .onnx does not: another artifact, gated again.
+    data = pytester.path / "pr" / "kws.onnx.data"
+    before = (pytester.path / "pr" / "kws.onnx").read_bytes()
+    weights = np.fromfile(data, np.float32)
+    (weights * 0.5).astype(np.float32).tofile(data)
+    assert (pytester.path / "pr" / "kws.onnx").read_bytes() == before
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    again = _gate(pytester)
+    again.assert_outcomes(failed=1)
+    again.stdout.fnmatch_lines(["*edge-accept.toml accepts a change of kws for other artifacts*"])
+
+
+def test_an_acceptance_holds_only_where_every_file_is_one_it_lists() -> None:
+    accepted = Acceptance("m", (SHA, OTHER_SHA), (), "why")
+    assert accepted.covers("m", (SHA, OTHER_SHA), "P50 latency") and accepted.covers("m", SHA, "P50 latency")
+    assert not accepted.covers("m", (SHA, "ef" * 32), "P50 latency")  # the data changed
+    assert not accepted.covers("m", (), "P50 latency") and not accepted.covers("m", None, "P50 latency")
+
+
+def test_a_records_identity_is_every_file_of_the_artifact(tmp_path: Path) -> None:
+    from pytest_edge.core.record import artifact_identity, model_json
+    from pytest_edge.files import file_digest
+
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    ext = model_json("tiny_ext", fixtures / "tiny_ext.onnx", fixtures)
+    assert ext["files"] == {"tiny_ext.onnx": file_digest(fixtures / "tiny_ext.onnx"),
+                            "tiny_ext.onnx.data": file_digest(fixtures / "tiny_ext.onnx.data")}
+    assert artifact_identity(ext) == tuple(ext["files"].values())
+    genai = model_json("genai_llama", fixtures / "llm" / "genai_llama" / "model.onnx", fixtures)
+    assert set(genai["files"]) == {"model.onnx", "model.onnx.data", "genai_config.json"}
+    single = model_json("tiny_mlp", fixtures / "tiny_mlp.onnx", fixtures)
+    assert "files" not in single and artifact_identity(single) == (single["sha256"],)
+
+
+def test_a_decoder_is_accepted_by_the_name_its_records_carry(pytester: pytest.Pytester) -> None:
+    from pytest_edge.files import file_digest
+
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "llm"
+    shutil.copytree(fixtures / "genai_llama", pytester.path / "models" / "genai_llama")
+    pytester.makeini("[pytest]\nedge_model_dirs = models\n")
+    done = _accept(pytester.path, "genai_llama", "--reason", "re-exported")
+    assert done.returncode == 0, done.stderr
+    (accepted,) = read_acceptances(pytester.path / "edge-accept.toml")
+    folder = pytester.path / "models" / "genai_llama"
+    assert accepted.model == "genai_llama"  # edge_llm(model="genai_llama")'s records' name
+    assert set(accepted.sha256) == {file_digest(folder / name) for name in
+                                    ("model.onnx", "model.onnx.data", "genai_config.json")}

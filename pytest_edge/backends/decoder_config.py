@@ -6,7 +6,7 @@ project's own keys. It is what the bounds checks and the KV-cache estimate read.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -52,6 +52,8 @@ class LlmConfig:
                                  f"{', '.join(f.name for f in fields(cls))})") from None
         except (OSError, ValueError) as exc:
             raise EdgeUsageError(f"{path}: unreadable LLM configuration: {exc}") from None
+        except RecursionError:
+            raise EdgeUsageError(f"{path}: unreadable LLM configuration: {NESTED}") from None
         if not isinstance(data, dict):
             raise EdgeUsageError(f"{path}: an LLM configuration must be a JSON object")
         known = {f.name for f in fields(cls)} - {"source"}
@@ -73,6 +75,13 @@ class LlmConfig:
                 where="sliding_window (window_size), sliding_layers (layers), sliding_cache (window_size + cache_slack)")
         return _checked(cls(**counts, dtype=dtype, **window, source=str(path)), path)
 
+    def for_context(self, tokens: int) -> "LlmConfig":
+        """This configuration as a runtime is loaded with for a run of ``tokens`` positions (the
+        prompt and the new tokens; a sweep's length): the cache it sizes (llama.cpp's ``n_ctx``,
+        GenAI's ``max_length``) is what the run needs, never the declared maximum, which a file may
+        put at 2**24 (gigabytes of cache for a 4-token test). At most ``max_context``."""
+        return replace(self, max_context=max(1, min(int(tokens), self.max_context)))
+
     def kv_cache_bytes(self, tokens: int, batch: int = 1) -> int:
         """M_KV = 2 (K and V) x batch x kv_heads x head_dim x bytes x the positions each layer holds:
         ``tokens`` for a layer attending the whole context (2 x layers x batch x tokens x ... where no
@@ -92,6 +101,8 @@ def config_path(artifact: Path) -> Path:
 
 
 GENAI_CONFIG = "genai_config.json"
+# json.loads recurses per level: a file of 100 000 '[' is a RecursionError, said as what it is.
+NESTED = "nested deeper than the JSON reader's recursion limit (a broken or hostile file)"
 HF_CONFIG = "config.json"
 _TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 
@@ -101,6 +112,8 @@ def _json(path: Path) -> dict:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise EdgeUsageError(f"{path}: unreadable decoder configuration: {exc}") from None
+    except RecursionError:
+        raise EdgeUsageError(f"{path}: unreadable decoder configuration: {NESTED}") from None
     if not isinstance(data, dict):
         raise EdgeUsageError(f"{path}: a decoder configuration must be a JSON object")
     return data
@@ -180,6 +193,10 @@ def _checked(config: LlmConfig, path: Path) -> LlmConfig:
     if absurd:
         raise EdgeUsageError(f"{path}: the decoder configuration says {', '.join(absurd)}, past what any decoder "
                              f"has (at most {', '.join(f'{n} {v:,}' for n, v in LIMITS.items())}): a broken file?")
+    if config.sliding_window > config.max_context:
+        raise EdgeUsageError(f"{path}: the decoder configuration says a sliding window of {config.sliding_window:,} "
+                             f"positions, larger than its context of {config.max_context:,}: no position could fall "
+                             "out of it (a broken file? its ring cache would be allocated whole)")
     if config.n_heads % config.n_kv_heads:
         raise EdgeUsageError(f"{path}: {config.n_heads} attention heads are not a multiple of {config.n_kv_heads} "
                              "key/value heads")
@@ -197,6 +214,19 @@ def genai_decoder(folder: Path) -> Path | None:
     if not isinstance(name, str) or Path(name).name != name:
         raise EdgeUsageError(f"{path}: model.decoder.filename must name a file in that folder, not {name!r}")
     return Path(folder) / name
+
+
+def configuration_files(artifact: Path) -> dict[str, Path]:
+    """The exporter's configuration a runtime reads with ``artifact`` where it is part of the export
+    (a GenAI folder's ``genai_config.json`` naming it: its generator reads it), by name; {} else or
+    where that file is unreadable (it is judged where it is read)."""
+    artifact = Path(artifact)
+    config = artifact.parent / GENAI_CONFIG
+    try:
+        named = genai_decoder(artifact.parent) if config.is_file() else None
+    except EdgeUsageError:
+        named = None
+    return {GENAI_CONFIG: config} if named is not None and named.name == artifact.name else {}
 
 
 def read_config(artifact: Path, metadata: Callable[[Path], LlmConfig | None] | None = None) -> LlmConfig:

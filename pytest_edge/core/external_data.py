@@ -64,6 +64,17 @@ def external_files(model: Path, backend: str | None = None) -> dict[str, Path]:
     return files
 
 
+def identity_files(model: Path) -> dict[str, Path]:
+    """Every file an artifact is made of, by name: the model file, its external data or weights file
+    (:func:`external_files`), and the exporter's configuration its runtime reads with it
+    (:func:`backends.decoder_config.configuration_files`). What an acceptance holds for and a
+    record names: a change to any of them is another artifact."""
+    from ..backends.decoder_config import configuration_files  # a decoder export's own files
+
+    model = Path(model)
+    return {model.name: model, **external_files(model), **configuration_files(model)}
+
+
 def artifact_digests(model: Path, sha256_file) -> dict[str, str]:
     """{file name: sha256} of an artifact and of its external-data files (by location), what a
     golden's provenance records: a change to the weights alone makes the golden stale."""

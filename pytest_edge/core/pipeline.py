@@ -23,7 +23,7 @@ from ..measurement.counts import CountedMeasurement
 from ..measurement.gate import GateResult
 from ..measurement.timing import TimedMeasurement
 from .plan import Plan
-from .record import Record, model_json
+from .record import Record, artifact_identity, model_json
 from .settings import Settings
 from .sizes import artifact_size
 from ..triage.cross_isa import cross_isa_note
@@ -166,8 +166,7 @@ def gate_into(record: Record, gate: GateResult, settings: Settings | None = None
     changes ``settings`` accepts for this model's artifact (edge-accept.toml); its failures."""
     if settings is not None and settings.acceptances:
         where = settings.accept_file.name if settings.accept_file is not None else "the acceptance file"
-        gate.accept(settings.acceptances, (record.model or {}).get("name", ""), (record.model or {}).get("sha256"),
-                    where)
+        gate.accept(settings.acceptances, (record.model or {}).get("name", ""), artifact_identity(record.model), where)
     if gate.summary:
         record.baseline_check = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes,
                                  "findings": [f.to_json() for f in gate.findings]}

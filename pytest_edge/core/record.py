@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..checks import Finding
+from ..errors import EdgeError
 from ..files import relative_path, sha256_file
 from ..measurement.counts import CountedMeasurement
+from .external_data import identity_files
 
 # The record's timing_not_judged on an emulated device (edge_emulated_timing = off | record | judge).
 NOT_JUDGED = "emulated device: timing and memory are not the target's"
@@ -46,16 +48,36 @@ def is_finite_number(value: Any) -> bool:
 
 def model_json(name: str, artifact: Path | None, rootdir: Path) -> dict[str, Any]:
     """A record's ``model``: its name (the model's key: ``a/net``, unique per model, so two models never
-    share a row or a stored baseline), the artifact relative to the project, the artifact's sha256."""
-    return {"name": name,
-            "artifact": relative_path(artifact, rootdir) if artifact else None,
-            "sha256": sha256_file(artifact) if artifact and artifact.is_file() else None}
+    share a row or a stored baseline), the artifact relative to the project, the artifact's sha256,
+    and where the artifact is made of more files than one (external data, a GenAI folder's
+    configuration) ``files``: each one's sha256 by name, the model file's among them."""
+    found = {"name": name,
+             "artifact": relative_path(artifact, rootdir) if artifact else None,
+             "sha256": sha256_file(artifact) if artifact and artifact.is_file() else None}
+    if found["sha256"] is not None:
+        try:
+            files = identity_files(artifact)
+        except (EdgeError, OSError):
+            files = {}  # a missing data file is the test's error, said where it is loaded
+        if len(files) > 1:
+            found["files"] = {file: sha256_file(path) for file, path in files.items()}
+    return found
+
+
+def artifact_identity(model: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The sha256 of every file of a record's ``model`` (:func:`model_json`): what an acceptance
+    must list to hold for it; () where the record names no artifact."""
+    model = model or {}
+    files = model.get("files")
+    if isinstance(files, Mapping) and files:
+        return tuple(str(d) for d in files.values())
+    return (model["sha256"],) if isinstance(model.get("sha256"), str) else ()
 
 
 @dataclass
 class Record:
     test: str
-    model: dict[str, Any]  # {"name", "artifact", "sha256"}
+    model: dict[str, Any]  # {"name", "artifact", "sha256"} (+ "files": model_json)
     backend: str
     verdict: str = "passed"
     violations: list[str] = field(default_factory=list)

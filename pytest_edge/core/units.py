@@ -20,7 +20,11 @@ def parse_value(value: Any, units: Mapping[str, float], what: str, default_unit:
     if isinstance(value, bool):
         raise EdgeUsageError(f"{what}: expected a number, got {value!r}")
     if isinstance(value, (int, float)):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int past a float's range (10**400): refused by name, not a traceback
+            raise EdgeUsageError(f"{what}: {shown(value)} is beyond a float's range; expected a finite "
+                                 "number >= 0") from None
     else:
         match = _UNIT.match(str(value))
         unit = match.group(2).lower() if match else None
@@ -31,8 +35,17 @@ def parse_value(value: Any, units: Mapping[str, float], what: str, default_unit:
                                  f"or a string such as '12{default_unit}'")
         number = float(match.group(1)) * units[unit]
     if not math.isfinite(number) or number < 0:
-        raise EdgeUsageError(f"{what}: {value!r} must be a finite number >= 0")
+        raise EdgeUsageError(f"{what}: {shown(value)} must be a finite number >= 0")
     return number
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` for a message, at most ``limit`` characters: an int of 5000 digits has no repr
+    (Python refuses to convert it) and one of 400 would bury the message."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def parse_ms(value: Any, what: str = "time") -> float:
@@ -78,8 +91,16 @@ def parse_drift(value: Any, what: str = "max_drift") -> float:
 
 def parse_int(value: Any, what: str, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise EdgeUsageError(f"{what}: expected an integer >= {minimum}, got {value!r}")
+        raise EdgeUsageError(f"{what}: expected an integer >= {minimum}, got {shown(value)}")
     return value
+
+
+def parse_bounded_int(value: Any, what: str, minimum: int, maximum: int, why: str) -> int:
+    """:func:`parse_int` within ``[minimum, maximum]``; above it refused naming the bound and ``why``."""
+    number = parse_int(value, what, minimum)
+    if number > maximum:
+        raise EdgeUsageError(f"{what}: {shown(number)} is above {maximum:,} ({why})")
+    return number
 
 
 

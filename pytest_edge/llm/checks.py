@@ -6,6 +6,7 @@ record (with its ``llm`` block) and every violation; the plugin keeps and report
 from __future__ import annotations
 
 import fnmatch
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -15,9 +16,10 @@ from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
 from ..backends.decoder_config import LlmConfig, read_config
 from ..checks import Finding, check_generation
-from ..errors import EdgeUsageError, GoldenError
+from ..errors import EdgeError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
 from ..measurement.gate import GateResult, nothing_to_compare
+from ..core.external_data import identity_files
 from ..core.models import Model, ModelKeys, resolve_model
 from ..core.pipeline import gate_into
 from ..core.plan import expand_patterns, is_pattern, known_device, unavailable_on
@@ -25,10 +27,11 @@ from ..core.sizes import artifact_size
 from ..golden.sets import check_owner, decoder_folder
 from ..golden.store import GoldenStore
 from ..core.record import Record
+from ..core.record import model_json as record_model_json
 from ..core.settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
-from ..worker.protocol import Generate, Load
+from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load
 from . import gate, probe
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec, check_prompt
@@ -107,6 +110,7 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path]
     export folder's place (an exporter's decoder named by file, ``models/base/model``, is its folder's
     model too), else the file's without suffix (core.models)."""
     suffixes = list(dict.fromkeys(b.suffix for b in decoder_backends().values()))
+    refuse_outside(spec, dirs, suffixes)
     for folder in dirs:
         candidate = Path(spec) if Path(spec).is_absolute() else folder / spec
         if not candidate.is_dir():
@@ -127,6 +131,24 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path]
         if any(b.folder_decoder(artifact.parent) == artifact for b in decoder_backends().values()):
             return model.placed(artifact.parent, key_bases)
     return model
+
+
+def refuse_outside(spec: str, dirs: Sequence[Path], suffixes: Sequence[str]) -> None:
+    """``model=`` names something inside the folders it is looked for in (the test's, the rootdir,
+    edge_model_dirs): one that ends in '.' or '..' names no model, and one whose path leaves every
+    folder (``"../../.."``) would test, and record goldens for, whatever lies there. Judged on the
+    path as written (links inside are followed, as DVC and git-annex check artifacts out)."""
+    if Path(spec).name in ("", ".", "..") or Path(spec).parts[-1:] in ((".",), ("..",)):
+        raise EdgeUsageError(f"edge_llm model={spec!r} names a folder by '.' or '..', not a model: name the export "
+                             "folder or the artifact")
+    roots = [os.path.abspath(folder) for folder in dirs]
+    for folder in dirs:
+        candidate = os.path.abspath(spec if Path(spec).is_absolute() else Path(folder) / spec)
+        inside = any(candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+        if not inside and any(os.path.lexists(candidate + suffix) for suffix in ("", *suffixes)):
+            raise EdgeUsageError(f"edge_llm model={spec!r} is {candidate}, outside the folders models are looked "
+                                 f"for in ({', '.join(dict.fromkeys(roots))}): refused, nothing there is read or "
+                                 "recorded (list its folder in edge_model_dirs)")
 
 
 def _carried(artifact: Path) -> LlmConfig | None:
@@ -167,11 +189,14 @@ class LlmChecker:
 
     def generate(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
                  new_tokens: int) -> Generation:
-        """Greedy decoding in ``backend``'s worker (the decoder loaded there once per session; a
-        worker that died is restarted and loads it again)."""
-        key = f"decoder|{artifact}|{threads}"
+        """Greedy decoding in ``backend``'s worker (the decoder loaded there once per session and
+        context size; a worker that died is restarted and loads it again). The runtime's cache is
+        sized for this generation (:func:`run_context`), not for the model's declared maximum."""
+        context = run_context(len(prompt) + new_tokens, config)
+        key = f"decoder|{artifact}|{threads}|{context}"
         if (backend, key) not in self._loaded:
-            self.pool.request(backend, Load(key, str(artifact), threads, decoder=asdict(config)), artifact)
+            self.pool.request(backend, Load(key, str(artifact), threads, decoder=asdict(config.for_context(context))),
+                              artifact)
             self._loaded.add((backend, key))
         reply = self.pool.request(backend, Generate(key, list(prompt), new_tokens), artifact)
         return Generation.from_reply(prompt, reply)
@@ -209,7 +234,8 @@ class LlmChecker:
             write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, {
                 "reference_backend": reference, "artifact": artifact.name, "sha256": sha256_file(artifact),
                 "path": relative_path(artifact, self.settings.rootdir), "model": owner.key,
-                "new_tokens": target.spec.new_tokens, "plugin_version": __version__}))
+                "files": _file_digests(artifact), "new_tokens": target.spec.new_tokens,
+                "plugin_version": __version__}))
             self._recorded[path] = target.spec.new_tokens
         else:
             path = golden_path(self.settings.golden_dir, self.golden_folder(owner), prompt)
@@ -234,11 +260,12 @@ class LlmChecker:
             logits = logits_figures(golden.first_logits, run.first_logits)
             found = [m for m in [token_message(expected, run.tokens, agreement, first, spec.min_token_agreement)] if m]
             found += logits_messages(logits, spec.logits_atol, spec.logits_cosine)
-            if found and target.reference is None and golden.meta.get("sha256") not in (None, sha256_file(artifact)) \
-                    and golden.meta.get("reference_backend") == target.backend:
+            changed = _changed_files(golden.meta, artifact) if target.reference is None else []
+            if found and changed and golden.meta.get("reference_backend") == target.backend:
                 # Said with the failure, not counted as one: the likely cause is a changed artifact.
-                found[0] += (f" (the golden was recorded from {golden.meta.get('artifact')} with sha256 "
-                             f"{golden.meta['sha256'][:12]}; this artifact's is {sha256_file(artifact)[:12]})")
+                found[0] += (f" (the golden was recorded from {golden.meta.get('artifact')} with "
+                             + "; ".join(f"{'' if name == artifact.name else name + ' '}sha256 {old[:12]}; this "
+                                         f"artifact's is {new[:12]}" for name, old, new in changed) + ")")
             violations += [f"{target.backend}: prompt {_short(prompt)}: {m}" for m in found]
             per_prompt.append({"prompt_tokens": len(prompt), "golden_tokens": expected, "tokens": run.tokens,
                                "token_agreement": agreement, "first_difference": first, **logits,
@@ -258,6 +285,12 @@ class LlmChecker:
             if not_judged is None:
                 findings = check_generation(block, spec.budgets(check_generation), target.backend)
                 violations += [finding.message for finding in findings]
+            sweep = block.get("context") or {}
+            if sweep.get("points") and sweep.get("longest_stable") is None:
+                # A sweep none of whose lengths ran compared nothing: said, not passed in silence.
+                violations.append(f"{target.backend}: the context sweep ran none of its lengths "
+                                  f"({', '.join(str(p['tokens']) for p in sweep['points'])}): stopped at "
+                                  f"{sweep['stopped']['tokens']} tokens: {sweep['stopped']['reason']}")
             else:
                 judged = None
         if not_judged is not None:
@@ -293,6 +326,8 @@ class LlmChecker:
         spec, artifact, settings = target.spec, target.artifact, self.settings
         twin = gate.twin_of(settings.baseline_models, target.model, artifact)
         models = [(artifact, config)] + ([(twin, gate.twin_config(twin, config))] if twin is not None else [])
+        # Each loaded for this generation's context, as the tests' own generations are.
+        models = [(path, c.for_context(run_context(len(prompt) + spec.new_tokens, c))) for path, c in models]
 
         def rounds(count: int) -> list[dict[str, Any]]:
             return probe.measure_rounds(self.pool, target.backend, models, prompt, spec.new_tokens, spec.warmup,
@@ -325,6 +360,9 @@ class LlmChecker:
         block.update(load_ms=measured["load_ms"], peak_memory_mb=measured["peak_memory_mb"],
                      steady_memory_mb=measured["steady_memory_mb"], processes=measured["processes"],
                      runtime_timings=measured["runtime_timings"],
+                     **({"runs_capped": f"{min(measured['runs'])} of runs={spec.runs} timed generations in a "
+                                        f"process: the worker stops after {GENERATION_TIME_CAP_S:g} s"}
+                        if measured.get("runs") and min(measured["runs"]) < spec.runs else {}),
                      kv_cache_estimate_mb=config.kv_cache_bytes(len(prompt) + spec.new_tokens) / 2**20)
         if spec.needs_context_sweep and split_device(target.backend)[1] is not None:
             # Each length runs in a process of its own under an address-space limit, on this machine:
@@ -342,11 +380,39 @@ class LlmChecker:
         return measured, judged
 
 
+# The least context a decoder is loaded with: prompts of a few tokens share one load (and one cache
+# of a few kilobytes) rather than each loading the model again.
+MIN_RUN_CONTEXT = 64
+
+
+def run_context(tokens: int, config: LlmConfig) -> int:
+    """The context a decoder is loaded with to generate ``tokens`` positions (prompt + new tokens):
+    the next power of two, at least :data:`MIN_RUN_CONTEXT`, at most the model's maximum, so that
+    tests of similar lengths share one load and none allocates the declared maximum."""
+    return min(config.max_context, max(MIN_RUN_CONTEXT, 1 << max(0, int(tokens) - 1).bit_length()))
+
+
 def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:
-    """The record's ``model``: name, artifact (relative to the rootdir) and its sha256 (None without one)."""
-    artifact = target.artifact
-    return {"name": target.model.key, "artifact": relative_path(artifact, rootdir) if artifact else None,
-            "sha256": sha256_file(artifact) if artifact and artifact.is_file() else None}
+    """The record's ``model`` as for every model (record.model_json): name, artifact (relative to the
+    rootdir), its sha256 (None without one) and each of its files' where it has more than one."""
+    return record_model_json(target.model.key, target.artifact, rootdir)
+
+
+def _file_digests(artifact: Path) -> dict[str, str]:
+    """{name: sha256} of every file of the artifact (external data, a GenAI folder's configuration)."""
+    try:
+        return {name: sha256_file(path) for name, path in identity_files(artifact).items()}
+    except (EdgeError, OSError):
+        return {artifact.name: sha256_file(artifact)}
+
+
+def _changed_files(meta: dict[str, Any], artifact: Path) -> list[tuple[str, str, str]]:
+    """(name, recorded sha256, current sha256) of each file of the artifact that changed since the
+    golden was recorded (its ``files``, or an older golden's ``sha256`` of the model file alone)."""
+    recorded = meta.get("files") or ({artifact.name: meta["sha256"]} if meta.get("sha256") else {})
+    current = _file_digests(artifact)
+    return [(name, digest, current.get(name, "missing")) for name, digest in recorded.items()
+            if current.get(name) != digest]
 
 
 def _short(prompt: list[int]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,43 @@ def golden_path(golden_dir: Path, model: str, prompt: Sequence[int]) -> Path:
     return Path(golden_dir) / model / "llm" / f"prompt-{prompt_key(prompt)}.npz"
 
 
+def check_folders(path: Path) -> None:
+    """A token golden's folders (``<model>/llm``) must be plain folders under the golden root, and
+    the file a regular file, as a tensor golden's: a link from a pull request would make a refresh
+    write, or a check read, somewhere else. GoldenError naming it otherwise."""
+    path = Path(path)
+    for folder, what in ((path.parent.parent, "a model's golden folder"), (path.parent, "its llm folder")):
+        if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
+            raise GoldenError(f"{folder}: {what} must be a plain folder, not a symbolic link or a file; nothing "
+                              "is read or written through it")
+    if os.path.islink(path) or (os.path.lexists(path) and not path.is_file()):
+        raise GoldenError(f"{path}: an LLM golden must be a regular file, not a symbolic link or anything else")
+
+
+# What a token golden's meta says, by key (others are kept unread: a later version's).
+_META_TYPES = {"reference_backend": str, "artifact": str, "new_tokens": int, "plugin_version": str}
+
+
+def check_meta(meta: Any) -> str | None:
+    """Why a token golden's meta is not what :func:`write_golden` writes, or None."""
+    if not isinstance(meta, dict):
+        return f"its meta is a JSON {type(meta).__name__}, not an object"
+    for key, kind in _META_TYPES.items():
+        if key in meta and (not isinstance(meta[key], kind) or isinstance(meta[key], bool)):
+            return f"its meta's {key} is {repr(meta[key])[:60]}, not a {kind.__name__}"
+    digest = meta.get("sha256")
+    if digest is not None and not (isinstance(digest, str) and len(digest) == 64
+                                   and all(c in "0123456789abcdef" for c in digest)):
+        return f"its meta's sha256 is {repr(digest)[:80]}, not 64 lowercase hex digits"
+    files = meta.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) and len(v) == 64
+                                              for k, v in files.items()):
+        return "its meta's files is not an object of file names and their sha256"
+    return None
+
+
 def write_golden(path: Path, golden: TokenGolden) -> None:
+    check_folders(path)
     buffer = io.BytesIO()
     np.savez(buffer, prompt=np.asarray(golden.prompt, np.int64), tokens=np.asarray(golden.tokens, np.int64),
              first_logits=np.asarray(golden.first_logits, np.float32),
@@ -53,6 +90,7 @@ def write_golden(path: Path, golden: TokenGolden) -> None:
 def read_golden(path: Path, prompt: Sequence[int] | None) -> TokenGolden:
     """The golden at ``path``; missing, unreadable or for another prompt is a GoldenError naming it
     (``prompt`` None: whatever prompt it holds, as ``pytest-edge golden list`` reads it)."""
+    check_folders(path)
     if not path.is_file():
         raise GoldenError(f"no LLM golden {path} for prompt {list(prompt)}: record it with --edge-update-golden")
     try:
@@ -68,11 +106,15 @@ def read_golden(path: Path, prompt: Sequence[int] | None) -> TokenGolden:
                     for name, limit in _MEMBERS.items()}
         golden = TokenGolden(data["prompt"].tolist(), data["tokens"].tolist(), data["first_logits"].astype(np.float32),
                              json.loads(data["meta"].tobytes().decode()))
-        if not isinstance(golden.meta, dict):
-            raise Corrupt("its meta is not a JSON object")
+        problem = check_meta(golden.meta)
+        if problem:
+            raise Corrupt(problem)
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, Corrupt) as exc:
         raise GoldenError(f"{path}: unreadable LLM golden ({type(exc).__name__}: {exc}); "
                           "re-record it with --edge-update-golden") from None
+    except RecursionError:  # its meta's JSON nested past the reader's recursion limit
+        raise GoldenError(f"{path}: unreadable LLM golden (its meta is nested deeper than the JSON reader's "
+                          "recursion limit); re-record it with --edge-update-golden") from None
     if prompt is not None and golden.prompt != list(prompt):
         raise GoldenError(f"{path}: recorded for prompt {golden.prompt}, not {list(prompt)}")
     return golden

@@ -7,12 +7,14 @@ sees them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Mapping, Sequence
+import operator
+import os
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..backends.decoder_config import LlmConfig
 from ..checks import EDGE_LLM, Check, budgets_for, budgets_of
 from ..errors import EdgeUsageError
-from ..core.units import parse_int, parse_mb, parse_number
+from ..core.units import parse_bounded_int, parse_int, parse_mb, parse_number, shown
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,11 @@ class LlmSpec:
 
 def _prompts(value: Any) -> tuple[tuple[int, ...], ...]:
     if callable(value):
-        value = value()
+        try:
+            value = value()
+        except Exception as exc:  # the user's code: its failure is this test's error, named
+            raise EdgeUsageError(f"edge_llm prompts=: the callable {getattr(value, '__name__', value)!r} raised "
+                                 f"{type(exc).__name__}: {shown(str(exc), 200)}") from None
     if not isinstance(value, Sequence) or isinstance(value, (str, bytes)) or not value:
         raise EdgeUsageError(f"edge_llm prompts= must be a non-empty list of token id lists (or a callable "
                              f"returning one), not {value!r}")
@@ -82,7 +88,12 @@ def _prompts(value: Any) -> tuple[tuple[int, ...], ...]:
 def check_prompt(prompt: Sequence[int], new_tokens: int, config: LlmConfig, where: str) -> list[int]:
     """The prompt as ints, refused before any runtime sees it: empty, an id out of the vocabulary,
     or longer (with the new tokens) than the model's context."""
-    ids = [int(t) for t in prompt]
+    try:  # ints or NumPy integers, in any iterable but a string; not floats, bools or nested lists
+        if isinstance(prompt, (str, bytes)) or any(isinstance(t, bool) for t in prompt):
+            raise TypeError
+        ids = [operator.index(t) for t in prompt]
+    except TypeError:
+        raise EdgeUsageError(f"{where}: a prompt is one list of int token ids, not {shown(prompt, 80)}") from None
     if not ids:
         raise EdgeUsageError(f"{where}: an empty prompt (at least one token id is needed)")
     bad = [t for t in ids if not 0 <= t < config.vocab_size]
@@ -107,6 +118,11 @@ def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
     for required in ("model", "prompts"):
         if kwargs.get(required) is None:
             raise EdgeUsageError(f"edge_llm needs {required}=")
+    if isinstance(kwargs["model"], os.PathLike):
+        kwargs["model"] = os.fspath(kwargs["model"])
+    if not isinstance(kwargs["model"], str) or not kwargs["model"].strip():
+        raise EdgeUsageError(f"edge_llm model={shown(kwargs['model'])}: expected a model's name, path or export "
+                             "folder (a str)")
     kwargs["prompts"] = _prompts(kwargs["prompts"])
     if kwargs.get("reference") is not None and (not isinstance(kwargs["reference"], str) or not kwargs["reference"]):
         raise EdgeUsageError(f"edge_llm reference={kwargs['reference']!r}: a model, as model= names one")
@@ -114,7 +130,13 @@ def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
     for name in ("backends", "skip_backends", "contexts"):
         if kwargs.get(name) is not None:
             value = kwargs[name]
+            if not isinstance(value, (str, int)) and not isinstance(value, Iterable):
+                raise EdgeUsageError(f"edge_llm {name}={shown(value)}: expected a list")
             kwargs[name] = (value,) if isinstance(value, (str, int)) else tuple(value)
+    for name in ("backends", "skip_backends"):
+        if kwargs.get(name) is not None and not all(isinstance(n, str) and n for n in kwargs[name]):
+            raise EdgeUsageError(f"edge_llm {name}={shown(kwargs[name])}: each backend is named by a str, as "
+                                 "pytest-edge backends lists them")
     if kwargs.get("contexts") and not all(isinstance(n, int) and not isinstance(n, bool) and n >= 2
                                           for n in kwargs["contexts"]):
         raise EdgeUsageError(f"edge_llm contexts={kwargs['contexts']!r}: lengths are ints of at least 2")
@@ -128,6 +150,13 @@ def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
 _SIZES = ("memory_limit_mb",)
 _NUMBERS = ("logits_atol", "logits_cosine", "min_token_agreement")
 _INTS = {"new_tokens": 1, "context_cap": 2, "warmup": 0, "runs": 1, "threads": 1}
+# Upper bounds, each with why (docs/llm.md): a value past them starts threads or runs that no
+# measurement needs (threads=10**6: gigabytes of thread stacks per worker, then a crash; runs=10**9:
+# the worker's whole request timeout). The worker also stops timed generations after
+# worker.server.GENERATION_TIME_CAP_S.
+BOUNDS = {"threads": (256, "more intra-op threads than any device has cores"),
+          "warmup": (100, "warm-up generations past the first few change nothing"),
+          "runs": (1000, "timed generations per process; more processes (edge_processes) say more")}
 
 
 def _parse_values(kwargs: dict[str, Any]) -> None:
@@ -143,6 +172,8 @@ def _parse_values(kwargs: dict[str, Any]) -> None:
             kwargs[key] = parse_mb(kwargs[key], what)
         elif key in _NUMBERS:
             kwargs[key] = parse_number(kwargs[key], what)
+        elif key in BOUNDS:
+            kwargs[key] = parse_bounded_int(kwargs[key], what, _INTS[key], *BOUNDS[key])
         else:
             kwargs[key] = parse_int(kwargs[key], what, _INTS[key])
     if kwargs.get("memory_limit_mb") is not None and kwargs["memory_limit_mb"] < 1:

@@ -49,19 +49,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = _session(metafunc.config)
     if "edge_llm" not in metafunc.fixturenames:
         metafunc.fixturenames.append("edge_llm")  # checked on each backend even without the fixture
+    doing = "reading @pytest.mark.edge_llm"
     try:
         spec = parse_llm_marker(markers[0].args, markers[0].kwargs)
+        doing = f"resolving edge_llm model={spec.model!r}"
         dirs, bases = search_dirs(session.settings, Path(metafunc.definition.path).parent), key_bases(session.settings)
         model = session.models.claim(resolve_llm_model(spec.model, dirs, bases))
+        doing = f"resolving edge_llm reference={spec.reference!r}"
         reference = session.models.claim(resolve_llm_model(spec.reference, dirs, bases)) if spec.reference else None
         if reference is not None and reference.key == model.key:
             raise EdgeUsageError(f"edge_llm reference={spec.reference!r} names the tested model {model.key!r} itself; "
                                  "drop reference= (a model is checked against its own goldens by default)")
+        doing = f"choosing the backends of {model.key}"
         found = targets(spec, model, session.settings, reference)
     except EdgeError as exc:
         # One test's error (a model not found, an artifact kind no runtime knows), not a collection
         # error that would end the whole session with the other tests.
         return unresolved(metafunc, "edge_llm", str(exc))
+    except Exception as exc:  # what no check foresaw (a file that breaks a reader): still this test's alone
+        return unresolved(metafunc, "edge_llm", f"{type(exc).__name__} while {doing}: {str(exc)[:300]}")
     required = set(session.settings.require)
     params = [pytest.param(t, id=f"{model.name}-{t.backend}",
                            marks=[pytest.mark.skip(reason=t.unavailable)] if t.unavailable and t.backend not in required

@@ -151,7 +151,9 @@ def _pooled(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
                           for r in results],
             "load_ms": float(np.median([r["load_ms"] for r in results])),
             "peak_memory_mb": max(peaks) if peaks else None, "steady_memory_mb": max(steadies) if steadies else None,
-            "runtime_timings": _runtime_timings([r.get("runtime_timings") for r in results])}
+            "runtime_timings": _runtime_timings([r.get("runtime_timings") for r in results]),
+            # timed generations each process ran (fewer than runs= where the worker's time cap stopped it)
+            "runs": [r.get("runs", len(r["ttft_s"])) for r in results]}
 
 
 def _runtime_timings(per_process: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
@@ -183,7 +185,10 @@ def context_sweep(backend: str, artifact: Path, config: LlmConfig, lengths: Sequ
     length and where and why it stopped."""
     points, longest, stopped = [], None, None
     for length in sorted(lengths):
-        result = run_probe({"mode": "context", "backend": backend, "artifact": str(artifact), "config": asdict(config),
+        # The runtime's cache sized for this length (llama.cpp's n_ctx, GenAI's max_length), not the
+        # model's maximum: each point's memory is that of its own length.
+        result = run_probe({"mode": "context", "backend": backend, "artifact": str(artifact),
+                            "config": asdict(config.for_context(int(length))),
                             "context": int(length), "memory_limit_mb": memory_limit_mb}, timeout_s)
         point = {"tokens": int(length), "status": result["status"],
                  "peak_memory_mb": result.get("peak_memory_mb"),

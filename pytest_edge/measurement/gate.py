@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..core.acceptance import Acceptance, describe, find, stale
+from ..core.acceptance import Acceptance, changed_files, describe, find, stale
 from ..core.sizes import artifact_size
 from .regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
                           PEAK_MEMORY, GateFinding, Regression, TimedFigure, latency_regressions,
@@ -66,13 +66,16 @@ class GateResult:
         self.inconclusive.append(message)
         self.findings.append(regression.finding("inconclusive", rule, message))
 
-    def accept(self, acceptances: Sequence[Acceptance], model: str, sha256: str | None, where: str) -> None:
-        """Failures of figures an acceptance covers for this artifact become findings with the verdict
-        ``accepted`` and the reason (notes, not failures); a failure of a model whose acceptance is
-        for other artifacts says so (the model changed since it was accepted)."""
+    def accept(self, acceptances: Sequence[Acceptance], model: str, sha256: str | Sequence[str] | None,
+               where: str) -> None:
+        """Failures of figures an acceptance covers for this artifact (``sha256``: of each of its files)
+        become findings with the verdict ``accepted`` and the reason (notes, not failures); a failure
+        of a model whose acceptance is for other artifacts says so (the model changed since it was
+        accepted: any of its files)."""
         old = stale(acceptances, model, sha256)
         changed = (f" ({where} accepts a change of {model} for other artifacts, sha256 "
-                   f"{', '.join(d[:12] for d in old.sha256)}; this one is {(sha256 or '?')[:12]}: `pytest-edge "
+                   f"{', '.join(d[:12] for d in old.sha256)}; this one is "
+                   f"{', '.join(d[:12] for d in changed_files(old, sha256)) or '?'}: `pytest-edge "
                    "accept` records this one)") if old is not None else ""
         findings, self.failures = [], []
         for finding in self.findings:

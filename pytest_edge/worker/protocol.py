@@ -61,6 +61,11 @@ class Generate(Request):
     new_tokens: int
 
 
+# The timed generations of one MeasureGeneration stop after this many seconds (warm-up: half of it),
+# whatever ``runs`` asks: a measurement is bounded by time as well as count (docs/llm.md).
+GENERATION_TIME_CAP_S = 60.0
+
+
 @dataclass
 class MeasureGeneration(Request):
     """``warmup`` discarded generations, then ``runs`` timed ones (TTFT and TPOT samples), and the

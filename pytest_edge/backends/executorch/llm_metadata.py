@@ -79,6 +79,30 @@ def _heads(forward: Plan, max_context: int) -> tuple[int, int, int, str] | None:
     return None
 
 
+def _program_disagreement(forward: Plan, values: dict) -> list[str]:
+    """Where the metadata methods contradict the program they describe, each with both figures: the
+    vocabulary (the logits' last axis), and where it calls ExecuTorch's SDPA with the KV cache, the
+    layers (one call each), query and KV heads, head size and context (the caches' [1, positions,
+    kv_heads, head_dim]). A ``get_n_layers`` of 1024 for a 2-layer program made the record's KV
+    estimate 512x and passed."""
+    graph: dict[str, int] = {}
+    logits = forward.tensor(forward.outputs[0]) if forward.outputs else None
+    if logits is not None and logits.sizes and logits.sizes[-1] > 0:
+        graph["vocab_size"] = logits.sizes[-1]
+    calls = []
+    for name, args in forward.kernel_calls:
+        if name in SDPA_OPERATORS and len(args) > SDPA_OPERATORS[name][1]:
+            query, cache = (forward.tensor(args[i]) for i in SDPA_OPERATORS[name])
+            if query is not None and cache is not None and len(query.sizes) == 4 and len(cache.sizes) == 4:
+                calls.append((query.sizes, cache.sizes))
+    if calls:
+        query, cache = calls[0]
+        graph.update(n_layers=len(calls), n_heads=query[2], n_kv_heads=cache[2], head_dim=cache[3],
+                     max_context=cache[1])
+    return [f"{name} {values[name]} (metadata) but {size} (program)" for name, size in graph.items()
+            if isinstance(values.get(name), int) and values[name] != size]
+
+
 def from_pte(path: Path, hand_written: Callable[[Path], Path] = config_path) -> LlmConfig | None:
     """The configuration in an ExecuTorch LLM export's metadata methods; None for a ``.pte`` without
     them (a hand-written ``<stem>.json`` then), or whose metadata lacks the head counts while a
@@ -115,6 +139,10 @@ def from_pte(path: Path, hand_written: Callable[[Path], Path] = config_path) -> 
     values["n_kv_heads"] = metadata.get("get_n_kv_heads", from_sdpa[1] if from_sdpa else None)
     values["head_dim"] = metadata.get("get_head_dim", from_sdpa[2] if from_sdpa else None)
     values["n_heads"] = metadata.get("get_n_heads", from_sdpa[0] if from_sdpa else None)
+    differ = _program_disagreement(forward, values)
+    if differ:
+        raise EdgeUsageError(f"{path}: its metadata methods ({_listed(metadata)}) do not describe its program: "
+                             f"{'; '.join(differ)} (a broken export, or metadata passed by hand that is wrong)")
     missing = [k for k, v in values.items() if isinstance(v, bool) or not isinstance(v, int) or v <= 0]
     if missing:
         if hand_written(path).is_file():

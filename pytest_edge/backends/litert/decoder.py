@@ -172,6 +172,12 @@ def read_layout(interpreter, path: Path, backend: str = BACKEND) -> Layout:
     return layout
 
 
+def damaged(exc: BaseException) -> str:
+    """What a damaged .tflite's error says, bounded and escaped (its bytes may be any, terminal
+    escapes among them)."""
+    return f"not a readable generative .tflite (a damaged file?): {type(exc).__name__}: {ascii(str(exc))[1:-1][:200]}"
+
+
 def from_tflite(path: Path) -> Any:
     """The configuration a generative .tflite's signatures carry (a decoder_config.LlmConfig); an
     EdgeUsageError naming the file and the backend for a .tflite that is not one (a tensor model)."""
@@ -192,6 +198,8 @@ def from_tflite(path: Path) -> Any:
         layout = read_layout(interpreter, path)
     except BackendError as exc:
         raise EdgeUsageError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the interpreter reads a damaged file lazily, raising anything
+        raise EdgeUsageError(f"{path} ({BACKEND}): {damaged(exc)}") from None
     if layout.n_heads is None:
         if config_path(path).is_file():
             return None
@@ -236,9 +244,14 @@ class LiteRTDecoder(Decoder):
                                                   experimental_op_resolver_type=resolver)
         except (ValueError, RuntimeError, OSError) as exc:
             raise BackendError(f"{path} ({backend}): cannot load: {str(exc).strip()}") from None
-        self.layout = read_layout(self.interpreter, Path(path), backend)
-        self.prefill = {n: self.interpreter.get_signature_runner(name) for n, name in self.layout.prefill.items()}
-        self.decode = self.interpreter.get_signature_runner("decode")
+        try:
+            self.layout = read_layout(self.interpreter, Path(path), backend)
+            self.prefill = {n: self.interpreter.get_signature_runner(name) for n, name in self.layout.prefill.items()}
+            self.decode = self.interpreter.get_signature_runner("decode")
+        except BackendError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a damaged file: undecodable names, tensor indices past the end
+            raise BackendError(f"{path} ({backend}): {damaged(exc)}") from None
         self.config = config
         self.where = f"{path} ({backend})"  # what an error names
         _agrees(config, self.layout, self.where)

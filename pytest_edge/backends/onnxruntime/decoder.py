@@ -33,6 +33,44 @@ def _ring(shape: Sequence[Any]) -> bool:
     return len(shape) == 4 and isinstance(shape[2], str) and "sliding" in shape[2]
 
 
+def graph_disagreement(path: Path, config: Any) -> list[str]:
+    """Where ``config`` (genai_config.json, config.json, a ``<stem>.json``) contradicts the graph it
+    is run with: its layers (the past_key_values.N inputs), KV heads and head size (a past input's
+    static axes: [batch, kv_heads, positions, head_size]) and vocabulary (the logits' last axis),
+    each said with both figures; a figure the graph leaves symbolic is not compared. The KV-cache
+    estimate and the prompt bounds are read from the configuration, the runtime follows the graph:
+    they must be one network (a configuration of 1024 layers for a 2-layer graph made the record's
+    estimate 512x)."""
+    from .graph_io import graph_io
+
+    found = graph_io(Path(path))
+    if found is None:
+        return []
+    inputs, outputs = found
+    past = {n: dims for n, dims in inputs.items() if _PAST.match(n)}
+    graph: dict[str, int] = {}
+    if past:
+        graph["n_layers"] = len({int(_PAST.match(n).group(1)) for n in past})
+        dims = next(iter(past.values())) or ()
+        if len(dims) == 4:
+            for name, size in (("n_kv_heads", dims[1]), ("head_dim", dims[3])):
+                if isinstance(size, int) and size > 0:
+                    graph[name] = size
+    logits = outputs.get("logits") or ()
+    if logits and isinstance(logits[-1], int) and logits[-1] > 0:
+        graph["vocab_size"] = logits[-1]
+    return [f"{name} {getattr(config, name)} (configuration) but {size} (graph)" for name, size in graph.items()
+            if getattr(config, name, None) != size]
+
+
+def refuse_disagreement(path: Path, config: Any, backend: str) -> None:
+    """BackendError naming the file, the configuration and each figure they disagree on (:func:`graph_disagreement`)."""
+    differ = graph_disagreement(path, config)
+    if differ:
+        raise BackendError(f"{path} ({backend}): its configuration ({getattr(config, 'source', '') or 'given'}) does "
+                           f"not describe this graph: {'; '.join(differ)}")
+
+
 class OrtDecoder(Decoder):
     def __init__(self, path: Path, config: Any, threads: int, backend: str = "onnxruntime-cpu") -> None:
         import onnxruntime as ort
@@ -45,6 +83,7 @@ class OrtDecoder(Decoder):
             self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own classes
             raise BackendError(f"{path} ({backend}): cannot load: {exc}") from None
+        refuse_disagreement(path, config, backend)
         self.config = config
         inputs = {i.name: i for i in self.session.get_inputs()}
         outputs = [o.name for o in self.session.get_outputs()]

@@ -15,6 +15,7 @@ from ...errors import BackendError
 from ..decoder_config import GENAI_CONFIG, genai_decoder
 from ..base import Backend
 from ..decoder import Decoder, DecoderOnlyBackend
+from ..onnxruntime.decoder import refuse_disagreement
 
 
 class GenAIDecoder(Decoder):
@@ -25,6 +26,7 @@ class GenAIDecoder(Decoder):
         if not (folder / GENAI_CONFIG).is_file():
             raise BackendError(f"{path} ({backend}): no {GENAI_CONFIG} beside it: onnxruntime-genai runs "
                                "a model builder folder")
+        refuse_disagreement(Path(path), config, backend)  # GenAI runs what the graph says, whatever the file says
         try:
             og_config = og.Config(str(folder))
             og_config.overlay(json.dumps({"model": {"decoder": {"session_options": {

@@ -1,0 +1,71 @@
+"""An ``.onnx`` graph's inputs and outputs (name and dimensions) read from the model's protobuf by
+the wire-format reader of :mod:`.external_data` (no ``onnx`` import, no weights read): what a
+decoder's configuration is checked against where another runtime (ONNX Runtime GenAI) loads the
+graph itself. ``ModelProto.graph`` (7) -> ``GraphProto.input`` (11) / ``output`` (12) ->
+``ValueInfoProto`` name (1), type (2) -> ``TypeProto.tensor_type`` (1) -> ``shape`` (2) -> ``dim``
+(1): ``dim_value`` (1) or ``dim_param`` (2)."""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+from .external_data import _fields, _Malformed
+
+Dim = int | str | None  # a static size, a named (symbolic) one, or unknown
+Signature = dict[str, tuple[Dim, ...] | None]  # name -> dims (None: no shape given)
+
+
+def _value_info(data: memoryview) -> tuple[str, tuple[Dim, ...] | None]:
+    name, dims = "", None
+    for number, wire, value in _fields(data):
+        if number == 1 and wire == 2:
+            name = bytes(value).decode("utf-8", "replace")
+        elif number == 2 and wire == 2:
+            for t_number, t_wire, tensor in _fields(value):
+                if t_number != 1 or t_wire != 2:
+                    continue
+                for s_number, s_wire, shape in _fields(tensor):
+                    if s_number != 2 or s_wire != 2:
+                        continue
+                    found: list[Dim] = []
+                    for d_number, d_wire, dim in _fields(shape):
+                        if d_number != 1 or d_wire != 2:
+                            continue
+                        size: Dim = None
+                        for v_number, v_wire, v in _fields(dim):
+                            if v_number == 1 and v_wire == 0:
+                                size = v
+                            elif v_number == 2 and v_wire == 2:
+                                size = bytes(v).decode("utf-8", "replace")
+                        found.append(size)
+                    dims = tuple(found)
+    return name, dims
+
+
+def _graph(view: memoryview) -> tuple[Signature, Signature]:
+    inputs: Signature = {}
+    outputs: Signature = {}
+    for number, wire, graph in _fields(view):
+        if number != 7 or wire != 2:
+            continue
+        for g_number, g_wire, value in _fields(graph):
+            if g_wire == 2 and g_number in (11, 12):
+                name, dims = _value_info(value)
+                (inputs if g_number == 11 else outputs)[name] = dims
+    return inputs, outputs
+
+
+def graph_io(model: Path) -> tuple[Signature, Signature] | None:
+    """(inputs, outputs) of the model's main graph; None where this reader cannot walk the file
+    (the runtime says what is wrong with it)."""
+    if not Path(model).stat().st_size:
+        return None
+    with open(model, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        view = memoryview(mapped)
+        try:
+            return _graph(view)  # its slices of the map are gone when it returns, before the map closes
+        except _Malformed:
+            return None
+        finally:
+            view.release()
