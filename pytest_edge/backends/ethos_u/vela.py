@@ -93,7 +93,7 @@ def cpu_reasons(stdout: str) -> dict[str, tuple[str, str]]:
             if not follow.strip() or _WARNING.match(follow) or (reason and follow.startswith("#")):
                 break
             reason.append(follow.strip().removeprefix("Reason:").strip())
-        found.setdefault(match.group(2), (match.group(1), "; ".join(r for r in reason if r)))
+        found.setdefault(match.group(2), (match.group(1), ". ".join(r.rstrip(".") for r in reason if r)))
     return found
 
 
