@@ -97,6 +97,16 @@ def cpu_reasons(stdout: str) -> dict[str, tuple[str, str]]:
     return found
 
 
+def reason_of(name: str, reasons: Mapping[str, tuple[str, str]]) -> str:
+    """vela's reason for the CPU operator ``name`` of its per-layer report: the warning about that
+    output tensor, else the one about the part of it vela split off before checking it (a fused
+    activation becomes ``<name>_act``); "" where it printed none."""
+    if name in reasons:
+        return reasons[name][1]
+    split = [reason for ofm, (_, reason) in reasons.items() if ofm.startswith(name + "_")]
+    return split[0] if len(split) == 1 else ""
+
+
 def _counts(stdout: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in map(_COUNT.match, stdout.splitlines()) if m}
 
@@ -127,7 +137,7 @@ def read_results(output_dir: Path, stdout: str, artifact: Path, target: str, ver
                  for row in layers]
     reasons = cpu_reasons(stdout)
     cpu_ops = [op for op in operators if op.placed_on == "CPU"]
-    fallback_reasons = {f"{op.op} {op.name}": reasons.get(op.name, ("", ""))[1] for op in cpu_ops}
+    fallback_reasons = {f"{op.op} {op.name}": reason_of(op.name, reasons) for op in cpu_ops}
     delegated = list(dict.fromkeys(f"{op.op} {op.name}" for op in operators if op.placed_on == "NPU"))
     npu, cpu = counts["NPU"], counts["CPU"]
     coverage = Coverage(total_ops=npu + cpu, delegated_ops=npu, fallback_ops=cpu,
