@@ -258,5 +258,6 @@ def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, 
     what = "the baseline twin" if paired else "the baseline"
     for regression in resource_regressions(record.to_json(), baseline, max_regression, what):
         gate.fail(regression, rule_of(regression.figure, paired))
-    gate.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False}
+    gate.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
+                    "verdict": "failed" if gate.failures else "passed"}
     return gate
