@@ -96,8 +96,8 @@ OPTIONS = [
            "emulator's figures are not the target's), 'record' (measured, not judged), 'judge' (budgets and the "
            "baseline gate too)", "off"),
     Option("edge_compile_options", "options of compile-time targets' compilers, one target per line: TARGET = "
-           "KEY=VALUE ... (ethos-u55-128 = system_config=Ethos_U55_Deep_Embedded memory_mode=Shared_Sram; "
-           "docs/npu.md); a target not named compiles with its compiler's defaults", [], kind="linelist"),
+           "KEY=VALUE ... (each target's keys: docs/npu.md); a target not named compiles with its compiler's "
+           "defaults", [], kind="linelist"),
     Option("edge_atol", "default absolute tolerance", "1e-4"),
     Option("edge_rtol", "default relative tolerance", "1e-4"),
     Option("edge_warmup", "warm-up runs discarded before timing", "5"),
@@ -188,8 +188,7 @@ def parse_compile_options(lines: list[str]) -> dict[str, dict[str, str]]:
         target, sep, rest = line.partition("=")
         pairs = [pair.partition("=") for pair in rest.split()]
         if not sep or not target.strip() or not pairs or any(not key or not eq or not value for key, eq, value in pairs):
-            raise ValueError(f"edge_compile_options: {line!r} is not TARGET = KEY=VALUE ... (e.g. ethos-u55-128 = "
-                             "system_config=Ethos_U55_Deep_Embedded memory_mode=Shared_Sram)")
+            raise ValueError(f"edge_compile_options: {line!r} is not TARGET = KEY=VALUE ... (docs/npu.md)")
         options.setdefault(target.strip(), {}).update({key: value for key, _, value in pairs})
     return options
 
