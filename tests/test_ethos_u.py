@@ -216,3 +216,14 @@ def test_placement_regressions_name_what_left_for_any_runtime() -> None:
     assert placement_regressions(old, old) == []
     assert placement_regressions(record(["CONV_2D a"], {"CUMSUM c": ""}), old) == []  # MEAN b removed: not "left"
     assert placement_regressions({"backend": "x", "coverage": {"fallback": 0.5}}, old) == []  # no ids: fraction only
+
+
+def test_inspect_names_compile_targets_beside_the_runtimes() -> None:
+    from edge_helpers import run_cli
+
+    done = run_cli("inspect", str(FIXTURES / "tiny_cnn_int8.tflite"), "--backends", "ethos-u*", cwd=FIXTURES.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.startswith("ethos-u")}
+    assert set(rows) == set(TARGETS)
+    assert "7/10 delegated" in rows["ethos-u55-128"] and "5/8 delegated" in rows["ethos-u85-256"]
+    assert "SRAM 33.84 KiB" in rows["ethos-u55-128"] and "(an estimate)" in rows["ethos-u55-128"]
