@@ -215,6 +215,28 @@ def gate_summary(records: Iterable[Mapping[str, Any]]) -> str | None:
             f"{count['inconclusive']} inconclusive" + (f", {count['accepted']} accepted" if count["accepted"] else ""))
 
 
+# The compile-time targets' own columns (docs/npu.md): what the conformance table has none for.
+COMPILED_HEADERS = ("model", "target", "compiler", "system config", "memory mode", "NPU ops", "CPU ops", "SRAM KiB",
+                    "off-chip flash KiB", "estimated NPU ms", "estimated cycles", "verdict")
+
+
+def compiled_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+    """One row per compile-time target's record: the compiler's placement, memory and estimate."""
+    rows = []
+    for record in records:
+        npu = record.get("npu")
+        if record.get("timing_not_judged") != COMPILE_ONLY or not isinstance(npu, Mapping):
+            continue
+        coverage, settings = record.get("coverage") or {}, npu.get("settings") or {}
+        kib = [figure(None if npu.get(key) is None else npu[key] / 1024, ".2f") for key in ("sram_bytes", "flash_bytes")]
+        rows.append([record["model"]["name"], record["backend"], str(npu.get("compiler")),
+                     str(settings.get("system_config") or DASH), str(settings.get("memory_mode") or DASH),
+                     figure(coverage.get("delegated_ops"), "d"), figure(coverage.get("fallback_ops"), "d"), *kib,
+                     figure(npu.get("estimated_ms"), ".4g"), figure(npu.get("estimated_cycles"), "d"),
+                     str(record.get("verdict"))])
+    return rows
+
+
 def compiled_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
     """The compile-time targets' figures (docs/npu.md), apart from the measured columns: nothing
     executed, and the time is the compiler's estimate."""
