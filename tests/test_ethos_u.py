@@ -24,8 +24,9 @@ pytestmark = pytest.mark.skipif(get_backend("ethos-u55-128").unavailable_reason(
                                 reason="ethos-u-vela is not installed (the [ethos-u] extra)")
 
 TARGETS = ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256")
-# tiny_cnn_int8: a CUMSUM and float I/O Ethos-U keeps on the CPU; quant_probe_int8: int8 I/O, all on the NPU.
-MODELS = ("tiny_cnn_int8", "quant_probe_int8")
+# tiny_cnn_int8: a CUMSUM and float I/O Ethos-U keeps on the CPU; quant_probe_int8 (an MLP) and
+# kws_dscnn_int8 (a keyword-spotting DS-CNN), int8 I/O: all on the NPU.
+MODELS = ("tiny_cnn_int8", "quant_probe_int8", "kws_dscnn_int8")
 
 
 def vela_summary(artifact: Path, target: str, tmp_path: Path, *flags: str) -> dict[str, str]:
@@ -175,7 +176,7 @@ def test_the_gate_fails_an_operator_that_left_the_npu_at_the_same_fraction(pytes
     """npu_placement_b against npu_placement_a: 1 of 3 on the CPU in both, 'head' moved off the NPU
     and 'stem' onto it: the fraction did not grow, the gate fails naming head with vela's reason."""
     folder = _project(pytester)
-    shutil.copy(FIXTURES / "npu_placement_a.tflite", folder / "m.tflite")
+    shutil.copy(FIXTURES / "npu" / "npu_placement_a.tflite", folder / "m.tflite")
     pytester.makepyfile("""
         import pytest
 
@@ -185,14 +186,14 @@ def test_the_gate_fails_an_operator_that_left_the_npu_at_the_same_fraction(pytes
     """)
     if mode == "ab":
         (pytester.path / "base").mkdir()
-        shutil.copy(FIXTURES / "npu_placement_a.tflite", pytester.path / "base" / "m.tflite")
+        shutil.copy(FIXTURES / "npu" / "npu_placement_a.tflite", pytester.path / "base" / "m.tflite")
         pytester.runpytest_subprocess("--edge-baseline-models=base").assert_outcomes(passed=1)  # unchanged: passes
         gate = ["--edge-baseline-models=base"]
     else:
         pytester.runpytest_subprocess("--edge-report=base.json").assert_outcomes(passed=1)
         pytester.runpytest_subprocess("--edge-baseline=base.json").assert_outcomes(passed=1)
         gate = ["--edge-baseline=base.json"]
-    shutil.copy(FIXTURES / "npu_placement_b.tflite", folder / "m.tflite")
+    shutil.copy(FIXTURES / "npu" / "npu_placement_b.tflite", folder / "m.tflite")
     result = pytester.runpytest_subprocess(*gate, "--edge-report=report.json")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
