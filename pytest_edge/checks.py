@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from .backends import Coverage
-from .core.units import parse_drift, parse_fraction, parse_int, parse_mb, parse_ms, parse_number
+from .backends.compiled import Compilation
+from .core.units import parse_drift, parse_fraction, parse_int, parse_kb, parse_mb, parse_ms, parse_number
 from .measurement.stats import compare_pairs
 from .measurement.timing import (DRIFT_MIN_TIME_S, DRIFT_MIN_WINDOW_RUNS, DRIFT_MIN_WINDOW_S, DRIFT_WINDOW_FRACTION,
                                  MIN_RUNS)
@@ -61,14 +62,53 @@ def check_coverage(coverage: Coverage | None, budgets: Budgets, backend: str) ->
     if max_fallback is not None and coverage.fallback > max_fallback + 1e-12:
         ops = ", ".join(f"{name} x{count}" for name, count in
                         sorted(coverage.fallback_op_names.items(), key=lambda kv: (-kv[1], kv[0])))
+        # An NPU compiler's placement names each operator it left on the CPU, with its reason.
+        reasons = "".join(f"; {op}: {reason or 'no reason given'}" for op, reason in coverage.fallback_reasons.items()
+                          ) if coverage.method == "compiler" else ""
+        where = "left on the CPU by the NPU compiler" if coverage.method == "compiler" else "on default CPU kernels"
         problems.append(_found("max_fallback", coverage.fallback, max_fallback,
             f"{backend}: fallback {coverage.fallback:.1%}{how} ({coverage.fallback_ops} of "
-            f"{coverage.total_ops} operators on default CPU kernels) > max_fallback "
-            f"{max_fallback:.1%}; fell back: {ops}"))
+            f"{coverage.total_ops} operators {where}) > max_fallback "
+            f"{max_fallback:.1%}; fell back: {ops}{reasons}"))
     if max_partitions is not None and coverage.partitions > max_partitions:
         problems.append(_found("max_partitions", coverage.partitions, max_partitions,
                                f"{backend}: {coverage.partitions} delegate partitions{how} > max_partitions "
                                f"{max_partitions}"))
+    return problems
+
+
+def check_compiled(compiled: Compilation | None, budgets: Budgets, backend: str) -> list[Finding]:
+    """``max_sram_kb``, ``max_flash_kb`` and ``max_npu_estimated_ms`` against an NPU compiler's result
+    (a compile-time target's); on any other backend such a budget is a finding: nothing compiled it."""
+    figures = {"max_sram_kb": (compiled.sram_kib, "SRAM used") if compiled else None,
+               "max_flash_kb": (compiled.flash_kib, "off-chip flash used") if compiled else None,
+               "max_npu_estimated_ms": (compiled.estimated_ms, "estimated NPU inference time") if compiled else None}
+    problems = []
+    for keyword, figure in figures.items():
+        budget = budgets.get(keyword)
+        if budget is None:
+            continue
+        if figure is None:
+            problems.append(_found(keyword, None, budget,
+                                   f"{backend}: {keyword}={budget:g} judges an NPU compiler's figure, and {backend} "
+                                   "is no compile-time target (docs/npu.md): name one in backends="))
+            continue
+        value, what = figure
+        assert compiled is not None
+        by = f" ({compiled.compiler}, {compiled.settings.get('system_config') or 'default system'}, " \
+             f"{compiled.settings.get('memory_mode') or 'default memory mode'})"
+        if value is None:
+            problems.append(_found(keyword, None, budget, f"{backend}: {compiled.compiler} reported no {what} "
+                                                          f"({keyword}={budget:g})"))
+        elif keyword == "max_npu_estimated_ms" and value > budget:
+            problems.append(_found(keyword, value, budget,
+                                   f"{backend}: {what} {value:.4g} ms ({compiled.estimated_cycles} cycles at "
+                                   f"{(compiled.clock_hz or 0) / 1e6:g} MHz, an estimate{by}) > {keyword} {budget:g} ms"))
+        elif keyword != "max_npu_estimated_ms" and value > budget:
+            exact = compiled.sram_bytes if keyword == "max_sram_kb" else compiled.flash_bytes
+            problems.append(_found(keyword, value, budget,
+                                   f"{backend}: {what} {value:.2f} KiB ({exact} bytes){by} > {keyword} {budget:g} KiB "
+                                   f"({round(budget * 1024)} bytes)"))
     return problems
 
 
@@ -252,6 +292,11 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("max_drift", parse_drift, "drift", "ratio", {EDGE: check_drift}, measured=True),
     Budget("max_artifact_mb", parse_mb, "artifact size", "MB", {EDGE: check_sizes}, measured=False),
     Budget("max_runtime_mb", parse_mb, "runtime package size", "MB", {EDGE: check_sizes}, measured=False),
+    # A compile-time target's (an NPU compiler's, docs/npu.md): memory it planned and its estimate.
+    Budget("max_sram_kb", parse_kb, "SRAM used", "KiB", {EDGE: check_compiled}, measured=False),
+    Budget("max_flash_kb", parse_kb, "off-chip flash used", "KiB", {EDGE: check_compiled}, measured=False),
+    Budget("max_npu_estimated_ms", parse_ms, "estimated NPU inference time", "ms", {EDGE: check_compiled},
+           measured=False),
     Budget("ttft_ms", parse_ms, "TTFT P50", "ms", {EDGE_LLM: check_generation}, measured=True),
     Budget("tpot_ms", parse_ms, "TPOT P50", "ms", {EDGE_LLM: check_generation}, measured=True),
     Budget("min_decode_tps", parse_number, "decode tokens/s", "tokens/s", {EDGE_LLM: check_generation},

@@ -14,7 +14,7 @@ from .shapes import InputShapes
 from .decoder import Decoder
 
 __all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorSpec", "all_backends",
-           "decoder_backends", "format_backend", "get_backend", "predicted_targets", "recording_suffixes",
+           "compile_targets", "decoder_backends", "format_backend", "get_backend", "predicted_targets", "recording_suffixes",
            "reference_order", "split_device", "tensor_backends", "UnknownBackend"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"
@@ -35,8 +35,14 @@ def all_backends() -> dict[str, Backend]:
 
 
 def tensor_backends() -> dict[str, Backend]:
-    """The registered backends that run tensor models (edge tests): all but the decoder-only ones."""
-    return {name: b for name, b in all_backends().items() if b.runs_tensors}
+    """The registered backends that run tensor models (edge tests): all but the decoder-only ones
+    and the compile-time targets (those are in a test only where named: compile_targets)."""
+    return {name: b for name, b in all_backends().items() if b.runs_tensors and not b.compile_only}
+
+
+def compile_targets() -> dict[str, Backend]:
+    """The registered compile-time targets (an NPU's compiler, docs/npu.md): named, never defaults."""
+    return {name: b for name, b in all_backends().items() if b.compile_only}
 
 
 def decoder_backends() -> dict[str, Backend]:

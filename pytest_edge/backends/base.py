@@ -12,7 +12,7 @@ import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from ..errors import BackendError
 from .shapes import LoadShapes, Shape
 
 if TYPE_CHECKING:
+    from .compiled import Compilation
     from .decoder import Decoder
     from .quant_pair import QuantPair
 
@@ -56,8 +57,16 @@ class Coverage:
     partitions: int
     fallback_op_names: dict[str, int] = field(default_factory=dict)
     delegates: list[str] = field(default_factory=list)
-    method: str = "runtime"  # "runtime" (read from the loaded runtime) or "predicted"
+    # "runtime" (read from the loaded runtime), "predicted" (rules) or "compiler" (an NPU compiler's
+    # own placement: a compile-time target, backends/compiled.py)
+    method: str = "runtime"
     approximate: bool = False
+    # Placement per operator, by the runtime's own name for each (vela's "Cumsum Identity", a
+    # LiteRT "CUMSUM#7"): the operators the delegate took, and those it did not with the runtime's
+    # reason ("" where it gives none). Empty where the runtime names no operators: the merge gate
+    # then compares the fraction only (measurement/regressions.py, placement_regressions).
+    delegated_op_ids: list[str] = field(default_factory=list)
+    fallback_reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def fallback(self) -> float:
@@ -72,8 +81,8 @@ class Coverage:
     def from_json(cls, data: dict[str, Any] | None) -> "Coverage | None":
         if data is None:
             return None
-        data = {k: v for k, v in data.items() if k != "fallback"}
-        return cls(**data)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass
@@ -218,6 +227,12 @@ class Backend(ABC):
     # How the runtime keeps a decoder's KV cache, in words, for the record's llm.kv_cache.
     kv_cache: str | None = None
 
+    # A compile-time target (an NPU compiler, docs/npu.md): ``compile`` runs the NPU's own compiler
+    # here; nothing executes, so no output is compared and nothing is timed. Named only (marker
+    # backends=, edge_backends, --edge-backends): never in a test's default parametrization, so
+    # installing a compiler never adds a target nobody asked for.
+    compile_only: bool = False
+
     # What an emulated device (devices/qemu.py) installs to run this runtime, at the host's
     # versions: its own distribution first, then what it needs beside it; empty: none is installed.
     device_distributions: tuple[str, ...] = ()
@@ -240,6 +255,12 @@ class Backend(ABC):
         (backends/quant_pair.py); only where ``quantized_kind`` is set."""
         raise BackendError(f"{float_model} ({self.name}): this backend names a quantization pair "
                            f"({self.quantized_kind}) but opens none: it overrides open_quant_pair")
+
+    def compile(self, artifact: Path, options: Mapping[str, str], timeout_s: float) -> "Compilation":
+        """Compile ``artifact`` for this target (``compile_only``) with the user's ``options``
+        (edge_compile_options); a DoesNotConvert where the compiler cannot take the artifact (a
+        float model for an int8 NPU), a BackendError naming the file where the compiler fails."""
+        raise BackendError(f"{artifact} ({self.name}): this backend compiles nothing; it is not a compile-time target")
 
     def artifact_suffixes(self) -> tuple[str, ...]:
         return self.suffixes or (self.suffix,)

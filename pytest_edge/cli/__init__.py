@@ -66,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          help="also search this folder for a stem (the project's edge_model_dirs are searched)")
     inspect.add_argument("--target", action="append", default=[], choices=list(predicted_targets()),
                          help=f"also predict coverage on a target, by the backend that predicts it ({_targets()})")
+    inspect.add_argument("--backends", default="",
+                         help="only these backends (comma-separated, patterns too); names compile-time targets "
+                              "(an NPU compiler's placement: docs/npu.md), which are never in the defaults")
     inspect.set_defaults(func=inspect_command)
 
     triage = commands.add_parser("triage", help="where a model loses accuracy")

@@ -38,6 +38,17 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
             if reason:
                 rows.append([backend, "—", "—", "—", "—", f"skipped: {reason}"])
                 continue
+            if get_backend(backend).compile_only:  # an NPU compiler's placement (docs/npu.md)
+                try:
+                    compiled = session.compiled(backend, get_backend(backend).artifact_of(model))
+                except EdgeError as exc:
+                    rows.append([backend, "—", "—", "—", "—", f"error: {exc}"])
+                    continue
+                rows.append(_coverage_row(backend, compiled.coverage,
+                                          f"compiled by {compiled.compiler}: SRAM {compiled.sram_kib:.2f} KiB, off-chip "
+                                          f"flash {compiled.flash_kib:.2f} KiB, estimated NPU time "
+                                          f"{compiled.estimated_ms:.4g} ms (an estimate)"))
+                continue
             try:
                 loaded = session.load(session.plan(model, backend))
             except EdgeError as exc:
@@ -74,6 +85,8 @@ def inspect_command(args: argparse.Namespace) -> int:
     try:
         settings = project_settings()
         settings.model_dirs = [*settings.model_dirs, *(Path(d).resolve() for d in args.model_dir)]
+        if getattr(args, "backends", ""):
+            settings.backends = [name.strip() for name in args.backends.split(",") if name.strip()]
         rows = inspect_rows(args.model, settings, predict=args.target)
     except EdgeError as exc:
         print(f"pytest-edge inspect: {exc}", file=sys.stderr)

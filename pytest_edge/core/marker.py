@@ -68,6 +68,11 @@ class MarkerSpec:
     reference: str | None = None
     # Largest allowed drift: median run of the last fifth of the timed time over the first fifth.
     max_drift: float | None = None
+    # A compile-time target's budgets (docs/npu.md): SRAM and off-chip flash the NPU compiler planned
+    # (KiB), and its estimated NPU time at the configured clock (an estimate, apart from p50_ms).
+    max_sram_kb: float | None = None
+    max_flash_kb: float | None = None
+    max_npu_estimated_ms: float | None = None
 
     @property
     def needs_measurement(self) -> bool:

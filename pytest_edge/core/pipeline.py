@@ -14,16 +14,19 @@ import numpy as np
 from .. import __version__
 from ..golden.alignment import aligned
 from ..backends import Coverage, get_backend, split_device
-from ..checks import Finding, check_coverage, check_drift, check_latency, check_load, check_memory, check_sizes
+from ..backends.compiled import Compilation
+from ..checks import (Finding, check_compiled, check_coverage, check_drift, check_latency, check_load, check_memory,
+                      check_sizes)
 from ..accuracy.compare import OutputComparison, compare_output, summarize
 from ..golden import DEFAULT_SET, Golden, GoldenCase
 from ..golden.obtained import write_obtained
 from ..golden.sets import GoldenSets
 from ..measurement.counts import CountedMeasurement
-from ..measurement.gate import GateResult
+from ..measurement.gate import GateResult, rule_of
+from ..measurement.regressions import resource_regressions
 from ..measurement.timing import TimedMeasurement
 from .plan import Plan
-from .record import Record, artifact_identity, model_json
+from .record import COMPILE_ONLY, Record, artifact_identity, model_json
 from .settings import Settings
 from .sizes import artifact_size
 from ..triage.cross_isa import cross_isa_note
@@ -212,3 +215,48 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
     if unreadable:  # null with the reason, as runtime.package says why runtime_bytes is null
         made.extra["artifact_bytes_reason"] = unreadable
     return made
+
+
+def compiled_budgets(plan: Plan, compiled: Compilation, rootdir: Path) -> list[Finding]:
+    """A compile-time target's budgets: the compiler's placement (max_fallback, max_partitions), the
+    memory it planned and its estimate (max_sram_kb, max_flash_kb, max_npu_estimated_ms), the
+    artifact's size. Timed budgets are not judged: nothing executed (the record says so)."""
+    marker = plan.marker
+    artifact = model_json(plan.model.key, plan.artifact, rootdir)["artifact"]
+    size, unreadable = artifact_size(plan.artifact, plan.backend) if plan.artifact else (None, "no artifact")
+    sizes = marker.budgets(check_sizes)
+    return [*check_coverage(compiled.coverage, marker.budgets(check_coverage), plan.backend),
+            *check_compiled(compiled, marker.budgets(check_compiled), plan.backend),
+            *check_sizes(artifact, size, compiled.compiler, None, {"max_artifact_mb": sizes.get("max_artifact_mb")},
+                         plan.backend, None, unreadable)]
+
+
+def compiled_record(test_id: str, plan: Plan, compiled: Compilation, distribution: str, rootdir: Path) -> Record:
+    """The record of a compile-time target: the compiler's placement as the coverage, its result as
+    the ``npu`` block; accuracy, latency, load and memory null (nothing executed: timing_not_judged)."""
+    size, unreadable = artifact_size(plan.artifact, plan.backend) if plan.artifact else (None, "no artifact")
+    made = Record(test=test_id, model=model_json(plan.model.key, plan.artifact, rootdir), backend=plan.backend,
+                  runtime={"name": distribution, "version": compiled.compiler.rpartition(" ")[2], "delegates":
+                           compiled.coverage.delegates},
+                  plugin={"name": "pytest-edge", "version": __version__},
+                  coverage=compiled.coverage.to_json(), artifact_bytes=size, npu=compiled, checked=True)
+    made.extra["timing_not_judged"] = COMPILE_ONLY
+    if unreadable:
+        made.extra["artifact_bytes_reason"] = unreadable
+    return made
+
+
+def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, paired: bool,
+                  max_regression: float) -> GateResult:
+    """A compile-time target against its baseline (the twin compiled alike, or the stored record):
+    the compiler's placement (the fraction and each operator that left the NPU) and the artifact's
+    size; nothing was timed, so nothing is re-measured."""
+    gate = GateResult()
+    if baseline is None:
+        return gate
+    what = "the baseline twin" if paired else "the baseline"
+    for regression in resource_regressions(record.to_json(), baseline, max_regression, what):
+        gate.fail(regression, rule_of(regression.figure, paired))
+    gate.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
+                    "verdict": "failed" if gate.failures else "passed"}
+    return gate

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..devices import qemu as qemu_device
-from ..backends import Backend, all_artifact_suffixes, get_backend, split_device, tensor_backends
+from ..backends import Backend, all_artifact_suffixes, compile_targets, get_backend, split_device, tensor_backends
 from ..errors import EdgeUsageError
 from ..accuracy.compare import resolve_tolerance
 from .marker import MarkerSpec
@@ -146,7 +146,7 @@ def expand_patterns(names: list[str] | None, registry: Any, devices: Any) -> lis
     reported, not failed: only a backend named in full is targeted)."""
     if names is None:
         return None
-    universe = [*registry, *(f"{b}@{d}" for d in devices for b in registry)]
+    universe = [*registry, *(f"{b}@{d}" for d in devices for b in registry if not get_backend(b).compile_only)]
     found: list[str] = []
     for name in names:
         if not is_pattern(name):
@@ -165,8 +165,10 @@ def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> lis
     registered ones and any named on the command line or in the marker, narrowed by
     --edge-backends, backends= and skip_backends=. A misspelt name raises UnknownBackend."""
     registry = tensor_backends()
-    selected = expand_patterns(settings.backends, registry, settings.devices)
-    chosen = expand_patterns(marker.backends, registry, settings.devices)
+    # A pattern (ethos-u*) may select compile-time targets; the defaults never hold them.
+    patterns = {**registry, **compile_targets()}
+    selected = expand_patterns(settings.backends, patterns, settings.devices)
+    chosen = expand_patterns(marker.backends, patterns, settings.devices)
     named = [*(selected or []), *(chosen or []), *marker.skip_backends, *settings.require]
     for name in named:
         get_backend(name)
@@ -183,6 +185,9 @@ def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> lis
         device = known_device(settings, name)
         if not backend.runs_tensors:
             choices.append((name, f"{backend.name} runs decoder LLMs only (an edge_llm test), not tensor models"))
+        elif backend.compile_only and device is not None:
+            raise EdgeUsageError(f"{name}: {backend.name} is a compile-time target: its compiler runs on this "
+                                 "machine, not on a device; name it without @")
         elif backend.artifact_of(model) is None:
             choices.append((name, backend.missing_artifact(model.name)))
         else:

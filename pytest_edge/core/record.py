@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..backends.compiled import Compilation
 from ..checks import Finding
 from ..errors import EdgeError
 from ..files import relative_path, sha256_file
@@ -24,6 +25,9 @@ NOT_JUDGED = "emulated device: timing and memory are not the target's"
 # The backend of a record whose test errored before any backend was chosen (its marker unresolved).
 UNRESOLVED_BACKEND = "(unresolved)"
 NOT_MEASURED = NOT_JUDGED + ", so they were not measured (edge_emulated_timing = record measures them)"
+# The record's timing_not_judged on a compile-time target (an NPU compiler, docs/npu.md).
+COMPILE_ONLY = ("compile-time target: the compiler ran here and nothing executed, so no output was compared and no "
+                "latency, load time or memory was measured (the compiler's estimate is the record's npu block)")
 
 
 def dig(data: Any, *path: str) -> Any:
@@ -116,6 +120,9 @@ class Record:
     # Counted mode (--edge-count=instructions): instructions per inference, in the report's "counted"
     # block (written after the other fields, where counted mode's records have always had it).
     counted: CountedMeasurement | None = None
+    # A compile-time target's compiler result (docs/npu.md): memory, the estimate, its operators; in
+    # the report's "npu" block. Its coverage is the record's coverage.
+    npu: Compilation | None = None
     warnings: list[str] = field(default_factory=list)
     # Backend workers that died between requests during this test and were restarted (how, what was lost).
     restarts: list[str] = field(default_factory=list)
@@ -155,15 +162,18 @@ class Record:
     # ------------------------------------------------------------ JSON
 
     def to_json(self) -> dict[str, Any]:
-        counted = {"counted": self.counted.to_json()} if self.counted is not None else {}
+        # Typed blocks, written after the other fields: counted mode's, a compile-time target's.
+        blocks = {"counted": self.counted.to_json()} if self.counted is not None else {}
+        if self.npu is not None:
+            blocks["npu"] = self.npu.to_json()
         if not self.checked:  # skipped, errored, or the body failed: what there is to say
             data: dict[str, Any] = {"test": self.test, "model": self.model, "backend": self.backend,
                                     "verdict": self.verdict, "violations": self.violations}
             if self.skip_reason is not None:
                 data["skip_reason"] = self.skip_reason
-            return {**data, **self.extra, **counted}
+            return {**data, **self.extra, **blocks}
         data = {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("extra", "checked", "skip_reason", "counted")}
+                if f.name not in ("extra", "checked", "skip_reason", "counted", "npu")}
         data["budget_findings"] = [finding.to_json() for finding in self.budget_findings]
         for empty in ("warnings", "restarts", "budget_findings"):
             if not data[empty]:
@@ -171,17 +181,21 @@ class Record:
         for optional in ("baseline_check", "device"):
             if data[optional] is None:
                 data.pop(optional)
-        return {**data, **self.extra, **counted}
+        return {**data, **self.extra, **blocks}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Record":
         known = {f.name for f in fields(cls)} - {"extra", "checked"}
         if not isinstance(data.get("counted"), Mapping):  # none, or not a counted block: kept as it was
             known.discard("counted")
-        record = cls(**{k: v for k, v in data.items() if k in known and k not in ("budget_findings", "counted")})
+        if not isinstance(data.get("npu"), Mapping):
+            known.discard("npu")
+        record = cls(**{k: v for k, v in data.items() if k in known and k not in ("budget_findings", "counted", "npu")})
         record.budget_findings = [Finding.from_json(f) for f in data.get("budget_findings") or [] if isinstance(f, Mapping)]
         if "counted" in known:
             record.counted = CountedMeasurement.from_json(data["counted"])
+        if "npu" in known:
+            record.npu = Compilation.from_json(data["npu"], data.get("coverage"))
         record.extra = {k: v for k, v in data.items() if k not in known}
         record.checked = "accuracy" in data
         return record

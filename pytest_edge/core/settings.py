@@ -96,6 +96,9 @@ OPTIONS = [
     Option("edge_emulated_timing", "timing and memory on emulated devices: 'off' (default: not measured, an "
            "emulator's figures are not the target's), 'record' (measured, not judged), 'judge' (budgets and the "
            "baseline gate too)", "off"),
+    Option("edge_compile_options", "options of compile-time targets' compilers, one target per line: TARGET = "
+           "KEY=VALUE ... (each target's keys: docs/npu.md); a target not named compiles with its compiler's "
+           "defaults", [], kind="linelist"),
     Option("edge_atol", "default absolute tolerance", "1e-4"),
     Option("edge_rtol", "default relative tolerance", "1e-4"),
     Option("edge_warmup", "warm-up runs discarded before timing", "5"),
@@ -157,6 +160,8 @@ class Settings:
     # Changes the merge gate accepts (edge-accept.toml; read only where a gate runs).
     accept_file: Path | None = None
     acceptances: list[Acceptance] = field(default_factory=list)
+    # edge_compile_options: a compile-time target's name -> its compiler's options (docs/npu.md).
+    compile_options: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def parse_devices(lines: list[str]) -> dict[str, str]:
@@ -175,6 +180,19 @@ def parse_devices(lines: list[str]) -> dict[str, str]:
             FarmRequest.parse(command)  # a malformed place or tag, likewise
         devices[name] = command
     return devices
+
+
+def parse_compile_options(lines: list[str]) -> dict[str, dict[str, str]]:
+    """``TARGET = KEY=VALUE KEY=VALUE`` per line (edge_compile_options); which keys a target takes
+    is its compiler's to say (a BackendError naming them at its first compile)."""
+    options: dict[str, dict[str, str]] = {}
+    for line in lines:
+        target, sep, rest = line.partition("=")
+        pairs = [pair.partition("=") for pair in rest.split()]
+        if not sep or not target.strip() or not pairs or any(not key or not eq or not value for key, eq, value in pairs):
+            raise ValueError(f"edge_compile_options: {line!r} is not TARGET = KEY=VALUE ... (docs/npu.md)")
+        options.setdefault(target.strip(), {}).update({key: value for key, _, value in pairs})
+    return options
 
 
 def _seconds(value: str, key: str) -> float:
@@ -279,6 +297,7 @@ def from_config(config: "pytest.Config") -> Settings:
                 wait_s=_seconds(config.getini("edge_labgrid_wait"), "edge_labgrid_wait"),
                 command=config.getini("edge_labgrid_command") or DEFAULT_COMMAND),
             accept_file=accept_file, acceptances=acceptances,
+            compile_options=parse_compile_options(config.getini("edge_compile_options")),
         )
     except ValueError as exc:
         raise EdgeError(str(exc)) from exc

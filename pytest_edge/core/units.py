@@ -56,6 +56,11 @@ def parse_mb(value: Any, what: str = "memory") -> float:
     return parse_value(value, _SIZE_UNITS, what, "MB")
 
 
+def parse_kb(value: Any, what: str = "memory") -> float:
+    """A size in KiB (1024 bytes, as NPU compilers report memory): 256, "256KB", "0.5MB"."""
+    return parse_value(value, {unit: factor * 1024 for unit, factor in _SIZE_UNITS.items()}, what, "KB")
+
+
 def parse_number(value: Any, what: str) -> float:
     """A finite number >= 0 without a unit (a tolerance, a rate)."""
     return parse_value(value, {"": 1.0}, what, "")

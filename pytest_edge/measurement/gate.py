@@ -111,7 +111,7 @@ def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
     if figure == ARTIFACT_SIZE:
         return "grown beyond the threshold (exact: no noise floor)"
     if figure == DELEGATE_COVERAGE:
-        return "any rise of the fallback fraction"
+        return "any rise of the fallback fraction, and any operator that left the delegate (by the runtime's name for it)"
     if counted:
         return "instructions per inference above the threshold (counted; counted again where processes disagree)"
     if paired:

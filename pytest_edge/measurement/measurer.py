@@ -120,6 +120,18 @@ class Measurer:
             self.twin_coverages[key] = loaded["coverage"]
         return self.twin_coverages[key]
 
+    def gate_new(self, plan: Plan, artifact: Path, record: Mapping[str, Any]) -> GateResult | None:
+        """The gate's word on a model with no twin and no stored record: new in this change, saying
+        what was looked for (None without a baseline)."""
+        if self.settings.baseline_models is not None:
+            return nothing_to_compare("ab", relative_path(plan.model.twin(artifact, self.settings.baseline_models),
+                                                          self.settings.rootdir),
+                                      relative_path(self.settings.baseline_models, self.settings.rootdir))
+        if self.settings.baseline is not None:
+            return nothing_to_compare("stored", f"{record['test']}, or {record['model']['name']} on "
+                                                f"{record['backend']}", _report_path(self.settings))
+        return None
+
     def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, record: Mapping[str, Any]) -> GateResult:
         """A/B against the twin artifact where --edge-baseline-models has one, else against the
         stored baseline record; a suspected latency regression is re-measured before it counts."""
@@ -128,14 +140,9 @@ class Measurer:
         feeds = info.feeds(feeds)
         # A model with no twin or no stored record is new in this change: listed, not judged.
         if twin is None and find_baseline(self.settings.baseline, record) is None:
-            if self.settings.baseline_models is not None:
-                return nothing_to_compare("ab", relative_path(plan.model.twin(info.artifact,
-                                                                              self.settings.baseline_models),
-                                                              self.settings.rootdir),
-                                          relative_path(self.settings.baseline_models, self.settings.rootdir))
-            if self.settings.baseline is not None:
-                return nothing_to_compare("stored", f"{record['test']}, or {record['model']['name']} on "
-                                                    f"{record['backend']}", _report_path(self.settings))
+            new = self.gate_new(plan, info.artifact, record)
+            if new is not None:
+                return new
         if self.settings.count:
             coverage = self._twin_coverage(info, twin) if twin is not None and twin_measured is not None else None
             return self.counter.gate(info, feeds, plan, record, twin, twin_measured, coverage)

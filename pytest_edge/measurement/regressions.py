@@ -195,7 +195,35 @@ def resource_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any],
         found.append(Regression(DELEGATE_COVERAGE, f"{backend}: delegate coverage dropped: fallback "
                                 f"{new_cov:.1%} against {what} {old_cov:.1%}",
                                 old=float(old_cov), new=float(new_cov), threshold=0.0))
+    found += placement_regressions(record, baseline, what)
     return found
+
+
+def left_the_delegate(record: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, str]:
+    """The operators ``baseline``'s delegate took that ``record``'s did not, by the runtime's own
+    name for each, with the runtime's reason ("" where it gives none). Only operators both name
+    count: one the change removed or renamed did not leave."""
+    was_delegated = dig(baseline, "coverage", "delegated_op_ids")
+    fallback = dig(record, "coverage", "fallback_reasons")
+    if not isinstance(was_delegated, list) or not isinstance(fallback, Mapping):
+        return {}
+    return {op: str(fallback[op] or "") for op in was_delegated if op in fallback}
+
+
+def placement_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any],
+                          what: str = "the baseline") -> list[Regression]:
+    """Placement per operator (SPEC section 6): every operator that left the delegate against
+    ``baseline`` is a regression, named with the runtime's reason, even where the fallback fraction
+    did not grow (one operator moved off the delegate and another onto it)."""
+    left = left_the_delegate(record, baseline)
+    if not left:
+        return []
+    backend = record["backend"]
+    named = "; ".join(f"{op}" + (f" ({reason})" if reason else "") for op, reason in left.items())
+    fraction = dig(record, "coverage", "fallback")
+    return [Regression(DELEGATE_COVERAGE, f"{backend}: {len(left)} operator(s) left the delegate against {what}: "
+                                          f"{named}", old=float(dig(baseline, "coverage", "fallback") or 0.0),
+                       new=float(fraction) if _number(fraction) else None, threshold=0.0)]
 
 
 def _number(value: Any) -> bool:

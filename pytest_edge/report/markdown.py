@@ -9,8 +9,8 @@ from .ab_baseline import report_baseline
 from .generation import HEADERS as GENERATION_HEADERS, generation_rows
 from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, gate_judged, regressions
 from .json_report import find_baseline
-from .table import (DASH, VERDICT_RANK, figure, fold_line, folded_skips, gate_summary, missing_artifact,
-                    table_footer, worst_per)
+from .table import (COMPILED_HEADERS, DASH, VERDICT_RANK, compiled_rows, figure, fold_line, folded_skips,
+                    gate_summary, missing_artifact, table_footer, worst_per)
 
 _ICON = {"passed": "✅", "failed": "❌", "error": "❌", "skipped": "⏭️", "does not convert": "↪️"}
 
@@ -102,6 +102,14 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
                   "|" + "|".join("---" if h in ("model", "backend", "verdict") else "---:" for h in GENERATION_HEADERS)
                   + "|"]
         lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in generation] + [""]
+
+    compiled = compiled_rows(records)
+    if compiled:  # compile-time targets (docs/npu.md): nothing executed; the time is the compiler's estimate
+        lines += ["### NPU compile-time targets (nothing executed; the time is the compiler's estimate)", "",
+                  "| " + " | ".join(COMPILED_HEADERS) + " |",
+                  "|" + "|".join("---:" if h.endswith(("ops", "KiB", "ms", "cycles")) else "---" for h in COMPILED_HEADERS)
+                  + "|"]
+        lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in compiled] + [""]
 
     failures = [r for r in records if r["verdict"] in ("failed", "error")]
     if failures:

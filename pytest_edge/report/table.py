@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..backends import split_device
-from ..core.record import NOT_JUDGED, NOT_MEASURED
+from ..core.record import COMPILE_ONLY, NOT_JUDGED, NOT_MEASURED
 
 DASH = "—"
 
@@ -247,6 +247,49 @@ def gate_compared_nothing(records: Iterable[Mapping[str, Any]]) -> str | None:
             "(--edge-report on main) is what it compares against (docs/gate.md)")
 
 
+# The compile-time targets' own columns (docs/npu.md): what the conformance table has none for.
+COMPILED_HEADERS = ("model", "target", "compiler", "system config", "memory mode", "NPU ops", "CPU ops", "SRAM KiB",
+                    "off-chip flash KiB", "estimated NPU ms", "estimated cycles", "verdict")
+
+
+def compiled_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+    """One row per compile-time target's record: the compiler's placement, memory and estimate."""
+    rows = []
+    for record in records:
+        npu = record.get("npu")
+        if record.get("timing_not_judged") != COMPILE_ONLY or not isinstance(npu, Mapping):
+            continue
+        coverage, settings = record.get("coverage") or {}, npu.get("settings") or {}
+        kib = [figure(None if npu.get(key) is None else npu[key] / 1024, ".2f") for key in ("sram_bytes", "flash_bytes")]
+        rows.append([record["model"]["name"], record["backend"], str(npu.get("compiler")),
+                     str(settings.get("system_config") or DASH), str(settings.get("memory_mode") or DASH),
+                     figure(coverage.get("delegated_ops"), "d"), figure(coverage.get("fallback_ops"), "d"), *kib,
+                     figure(npu.get("estimated_ms"), ".4g"), figure(npu.get("estimated_cycles"), "d"),
+                     str(record.get("verdict"))])
+    return rows
+
+
+def compiled_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The compile-time targets' figures (docs/npu.md), apart from the measured columns: nothing
+    executed, and the time is the compiler's estimate."""
+    compiled = [r for r in records if r.get("timing_not_judged") == COMPILE_ONLY and isinstance(r.get("npu"), Mapping)]
+    if not compiled:
+        return []
+    lines = [f"note: {', '.join(sorted({r['backend'] for r in compiled}))}: compile-time target(s): the compiler ran, "
+             "nothing executed (no outputs compared, no latency measured); its figures, estimates for the time:"]
+    for record in compiled[:8]:
+        npu = record["npu"]
+        kib = {key: figure(None if npu.get(key) is None else npu[key] / 1024, ".2f") for key in ("sram_bytes", "flash_bytes")}
+        clock = npu.get("clock_hz")
+        lines.append(f"  {record['model']['name']} on {record['backend']} ({npu.get('compiler')}, "
+                     f"{(npu.get('settings') or {}).get('system_config')}): SRAM {kib['sram_bytes']} KiB, "
+                     f"off-chip flash {kib['flash_bytes']} KiB, estimated NPU time {figure(npu.get('estimated_ms'), '.4g')} "
+                     f"ms ({npu.get('estimated_cycles')} cycles at {figure(clock and clock / 1e6, 'g')} MHz)")
+    if len(compiled) > 8:
+        lines.append(f"  ... and {len(compiled) - 8} more (the report's npu blocks)")
+    return lines
+
+
 def summary_lines(records: Sequence[Mapping[str, Any]], *, under_load: bool = False, inconclusive: int = 0,
                   xdist_workers: int | None = None) -> list[str]:
     """What the terminal prints after a run: the table, its footer, the gate's line, and the notes
@@ -272,6 +315,7 @@ def summary_lines(records: Sequence[Mapping[str, Any]], *, under_load: bool = Fa
         lines.append(f"note: latency, load time and memory of {', '.join(unmeasured)} were not measured "
                      "(emulated device: timing and memory are not the target's; edge_emulated_timing = record "
                      "measures them, = judge judges them too)")
+    lines += compiled_lines(records)
     counted = [r for r in records if isinstance(r.get("counted"), dict)]
     if counted:
         figures = ", ".join(f"{r['model']['name']} on {r['backend']} {r['counted']['instructions']:,.0f}"

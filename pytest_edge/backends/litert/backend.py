@@ -12,7 +12,7 @@ import importlib.util
 import warnings
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -105,7 +105,8 @@ def delegate_partitions(ops: list[dict[str, Any]], graph_outputs: set[int]) -> d
     return partitions
 
 
-def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delegate_name: str) -> Coverage:
+def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delegate_name: str,
+                      tensor_names: Callable[[int], str] | None = None) -> Coverage:
     """Which original nodes the DELEGATE nodes replaced.
 
     After ``allocate_tensors()`` the interpreter lists the original nodes, then one ``DELEGATE``
@@ -122,11 +123,20 @@ def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delega
     # node with no tensors at all (CALL_ONCE, which initialises variables) cannot be placed from
     # the boundary and is counted as fallback, by name, rather than claimed.
     fallback = [op["op_name"] for op in original if op["index"] not in replaced]
+    # Each node by its type and first output tensor's name ("CUMSUM Identity", as the converter
+    # named it): what stays the same node across a re-export, where its index may not.
+    def node_id(op: dict[str, Any]) -> str:
+        outputs = list(op.get("outputs", []))
+        named = tensor_names(int(outputs[0])) if tensor_names is not None and outputs else ""
+        return f"{op['op_name']} {named}" if named else f"{op['op_name']} #{op['index']}"
+
     return Coverage(
         total_ops=len(original), delegated_ops=len(original) - len(fallback),
         fallback_ops=len(fallback), partitions=len(partitions),
         fallback_op_names=dict(Counter(fallback)),
-        delegates=[delegate_name] if partitions else [], method="runtime")
+        delegates=[delegate_name] if partitions else [], method="runtime",
+        delegated_op_ids=[node_id(op) for op in original if op["index"] in replaced],
+        fallback_reasons={node_id(op): "" for op in original if op["index"] not in replaced})
 
 
 class LiteRTModel(LoadedModel):
@@ -244,7 +254,15 @@ class LiteRTModel(LoadedModel):
 
     def coverage(self) -> Coverage | None:
         outputs = {int(d["index"]) for d in self.interpreter.get_output_details()}
-        return delegate_coverage(self.interpreter._get_ops_details(), outputs, self._delegate_name or "")
+        interpreter = self.interpreter
+
+        def tensor_name(index: int) -> str:
+            try:
+                return str(interpreter._get_tensor_details(index, 0)["name"])
+            except (ValueError, KeyError, TypeError):
+                return ""
+
+        return delegate_coverage(interpreter._get_ops_details(), outputs, self._delegate_name or "", tensor_name)
 
 
 class LiteRTBackend(Backend):

@@ -82,21 +82,31 @@ class OrtModel(LoadedModel):
             return None  # session.record_ep_graph_assignment_info (a third-party backend) raises Fail
         delegated = fallback = partitions = 0
         fallback_names: Counter[str] = Counter()
+        # Each node by its type and name in the (optimised) graph, where it is assigned.
+        taken: list[str] = []
+        left: dict[str, str] = {}
         for sub in subgraphs:
             nodes = sub.get_nodes()
             if sub.ep_name == self.provider:
                 delegated += len(nodes)
                 partitions += 1
+                taken += [f"{n.op_type} {getattr(n, 'name', '')}".strip() for n in nodes]
             else:
                 fallback += len(nodes)
                 fallback_names.update(n.op_type for n in nodes)
+                left.update({f"{n.op_type} {getattr(n, 'name', '')}".strip(): f"assigned to {sub.ep_name}"
+                             for n in nodes})
         if self.provider == "CPUExecutionProvider":
             # The CPU EP is the target itself: every node on it is "delegated", in one partition.
             partitions = 1 if delegated else 0
         return Coverage(
             total_ops=delegated + fallback, delegated_ops=delegated, fallback_ops=fallback,
             partitions=partitions, fallback_op_names=dict(fallback_names),
-            delegates=[self.provider], method="runtime")
+            delegates=[self.provider], method="runtime",
+            # Nodes are told apart by name: a graph whose nodes are unnamed (or share names) gives none.
+            **({"delegated_op_ids": taken, "fallback_reasons": left}
+               if len(set(taken) | set(left)) == delegated + fallback and all(" " in op for op in [*taken, *left])
+               else {}))
 
 
 class OrtBackend(Backend):

@@ -1,0 +1,84 @@
+"""What an NPU compiler made of an artifact (docs/npu.md): a compile-time target's result.
+
+A compile-time target (``Backend.compile_only``) runs the NPU's own compiler on this machine and
+reads back its placement (operators on the NPU and on the CPU, each CPU operator with the
+compiler's reason), the memory it planned and its estimate of the NPU's cycles. Nothing executes:
+the estimate is the compiler's model of the hardware, never a measurement, and is kept apart from
+every measured figure (its own block of the record, its own budget).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .base import Coverage
+
+
+@dataclass(frozen=True)
+class CompiledOperator:
+    """One operator of the compiler's per-operator report: its type and name as the compiler gives
+    them, where it was placed, and the compiler's estimated cycles for it (None where it gives none)."""
+
+    op: str  # the operator's type, as the compiler names it ("Conv2D")
+    name: str  # the compiler's name for it (the output tensor's: "Relu;add;Conv2D")
+    placed_on: str  # "NPU" or "CPU"
+    estimated_cycles: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "name": self.name, "placed_on": self.placed_on,
+                "estimated_cycles": self.estimated_cycles}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "CompiledOperator":
+        return cls(str(data.get("op")), str(data.get("name")), str(data.get("placed_on")),
+                   data.get("estimated_cycles"))
+
+
+@dataclass
+class Compilation:
+    """An NPU compiler's result for one artifact and one configuration. Sizes in bytes; the
+    estimate at the configured clock; ``coverage`` judged by max_fallback / max_partitions like any
+    delegate's (``method="compiler"``)."""
+
+    target: str  # the accelerator configuration, e.g. "ethos-u55-128"
+    compiler: str  # name and version, e.g. "vela 5.2.0"
+    settings: dict[str, str]  # the configuration it compiled for: system_config, memory_mode, ...
+    coverage: Coverage
+    sram_bytes: int | None = None
+    flash_bytes: int | None = None  # off-chip flash (weights in the embedded memory modes)
+    memories: dict[str, int] = field(default_factory=dict)  # every memory the compiler reports it used
+    clock_hz: float | None = None
+    estimated_cycles: int | None = None  # per inference, the compiler's total
+    estimated_ms: float | None = None  # estimated_cycles at clock_hz: an estimate, never a measurement
+    macs: int | None = None
+    operators: list[CompiledOperator] = field(default_factory=list)
+    # What the estimate covers and what it leaves out, in words (the CPU's operators, for one).
+    estimate_note: str = ""
+
+    @property
+    def sram_kib(self) -> float | None:
+        return self.sram_bytes / 1024 if self.sram_bytes is not None else None
+
+    @property
+    def flash_kib(self) -> float | None:
+        return self.flash_bytes / 1024 if self.flash_bytes is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's ``npu`` block (its coverage is the record's ``coverage``, not repeated)."""
+        return {"target": self.target, "compiler": self.compiler, "settings": dict(self.settings),
+                "executed": False, "sram_bytes": self.sram_bytes, "flash_bytes": self.flash_bytes,
+                "memories": dict(self.memories), "clock_hz": self.clock_hz,
+                "estimated_cycles": self.estimated_cycles, "estimated_ms": self.estimated_ms,
+                "estimate_note": self.estimate_note, "macs": self.macs,
+                "operators": [op.to_json() for op in self.operators]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], coverage: Mapping[str, Any] | None) -> "Compilation":
+        known = Coverage.from_json(dict(coverage)) if isinstance(coverage, Mapping) else None
+        return cls(str(data.get("target")), str(data.get("compiler")), dict(data.get("settings") or {}),
+                   known or Coverage(0, 0, 0, 0, method="compiler"),
+                   data.get("sram_bytes"), data.get("flash_bytes"), dict(data.get("memories") or {}),
+                   data.get("clock_hz"), data.get("estimated_cycles"), data.get("estimated_ms"), data.get("macs"),
+                   [CompiledOperator.from_json(op) for op in data.get("operators") or [] if isinstance(op, Mapping)],
+                   str(data.get("estimate_note") or ""))

@@ -1,0 +1,65 @@
+"""Ethos-U: ``ethos-u55-128``, ``ethos-u65-256`` and ``ethos-u85-256`` (and, by name, every other
+accelerator configuration vela knows), compile-time targets of an int8 ``.tflite``.
+
+vela compiles the model for the target here (vela.py); nothing executes the command stream, so a
+test on such a target compares no outputs and times nothing: what it judges is the compiler's
+placement (max_fallback, max_partitions, each CPU operator with vela's reason), the memory it
+planned (max_sram_kb, max_flash_kb) and its estimated NPU time at the configured clock
+(max_npu_estimated_ms, an estimate kept apart from measured latency). The system configuration and
+memory mode are vela's defaults for the accelerator unless ``edge_compile_options`` names them
+(docs/npu.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from ...errors import BackendError
+from ..base import Backend, LoadedModel, unusable_artifact
+from ..compiled import Compilation
+from ..shapes import LoadShapes
+
+# The configurations registered (one per family, the sizes the field ships most); vela's others are
+# named: ethos-u55-32/64/256, ethos-u65-512, ethos-u85-128/512/1024/2048.
+REGISTERED = ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256")
+KNOWN = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
+         "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048")
+# vela's defaults when no system configuration or memory mode is given (its bundled Arm/vela.ini),
+# said in docs/npu.md and checked against vela by tests/test_ethos_u.py.
+DEFAULTS = {"ethos-u55": ("Ethos_U55_High_End_Embedded", "Shared_Sram"),
+            "ethos-u65": ("Ethos_U65_Client_Server", "Dedicated_Sram_384KB"),
+            "ethos-u85": ("Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB")}
+
+
+class EthosUBackend(Backend):
+    runtime_module = "ethosu.vela"
+    distribution = "ethos-u-vela"
+    suffix = ".tflite"
+    compile_only = True
+    threads_supported = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @classmethod
+    def variant(cls, name: str) -> Backend | None:
+        return cls(name) if name in KNOWN else None
+
+    def compile(self, artifact: Path, options: Mapping[str, str], timeout_s: float) -> Compilation:
+        from .vela import compile_with_vela
+
+        with open(artifact, "rb") as handle:
+            problem = unusable_artifact(handle.read(1024), artifact)
+        if problem:
+            raise BackendError(f"{self.name}: {problem}")
+        return compile_with_vela(artifact, self.name, options, timeout_s, self.runtime_version() or "?")
+
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
+        raise BackendError(f"{path} ({self.name}): a compile-time target: vela compiles the model here, nothing "
+                           "runs it (its outputs are not computed; docs/npu.md)")
+
+
+def backends() -> list[Backend]:
+    """One Ethos-U configuration per family; the others are named (``variant``)."""
+    return [EthosUBackend(name) for name in REGISTERED]

@@ -1,0 +1,234 @@
+"""Ethos-U compile-time targets (docs/npu.md): vela compiles the project's int8 .tflite fixtures here,
+and every figure the tool records is checked against vela's own summary, read independently from
+the stdout of the vela command line run by the test with the same configuration."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from edge_helpers import FIXTURES
+
+from pytest_edge.backends import compile_targets, get_backend, tensor_backends
+from pytest_edge.backends.ethos_u.backend import DEFAULTS
+from pytest_edge.core.record import COMPILE_ONLY, Record
+from pytest_edge.errors import DoesNotConvert
+from pytest_edge.measurement.regressions import placement_regressions
+
+pytestmark = pytest.mark.skipif(get_backend("ethos-u55-128").unavailable_reason() is not None,
+                                reason="ethos-u-vela is not installed (the [ethos-u] extra)")
+
+TARGETS = ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256")
+# tiny_cnn_int8: a CUMSUM and float I/O Ethos-U keeps on the CPU; quant_probe_int8 (an MLP) and
+# kws_dscnn_int8 (a keyword-spotting DS-CNN), int8 I/O: all on the NPU.
+MODELS = ("tiny_cnn_int8", "quant_probe_int8", "kws_dscnn_int8")
+
+
+def vela_summary(artifact: Path, target: str, tmp_path: Path, *flags: str) -> dict[str, str]:
+    """vela's network summary as it prints it (no --verbose-performance), parsed from its stdout:
+    what a user compiling ``artifact`` for ``target`` reads."""
+    out = tmp_path / f"vela-{target}-{artifact.stem}"
+    vela = Path(sys.executable).with_name("vela")
+    done = subprocess.run([str(vela), str(artifact), "--accelerator-config", target, "--output-dir", str(out), *flags],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    summary = {}
+    for line in lines:
+        for key, pattern in (("cpu", r"^CPU operators = (\d+) "), ("npu", r"^NPU operators = (\d+) "),
+                             ("sram_kib", r"^Total SRAM used\s+([\d.]+) KiB"),
+                             ("flash_kib", r"^Total Off-chip Flash used\s+([\d.]+) KiB"),
+                             ("system", r"^System configuration\s+(\S+)"), ("memory_mode", r"^Memory mode\s+(\S+)"),
+                             ("clock_mhz", r"^Accelerator clock\s+(\d+) MHz")):
+            match = re.match(pattern, line)
+            if match:
+                summary[key] = match.group(1)
+    summary["reasons"] = "\n".join(line for line in lines if line.startswith(("Warning (supported", "Reason:")))
+    return summary
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_recorded_figures_equal_vela_s_own_summary(target: str, model: str, tmp_path: Path) -> None:
+    artifact = FIXTURES / f"{model}.tflite"
+    compiled = get_backend(target).compile(artifact, {}, 300)
+    said = vela_summary(artifact, target, tmp_path)
+    coverage = compiled.coverage
+    assert (coverage.fallback_ops, coverage.delegated_ops) == (int(said["cpu"]), int(said["npu"]))
+    assert coverage.total_ops == int(said["cpu"]) + int(said["npu"]) and coverage.method == "compiler"
+    assert f"{compiled.sram_bytes / 1024:.2f}" == said["sram_kib"]
+    # vela prints a memory only where it used some: none printed is none used.
+    assert f"{(compiled.flash_bytes or 0) / 1024:.2f}" == said.get("flash_kib", "0.00")
+    assert (compiled.settings["system_config"], compiled.settings["memory_mode"]) == (said["system"], said["memory_mode"])
+    # vela's defaults for the family, as docs/npu.md says them.
+    assert (said["system"], said["memory_mode"]) == DEFAULTS[target.rsplit("-", 1)[0]]
+    assert compiled.clock_hz == int(said["clock_mhz"]) * 1e6
+    assert compiled.estimated_ms == pytest.approx(compiled.estimated_cycles / compiled.clock_hz * 1000, rel=1e-3)
+    # Each CPU operator is named, with the reason vela printed for it.
+    assert len(coverage.fallback_reasons) == coverage.fallback_ops
+    for op, reason in coverage.fallback_reasons.items():
+        assert reason and reason.split(". ")[0] in said["reasons"], (op, reason)
+
+
+def test_the_configuration_is_the_users_and_vela_agrees(tmp_path: Path) -> None:
+    """edge_compile_options reaches vela: the figures for a named system config and memory mode
+    equal vela's for the same flags, and differ from the defaults' where the memory does."""
+    artifact = FIXTURES / "tiny_cnn_int8.tflite"
+    options = {"system_config": "Ethos_U55_Deep_Embedded", "memory_mode": "Shared_Sram"}
+    compiled = get_backend("ethos-u55-128").compile(artifact, options, 300)
+    said = vela_summary(artifact, "ethos-u55-128", tmp_path, "--system-config", "Ethos_U55_Deep_Embedded",
+                        "--memory-mode", "Shared_Sram")
+    assert compiled.settings["system_config"] == said["system"] == "Ethos_U55_Deep_Embedded"
+    assert f"{compiled.sram_bytes / 1024:.2f}" == said["sram_kib"]
+    assert compiled.clock_hz == int(said["clock_mhz"]) * 1e6
+    with pytest.raises(Exception, match="unknown option.*sram_size"):
+        get_backend("ethos-u55-128").compile(artifact, {"sram_size": "1"}, 300)
+
+
+def test_a_float_tflite_needs_an_int8_model() -> None:
+    with pytest.raises(DoesNotConvert, match=r"tiny_cnn.tflite \(ethos-u55-128\): needs an int8 model"):
+        get_backend("ethos-u55-128").compile(FIXTURES / "tiny_cnn.tflite", {}, 300)
+
+
+def test_compile_targets_are_named_never_defaults() -> None:
+    assert set(TARGETS) <= set(compile_targets()) and not set(TARGETS) & set(tensor_backends())
+    assert get_backend("ethos-u85-512").compile_only  # vela's other configurations, by name
+
+
+def _project(pytester: pytest.Pytester, *models: str) -> Path:
+    folder = pytester.path / "models"
+    folder.mkdir()
+    for model in models:
+        shutil.copy(FIXTURES / f"{model}.tflite", folder / f"{model}.tflite")
+    pytester.makeini("[pytest]\nedge_model_dirs = models\n")
+    return folder
+
+
+def test_budgets_fail_naming_vela_s_reason_and_both_numbers(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """max_fallback=0 names the CPU operator with vela's reason; an SRAM budget under vela's figure
+    names both; a latency budget is not judged (nothing ran) and the record says so."""
+    _project(pytester, "tiny_cnn_int8")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="tiny_cnn_int8", backends=["ethos-u55-128"], max_fallback=0, max_sram_kb=32,
+                          p50_ms=0.000001)
+        def test_npu(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-report=report.json")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    said = vela_summary(FIXTURES / "tiny_cnn_int8.tflite", "ethos-u55-128", tmp_path)
+    assert "Cumsum Identity: Unsupported opType" in out and "Reason: Unsupported opType" in said["reasons"]
+    assert f"fallback 30.0% (3 of 10 operators left on the CPU by the NPU compiler) > max_fallback 0.0%" in out
+    assert f"SRAM used {said['sram_kib']} KiB (34656 bytes)" in out and "> max_sram_kb 32 KiB (32768 bytes)" in out
+    assert "P50 latency" not in out
+    (record,) = json.loads((pytester.path / "report.json").read_text())["records"]
+    assert record["timing_not_judged"] == COMPILE_ONLY and record["latency_ms"] is None
+    assert record["accuracy"] is None and record["npu"]["executed"] is False
+    assert record["coverage"]["fallback_reasons"]["Cumsum Identity"] == "Unsupported opType"
+    assert {f["check"] for f in record["budget_findings"]} == {"max_fallback", "max_sram_kb"}
+    assert Record.from_json(record).npu.sram_bytes == 34656
+
+
+def test_the_same_network_on_u55_and_u85_in_one_matrix(pytester: pytest.Pytester) -> None:
+    """The same int8 model on three NPUs: each its own placement, memory and estimate; the fully
+    delegated model passes max_fallback=0 on every one, the one with CUMSUM on none."""
+    _project(pytester, "tiny_cnn_int8", "quant_probe_int8")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="quant_probe_int8", max_fallback=0, max_partitions=1, max_npu_estimated_ms=5)
+        def test_full(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_cnn_int8", max_fallback=0)
+        def test_cumsum(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-backends=ethos-u*", "--edge-report=report.json",
+                                           "--edge-summary=summary.md")
+    result.assert_outcomes(passed=3, failed=3)
+    summary = (pytester.path / "summary.md").read_text()
+    assert "### NPU compile-time targets (nothing executed; the time is the compiler's estimate)" in summary
+    assert "| tiny\\_cnn\\_int8 | ethos-u55-128 | vela 5.2.0 | Ethos\\_U55\\_High\\_End\\_Embedded |" in summary
+    records = {(r["model"]["name"], r["backend"]): r
+               for r in json.loads((pytester.path / "report.json").read_text())["records"]}
+    u55, u85 = records[("tiny_cnn_int8", "ethos-u55-128")], records[("tiny_cnn_int8", "ethos-u85-256")]
+    assert (u55["coverage"]["total_ops"], u85["coverage"]["total_ops"]) == (10, 8)
+    assert u55["npu"]["settings"]["system_config"] != u85["npu"]["settings"]["system_config"]
+    assert u55["npu"]["clock_hz"] == 500e6 and u85["npu"]["clock_hz"] == 1e9
+    for target in TARGETS:
+        assert records[("quant_probe_int8", target)]["coverage"]["fallback"] == 0.0
+        assert records[("quant_probe_int8", target)]["verdict"] == "passed"
+        assert "Cumsum Identity" in records[("tiny_cnn_int8", target)]["coverage"]["fallback_reasons"]
+
+
+@pytest.mark.parametrize("mode", ["ab", "stored"])
+def test_the_gate_fails_an_operator_that_left_the_npu_at_the_same_fraction(pytester: pytest.Pytester,
+                                                                           mode: str) -> None:
+    """npu_placement_b against npu_placement_a: 1 of 3 on the CPU in both, 'head' moved off the NPU
+    and 'stem' onto it: the fraction did not grow, the gate fails naming head with vela's reason."""
+    folder = _project(pytester)
+    shutil.copy(FIXTURES / "npu" / "npu_placement_a.tflite", folder / "m.tflite")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="m", backends=["ethos-u55-128"])
+        def test_npu(edge_model):
+            pass
+    """)
+    if mode == "ab":
+        (pytester.path / "base").mkdir()
+        shutil.copy(FIXTURES / "npu" / "npu_placement_a.tflite", pytester.path / "base" / "m.tflite")
+        pytester.runpytest_subprocess("--edge-baseline-models=base").assert_outcomes(passed=1)  # unchanged: passes
+        gate = ["--edge-baseline-models=base"]
+    else:
+        pytester.runpytest_subprocess("--edge-report=base.json").assert_outcomes(passed=1)
+        pytester.runpytest_subprocess("--edge-baseline=base.json").assert_outcomes(passed=1)
+        gate = ["--edge-baseline=base.json"]
+    shutil.copy(FIXTURES / "npu" / "npu_placement_b.tflite", folder / "m.tflite")
+    result = pytester.runpytest_subprocess(*gate, "--edge-report=report.json")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert ("1 operator(s) left the delegate against the baseline" in out
+            and "FullyConnected Identity (Unsupported dataType Int64" in out)
+    assert "stem" not in out.split("left the delegate")[1].split("\n")[0]  # the one that joined is no failure
+    (record,) = json.loads((pytester.path / "report.json").read_text())["records"]
+    assert record["coverage"]["fallback"] == pytest.approx(1 / 3) and record["baseline_check"]["verdict"] == "failed"
+
+
+def test_placement_regressions_name_what_left_for_any_runtime() -> None:
+    """The rule on records as any runtime writes them (here LiteRT's XNNPACK ids): an operator the
+    baseline's delegate took that fell back now fails, with the reason where one is given; one
+    that joined, or one the change removed, does not."""
+    def record(delegated: list[str], fallback: dict[str, str]) -> dict:
+        total = len(delegated) + len(fallback)
+        return {"backend": "litert", "coverage": {"delegated_op_ids": delegated, "fallback_reasons": fallback,
+                                                  "fallback": len(fallback) / total}}
+
+    old = record(["CONV_2D a", "MEAN b"], {"CUMSUM c": ""})
+    swapped = record(["CUMSUM c", "CONV_2D a"], {"MEAN b": ""})
+    (found,) = placement_regressions(swapped, old)
+    assert "1 operator(s) left the delegate" in found.message and "MEAN b" in found.message
+    assert "CUMSUM" not in found.message and found.new == found.old
+    assert placement_regressions(old, old) == []
+    assert placement_regressions(record(["CONV_2D a"], {"CUMSUM c": ""}), old) == []  # MEAN b removed: not "left"
+    assert placement_regressions({"backend": "x", "coverage": {"fallback": 0.5}}, old) == []  # no ids: fraction only
+
+
+def test_inspect_names_compile_targets_beside_the_runtimes() -> None:
+    from edge_helpers import run_cli
+
+    done = run_cli("inspect", str(FIXTURES / "tiny_cnn_int8.tflite"), "--backends", "ethos-u*", cwd=FIXTURES.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.startswith("ethos-u")}
+    assert set(rows) == set(TARGETS)
+    assert "7/10 delegated" in rows["ethos-u55-128"] and "5/8 delegated" in rows["ethos-u85-256"]
+    assert "SRAM 33.84 KiB" in rows["ethos-u55-128"] and "(an estimate)" in rows["ethos-u55-128"]
