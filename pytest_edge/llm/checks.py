@@ -1,5 +1,6 @@
 """The check of one ``edge_llm`` test on one backend: goldens (recorded by the reference backend
-with ``--edge-update-golden``), token agreement and first-step logits per prompt, then, when a
+with ``--edge-update-golden``), free-running token agreement and first-step logits per prompt, the
+teacher-forced top-1 agreement and KL divergence over the golden continuation, then, when a
 budget asks for them, the figures measured in fresh processes and the context sweep. Returns the
 record (with its ``llm`` block) and every violation; the plugin keeps and reports it."""
 
@@ -9,12 +10,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from .. import __version__
 from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
 from ..backends.decoder_config import LlmConfig, read_config
-from ..checks import Finding, check_generation
-from ..errors import EdgeUsageError, GoldenError
+from ..checks import Finding, check_generation, check_teacher_forced
+from ..errors import BackendError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
 from ..measurement.gate import GateResult
 from ..core.models import Model, resolve_model
@@ -24,11 +27,12 @@ from ..core.record import Record
 from ..core.settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
-from ..worker.protocol import Generate, Load
+from ..worker.protocol import Generate, Load, TeacherForce
 from . import gate, probe
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec, check_prompt
-from .metrics import logits_figures, logits_messages, timing_figures, token_agreement, token_message
+from .metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures, token_agreement,
+                      token_message, top_logprobs)
 
 @dataclass(frozen=True)
 class LlmTarget:
@@ -134,12 +138,30 @@ class LlmChecker:
                  new_tokens: int) -> Generation:
         """Greedy decoding in ``backend``'s worker (the decoder loaded there once per session; a
         worker that died is restarted and loads it again)."""
+        key = self._load(backend, artifact, config, threads)
+        reply = self.pool.request(backend, Generate(key, list(prompt), new_tokens), artifact)
+        return Generation.from_reply(prompt, reply)
+
+    def teacher_force(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
+                      tokens: Sequence[int]) -> np.ndarray:
+        """The logits [len(tokens), vocab] at each position of ``tokens`` fed after ``prompt`` in
+        ``backend``'s worker (backends.decoder.teacher_forced)."""
+        key = self._load(backend, artifact, config, threads)
+        reply = self.pool.request(backend, TeacherForce(key, list(prompt), [int(t) for t in tokens]), artifact)
+        logits = np.asarray(reply["logits"], np.float32)
+        if logits.shape != (len(tokens), config.vocab_size):
+            raise BackendError(f"{artifact} ({backend}): teacher-forced logits of shape {list(logits.shape)}, "
+                               f"expected [{len(tokens)}, {config.vocab_size}]")
+        return logits
+
+    def _load(self, backend: str, artifact: Path, config: LlmConfig, threads: int) -> str:
+        """The decoder loaded in ``backend``'s worker once per session (a worker that died is
+        restarted and loads it again); its key."""
         key = f"decoder|{artifact}|{threads}"
         if (backend, key) not in self._loaded:
             self.pool.request(backend, Load(key, str(artifact), threads, decoder=asdict(config)), artifact)
             self._loaded.add((backend, key))
-        reply = self.pool.request(backend, Generate(key, list(prompt), new_tokens), artifact)
-        return Generation.from_reply(prompt, reply)
+        return key
 
     def reference_backend(self, model: Model) -> str:
         for name, backend in decoder_backends().items():
@@ -156,9 +178,14 @@ class LlmChecker:
             reference = self.reference_backend(target.model)
             artifact = target.model.artifact(get_backend(reference).suffix)
             run = self.generate(reference, artifact, config, target.spec.threads, prompt, target.spec.new_tokens)
+            # The reference's distribution at each generated position, teacher-forced over its own
+            # greedy tokens (the same steps as generation): the top-k and the rest's mass.
+            distributions = top_logprobs(self.teacher_force(reference, artifact, config, target.spec.threads,
+                                                            prompt, run.tokens))
             write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, {
                 "reference_backend": reference, "artifact": artifact.name, "sha256": sha256_file(artifact),
-                "new_tokens": target.spec.new_tokens, "plugin_version": __version__}))
+                "new_tokens": target.spec.new_tokens, "plugin_version": __version__,
+                "top_k": int(distributions.ids.shape[1])}, distributions))
             self._recorded[path] = target.spec.new_tokens
         golden = read_golden(path, prompt)
         if len(golden.tokens) < target.spec.new_tokens:
@@ -173,10 +200,16 @@ class LlmChecker:
         prompts = [check_prompt(p, spec.new_tokens, config, where) for p in spec.prompts]
         violations: list[str] = []
         per_prompt = []
+        forced: list[TeacherForced] = []
+        unkept: list[str] = []  # goldens without distributions
         for prompt in prompts:
             golden = self.golden(target, config, prompt)
             run = self.generate(target.backend, artifact, config, spec.threads, prompt, spec.new_tokens)
             expected = golden.tokens[:spec.new_tokens]
+            forced.append(teacher_forced(expected, golden.distributions, self.teacher_force(
+                target.backend, artifact, config, spec.threads, prompt, expected)))
+            if golden.distributions is None:
+                unkept.append(str(golden_path(self.settings.golden_dir, target.model.name, prompt)))
             agreement, first = token_agreement(expected, run.tokens)
             logits = logits_figures(golden.first_logits, run.first_logits)
             found = [m for m in [token_message(expected, run.tokens, agreement, first, spec.min_token_agreement)] if m]
@@ -189,12 +222,17 @@ class LlmChecker:
             violations += [f"{target.backend}: prompt {_short(prompt)}: {m}" for m in found]
             per_prompt.append({"prompt_tokens": len(prompt), "golden_tokens": expected, "tokens": run.tokens,
                                "token_agreement": agreement, "first_difference": first, **logits,
+                               "teacher_forced": forced[-1].to_json(),
                                "reference": golden.meta.get("reference_backend")})
+        overall = _overall(forced, unkept)
         block: dict[str, Any] = {"config": config.__dict__, "new_tokens": spec.new_tokens,
-                                 "kv_cache": get_backend(target.backend).kv_cache, "prompts": per_prompt}
+                                 "kv_cache": get_backend(target.backend).kv_cache, "prompts": per_prompt,
+                                 "teacher_forced": overall}
         measured: dict[str, Any] = {}
         judged: GateResult | None = None
-        findings: list[Finding] = []  # the budgets' checks.Finding, kept on the record as for tensor models
+        # the budgets' checks.Finding, kept on the record as for tensor models
+        findings: list[Finding] = check_teacher_forced(overall, spec.budgets(check_teacher_forced), target.backend)
+        violations += [finding.message for finding in findings]
         gated = self.settings.baseline is not None or gate.twin_of(self.settings.baseline_models, artifact) is not None
         # An emulated device's timing and memory are an emulator's (as for tensor models): not
         # measured by default, recorded but not judged with edge_emulated_timing = record.
@@ -202,8 +240,9 @@ class LlmChecker:
         if (spec.needs_measurement or self.settings.measure or gated) and not_judged != NOT_MEASURED:
             measured, judged = self._measure(test_id, target, config, prompts[0], block)
             if not_judged is None:
-                findings = check_generation(block, spec.budgets(check_generation), target.backend)
-                violations += [finding.message for finding in findings]
+                timed = check_generation(block, spec.budgets(check_generation), target.backend)
+                findings += timed
+                violations += [finding.message for finding in timed]
             else:
                 judged = None
         if not_judged is not None:
@@ -219,6 +258,8 @@ class LlmChecker:
             steady_memory_mb=measured.get("steady_memory_mb"),
             accuracy={"reference": per_prompt[0]["reference"],
                       "token_agreement": min(p["token_agreement"] for p in per_prompt),
+                      "top1_agreement": overall["top1_agreement"],
+                      "kld_mean": (overall.get("kld") or {}).get("mean"),
                       "max_abs_err": _worst(per_prompt, "max_abs_err", max),
                       "cosine": _worst(per_prompt, "cosine", min)},
             device=({"name": split_device(target.backend)[1], "machine": self.pool.machine(target.backend)}
@@ -255,7 +296,8 @@ class LlmChecker:
             if stored is not None:
                 judged = gate.judge(target.backend, measured, stored, paired=False, source=test_id,
                                     **judging)
-        block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"]))
+        block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"], measured["decode_s"],
+                                    spec.new_tokens))
         block.update(load_ms=measured["load_ms"], peak_memory_mb=measured["peak_memory_mb"],
                      steady_memory_mb=measured["steady_memory_mb"], processes=measured["processes"],
                      runtime_timings=measured["runtime_timings"],
@@ -281,6 +323,27 @@ def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:
     artifact = target.artifact
     return {"name": target.model.name, "artifact": relative_path(artifact, rootdir) if artifact else None,
             "sha256": sha256_file(artifact) if artifact and artifact.is_file() else None}
+
+
+def _overall(parts: Sequence[TeacherForced], unkept: Sequence[str]) -> dict[str, Any]:
+    """The teacher-forced figures over every prompt's positions, where the worst KL divergence and
+    the first top-1 difference lie named by prompt and new token."""
+    found = TeacherForced.joined(parts).to_json()
+    starts = np.cumsum([0] + [p.positions for p in parts])
+
+    def where(index: int | None) -> dict[str, int] | None:
+        if index is None:
+            return None
+        prompt = int(np.searchsorted(starts, index, side="right") - 1)
+        return {"prompt": prompt, "position": int(index - starts[prompt])}
+
+    found["first_top1_difference"] = where(found["first_top1_difference"])
+    if "max_kld_at" in found:
+        found["max_kld_at"] = where(found["max_kld_at"])
+    if unkept:
+        found["not_measured"] = (f"not measured: the golden {unkept[0]} keeps no log-probabilities (recorded by an "
+                                 "earlier version): re-record it with --edge-update-golden")
+    return found
 
 
 def _short(prompt: list[int]) -> str:

@@ -28,6 +28,7 @@ from ..measurement import timing
 from ..worker.pool import WorkerPool
 from ..worker.protocol import Load, MeasureGeneration
 from ..backends.decoder_config import LlmConfig
+from .metrics import mean_sd
 
 RESULT_PREFIX = "PYTEST_EDGE_LLM "
 
@@ -141,6 +142,7 @@ def _pooled(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     peaks = [r["peak_memory_mb"] for r in results if r["peak_memory_mb"] is not None]
     steadies = [r["steady_memory_mb"] for r in results if r["steady_memory_mb"] is not None]
     return {"ttft_s": [t for r in results for t in r["ttft_s"]], "tpot_s": [t for r in results for t in r["tpot_s"]],
+            "decode_s": [t for r in results for t in r.get("decode_s") or []],  # per generation, with ttft_s
             # per fresh process: what the merge gate compares
             # (with the machine probe and the fastest whole generation, "min", which the gate's
             # slower-machine rule reads as it reads a tensor model's fastest run)
@@ -154,16 +156,22 @@ def _pooled(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "runtime_timings": _runtime_timings([r.get("runtime_timings") for r in results])}
 
 
-def _runtime_timings(per_process: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """The runtime's own counters (llama.cpp's llama_perf_context) summed over the processes' timed
-    generations, with the tokens per second they give (llama-bench's pp and tg)."""
-    found = [t for t in per_process if t]
+def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any]] | None]) -> dict[str, Any] | None:
+    """The runtime's own counters (llama.cpp's llama_perf_context), read per timed generation: summed
+    over every process's generations, with the tokens per second the sums give, and per generation
+    (``per_generation``) the field's speeds as ours are taken (metrics.timing_figures), mean and
+    standard deviation over the same generations."""
+    found = [t for process in per_process if process for t in process if t]
     if not found:
         return None
     total = {key: sum(t[key] for t in found) for key in ("prompt_eval_ms", "prompt_tokens", "eval_ms", "eval_tokens")}
+    prefill = [t["prompt_tokens"] / t["prompt_eval_ms"] * 1000 for t in found if t["prompt_eval_ms"] > 0]
+    decode = [t["eval_tokens"] / t["eval_ms"] * 1000 for t in found if t["eval_ms"] > 0]
     return {"source": found[0]["source"], **total,
             "prompt_tokens_per_s": total["prompt_tokens"] / total["prompt_eval_ms"] * 1000 if total["prompt_eval_ms"] else None,
-            "eval_tokens_per_s": total["eval_tokens"] / total["eval_ms"] * 1000 if total["eval_ms"] else None}
+            "eval_tokens_per_s": total["eval_tokens"] / total["eval_ms"] * 1000 if total["eval_ms"] else None,
+            "per_generation": {"generations": len(found), "prefill_tokens_per_s": mean_sd(prefill),
+                               "decode_tokens_per_s": mean_sd(decode)}}
 
 
 def context_lengths(start: int, cap: int) -> list[int]:
