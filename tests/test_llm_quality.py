@@ -94,6 +94,10 @@ def test_teacher_forced_figures_are_top1_share_mean_p99_max_and_where() -> None:
     assert found["kld"]["mean"] == pytest.approx(direct.mean(), rel=1e-5)
     assert found["kld"]["max"] == pytest.approx(direct.max(), rel=1e-5)
     assert found["kld"]["p99"] == pytest.approx(_llama_percentile(direct.tolist(), 0.99), rel=1e-5)
+    assert found["golden_rest_mass_max"] == 0.0  # 30 tokens: the golden keeps them all, the figure is exact
+    rest = np.exp(top_logprobs(reference, 5).rest).max()
+    assert teacher_forced(golden.tolist(), top_logprobs(reference, 5), backend).to_json()[
+        "golden_rest_mass_max"] == pytest.approx(rest)
     # All prompts' positions together: the overall figures.
     joined = TeacherForced.joined([figures, teacher_forced(golden[:3].tolist(), None, reference[:3])])
     assert joined.positions == 12 and joined.kld is None and joined.top1_agreement == pytest.approx(11 / 12)
@@ -256,6 +260,7 @@ def test_quantized_ggufs_are_judged_teacher_forced_against_the_float_golden(pyte
             result.stdout.fnmatch_lines(["*teacher-forced mean KL divergence * exceeds the budget max_kld=1e-05*"])
             assert "min_top1_agreement=0.9 " not in result.stdout.str()
     assert figures["q8_0"]["top1_agreement"] == 1.0 and figures["q8_0"]["kld"]["mean"] < 1e-5
+    assert figures["q8_0"]["golden_rest_mass_max"] == 0.0  # a vocabulary of 256: every token kept
     assert figures["q8_0"]["kld"]["mean"] < figures["perturbed"]["kld"]["mean"] < figures["q4_0"]["kld"]["mean"] < 1e-3
     assert figures["q4_0"]["top1_agreement"] >= 0.9 and figures["q4_0"]["positions"] == 2 * greedy["new_tokens"]
     # Per prompt as well, with where the worst position is.

@@ -153,6 +153,9 @@ class TeacherForced:
 
     top1: np.ndarray  # bool [n]: the backend's argmax is the golden's token there
     kld: np.ndarray | None  # float64 [n]; None where the golden keeps no log-probabilities
+    # [n] the golden's mass outside its k ids (0 where k is the vocabulary): how much the k + 1 bins
+    # may understate the full divergence
+    rest_mass: np.ndarray | None = None
 
     @property
     def positions(self) -> int:
@@ -169,15 +172,17 @@ class TeacherForced:
         if self.kld is None:
             return {**found, "kld": None}
         worst = int(np.argmax(self.kld))
+        rest = float(self.rest_mass.max()) if self.rest_mass is not None and self.rest_mass.size else None
         return {**found, "kld": {"mean": float(self.kld.mean()), "p99": float(np.percentile(self.kld, 99)),
-                                 "max": float(self.kld[worst])}, "max_kld_at": worst}
+                                 "max": float(self.kld[worst])}, "max_kld_at": worst, "golden_rest_mass_max": rest}
 
     @classmethod
     def joined(cls, parts: Sequence["TeacherForced"]) -> "TeacherForced":
         """All prompts' positions as one (the overall figures)."""
-        klds = [p.kld for p in parts]
+        klds, rests = [p.kld for p in parts], [p.rest_mass for p in parts]
         return cls(np.concatenate([p.top1 for p in parts]),
-                   None if any(k is None for k in klds) else np.concatenate(klds))  # type: ignore[arg-type]
+                   None if any(k is None for k in klds) else np.concatenate(klds),  # type: ignore[arg-type]
+                   None if any(r is None for r in rests) else np.concatenate(rests))  # type: ignore[arg-type]
 
 
 def kl_divergence(reference: TopLogprobs, logits: np.ndarray) -> np.ndarray:
@@ -211,4 +216,4 @@ def teacher_forced(golden_tokens: Sequence[int], reference: TopLogprobs | None, 
         return TeacherForced(top1, None)
     n = tokens.size
     kept = TopLogprobs(reference.ids[:n], reference.logprobs[:n], reference.rest[:n])
-    return TeacherForced(top1, kl_divergence(kept, logits))
+    return TeacherForced(top1, kl_divergence(kept, logits), np.exp(np.asarray(kept.rest, np.float64)))
