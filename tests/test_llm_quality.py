@@ -141,6 +141,9 @@ def test_a_golden_keeps_its_distributions_and_an_older_golden_still_reads(tmp_pa
     write_golden(path, TokenGolden([1, 2], [3, 4, 5, 6], logits[0], {}, wrong))
     with pytest.raises(GoldenError, match="g.npz: unreadable LLM golden .*do not fit its 4 tokens"):
         read_golden(path, [1, 2])
+    write_golden(path, TokenGolden([1, 2], [3, 4, 5, 6], logits[0, :100], {}, kept))  # ids up to 299 of 100
+    with pytest.raises(GoldenError, match="token ids outside the vocabulary of 100"):
+        read_golden(path, [1, 2])
 
 
 def test_speeds_are_tokens_over_time_per_generation_mean_and_standard_deviation() -> None:

@@ -101,4 +101,7 @@ def _distributions(data: dict[str, np.ndarray]) -> TopLogprobs | None:
             ids.shape[0] != data["tokens"].size or ids.dtype.kind not in "iu" or logprobs.dtype.kind != "f":
         raise Corrupt(f"its distributions' shapes {list(ids.shape)}, {list(logprobs.shape)}, {list(rest.shape)} "
                       f"do not fit its {data['tokens'].size} tokens")
+    vocabulary = data["first_logits"].size
+    if ids.size and not (0 <= ids.min() and ids.max() < vocabulary and ids.shape[1] <= vocabulary):
+        raise Corrupt(f"its distributions name token ids outside the vocabulary of {vocabulary} its logits have")
     return TopLogprobs(ids.astype(np.int64), logprobs.astype(np.float32), rest.astype(np.float32))
