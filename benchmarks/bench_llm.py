@@ -35,7 +35,7 @@ def main() -> None:
     for backend, suffix in (("onnxruntime-cpu", ".onnx"), ("executorch", ".pte")):
         (measured,) = measure_rounds(pool, backend, [(LLM / f"tiny_llm{suffix}", config)], prompt, args.new, 3,
                                      args.runs, args.processes)
-        figures = timing_figures(args.prompt, measured["ttft_s"], measured["tpot_s"])
+        figures = timing_figures(args.prompt, measured["ttft_s"], measured["tpot_s"], measured["decode_s"], args.new)
         rows[backend] = {**figures, "load_ms": measured["load_ms"], "peak_memory_mb": measured["peak_memory_mb"]}
         print(backend, json.dumps(rows[backend]))
     pool.close()

@@ -252,6 +252,37 @@ def check_generation(figures: Mapping[str, Any], budgets: Budgets, backend: str)
     return problems
 
 
+def check_teacher_forced(figures: Mapping[str, Any] | None, budgets: Budgets, backend: str) -> list[Finding]:
+    """``min_top1_agreement`` and ``max_kld`` against the teacher-forced figures over every prompt
+    (the record's ``llm.teacher_forced``: llama-perplexity's "Same top p" and mean KL divergence).
+    A budgeted figure the golden cannot give (a golden recorded without distributions) is a finding."""
+    figures = figures or {}
+    kld = figures.get("kld") or {}
+    measured = {"min_top1_agreement": figures.get("top1_agreement"), "max_kld": kld.get("mean")}
+    problems = []
+    for keyword, value in measured.items():
+        budget = budgets.get(keyword)
+        if budget is None:
+            continue
+        row = BUDGET[keyword]
+        if value is None:
+            why = figures.get("not_measured") or "not measured"
+            problems.append(_found(keyword, None, budget, f"{backend}: {row.figure} {why}; budget {keyword}={budget:g}"))
+        elif (value > budget) if row.sense == "max" else (value < budget):
+            where = ""
+            if keyword == "max_kld":
+                where = (f" (P99 {kld['p99']:.4g}, max {kld['max']:.4g} at prompt {figures['max_kld_at']['prompt']} "
+                         f"new token {figures['max_kld_at']['position']})")
+            elif figures.get("first_top1_difference") is not None:
+                at = figures["first_top1_difference"]
+                where = f" (first at prompt {at['prompt']} new token {at['position']})"
+            word = "exceeds" if row.sense == "max" else "is under"
+            problems.append(_found(keyword, value, budget,
+                                   f"{backend}: {row.figure} {value:.4g} over {figures.get('positions')} positions"
+                                   f"{where} {word} the budget {keyword}={budget:g}"))
+    return problems
+
+
 def parse_tokens(value: Any, what: str) -> int:
     """A context length: an int of at least 2 tokens."""
     return parse_int(value, what, 2)
@@ -303,6 +334,11 @@ BUDGETS: tuple[Budget, ...] = (
            measured=True, sense="min"),
     Budget("min_prefill_tps", parse_number, "prefill tokens/s", "tokens/s", {EDGE_LLM: check_generation},
            measured=True, sense="min"),
+    # Teacher-forced over the golden continuation (llama-perplexity --kl-divergence's figures): not timed.
+    Budget("min_top1_agreement", parse_fraction, "teacher-forced top-1 agreement", "fraction",
+           {EDGE_LLM: check_teacher_forced}, measured=False, sense="min"),
+    Budget("max_kld", parse_number, "teacher-forced mean KL divergence", "nats", {EDGE_LLM: check_teacher_forced},
+           measured=False),
     # Measured by the context sweep, which stops at the first length over the peak_memory_mb budget.
     Budget("max_context", parse_tokens, "longest stable context", "tokens", {EDGE_LLM: check_generation},
            measured=True, sense="min"),

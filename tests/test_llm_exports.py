@@ -91,6 +91,8 @@ def test_onnxruntime_genai_runs_the_builder_folder_with_its_own_generator(pytest
     records = json.loads((pytester.path / "r.json").read_text())["records"]
     genai = next(r for r in records if r["backend"] == "onnxruntime-genai" and "golden" in r["test"])
     assert genai["accuracy"]["reference"] == "onnxruntime-cpu", genai["accuracy"]
+    # GenAI's Generator teacher-forced too (the golden's tokens appended one at a time).
+    assert genai["accuracy"]["top1_agreement"] == 1.0 and genai["accuracy"]["kld_mean"] < 1e-6, genai["accuracy"]
     shutil.copytree(LLM / "optimum_qwen2", pytester.path / "models" / "qwen")
     pytester.makepyfile(test_qwen="""
         import pytest
@@ -204,6 +206,8 @@ def test_one_network_as_onnx_and_another_export_agrees_across_runtimes(pytester:
     accuracy = records[backend]["accuracy"]
     assert accuracy["reference"] == "onnxruntime-cpu" and accuracy["token_agreement"] == 1.0
     assert accuracy["max_abs_err"] < atol, accuracy
+    # Teacher-forced over ONNX Runtime's continuation: the same float network, every argmax the same.
+    assert accuracy["top1_agreement"] == 1.0 and 0 <= accuracy["kld_mean"] < 1e-6, accuracy
 
 
 def test_gguf_metadata_is_read_without_llama_cpp(tmp_path: Path) -> None:
@@ -267,6 +271,8 @@ def test_a_q8_0_gguf_is_judged_by_token_agreement_and_logits_cosine(pytester: py
     assert quantized["reference"] == "onnxruntime-cpu" and quantized["token_agreement"] == 1.0
     # 8-bit weights: the same greedy tokens, logits close in direction, not element-wise (f32: < 1e-3).
     assert quantized["cosine"] > 0.999 and 1e-3 < quantized["max_abs_err"] < 0.05, quantized
+    # Teacher-forced against ONNX Runtime's float continuation, as llama-perplexity judges a Q8_0.
+    assert quantized["top1_agreement"] == 1.0 and 0 < quantized["kld_mean"] < 1e-5, quantized
 
 
 def test_an_int8_onnx_build_is_judged_against_the_float_golden(pytester: pytest.Pytester) -> None:
@@ -524,6 +530,7 @@ def test_the_litert_export_beside_the_builders_onnx_agrees_with_onnxruntimes_gol
     litert = next(r for r in records if r["backend"] == "litert" and "golden" in r["test"])
     assert litert["accuracy"]["reference"] == "onnxruntime-cpu" and litert["accuracy"]["token_agreement"] == 1.0
     assert litert["accuracy"]["max_abs_err"] < 1e-3, litert["accuracy"]
+    assert litert["accuracy"]["top1_agreement"] == 1.0 and litert["accuracy"]["kld_mean"] < 1e-6, litert["accuracy"]
 
 
 @LITERT

@@ -1,6 +1,7 @@
 """Decoder LLMs as a capability of the Backend interface: what a runtime's ``open_decoder`` returns
 (:class:`Decoder`, each runtime's export convention in its own module), and greedy generation over
-one (:func:`generate`), which the backend's worker runs for ``Generate`` and ``MeasureGeneration``."""
+one (:func:`generate`), which the backend's worker runs for ``Generate`` and ``MeasureGeneration``, and
+the teacher-forced pass over a given continuation (:func:`teacher_forced`, for ``TeacherForce``)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,17 @@ def generate(decoder: Decoder, prompt: Sequence[int], new_tokens: int,
         result.step_s.append(clock() - start)
         result.tokens.append(token)
     return result
+
+
+def teacher_forced(decoder: Decoder, prompt: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
+    """The logits [len(tokens), vocab] of each position of a given continuation: row j is what the
+    decoder predicts after ``prompt`` and ``tokens[:j]`` (the golden's tokens fed one at a time through
+    the same cache as generation, whatever it would have chosen itself)."""
+    decoder.reset()
+    rows = [np.asarray(decoder.step(list(prompt)), np.float32).copy()]
+    for token in list(tokens)[:-1]:
+        rows.append(np.asarray(decoder.step([int(token)]), np.float32).copy())
+    return np.stack(rows)
 
 
 class DecoderOnlyBackend(Backend):

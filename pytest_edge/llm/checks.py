@@ -1,5 +1,6 @@
 """The check of one ``edge_llm`` test on one backend: goldens (recorded by the reference backend
-with ``--edge-update-golden``), token agreement and first-step logits per prompt, then, when a
+with ``--edge-update-golden``), free-running token agreement and first-step logits per prompt, the
+teacher-forced top-1 agreement and KL divergence over the golden continuation, then, when a
 budget asks for them, the figures measured in fresh processes and the context sweep. Returns the
 record (with its ``llm`` block) and every violation; the plugin keeps and reports it."""
 
@@ -11,12 +12,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from .. import __version__
 from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
 from ..backends.decoder_config import LlmConfig, read_config
-from ..checks import Finding, check_generation
-from ..errors import EdgeError, EdgeUsageError, GoldenError
+from ..checks import Finding, check_generation, check_teacher_forced
+from ..errors import BackendError, EdgeError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
 from ..measurement.gate import GateResult, nothing_to_compare
 from ..core.external_data import identity_files
@@ -31,11 +34,12 @@ from ..core.record import model_json as record_model_json
 from ..core.settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
-from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load
+from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce
 from . import gate, probe
 from .golden import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec, check_prompt
-from .metrics import logits_figures, logits_messages, timing_figures, token_agreement, token_message
+from .metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures, token_agreement,
+                      token_message, top_logprobs)
 
 @dataclass(frozen=True)
 class LlmTarget:
@@ -192,14 +196,32 @@ class LlmChecker:
         """Greedy decoding in ``backend``'s worker (the decoder loaded there once per session and
         context size; a worker that died is restarted and loads it again). The runtime's cache is
         sized for this generation (:func:`run_context`), not for the model's declared maximum."""
-        context = run_context(len(prompt) + new_tokens, config)
+        key = self._load(backend, artifact, config, threads, len(prompt) + new_tokens)
+        reply = self.pool.request(backend, Generate(key, list(prompt), new_tokens), artifact)
+        return Generation.from_reply(prompt, reply)
+
+    def teacher_force(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
+                      tokens: Sequence[int]) -> np.ndarray:
+        """The logits [len(tokens), vocab] at each position of ``tokens`` fed after ``prompt`` in
+        ``backend``'s worker (backends.decoder.teacher_forced)."""
+        key = self._load(backend, artifact, config, threads, len(prompt) + len(tokens))
+        reply = self.pool.request(backend, TeacherForce(key, list(prompt), [int(t) for t in tokens]), artifact)
+        logits = np.asarray(reply["logits"], np.float32)
+        if logits.shape != (len(tokens), config.vocab_size):
+            raise BackendError(f"{artifact} ({backend}): teacher-forced logits of shape {list(logits.shape)}, "
+                               f"expected [{len(tokens)}, {config.vocab_size}]")
+        return logits
+
+    def _load(self, backend: str, artifact: Path, config: LlmConfig, threads: int, positions: int) -> str:
+        """The decoder loaded in ``backend``'s worker once per session and context size (a worker that
+        died is restarted and loads it again), its cache sized for ``positions`` (:func:`run_context`); its key."""
+        context = run_context(positions, config)
         key = f"decoder|{artifact}|{threads}|{context}"
         if (backend, key) not in self._loaded:
             self.pool.request(backend, Load(key, str(artifact), threads, decoder=asdict(config.for_context(context))),
                               artifact)
             self._loaded.add((backend, key))
-        reply = self.pool.request(backend, Generate(key, list(prompt), new_tokens), artifact)
-        return Generation.from_reply(prompt, reply)
+        return key
 
     def reference_backend(self, model: Model) -> str:
         for name, backend in decoder_backends().items():
@@ -231,11 +253,15 @@ class LlmChecker:
                             owner, self.settings.rootdir)
             own_config = config if target.reference is None else config_of(owner)
             run = self.generate(reference, artifact, own_config, target.spec.threads, prompt, target.spec.new_tokens)
+            # The reference's distribution at each generated position, teacher-forced over its own
+            # greedy tokens (the same steps as generation): the top-k and the rest's mass.
+            distributions = top_logprobs(self.teacher_force(reference, artifact, own_config, target.spec.threads,
+                                                            prompt, run.tokens))
             write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, {
                 "reference_backend": reference, "artifact": artifact.name, "sha256": sha256_file(artifact),
                 "path": relative_path(artifact, self.settings.rootdir), "model": owner.key,
                 "files": _file_digests(artifact), "new_tokens": target.spec.new_tokens,
-                "plugin_version": __version__}))
+                "plugin_version": __version__, "top_k": int(distributions.ids.shape[1])}, distributions))
             self._recorded[path] = target.spec.new_tokens
         else:
             path = golden_path(self.settings.golden_dir, self.golden_folder(owner), prompt)
@@ -252,10 +278,16 @@ class LlmChecker:
         prompts = [check_prompt(p, spec.new_tokens, config, where) for p in spec.prompts]
         violations: list[str] = []
         per_prompt = []
+        forced: list[TeacherForced] = []
+        unkept: list[str] = []  # goldens without distributions
         for prompt in prompts:
             golden = self.golden(target, config, prompt)
             run = self.generate(target.backend, artifact, config, spec.threads, prompt, spec.new_tokens)
             expected = golden.tokens[:spec.new_tokens]
+            forced.append(teacher_forced(expected, golden.distributions, self.teacher_force(
+                target.backend, artifact, config, spec.threads, prompt, expected)))
+            if golden.distributions is None:
+                unkept.append(str(golden_path(self.settings.golden_dir, target.model.name, prompt)))
             agreement, first = token_agreement(expected, run.tokens)
             logits = logits_figures(golden.first_logits, run.first_logits)
             found = [m for m in [token_message(expected, run.tokens, agreement, first, spec.min_token_agreement)] if m]
@@ -269,12 +301,17 @@ class LlmChecker:
             violations += [f"{target.backend}: prompt {_short(prompt)}: {m}" for m in found]
             per_prompt.append({"prompt_tokens": len(prompt), "golden_tokens": expected, "tokens": run.tokens,
                                "token_agreement": agreement, "first_difference": first, **logits,
+                               "teacher_forced": forced[-1].to_json(),
                                "reference": golden.meta.get("reference_backend")})
+        overall = _overall(forced, unkept)
         block: dict[str, Any] = {"config": config.__dict__, "new_tokens": spec.new_tokens,
-                                 "kv_cache": get_backend(target.backend).kv_cache, "prompts": per_prompt}
+                                 "kv_cache": get_backend(target.backend).kv_cache, "prompts": per_prompt,
+                                 "teacher_forced": overall}
         measured: dict[str, Any] = {}
         judged: GateResult | None = None
-        findings: list[Finding] = []  # the budgets' checks.Finding, kept on the record as for tensor models
+        # the budgets' checks.Finding, kept on the record as for tensor models
+        findings: list[Finding] = check_teacher_forced(overall, spec.budgets(check_teacher_forced), target.backend)
+        violations += [finding.message for finding in findings]
         # Gated (measured, and a model without a twin or record listed as new) as every model is.
         gated = self.settings.baseline is not None or self.settings.baseline_models is not None
         # An emulated device's timing and memory are an emulator's (as for tensor models): not
@@ -283,8 +320,9 @@ class LlmChecker:
         if (spec.needs_measurement or self.settings.measure or gated) and not_judged != NOT_MEASURED:
             measured, judged = self._measure(test_id, target, config, prompts[0], block)
             if not_judged is None:
-                findings = check_generation(block, spec.budgets(check_generation), target.backend)
-                violations += [finding.message for finding in findings]
+                timed = check_generation(block, spec.budgets(check_generation), target.backend)
+                findings += timed
+                violations += [finding.message for finding in timed]
             sweep = block.get("context") or {}
             if sweep.get("points") and sweep.get("longest_stable") is None:
                 # A sweep none of whose lengths ran compared nothing: said, not passed in silence.
@@ -307,6 +345,8 @@ class LlmChecker:
             steady_memory_mb=measured.get("steady_memory_mb"),
             accuracy={"reference": per_prompt[0]["reference"],
                       "token_agreement": min(p["token_agreement"] for p in per_prompt),
+                      "top1_agreement": overall["top1_agreement"],
+                      "kld_mean": (overall.get("kld") or {}).get("mean"),
                       "max_abs_err": _worst(per_prompt, "max_abs_err", max),
                       "cosine": _worst(per_prompt, "cosine", min)},
             device=({"name": split_device(target.backend)[1], "machine": self.pool.machine(target.backend)}
@@ -356,7 +396,8 @@ class LlmChecker:
                                             relative_path(settings.baseline_models, settings.rootdir))
             elif settings.baseline is not None:
                 judged = nothing_to_compare("stored", f"{test_id}, or {target.model.key} on {target.backend}", report)
-        block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"]))
+        block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"], measured["decode_s"],
+                                    spec.new_tokens))
         block.update(load_ms=measured["load_ms"], peak_memory_mb=measured["peak_memory_mb"],
                      steady_memory_mb=measured["steady_memory_mb"], processes=measured["processes"],
                      runtime_timings=measured["runtime_timings"],
@@ -413,6 +454,27 @@ def _changed_files(meta: dict[str, Any], artifact: Path) -> list[tuple[str, str,
     current = _file_digests(artifact)
     return [(name, digest, current.get(name, "missing")) for name, digest in recorded.items()
             if current.get(name) != digest]
+
+
+def _overall(parts: Sequence[TeacherForced], unkept: Sequence[str]) -> dict[str, Any]:
+    """The teacher-forced figures over every prompt's positions, where the worst KL divergence and
+    the first top-1 difference lie named by prompt and new token."""
+    found = TeacherForced.joined(parts).to_json()
+    starts = np.cumsum([0] + [p.positions for p in parts])
+
+    def where(index: int | None) -> dict[str, int] | None:
+        if index is None:
+            return None
+        prompt = int(np.searchsorted(starts, index, side="right") - 1)
+        return {"prompt": prompt, "position": int(index - starts[prompt])}
+
+    found["first_top1_difference"] = where(found["first_top1_difference"])
+    if "max_kld_at" in found:
+        found["max_kld_at"] = where(found["max_kld_at"])
+    if unkept:
+        found["not_measured"] = (f"not measured: the golden {unkept[0]} keeps no log-probabilities (recorded by an "
+                                 "earlier version): re-record it with --edge-update-golden")
+    return found
 
 
 def _short(prompt: list[int]) -> str:

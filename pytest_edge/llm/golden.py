@@ -1,4 +1,7 @@
-"""Goldens of generation: per prompt, the greedy token ids and the first step's logits, under
+"""Goldens of generation: per prompt, the greedy token ids, the first step's logits and, at each
+generated position, the reference's top-k log-probabilities and the rest's mass (what the
+teacher-forced top-1 agreement and KL divergence are judged against; a golden of an earlier
+version, without them, still reads, and a ``max_kld`` budget then says to re-record it), under
 ``<golden dir>/<model key>/llm/prompt-<hash>.npz`` (core.models: a model's key), named by the prompt's ids (so adding a prompt
 never renames another's golden). Written atomically by the reference backend only with
 ``--edge-update-golden``."""
@@ -19,11 +22,15 @@ import numpy as np
 from ..errors import GoldenError
 from ..files import atomic_write
 from ..golden.validate import Corrupt, read_member
+from .metrics import TopLogprobs
 
 
 # The members of a token golden and the most each may hold: prompt and tokens of a context of 2**22
 # int64 ids, the logits of a vocabulary of 2**22 float32 (config.LIMITS), the meta's JSON.
 _MEMBERS = {"prompt": 2**25, "tokens": 2**25, "first_logits": 2**24 * 4, "meta": 2**20}
+# The teacher-forced distributions (metrics.TopLogprobs), optional: [positions, k] ids and
+# log-probabilities, [positions] the rest's log mass, for up to 2**16 positions of k = 256.
+_DISTRIBUTION = {"top_ids": 2**24 * 8, "top_logprobs": 2**24 * 4, "rest_logprob": 2**16 * 4}
 
 
 @dataclass
@@ -32,6 +39,8 @@ class TokenGolden:
     tokens: list[int]
     first_logits: np.ndarray
     meta: dict[str, Any]  # reference backend, artifact and its sha256, new_tokens
+    # The reference's next-token distributions at each generated position (None: an older golden).
+    distributions: TopLogprobs | None = None
 
 
 def prompt_key(prompt: Sequence[int]) -> str:
@@ -80,9 +89,14 @@ def check_meta(meta: Any) -> str | None:
 def write_golden(path: Path, golden: TokenGolden) -> None:
     check_folders(path)
     buffer = io.BytesIO()
-    np.savez(buffer, prompt=np.asarray(golden.prompt, np.int64), tokens=np.asarray(golden.tokens, np.int64),
-             first_logits=np.asarray(golden.first_logits, np.float32),
-             meta=np.frombuffer(json.dumps(golden.meta, sort_keys=True).encode(), np.uint8))
+    found = golden.distributions
+    distributions = {} if found is None else {
+        "top_ids": np.asarray(found.ids, np.int64), "top_logprobs": np.asarray(found.logprobs, np.float32),
+        "rest_logprob": np.asarray(found.rest, np.float32)}
+    np.savez_compressed(buffer, prompt=np.asarray(golden.prompt, np.int64), tokens=np.asarray(golden.tokens, np.int64),
+                        first_logits=np.asarray(golden.first_logits, np.float32),
+                        meta=np.frombuffer(json.dumps(golden.meta, sort_keys=True).encode(), np.uint8),
+                        **distributions)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, buffer.getvalue())
 
@@ -97,15 +111,16 @@ def read_golden(path: Path, prompt: Sequence[int] | None) -> TokenGolden:
         size = path.stat().st_size
         with zipfile.ZipFile(path) as archive:
             members = {info.filename: info for info in archive.infolist()}
-            missing = sorted(f"{name}.npy" for name in _MEMBERS if f"{name}.npy" not in members)
-            if missing or len(members) != len(_MEMBERS):
-                raise Corrupt(f"members {sorted(members)}, expected {sorted(f'{n}.npy' for n in _MEMBERS)}")
+            expected = {**_MEMBERS, **(_DISTRIBUTION if "top_ids.npy" in members else {})}
+            missing = sorted(f"{name}.npy" for name in expected if f"{name}.npy" not in members)
+            if missing or len(members) != len(expected):
+                raise Corrupt(f"members {sorted(members)}, expected {sorted(f'{n}.npy' for n in expected)}")
             # Each member's header checked, and bounded, before its data is inflated (a 3 MB zip of
             # deflated zeros would otherwise become gigabytes).
             data = {name: read_member(archive, members[f"{name}.npy"], size, max_bytes=limit)
-                    for name, limit in _MEMBERS.items()}
+                    for name, limit in expected.items()}
         golden = TokenGolden(data["prompt"].tolist(), data["tokens"].tolist(), data["first_logits"].astype(np.float32),
-                             json.loads(data["meta"].tobytes().decode()))
+                             json.loads(data["meta"].tobytes().decode()), _distributions(data))
         problem = check_meta(golden.meta)
         if problem:
             raise Corrupt(problem)
@@ -118,3 +133,18 @@ def read_golden(path: Path, prompt: Sequence[int] | None) -> TokenGolden:
     if prompt is not None and golden.prompt != list(prompt):
         raise GoldenError(f"{path}: recorded for prompt {golden.prompt}, not {list(prompt)}")
     return golden
+
+
+def _distributions(data: dict[str, np.ndarray]) -> TopLogprobs | None:
+    """The golden's teacher-forced distributions, their shapes checked against each other and its tokens."""
+    if "top_ids" not in data:
+        return None
+    ids, logprobs, rest = data["top_ids"], data["top_logprobs"], data["rest_logprob"]
+    if ids.ndim != 2 or logprobs.shape != ids.shape or rest.shape != ids.shape[:1] or \
+            ids.shape[0] != data["tokens"].size or ids.dtype.kind not in "iu" or logprobs.dtype.kind != "f":
+        raise Corrupt(f"its distributions' shapes {list(ids.shape)}, {list(logprobs.shape)}, {list(rest.shape)} "
+                      f"do not fit its {data['tokens'].size} tokens")
+    vocabulary = data["first_logits"].size
+    if ids.size and not (0 <= ids.min() and ids.max() < vocabulary and ids.shape[1] <= vocabulary):
+        raise Corrupt(f"its distributions name token ids outside the vocabulary of {vocabulary} its logits have")
+    return TopLogprobs(ids.astype(np.int64), logprobs.astype(np.float32), rest.astype(np.float32))

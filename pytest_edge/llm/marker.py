@@ -25,6 +25,8 @@ class LlmSpec:
     min_token_agreement: float = 1.0
     logits_atol: float | None = 1e-3  # first-step logits, another runtime of the same float network
     logits_cosine: float | None = None
+    min_top1_agreement: float | None = None  # teacher-forced, over every prompt's positions
+    max_kld: float | None = None  # teacher-forced mean KL divergence (nats)
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     min_decode_tps: float | None = None

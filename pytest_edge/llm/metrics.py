@@ -4,6 +4,7 @@ takes numbers and returns numbers or messages."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -64,17 +65,155 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None
 
 
-def timing_figures(prompt_tokens: int, ttft_s: Sequence[float], tpot_s: Sequence[float]) -> dict[str, Any]:
-    """TTFT and TPOT in ms (P50/P90), prefill and decode tokens/s apart (from the medians)."""
+def mean_sd(values: Sequence[float]) -> dict[str, Any]:
+    """Mean and sample standard deviation (n - 1, as llama-bench's ``stdev``) of ``values``."""
+    if not len(values):
+        return {"mean": None, "sd": None, "n": 0}
+    return {"mean": float(np.mean(values)), "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+            "n": len(values)}
+
+
+def timing_figures(prompt_tokens: int, ttft_s: Sequence[float], tpot_s: Sequence[float],
+                   decode_s: Sequence[float] | None = None, new_tokens: int | None = None) -> dict[str, Any]:
+    """TTFT and TPOT in ms (P50/P90: what the gate compares), and the field's speeds per timed
+    generation, mean and standard deviation over the generations (llama-bench's pp and tg, MLPerf
+    Client's TTFT and TPS): prefill tokens/s = prompt tokens / TTFT; decode tokens/s = (generated
+    tokens - 1) / the time after the first token (``decode_s``, one per generation, with ``ttft_s``)."""
     ms = 1000.0
     ttft50, tpot50 = percentile(ttft_s, 50), percentile(tpot_s, 50)
+    prefill = mean_sd([prompt_tokens / t for t in ttft_s if t > 0])
+    decode = mean_sd([(new_tokens - 1) / t for t in (decode_s or []) if t > 0]
+                      if new_tokens is not None and new_tokens > 1 else [])
     return {
         "prompt_tokens": prompt_tokens,
         "ttft_ms": {"p50": ttft50 * ms if ttft50 is not None else None,
                     "p90": percentile(ttft_s, 90) * ms if len(ttft_s) else None},
         "tpot_ms": {"p50": tpot50 * ms if tpot50 is not None else None,
                     "p90": percentile(tpot_s, 90) * ms if len(tpot_s) else None},
-        "prefill_tokens_per_s": prompt_tokens / ttft50 if ttft50 else None,
-        "decode_tokens_per_s": 1.0 / tpot50 if tpot50 else None,
+        "prefill_tokens_per_s": prefill["mean"], "prefill_tokens_per_s_sd": prefill["sd"],
+        "decode_tokens_per_s": decode["mean"], "decode_tokens_per_s_sd": decode["sd"],
+        "timed_generations": len(ttft_s),
         "ttft_samples": len(ttft_s), "tpot_samples": len(tpot_s),
     }
+
+
+# ------------------------------------------------------------ teacher-forced quality
+# llama-perplexity --kl-divergence's figures (tools/perplexity/perplexity.cpp), over the golden's
+# continuation instead of a text file: at each position the reference's next-token distribution P
+# (kept by the golden as its top-k log-probabilities and the rest's mass) against the backend's Q.
+
+TOP_K = 256  # log-probabilities a golden keeps per position: the whole vocabulary of a small one
+
+
+@dataclass(frozen=True)
+class TopLogprobs:
+    """A reference's next-token distributions at ``n`` positions, as a golden keeps them: the ``k``
+    most likely ids with their log-probabilities, and the log of the rest's mass (-inf when the
+    ``k`` ids are the whole vocabulary)."""
+
+    ids: np.ndarray  # int64 [n, k], most likely first
+    logprobs: np.ndarray  # float32 [n, k]
+    rest: np.ndarray  # float32 [n]
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Rows of log-probabilities (float64) of rows of logits."""
+    x = np.asarray(logits, np.float64)
+    top = x.max(axis=-1, keepdims=True)
+    return x - top - np.log(np.exp(x - top).sum(axis=-1, keepdims=True))
+
+
+def _log_rest(logprobs: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """log of the mass outside ``keep`` (per row; -inf where nothing is outside)."""
+    masked = logprobs.copy()
+    np.put_along_axis(masked, keep, -np.inf, axis=-1)
+    top = masked.max(axis=-1, keepdims=True)
+    finite = np.isfinite(top)
+    safe = np.where(finite, top, 0.0)
+    with np.errstate(divide="ignore"):
+        rest = np.log(np.exp(masked - safe).sum(axis=-1, keepdims=True)) + safe
+    return np.where(finite, rest, -np.inf)[..., 0]
+
+
+def top_logprobs(logits: np.ndarray, k: int = TOP_K) -> TopLogprobs:
+    """The top-``k`` log-probabilities of each row of ``logits`` [n, vocab] and the rest's mass."""
+    logprobs = log_softmax(np.atleast_2d(logits))
+    k = min(k, logprobs.shape[-1])
+    ids = np.argsort(-logprobs, axis=-1, kind="stable")[:, :k]
+    return TopLogprobs(ids.astype(np.int64), np.take_along_axis(logprobs, ids, axis=-1).astype(np.float32),
+                       _log_rest(logprobs, ids).astype(np.float32))
+
+
+@dataclass(frozen=True)
+class TeacherForced:
+    """One prompt's (or all prompts') teacher-forced figures against the golden continuation:
+    ``top1`` the share of positions whose argmax is the golden's next token (llama-perplexity's
+    "Same top p"), ``kld`` each position's KL divergence KL(P || Q) of the reference's distribution
+    P to the backend's Q, in nats, over the golden's k ids and the rest's mass as one bin."""
+
+    top1: np.ndarray  # bool [n]: the backend's argmax is the golden's token there
+    kld: np.ndarray | None  # float64 [n]; None where the golden keeps no log-probabilities
+    # [n] the golden's mass outside its k ids (0 where k is the vocabulary): how much the k + 1 bins
+    # may understate the full divergence
+    rest_mass: np.ndarray | None = None
+
+    @property
+    def positions(self) -> int:
+        return int(self.top1.size)
+
+    @property
+    def top1_agreement(self) -> float:
+        return float(self.top1.mean()) if self.top1.size else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        first = int(np.argmin(self.top1)) if not self.top1.all() else None
+        found: dict[str, Any] = {"positions": self.positions, "top1_agreement": self.top1_agreement,
+                                 "first_top1_difference": first}
+        if self.kld is None:
+            return {**found, "kld": None}
+        worst = int(np.argmax(self.kld))
+        rest = float(self.rest_mass.max()) if self.rest_mass is not None and self.rest_mass.size else None
+        return {**found, "kld": {"mean": float(self.kld.mean()), "p99": float(np.percentile(self.kld, 99)),
+                                 "max": float(self.kld[worst])}, "max_kld_at": worst, "golden_rest_mass_max": rest}
+
+    @classmethod
+    def joined(cls, parts: Sequence["TeacherForced"]) -> "TeacherForced":
+        """All prompts' positions as one (the overall figures)."""
+        klds, rests = [p.kld for p in parts], [p.rest_mass for p in parts]
+        return cls(np.concatenate([p.top1 for p in parts]),
+                   None if any(k is None for k in klds) else np.concatenate(klds),  # type: ignore[arg-type]
+                   None if any(r is None for r in rests) else np.concatenate(rests))  # type: ignore[arg-type]
+
+
+def kl_divergence(reference: TopLogprobs, logits: np.ndarray) -> np.ndarray:
+    """KL(P || Q) per position: P the reference's top-k and rest bins, Q the backend's softmax of
+    ``logits`` [n, vocab] gathered into the same k + 1 bins. Merging bins never raises a KL divergence
+    (the log-sum inequality): this is the full-vocabulary figure where k is the vocabulary, else a
+    lower bound whose gap is the tail's share."""
+    q = log_softmax(logits)
+    ids = np.asarray(reference.ids, np.int64)
+    p_top = np.asarray(reference.logprobs, np.float64)
+    q_top = np.take_along_axis(q, ids, axis=-1)
+    kld = (np.exp(p_top) * (p_top - q_top)).sum(axis=-1)
+    p_rest = np.asarray(reference.rest, np.float64)
+    has_rest = np.isfinite(p_rest)
+    if has_rest.any():
+        q_rest = _log_rest(q, ids)
+        with np.errstate(invalid="ignore"):
+            kld = kld + np.where(has_rest, np.exp(p_rest) * (p_rest - q_rest), 0.0)
+    return kld
+
+
+def teacher_forced(golden_tokens: Sequence[int], reference: TopLogprobs | None, logits: np.ndarray) -> TeacherForced:
+    """The figures of a backend's ``logits`` [n, vocab], position j having seen the prompt and the
+    golden's first j tokens, against the golden's ``n`` tokens and (where kept) its distributions."""
+    tokens = np.asarray(golden_tokens, np.int64)
+    logits = np.atleast_2d(np.asarray(logits))
+    if logits.shape[0] != tokens.size:
+        raise ValueError(f"{logits.shape[0]} positions of logits for {tokens.size} golden tokens")
+    top1 = np.argmax(logits, axis=-1) == tokens
+    if reference is None:
+        return TeacherForced(top1, None)
+    n = tokens.size
+    kept = TopLogprobs(reference.ids[:n], reference.logprobs[:n], reference.rest[:n])
+    return TeacherForced(top1, kl_divergence(kept, logits), np.exp(np.asarray(kept.rest, np.float64)))

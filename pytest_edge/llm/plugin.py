@@ -199,9 +199,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             continue
         context = llm.get("context") or {}
         longest = f", longest stable context {context.get('longest_stable')}" if context else ""
+        decode = (f"{llm['decode_tokens_per_s']:.0f} ± {llm.get('decode_tokens_per_s_sd') or 0:.0f}"
+                  if llm.get("decode_tokens_per_s") is not None else "—")
         lines.append(f"{record['test']}: TTFT P50 {llm['ttft_ms']['p50']:.3f} ms ({llm['prompt_tokens']} tokens), "
-                     f"TPOT P50 {llm['tpot_ms']['p50']:.3f} ms, decode {llm['decode_tokens_per_s']:.0f} tokens/s"
-                     f"{longest}")
+                     f"TPOT P50 {llm['tpot_ms']['p50']:.3f} ms, decode {decode} tokens/s{longest}")
     if lines:
         terminalreporter.section("pytest-edge LLM generation")
         for line in lines:

@@ -16,8 +16,8 @@ import numpy as np
 
 from ..errors import BackendError
 
-PROTOCOL_VERSION = 4  # 2: Load.external (an .onnx's external data files on a device); 3: Load.shapes an InputShapes;
-# 4: Load.decoder, Generate, MeasureGeneration (decoder LLMs)
+PROTOCOL_VERSION = 5  # 2: Load.external (an .onnx's external data files on a device); 3: Load.shapes an InputShapes;
+# 4: Load.decoder, Generate, MeasureGeneration (decoder LLMs); 5: TeacherForce
 
 
 class ProtocolError(BackendError):
@@ -64,6 +64,17 @@ class Generate(Request):
 # The timed generations of one MeasureGeneration stop after this many seconds (warm-up: half of it),
 # whatever ``runs`` asks: a measurement is bounded by time as well as count (docs/llm.md).
 GENERATION_TIME_CAP_S = 60.0
+
+
+@dataclass
+class TeacherForce(Request):
+    """The logits at each position of ``tokens`` after ``prompt`` on the decoder loaded under ``key``,
+    the tokens fed whatever the decoder would choose (backends.decoder.teacher_forced)."""
+
+    op: ClassVar[str] = "teacher_force"
+    key: str
+    prompt: list[int]
+    tokens: list[int]
 
 
 @dataclass
@@ -157,7 +168,8 @@ class Exit(Request):
 
 
 REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure, Count, ReadIntermediates, Start, Has, Put,
-                                                                Ping, Exit, Generate, MeasureGeneration)}
+                                                                Ping, Exit, Generate, MeasureGeneration,
+                                                                TeacherForce)}
 
 
 # ------------------------------------------------------------------ the zygote's requests
@@ -231,7 +243,7 @@ def hello(backend: str, machine: dict[str, Any] | None = None, runtime: dict[str
                                   "machine": machine, "runtime": runtime}}
 
 
-__all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Generate", "MeasureGeneration", "Run", "Measure",
+__all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Generate", "MeasureGeneration", "TeacherForce", "Run", "Measure",
            "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit", "REQUESTS", "Fork", "ProcessStatus",
            "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok",
            "failure", "hello"]

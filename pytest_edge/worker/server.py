@@ -191,6 +191,11 @@ class WorkerServer:
 
         return generate(self.decoders[key], prompt, new_tokens).to_reply()
 
+    def op_teacher_force(self, key: str, prompt: list[int], tokens: list[int]) -> dict[str, Any]:
+        from ..backends.decoder import teacher_forced
+
+        return {"logits": teacher_forced(self.decoders[key], prompt, tokens)}
+
     def op_measure_generation(self, key: str, prompt: list[int], new_tokens: int, warmup: int,
                               runs: int) -> dict[str, Any]:
         """TTFT and TPOT samples of ``runs`` generations after ``warmup``; memory as op_measure's:
@@ -203,25 +208,28 @@ class WorkerServer:
             generate(decoder, prompt, new_tokens)
             if time.perf_counter() - started > protocol.GENERATION_TIME_CAP_S / 2:
                 break
-        decoder.reset_runtime_timings()
         # The machine probe around and between the timed generations, as op_measure times it between
         # runs: the merge gate tells a slower machine from a slower decoder by it (docs/gate.md).
         probes = [timing.machine_probe_ns() for _ in range(timing.PROBE_AROUND)]
-        ttft, tpot, whole = [], [], []
+        ttft, tpot, decode, whole, counted = [], [], [], [], []
         started = time.perf_counter()
         for _ in range(runs):
+            decoder.reset_runtime_timings()  # the runtime's own counters per generation, beside ours
             run = generate(decoder, prompt, new_tokens)
+            counted.append(decoder.runtime_timings())
             ttft.append(run.prefill_s)
             tpot.extend(run.step_s)
+            decode.append(sum(run.step_s))  # the time after the first token, per generation
             whole.append(run.prefill_s + sum(run.step_s))
             probes.append(timing.machine_probe_ns())
             if time.perf_counter() - started > protocol.GENERATION_TIME_CAP_S:
                 break  # the runs done are the figures; the reply says how many (a record's note)
         probes += [timing.machine_probe_ns() for _ in range(timing.PROBE_AROUND)]
         peak, steady = self._memory_over_load_base(key, trusted=True)
-        return {"ttft_s": ttft, "tpot_s": tpot, "generation_s": whole, "runs": len(whole), "peak_memory_mb": peak,
+        return {"ttft_s": ttft, "tpot_s": tpot, "decode_s": decode, "generation_s": whole, "runs": len(whole),
+                "peak_memory_mb": peak,
                 "steady_memory_mb": steady, "probe_us": float(np.median(probes)) / 1e3,
-                "runtime_timings": decoder.runtime_timings()}
+                "runtime_timings": counted if any(counted) else None}
 
     def op_count(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> dict[str, Any]:
         """Counted mode (a worker under callgrind): instructions per inference of ``runs`` runs."""

@@ -1,10 +1,15 @@
 """llama.cpp: a ``.gguf`` through llama-cpp-python, as apps run it. ``Llama(model_path, n_ctx)``
-with the KV cache llama.cpp allocates for ``n_ctx`` positions; ``eval`` feeds tokens at the next
-positions and the last position's logits are read from the context (llama.cpp computes logits for
-the last token of a batch only, as an app's generation loop does). Decoders only."""
+with the KV cache llama.cpp allocates for ``n_ctx`` positions; each step is llama.cpp's own loop
+(``llama_decode`` of ``llama_batch_get_one``, as its ``simple`` example and llama-bench feed tokens:
+the positions follow the cache's) and the last position's logits are read from the context
+(llama.cpp computes logits for the last token of a batch only, as an app's generation loop does).
+Not ``Llama.eval``: its Python bookkeeping per call (a ctypes loop filling the batch, the token
+history) cost more than the whole decode step of a small decoder, time llama.cpp's own counters
+do not see, so tokens/s could not be compared with them. Decoders only."""
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,9 +34,18 @@ class LlamaCppDecoder(Decoder):
             raise BackendError(f"{path} ({backend}): llama.cpp reads a vocabulary of {self.model.n_vocab()} "
                                f"tokens; its metadata ({config.source}) says {config.vocab_size}")
         self.config = config
+        self.path, self.backend = path, backend
+        self._memory = llama_cpp.llama_get_memory(self.model.ctx)
+        self._tokens = (llama_cpp.llama_token * config.max_context)()  # the batch's ids
+        self._one = llama_cpp.llama_batch_get_one(self._tokens, 1)  # a decode step's batch, made once
+        self._logits = np.empty(config.vocab_size, np.float32)
+        self._address = self._logits.ctypes.data  # once: ndarray.ctypes costs ~10 us a call
+        self._fed = 0
 
     def reset(self) -> None:
         self.model.reset()
+        self.llama_cpp.llama_memory_clear(self._memory, True)
+        self._fed = 0
 
     def reset_runtime_timings(self) -> None:
         self.llama_cpp.llama_perf_context_reset(self.model.ctx)
@@ -45,9 +59,22 @@ class LlamaCppDecoder(Decoder):
                 "eval_ms": perf.t_eval_ms, "eval_tokens": perf.n_eval}
 
     def step(self, ids: Sequence[int]) -> np.ndarray:
-        self.model.eval(list(ids))
-        logits = self.llama_cpp.llama_get_logits_ith(self.model.ctx, -1)
-        return np.ctypeslib.as_array(logits, shape=(self.config.vocab_size,)).astype(np.float32).copy()
+        n = len(ids)
+        if not 0 < n <= len(self._tokens) - self._fed:
+            raise BackendError(f"{self.path} ({self.backend}): {n} tokens after {self._fed} do not fit the "
+                               f"context of {len(self._tokens)} positions")
+        if n == 1:
+            self._tokens[0] = int(ids[0])
+            batch = self._one
+        else:
+            self._tokens[:n] = [int(t) for t in ids]
+            batch = self.llama_cpp.llama_batch_get_one(self._tokens, n)
+        code = self.llama_cpp.llama_decode(self.model.ctx, batch)
+        if code != 0:
+            raise BackendError(f"{self.path} ({self.backend}): llama_decode returned {code} at position {self._fed}")
+        self._fed += n
+        ctypes.memmove(self._address, self.llama_cpp.llama_get_logits_ith(self.model.ctx, -1), self._logits.nbytes)
+        return self._logits.copy()
 
 
 class LlamaCppBackend(DecoderOnlyBackend):
