@@ -376,3 +376,22 @@ def test_tokens_per_second_agree_with_llama_cpps_counters_over_the_same_generati
     assert 0.95 <= counters["counted"]["prefill"] <= 1.0 and 0.85 <= counters["counted"]["decode"] <= 1.0, counters
     # 1 / TPOT P50 (what decode_tokens_per_s was) is kept beside, as the P50 the gate compares.
     assert block["tpot_ms"]["p50"] > 0 and block["decode_tokens_per_s_sd"] >= 0
+
+
+@LLAMA_CPP
+def test_a_prompt_longer_than_llama_cpps_batch_is_fed_in_batches() -> None:
+    """llama_decode takes at most n_batch tokens a call: a longer prompt is split, as Llama.eval
+    splits it, with the same tokens and logits as in one call."""
+    from pytest_edge.backends import get_backend
+    from pytest_edge.backends.decoder import generate
+
+    backend = get_backend("llama.cpp")
+    path = LLM / "gguf_llama" / "model.gguf"
+    config = backend.decoder_config(path)
+    prompt = [(7 * i + 3) % 256 for i in range(40)]
+    whole = generate(backend.open_decoder(path, config, 1), prompt, 8)
+    split = backend.open_decoder(path, config, 1)
+    split._n_batch = 16  # 40 tokens: 16 + 16 + 8
+    pieces = generate(split, prompt, 8)
+    assert pieces.tokens == whole.tokens
+    np.testing.assert_allclose(pieces.first_logits, whole.first_logits, atol=1e-4)

@@ -1,6 +1,7 @@
-"""Pure figures and verdicts of generation: token agreement, first-step logits, timing summaries
-(the budgets on them are judged by ``checks.check_generation``). No runtime here: every function
-takes numbers and returns numbers or messages."""
+"""Pure figures and verdicts of generation: free-running token agreement, first-step logits, timing
+summaries (the budgets on them are judged by ``checks.check_generation``), and the teacher-forced
+top-1 agreement and KL divergence against a golden's kept distributions (``checks.check_teacher_forced``).
+No runtime here: every function takes numbers and returns numbers or messages."""
 
 from __future__ import annotations
 

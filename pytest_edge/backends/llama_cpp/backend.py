@@ -41,6 +41,7 @@ class LlamaCppDecoder(Decoder):
         self._logits = np.empty(config.vocab_size, np.float32)
         self._address = self._logits.ctypes.data  # once: ndarray.ctypes costs ~10 us a call
         self._fed = 0
+        self._n_batch = self.model.n_batch  # llama_decode takes at most this many tokens a call
 
     def reset(self) -> None:
         self.model.reset()
@@ -58,6 +59,12 @@ class LlamaCppDecoder(Decoder):
         return {"source": "llama_perf_context", "prompt_eval_ms": perf.t_p_eval_ms, "prompt_tokens": perf.n_p_eval,
                 "eval_ms": perf.t_eval_ms, "eval_tokens": perf.n_eval}
 
+    def _decode(self, batch: Any, count: int) -> None:
+        code = self.llama_cpp.llama_decode(self.model.ctx, batch)
+        if code != 0:
+            raise BackendError(f"{self.path} ({self.backend}): llama_decode returned {code} at position {self._fed}")
+        self._fed += count
+
     def step(self, ids: Sequence[int]) -> np.ndarray:
         n = len(ids)
         if not 0 < n <= len(self._tokens) - self._fed:
@@ -65,14 +72,15 @@ class LlamaCppDecoder(Decoder):
                                f"context of {len(self._tokens)} positions")
         if n == 1:
             self._tokens[0] = int(ids[0])
-            batch = self._one
+            self._decode(self._one, 1)
         else:
             self._tokens[:n] = [int(t) for t in ids]
-            batch = self.llama_cpp.llama_batch_get_one(self._tokens, n)
-        code = self.llama_cpp.llama_decode(self.model.ctx, batch)
-        if code != 0:
-            raise BackendError(f"{self.path} ({self.backend}): llama_decode returned {code} at position {self._fed}")
-        self._fed += n
+            address = ctypes.addressof(self._tokens)
+            for start in range(0, n, self._n_batch):  # a prompt longer than a batch, as Llama.eval splits it
+                count = min(self._n_batch, n - start)
+                pointer = ctypes.cast(address + start * ctypes.sizeof(self.llama_cpp.llama_token),
+                                      ctypes.POINTER(self.llama_cpp.llama_token))
+                self._decode(self.llama_cpp.llama_batch_get_one(pointer, count), count)
         ctypes.memmove(self._address, self.llama_cpp.llama_get_logits_ith(self.model.ctx, -1), self._logits.nbytes)
         return self._logits.copy()
 
