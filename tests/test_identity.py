@@ -16,6 +16,7 @@ import pytest
 
 from edge_helpers import FIXTURES
 
+from pytest_edge.errors import EdgeUsageError
 from pytest_edge.files import sha256_file
 
 pytest.importorskip("onnxruntime")
@@ -58,6 +59,32 @@ def two_nets(pytester: pytest.Pytester) -> Path:
     pytester.makeini("[pytest]\nedge_processes = 1\n")
     pytester.makepyfile(test_nets=TWO_NETS)
     return pytester.path
+
+
+def test_the_key_is_the_place_under_the_first_folder_that_holds_it(tmp_path: Path) -> None:
+    from pytest_edge.core.models import Model, ModelKeys, resolve_model
+
+    for path in ("models/a/net.onnx", "models/a/net.tflite", "b/net.onnx", "outside/net.onnx"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(b"x")
+    root, models = tmp_path / "project", tmp_path / "models"
+    bases = [models, tmp_path]
+    a = resolve_model("a/net", [models], [".onnx", ".tflite"], bases)
+    assert (a.name, a.key, sorted(a.artifacts)) == ("net", "a/net", [".onnx", ".tflite"])
+    assert resolve_model(str(models / "a/net.onnx"), [root], [".onnx"], bases).key == "a/net"  # however named
+    assert resolve_model("b/net", [tmp_path], [".onnx"], bases).key == "b/net"
+    outside = resolve_model(str(tmp_path / "outside/net.onnx"), [root], [".onnx"], [models, root])
+    assert outside.key == "net" and outside.base is None  # outside every folder: its stem
+    assert a.twin(a.artifacts[".onnx"], Path("main")) == Path("main/a/net.onnx")
+    assert outside.twin(outside.artifacts[".onnx"], Path("main")) == Path("main/net.onnx")
+    keys = ModelKeys()
+    keys.claim(a)
+    keys.claim(resolve_model("a/net.onnx", [models], [".onnx"], bases))  # the same place: the same model
+    keys.claim(resolve_model("net", [models / "a"], [".onnx"], [models / "a"]))  # key "net": models/a/net
+    with pytest.raises(EdgeUsageError, match=f"two models have the key 'net': {models / 'a' / 'net'} and "
+                                             f"{tmp_path / 'outside' / 'net'}"):
+        keys.claim(outside)
+    assert not keys.sole_of_stem(outside) and Model("x", {}).key == "x"
 
 
 def _records(path: Path) -> list[dict]:
