@@ -149,20 +149,26 @@ class LlmChecker:
     def __init__(self, settings: Settings, pool: WorkerPool) -> None:
         self.settings = settings
         self.pool = pool
-        self._loaded: set[tuple[str, str]] = set()
+        # (backend, artifact, threads) -> the contexts a decoder of it is loaded with in that worker
+        self._loaded: dict[tuple[str, str, int], list[int]] = {}
         self._recorded: dict[Path, int] = {}  # goldens written this session, with how many tokens
 
     def generate(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
-                 new_tokens: int) -> Generation:
+                 new_tokens: int, at_least: int = 0) -> Generation:
         """Greedy decoding in ``backend``'s worker (the decoder loaded there once per session and
         context size; a worker that died is restarted and loads it again). The runtime's cache is
-        sized for this generation (:func:`run_context`), not for the model's declared maximum."""
-        context = run_context(len(prompt) + new_tokens, config)
+        sized for this generation, or ``at_least`` positions (the test's longest prompt and its new
+        tokens: its prompts share one load), by :func:`run_context`, never for the model's
+        declared maximum; a decoder already loaded with room enough is used."""
+        needed = min(max(len(prompt) + new_tokens, at_least), config.max_context)
+        loaded = self._loaded.setdefault((backend, str(artifact), threads), [])
+        roomy = [context for context in loaded if context >= needed]
+        context = min(roomy) if roomy else run_context(needed, config)
         key = f"decoder|{artifact}|{threads}|{context}"
-        if (backend, key) not in self._loaded:
+        if context not in loaded:
             self.pool.request(backend, Load(key, str(artifact), threads, decoder=asdict(config.for_context(context))),
                               artifact)
-            self._loaded.add((backend, key))
+            loaded.append(context)
         reply = self.pool.request(backend, Generate(key, list(prompt), new_tokens), artifact)
         return Generation.from_reply(prompt, reply)
 
@@ -180,7 +186,8 @@ class LlmChecker:
         if self.settings.update_golden and self._recorded.get(path, 0) < target.spec.new_tokens:
             reference = self.reference_backend(target.model)
             artifact = target.model.artifact(get_backend(reference).suffix)
-            run = self.generate(reference, artifact, config, target.spec.threads, prompt, target.spec.new_tokens)
+            run = self.generate(reference, artifact, config, target.spec.threads, prompt, target.spec.new_tokens,
+                                spec_context(target.spec))
             write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, {
                 "reference_backend": reference, "artifact": artifact.name, "sha256": sha256_file(artifact),
                 "files": _file_digests(artifact), "new_tokens": target.spec.new_tokens,
@@ -201,7 +208,8 @@ class LlmChecker:
         per_prompt = []
         for prompt in prompts:
             golden = self.golden(target, config, prompt)
-            run = self.generate(target.backend, artifact, config, spec.threads, prompt, spec.new_tokens)
+            run = self.generate(target.backend, artifact, config, spec.threads, prompt, spec.new_tokens,
+                                spec_context(spec))
             expected = golden.tokens[:spec.new_tokens]
             agreement, first = token_agreement(expected, run.tokens)
             logits = logits_figures(golden.first_logits, run.first_logits)
@@ -317,6 +325,11 @@ class LlmChecker:
 # The least context a decoder is loaded with: prompts of a few tokens share one load (and one cache
 # of a few kilobytes) rather than each loading the model again.
 MIN_RUN_CONTEXT = 64
+
+
+def spec_context(spec: LlmSpec) -> int:
+    """The positions one ``edge_llm`` test's generations need: its longest prompt and its new tokens."""
+    return max(len(prompt) for prompt in spec.prompts) + spec.new_tokens
 
 
 def run_context(tokens: int, config: LlmConfig) -> int:
