@@ -475,3 +475,29 @@ def test_sweep_out_of_memory(edge_llm):
     assert "tiny_llm (onnxruntime-cpu): a prompt is one list of int token ids, not [[1, 2, 3]]" in text
     assert "onnxruntime-cpu: the context sweep ran none of its lengths (64): stopped at 64 tokens" in text
     assert "Traceback" not in text
+
+
+def test_a_gguf_vocabulary_is_counted_not_held(tmp_path: Path) -> None:
+    """A GGUF header listing 2**24 vocabulary strings held 2.5 GB of str in the pytest process; its
+    reader keeps an array's length only: reading one of 2**18 stays within 4 MB (held, they are 15 MB)."""
+    import tracemalloc
+
+    from pytest_edge.backends.llama_cpp.gguf import read_metadata
+
+    count = 2**18
+    key = b"tokenizer.ggml.tokens"
+    header = (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key
+              + struct.pack("<IIQ", 9, 8, count))  # an ARRAY of STRING
+    path = tmp_path / "vocab.gguf"
+    path.write_bytes(header + (struct.pack("<Q", 2) + b"ab") * count)
+    tracemalloc.start()
+    try:
+        found = read_metadata(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found["tokenizer.ggml.tokens"] == count and peak < 4 * 2**20, peak
+    path.write_bytes(header + (struct.pack("<Q", 2) + b"ab") * (count - 1) + struct.pack("<Q", 1000))  # truncated
+    with pytest.raises(EdgeUsageError, match=r"vocab\.gguf: metadata 'tokenizer\.ggml\.tokens': a string of 1000 "
+                                             r"bytes past the header's end"):
+        read_metadata(path)

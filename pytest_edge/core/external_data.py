@@ -68,11 +68,17 @@ def identity_files(model: Path) -> dict[str, Path]:
     """Every file an artifact is made of, by name: the model file, its external data or weights file
     (:func:`external_files`), and the exporter's configuration its runtime reads with it
     (:func:`backends.decoder_config.configuration_files`). What an acceptance holds for and a
-    record names: a change to any of them is another artifact."""
+    record names: a change to any of them is another artifact. BackendError where one is missing
+    or sparse (:func:`sparse_problem`), before anything is hashed."""
     from ..backends.decoder_config import configuration_files  # a decoder export's own files
 
     model = Path(model)
-    return {model.name: model, **external_files(model), **configuration_files(model)}
+    files = {model.name: model, **external_files(model), **configuration_files(model)}
+    for path in files.values():
+        problem = sparse_problem(path)  # never hashed: 64 GiB of zeros would be read
+        if problem:
+            raise BackendError(problem)
+    return files
 
 
 def artifact_digests(model: Path, sha256_file) -> dict[str, str]:

@@ -188,23 +188,26 @@ class LlmChecker:
         self.settings = settings
         self.pool = pool
         self.keys = keys or ModelKeys()
-        self._loaded: set[tuple[str, str]] = set()
+        # (backend, artifact, threads) -> the contexts a decoder of it is loaded with in that worker
+        self._loaded: dict[tuple[str, str, int], list[int]] = {}
         self._recorded: dict[Path, int] = {}  # goldens written this session, with how many tokens
 
     def generate(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
-                 new_tokens: int) -> Generation:
+                 new_tokens: int, at_least: int = 0) -> Generation:
         """Greedy decoding in ``backend``'s worker (the decoder loaded there once per session and
         context size; a worker that died is restarted and loads it again). The runtime's cache is
-        sized for this generation (:func:`run_context`), not for the model's declared maximum."""
-        key = self._load(backend, artifact, config, threads, len(prompt) + new_tokens)
+        sized for this generation, or ``at_least`` positions (the test's longest prompt and its new
+        tokens: its prompts share one load), by :func:`run_context`, never for the model's
+        declared maximum; a decoder already loaded with room enough is used."""
+        key = self._load(backend, artifact, config, threads, max(len(prompt) + new_tokens, at_least))
         reply = self.pool.request(backend, Generate(key, list(prompt), new_tokens), artifact)
         return Generation.from_reply(prompt, reply)
 
     def teacher_force(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
-                      tokens: Sequence[int]) -> np.ndarray:
+                      tokens: Sequence[int], at_least: int = 0) -> np.ndarray:
         """The logits [len(tokens), vocab] at each position of ``tokens`` fed after ``prompt`` in
         ``backend``'s worker (backends.decoder.teacher_forced)."""
-        key = self._load(backend, artifact, config, threads, len(prompt) + len(tokens))
+        key = self._load(backend, artifact, config, threads, max(len(prompt) + len(tokens), at_least))
         reply = self.pool.request(backend, TeacherForce(key, list(prompt), [int(t) for t in tokens]), artifact)
         logits = np.asarray(reply["logits"], np.float32)
         if logits.shape != (len(tokens), config.vocab_size):
@@ -213,14 +216,18 @@ class LlmChecker:
         return logits
 
     def _load(self, backend: str, artifact: Path, config: LlmConfig, threads: int, positions: int) -> str:
-        """The decoder loaded in ``backend``'s worker once per session and context size (a worker that
-        died is restarted and loads it again), its cache sized for ``positions`` (:func:`run_context`); its key."""
-        context = run_context(positions, config)
+        """The decoder loaded in ``backend``'s worker with a cache for ``positions`` (:func:`run_context`),
+        once per session and context (a worker that died is restarted and loads it again); a decoder
+        already loaded with room enough is used. Its key."""
+        needed = min(positions, config.max_context)
+        loaded = self._loaded.setdefault((backend, str(artifact), threads), [])
+        roomy = [context for context in loaded if context >= needed]
+        context = min(roomy) if roomy else run_context(needed, config)
         key = f"decoder|{artifact}|{threads}|{context}"
-        if (backend, key) not in self._loaded:
+        if context not in loaded:
             self.pool.request(backend, Load(key, str(artifact), threads, decoder=asdict(config.for_context(context))),
                               artifact)
-            self._loaded.add((backend, key))
+            loaded.append(context)
         return key
 
     def reference_backend(self, model: Model) -> str:
@@ -252,11 +259,12 @@ class LlmChecker:
                 check_owner(path.parent, {"reference": {"path": recorded.get("path")}} if recorded else None,
                             owner, self.settings.rootdir)
             own_config = config if target.reference is None else config_of(owner)
-            run = self.generate(reference, artifact, own_config, target.spec.threads, prompt, target.spec.new_tokens)
+            run = self.generate(reference, artifact, own_config, target.spec.threads, prompt, target.spec.new_tokens,
+                                spec_context(target.spec))
             # The reference's distribution at each generated position, teacher-forced over its own
             # greedy tokens (the same steps as generation): the top-k and the rest's mass.
             distributions = top_logprobs(self.teacher_force(reference, artifact, own_config, target.spec.threads,
-                                                            prompt, run.tokens))
+                                                            prompt, run.tokens, spec_context(target.spec)))
             write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, {
                 "reference_backend": reference, "artifact": artifact.name, "sha256": sha256_file(artifact),
                 "path": relative_path(artifact, self.settings.rootdir), "model": owner.key,
@@ -282,12 +290,13 @@ class LlmChecker:
         unkept: list[str] = []  # goldens without distributions
         for prompt in prompts:
             golden = self.golden(target, config, prompt)
-            run = self.generate(target.backend, artifact, config, spec.threads, prompt, spec.new_tokens)
+            run = self.generate(target.backend, artifact, config, spec.threads, prompt, spec.new_tokens,
+                                spec_context(spec))
             expected = golden.tokens[:spec.new_tokens]
             forced.append(teacher_forced(expected, golden.distributions, self.teacher_force(
-                target.backend, artifact, config, spec.threads, prompt, expected)))
+                target.backend, artifact, config, spec.threads, prompt, expected, spec_context(spec))))
             if golden.distributions is None:
-                unkept.append(str(golden_path(self.settings.golden_dir, target.model.name, prompt)))
+                unkept.append(str(golden_path(self.settings.golden_dir, self.golden_folder(target.golden_model), prompt)))
             agreement, first = token_agreement(expected, run.tokens)
             logits = logits_figures(golden.first_logits, run.first_logits)
             found = [m for m in [token_message(expected, run.tokens, agreement, first, spec.min_token_agreement)] if m]
@@ -424,6 +433,11 @@ class LlmChecker:
 # The least context a decoder is loaded with: prompts of a few tokens share one load (and one cache
 # of a few kilobytes) rather than each loading the model again.
 MIN_RUN_CONTEXT = 64
+
+
+def spec_context(spec: LlmSpec) -> int:
+    """The positions one ``edge_llm`` test's generations need: its longest prompt and its new tokens."""
+    return max(len(prompt) for prompt in spec.prompts) + spec.new_tokens
 
 
 def run_context(tokens: int, config: LlmConfig) -> int:

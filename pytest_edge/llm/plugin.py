@@ -15,7 +15,7 @@ from ..core.plan import Unresolved, key_bases, search_dirs
 from ..plugin import unresolved
 from ..core.record import UNRESOLVED_BACKEND, Record
 from ..stash import SESSION_KEY
-from .checks import LlmChecker, LlmTarget, config_of, model_json, resolve_llm_model, targets
+from .checks import LlmChecker, LlmTarget, config_of, model_json, resolve_llm_model, spec_context, targets
 from .marker import check_prompt, parse_llm_marker
 
 CHECKER_KEY = pytest.StashKey[LlmChecker]()
@@ -90,13 +90,13 @@ class LlmHandle:
         n = new_tokens or self.target.spec.new_tokens
         ids = check_prompt(prompt, n, self.config, f"{self.target.model.name} ({self.backend})")
         return self._checker.generate(self.backend, self.target.artifact, self.config, self.target.spec.threads,
-                                      ids, n).tokens
+                                      ids, n, spec_context(self.target.spec)).tokens
 
     def logits(self, prompt: Sequence[int]) -> np.ndarray:
         """The logits the first new token is chosen from."""
         ids = check_prompt(prompt, 1, self.config, f"{self.target.model.name} ({self.backend})")
         return self._checker.generate(self.backend, self.target.artifact, self.config, self.target.spec.threads,
-                                      ids, 1).first_logits
+                                      ids, 1, spec_context(self.target.spec)).first_logits
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ names it.
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -88,8 +89,17 @@ def _value(handle: BinaryIO, kind: int, path: Path, key: str) -> Any:
                 return Length(length)
             return [_unpack(handle, _SCALARS[inner], path)[0] for _ in range(length)]
         if inner == _STRING:
-            values = [_string(handle, path) for _ in range(length)]
-            return values if length <= KEEP_ARRAY else Length(length)
+            if length <= KEEP_ARRAY:
+                return [_string(handle, path) for _ in range(length)]
+            # A vocabulary is kept as its length: its strings are skipped, never held (2**24 of them
+            # would be gigabytes of str in the pytest process).
+            end = os.fstat(handle.fileno()).st_size
+            for _ in range(length):
+                (size,) = _unpack(handle, "<Q", path)
+                if size > MAX_STRING or handle.seek(size, 1) > end:
+                    raise EdgeUsageError(f"{path}: metadata {key!r}: a string of {size} bytes past the header's "
+                                         "end: a corrupt or truncated header")
+            return Length(length)
     raise EdgeUsageError(f"{path}: metadata {key!r} has an unknown GGUF type {kind}")
 
 
