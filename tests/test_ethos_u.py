@@ -55,7 +55,7 @@ def vela_summary(artifact: Path, target: str, tmp_path: Path, *flags: str) -> di
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_recorded_figures_equal_vela_s_own_summary(target: str, model: str, tmp_path: Path) -> None:
-    artifact = FIXTURES / f"{model}.tflite"
+    artifact = next(path for path in (FIXTURES / f"{model}.tflite", FIXTURES / "npu" / f"{model}.tflite") if path.is_file())
     compiled = get_backend(target).compile(artifact, {}, 300)
     said = vela_summary(artifact, target, tmp_path)
     coverage = compiled.coverage
