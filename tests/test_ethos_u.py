@@ -153,9 +153,10 @@ def test_the_same_network_on_u55_and_u85_in_one_matrix(pytester: pytest.Pytester
             pass
     """)
     result = pytester.runpytest_subprocess("--edge-backends=ethos-u*", "--edge-report=report.json",
-                                           "--edge-summary=summary.md")
+                                           "--edge-summary=summary.md", "--edge-html=page.html")
     result.assert_outcomes(passed=3, failed=3)
     summary = (pytester.path / "summary.md").read_text()
+    assert "<h2>NPU compile-time targets</h2>" in (pytester.path / "page.html").read_text()
     assert "### NPU compile-time targets (nothing executed; the time is the compiler's estimate)" in summary
     assert "| tiny\\_cnn\\_int8 | ethos-u55-128 | vela 5.2.0 | Ethos\\_U55\\_High\\_End\\_Embedded |" in summary
     records = {(r["model"]["name"], r["backend"]): r
