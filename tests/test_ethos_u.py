@@ -55,7 +55,7 @@ def vela_summary(artifact: Path, target: str, tmp_path: Path, *flags: str) -> di
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_recorded_figures_equal_vela_s_own_summary(target: str, model: str, tmp_path: Path) -> None:
-    artifact = FIXTURES / f"{model}.tflite"
+    artifact = next(path for path in (FIXTURES / f"{model}.tflite", FIXTURES / "npu" / f"{model}.tflite") if path.is_file())
     compiled = get_backend(target).compile(artifact, {}, 300)
     said = vela_summary(artifact, target, tmp_path)
     coverage = compiled.coverage
@@ -153,9 +153,10 @@ def test_the_same_network_on_u55_and_u85_in_one_matrix(pytester: pytest.Pytester
             pass
     """)
     result = pytester.runpytest_subprocess("--edge-backends=ethos-u*", "--edge-report=report.json",
-                                           "--edge-summary=summary.md")
+                                           "--edge-summary=summary.md", "--edge-html=page.html")
     result.assert_outcomes(passed=3, failed=3)
     summary = (pytester.path / "summary.md").read_text()
+    assert "<h2>NPU compile-time targets</h2>" in (pytester.path / "page.html").read_text()
     assert "### NPU compile-time targets (nothing executed; the time is the compiler's estimate)" in summary
     assert "| tiny\\_cnn\\_int8 | ethos-u55-128 | vela 5.2.0 | Ethos\\_U55\\_High\\_End\\_Embedded |" in summary
     records = {(r["model"]["name"], r["backend"]): r
@@ -232,3 +233,34 @@ def test_inspect_names_compile_targets_beside_the_runtimes() -> None:
     assert set(rows) == set(TARGETS)
     assert "7/10 delegated" in rows["ethos-u55-128"] and "5/8 delegated" in rows["ethos-u85-256"]
     assert "SRAM 33.84 KiB" in rows["ethos-u55-128"] and "(an estimate)" in rows["ethos-u55-128"]
+
+
+def test_a_project_s_own_vela_config_names_its_board(pytester: pytest.Pytester) -> None:
+    """edge_compile_options with config= (a vela .ini of the project's own system, from the project's
+    root): the record is that board's, at its clock, as vela computes it."""
+    folder = _project(pytester)
+    shutil.copy(FIXTURES / "npu" / "kws_dscnn_int8.tflite", folder / "kws.tflite")
+    import ethosu.vela
+
+    text = (Path(ethosu.vela.__file__).parent.parent / "config_files/Arm/vela.ini").read_text()  # vela's own
+    board = text[text.index("[System_Config.Ethos_U55_High_End_Embedded]"):text.index("; Ethos-U65 Embedded")]
+    memory = text[text.index("[Memory_Mode.Shared_Sram]"):text.index("; Dedicated SRAM")]
+    (pytester.path / "boards").mkdir()
+    (pytester.path / "boards/vela.ini").write_text(
+        board.replace("Ethos_U55_High_End_Embedded", "My_Board").replace("core_clock=500e6", "core_clock=250e6")
+        + "\n" + memory)
+    pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_compile_options =\n"
+                     "    ethos-u55-128 = config=boards/vela.ini system_config=My_Board memory_mode=Shared_Sram\n")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="kws", backends=["ethos-u55-128"], max_fallback=0)
+        def test_npu(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-report=report.json").assert_outcomes(passed=1)
+    (record,) = json.loads((pytester.path / "report.json").read_text())["records"]
+    assert record["npu"]["settings"]["system_config"] == "My_Board" and record["npu"]["clock_hz"] == 250e6
+    default = get_backend("ethos-u55-128").compile(FIXTURES / "npu" / "kws_dscnn_int8.tflite", {}, 300)
+    # Half the clock, the same cycles' worth of compute: a longer estimate.
+    assert record["npu"]["estimated_ms"] > default.estimated_ms

@@ -269,8 +269,10 @@ class EdgeSession:
             target = get_backend(backend)
             if target.unavailable_reason():
                 raise BackendError(f"{backend}: {target.unavailable_reason()}")
-            self._compiled[key] = target.compile(artifact, self.settings.compile_options.get(backend, {}),
-                                                 self.settings.timeout_s)
+            options = dict(self.settings.compile_options.get(backend, {}))
+            if "config" in options:  # a compiler's configuration file, named from the project's root
+                options["config"] = str(self.settings.rootdir / options["config"])
+            self._compiled[key] = target.compile(artifact, options, self.settings.timeout_s)
         return self._compiled[key]
 
     def _check_compiled(self, test_id: str, plan: Plan) -> Record:

@@ -18,7 +18,8 @@ from .changes import (DEFAULT_MAX_REGRESSION, FIGURES, FigureChange, base_backen
                       gate_judged, regressions)
 from .charts import PALETTE, Series, bar_chart, coverage_bar, ecdf_chart, escape, significant
 from .json_report import find_baseline
-from .table import DASH, NOT_RUN, VERDICT_RANK, fold_line, folded_skips, missing_artifact, worst_per
+from .table import (COMPILED_HEADERS, DASH, NOT_RUN, VERDICT_RANK, compiled_rows, fold_line, folded_skips,
+                    missing_artifact, worst_per)
 
 
 def _table_open(title_html: str, headers: Sequence[str]) -> str:
@@ -334,6 +335,13 @@ def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = 
         out.append('<section id="llm"><h2>LLM generation</h2>')
         out.append(_table_open("TTFT, TPOT, tokens/s and memory per measured test", GENERATION_HEADERS))
         out += ["<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in generation]
+        out.append("</table></section>")
+    compiled = compiled_rows(records)
+    if compiled:  # compile-time targets (docs/npu.md): nothing executed; the time is the compiler's estimate
+        out.append('<section id="npu"><h2>NPU compile-time targets</h2>')
+        out.append(_table_open("The compiler's placement, memory and estimated NPU time (nothing executed: an "
+                               "estimate, not a measurement)", COMPILED_HEADERS))
+        out += ["<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in compiled]
         out.append("</table></section>")
     by_model: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
