@@ -291,8 +291,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         find_unused(session, edge.golden, item_plan)
     except Exception as exc:  # noqa: BLE001 - an unreadable golden folder must not hide the results
         config.stash[USE_KEY].error = f"pytest-edge: cannot tell unused goldens: {type(exc).__name__}: {exc}"
-    if not edge.records:
-        return
+    if not edge.records or not (edge.settings.report or edge.settings.html or edge.settings.summary):
+        return  # nothing asked to be written: no report built
     from .report.json_report import build_report
     from .report.outputs import write_outputs
 
@@ -325,8 +325,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.section("pytest-edge conformance")
     records = edge.record_json()
     workers = getattr(config.option, "numprocesses", None)
-    for line in summary_lines(records, under_load=edge.measurer.under_load, inconclusive=edge.inconclusive,
-                              xdist_workers=workers if edge.measurer.measured_any else None):
+    for line in summary_lines(records, under_load=edge.under_load, inconclusive=edge.inconclusive,
+                              xdist_workers=workers if edge.measured_any else None):
         terminalreporter.write_line(line)
     if edge.report_error:
         for line in edge.report_error.splitlines():

@@ -13,6 +13,7 @@ from ..backends import predicted_targets
 from ..checks import EDGE, Finding, budgets_for, budgets_of
 from ..errors import EdgeUsageError
 from .units import parse_fraction, parse_int, parse_names, parse_value
+from ..measurement.timing import MAX_RUNS
 
 
 def parse_reference(value: Any, what: str = "reference") -> str:
@@ -81,7 +82,6 @@ class MarkerSpec:
 
 
 KEYWORDS = tuple(f.name for f in fields(MarkerSpec))
-MAX_RUNS = 100_000  # timed runs one worker process keeps (its sample buffer, allocated up front)
 
 
 def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:

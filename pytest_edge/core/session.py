@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -25,7 +25,6 @@ from ..accuracy.inputs import check_shapes
 from .marker import MarkerSpec
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement, machine_info
-from ..measurement.measurer import Measurer
 from .models import Model, resolve_model
 from .plan import Plan, Unresolved, plan_for, resolve_reference, search_dirs
 from .record import UNRESOLVED_BACKEND, Record, model_json
@@ -33,6 +32,9 @@ from .settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import ModelInfo, WorkerPool
 from ..worker.protocol import Load, ReadIntermediates, Run
+
+if TYPE_CHECKING:  # made by the first check that measures: a golden check alone imports no gate
+    from ..measurement.measurer import Measurer
 
 __all__ = ["EdgeSession", "Outcome", "Settings", "EdgeStepError"]
 
@@ -69,7 +71,7 @@ class EdgeSession:
         self.settings = settings
         self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices,
                                device_cache=settings.device_cache, fork=measuring_fork(settings), farm=settings.farm)
-        self.measurer = Measurer(settings, self.pool)
+        self._measurer: Measurer | None = None
         self.golden = GoldenSets(settings, self)
         self.loaded: dict[str, ModelInfo] = {}
         self.records: list[Record] = []
@@ -79,6 +81,24 @@ class EdgeSession:
         self._predicted: dict[tuple[str, str], Coverage | None] = {}
         self._artifacts_checked: set[tuple[str, str]] = set()  # (artifact, backend) whose files were checked
         self._machine: dict[str, Any] | None = None
+
+    @property
+    def measurer(self) -> Measurer:
+        """Timing, memory, counting and the merge gate of this session's checks."""
+        if self._measurer is None:
+            from ..measurement.measurer import Measurer
+
+            self._measurer = Measurer(self.settings, self.pool)
+        return self._measurer
+
+    @property
+    def under_load(self) -> bool:
+        """Some timed window of this session ran under load."""
+        return self._measurer is not None and self._measurer.under_load
+
+    @property
+    def measured_any(self) -> bool:
+        return self._measurer is not None and self._measurer.measured_any
 
     @property
     def store(self):  # the golden store (the unused-golden report and prune read it)
@@ -108,7 +128,8 @@ class EdgeSession:
     def _forget(self, backend: str) -> None:
         """A worker crashed: what it held is gone."""
         self.loaded = {k: v for k, v in self.loaded.items() if v.backend != backend}
-        self.measurer.forget(backend)
+        if self._measurer is not None:
+            self._measurer.forget(backend)
 
     def require(self, plan: Plan) -> None:
         """A backend --edge-require keeps in the run although it cannot run here: its failure."""
@@ -314,8 +335,8 @@ class EdgeSession:
 
     def state_json(self) -> dict[str, Any]:
         """What an xdist worker sends the controller at the end (``workeroutput`` is JSON)."""
-        return {"records": self.record_json(), "under_load": self.measurer.under_load,
-                "measured": self.measurer.measured_any, "inconclusive": self.inconclusive}
+        return {"records": self.record_json(), "under_load": self.under_load,
+                "measured": self.measured_any, "inconclusive": self.inconclusive}
 
     def merge_state_json(self, state: dict[str, Any]) -> None:
         self.records.extend(Record.from_json(r) for r in state.get("records", []))
