@@ -1,29 +1,31 @@
 """pytest hooks: options, the ``edge`` marker, the ``edge_model`` fixture, the summary. Thin on
-purpose: the work happens in :mod:`pytest_edge.core.session` and the modules it calls."""
+purpose: the work happens in :mod:`pytest_edge.core.session` and the modules it calls.
+
+Every pytest session imports this module, edge tests or not: at the top only what registers the
+options and reads the settings; the session and what it runs (NumPy, the backends, the workers,
+the reports) are imported when the first edge test is collected (:func:`~pytest_edge.stash.edge_session`)."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
 from .core import settings as edge_settings
-from .backends import get_backend
-from .edge_model import EdgeModel
+from .core.settings import Settings
 from .errors import EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
-from .core.marker import parse_marker
-from .core.plan import Plan, Unresolved, is_pattern, plans
-from .report.json_report import build_report
-from .report.outputs import write_outputs
-from .report.table import gate_compared_nothing, summary_lines
-from .core.session import EdgeSession, Outcome, Settings
-from .stash import SESSION_KEY
+from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, edge_session
 
-HANDLE_KEY = pytest.StashKey[EdgeModel]()
+if TYPE_CHECKING:
+    from .core.plan import Plan
+    from .core.session import EdgeSession, Outcome
+    from .edge_model import EdgeModel
+
+HANDLE_KEY = pytest.StashKey["EdgeModel"]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     # Every flag has an ini key, so a project sets its policy once in pyproject.toml and CI
     # overrides it on the command line; the table and the defaults live in settings.py.
@@ -62,21 +64,26 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = settings_from_config(config)
     # Only names the user typed on this run: listing backends imports onnxruntime, which a
     # session that never uses the marker should not pay for.
-    for name in [*(n for n in settings.backends or [] if not is_pattern(n)), *settings.require]:
-        try:
-            get_backend(name)
-        except UnknownBackend as exc:
-            raise pytest.UsageError(f"pytest-edge: {exc}") from None
-    edge = EdgeSession(settings)
-    edge.pool.progress = _progress_writer(config)
-    config.stash[SESSION_KEY] = edge
+    if settings.backends or settings.require:
+        from .backends import get_backend
+        from .core.plan import is_pattern
+
+        for name in [*(n for n in settings.backends or [] if not is_pattern(n)), *settings.require]:
+            try:
+                get_backend(name)
+            except UnknownBackend as exc:
+                raise pytest.UsageError(f"pytest-edge: {exc}") from None
+    config.stash[SETTINGS_KEY] = settings
+    config.stash[PROGRESS_KEY] = _progress_writer(config)
+    if settings.fork == "on":
+        edge_session(config)  # where the OS cannot fork, said at configure as before
     use = config.stash[USE_KEY] = GoldenUse()
     config.pluginmanager.register(use, "edge-golden-use")
     from .llm import plugin as llm_plugin  # @pytest.mark.edge_llm and the edge_llm fixture
 
     config.pluginmanager.register(llm_plugin, "edge-llm")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(XdistMerge(edge, config.stash[USE_KEY]), "edge-xdist")
+        config.pluginmanager.register(XdistMerge(config, config.stash[USE_KEY]), "edge-xdist")
 
 
 def _progress_writer(config: pytest.Config) -> Callable[[str], None]:
@@ -104,6 +111,8 @@ def unresolved(metafunc: pytest.Metafunc, fixture: str, message: str) -> None:
     """Parametrize ``fixture`` with one :class:`~pytest_edge.core.plan.Unresolved` case: the test errors
     at setup with ``message``; the other tests run. The session's golden use counts it as a
     collection error (a run with one does not say which goldens are unused)."""
+    from .core.plan import Unresolved
+
     metafunc.config.stash[USE_KEY].collect_errors += 1
     if fixture not in metafunc.fixturenames:
         metafunc.fixturenames.append(fixture)
@@ -120,7 +129,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if "edge_model" in metafunc.fixturenames:
             unresolved(metafunc, "edge_model", "edge_model needs @pytest.mark.edge(model=...)")
         return
-    edge = metafunc.config.stash[SESSION_KEY]
+    from .core.marker import parse_marker
+    from .core.plan import plans
+
+    edge = edge_session(metafunc.config)
     test_dir = Path(metafunc.definition.path).parent
     try:
         marker = parse_marker(markers[0].args, markers[0].kwargs)
@@ -147,6 +159,10 @@ def item_plan(item: pytest.Item) -> Plan | None:
     """The plan a collected test was parametrized with (None for one without edge_model)."""
     callspec = getattr(item, "callspec", None)
     plan = callspec.params.get("edge_model") if callspec else None
+    if plan is None:  # not an edge test: nothing of the session imported for it
+        return None
+    from .core.plan import Plan
+
     return plan if isinstance(plan, Plan) else None
 
 
@@ -163,13 +179,17 @@ def _handle(item: pytest.Item, plan: Plan) -> EdgeModel:
     """The item's EdgeModel, made once (by the fixture, or here for a test that does not ask for it)."""
     handle = item.stash.get(HANDLE_KEY, None)
     if handle is None:
-        handle = item.stash[HANDLE_KEY] = EdgeModel(item.config.stash[SESSION_KEY], plan)
+        from .edge_model import EdgeModel
+
+        handle = item.stash[HANDLE_KEY] = EdgeModel(edge_session(item.config), plan)
     return handle
 
 
 @pytest.fixture
 def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
     """The test's model loaded on one backend (the fixture is parametrized over backends)."""
+    from .core.plan import Unresolved
+
     plan: Plan = request.param
     if isinstance(plan, Unresolved):
         raise EdgeUsageError(plan.message)
@@ -177,7 +197,7 @@ def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
         # Refresh before the body, so a failing body still leaves a golden. A refresh that cannot
         # run is reported by the check after the body, as a failure of this test, not a setup error.
         try:
-            request.config.stash[SESSION_KEY].golden.ensure(plan)
+            edge_session(request.config).golden.ensure(plan)
         except Exception:  # noqa: BLE001 - the check after the body meets it again and names it
             pass
     return _handle(request.node, plan)
@@ -188,7 +208,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     plan = item_plan(item)
     if plan is None:
         return (yield)
-    edge = item.config.stash[SESSION_KEY]
+    edge = edge_session(item.config)
     try:
         result = yield
     except (Exception, pytest.fail.Exception) as exc:  # the body's (edge_model(...) runs it on the backend)
@@ -240,24 +260,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     plan = item_plan(item)
     if call.when == "setup" and report.skipped and plan is not None:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        item.config.stash[SESSION_KEY].skipped(item.nodeid, plan, reason.removeprefix("Skipped: "))
+        edge_session(item.config).skipped(item.nodeid, plan, reason.removeprefix("Skipped: "))
     elif call.when == "setup" and report.failed and excinfo is not None and isinstance(excinfo.value, EdgeError):
         # A test that errors before its check (a bad marker, an artifact that cannot load) is in
         # the reports too, with the reason: a report of only the tests that ran would look green.
+        from .core.plan import Plan, Unresolved
+
         callspec = getattr(item, "callspec", None)
         param = callspec.params.get("edge_model") if callspec else None
         if isinstance(param, (Plan, Unresolved)):
             marker = item.get_closest_marker("edge")
             named = marker.kwargs.get("model") if marker is not None else None
-            item.config.stash[SESSION_KEY].setup_errored(item.nodeid, param, str(excinfo.value),
-                                                         named if isinstance(named, str) else None)
+            edge_session(item.config).setup_errored(item.nodeid, param, str(excinfo.value),
+                                                    named if isinstance(named, str) else None)
     return report
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     edge = config.stash.get(SESSION_KEY, None)
-    if edge is None:
+    if edge is None:  # no edge test was collected: no record, and nothing said about goldens
         return
     if _is_xdist_worker(config):
         config.workeroutput["edge_state"] = json.dumps(edge.state_json())
@@ -273,7 +295,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.stash[USE_KEY].error = f"pytest-edge: cannot tell unused goldens: {type(exc).__name__}: {exc}"
     if not edge.records:
         return
-    errors = write_outputs(build_report(edge.record_json(), edge.machine), edge.settings)
+    from .report.table import gate_compared_nothing
+
+    errors = []
+    if edge.settings.report or edge.settings.html or edge.settings.summary:  # else no report is built
+        from .report.json_report import build_report
+        from .report.outputs import write_outputs
+
+        errors = write_outputs(build_report(edge.record_json(), edge.machine), edge.settings)
     nothing = gate_compared_nothing(edge.record_json())  # a gate that compared nothing is no pass
     if errors or nothing:
         edge.report_error = "\n".join([*errors, *([nothing] if nothing else [])])
@@ -282,13 +311,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    edge = config.stash.get(SESSION_KEY, None)
-    if edge is None or _is_xdist_worker(config):
+    settings = config.stash.get(SETTINGS_KEY, None)
+    if settings is None or _is_xdist_worker(config):
         return
+    edge = config.stash.get(SESSION_KEY, None)  # None: no edge test was collected
     use = config.stash[USE_KEY]
-    if not edge.records:
-        asked = [f"{name} {edge.settings.rootdir / path}" for name, path in
-                 (("report", edge.settings.report), ("html", edge.settings.html), ("summary", edge.settings.summary))
+    if edge is None or not edge.records:
+        asked = [f"{name} {settings.rootdir / path}" for name, path in
+                 (("report", settings.report), ("html", settings.html), ("summary", settings.summary))
                  if path]
         if use.unused or use.error or asked:
             terminalreporter.section("pytest-edge")
@@ -297,11 +327,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
                                         yellow=True)
         _write_golden_use(terminalreporter, use)
         return
+    from .report.table import summary_lines
+
     terminalreporter.section("pytest-edge conformance")
     records = edge.record_json()
     workers = getattr(config.option, "numprocesses", None)
-    for line in summary_lines(records, under_load=edge.measurer.under_load, inconclusive=edge.inconclusive,
-                              xdist_workers=workers if edge.measurer.measured_any else None):
+    for line in summary_lines(records, under_load=edge.under_load, inconclusive=edge.inconclusive,
+                              xdist_workers=workers if edge.measured_any else None):
         terminalreporter.write_line(line)
     if edge.report_error:
         for line in edge.report_error.splitlines():
@@ -325,15 +357,15 @@ class XdistMerge:
     """Controller side of pytest-xdist: gather every worker's records and golden references
     (registered only with xdist)."""
 
-    def __init__(self, edge: EdgeSession, use: GoldenUse) -> None:
-        self.edge = edge
+    def __init__(self, config: pytest.Config, use: GoldenUse) -> None:
+        self.config = config
         self.use = use
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", {})
         state = output.get("edge_state")
         if state:
-            self.edge.merge_state_json(json.loads(state))
+            edge_session(self.config).merge_state_json(json.loads(state))
         golden_use = json.loads(output.get("edge_golden_use") or '{"complete": false}')
         if golden_use.get("complete"):
             self.use.worker_refs.append({(str(m), str(k)) for m, k in golden_use.get("refs", [])})

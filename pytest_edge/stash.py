@@ -1,10 +1,33 @@
 """Where the plugin keeps its session on pytest's config: shared by the ``edge`` and ``edge_llm``
-plugins, so neither imports the other for it."""
+plugins, so neither imports the other for it.
+
+The session is made on first need (:func:`edge_session`: the first edge test collected, a report
+to merge), not when pytest starts: a run without edge tests imports no NumPy, starts no worker and
+reads no golden folder."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 import pytest
 
-from .core.session import EdgeSession
+from .core.settings import Settings
 
-SESSION_KEY = pytest.StashKey[EdgeSession]()
+if TYPE_CHECKING:
+    from .core.session import EdgeSession
+
+SESSION_KEY = pytest.StashKey["EdgeSession"]()
+SETTINGS_KEY = pytest.StashKey[Settings]()  # read at configure, so a bad option is a usage error at once
+PROGRESS_KEY = pytest.StashKey[Callable[[str], None]]()  # where the session's workers say what they do
+
+
+def edge_session(config: pytest.Config) -> "EdgeSession":
+    """The session of this pytest run, made now if no test needed it yet."""
+    edge = config.stash.get(SESSION_KEY, None)
+    if edge is None:
+        from .core.session import EdgeSession
+
+        edge = config.stash[SESSION_KEY] = EdgeSession(config.stash[SETTINGS_KEY])
+        if PROGRESS_KEY in config.stash:
+            edge.pool.progress = config.stash[PROGRESS_KEY]
+    return edge

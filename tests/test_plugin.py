@@ -854,10 +854,14 @@ def test_fixture_without_marker_and_bad_isolation_are_usage_errors(pytester: pyt
 
 
 def test_a_session_without_the_marker_imports_no_runtime(pytester: pytest.Pytester) -> None:
+    # Nor NumPy, nor the session and what it runs: the plugin's presence alone costs a run without
+    # edge tests little (every module pytest_edge imports is assertion-rewritten by pytest, again on
+    # every run where bytecode is not written).
     pytester.makepyfile("""
         import sys
         def test_nothing_heavy():
-            heavy = {"onnxruntime", "executorch", "torch", "ai_edge_litert", "tflite_runtime"}
+            heavy = {"onnxruntime", "executorch", "torch", "ai_edge_litert", "tflite_runtime", "numpy",
+                     "pytest_edge.core.session", "pytest_edge.backends", "pytest_edge.worker.client"}
             assert not heavy & set(sys.modules)
     """)
     pytester.runpytest_subprocess().assert_outcomes(passed=1)

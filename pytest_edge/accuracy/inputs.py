@@ -12,8 +12,7 @@ import numpy as np
 from ..backends import TensorSpec
 from ..backends.shapes import matched_positions, oversized_input
 from ..errors import EdgeError, EdgeUsageError
-
-DEFAULT_SEED = 0
+from . import DEFAULT_SEED  # noqa: F401 - its name here too (triage, tests)
 
 Case = dict[str, np.ndarray]
 

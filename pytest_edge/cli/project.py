@@ -42,7 +42,8 @@ def golden_usage(pytest_args: Sequence[str] = ()) -> tuple[Settings, set[tuple[s
     import pytest
 
     from ..golden.use import USE_KEY, golden_references
-    from ..plugin import SESSION_KEY, item_plan
+    from ..plugin import item_plan
+    from ..stash import edge_session
 
     if any("::" in arg for arg in pytest_args):
         raise EdgeUsageError("prune needs every test collected; node ids (file::test) select some only")
@@ -51,7 +52,7 @@ def golden_usage(pytest_args: Sequence[str] = ()) -> tuple[Settings, set[tuple[s
     class _Usage:
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session: pytest.Session) -> None:
-            edge = session.config.stash[SESSION_KEY]
+            edge = edge_session(session.config)
             found["settings"] = edge.settings
             found["refs"] = golden_references(edge.golden, session.items, item_plan)
             found["use"] = session.config.stash[USE_KEY]

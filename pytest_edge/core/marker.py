@@ -12,7 +12,8 @@ from ..accuracy.compare import STATISTICAL_KEYS, TOLERANCE_KEYS
 from ..backends import predicted_targets
 from ..checks import EDGE, Finding, budgets_for, budgets_of
 from ..errors import EdgeUsageError
-from .units import parse_fraction, parse_int, parse_value
+from .units import parse_fraction, parse_int, parse_names, parse_value
+from ..measurement.timing import MAX_RUNS
 
 
 def parse_reference(value: Any, what: str = "reference") -> str:
@@ -22,16 +23,6 @@ def parse_reference(value: Any, what: str = "reference") -> str:
     if not isinstance(value, str) or not value.strip():
         raise EdgeUsageError(f"{what}: expected a model name or an artifact path, got {value!r}")
     return value.strip()
-
-
-def parse_names(value: Any, what: str) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [str(v) for v in value]
-    raise EdgeUsageError(f"{what}: expected a name or a list of names, got {value!r}")
 
 
 @dataclass
@@ -96,7 +87,6 @@ class MarkerSpec:
 
 
 KEYWORDS = tuple(f.name for f in fields(MarkerSpec))
-MAX_RUNS = 100_000  # timed runs one worker process keeps (its sample buffer, allocated up front)
 
 
 def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -19,19 +19,18 @@ from ..checks import (Finding, check_compiled, check_coverage, check_drift, chec
                       check_sizes)
 from ..accuracy.compare import OutputComparison, compare_output, summarize
 from ..golden import DEFAULT_SET, Golden, GoldenCase
-from ..golden.obtained import write_obtained
 from ..golden.sets import GoldenSets
 from ..measurement.counts import CountedMeasurement
-from ..measurement.gate import GateResult, rule_of
-from ..measurement.regressions import resource_regressions
 from ..measurement.timing import TimedMeasurement
 from .plan import Plan
 from .record import COMPILE_ONLY, Record, artifact_identity, model_json
 from .settings import Settings
 from .sizes import artifact_size
-from ..triage.cross_isa import cross_isa_note
-from ..triage.ladder import Runner, as_seen_by_triage, sibling_triage
 from ..worker.pool import ModelInfo
+
+if TYPE_CHECKING:  # the gate and the triage are imported where they run (a baseline, a mismatch)
+    from ..measurement.gate import GateResult
+    from ..triage.ladder import Runner
 
 
 @dataclass
@@ -109,6 +108,9 @@ def compare(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, rootdir
         if any(c.problems for c in found.comparisons[-len(out_order):]):
             found.violations.append(_obtained(rootdir, plan, index, golden, outputs, out_order))
     if failing is not None:
+        from ..triage.cross_isa import cross_isa_note
+        from ..triage.ladder import as_seen_by_triage, sibling_triage
+
         note = found.renaming_note(plan.backend)  # said once, before the triage
         found.violations += [note] if note else []
         found.violations += cross_isa_note(runner, plan, info, golden, runner.machine, failing[1], *failing_outputs)
@@ -124,6 +126,8 @@ def _renamed(reference: Sequence[Any], actual: Sequence[Any], order: Sequence[in
 
 def _obtained(rootdir: Path, plan: Plan, index: int, golden: Golden, outputs: Sequence[np.ndarray],
               out_order: Sequence[int]) -> str:
+    from ..golden.obtained import write_obtained
+
     path = write_obtained(rootdir, plan, index, golden, outputs, out_order)
     which = "" if golden.key == DEFAULT_SET else f" --set {golden.key}"
     return (f"{plan.backend}: obtained outputs of case {index} written to {path} "
@@ -251,6 +255,9 @@ def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, 
     """A compile-time target against its baseline (the twin compiled alike, or the stored record):
     the compiler's placement (the fraction and each operator that left the NPU) and the artifact's
     size; nothing was timed, so nothing is re-measured."""
+    from ..measurement.gate import GateResult, rule_of
+    from ..measurement.regressions import resource_regressions
+
     gate = GateResult()
     if baseline is None:
         return gate

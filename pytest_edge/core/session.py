@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -27,8 +27,6 @@ from ..accuracy.inputs import check_shapes
 from .marker import MarkerSpec
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement, machine_info
-from ..measurement.measurer import Measurer
-from ..report.json_report import find_baseline
 from .models import Model, ModelKeys, resolve_model
 from .plan import Plan, Unresolved, key_bases, plan_for, resolve_reference, search_dirs
 from .record import UNRESOLVED_BACKEND, Record, model_json
@@ -36,6 +34,9 @@ from .settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import ModelInfo, WorkerPool
 from ..worker.protocol import Load, ReadIntermediates, Run
+
+if TYPE_CHECKING:  # made by the first check that measures: a golden check alone imports no gate
+    from ..measurement.measurer import Measurer
 
 __all__ = ["EdgeSession", "Outcome", "Settings", "EdgeStepError"]
 
@@ -72,7 +73,7 @@ class EdgeSession:
         self.settings = settings
         self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices,
                                device_cache=settings.device_cache, fork=measuring_fork(settings), farm=settings.farm)
-        self.measurer = Measurer(settings, self.pool)
+        self._measurer: Measurer | None = None
         self.models = ModelKeys()  # every model resolved, by key: one key, one place
         self.golden = GoldenSets(settings, self, self.models)
         self.loaded: dict[str, ModelInfo] = {}
@@ -84,6 +85,24 @@ class EdgeSession:
         self._compiled: dict[tuple[str, str], Compilation] = {}  # (artifact, target) -> the compiler's result
         self._artifacts_checked: set[tuple[str, str]] = set()  # (artifact, backend) whose files were checked
         self._machine: dict[str, Any] | None = None
+
+    @property
+    def measurer(self) -> Measurer:
+        """Timing, memory, counting and the merge gate of this session's checks."""
+        if self._measurer is None:
+            from ..measurement.measurer import Measurer
+
+            self._measurer = Measurer(self.settings, self.pool)
+        return self._measurer
+
+    @property
+    def under_load(self) -> bool:
+        """Some timed window of this session ran under load."""
+        return self._measurer is not None and self._measurer.under_load
+
+    @property
+    def measured_any(self) -> bool:
+        return self._measurer is not None and self._measurer.measured_any
 
     @property
     def store(self):  # the golden store (the unused-golden report and prune read it)
@@ -114,7 +133,8 @@ class EdgeSession:
     def _forget(self, backend: str) -> None:
         """A worker crashed: what it held is gone."""
         self.loaded = {k: v for k, v in self.loaded.items() if v.backend != backend}
-        self.measurer.forget(backend)
+        if self._measurer is not None:
+            self._measurer.forget(backend)
 
     def require(self, plan: Plan) -> None:
         """A backend --edge-require keeps in the run although it cannot run here: its failure."""
@@ -300,6 +320,8 @@ class EdgeSession:
             source = str(Path(twin).relative_to(self.settings.rootdir)) if twin.is_relative_to(self.settings.rootdir) \
                 else str(twin)
         else:
+            from ..report.json_report import find_baseline
+
             stored = find_baseline(self.settings.baseline, record.to_json())
             baseline, source = (dict(stored) if stored is not None else None), (stored or {}).get("test", "?")
         if baseline is None and (self.settings.baseline_models is not None or self.settings.baseline is not None):
@@ -378,8 +400,8 @@ class EdgeSession:
 
     def state_json(self) -> dict[str, Any]:
         """What an xdist worker sends the controller at the end (``workeroutput`` is JSON)."""
-        return {"records": self.record_json(), "under_load": self.measurer.under_load,
-                "measured": self.measurer.measured_any, "inconclusive": self.inconclusive}
+        return {"records": self.record_json(), "under_load": self.under_load,
+                "measured": self.measured_any, "inconclusive": self.inconclusive}
 
     def merge_state_json(self, state: dict[str, Any]) -> None:
         self.records.extend(Record.from_json(r) for r in state.get("records", []))

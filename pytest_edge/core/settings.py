@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# Imported by every pytest session the plugin is installed in, edge tests or not: only what the
+# option table and its defaults need; the readers of a value (a report, a device, a marker's
+# names) are imported where they read.
 from .acceptance import ACCEPT_FILE, Acceptance, read_acceptances
 from ..errors import EdgeError
-from ..accuracy.inputs import DEFAULT_SEED
-from .marker import parse_names
-from .units import parse_ms, parse_percent
+from ..accuracy import DEFAULT_SEED
+from .units import parse_ms, parse_names, parse_percent
 from ..devices.labgrid import DEFAULT_COMMAND, DEFAULT_COORDINATOR, FarmRequest, FarmSettings, is_labgrid
-from ..devices.qemu import default_cache, is_qemu, parse_kind
-from ..report.json_report import load_report
 
 MAX_REGRESSION = "10%"  # the merge gate's default threshold (edge_max_regression; the report commands' --max-regression)
 
@@ -154,7 +154,7 @@ class Settings:
     summary: str = ""  # --edge-summary, relative to the rootdir (an absolute path stays one)
     # name -> command that starts a worker on the device, speaking the protocol over stdin/stdout
     devices: dict[str, str] = field(default_factory=dict)
-    device_cache: Path = field(default_factory=default_cache)  # where qemu:* devices are provisioned
+    device_cache: Path = field(default_factory=lambda: _default_cache())  # where qemu:* devices are provisioned
     farm: FarmSettings = field(default_factory=FarmSettings)  # labgrid:* devices
     emulated_timing: str = "off"  # off | record | judge
     # Changes the merge gate accepts (edge-accept.toml; read only where a gate runs).
@@ -164,8 +164,16 @@ class Settings:
     compile_options: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
+def _default_cache() -> Path:
+    from ..devices.qemu import default_cache
+
+    return default_cache()
+
+
 def parse_devices(lines: list[str]) -> dict[str, str]:
     """``NAME = COMMAND`` (ini) or ``NAME=COMMAND`` (--edge-device), one device each."""
+    from ..devices.qemu import is_qemu, parse_kind
+
     devices = {}
     for line in lines:
         name, sep, command = line.partition("=")
@@ -242,7 +250,11 @@ def from_config(config: "pytest.Config") -> Settings:
         raise EdgeError(f"--edge-fork: {fork!r} is not 'auto', 'on' or 'off'")
     try:
         baseline_path = _value(config, "edge_baseline")
-        baseline = load_report(root / baseline_path) if baseline_path else None
+        baseline = None
+        if baseline_path:
+            from ..report.json_report import load_report
+
+            baseline = load_report(root / baseline_path)
         numbers = {k: _number(k, config.getini(k), float) for k in ("edge_atol", "edge_rtol", "edge_timeout")}
         counts = {k: _number(k, config.getini(k), int) for k in ("edge_warmup", "edge_runs", "edge_threads", "edge_seed")}
         processes = _number("edge_processes", _value(config, "edge_processes"), int)
@@ -289,7 +301,7 @@ def from_config(config: "pytest.Config") -> Settings:
             summary=_value(config, "edge_summary") or "",
             devices=parse_devices([*config.getini("edge_devices"), *(config.getoption("edge_device") or [])]),
             device_cache=root / Path(config.getini("edge_device_cache")).expanduser() if config.getini("edge_device_cache")
-            else default_cache(),
+            else _default_cache(),
             emulated_timing=_emulated_timing(config.getini("edge_emulated_timing")),
             farm=FarmSettings(
                 coordinator=(config.getini("edge_labgrid_coordinator") or os.environ.get("LG_COORDINATOR")

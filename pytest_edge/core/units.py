@@ -115,3 +115,14 @@ def parse_percent(value: Any, what: str = "--edge-max-regression") -> float:
     if text.endswith("%"):
         return parse_value(text[:-1], {"": 1.0}, what, "%") / 100
     return parse_value(text, {"": 1.0}, what, "")
+
+
+def parse_names(value: Any, what: str) -> list[str] | None:
+    """Backend names: "a, b" (an option, an ini value) or a list (a marker's keyword); None: not given."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [str(v) for v in value]
+    raise EdgeUsageError(f"{what}: expected a name or a list of names, got {value!r}")

@@ -24,11 +24,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from ..backends import Backend, all_backends
 from .folder import damage, locked, read_manifest, remove, write_manifest
 from .plugin_copy import ship_plugin
+
+if TYPE_CHECKING:  # the settings of every pytest session read default_cache: no backends imported for it
+    from ..backends import Backend
 
 KIND = "qemu:"
 ARCHES = {"aarch64": "arm64"}  # QEMU's name -> Debian's
@@ -95,12 +97,16 @@ class Recipe:
 def device_runtimes() -> list[str]:
     """The runtimes a device gets: the first of each registered backend's ``device_distributions``
     (its own), in registry order."""
+    from ..backends import all_backends
+
     return list(dict.fromkeys(b.device_distributions[0] for b in all_backends().values() if b.device_distributions))
 
 
 def device_distributions() -> list[str]:
     """What a device installs, at the host's versions (a runtime the host lacks, the device lacks):
     the runtimes, then what they need beside them, then what the worker imports."""
+    from ..backends import all_backends
+
     needed = [d for b in all_backends().values() for d in b.device_distributions[1:]]
     return list(dict.fromkeys([*device_runtimes(), *needed, *WORKER_DISTRIBUTIONS]))
 

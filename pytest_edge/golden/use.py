@@ -5,16 +5,16 @@ this at the end of a session, ``pytest-edge golden prune`` after a collection.""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pytest
 
 from ..errors import EdgeError
-from ..core.marker import parse_marker
-from ..core.plan import Plan
-from .layout import LLM_SET, set_label, unused_sets
-from .sets import GoldenSets, decoder_folder
-from .store import GoldenStore
+
+if TYPE_CHECKING:  # imported where used: GoldenUse is registered in every pytest session
+    from ..core.plan import Plan
+    from .sets import GoldenSets
+    from .store import GoldenStore
 
 # The edge_model parameter of a collected test (None for a test without one).
 PlanOf = Callable[[pytest.Item], "Plan | None"]
@@ -58,6 +58,10 @@ def golden_references(sets: GoldenSets, items: list[pytest.Item], plan_of: PlanO
     """(model, input set) of every collected edge test, with the stored set it reads where that
     is another (a legacy golden); ``(model, "*")`` where the set cannot be told (no backend
     selected, an ``inputs=`` that fails), so that model's sets all count as used."""
+    from ..core.marker import parse_marker
+    from .layout import LLM_SET
+    from .sets import decoder_folder
+
     refs: set[tuple[str, str]] = set()
     for item in items:
         if item.get_closest_marker("edge_llm") is not None:
@@ -87,6 +91,8 @@ def golden_references(sets: GoldenSets, items: list[pytest.Item], plan_of: PlanO
 
 def unused_golden_sets(store: GoldenStore, refs: set[tuple[str, str]]) -> list[tuple[str, str]]:
     """Stored sets that no reference uses."""
+    from .layout import LLM_SET, unused_sets
+
     whole = {model for model, key in refs if key == ANY_SET}
     every_decoder = (ANY_MODEL, LLM_SET) in refs
     return [s for s in unused_sets(store.all_sets(), refs)
@@ -114,6 +120,8 @@ def selects_every_test(config: pytest.Config) -> bool:
 
 def unused_report(unused: list[tuple[str, str]], models_used: set[str]) -> str:
     """The line the terminal summary prints, as syrupy reports unused snapshots."""
+    from .layout import set_label
+
     names = [set_label(model, key) + ("" if model in models_used else " (no test uses this model)")
              for model, key in unused]
     noun, pronoun = ("golden set", "it") if len(unused) == 1 else ("golden sets", "them")

@@ -5,27 +5,30 @@ table and xdist merging carry them like any other."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-import numpy as np
 import pytest
 
 from ..errors import DeviceUnreachable, EdgeCheckFailed, EdgeError, EdgeUsageError, EdgeWorkerRestarted
-from ..core.plan import Unresolved, key_bases, search_dirs
 from ..plugin import unresolved
-from ..core.record import UNRESOLVED_BACKEND, Record
-from ..stash import SESSION_KEY
-from .checks import LlmChecker, LlmTarget, config_of, model_json, resolve_llm_model, spec_context, targets
-from .marker import check_prompt, parse_llm_marker
+from ..stash import SESSION_KEY, edge_session
 
-CHECKER_KEY = pytest.StashKey[LlmChecker]()
+# Registered in every pytest session: what an edge_llm test needs is imported when one is collected.
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .checks import LlmChecker, LlmTarget
+
+CHECKER_KEY = pytest.StashKey["LlmChecker"]()
 
 
 def _session(config: pytest.Config) -> Any:
-    return config.stash[SESSION_KEY]
+    return edge_session(config)
 
 
 def _checker(config: pytest.Config) -> LlmChecker:
+    from .checks import LlmChecker
+
     if CHECKER_KEY not in config.stash:
         config.stash[CHECKER_KEY] = LlmChecker(_session(config).settings, _session(config).pool, _session(config).models)
     return config.stash[CHECKER_KEY]
@@ -46,6 +49,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if len(markers) > 1:
         return unresolved(metafunc, "edge_llm", f"{len(markers)} @pytest.mark.edge_llm markers apply; one must say "
                           "everything")
+    from ..core.plan import key_bases, search_dirs
+    from .checks import resolve_llm_model, targets
+    from .marker import parse_llm_marker
+
     session = _session(metafunc.config)
     if "edge_llm" not in metafunc.fixturenames:
         metafunc.fixturenames.append("edge_llm")  # checked on each backend even without the fixture
@@ -82,11 +89,16 @@ class LlmHandle:
     """The test's decoder on one backend: ``generate(prompt, new_tokens)`` gives greedy token ids."""
 
     def __init__(self, checker: LlmChecker, target: LlmTarget) -> None:
+        from .checks import config_of
+
         self._checker, self.target = checker, target
         self.backend = target.backend
         self.config = config_of(target.model)
 
     def generate(self, prompt: Sequence[int], new_tokens: int | None = None) -> list[int]:
+        from .checks import spec_context
+        from .marker import check_prompt
+
         n = new_tokens or self.target.spec.new_tokens
         ids = check_prompt(prompt, n, self.config, f"{self.target.model.name} ({self.backend})")
         return self._checker.generate(self.backend, self.target.artifact, self.config, self.target.spec.threads,
@@ -94,6 +106,9 @@ class LlmHandle:
 
     def logits(self, prompt: Sequence[int]) -> np.ndarray:
         """The logits the first new token is chosen from."""
+        from .checks import spec_context
+        from .marker import check_prompt
+
         ids = check_prompt(prompt, 1, self.config, f"{self.target.model.name} ({self.backend})")
         return self._checker.generate(self.backend, self.target.artifact, self.config, self.target.spec.threads,
                                       ids, 1, spec_context(self.target.spec)).first_logits
@@ -102,6 +117,8 @@ class LlmHandle:
 @pytest.fixture
 def edge_llm(request: pytest.FixtureRequest) -> LlmHandle:
     """The test's decoder loaded on one backend (parametrized over the LLM backends)."""
+    from ..core.plan import Unresolved
+
     target: LlmTarget = request.param
     if isinstance(target, Unresolved):
         raise EdgeUsageError(target.message)
@@ -114,10 +131,16 @@ def edge_llm(request: pytest.FixtureRequest) -> LlmHandle:
 def _target(item: pytest.Item) -> LlmTarget | None:
     callspec = getattr(item, "callspec", None)
     target = callspec.params.get("edge_llm") if callspec else None
+    if target is None:  # not an edge_llm test: nothing of the LLM checks imported for it
+        return None
+    from .checks import LlmTarget
+
     return target if isinstance(target, LlmTarget) else None
 
 
 def _model_json(session: Any, target: LlmTarget) -> dict[str, Any]:
+    from .checks import model_json
+
     return model_json(target, session.settings.rootdir)
 
 
@@ -126,6 +149,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     target = _target(item)
     if target is None:
         return (yield)
+    from ..core.record import Record
+
     session = _session(item.config)
     try:
         result = yield
@@ -154,6 +179,8 @@ def _unreachable(session: Any, item: pytest.Item, target: LlmTarget, exc: BaseEx
     record with the transport's message), unless --edge-require names the backend: then it fails."""
     if not isinstance(exc, DeviceUnreachable) or target.backend in session.settings.require:
         return False
+    from ..core.record import Record
+
     session.records.append(Record.skipped(item.nodeid, _model_json(session, target), target.backend, str(exc)))
     return True
 
@@ -162,6 +189,14 @@ def _unreachable(session: Any, item: pytest.Item, target: LlmTarget, exc: BaseEx
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[pytest.TestReport]:
     report = yield
     target = _target(item)
+    callspec = getattr(item, "callspec", None)
+    param = callspec.params.get("edge_llm") if callspec else None
+    if param is None:  # not an edge_llm test
+        return report
+    from ..core.plan import Unresolved
+    from ..core.record import UNRESOLVED_BACKEND, Record
+    from .checks import LlmTarget
+
     if target is not None and call.when == "setup" and report.skipped:
         session = _session(item.config)
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
@@ -170,8 +205,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     elif call.when == "setup" and report.failed and call.excinfo is not None \
             and isinstance(call.excinfo.value, (EdgeError, pytest.fail.Exception)):
         # An LLM test that errors before its check is in the reports too, with the reason.
-        callspec = getattr(item, "callspec", None)
-        param = callspec.params.get("edge_llm") if callspec else None
         session = _session(item.config)
         message = str(call.excinfo.value)
         if isinstance(param, LlmTarget):
@@ -190,10 +223,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """One line per measured (test, backend) of edge_llm: the generation figures the table lacks."""
-    if hasattr(config, "workerinput"):
+    edge = config.stash.get(SESSION_KEY, None)
+    if hasattr(config, "workerinput") or edge is None:  # no session: no edge test ran
         return
     lines = []
-    for record in _session(config).record_json():
+    for record in edge.record_json():
         llm = record.get("llm") or {}
         if not llm.get("ttft_ms"):
             continue

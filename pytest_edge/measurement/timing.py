@@ -44,6 +44,7 @@ DRIFT_WINDOW_FRACTION = 0.2
 DRIFT_MIN_WINDOW_S = 0.05
 DRIFT_MIN_WINDOW_RUNS = 5
 DRIFT_MIN_TIME_S = 0.4
+MAX_RUNS = 100_000  # timed runs one worker process keeps (its sample buffer, allocated up front)
 
 
 def drift_windows(samples_ns: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:

@@ -2,8 +2,27 @@
 (:mod:`.html`, its charts in :mod:`.charts`) and the Markdown summary (:mod:`.markdown`); the
 changes against a baseline they show (:mod:`.changes`)."""
 
-from .json_report import SCHEMA, build_report, compare_reports, find_baseline, load_report, merge_reports, write_report
-from .table import format_table, gate_summary, matrix_lines, table_footer, table_rows
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .json_report import SCHEMA, build_report, compare_reports, find_baseline, load_report, merge_reports, write_report
+    from .table import format_table, gate_summary, matrix_lines, table_footer, table_rows
 
 __all__ = ["SCHEMA", "build_report", "compare_reports", "find_baseline", "format_table", "gate_summary", "load_report",
            "matrix_lines", "merge_reports", "table_footer", "table_rows", "write_report"]
+_TABLE = ("format_table", "gate_summary", "matrix_lines", "table_footer", "table_rows")
+
+
+def __getattr__(name: str) -> Any:
+    # On first use: a session's summary table (.table) needs no report reader and no gate.
+    if name in _TABLE:
+        from . import table
+
+        return getattr(table, name)
+    if name in __all__:
+        from . import json_report
+
+        return getattr(json_report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

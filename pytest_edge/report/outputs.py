@@ -4,7 +4,7 @@ baseline the gate used. Plain logic: the plugin's ``pytest_sessionfinish`` calls
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .json_report import write_page, write_report
 
@@ -15,9 +15,6 @@ if TYPE_CHECKING:  # settings imports report modules for its defaults
 def write_outputs(report: Mapping[str, Any], settings: "Settings") -> list[str]:
     """Write every output ``settings`` asks for; the errors, one line each (the table and pytest's
     summary still print, and the exit status says something failed)."""
-    from .html import render_html
-    from .markdown import markdown_summary
-
     errors = []
     if settings.report:
         target = settings.rootdir / settings.report
@@ -25,10 +22,10 @@ def write_outputs(report: Mapping[str, Any], settings: "Settings") -> list[str]:
             write_report(target, report)
         except OSError as exc:
             errors.append(f"pytest-edge: cannot write the report {target}: {exc.strerror or exc}")
-    for what, path, render in (("HTML report", settings.html, render_html),
-                               ("summary", settings.summary, markdown_summary)):
+    for what, path in (("HTML report", settings.html), ("summary", settings.summary)):
         if not path:
             continue
+        render = _renderer(what)
         target = settings.rootdir / path
         try:
             # The baseline the gate used: the pages show the gate's verdicts, judged once.
@@ -42,3 +39,14 @@ def write_outputs(report: Mapping[str, Any], settings: "Settings") -> list[str]:
         except OSError as exc:
             errors.append(f"pytest-edge: cannot write the {what} {target}: {exc.strerror or exc}")
     return errors
+
+
+def _renderer(what: str) -> Callable[..., str]:
+    """The page's renderer, imported for a page that was asked for only."""
+    if what == "summary":
+        from .markdown import markdown_summary
+
+        return markdown_summary
+    from .html import render_html
+
+    return render_html

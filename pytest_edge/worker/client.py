@@ -17,7 +17,7 @@ import time
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,8 +25,10 @@ from ..errors import BackendCrash, BackendError, DeviceUnreachable, DoesNotConve
 from ..core.external_data import external_files
 from ..files import sha256_file
 from . import frames, protocol
-from .server import WorkerServer
 from .zygote import ForkedProcess, Zygote
+
+if TYPE_CHECKING:
+    from .server import WorkerServer
 
 _LOGS = itertools.count()  # numbers the log files of this process's workers
 
@@ -98,6 +100,8 @@ class BackendWorker:
         if self.alive:
             return
         if not self.isolated:
+            from .server import WorkerServer  # in this process (--edge-isolation=none)
+
             self._server = WorkerServer(self.backend_name)
             return
         # Runtimes print to fd 1/2 natively: keep that out of pytest's capture, in a log we can quote.

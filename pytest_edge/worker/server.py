@@ -15,17 +15,19 @@ from array import array
 from dataclasses import fields
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..backends import Decoder, InputShapes, LoadedModel, get_backend
 from ..devices.qemu import EMULATED_ENV
-from ..core.marker import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 from ..measurement import sensors, timing
+from ..measurement.timing import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 from ..core.sizes import runtime_package
-from . import callgrind, frames, protocol
-from .artifact_cache import ArtifactCache
+from . import frames, protocol
+
+if TYPE_CHECKING:  # a device's cache and counted mode only: a local worker starts without them
+    from .artifact_cache import ArtifactCache
 
 # How this process started, for each measuring process's record: a new interpreter ("spawned"),
 # or forked by its backend's zygote ("forked", set by worker/zygote.py in the child).
@@ -41,7 +43,11 @@ class WorkerServer:
         self.backend = get_backend(backend_name)
         # On a device, artifacts arrive by content into this folder and Load names them there;
         # the worker opens no other path (cache_dir None: a local worker, given local paths).
-        self.cache = ArtifactCache(cache_dir) if cache_dir is not None else None
+        self.cache: ArtifactCache | None = None
+        if cache_dir is not None:
+            from .artifact_cache import ArtifactCache
+
+            self.cache = ArtifactCache(cache_dir)
         self.backend.import_runtime()
         # Timings go to a buffer allocated (and its pages touched) before any model is loaded, so
         # it sits in the memory baseline: a growing list of samples would count as the model's
@@ -233,6 +239,8 @@ class WorkerServer:
 
     def op_count(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> dict[str, Any]:
         """Counted mode (a worker under callgrind): instructions per inference of ``runs`` runs."""
+        from . import callgrind
+
         if self.first_inference_ms[key] is None:
             self._run_timed(key, feeds)
         return callgrind.count_runs(self.models[key].bind(feeds), warmup, runs)
