@@ -239,14 +239,14 @@ class LlmChecker:
             if not_judged is None:
                 findings = check_generation(block, spec.budgets(check_generation), target.backend)
                 violations += [finding.message for finding in findings]
+            else:
+                judged = None
             sweep = block.get("context") or {}
             if sweep.get("points") and sweep.get("longest_stable") is None:
                 # A sweep none of whose lengths ran compared nothing: said, not passed in silence.
                 violations.append(f"{target.backend}: the context sweep ran none of its lengths "
                                   f"({', '.join(str(p['tokens']) for p in sweep['points'])}): stopped at "
                                   f"{sweep['stopped']['tokens']} tokens: {sweep['stopped']['reason']}")
-            else:
-                judged = None
         if not_judged is not None:
             block["timing_not_judged"] = not_judged
         record = Record(
