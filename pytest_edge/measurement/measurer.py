@@ -3,6 +3,7 @@ compares them with a baseline (docs/measurement.md, docs/gate.md)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -129,10 +130,10 @@ class Measurer:
         # A model with no twin or no stored record is new in this change: listed, not judged.
         if twin is None and find_baseline(self.settings.baseline, record) is None:
             if self.settings.baseline_models is not None:
-                return nothing_to_compare("ab", relative_path(plan.model.twin(info.artifact,
-                                                                              self.settings.baseline_models),
-                                                              self.settings.rootdir),
-                                          relative_path(self.settings.baseline_models, self.settings.rootdir))
+                return nothing_to_compare("ab", os.path.relpath(plan.model.twin(info.artifact,
+                                                                                self.settings.baseline_models),
+                                                                self.settings.rootdir),
+                                          os.path.relpath(self.settings.baseline_models, self.settings.rootdir))
             if self.settings.baseline is not None:
                 return nothing_to_compare("stored", f"{record['test']}, or {record['model']['name']} on "
                                                     f"{record['backend']}", _report_path(self.settings))
@@ -165,7 +166,8 @@ class Measurer:
                           p99_regression=self.settings.p99_regression)
         if paired:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)
             result.summary["twin"] = twin_figures(baseline)
-        result.summary["folder"] = (relative_path(self.settings.baseline_models, self.settings.rootdir) if paired
+        # As the twin is named (twin_baseline): relative to the rootdir, ../main/models outside it.
+        result.summary["folder"] = (os.path.relpath(self.settings.baseline_models, self.settings.rootdir) if paired
                                     else _report_path(self.settings))
         return result
 
