@@ -512,7 +512,7 @@ def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> No
                                  "the table: * ms) is +*% "
                                  "against the baseline * ms (allowed +10%; *); measured twice in fresh processes: "
                                  "+*%, then +*% (CPU probe *%, fastest runs *% over 6 processes)",
-                                 "*merge gate (against stored numbers in fast.json): 1 compared, 1 regressed, 0 inconclusive*"])
+                                 "*merge gate (against stored numbers): 1 compared, 1 regressed, 0 inconclusive*"])
     slow = _scaled(base, 1000)
     slow["records"][0]["peak_memory_mb"] = 1e6
     (pytester.path / "slow.json").write_text(json.dumps(slow))

@@ -392,7 +392,7 @@ class LlmChecker:
             judged = gate.judge(target.backend, measured, gate.as_gated(target.backend, twin_measured[0], twin,
                                                                         settings.rootdir),
                                 paired=True, source=relative_path(twin, settings.rootdir), **judging)
-            judged.summary["folder"] = relative_path(settings.baseline_models, settings.rootdir)
+            judged.summary["folder"] = os.path.relpath(settings.baseline_models, settings.rootdir)
         else:
             stored = gate.stored_record(settings.baseline, test_id, target.backend, target.model.key)
             if stored is not None:
@@ -400,9 +400,9 @@ class LlmChecker:
                                     **judging)
                 judged.summary["folder"] = report
             elif settings.baseline_models is not None:  # no twin: new in this change, listed, not judged
-                judged = nothing_to_compare("ab", relative_path(target.model.twin(artifact, settings.baseline_models),
-                                                                settings.rootdir),
-                                            relative_path(settings.baseline_models, settings.rootdir))
+                judged = nothing_to_compare("ab", os.path.relpath(target.model.twin(artifact, settings.baseline_models),
+                                                                  settings.rootdir),
+                                            os.path.relpath(settings.baseline_models, settings.rootdir))
             elif settings.baseline is not None:
                 judged = nothing_to_compare("stored", f"{test_id}, or {target.model.key} on {target.backend}", report)
         block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"], measured["decode_s"],

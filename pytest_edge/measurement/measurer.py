@@ -3,6 +3,7 @@ compares them with a baseline (docs/measurement.md, docs/gate.md)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -124,9 +125,9 @@ class Measurer:
         """The gate's word on a model with no twin and no stored record: new in this change, saying
         what was looked for (None without a baseline)."""
         if self.settings.baseline_models is not None:
-            return nothing_to_compare("ab", relative_path(plan.model.twin(artifact, self.settings.baseline_models),
-                                                          self.settings.rootdir),
-                                      relative_path(self.settings.baseline_models, self.settings.rootdir))
+            return nothing_to_compare("ab", os.path.relpath(plan.model.twin(artifact, self.settings.baseline_models),
+                                                            self.settings.rootdir),
+                                      os.path.relpath(self.settings.baseline_models, self.settings.rootdir))
         if self.settings.baseline is not None:
             return nothing_to_compare("stored", f"{record['test']}, or {record['model']['name']} on "
                                                 f"{record['backend']}", _report_path(self.settings))
@@ -172,7 +173,8 @@ class Measurer:
                           p99_regression=self.settings.p99_regression)
         if paired:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)
             result.summary["twin"] = twin_figures(baseline)
-        result.summary["folder"] = (relative_path(self.settings.baseline_models, self.settings.rootdir) if paired
+        # As the twin is named (twin_baseline): relative to the rootdir, ../main/models outside it.
+        result.summary["folder"] = (os.path.relpath(self.settings.baseline_models, self.settings.rootdir) if paired
                                     else _report_path(self.settings))
         return result
 

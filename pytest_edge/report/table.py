@@ -222,7 +222,7 @@ def gate_summary(records: Iterable[Mapping[str, Any]]) -> str | None:
 def _gate_mode(check: Mapping[str, Any]) -> str:
     if check.get("mode") == "ab":
         return f"A/B against {check.get('folder') or Path(str(check.get('baseline'))).parent}"
-    return f"against stored numbers{' in ' + check['folder'] if check.get('folder') else ''}"
+    return "against stored numbers"
 
 
 def _few(items: Iterable[str], shown: int = 4) -> str:
