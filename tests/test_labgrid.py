@@ -56,6 +56,12 @@ def test_the_worker_command_takes_only_the_network_service_placeholders() -> Non
         FarmSettings(command="ssh {host} python3 -m pytest_edge.worker --stdio")
     with pytest.raises(ValueError, match="edge_labgrid_wait"):
         FarmSettings(wait_s=float("nan"))
+    # A positional or indexed field passes the placeholder names and broke only once a place was
+    # acquired (IndexError): refused at configuration, naming the key.
+    for bad in ("ssh {} {address}", "ssh {address!z}", "ssh {address:{}}"):
+        with pytest.raises(ValueError, match=r"edge_labgrid_command: .* cannot be filled in"):
+            FarmSettings(command=bad)
+    assert FarmSettings(command="ssh -p {port} {username}@{address} echo {{}}").command
 
 
 def test_bad_farm_configuration_is_a_usage_error_naming_the_key(pytester: pytest.Pytester) -> None:

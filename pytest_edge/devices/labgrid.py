@@ -101,6 +101,12 @@ class FarmSettings:
         if unknown:
             raise ValueError(f"edge_labgrid_command: unknown placeholder(s) {sorted(unknown)}; it may use "
                              f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+        try:  # what parse() lets by: positional fields ("ssh {} {address}"), indexing, conversions
+            self.command.format(**{p: "x" for p in PLACEHOLDERS})
+        except (IndexError, KeyError, ValueError, AttributeError, TypeError) as exc:
+            raise ValueError(f"edge_labgrid_command: {self.command!r} cannot be filled in ({type(exc).__name__}: "
+                             f"{exc}); it may use {', '.join('{' + p + '}' for p in PLACEHOLDERS)} and no other "
+                             "field (write a literal brace as {{ or }})") from None
         if not self.wait_s >= 0:  # also refuses NaN
             raise ValueError(f"edge_labgrid_wait: {self.wait_s!r} is not a number of seconds >= 0")
 
