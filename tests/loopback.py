@@ -34,14 +34,17 @@ def _wait_for_port(port: int, process: subprocess.Popen, seconds: float = 10.0) 
 
 
 # The tflite-runtime lane's environment (NumPy 1.x, tflite-runtime), built by `tox -e tflite-runtime`
-# (scripts/test.sh runs that lane first): as a device, it proves the codec across NumPy major versions.
+# (scripts/test.sh runs that lane first), and the main one (NumPy 2, ai-edge-litert): each is the
+# other's device, proving the codec across NumPy major versions both ways.
 OTHER_ENV = Path(__file__).resolve().parent.parent / ".tox" / "tflite-runtime" / "bin" / "python"
+MAIN_ENV = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "python"
 IN_OTHER_ENV = Path(sys.prefix).resolve() == OTHER_ENV.parent.parent.resolve()
 
 
 def device_python() -> str:
     """The Python a loopback device runs: the other lane's where it exists, else this one."""
-    return str(OTHER_ENV) if OTHER_ENV.exists() and not IN_OTHER_ENV else sys.executable
+    other = MAIN_ENV if IN_OTHER_ENV else OTHER_ENV
+    return str(other) if other.exists() else sys.executable
 
 
 @dataclass
