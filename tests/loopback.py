@@ -109,14 +109,17 @@ class Farm:
         return done.stdout
 
     def acquired(self) -> dict[str, str | None]:
-        """place -> who holds it (HOST/USER), or None."""
-        holders = {}
-        for line in self.client("places").splitlines():
-            if line.strip():
-                name = line.split()[0]
-                show = self.client("-p", name, "show")
-                holder = next(row.split(":", 1)[1].strip() for row in show.splitlines() if row.strip().startswith("acquired:"))
-                holders[name] = None if holder == "None" else holder
+        """place -> who holds it (HOST/USER), or None. One ``labgrid-client -v places`` (each place's
+        ``show``): tests poll this, and every call is a fresh Python importing grpc, which a poll of
+        ``places`` then ``show`` per place tripled, starving the sessions it waits for."""
+        holders: dict[str, str | None] = {}
+        place = None
+        for line in self.client("-v", "places").splitlines():
+            if line.startswith("Place '") and line.endswith("':"):
+                place = line[len("Place '"):-len("':")]
+            elif place is not None and line.strip().startswith("acquired:"):
+                holder = line.split(":", 1)[1].strip()
+                holders[place] = None if holder == "None" else holder
         return holders
 
     def stop(self) -> None:
