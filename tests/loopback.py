@@ -34,14 +34,17 @@ def _wait_for_port(port: int, process: subprocess.Popen, seconds: float = 10.0) 
 
 
 # The tflite-runtime lane's environment (NumPy 1.x, tflite-runtime), built by `tox -e tflite-runtime`
-# (scripts/test.sh runs that lane first): as a device, it proves the codec across NumPy major versions.
+# (scripts/test.sh runs that lane first), and the main one (NumPy 2, ai-edge-litert): each is the
+# other's device, proving the codec across NumPy major versions both ways.
 OTHER_ENV = Path(__file__).resolve().parent.parent / ".tox" / "tflite-runtime" / "bin" / "python"
+MAIN_ENV = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "python"
 IN_OTHER_ENV = Path(sys.prefix).resolve() == OTHER_ENV.parent.parent.resolve()
 
 
 def device_python() -> str:
     """The Python a loopback device runs: the other lane's where it exists, else this one."""
-    return str(OTHER_ENV) if OTHER_ENV.exists() and not IN_OTHER_ENV else sys.executable
+    other = MAIN_ENV if IN_OTHER_ENV else OTHER_ENV
+    return str(other) if other.exists() else sys.executable
 
 
 @dataclass
@@ -106,14 +109,17 @@ class Farm:
         return done.stdout
 
     def acquired(self) -> dict[str, str | None]:
-        """place -> who holds it (HOST/USER), or None."""
-        holders = {}
-        for line in self.client("places").splitlines():
-            if line.strip():
-                name = line.split()[0]
-                show = self.client("-p", name, "show")
-                holder = next(row.split(":", 1)[1].strip() for row in show.splitlines() if row.strip().startswith("acquired:"))
-                holders[name] = None if holder == "None" else holder
+        """place -> who holds it (HOST/USER), or None. One ``labgrid-client -v places`` (each place's
+        ``show``): tests poll this, and every call is a fresh Python importing grpc, which a poll of
+        ``places`` then ``show`` per place tripled, starving the sessions it waits for."""
+        holders: dict[str, str | None] = {}
+        place = None
+        for line in self.client("-v", "places").splitlines():
+            if line.startswith("Place '") and line.endswith("':"):
+                place = line[len("Place '"):-len("':")]
+            elif place is not None and line.strip().startswith("acquired:"):
+                holder = line.split(":", 1)[1].strip()
+                holders[place] = None if holder == "None" else holder
         return holders
 
     def stop(self) -> None:

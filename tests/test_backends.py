@@ -17,6 +17,9 @@ from pytest_edge.backends.executorch.coverage import pte_coverage
 from pytest_edge.errors import BackendCrash, BackendError
 from pytest_edge.worker import BackendWorker, WorkerServer
 
+# Also run by tox -e tflite-runtime: the LiteRT backend on tflite-runtime 2.14 there.
+pytestmark = pytest.mark.tflite_runtime_lane
+
 
 
 def _available(name: str) -> None:

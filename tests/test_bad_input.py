@@ -36,6 +36,9 @@ from pytest_edge.worker import BackendWorker
 
 from edge_helpers import FIXTURES, golden_meta, record
 
+# Also run by tox -e tflite-runtime: hostile files NumPy 1.x and tflite-runtime 2.14 read there.
+pytestmark = pytest.mark.tflite_runtime_lane
+
 
 # ---------------------------------------------------------------- golden files
 

@@ -12,7 +12,9 @@ from edge_helpers import installed, needs_executorch, run_cli
 from pytest_edge.backends import tensor_backends
 from pytest_edge.cli import main
 
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+# Also run by tox -e tflite-runtime: the command and the report it reads, on that environment.
+pytestmark = [pytest.mark.tflite_runtime_lane,
+              pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
 
 
 @needs_executorch

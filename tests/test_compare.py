@@ -12,6 +12,9 @@ from hypothesis.extra import numpy as hnp
 
 from pytest_edge.accuracy.compare import compare_output, needed_tolerances, resolve_tolerance
 
+# Also run by tox -e tflite-runtime: comparisons NumPy 1.x computes there.
+pytestmark = pytest.mark.tflite_runtime_lane
+
 # ---------------------------------------------------------------- comparison
 
 finite = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, width=32)

@@ -166,6 +166,7 @@ def test_a_zygote_killed_during_or_between_measurements_is_named_and_replaced() 
         pool.close()
 
 
+@pytest.mark.tflite_runtime_lane  # LiteRT's module is tflite_runtime there
 def test_a_runtime_the_zygote_cannot_import_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A broken runtime first on the path (a folder shadowing the runtime's package, as a conftest
     inserting into sys.path would): the error names the backend, the zygote, the import error and
@@ -432,6 +433,7 @@ def _children_named(fragment: str) -> list[int]:
 IN_PROCESS = ("-p", "no:labgrid")
 
 
+@pytest.mark.tflite_runtime_lane  # a zygote forking tflite-runtime
 def test_forked_session_records_the_figures_of_a_spawned_one(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(MEASURED_TEST)
     pytester.runpytest(*IN_PROCESS, "--edge-update-golden").assert_outcomes(passed=1)

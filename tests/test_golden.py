@@ -14,6 +14,9 @@ from pytest_edge.errors import GoldenError
 from pytest_edge.files import atomic_write
 from pytest_edge.golden import GoldenCase, GoldenStore
 
+# Also run by tox -e tflite-runtime: golden files NumPy 1.x writes and reads there.
+pytestmark = pytest.mark.tflite_runtime_lane
+
 # ---------------------------------------------------------------- golden store
 
 

@@ -11,6 +11,9 @@ from pytest_edge.backends import TensorSpec
 from pytest_edge.errors import EdgeUsageError
 from pytest_edge.accuracy.inputs import concrete_shape, feed_order, generate_case, user_cases
 
+# Also run by tox -e tflite-runtime: seeded inputs NumPy 1.x generates there.
+pytestmark = pytest.mark.tflite_runtime_lane
+
 # ---------------------------------------------------------------- inputs
 
 

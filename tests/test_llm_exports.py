@@ -487,6 +487,7 @@ def test_a_hand_written_configuration_may_give_a_sliding_window(tmp_path: Path) 
 
 
 @OLD_TFLITE
+@pytest.mark.tflite_runtime_lane  # runs only there
 def test_tflite_runtime_refuses_a_litert_torch_export_naming_file_and_backend(pytester: pytest.Pytester) -> None:
     """tflite-runtime 2.14 (NumPy < 2) does not know the builtin ops litert-torch's converter
     writes: each test of the model is an error that names the file, the backend and the runtime's

@@ -15,6 +15,9 @@ from pytest_edge.worker import protocol
 from pytest_edge.worker.frames import decode, encode
 from pytest_edge.worker.protocol import Load, Measure, ProtocolError, Run, request_from, request_json
 
+# Also run by tox -e tflite-runtime: the worker codec on NumPy 1.x there.
+pytestmark = pytest.mark.tflite_runtime_lane
+
 DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64"]
 
 

@@ -146,6 +146,7 @@ def test_int8_impossible(edge_model):
 """
 
 
+@pytest.mark.tflite_runtime_lane  # tflite-runtime 2.14's reference kernels lack CUMSUM: its triage line differs
 def test_int8_against_the_float_golden(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(test_int8=INT8_TESTS)
     missing = pytester.runpytest_subprocess(LIGHT)

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from edge_helpers import record
 
 from pytest_edge.measurement.regressions import check_baseline
 from pytest_edge.report import compare_reports, format_table, merge_reports, table_rows
+
+# Also run by tox -e tflite-runtime: the report on NumPy 1.x there.
+pytestmark = pytest.mark.tflite_runtime_lane
 
 
 def _record(p50: float, fallback: float) -> dict:
