@@ -7,7 +7,7 @@ the pipelines ask each check for the budgets of the table's rows, and a finding 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .backends import Coverage
 from .backends.compiled import Compilation
@@ -222,6 +222,22 @@ def check_sizes(artifact: str, artifact_bytes: int | None, runtime: str, runtime
     return problems
 
 
+def _outside(measured: Mapping[str, float | None], budgets: Budgets) -> Iterator[tuple[str, float | None, float, "Budget"]]:
+    """(keyword, value, budget, row) of each budgeted figure of ``measured`` that was not measured
+    (value None) or lies on the wrong side of its budget (``row.sense``); the caller words it."""
+    for keyword, value in measured.items():
+        budget = budgets.get(keyword)
+        if budget is None:
+            continue
+        row = BUDGET[keyword]
+        if value is None or ((value > budget) if row.sense == "max" else (value < budget)):
+            yield keyword, value, budget, row
+
+
+def _beyond(row: "Budget") -> str:
+    return "exceeds" if row.sense == "max" else "is under"
+
+
 def check_generation(figures: Mapping[str, Any], budgets: Budgets, backend: str) -> list[Finding]:
     """The ``edge_llm`` marker's budgets against one backend's generation figures (its record's
     ``llm`` block): TTFT and TPOT P50, decode and prefill tokens/s, peak memory, load time, the
@@ -237,18 +253,13 @@ def check_generation(figures: Mapping[str, Any], budgets: Budgets, backend: str)
         "max_context": (figures.get("context") or {}).get("longest_stable"),
     }
     problems = []
-    for keyword, value in measured.items():
-        budget = budgets.get(keyword)
-        if budget is None:
-            continue
-        row = BUDGET[keyword]
+    for keyword, value, budget, row in _outside(measured, budgets):
         if value is None:
             problems.append(_found(keyword, None, budget,
                                    f"{backend}: {row.figure} was not measured; budget {keyword}={budget:g} {row.unit}"))
-        elif (value > budget) if row.sense == "max" else (value < budget):
-            word = "exceeds" if row.sense == "max" else "is under"
-            problems.append(_found(keyword, value, budget, f"{backend}: {row.figure} {value:.4g} {row.unit} {word} "
-                                                           f"the budget {keyword}={budget:g} {row.unit}"))
+        else:
+            problems.append(_found(keyword, value, budget, f"{backend}: {row.figure} {value:.4g} {row.unit} "
+                                                           f"{_beyond(row)} the budget {keyword}={budget:g} {row.unit}"))
     return problems
 
 
@@ -260,15 +271,11 @@ def check_teacher_forced(figures: Mapping[str, Any] | None, budgets: Budgets, ba
     kld = figures.get("kld") or {}
     measured = {"min_top1_agreement": figures.get("top1_agreement"), "max_kld": kld.get("mean")}
     problems = []
-    for keyword, value in measured.items():
-        budget = budgets.get(keyword)
-        if budget is None:
-            continue
-        row = BUDGET[keyword]
+    for keyword, value, budget, row in _outside(measured, budgets):
         if value is None:
             why = figures.get("not_measured") or "not measured"
             problems.append(_found(keyword, None, budget, f"{backend}: {row.figure} {why}; budget {keyword}={budget:g}"))
-        elif (value > budget) if row.sense == "max" else (value < budget):
+        else:
             where = ""
             if keyword == "max_kld":
                 where = (f" (P99 {kld['p99']:.4g}, max {kld['max']:.4g} at prompt {figures['max_kld_at']['prompt']} "
@@ -276,10 +283,9 @@ def check_teacher_forced(figures: Mapping[str, Any] | None, budgets: Budgets, ba
             elif figures.get("first_top1_difference") is not None:
                 at = figures["first_top1_difference"]
                 where = f" (first at prompt {at['prompt']} new token {at['position']})"
-            word = "exceeds" if row.sense == "max" else "is under"
             problems.append(_found(keyword, value, budget,
                                    f"{backend}: {row.figure} {value:.4g} over {figures.get('positions')} positions"
-                                   f"{where} {word} the budget {keyword}={budget:g}"))
+                                   f"{where} {_beyond(row)} the budget {keyword}={budget:g}"))
     return problems
 
 
