@@ -2,11 +2,68 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Any, Mapping, Sequence
+
+# C0 and C1 controls and DEL (ESC starts a terminal's escape sequences, CR overwrites a line), and
+# any non-ASCII character to look at: format characters (bidirectional overrides, zero widths),
+# surrogates (undecodable bytes of a file name) and line or paragraph separators are escaped too.
+_SUSPECT = re.compile(r"[\x00-\x1f\x7f-\x9f]|[^\x00-\x7f]")
+_SUSPECT_IN_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]|[^\x00-\x7f]")
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if code >= 0xA0 and unicodedata.category(char) not in _HIDDEN_CATEGORIES:
+        return char  # a printable character of any script: shown as it is
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def visible(text: object, lines: bool = False, most: int | None = None) -> str:
+    """``text`` as it may reach a terminal: every control, escape or invisible character written as
+    its Python escape (``\\x1b``, ``\\u202e``), printable characters of any script kept. Text from a
+    file (a configuration's field, a GGUF string, a golden's metadata, an accept reason) or from a
+    runtime's message goes through here before it is shown, so a file cannot move the cursor, recolor
+    or rewrite the lines of a test's report. ``lines`` keeps newlines and tabs (a message of several
+    lines); ``most`` cuts the result to that many characters, saying so."""
+    shown = (_SUSPECT_IN_LINES if lines else _SUSPECT).sub(_escaped, str(text))
+    if most is not None and len(shown) > most:
+        return shown[:most] + f"… ({len(shown) - most} more characters)"
+    return shown
+
+
+def visible_longrepr(longrepr: Any) -> Any:
+    """A pytest report's ``longrepr`` with its text made :func:`visible`: a message string, a skip's
+    (path, line, reason), or a traceback's crash message and source lines (changed in place). Text
+    a test's failure quotes from a file (an assertion's message, a runtime's exception) reaches the
+    terminal, the short summary and JUnit XML through it; an edge test's reports pass here."""
+    if isinstance(longrepr, str):
+        return visible(longrepr, lines=True)
+    if isinstance(longrepr, tuple) and len(longrepr) == 3 and isinstance(longrepr[2], str):
+        return (longrepr[0], longrepr[1], visible(longrepr[2], lines=True))
+    chain = getattr(longrepr, "chain", None)
+    parts = [(tb, crash) for tb, crash, _ in chain] if chain else \
+        [(getattr(longrepr, "reprtraceback", None), getattr(longrepr, "reprcrash", None))]
+    for traceback, crash in parts:
+        if crash is not None and isinstance(getattr(crash, "message", None), str):
+            crash.message = visible(crash.message, lines=True)
+        for entry in getattr(traceback, "reprentries", None) or ():
+            if isinstance(getattr(entry, "lines", None), list):
+                entry.lines[:] = [visible(line, lines=True) if isinstance(line, str) else line for line in entry.lines]
+    if isinstance(getattr(longrepr, "longrepr", None), str):  # a collection error's
+        longrepr.longrepr = visible(longrepr.longrepr, lines=True)
+    return longrepr
 
 
 class EdgeError(Exception):
-    """A conformance problem reported to the user as a plain message, without a deep traceback."""
+    """A conformance problem reported to the user as a plain message, without a deep traceback. Its
+    text is :func:`visible`: a file's bytes quoted in it cannot reach the terminal as escapes."""
+
+    def __str__(self) -> str:
+        return visible(super().__str__(), lines=True)
 
 
 class EdgeUsageError(EdgeError):
@@ -17,7 +74,7 @@ class UnknownBackend(EdgeUsageError, KeyError):
     """A backend name no registered runtime knows (a KeyError too, for callers that look names up)."""
 
     def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
+        return visible(self.args[0], lines=True) if self.args else ""
 
 
 class BackendError(EdgeError):

@@ -16,7 +16,8 @@ import pytest
 
 from .core import settings as edge_settings
 from .core.settings import Settings
-from .errors import EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend
+from .errors import (EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend, visible,
+                     visible_longrepr)
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
 from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, edge_session
 
@@ -96,7 +97,7 @@ def _progress_writer(config: pytest.Config) -> Callable[[str], None]:
             print(f"pytest-edge: {line}", file=sys.stderr, flush=True)
             return
         with capture.global_and_fixture_disabled():
-            reporter.write_line(f"pytest-edge: {line}")
+            reporter.write_line(visible(f"pytest-edge: {line}"))
 
     return write
 
@@ -222,9 +223,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             raise
         pytest.skip(reason)
     for message in record.warnings:
-        item.warn(EdgeInconclusive(message))  # attributed to the test (its file and line), not to this hook
+        item.warn(EdgeInconclusive(visible(message, lines=True)))  # attributed to the test (its file and line), not to this hook
     for message in record.restarts:
-        item.warn(EdgeWorkerRestarted(message))
+        item.warn(EdgeWorkerRestarted(visible(message, lines=True)))
     item.user_properties.extend(record.junit_properties())
     return result
 
@@ -276,6 +277,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     return report
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """An edge test's report shows a file's or runtime's text with its escapes visible, before the
+    terminal, JUnit XML or an xdist worker's channel read it."""
+    if "edge" in report.keywords or "edge_llm" in report.keywords:
+        report.longrepr = visible_longrepr(report.longrepr)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     edge = config.stash.get(SESSION_KEY, None)
@@ -323,7 +332,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         if use.unused or use.error or asked:
             terminalreporter.section("pytest-edge")
         if asked:  # said, so a CI step that expects the file knows why it is not there
-            terminalreporter.write_line(f"pytest-edge: no edge test ran, so nothing was written ({', '.join(asked)})",
+            terminalreporter.write_line(visible(f"pytest-edge: no edge test ran, so nothing was written ({', '.join(asked)})"),
                                         yellow=True)
         _write_golden_use(terminalreporter, use)
         return
@@ -334,23 +343,23 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     workers = getattr(config.option, "numprocesses", None)
     for line in summary_lines(records, under_load=edge.under_load, inconclusive=edge.inconclusive,
                               xdist_workers=workers if edge.measured_any else None):
-        terminalreporter.write_line(line)
+        terminalreporter.write_line(visible(line))
     if edge.report_error:
         for line in edge.report_error.splitlines():
-            terminalreporter.write_line(line, red=True, bold=True)
+            terminalreporter.write_line(visible(line), red=True, bold=True)
     for name, path in (("report", edge.settings.report), ("html", edge.settings.html),
                        ("summary", edge.settings.summary)):
         target = edge.settings.rootdir / path if path else None
         if target is not None and str(target) not in edge.report_error:
-            terminalreporter.write_line(f"{name}: {target}")
+            terminalreporter.write_line(visible(f"{name}: {target}"))
     _write_golden_use(terminalreporter, use)
 
 
 def _write_golden_use(terminalreporter: Any, use: GoldenUse) -> None:
     if use.error:
-        terminalreporter.write_line(use.error, yellow=True)
+        terminalreporter.write_line(visible(use.error, lines=True), yellow=True)
     if use.unused:
-        terminalreporter.write_line(unused_report(use.unused, use.models_used), yellow=True)
+        terminalreporter.write_line(visible(unused_report(use.unused, use.models_used), lines=True), yellow=True)
 
 
 class XdistMerge:

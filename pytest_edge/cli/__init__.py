@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..backends import all_artifact_suffixes, all_backends, predicted_targets
 from ..core.settings import MAX_REGRESSION
+from ..errors import visible
 from ..triage import quant
 from . import accept, device
 from .golden import diff_command, golden_prune, golden_refresh, list_command
@@ -16,6 +17,24 @@ from .init import init_command
 from .inspect import inspect_command
 from .report import compare_command, html_command, merge_command, summary_command
 
+
+class _VisibleText:
+    """A command's stdout or stderr: what it writes is :func:`~pytest_edge.errors.visible` (a model's
+    name, a golden's metadata, an accept reason or a runtime's message may hold terminal escapes),
+    and it says it is no terminal, so a pytest run inside a command writes no color escapes of its own."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(visible(text, lines=True))
+        return len(text)
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _targets() -> str:
@@ -102,4 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     device.add_arguments(commands)
 
     args = parser.parse_args(argv)
-    return args.func(args)
+    if args.command == "init":  # it runs the project's pytest and prints its output as is
+        return args.func(args)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _VisibleText(out), _VisibleText(err)
+    try:
+        return args.func(args)
+    finally:
+        sys.stdout, sys.stderr = out, err

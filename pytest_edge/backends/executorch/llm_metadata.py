@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ...errors import EdgeUsageError
+from ...errors import EdgeUsageError, visible
 from ..decoder import not_a_decoder
 from ..decoder_config import LlmConfig, _checked, config_path
 from .dtypes import SCALAR_TYPES
@@ -161,6 +161,6 @@ def _listed(names: object, most: int = 12) -> str:
     any bytes (terminal escapes, megabytes), so each is escaped and cut, and the list too."""
     shown = []
     for name in sorted(map(str, names))[:most]:  # type: ignore[call-overload]
-        shown.append(name if name.isidentifier() and len(name) <= 64 else ascii(name[:64]) + ("…" if len(name) > 64 else ""))
+        shown.append(name if name.isidentifier() and len(name) <= 64 else f"'{visible(name, most=64)}'")
     more = len(names) - most  # type: ignore[arg-type]
     return ", ".join(shown) + (f", … ({more} more)" if more > 0 else "")

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...errors import BackendError, EdgeUsageError
+from ...errors import BackendError, EdgeUsageError, visible
 from ..decoder import Decoder, not_a_decoder
 
 BACKEND = "litert"
@@ -175,7 +175,7 @@ def read_layout(interpreter, path: Path, backend: str = BACKEND) -> Layout:
 def damaged(exc: BaseException) -> str:
     """What a damaged .tflite's error says, bounded and escaped (its bytes may be any, terminal
     escapes among them)."""
-    return f"not a readable generative .tflite (a damaged file?): {type(exc).__name__}: {ascii(str(exc))[1:-1][:200]}"
+    return f"not a readable generative .tflite (a damaged file?): {type(exc).__name__}: {visible(exc, most=200)}"
 
 
 def from_tflite(path: Path) -> Any:
