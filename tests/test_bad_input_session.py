@@ -181,3 +181,47 @@ def test_an_inputs_callable_of_the_wrong_type_names_the_model_and_many_cases_war
     checked.assert_outcomes(failed=1)
     checked.stdout.fnmatch_lines([complex_message])
     checked.stdout.no_fnmatch_line("*no golden outputs*")
+
+
+def test_the_edge_markers_model_never_resolves_outside_the_projects_folders(pytester: pytest.Pytester,
+                                                                           models: Path) -> None:
+    """model= and reference= name a model inside the test's folder, the rootdir or edge_model_dirs:
+    '..' once found the parent folder's '<project>.onnx' and '../stranger/x' a stranger's model,
+    tested and given a golden. Each is its test's error naming the keyword and the path."""
+    import shutil
+
+    stranger = pytester.path.parent / "stranger"
+    stranger.mkdir(exist_ok=True)
+    shutil.copy(models / "tiny_mlp.onnx", stranger / "net.onnx")
+    shutil.copy(models / "tiny_mlp.onnx", pytester.path.parent / f"{pytester.path.name}.onnx")  # what '.' named
+    pytester.makepyfile(test_outside="import pytest\n" + CONTROL + f"""
+@pytest.mark.edge(model="..", backends="onnxruntime-cpu")
+def test_parent(edge_model):
+    pass
+
+@pytest.mark.edge(model=".", backends="onnxruntime-cpu")
+def test_here(edge_model):
+    pass
+
+@pytest.mark.edge(model="../stranger/net", backends="onnxruntime-cpu")
+def test_stranger(edge_model):
+    pass
+
+@pytest.mark.edge(model={str(stranger / "net.onnx")!r}, backends="onnxruntime-cpu")
+def test_absolute(edge_model):
+    pass
+
+@pytest.mark.edge(model="tiny_mlp", reference="../stranger/net", backends="onnxruntime-cpu")
+def test_reference(edge_model):
+    pass
+""")
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result.assert_outcomes(passed=1, errors=5)
+    result.stdout.fnmatch_lines(["*test_parent*: model='..' names a folder by '.' or '..', not a model*",
+                                 "*test_here*: model='.' names a folder by '.' or '..', not a model*",
+                                 f"*test_stranger*: model='../stranger/net' is {stranger / 'net'}, outside the "
+                                 "folders models are looked for in*",
+                                 f"*test_absolute*: model='{stranger / 'net.onnx'}' is {stranger / 'net.onnx'}, "
+                                 "outside the folders*",
+                                 "*test_reference*: reference='../stranger/net' is *, outside the folders*"])
+    assert sorted(p.name for p in (pytester.path / "golden").iterdir()) == ["tiny_mlp"]

@@ -75,11 +75,34 @@ class ModelKeys:
         return self.stems.get(model.name, {model.key}) <= {model.key}
 
 
+def refuse_outside(spec: str, dirs: Sequence[Path], suffixes: Sequence[str], keyword: str = "model") -> None:
+    """``keyword=spec`` names something inside the folders models are looked for in (the test's, the
+    rootdir, edge_model_dirs): one that ends in '.' or '..' names no model, and one whose path leaves
+    every folder (``"../../.."``, an absolute path elsewhere) would test, and record goldens for,
+    whatever lies there. Judged on the path as written (links inside are followed, as DVC and
+    git-annex check artifacts out). EdgeUsageError naming the keyword, the path and the folders."""
+    if Path(spec).name in ("", ".", "..") or Path(spec).parts[-1:] in ((".",), ("..",)):
+        raise EdgeUsageError(f"{keyword}={spec!r} names a folder by '.' or '..', not a model: name the export "
+                             "folder or the artifact")
+    roots = [os.path.abspath(folder) for folder in dirs]
+    for folder in dirs:
+        candidate = os.path.abspath(spec if Path(spec).is_absolute() else Path(folder) / spec)
+        inside = any(candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+        if not inside and any(os.path.lexists(candidate + suffix) for suffix in ("", *suffixes)):
+            raise EdgeUsageError(f"{keyword}={spec!r} is {candidate}, outside the folders models are looked "
+                                 f"for in ({', '.join(dict.fromkeys(roots))}): refused, nothing there is read or "
+                                 "recorded (list its folder in edge_model_dirs)")
+
+
 def resolve_model(spec: str, search_dirs: Sequence[Path], suffixes: Iterable[str],
-                  key_bases: Sequence[Path] = ()) -> Model:
+                  key_bases: Sequence[Path] = (), keyword: str | None = None) -> Model:
     """``spec`` with a known suffix names one artifact; without, every artifact of that stem.
-    ``key_bases``: the folders the model's key is relative to (:meth:`Model.placed`)."""
+    ``key_bases``: the folders the model's key is relative to (:meth:`Model.placed`). With
+    ``keyword`` (the marker's, for its message) a ``spec`` that leaves ``search_dirs`` is refused
+    (:func:`refuse_outside`) before anything is looked at."""
     suffixes = list(dict.fromkeys(suffixes))
+    if keyword is not None:
+        refuse_outside(spec, search_dirs, suffixes, keyword)
     given = Path(spec)
     searched = []
     for folder in search_dirs:

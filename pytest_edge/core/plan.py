@@ -86,7 +86,7 @@ def resolve_reference(settings: Settings, marker: MarkerSpec, model: Model, test
         return None
     try:
         reference = resolve_model(marker.reference, search_dirs(settings, test_dir),
-                                  all_artifact_suffixes(), key_bases(settings))
+                                  all_artifact_suffixes(), key_bases(settings), keyword="reference")
     except EdgeUsageError as exc:
         raise EdgeUsageError(f"reference={marker.reference!r} of model {model.name!r}: {exc}") from None
     if reference.key == model.key:

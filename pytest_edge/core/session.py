@@ -120,7 +120,7 @@ class EdgeSession:
         if not name:
             raise EdgeUsageError("the edge marker needs a model: @pytest.mark.edge(model='name-or-path')")
         return self.models.claim(resolve_model(name, search_dirs(self.settings, test_dir), all_artifact_suffixes(),
-                                               key_bases(self.settings)))
+                                               key_bases(self.settings), keyword="model"))
 
     def plan(self, model: Model, backend: str, marker: MarkerSpec | None = None,
              test_dir: Path | None = None) -> Plan:

@@ -23,7 +23,7 @@ from ..errors import BackendError, EdgeError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
 from ..measurement.gate import GateResult, nothing_to_compare
 from ..core.external_data import identity_files
-from ..core.models import Model, ModelKeys, resolve_model
+from ..core.models import Model, ModelKeys, refuse_outside, resolve_model
 from ..core.pipeline import gate_into
 from ..core.plan import expand_patterns, is_pattern, known_device, unavailable_on
 from ..core.sizes import artifact_size
@@ -114,7 +114,7 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path]
     export folder's place (an exporter's decoder named by file, ``models/base/model``, is its folder's
     model too), else the file's without suffix (core.models)."""
     suffixes = list(dict.fromkeys(b.suffix for b in decoder_backends().values()))
-    refuse_outside(spec, dirs, suffixes)
+    refuse_outside(spec, dirs, suffixes, "edge_llm model")
     for folder in dirs:
         candidate = Path(spec) if Path(spec).is_absolute() else folder / spec
         if not candidate.is_dir():
@@ -135,24 +135,6 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path]
         if any(b.folder_decoder(artifact.parent) == artifact for b in decoder_backends().values()):
             return model.placed(artifact.parent, key_bases)
     return model
-
-
-def refuse_outside(spec: str, dirs: Sequence[Path], suffixes: Sequence[str]) -> None:
-    """``model=`` names something inside the folders it is looked for in (the test's, the rootdir,
-    edge_model_dirs): one that ends in '.' or '..' names no model, and one whose path leaves every
-    folder (``"../../.."``) would test, and record goldens for, whatever lies there. Judged on the
-    path as written (links inside are followed, as DVC and git-annex check artifacts out)."""
-    if Path(spec).name in ("", ".", "..") or Path(spec).parts[-1:] in ((".",), ("..",)):
-        raise EdgeUsageError(f"edge_llm model={spec!r} names a folder by '.' or '..', not a model: name the export "
-                             "folder or the artifact")
-    roots = [os.path.abspath(folder) for folder in dirs]
-    for folder in dirs:
-        candidate = os.path.abspath(spec if Path(spec).is_absolute() else Path(folder) / spec)
-        inside = any(candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
-        if not inside and any(os.path.lexists(candidate + suffix) for suffix in ("", *suffixes)):
-            raise EdgeUsageError(f"edge_llm model={spec!r} is {candidate}, outside the folders models are looked "
-                                 f"for in ({', '.join(dict.fromkeys(roots))}): refused, nothing there is read or "
-                                 "recorded (list its folder in edge_model_dirs)")
 
 
 def _carried(artifact: Path) -> LlmConfig | None:
