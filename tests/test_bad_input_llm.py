@@ -295,6 +295,51 @@ def test_a_window_larger_than_the_context_is_an_error_naming_both(tmp_path: Path
         from_genai_config(folder / "genai_config.json")
 
 
+def test_a_window_the_graph_does_not_attend_is_refused_naming_both(tmp_path: Path) -> None:
+    """A declared window of 2**24 (the context too) over a graph whose attention attends 8 positions
+    sized the ring cache by the window (4 GiB, MemoryError): the configuration contradicts its graph."""
+    from pytest_edge.backends.onnxruntime.decoder import refuse_disagreement
+    from pytest_edge.errors import BackendError
+
+    folder = _genai_copy(tmp_path, "genai_gemma2", window_size=2**24, context_length=2**24)
+    config = from_genai_config(folder / "genai_config.json")
+    with pytest.raises(BackendError, match=r"does not describe this graph: sliding_window 16777216 \(configuration\) "
+                                           r"but 8 \(graph\)"):
+        refuse_disagreement(folder / "model.onnx", config, "onnxruntime-cpu")
+
+
+def test_a_ring_cache_holds_the_window_and_only_the_slack_the_run_reaches(tmp_path: Path) -> None:
+    """A cache_slack of 2**24 - 8 allocated 2**24 positions per sliding layer for any test: the ring is
+    the window (ONNX Runtime refuses less) and the positions the run reaches, and decodes the same
+    tokens and logits as the exporter's own ring."""
+    import numpy as np
+
+    from pytest_edge.backends.onnxruntime.decoder import OrtDecoder
+    from pytest_edge.llm.checks import run_context
+
+    folder = _genai_copy(tmp_path, "genai_gemma2")
+    config_path = folder / "genai_config.json"
+    exported = from_genai_config(config_path)
+    raw = json.loads(config_path.read_text())
+    raw["model"]["decoder"]["sliding_window"]["cache_slack"] = 2**24 - 8
+    raw["model"]["context_length"] = raw["search"]["max_length"] = 2**24
+    config_path.write_text(json.dumps(raw))
+    slack = from_genai_config(config_path)
+    assert slack.sliding_cache == 2**24
+    assert slack.for_context(4).sliding_cache == 8 and slack.for_context(12).sliding_cache == 12
+    run = slack.for_context(run_context(12 + 6, slack))
+    assert run.sliding_cache == run.max_context == MIN_RUN_CONTEXT and exported.for_context(64).sliding_cache == 8
+
+    def decode(config: LlmConfig) -> np.ndarray:
+        decoder = OrtDecoder(folder / "model.onnx", config, 1)
+        logits = [decoder.step(list(range(1, 13)))]
+        for _ in range(6):  # past the window of 8: the ring evicts
+            logits.append(decoder.step([int(np.argmax(logits[-1]))]))
+        return np.stack(logits)
+
+    np.testing.assert_allclose(decode(run), decode(exported), atol=1e-5)
+
+
 def _pte_with(tmp_path: Path, method: str, value: int) -> Path:
     """A copy of export_llama's .pte whose metadata method ``method`` returns ``value``: the one
     int64 in the file whose change changes what that method returns (found by trying each)."""

@@ -79,8 +79,14 @@ class LlmConfig:
         """This configuration as a runtime is loaded with for a run of ``tokens`` positions (the
         prompt and the new tokens; a sweep's length): the cache it sizes (llama.cpp's ``n_ctx``,
         GenAI's ``max_length``) is what the run needs, never the declared maximum, which a file may
-        put at 2**24 (gigabytes of cache for a 4-token test). At most ``max_context``."""
-        return replace(self, max_context=max(1, min(int(tokens), self.max_context)))
+        put at 2**24 (gigabytes of cache for a 4-token test). At most ``max_context``. A sliding
+        window's ring holds the window (the attention kernel refuses less: ONNX Runtime's
+        GroupQueryAttention needs a capacity of at least its ``local_window_size``, which the graph
+        check holds the configuration to) and of its slack only what the run reaches: a
+        ``cache_slack`` of 2**24 is not allocated for a short test."""
+        tokens = max(1, int(tokens))
+        ring = max(self.sliding_window, min(self.sliding_cache, tokens)) if self.sliding_cache else 0
+        return replace(self, max_context=min(tokens, self.max_context), sliding_cache=ring)
 
     def kv_cache_bytes(self, tokens: int, batch: int = 1) -> int:
         """M_KV = 2 (K and V) x batch x kv_heads x head_dim x bytes x the positions each layer holds:

@@ -40,8 +40,9 @@ def graph_disagreement(path: Path, config: Any) -> list[str]:
     each said with both figures; a figure the graph leaves symbolic is not compared. The KV-cache
     estimate and the prompt bounds are read from the configuration, the runtime follows the graph:
     they must be one network (a configuration of 1024 layers for a 2-layer graph made the record's
-    estimate 512x)."""
-    from .graph_io import graph_io
+    estimate 512x), and its sliding window (the attention nodes' ``local_window_size``: a declared
+    window of 2**24 over a graph attending 8 positions sized the ring cache by 2**24)."""
+    from .graph_io import attention_windows, graph_io
 
     found = graph_io(Path(path))
     if found is None:
@@ -59,6 +60,9 @@ def graph_disagreement(path: Path, config: Any) -> list[str]:
     logits = outputs.get("logits") or ()
     if logits and isinstance(logits[-1], int) and logits[-1] > 0:
         graph["vocab_size"] = logits[-1]
+    windows = attention_windows(Path(path))
+    if windows and len(windows) == 1:  # the builder gives every sliding layer one window
+        graph["sliding_window"] = next(iter(windows))
     return [f"{name} {getattr(config, name)} (configuration) but {size} (graph)" for name, size in graph.items()
             if getattr(config, name, None) != size]
 
@@ -84,7 +88,7 @@ class OrtDecoder(Decoder):
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own classes
             raise BackendError(f"{path} ({backend}): cannot load: {exc}") from None
         refuse_disagreement(path, config, backend)
-        self.config = config
+        self.config, self.path, self.backend = config, path, backend
         inputs = {i.name: i for i in self.session.get_inputs()}
         outputs = [o.name for o in self.session.get_outputs()]
         self.past_names = [n for n in inputs if _PAST.match(n)]
@@ -117,8 +121,13 @@ class OrtDecoder(Decoder):
 
     def reset(self) -> None:
         c = self.config
-        self.past = {n: np.zeros((1, c.n_kv_heads, size, c.head_dim), self.cache_dtype)
-                     for n, size in self.start.items()}
+        try:
+            self.past = {n: np.zeros((1, c.n_kv_heads, size, c.head_dim), self.cache_dtype)
+                         for n, size in self.start.items()}
+        except MemoryError:  # a ring of the graph's own window (one of 2**24 positions: gigabytes)
+            raise BackendError(f"{self.path} ({self.backend}): its KV cache of {max(self.start.values())} positions "
+                               f"per layer (sliding window {c.sliding_window}, {c.source or 'the configuration'}) "
+                               "does not fit in this process's memory") from None
         self.position = 0
 
     def step(self, ids: Sequence[int]) -> np.ndarray:

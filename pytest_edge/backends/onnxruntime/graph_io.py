@@ -3,7 +3,9 @@ the wire-format reader of :mod:`.external_data` (no ``onnx`` import, no weights 
 decoder's configuration is checked against where another runtime (ONNX Runtime GenAI) loads the
 graph itself. ``ModelProto.graph`` (7) -> ``GraphProto.input`` (11) / ``output`` (12) ->
 ``ValueInfoProto`` name (1), type (2) -> ``TypeProto.tensor_type`` (1) -> ``shape`` (2) -> ``dim``
-(1): ``dim_value`` (1) or ``dim_param`` (2)."""
+(1): ``dim_value`` (1) or ``dim_param`` (2). The attention window of its ``GroupQueryAttention``
+nodes: ``GraphProto.node`` (1) -> ``NodeProto`` op_type (4), attribute (5) -> ``AttributeProto``
+name (1), i (3)."""
 
 from __future__ import annotations
 
@@ -65,6 +67,48 @@ def graph_io(model: Path) -> tuple[Signature, Signature] | None:
         view = memoryview(mapped)
         try:
             return _graph(view)  # its slices of the map are gone when it returns, before the map closes
+        except _Malformed:
+            return None
+        finally:
+            view.release()
+
+
+def _windows(view: memoryview) -> set[int]:
+    found: set[int] = set()
+    for number, wire, graph in _fields(view):
+        if number != 7 or wire != 2:
+            continue
+        for g_number, g_wire, node in _fields(graph):
+            if g_number != 1 or g_wire != 2:
+                continue
+            op_type, window = "", None
+            for n_number, n_wire, value in _fields(node):
+                if n_number == 4 and n_wire == 2:
+                    op_type = bytes(value).decode("utf-8", "replace")
+                elif n_number == 5 and n_wire == 2:
+                    name, size = "", None
+                    for a_number, a_wire, a_value in _fields(value):
+                        if a_number == 1 and a_wire == 2:
+                            name = bytes(a_value).decode("utf-8", "replace")
+                        elif a_number == 3 and a_wire == 0:
+                            size = a_value - 2**64 if a_value >= 2**63 else a_value  # int64, -1 for none
+                    if name == "local_window_size":
+                        window = size
+            if op_type == "GroupQueryAttention" and window is not None and window > 0:
+                found.add(window)
+    return found
+
+
+def attention_windows(model: Path) -> set[int] | None:
+    """The sliding windows (``local_window_size`` > 0) of the main graph's GroupQueryAttention nodes:
+    what the runtime attends and what a ring cache must hold at least, whatever the configuration
+    says. {} where none has one; None where this reader cannot walk the file."""
+    if not Path(model).stat().st_size:
+        return None
+    with open(model, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        view = memoryview(mapped)
+        try:
+            return _windows(view)
         except _Malformed:
             return None
         finally:
