@@ -22,7 +22,7 @@ from ..checks import Finding, check_generation, check_teacher_forced
 from ..errors import BackendError, EdgeError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
 from ..measurement.gate import GateResult, nothing_to_compare
-from ..core.external_data import identity_files
+from ..core.external_data import external_files, identity_files
 from ..core.models import Model, ModelKeys, refuse_outside, resolve_model
 from ..core.pipeline import gate_into
 from ..core.plan import expand_patterns, is_pattern, known_device, unavailable_on
@@ -125,7 +125,7 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path]
             if decoder is not None:
                 artifacts[backend.suffix] = decoder
         for suffix in suffixes:
-            found = sorted(candidate.glob("*" + suffix))
+            found = _whole_artifacts(sorted(candidate.glob("*" + suffix)))
             if suffix not in artifacts and len(found) == 1:
                 artifacts[suffix] = found[0]
         if artifacts:
@@ -135,6 +135,18 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path]
         if any(b.folder_decoder(artifact.parent) == artifact for b in decoder_backends().values()):
             return model.placed(artifact.parent, key_bases)
     return model
+
+
+def _whole_artifacts(files: list[Path]) -> list[Path]:
+    """``files`` less those another of them is made of (a split GGUF's later shards): a folder
+    holding one artifact in several files holds one artifact."""
+    parts: set[str] = set()
+    for path in files:
+        try:
+            parts |= set(external_files(path)) - {path.name}
+        except EdgeError:
+            continue  # a later shard, or a file whose parts are missing: its load says so
+    return [path for path in files if path.name not in parts]
 
 
 def _carried(artifact: Path) -> LlmConfig | None:

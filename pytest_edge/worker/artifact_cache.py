@@ -47,7 +47,8 @@ class ArtifactCache:
 
     def _bundle(self, model: Path, external: dict) -> Path:
         """A folder of the cache where the model and its external data files sit under the names
-        the model expects (links to their content-named copies): the runtime finds them beside it."""
+        the model expects (links to their content-named copies): the runtime finds them beside it.
+        A location whose content is the model's own is the model's name there."""
         digest = hashlib.sha256(json.dumps([model.name, sorted(external.items())]).encode()).hexdigest()
         folder = self.folder / "bundles" / digest[:32]
         files = {model.name: model}  # its content name: no location of a real model is 64 hex digits
@@ -70,4 +71,7 @@ class ArtifactCache:
             except OSError:  # a cache on a file system without hard links
                 shutil.copyfile(source, temporary)
             os.replace(temporary, target)
-        return folder / model.name
+        # The model under its own name where the Load gives it (a split GGUF's first shard, which
+        # names the others; a program whose .ptd is named after it): the runtime opens that one.
+        own = sorted(location for location, name in external.items() if name == model.name)
+        return folder / own[0] if own else folder / model.name

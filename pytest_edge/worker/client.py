@@ -198,11 +198,15 @@ class BackendWorker:
         return reply
 
     def _ship(self, load: protocol.Load, artifact: str | None) -> protocol.Load:
-        """The Load a device gets: the artifact and its external data files by content name."""
+        """The Load a device gets: the artifact and its external data files by content name; with
+        external files, the artifact's own name among them (the bundle holds it by that name)."""
         path = Path(load.path)
         external = {location: self._upload(data, artifact, ".data")
                     for location, data in external_files(path, self.label).items()}
-        return replace(load, path=self._upload(path, artifact), external=external)
+        model = self._upload(path, artifact)
+        if external:  # the model under its own name too: its runtime may find the rest by it (a split GGUF)
+            external.setdefault(path.name, model)
+        return replace(load, path=model, external=external)
 
     def _upload(self, path: Path, artifact: str | None, suffix: str | None = None) -> str:
         """The file's content name in the device's cache, sending it there if it is not yet."""

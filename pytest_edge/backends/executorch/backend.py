@@ -141,21 +141,59 @@ def register_quantized_kernels() -> None:
         pass
 
 
+_CONTENT_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+def data_file(program: Path) -> Path | None:
+    """The external weights of a program exported with ``external_constants`` (its named data map,
+    ``write_tensor_data_to_file``): ``<stem>.ptd`` beside it, the name the runtime is given
+    (``load_program(..., data_path=)``, the runner's ``--data_path``); in a device's bundle, where
+    the program has its content name, the one ``.ptd`` beside it. None: a self-contained program."""
+    program = Path(program)
+    beside = program.with_suffix(".ptd")
+    if beside.is_file():
+        return beside
+    if _CONTENT_NAME.fullmatch(program.stem):
+        found = sorted(program.parent.glob("*.ptd"))
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def load_program(data: bytes, path: Path | str) -> Any:
+    """The runtime's program of ``data`` (read from ``path``), with its external weights where it
+    has a ``.ptd`` (:func:`data_file`)."""
+    from executorch.runtime import Runtime
+
+    weights = data_file(Path(path)) if str(path) != "<bytes>" else None
+    if weights is None:
+        return Runtime.get().load_program(data)
+    return Runtime.get().load_program(data, data_path=str(weights))
+
+
+def missing_data_hint(path: Path | str) -> str:
+    """What a load failure adds for a program without a ``.ptd``: one exported with external
+    weights fails to load its method without them (the runtime says only 'external_data_map is null')."""
+    if str(path) == "<bytes>" or data_file(Path(path)) is not None:
+        return ""
+    return (f"; a program exported with external weights (external_constants) needs its .ptd beside it as "
+            f"{Path(path).with_suffix('.ptd').name}")
+
+
 class ExecuTorchModel(LoadedModel):
     def __init__(self, data: bytes, path: Path | str = "<bytes>") -> None:
         import_runtime_alone()
-        from executorch.runtime import Runtime
-
         register_quantized_kernels()
         self._data = data
         problem = pte_problem(data, Path(path))
         if problem:
             raise BackendError(problem)
         try:
-            self.program = Runtime.get().load_program(data)
+            self.program = load_program(data, path)
             self.method = self.program.load_method("forward")
         except RuntimeError as exc:  # the bindings give only a hex code
-            raise BackendError(f"ExecuTorch could not load {path}: {explain_error(str(exc))}") from exc
+            raise BackendError(f"ExecuTorch could not load {path}: {explain_error(str(exc))}"
+                               f"{missing_data_hint(path)}") from exc
         if self.method is None:
             raise BackendError(f"{path} has no 'forward' method")
         meta = self.method.metadata
@@ -209,6 +247,9 @@ class ExecuTorchBackend(Backend):
     quantized_kind = "int8"  # float and int8 programs, not delegated, through ETDump (quant_pair.py)
     decodes = True  # ExecuTorch's LLM export (executorch/decoder.py)
     kv_cache = "static (mutable buffers of max_context positions, allocated at load)"
+
+    def weights_file(self, artifact: Path) -> Path | None:
+        return data_file(artifact)
 
     def decoder_config(self, artifact: Path) -> Any:
         """What ExecuTorch's LLM export writes into the .pte (its metadata methods: llm_metadata);

@@ -36,9 +36,9 @@ def load_llm_custom_ops() -> None:
 
 class ExecuTorchDecoder(Decoder):
     def __init__(self, path: Path, config: Any, threads: int, backend: str = "executorch") -> None:
-        from executorch.runtime import Runtime
+        from executorch.runtime import Runtime  # noqa: F401 - as it was imported before the program loads
 
-        from .backend import explain_error, pte_problem, register_quantized_kernels
+        from .backend import explain_error, load_program, missing_data_hint, pte_problem, register_quantized_kernels
         from .program import UNREADABLE, read_plans
 
         try:
@@ -56,10 +56,11 @@ class ExecuTorchDecoder(Decoder):
             load_llm_custom_ops()
         register_quantized_kernels()
         try:
-            self.program = Runtime.get().load_program(self._data)
+            self.program = load_program(self._data, path)
             self.method = self.program.load_method("forward")
         except (RuntimeError, OSError) as exc:
-            raise BackendError(f"{path} ({backend}): cannot load: {explain_error(str(exc))}") from None
+            raise BackendError(f"{path} ({backend}): cannot load: {explain_error(str(exc))}"
+                               f"{missing_data_hint(path)}") from None
         meta = self.method.metadata
         inputs = [meta.input_tensor_meta(i) for i in range(meta.num_inputs())]
         found = [(str(t.dtype()), list(t.sizes())) for t in inputs]
