@@ -546,3 +546,16 @@ def test_a_gguf_vocabulary_is_counted_not_held(tmp_path: Path) -> None:
     with pytest.raises(EdgeUsageError, match=r"vocab\.gguf: metadata 'tokenizer\.ggml\.tokens': a string of 1000 "
                                              r"bytes past the header's end"):
         read_metadata(path)
+
+
+def test_a_gguf_whose_block_count_its_tensors_do_not_hold_is_refused_naming_both(tmp_path: Path) -> None:
+    """block_count 1024 over a 2-block GGUF: llama.cpp aborted its process (SIGABRT) on the missing
+    blocks' tensors; the metadata is held to the tensors it describes (a split GGUF's shards too)."""
+    from pytest_edge.backends.llama_cpp.gguf import from_gguf
+
+    _gguf_with(LLM / "gguf_llama" / "model.gguf", tmp_path / "model.gguf", "llama.block_count", 1024)
+    with pytest.raises(EdgeUsageError, match=r"model\.gguf: GGUF metadata says llama\.block_count 1024 but its tensors "
+                                             r"hold 2 blocks \(blk\.0 … blk\.1\)"):
+        from_gguf(tmp_path / "model.gguf")
+    split = FIXTURES / "multifile" / "gguf_split"
+    assert from_gguf(split / "model-00001-of-00002.gguf").n_layers == 2  # blk.1 lies in the second shard

@@ -34,8 +34,13 @@ class Length(int):
     """An array read as its length only (``tokenizer.ggml.tokens``: the vocabulary)."""
 
 
-def read_metadata(path: Path) -> dict[str, Any]:
-    """The key/value metadata of a GGUF file. EdgeUsageError naming the file where it is not one."""
+MAX_TENSORS = 1 << 20
+MAX_DIMS = 8
+
+
+def read_metadata(path: Path, tensor_names: list[str] | None = None) -> dict[str, Any]:
+    """The key/value metadata of a GGUF file. EdgeUsageError naming the file where it is not one.
+    With ``tensor_names``, the tensor infos after the metadata are read too and their names added."""
     try:
         with open(path, "rb") as handle:
             if handle.read(4) != MAGIC:
@@ -50,6 +55,15 @@ def read_metadata(path: Path) -> dict[str, Any]:
                 key = _string(handle, path)
                 (kind,) = _unpack(handle, "<I", path)
                 found[key] = _value(handle, kind, path, key)
+            if tensor_names is not None:
+                if _tensors > MAX_TENSORS:
+                    raise EdgeUsageError(f"{path}: {_tensors} tensors (more than {MAX_TENSORS}): not a GGUF header")
+                for _ in range(_tensors):
+                    tensor_names.append(_string(handle, path))
+                    (dims,) = _unpack(handle, "<I", path)
+                    if dims > MAX_DIMS:
+                        raise EdgeUsageError(f"{path}: tensor {tensor_names[-1]!r} has {dims} dimensions: a corrupt header")
+                    handle.seek(8 * dims + 4 + 8, 1)  # its dimensions, type and offset
             return found
     except OSError as exc:
         raise EdgeUsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
@@ -111,7 +125,8 @@ def from_gguf(path: Path) -> LlmConfig | None:
     path = Path(path)
     if path.suffix != ".gguf":
         return None
-    data = read_metadata(path)
+    names: list[str] = []
+    data = read_metadata(path, names)
     arch = data.get("general.architecture")
     if not isinstance(arch, str):
         raise EdgeUsageError(f"{path}: GGUF metadata lacks general.architecture")
@@ -132,7 +147,25 @@ def from_gguf(path: Path) -> LlmConfig | None:
         raise EdgeUsageError(f"{path}: GGUF metadata (architecture {arch!r}) lacks {', '.join(missing)} "
                              f"({arch}.block_count, .attention.head_count[_kv], .embedding_length, .context_length, "
                              "tokenizer.ggml.tokens), which the KV-cache estimate and the prompt bounds need")
+    blocks = _blocks(path, names)
+    if blocks and blocks != values["n_layers"]:  # llama.cpp aborts the process on a missing block's tensors
+        raise EdgeUsageError(f"{path}: GGUF metadata says {arch}.block_count {values['n_layers']} but its tensors "
+                             f"hold {blocks} blocks (blk.0 … blk.{blocks - 1}): the metadata does not describe "
+                             "these weights")
     return _checked(LlmConfig(**values, dtype=LLAMA_CPP_CACHE_DTYPE, source=f"{path} (GGUF metadata)"), path)
+
+
+def _blocks(path: Path, names: list[str]) -> int | None:
+    """How many transformer blocks (``blk.N.*``) the tensors of the artifact hold, the shards of a
+    split GGUF read too; None where none is named so."""
+    from .backend import split_shards
+
+    names = list(names)
+    for shard in split_shards(path):
+        read_metadata(path.parent / shard, names)
+    numbers = {int(n.split(".")[1]) for n in names if n.startswith("blk.") and n.split(".")[1:2] != [""]
+               and n.split(".")[1].isdigit()}
+    return max(numbers) + 1 if numbers else None
 
 
 def _length(value: Any) -> int | None:
