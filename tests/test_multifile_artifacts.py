@@ -102,3 +102,23 @@ def test_multifile_artifacts_run_here_and_on_a_device_and_a_changed_part_is_name
     assert outcomes.get("passed", 0) == 0, result.stdout.str()
     text = result.stdout.str()
     assert "tiny_mlp_ext.ptd" in text and SHARDS[1] in text
+
+
+@LLAMA_CPP
+def test_a_split_gguf_missing_a_shard_is_one_tests_error_naming_it(pytester: pytest.Pytester) -> None:
+    shutil.copytree(MULTIFILE / "gguf_split", pytester.path / "models" / "split")
+    (pytester.path / "models" / "split" / SHARDS[1]).unlink()
+    pytester.makeini("[pytest]\nedge_model_dirs = models\n")
+    pytester.makepyfile(test_split="""
+        import pytest
+
+        @pytest.mark.edge_llm(model="split/model-00001-of-00002.gguf", prompts=[[1, 2, 3]], new_tokens=2,
+                              backends=["llama.cpp"])
+        def test_split(edge_llm):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-update-golden")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) == 0 and outcomes.get("failed", 0) + outcomes.get("errors", 0) == 1
+    result.stdout.fnmatch_lines([f"*llama.cpp: *{SHARDS[0]} keeps its weights in the external data file "
+                                 f"*{SHARDS[1]}, which is missing*"])

@@ -22,7 +22,7 @@ from ..checks import Finding, check_generation, check_teacher_forced
 from ..errors import BackendError, EdgeError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
 from ..measurement.gate import GateResult, nothing_to_compare
-from ..core.external_data import external_files, identity_files
+from ..core.external_data import artifact_files, external_files, identity_files
 from ..core.models import Model, ModelKeys, refuse_outside, resolve_model
 from ..core.pipeline import gate_into
 from ..core.plan import expand_patterns, is_pattern, known_device, unavailable_on
@@ -219,6 +219,9 @@ class LlmChecker:
         context = min(roomy) if roomy else run_context(needed, config)
         key = f"decoder|{artifact}|{threads}|{context}"
         if context not in loaded:
+            # Every file of the artifact present, confined and dense before a runtime opens it (a split
+            # GGUF's missing shard, a .ptd or .onnx.data): named here, not by the runtime's own failure.
+            artifact_files(artifact, backend)
             self.pool.request(backend, Load(key, str(artifact), threads, decoder=asdict(config.for_context(context))),
                               artifact)
             loaded.append(context)

@@ -162,6 +162,8 @@ def _blocks(path: Path, names: list[str]) -> int | None:
 
     names = list(names)
     for shard in split_shards(path):
+        if not (path.parent / shard).is_file():
+            return None  # not counted: the artifact's files are checked, and a missing one named, at its load
         read_metadata(path.parent / shard, names)
     numbers = {int(n.split(".")[1]) for n in names if n.startswith("blk.") and n.split(".")[1:2] != [""]
                and n.split(".")[1].isdigit()}
