@@ -559,3 +559,26 @@ def test_a_gguf_whose_block_count_its_tensors_do_not_hold_is_refused_naming_both
         from_gguf(tmp_path / "model.gguf")
     split = FIXTURES / "multifile" / "gguf_split"
     assert from_gguf(split / "model-00001-of-00002.gguf").n_layers == 2  # blk.1 lies in the second shard
+
+
+def test_a_decoder_golden_with_token_ids_outside_the_vocabulary_is_named_corrupt(pytester: pytest.Pytester) -> None:
+    """Its ids are fed back teacher-forced: they reached ONNX Runtime's embedding Gather as an
+    index error naming the model, not the golden (probe rerun)."""
+    import io
+
+    import numpy as np
+
+    _tiny_project(pytester)
+    pytester.makepyfile(test_decoder=TINY)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    (npz,) = (pytester.path / "golden" / "tiny_llm" / "llm").glob("*.npz")
+    with np.load(npz) as stored:
+        items = {k: stored[k] for k in stored.files}
+    items["tokens"] = np.full_like(items["tokens"], 10**6)
+    buffer = io.BytesIO()
+    np.savez(buffer, **items)
+    npz.write_bytes(buffer.getvalue())
+    result = pytester.runpytest_subprocess()
+    assert result.parseoutcomes().get("passed", 0) == 0
+    result.stdout.fnmatch_lines([f"*{npz.name}: a corrupt LLM golden: token id 1000000 is outside the model's "
+                                 "vocabulary [[]0, 64); re-record it*"])

@@ -37,6 +37,12 @@ def test_every_file_of_a_split_gguf_and_of_a_program_with_its_ptd_is_the_artifac
     with pytest.raises(BackendError, match=r"model-00002-of-00002\.gguf \(llama\.cpp\): shard 2 of a GGUF split in 2: "
                                            r"name the first, model-00001-of-00002\.gguf"):
         external_files(split / SHARDS[1], "llama.cpp")
+    from pytest_edge.backends.llama_cpp.gguf import from_gguf
+    from pytest_edge.errors import EdgeUsageError
+
+    with pytest.raises(EdgeUsageError, match=r"shard 2 of a GGUF split in 2: name the first"):
+        from_gguf(split / SHARDS[1])  # its configuration is the first's: not 'lacks general.architecture'
+
     (tmp_path / SHARDS[0]).write_bytes((split / SHARDS[0]).read_bytes())  # its second shard not copied
     with pytest.raises(BackendError, match=rf"llama\.cpp: .*{SHARDS[0]} keeps its weights in the external data file "
                                            rf".*{SHARDS[1]}, which is missing"):

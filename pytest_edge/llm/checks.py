@@ -274,6 +274,10 @@ class LlmChecker:
         if len(golden.tokens) < target.spec.new_tokens:
             raise GoldenError(f"{path}: holds {len(golden.tokens)} tokens, the test asks for "
                               f"new_tokens={target.spec.new_tokens}: re-record it with --edge-update-golden")
+        outside = [int(t) for t in golden.tokens if not 0 <= int(t) < config.vocab_size]
+        if outside:  # fed back teacher-forced, it reached the runtime's embedding as an index error
+            raise GoldenError(f"{path}: a corrupt LLM golden: token id {outside[0]} is outside the model's vocabulary "
+                              f"[0, {config.vocab_size}); re-record it with --edge-update-golden")
         return golden
 
     def check(self, test_id: str, target: LlmTarget, rootdir: Path) -> tuple[Record, list[str]]:

@@ -15,7 +15,7 @@ import struct
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ...errors import EdgeUsageError
+from ...errors import EdgeError, EdgeUsageError
 from ..decoder_config import LlmConfig, _checked
 
 MAGIC = b"GGUF"
@@ -125,6 +125,12 @@ def from_gguf(path: Path) -> LlmConfig | None:
     path = Path(path)
     if path.suffix != ".gguf":
         return None
+    from .backend import split_shards
+
+    try:
+        split_shards(path)  # a later shard of a split GGUF holds no configuration: name the first
+    except EdgeError as exc:
+        raise EdgeUsageError(str(exc)) from None
     names: list[str] = []
     data = read_metadata(path, names)
     arch = data.get("general.architecture")
