@@ -1,14 +1,22 @@
-"""What does one golden check cost on top of pytest itself? Wall time of a whole pytest run with
-one ORT golden check (tiny_mlp on onnxruntime-cpu, golden recorded beforehand) against the same
-pytest with one empty test, alternating, in one throw-away project. Prints both medians, the
-difference (goal: <= 0.3 s) and the ratio.
+"""What does one golden check cost on top of pytest itself? Whole pytest runs with one ORT golden
+check (tiny_mlp on onnxruntime-cpu, golden recorded beforehand) against the same pytest with one
+empty test, alternating, in one throw-away project: P3, their difference (goal: <= 0.3 s on a quiet
+machine). Then P2: one pytest with 20 such checks (20 copies of the model) against 20
+``polygraphy run --onnxrt`` processes, one per model (goal: <= 0.05), where Polygraphy is
+installed. Each figure twice: wall clock, and CPU time (user + system of the whole process tree,
+the worker included), the one that means something on a loaded machine.
 
     .venv/bin/python benchmarks/bench_fixed_cost.py [--rounds 10]
+
+Run it with and without PYTHONDONTWRITEBYTECODE=1 (without, the second run reads the bytecode the
+first wrote). Which plugins pytest loads is the environment's: in this repository's .venv,
+hypothesis, labgrid and Hydra make a bare pytest ~2 s of CPU, more than a Polygraphy process.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -21,21 +29,40 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 EDGE_TEST = """
 import pytest
 
-@pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
-def test_mlp(edge_model):
+@pytest.mark.edge(model="{model}", backends="onnxruntime-cpu")
+def test_{model}(edge_model):
     pass
 """
 BARE_TEST = "def test_empty():\n    pass\n"
 
 
-def timed(project: Path, test_file: str, *args: str) -> float:
+def timed(project: Path, argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system of the process and the children it waited for)."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file, *args],
-                          cwd=project, capture_output=True, text=True)
+    process = subprocess.Popen(argv, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output = process.stdout.read() if process.stdout else b""
+    _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(done.stdout + done.stderr)
-    return elapsed
+    if status != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{output.decode(errors='replace')}")
+    return elapsed, usage.ru_utime + usage.ru_stime
+
+
+def pytest_run(project: Path, *args: str) -> tuple[float, float]:
+    return timed(project, [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args])
+
+
+def polygraphy() -> list[str] | None:
+    """How to start Polygraphy's command line with this interpreter, if it is installed."""
+    try:
+        import polygraphy  # noqa: F401
+    except ImportError:
+        return None
+    return [sys.executable, "-c", "import sys; from polygraphy.tools import main; sys.exit(main())"]
+
+
+def medians(samples: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(w for w, _ in samples), statistics.median(c for _, c in samples)
 
 
 def main() -> int:
@@ -44,21 +71,38 @@ def main() -> int:
     args = parser.parse_args()
     project = Path(tempfile.mkdtemp(prefix="edge-fixed-cost-"))
     (project / "models").mkdir()
-    shutil.copy(FIXTURES / "tiny_mlp.onnx", project / "models")
+    models = [f"m{i:02d}" for i in range(20)]
+    for model in ["tiny_mlp", *models]:
+        shutil.copy(FIXTURES / "tiny_mlp.onnx", project / "models" / f"{model}.onnx")
     (project / "pytest.ini").write_text("[pytest]\nedge_model_dirs = models\n")
-    (project / "test_edge.py").write_text(EDGE_TEST)
+    (project / "test_edge.py").write_text(EDGE_TEST.format(model="tiny_mlp"))
+    (project / "test_edge20.py").write_text("".join(EDGE_TEST.format(model=m) for m in models))
     (project / "test_bare.py").write_text(BARE_TEST)
-    timed(project, "test_edge.py", "--edge-update-golden")
-    timed(project, "test_bare.py")  # warm the file cache for both
-    edge, bare = [], []
+    poly = polygraphy()
+    pytest_run(project, "test_edge.py", "test_edge20.py", "--edge-update-golden")
+    pytest_run(project, "test_bare.py")  # warm the file cache
+    bare, edge, edge20, polys = [], [], [], []
     for _ in range(args.rounds):
-        bare.append(timed(project, "test_bare.py"))
-        edge.append(timed(project, "test_edge.py"))
+        bare.append(pytest_run(project, "test_bare.py"))
+        edge.append(pytest_run(project, "test_edge.py"))
+        if poly is not None:
+            edge20.append(pytest_run(project, "test_edge20.py"))
+            polys.append(timed(project, [*poly, "run", "models/m00.onnx", "--onnxrt"]))
     shutil.rmtree(project)
-    e, b = statistics.median(edge), statistics.median(bare)
-    print(f"bare pytest, one empty test:  median {b:.3f} s over {args.rounds} runs")
-    print(f"one ORT golden check:         median {e:.3f} s over {args.rounds} runs")
-    print(f"fixed cost: {e - b:+.3f} s (goal <= 0.300 s); ratio {e / b:.2f}")
+    (bw, bc), (ew, ec) = medians(bare), medians(edge)
+    print(f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}, {args.rounds} rounds, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"bare pytest, one empty test:  median {bw:.3f} s wall, {bc:.3f} s CPU")
+    print(f"one ORT golden check:         median {ew:.3f} s wall, {ec:.3f} s CPU")
+    print(f"P3 fixed cost: {ew - bw:+.3f} s wall, {ec - bc:+.3f} s CPU (goal <= 0.300 s); wall ratio {ew / bw:.2f}")
+    if poly is None:
+        print("P2: Polygraphy is not installed here (pip install polygraphy)")
+        return 0
+    (tw, tc), (pw, pc) = medians(edge20), medians(polys)
+    print(f"20 ORT checks in one pytest:  median {tw:.3f} s wall, {tc:.3f} s CPU; one polygraphy run "
+          f"{pw:.3f} s wall, {pc:.3f} s CPU")
+    print(f"P2: {tw / (20 * pw):.3f} wall, {tc / (20 * pc):.3f} CPU of 20 Polygraphy processes (goal <= 0.05); "
+          f"(20 checks - bare pytest) / 20: {(tw - bw) / 20 * 1000:+.0f} ms wall, {(tc - bc) / 20 * 1000:+.0f} ms CPU")
     return 0
 
 

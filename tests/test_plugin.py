@@ -868,6 +868,27 @@ def test_a_session_without_the_marker_imports_no_runtime(pytester: pytest.Pytest
     pytester.runpytest_subprocess().assert_outcomes(passed=1)
 
 
+def test_the_package_is_not_assertion_rewritten(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pytest marks an entry-point plugin's package for rewriting; the plugin unmarks it, so what it
+    # imports after itself loads as plain modules (a rewrite is 2.2x a plain compile, every run
+    # where no bytecode is written). The package found on sys.path, as a wheel installs it: an
+    # editable install's finder is one pytest's hook never rewrites from.
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent.parent))
+    pytester.makepyfile("""
+        import sys
+        from _pytest.assertion.rewrite import AssertionRewritingHook
+        import pytest_edge.core.plan  # imported after the plugin, as the session's modules are
+
+        def test_plain_modules():
+            loaders = {name: type(getattr(module, "__loader__", None)) for name, module in list(sys.modules.items())
+                       if name.startswith("pytest_edge")}
+            assert loaders["pytest_edge.plugin"] is AssertionRewritingHook  # the hook did see the package
+            assert {name for name, loader in loaders.items() if loader is AssertionRewritingHook} \\
+                == {"pytest_edge", "pytest_edge.plugin"}
+    """)
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+
+
 def test_misspelt_reference_backend_fails_with_its_name(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(mlp_test("onnxruntime-cpu"))
     result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-reference-backend=onnxruntime-cpux")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.metadata
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import UnknownBackend
 from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec
@@ -21,15 +22,32 @@ ENTRY_POINT_GROUP = "pytest_edge.backends"
 
 
 @lru_cache(maxsize=1)
+def _entry_points() -> tuple[importlib.metadata.EntryPoint, ...]:
+    return tuple(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+@lru_cache(maxsize=None)
+def _registered_by(index: int) -> tuple[Backend, ...]:
+    """The backends the ``index``-th entry point registers (its module imported on first need)."""
+    return tuple(_entry_points()[index].load()())
+
+
+def _registered() -> Iterator[Backend]:
+    """Every registered backend in entry-point order, each entry point's module imported only when
+    the iteration reaches it."""
+    for index in range(len(_entry_points())):
+        yield from _registered_by(index)
+
+
+@lru_cache(maxsize=1)
 def all_backends() -> dict[str, Backend]:
     """Every registered backend by name. Built-in runtimes register exactly as third-party ones do,
     through the entry-point group (pyproject.toml). Ordered (test ids, tables) by reference
     priority, then name; backends without one after those with one. Every registered runtime is in:
     a project narrows the set in its own files (edge_backends, a marker's backends=/skip_backends=)."""
     found: dict[str, Backend] = {}
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        for backend in entry.load()():
-            found.setdefault(backend.name, backend)
+    for backend in _registered():
+        found.setdefault(backend.name, backend)
     ranked = sorted(found.values(), key=lambda b: (b.reference_priority is None, b.reference_priority or 0, b.name))
     return {b.name: b for b in ranked}
 
@@ -95,9 +113,13 @@ def get_backend(name: str) -> Backend:
     """The backend named ``name`` (a device suffix ``@pi5`` names where it runs, not what it is):
     registered, or a variant a registered runtime knows."""
     name = split_device(name)[0]
+    # The first registration of a name is the registry's (all_backends keeps the first), so the
+    # search stops there: a worker of one backend imports the modules of the entry points up to
+    # its own, not every runtime's.
+    for backend in _registered():
+        if backend.name == name:
+            return backend
     registry = all_backends()
-    if name in registry:
-        return registry[name]
     for runtime in dict.fromkeys(type(b) for b in registry.values()):
         backend = runtime.variant(name)
         if backend is not None:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..backends import Decoder, InputShapes, LoadedModel, get_backend
-from ..devices.qemu import EMULATED_ENV
 from ..measurement import sensors, timing
 from ..measurement.timing import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 from ..core.sizes import runtime_package
@@ -281,9 +280,12 @@ def serve(reader: Connection, writer: Connection, backend_name: str | None, cach
     # A device says what it is: its machine, and the NumPy its worker runs with.
     # An emulated one (qemu:aarch64) says so too: its launcher names the emulator, and the worker
     # confirms the ISA it runs on (platform.machine(), as the runtimes see it).
-    machine = {**timing.machine_info(), "numpy": np.__version__,
-               **({"emulated": os.environ[EMULATED_ENV]} if os.environ.get(EMULATED_ENV) else {})} \
-        if cache_dir is not None else None
+    machine = None
+    if cache_dir is not None:  # a device's worker: a local one does not import the device modules
+        from ..devices.qemu import EMULATED_ENV
+
+        machine = {**timing.machine_info(), "numpy": np.__version__,
+                   **({"emulated": os.environ[EMULATED_ENV]} if os.environ.get(EMULATED_ENV) else {})}
     runtime = {"name": server.backend.distribution, "version": server.backend.runtime_version()}
     writer.send_bytes(frames.encode(protocol.hello(backend_name, machine, runtime)))
     while True:
