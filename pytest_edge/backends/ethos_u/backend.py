@@ -36,6 +36,8 @@ class EthosUBackend(Backend):
     runtime_module = "ethosu.vela"
     distribution = "ethos-u-vela"
     suffix = ".tflite"
+    # An ExecuTorch program with Ethos-U delegates (ExecuTorch's Arm backend): pte.py.
+    suffixes = (".tflite", ".pte")
     compile_only = True
     threads_supported = False
 
@@ -53,6 +55,11 @@ class EthosUBackend(Backend):
             problem = unusable_artifact(handle.read(1024), artifact)
         if problem:
             raise BackendError(f"{self.name}: {problem}")
+        if artifact.suffix == ".pte":
+            from .pte import compile_pte
+
+            # Compiled at export: the delegate's own flags, not edge_compile_options (docs/npu.md).
+            return compile_pte(artifact, self.name, timeout_s, self.runtime_version() or "?")
         return compile_with_vela(artifact, self.name, options, timeout_s, self.runtime_version() or "?")
 
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
