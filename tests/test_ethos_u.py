@@ -17,7 +17,7 @@ from edge_helpers import FIXTURES
 from pytest_edge.backends import compile_targets, get_backend, tensor_backends
 from pytest_edge.backends.ethos_u.backend import DEFAULTS
 from pytest_edge.core.record import COMPILE_ONLY, Record
-from pytest_edge.errors import DoesNotConvert
+from pytest_edge.errors import BackendError, DoesNotConvert
 from pytest_edge.measurement.regressions import placement_regressions
 
 pytestmark = pytest.mark.skipif(get_backend("ethos-u55-128").unavailable_reason() is not None,
@@ -264,3 +264,68 @@ def test_a_project_s_own_vela_config_names_its_board(pytester: pytest.Pytester) 
     default = get_backend("ethos-u55-128").compile(FIXTURES / "npu" / "kws_dscnn_int8.tflite", {}, 300)
     # Half the clock, the same cycles' worth of compute: a longer estimate.
     assert record["npu"]["estimated_ms"] > default.estimated_ms
+
+
+# ExecuTorch programs with Ethos-U55 delegates (fixtures/make_ethos_u_pte.py): tiny_mlp whole on the
+# NPU (with its delegate's TOSA graph beside it), select_mlp with gt/where on the CPU between two.
+PTE_MLP, PTE_SELECT = FIXTURES / "npu" / "tiny_mlp_ethos_u55.pte", FIXTURES / "npu" / "select_mlp_ethos_u55.pte"
+DELEGATE_FLAGS = ("--system-config", "Ethos_U55_High_End_Embedded", "--memory-mode", "Shared_Sram")
+
+
+def test_an_executorch_program_s_ethos_u_delegates_are_placed_and_sized_from_the_file(tmp_path: Path) -> None:
+    """The .pte's placement is its kernel calls (the CPU) and its Ethos-U delegates; SRAM and flash are
+    vela's blocks in the delegate, equal to vela's own summary of the delegate's TOSA graph; vela's
+    operators come from that graph, checked to be the delegate's source."""
+    from pytest_edge.backends.ethos_u.pte import read_program
+
+    compiled = get_backend("ethos-u55-128").compile(PTE_MLP, {}, 300)
+    said = vela_summary(PTE_MLP.with_suffix(".tosa"), "ethos-u55-128", tmp_path, *DELEGATE_FLAGS)
+    coverage = compiled.coverage
+    assert coverage.fallback_op_names == {"quantized_decomposed::quantize_per_tensor": 1,
+                                          "quantized_decomposed::dequantize_per_tensor": 1}
+    assert (coverage.delegated_ops, coverage.partitions, coverage.approximate) == (int(said["npu"]), 1, False)
+    assert f"{compiled.sram_bytes / 1024:.2f}" == said["sram_kib"] and compiled.memories["scratch"] == compiled.sram_bytes
+    assert f"{compiled.flash_bytes / 1024:.2f}" == said["flash_kib"] and compiled.memories["weights"] == compiled.flash_bytes
+    assert compiled.estimated_cycles and compiled.settings["tosa"] == "tiny_mlp_ethos_u55.tosa"
+
+    select = get_backend("ethos-u55-128").compile(PTE_SELECT, {}, 300)  # no .tosa beside: no estimate
+    program = read_program(PTE_SELECT)
+    assert select.coverage.partitions == len(program.delegates) == 2 and select.coverage.approximate
+    assert {"aten::gt", "aten::where"} <= set(select.coverage.fallback_op_names)
+    assert select.sram_bytes == sum(d.scratch_bytes for d in program.delegates) and select.estimated_ms is None
+    assert "select_mlp_ethos_u55.tosa" in select.estimate_note
+    with pytest.raises(DoesNotConvert, match=r"\(ethos-u85-256\): its Ethos-U delegate was compiled for ethos-u55-128"):
+        get_backend("ethos-u85-256").compile(PTE_MLP, {}, 300)
+    with pytest.raises(DoesNotConvert, match=r"no Ethos-U delegate in this program \(its delegates: XnnpackBackend\)"):
+        get_backend("ethos-u55-128").compile(FIXTURES / "tiny_mlp.pte", {}, 300)
+
+
+def test_a_tosa_graph_that_is_not_the_delegate_s_is_refused(tmp_path: Path) -> None:
+    """A .tosa beside the .pte is read as the delegate's only where vela makes the delegate's command
+    stream and weights from it: one weight changed (byte 2500 of the fixture's graph lies in the first
+    layer's int8 weights) is another graph, refused naming it."""
+    shutil.copy(PTE_MLP, tmp_path / "m.pte")
+    graph = bytearray(PTE_MLP.with_suffix(".tosa").read_bytes())
+    graph[2500] ^= 0x11
+    (tmp_path / "m.tosa").write_bytes(graph)
+    with pytest.raises(BackendError, match=r"m.pte \(ethos-u55-128\): m.tosa beside it is not its delegate's TOSA graph"):
+        get_backend("ethos-u55-128").compile(tmp_path / "m.pte", {}, 300)
+
+
+def test_the_pte_s_cpu_kernels_fail_max_fallback_and_its_delegates_max_partitions(pytester: pytest.Pytester) -> None:
+    folder = _project(pytester)
+    shutil.copy(PTE_SELECT, folder / "select.pte")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="select", backends=["ethos-u55-128"], max_fallback=0.5, max_partitions=1)
+        def test_npu(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-report=report.json")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "aten::gt" in out and "aten::where" in out and "max_partitions 1" in out
+    (record,) = json.loads((pytester.path / "report.json").read_text())["records"]
+    assert record["coverage"]["partitions"] == 2 and record["npu"]["settings"]["memory_mode"] == "Shared_Sram"
+    assert {f["check"] for f in record["budget_findings"]} == {"max_fallback", "max_partitions"}

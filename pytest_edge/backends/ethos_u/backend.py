@@ -68,5 +68,8 @@ class EthosUBackend(Backend):
 
 
 def backends() -> list[Backend]:
-    """One Ethos-U configuration per family; the others are named (``variant``)."""
-    return [EthosUBackend(name) for name in REGISTERED]
+    """One Ethos-U configuration per family (the others are named: ``variant``), and the TOSA
+    reference model for the numerics of the delegate's graph."""
+    from .tosa_reference import TosaReferenceBackend
+
+    return [*(EthosUBackend(name) for name in REGISTERED), TosaReferenceBackend()]

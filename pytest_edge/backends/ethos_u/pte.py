@@ -32,6 +32,7 @@ class EthosUDelegate:
     target: str  # the accelerator configuration, "ethos-u55-128"
     flags: dict[str, str]  # vela's flags at export: accelerator-config, system-config, memory-mode, ...
     command_stream: bytes
+    weights: bytes
     weight_bytes: int
     scratch_bytes: int  # the tensor arena vela planned (its "SRAM used" in the Shared_Sram memory mode)
 
@@ -104,7 +105,7 @@ def read_program(path: Path) -> EthosUProgram:
                 scratch = struct.unpack("<I", blocks["scratch_size"])[0]
                 found.delegates.append(EthosUDelegate(
                     specs.get("target") or flags.get("accelerator-config", "?"), flags, blocks["cmd_data"],
-                    len(blocks["weight_data"]), scratch))
+                    blocks["weight_data"], len(blocks["weight_data"]), scratch))
             except (ValueError, KeyError, IndexError, struct.error) as error:
                 raise BackendError(f"{path}: its Ethos-U delegate #{len(found.delegates)} is unreadable "
                                    f"({error})") from None
@@ -193,8 +194,9 @@ def _vela_on_tosa(tosa: Path, delegate: EthosUDelegate, artifact: Path, target: 
         said = run_vela(command, tosa, target, timeout_s)
         raw = output_dir / f"{tosa.stem}_vela.npz"
         with np.load(raw, allow_pickle=False) as data:
-            same = data["cmd_data"].tobytes() == delegate.command_stream
+            same = (data["cmd_data"].tobytes() == delegate.command_stream
+                    and data["weight_data"].tobytes() == delegate.weights)
         if not same:
             raise BackendError(f"{artifact} ({target}): {tosa.name} beside it is not its delegate's TOSA graph: vela's "
-                               "command stream from it differs from the one in the program")
+                               "command stream or weights from it differ from the program's")
         return read_results(output_dir, said, tosa, target, version, partitions=1)
