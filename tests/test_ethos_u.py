@@ -329,3 +329,43 @@ def test_the_pte_s_cpu_kernels_fail_max_fallback_and_its_delegates_max_partition
     (record,) = json.loads((pytester.path / "report.json").read_text())["records"]
     assert record["coverage"]["partitions"] == 2 and record["npu"]["settings"]["memory_mode"] == "Shared_Sram"
     assert {f["check"] for f in record["budget_findings"]} == {"max_fallback", "max_partitions"}
+
+
+def test_tosa_ref_is_skipped_with_the_reason_where_its_environment_is_not_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_edge.backends.ethos_u.tosa_reference import PYTHON_VARIABLE
+
+    monkeypatch.delenv(PYTHON_VARIABLE, raising=False)
+    assert "set PYTEST_EDGE_TOSA_PYTHON to its Python" in get_backend("tosa-ref").unavailable_reason()
+    monkeypatch.setenv(PYTHON_VARIABLE, sys.executable)  # the main environment: no tosa-tools
+    assert "tosa-tools is not installed there" in get_backend("tosa-ref").unavailable_reason()
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("PYTEST_EDGE_TOSA_PYTHON"),
+                    reason="PYTEST_EDGE_TOSA_PYTHON names no environment with tosa-tools (tox -e tosa; docs/npu.md)")
+def test_the_npu_path_s_numerics_on_the_tosa_reference_model_against_the_golden(pytester: pytest.Pytester) -> None:
+    """tiny_mlp's golden (ONNX Runtime on the float .onnx) judges the Ethos-U delegate's TOSA graph on
+    the reference model: within int8's rounding by the statistics, not within the float tolerance."""
+    folder = _project(pytester)
+    shutil.copy(FIXTURES / "tiny_mlp.onnx", folder / "tiny_mlp.onnx")
+    shutil.copy(PTE_MLP, folder / "tiny_mlp.pte")
+    shutil.copy(PTE_MLP.with_suffix(".tosa"), folder / "tiny_mlp.tosa")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu", "tosa-ref"], min_cosine=0.999, min_snr_db=30)
+        def test_int8_close(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["tosa-ref"], atol=1e-4, rtol=0)
+        def test_float_tolerance(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "int8_close").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-report=report.json")
+    result.assert_outcomes(passed=2, failed=1)
+    assert "tosa-ref: output 'y': 4 of 4 elements differ beyond atol=0.0001" in result.stdout.str()  # int8 rounding
+    records = {(r["test"].split("::")[-1].split("[")[0], r["backend"]): r
+               for r in json.loads((pytester.path / "report.json").read_text())["records"]}
+    close = records[("test_int8_close", "tosa-ref")]
+    assert close["verdict"] == "passed" and "2026.8.0" in json.dumps(close["runtime"])
+    assert records[("test_float_tolerance", "tosa-ref")]["verdict"] == "failed"
