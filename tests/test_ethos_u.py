@@ -369,3 +369,25 @@ def test_the_npu_path_s_numerics_on_the_tosa_reference_model_against_the_golden(
     close = records[("test_int8_close", "tosa-ref")]
     assert close["verdict"] == "passed" and "2026.8.0" in json.dumps(close["runtime"])
     assert records[("test_float_tolerance", "tosa-ref")]["verdict"] == "failed"
+
+
+def test_max_dram_kb_judges_the_dram_vela_reports(tmp_path: Path) -> None:
+    """U65's default memory mode puts the weights in DRAM: vela's "Total DRAM used" is the figure,
+    and a budget under it fails naming both numbers."""
+    from pytest_edge.checks import check_compiled
+    from pytest_edge.core.marker import parse_marker
+
+    artifact = FIXTURES / "tiny_cnn_int8.tflite"
+    compiled = get_backend("ethos-u65-256").compile(artifact, {}, 300)
+    out = tmp_path / "vela-dram"
+    done = subprocess.run([str(Path(sys.executable).with_name("vela")), str(artifact), "--accelerator-config",
+                           "ethos-u65-256", "--output-dir", str(out)], capture_output=True, text=True, timeout=300)
+    said = re.search(r"^Total DRAM used\s+([\d.]+) KiB", done.stdout, re.M)
+    assert said and f"{compiled.dram_kib:.2f}" == said.group(1)
+    under = float(said.group(1)) - 1
+    (finding,) = check_compiled(compiled, parse_marker((), {"max_dram_kb": under}).budgets(check_compiled),
+                                "ethos-u65-256")
+    assert f"DRAM used {said.group(1)} KiB ({compiled.memories['dram']} bytes)" in finding.message
+    assert f"> max_dram_kb {under:g} KiB" in finding.message
+    assert check_compiled(compiled, parse_marker((), {"max_dram_kb": under + 2}).budgets(check_compiled),
+                          "ethos-u65-256") == []
