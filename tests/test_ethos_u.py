@@ -391,3 +391,26 @@ def test_max_dram_kb_judges_the_dram_vela_reports(tmp_path: Path) -> None:
     assert f"> max_dram_kb {under:g} KiB" in finding.message
     assert check_compiled(compiled, parse_marker((), {"max_dram_kb": under + 2}).budgets(check_compiled),
                           "ethos-u65-256") == []
+
+
+def test_the_gate_fails_npu_memory_grown_against_the_baseline() -> None:
+    """SRAM, flash and DRAM are exact (the compiler's plan): grown beyond the threshold against the
+    baseline's record, each fails naming both figures, as the artifact's size does; unchanged passes."""
+    from pytest_edge.measurement.regressions import NPU_MEMORY, resource_regressions
+
+    def record(model: str, target: str) -> dict:
+        compiled = get_backend(target).compile(next(p for p in (FIXTURES / f"{model}.tflite",
+                                                                FIXTURES / "npu" / f"{model}.tflite") if p.is_file()),
+                                               {}, 300)
+        return {"backend": target, "coverage": compiled.coverage.to_json(), "npu": compiled.to_json()}
+
+    small, big = record("quant_probe_int8", "ethos-u55-128"), record("kws_dscnn_int8", "ethos-u55-128")
+    found = [r for r in resource_regressions(big, small, 0.1) if r.figure == NPU_MEMORY]
+    assert {r.message.split(" used ")[0] for r in found} == {"ethos-u55-128: SRAM", "ethos-u55-128: off-chip flash"}
+    sram = next(r for r in found if "SRAM" in r.message)
+    assert (sram.old, sram.new) == (small["npu"]["sram_bytes"], big["npu"]["sram_bytes"])
+    assert f"({big['npu']['sram_bytes']} bytes)" in sram.message and f"({small['npu']['sram_bytes']} bytes)" in sram.message
+    assert [r for r in resource_regressions(small, small, 0.1) if r.figure == NPU_MEMORY] == []
+    assert [r for r in resource_regressions(small, big, 0.1) if r.figure == NPU_MEMORY] == []  # shrunk: no failure
+    u65_small, u65_big = record("quant_probe_int8", "ethos-u65-256"), record("kws_dscnn_int8", "ethos-u65-256")
+    assert any(r.message.startswith("ethos-u65-256: DRAM used") for r in resource_regressions(u65_big, u65_small, 0.1))
