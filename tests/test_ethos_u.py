@@ -336,6 +336,8 @@ def test_tosa_ref_is_skipped_with_the_reason_where_its_environment_is_not_named(
 
     monkeypatch.delenv(PYTHON_VARIABLE, raising=False)
     assert "set PYTEST_EDGE_TOSA_PYTHON to its Python" in get_backend("tosa-ref").unavailable_reason()
+    # Unregistered, no model's .tosa is searched for: the skip says why, not "no .tosa artifact".
+    assert "set PYTEST_EDGE_TOSA_PYTHON" in get_backend("tosa-ref").missing_artifact("tiny_mlp")
     monkeypatch.setenv(PYTHON_VARIABLE, sys.executable)  # the main environment: no tosa-tools
     assert "tosa-tools is not installed there" in get_backend("tosa-ref").unavailable_reason()
 

@@ -203,6 +203,10 @@ class TosaReferenceBackend(Backend):
             return f"{PYTHON_VARIABLE}={python}: tosa-tools is not installed there"
         return None
 
+    def missing_artifact(self, model_name: str) -> str:
+        # Unregistered (no environment named), a model's .tosa is not searched for: say why.
+        return self.unavailable_reason() or super().missing_artifact(model_name)
+
     def runtime_version(self) -> str | None:
         python = tosa_python()
         return _version(str(python)) if python is not None and python.is_file() else None
