@@ -78,10 +78,12 @@ def check_coverage(coverage: Coverage | None, budgets: Budgets, backend: str) ->
 
 
 def check_compiled(compiled: Compilation | None, budgets: Budgets, backend: str) -> list[Finding]:
-    """``max_sram_kb``, ``max_flash_kb`` and ``max_npu_estimated_ms`` against an NPU compiler's result
-    (a compile-time target's); on any other backend such a budget is a finding: nothing compiled it."""
+    """``max_sram_kb``, ``max_flash_kb``, ``max_dram_kb`` and ``max_npu_estimated_ms`` against an NPU
+    compiler's result (a compile-time target's); on any other backend such a budget is a finding:
+    nothing compiled it."""
     figures = {"max_sram_kb": (compiled.sram_kib, "SRAM used") if compiled else None,
                "max_flash_kb": (compiled.flash_kib, "off-chip flash used") if compiled else None,
+               "max_dram_kb": (compiled.dram_kib, "DRAM used") if compiled else None,
                "max_npu_estimated_ms": (compiled.estimated_ms, "estimated NPU inference time") if compiled else None}
     problems = []
     for keyword, figure in figures.items():
@@ -105,7 +107,8 @@ def check_compiled(compiled: Compilation | None, budgets: Budgets, backend: str)
                                    f"{backend}: {what} {value:.4g} ms ({compiled.estimated_cycles} cycles at "
                                    f"{(compiled.clock_hz or 0) / 1e6:g} MHz, an estimate{by}) > {keyword} {budget:g} ms"))
         elif keyword != "max_npu_estimated_ms" and value > budget:
-            exact = compiled.sram_bytes if keyword == "max_sram_kb" else compiled.flash_bytes
+            exact = {"max_sram_kb": compiled.sram_bytes, "max_flash_kb": compiled.flash_bytes,
+                     "max_dram_kb": compiled.memories.get("dram")}[keyword]
             problems.append(_found(keyword, value, budget,
                                    f"{backend}: {what} {value:.2f} KiB ({exact} bytes){by} > {keyword} {budget:g} KiB "
                                    f"({round(budget * 1024)} bytes)"))
@@ -332,6 +335,7 @@ BUDGETS: tuple[Budget, ...] = (
     # A compile-time target's (an NPU compiler's, docs/npu.md): memory it planned and its estimate.
     Budget("max_sram_kb", parse_kb, "SRAM used", "KiB", {EDGE: check_compiled}, measured=False),
     Budget("max_flash_kb", parse_kb, "off-chip flash used", "KiB", {EDGE: check_compiled}, measured=False),
+    Budget("max_dram_kb", parse_kb, "DRAM used", "KiB", {EDGE: check_compiled}, measured=False),
     Budget("max_npu_estimated_ms", parse_ms, "estimated NPU inference time", "ms", {EDGE: check_compiled},
            measured=False),
     Budget("ttft_ms", parse_ms, "TTFT P50", "ms", {EDGE_LLM: check_generation}, measured=True),

@@ -23,9 +23,9 @@ BACKENDS = PACKAGE / "backends"
 
 # Runtime names, as words of an identifier (``TfliteGraph``, ``onnx_divergence``) or of a text.
 RUNTIME_WORDS = ("onnxruntime", "onnx", "ort", "executorch", "litert", "tflite", "tensorflow", "openvino", "ncnn",
-                 "mnn", "llama", "gguf", "genai", "xnnpack", "coreml", "nnapi", "qnn", "ethos", "vela")
+                 "mnn", "llama", "gguf", "genai", "xnnpack", "coreml", "nnapi", "qnn", "ethos", "vela", "tosa")
 # Artifact suffixes, anywhere in a text ("tiny_cnn.onnx" too); the registry's are checked to be here.
-SUFFIXES = (".onnx", ".tflite", ".pte", ".gguf", ".mnn", ".ncnn.param", ".xml")
+SUFFIXES = (".onnx", ".tflite", ".pte", ".gguf", ".mnn", ".ncnn.param", ".xml", ".tosa")
 
 # What may stay outside backends/: {file: {word or suffix, or "*" for the whole file: why}}.
 ALLOWED: dict[str, dict[str, str]] = {

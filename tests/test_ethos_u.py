@@ -17,7 +17,7 @@ from edge_helpers import FIXTURES
 from pytest_edge.backends import compile_targets, get_backend, tensor_backends
 from pytest_edge.backends.ethos_u.backend import DEFAULTS
 from pytest_edge.core.record import COMPILE_ONLY, Record
-from pytest_edge.errors import DoesNotConvert
+from pytest_edge.errors import BackendError, DoesNotConvert
 from pytest_edge.measurement.regressions import placement_regressions
 
 pytestmark = pytest.mark.skipif(get_backend("ethos-u55-128").unavailable_reason() is not None,
@@ -264,3 +264,155 @@ def test_a_project_s_own_vela_config_names_its_board(pytester: pytest.Pytester) 
     default = get_backend("ethos-u55-128").compile(FIXTURES / "npu" / "kws_dscnn_int8.tflite", {}, 300)
     # Half the clock, the same cycles' worth of compute: a longer estimate.
     assert record["npu"]["estimated_ms"] > default.estimated_ms
+
+
+# ExecuTorch programs with Ethos-U55 delegates (fixtures/make_ethos_u_pte.py): tiny_mlp whole on the
+# NPU (with its delegate's TOSA graph beside it), select_mlp with gt/where on the CPU between two.
+PTE_MLP, PTE_SELECT = FIXTURES / "npu" / "tiny_mlp_ethos_u55.pte", FIXTURES / "npu" / "select_mlp_ethos_u55.pte"
+DELEGATE_FLAGS = ("--system-config", "Ethos_U55_High_End_Embedded", "--memory-mode", "Shared_Sram")
+
+
+def test_an_executorch_program_s_ethos_u_delegates_are_placed_and_sized_from_the_file(tmp_path: Path) -> None:
+    """The .pte's placement is its kernel calls (the CPU) and its Ethos-U delegates; SRAM and flash are
+    vela's blocks in the delegate, equal to vela's own summary of the delegate's TOSA graph; vela's
+    operators come from that graph, checked to be the delegate's source."""
+    from pytest_edge.backends.ethos_u.pte import read_program
+
+    compiled = get_backend("ethos-u55-128").compile(PTE_MLP, {}, 300)
+    said = vela_summary(PTE_MLP.with_suffix(".tosa"), "ethos-u55-128", tmp_path, *DELEGATE_FLAGS)
+    coverage = compiled.coverage
+    assert coverage.fallback_op_names == {"quantized_decomposed::quantize_per_tensor": 1,
+                                          "quantized_decomposed::dequantize_per_tensor": 1}
+    assert (coverage.delegated_ops, coverage.partitions, coverage.approximate) == (int(said["npu"]), 1, False)
+    assert f"{compiled.sram_bytes / 1024:.2f}" == said["sram_kib"] and compiled.memories["scratch"] == compiled.sram_bytes
+    assert f"{compiled.flash_bytes / 1024:.2f}" == said["flash_kib"] and compiled.memories["weights"] == compiled.flash_bytes
+    assert compiled.estimated_cycles and compiled.settings["tosa"] == "tiny_mlp_ethos_u55.tosa"
+
+    select = get_backend("ethos-u55-128").compile(PTE_SELECT, {}, 300)  # no .tosa beside: no estimate
+    program = read_program(PTE_SELECT)
+    assert select.coverage.partitions == len(program.delegates) == 2 and select.coverage.approximate
+    assert {"aten::gt", "aten::where"} <= set(select.coverage.fallback_op_names)
+    assert select.sram_bytes == sum(d.scratch_bytes for d in program.delegates) and select.estimated_ms is None
+    assert "select_mlp_ethos_u55.tosa" in select.estimate_note
+    with pytest.raises(DoesNotConvert, match=r"\(ethos-u85-256\): its Ethos-U delegate was compiled for ethos-u55-128"):
+        get_backend("ethos-u85-256").compile(PTE_MLP, {}, 300)
+    with pytest.raises(DoesNotConvert, match=r"no Ethos-U delegate in this program \(its delegates: XnnpackBackend\)"):
+        get_backend("ethos-u55-128").compile(FIXTURES / "tiny_mlp.pte", {}, 300)
+
+
+def test_a_tosa_graph_that_is_not_the_delegate_s_is_refused(tmp_path: Path) -> None:
+    """A .tosa beside the .pte is read as the delegate's only where vela makes the delegate's command
+    stream and weights from it: one weight changed (byte 2500 of the fixture's graph lies in the first
+    layer's int8 weights) is another graph, refused naming it."""
+    shutil.copy(PTE_MLP, tmp_path / "m.pte")
+    graph = bytearray(PTE_MLP.with_suffix(".tosa").read_bytes())
+    graph[2500] ^= 0x11
+    (tmp_path / "m.tosa").write_bytes(graph)
+    with pytest.raises(BackendError, match=r"m.pte \(ethos-u55-128\): m.tosa beside it is not its delegate's TOSA graph"):
+        get_backend("ethos-u55-128").compile(tmp_path / "m.pte", {}, 300)
+
+
+def test_the_pte_s_cpu_kernels_fail_max_fallback_and_its_delegates_max_partitions(pytester: pytest.Pytester) -> None:
+    folder = _project(pytester)
+    shutil.copy(PTE_SELECT, folder / "select.pte")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="select", backends=["ethos-u55-128"], max_fallback=0.5, max_partitions=1)
+        def test_npu(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-report=report.json")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "aten::gt" in out and "aten::where" in out and "max_partitions 1" in out
+    (record,) = json.loads((pytester.path / "report.json").read_text())["records"]
+    assert record["coverage"]["partitions"] == 2 and record["npu"]["settings"]["memory_mode"] == "Shared_Sram"
+    assert {f["check"] for f in record["budget_findings"]} == {"max_fallback", "max_partitions"}
+
+
+def test_tosa_ref_is_skipped_with_the_reason_where_its_environment_is_not_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_edge.backends.ethos_u.tosa_reference import PYTHON_VARIABLE
+
+    monkeypatch.delenv(PYTHON_VARIABLE, raising=False)
+    assert "set PYTEST_EDGE_TOSA_PYTHON to its Python" in get_backend("tosa-ref").unavailable_reason()
+    # Unregistered, no model's .tosa is searched for: the skip says why, not "no .tosa artifact".
+    assert "set PYTEST_EDGE_TOSA_PYTHON" in get_backend("tosa-ref").missing_artifact("tiny_mlp")
+    monkeypatch.setenv(PYTHON_VARIABLE, sys.executable)  # the main environment: no tosa-tools
+    assert "tosa-tools is not installed there" in get_backend("tosa-ref").unavailable_reason()
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("PYTEST_EDGE_TOSA_PYTHON"),
+                    reason="PYTEST_EDGE_TOSA_PYTHON names no environment with tosa-tools (tox -e tosa; docs/npu.md)")
+def test_the_npu_path_s_numerics_on_the_tosa_reference_model_against_the_golden(pytester: pytest.Pytester) -> None:
+    """tiny_mlp's golden (ONNX Runtime on the float .onnx) judges the Ethos-U delegate's TOSA graph on
+    the reference model: within int8's rounding by the statistics, not within the float tolerance."""
+    folder = _project(pytester)
+    shutil.copy(FIXTURES / "tiny_mlp.onnx", folder / "tiny_mlp.onnx")
+    shutil.copy(PTE_MLP, folder / "tiny_mlp.pte")
+    shutil.copy(PTE_MLP.with_suffix(".tosa"), folder / "tiny_mlp.tosa")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu", "tosa-ref"], min_cosine=0.999, min_snr_db=30)
+        def test_int8_close(edge_model):
+            pass
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["tosa-ref"], atol=1e-4, rtol=0)
+        def test_float_tolerance(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "int8_close").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-report=report.json")
+    result.assert_outcomes(passed=2, failed=1)
+    assert "tosa-ref: output 'y': 4 of 4 elements differ beyond atol=0.0001" in result.stdout.str()  # int8 rounding
+    records = {(r["test"].split("::")[-1].split("[")[0], r["backend"]): r
+               for r in json.loads((pytester.path / "report.json").read_text())["records"]}
+    close = records[("test_int8_close", "tosa-ref")]
+    assert close["verdict"] == "passed" and "2026.8.0" in json.dumps(close["runtime"])
+    assert records[("test_float_tolerance", "tosa-ref")]["verdict"] == "failed"
+
+
+def test_max_dram_kb_judges_the_dram_vela_reports(tmp_path: Path) -> None:
+    """U65's default memory mode puts the weights in DRAM: vela's "Total DRAM used" is the figure,
+    and a budget under it fails naming both numbers."""
+    from pytest_edge.checks import check_compiled
+    from pytest_edge.core.marker import parse_marker
+
+    artifact = FIXTURES / "tiny_cnn_int8.tflite"
+    compiled = get_backend("ethos-u65-256").compile(artifact, {}, 300)
+    out = tmp_path / "vela-dram"
+    done = subprocess.run([str(Path(sys.executable).with_name("vela")), str(artifact), "--accelerator-config",
+                           "ethos-u65-256", "--output-dir", str(out)], capture_output=True, text=True, timeout=300)
+    said = re.search(r"^Total DRAM used\s+([\d.]+) KiB", done.stdout, re.M)
+    assert said and f"{compiled.dram_kib:.2f}" == said.group(1)
+    under = float(said.group(1)) - 1
+    (finding,) = check_compiled(compiled, parse_marker((), {"max_dram_kb": under}).budgets(check_compiled),
+                                "ethos-u65-256")
+    assert f"DRAM used {said.group(1)} KiB ({compiled.memories['dram']} bytes)" in finding.message
+    assert f"> max_dram_kb {under:g} KiB" in finding.message
+    assert check_compiled(compiled, parse_marker((), {"max_dram_kb": under + 2}).budgets(check_compiled),
+                          "ethos-u65-256") == []
+
+
+def test_the_gate_fails_npu_memory_grown_against_the_baseline() -> None:
+    """SRAM, flash and DRAM are exact (the compiler's plan): grown beyond the threshold against the
+    baseline's record, each fails naming both figures, as the artifact's size does; unchanged passes."""
+    from pytest_edge.measurement.regressions import NPU_MEMORY, resource_regressions
+
+    def record(model: str, target: str) -> dict:
+        compiled = get_backend(target).compile(next(p for p in (FIXTURES / f"{model}.tflite",
+                                                                FIXTURES / "npu" / f"{model}.tflite") if p.is_file()),
+                                               {}, 300)
+        return {"backend": target, "coverage": compiled.coverage.to_json(), "npu": compiled.to_json()}
+
+    small, big = record("quant_probe_int8", "ethos-u55-128"), record("kws_dscnn_int8", "ethos-u55-128")
+    found = [r for r in resource_regressions(big, small, 0.1) if r.figure == NPU_MEMORY]
+    assert {r.message.split(" used ")[0] for r in found} == {"ethos-u55-128: SRAM", "ethos-u55-128: off-chip flash"}
+    sram = next(r for r in found if "SRAM" in r.message)
+    assert (sram.old, sram.new) == (small["npu"]["sram_bytes"], big["npu"]["sram_bytes"])
+    assert f"({big['npu']['sram_bytes']} bytes)" in sram.message and f"({small['npu']['sram_bytes']} bytes)" in sram.message
+    assert [r for r in resource_regressions(small, small, 0.1) if r.figure == NPU_MEMORY] == []
+    assert [r for r in resource_regressions(small, big, 0.1) if r.figure == NPU_MEMORY] == []  # shrunk: no failure
+    u65_small, u65_big = record("quant_probe_int8", "ethos-u65-256"), record("kws_dscnn_int8", "ethos-u65-256")
+    assert any(r.message.startswith("ethos-u65-256: DRAM used") for r in resource_regressions(u65_big, u65_small, 0.1))

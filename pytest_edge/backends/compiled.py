@@ -64,6 +64,12 @@ class Compilation:
     def flash_kib(self) -> float | None:
         return self.flash_bytes / 1024 if self.flash_bytes is not None else None
 
+    @property
+    def dram_kib(self) -> float | None:
+        """DRAM used (the compiler's ``memories["dram"]``), where a memory mode puts weights or the
+        tensor arena there (U65, U85); None where the compiler reports none."""
+        return self.memories["dram"] / 1024 if "dram" in self.memories else None
+
     def to_json(self) -> dict[str, Any]:
         """The record's ``npu`` block (its coverage is the record's ``coverage``, not repeated)."""
         return {"target": self.target, "compiler": self.compiler, "settings": dict(self.settings),

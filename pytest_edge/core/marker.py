@@ -63,6 +63,7 @@ class MarkerSpec:
     # (KiB), and its estimated NPU time at the configured clock (an estimate, apart from p50_ms).
     max_sram_kb: float | None = None
     max_flash_kb: float | None = None
+    max_dram_kb: float | None = None  # where U65/U85's memory modes put the weights and the arena
     max_npu_estimated_ms: float | None = None
 
     @property

@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..core.acceptance import Acceptance, changed_files, describe, find, stale
 from ..core.sizes import artifact_size
 from .regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
-                          PEAK_MEMORY, GateFinding, Regression, TimedFigure, latency_regressions,
+                          NPU_MEMORY, PEAK_MEMORY, GateFinding, Regression, TimedFigure, latency_regressions,
                           resource_regressions)
 
 # A/B mode (docs/gate.md, "Catching 1.2x"): a P50 above this fraction of the threshold is measured
@@ -108,7 +108,7 @@ def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
     """The rule by which the gate judged ``figure``, in words (docs/gate.md)."""
     if figure == PEAK_MEMORY:
         return f"above the threshold and by more than {MEMORY_FLOOR_MB:g} MB"
-    if figure == ARTIFACT_SIZE:
+    if figure in (ARTIFACT_SIZE, NPU_MEMORY):
         return "grown beyond the threshold (exact: no noise floor)"
     if figure == DELEGATE_COVERAGE:
         return "any rise of the fallback fraction, and any operator that left the delegate (by the runtime's name for it)"

@@ -78,8 +78,11 @@ GENERATION_FIGURES = (TimedFigure("ttft_p50_ms", "TTFT P50", "TTFT P50"),
 # The gate's other figures, by the names its findings, an acceptance's "figures" and the pages use.
 PEAK_MEMORY, ARTIFACT_SIZE, DELEGATE_COVERAGE, INSTRUCTIONS = ("peak memory", "artifact size", "delegate coverage",
                                                                "instructions")
+# A compile-time target's memories as its compiler planned them (the record's npu block): exact.
+NPU_MEMORY = "NPU memory"
+_NPU_MEMORIES = (("sram", "SRAM"), ("off_chip_flash", "off-chip flash"), ("dram", "DRAM"))
 GATE_FIGURES = (*(f.name for f in LATENCY_FIGURES), PEAK_MEMORY, ARTIFACT_SIZE, DELEGATE_COVERAGE, INSTRUCTIONS,
-                *(f.name for f in GENERATION_FIGURES))
+                NPU_MEMORY, *(f.name for f in GENERATION_FIGURES))
 # A P50 (or TTFT/TPOT) that grew by at most this much is not gated, whatever its percentage: between
 # fresh processes on a shared runner an unchanged 8 us model read +65 % then +18 % (2 us) against its
 # A/B twin in CI. Microsecond models are gated by counted mode (--edge-count=instructions) instead.
@@ -190,12 +193,30 @@ def resource_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any],
                                 f"{new_size} bytes ({new_size / 2**20:.3f} MB), {new_size / old_size - 1:+.1%} against "
                                 f"{what} {old_size} bytes (allowed +{max_regression:.0%})",
                                 old=float(old_size), new=float(new_size), threshold=max_regression))
+    found += npu_memory_regressions(record, baseline, max_regression, what)
     new_cov, old_cov = dig(record, "coverage", "fallback"), dig(baseline, "coverage", "fallback")
     if _number(new_cov) and _number(old_cov) and new_cov > old_cov + 1e-12:
         found.append(Regression(DELEGATE_COVERAGE, f"{backend}: delegate coverage dropped: fallback "
                                 f"{new_cov:.1%} against {what} {old_cov:.1%}",
                                 old=float(old_cov), new=float(new_cov), threshold=0.0))
     found += placement_regressions(record, baseline, what)
+    return found
+
+
+def npu_memory_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], max_regression: float,
+                           what: str = "the baseline") -> list[Regression]:
+    """A compile-time target's SRAM, off-chip flash or DRAM (the compiler's plan, exact: no noise
+    floor) grown beyond ``max_regression`` against the baseline's, as the artifact's size is; a
+    memory the baseline did not use (0) and the candidate does fails too. One finding per memory."""
+    found = []
+    for key, name in _NPU_MEMORIES:
+        new, old = dig(record, "npu", "memories", key), dig(baseline, "npu", "memories", key)
+        if not (_number(new) and _number(old)) or new <= old or (old > 0 and new / old - 1 <= max_regression):
+            continue
+        change = f"{new / old - 1:+.1%}" if old > 0 else "none before"
+        found.append(Regression(NPU_MEMORY, f"{record['backend']}: {name} used {new / 1024:.2f} KiB ({new} bytes), "
+                                f"{change} against {what} {old / 1024:.2f} KiB ({old} bytes) (allowed "
+                                f"+{max_regression:.0%})", old=float(old), new=float(new), threshold=max_regression))
     return found
 
 

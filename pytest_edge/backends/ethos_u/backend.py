@@ -36,6 +36,8 @@ class EthosUBackend(Backend):
     runtime_module = "ethosu.vela"
     distribution = "ethos-u-vela"
     suffix = ".tflite"
+    # An ExecuTorch program with Ethos-U delegates (ExecuTorch's Arm backend): pte.py.
+    suffixes = (".tflite", ".pte")
     compile_only = True
     threads_supported = False
 
@@ -44,6 +46,10 @@ class EthosUBackend(Backend):
 
     @classmethod
     def variant(cls, name: str) -> Backend | None:
+        if name == "tosa-ref":  # unregistered (no environment named): unavailable, with the reason, not unknown
+            from .tosa_reference import TosaReferenceBackend
+
+            return TosaReferenceBackend()
         return cls(name) if name in KNOWN else None
 
     def compile(self, artifact: Path, options: Mapping[str, str], timeout_s: float) -> Compilation:
@@ -53,6 +59,11 @@ class EthosUBackend(Backend):
             problem = unusable_artifact(handle.read(1024), artifact)
         if problem:
             raise BackendError(f"{self.name}: {problem}")
+        if artifact.suffix == ".pte":
+            from .pte import compile_pte
+
+            # Compiled at export: the delegate's own flags, not edge_compile_options (docs/npu.md).
+            return compile_pte(artifact, self.name, timeout_s, self.runtime_version() or "?")
         return compile_with_vela(artifact, self.name, options, timeout_s, self.runtime_version() or "?")
 
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
@@ -61,5 +72,10 @@ class EthosUBackend(Backend):
 
 
 def backends() -> list[Backend]:
-    """One Ethos-U configuration per family; the others are named (``variant``)."""
-    return [EthosUBackend(name) for name in REGISTERED]
+    """One Ethos-U configuration per family (the others are named: ``variant``), and the TOSA
+    reference model for the numerics of the delegate's graph where an environment for it is named
+    (PYTEST_EDGE_TOSA_PYTHON): a tensor backend is in every test's parametrization, so without one
+    it is not registered and adds no skipped test to every suite (named, it is skipped with why)."""
+    from .tosa_reference import TosaReferenceBackend, tosa_python
+
+    return [*(EthosUBackend(name) for name in REGISTERED), *([TosaReferenceBackend()] if tosa_python() else [])]

@@ -118,14 +118,17 @@ def _number(row: Mapping[str, str], key: str) -> float | None:
         return None
 
 
-def read_results(output_dir: Path, stdout: str, artifact: Path, target: str, version: str) -> Compilation:
+def read_results(output_dir: Path, stdout: str, artifact: Path, target: str, version: str,
+                 partitions: int | None = None) -> Compilation:
     """The :class:`Compilation` from vela's files in ``output_dir`` and what it printed (``stdout``,
-    with its standard error: the compiler core prints its warnings apart from the Python summary)."""
+    with its standard error: the compiler core prints its warnings apart from the Python summary).
+    ``partitions``: None to count them in the optimised ``.tflite`` (a raw output has none)."""
     stem = artifact.stem
     summaries = sorted(output_dir.glob(f"{stem}_summary_*.csv"))
     per_layer, optimised = output_dir / f"{stem}_per-layer.csv", output_dir / f"{stem}_vela.tflite"
     counts = _counts(stdout)
-    if not summaries or not per_layer.is_file() or not optimised.is_file() or set(counts) != {"CPU", "NPU"}:
+    if not summaries or not per_layer.is_file() or (partitions is None and not optimised.is_file()) \
+            or set(counts) != {"CPU", "NPU"}:
         raise BackendError(f"{artifact} ({target}): vela wrote no summary, per-layer report or optimised model "
                            f"(or printed no operator counts); its output ended: {stdout[-600:]}")
     with open(summaries[0], newline="") as handle:
@@ -141,7 +144,7 @@ def read_results(output_dir: Path, stdout: str, artifact: Path, target: str, ver
     delegated = list(dict.fromkeys(f"{op.op} {op.name}" for op in operators if op.placed_on == "NPU"))
     npu, cpu = counts["NPU"], counts["CPU"]
     coverage = Coverage(total_ops=npu + cpu, delegated_ops=npu, fallback_ops=cpu,
-                        partitions=npu_partitions(optimised),
+                        partitions=npu_partitions(optimised) if partitions is None else partitions,
                         fallback_op_names=dict(Counter(op.op for op in cpu_ops)),
                         delegates=["Ethos-U"] if npu else [], method="compiler",
                         delegated_op_ids=delegated, fallback_reasons=fallback_reasons)
@@ -174,13 +177,17 @@ def compile_with_vela(artifact: Path, target: str, options: Mapping[str, str], t
                              "on the CPU); convert it with full-integer quantization (docs/npu.md)")
     with tempfile.TemporaryDirectory(prefix="pytest-edge-vela-") as folder:
         output_dir = Path(folder)
-        try:
-            done = subprocess.run(vela_command(artifact, target, options, output_dir), capture_output=True,
-                                  text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            raise BackendError(f"{artifact} ({target}): vela did not finish in {timeout_s:g} s") from None
-        said = done.stdout + done.stderr
-        if done.returncode != 0:
-            raise BackendError(f"{artifact} ({target}): vela failed (exit status {done.returncode}): "
-                               f"{said.strip()[-800:]}")
+        said = run_vela(vela_command(artifact, target, options, output_dir), artifact, target, timeout_s)
         return read_results(output_dir, said, artifact, target, version)
+
+
+def run_vela(command: list[str], artifact: Path, target: str, timeout_s: float) -> str:
+    """Run vela's ``command``; what it printed (standard output then error), or a BackendError."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise BackendError(f"{artifact} ({target}): vela did not finish in {timeout_s:g} s") from None
+    said = done.stdout + done.stderr
+    if done.returncode != 0:
+        raise BackendError(f"{artifact} ({target}): vela failed (exit status {done.returncode}): {said.strip()[-800:]}")
+    return said
