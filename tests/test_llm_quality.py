@@ -398,3 +398,28 @@ def test_a_prompt_longer_than_llama_cpps_batch_is_fed_in_batches() -> None:
     pieces = generate(split, prompt, 8)
     assert pieces.tokens == whole.tokens
     np.testing.assert_allclose(pieces.first_logits, whole.first_logits, atol=1e-4)
+
+
+@LLAMA_CPP
+def test_each_backend_uses_the_configuration_of_the_artifact_it_runs(pytester: pytest.Pytester) -> None:
+    """A folder holding the builder's export (genai_config.json naming model.onnx, float32 cache) and
+    llama.cpp's GGUF of the same weights: ONNX Runtime's record has the builder's configuration,
+    llama.cpp's the GGUF's own header (its cache float16), never its neighbour's JSON, so its KV
+    estimate is not twice what llama.cpp allocates."""
+    folder = pytester.path / "models" / "decoder"
+    shutil.copytree(LLM / "genai_llama", folder)
+    shutil.copy(LLM / "gguf_llama" / "model.gguf", folder / "model.gguf")
+    pytester.makepyfile(test_both="""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/decoder", prompts=[[5, 17, 33]], new_tokens=4,
+                              backends=["onnxruntime-cpu", "llama.cpp"], logits_atol=None)
+        def test_both(edge_llm):
+            assert edge_llm.config.dtype == {"llama.cpp": "float16"}.get(edge_llm.backend, "float32")
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    configs = {r["backend"]: r["llm"]["config"] for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    assert configs["llama.cpp"]["dtype"] == "float16" and "GGUF metadata" in configs["llama.cpp"]["source"]
+    assert configs["onnxruntime-cpu"]["dtype"] == "float32" and "genai_config.json" in configs["onnxruntime-cpu"]["source"]
