@@ -4,8 +4,10 @@ It finds the ``.onnx``/``.tflite``/``.pte`` files under the project folder (not 
 environments, hidden folders or node_modules), adds ``edge_model_dirs`` to the pytest
 configuration pytest already reads there (or creates one: ``[tool.pytest.ini_options]`` in an
 existing pyproject.toml, else pytest.ini), writes ``tests/test_edge_models.py`` with one
-``@pytest.mark.edge`` test per model, and records the golden outputs with
-``pytest --edge-update-golden`` on that file. Nothing the user wrote is overwritten: a project
+``@pytest.mark.edge`` test per tensor model and one ``@pytest.mark.edge_llm`` test per decoder LLM
+(an ONNX Runtime GenAI or Optimum export folder, a ``.gguf``, a ``.pte`` or ``.tflite`` that is an
+LLM export: find_decoders), and records the golden outputs with ``pytest --edge-update-golden`` on
+that file; what it found and did not cover is printed. Nothing the user wrote is overwritten: a project
 that sets ``edge_model_dirs`` already, or has that test file, is refused with the reason.
 """
 
@@ -55,10 +57,22 @@ def _suffix(name: str, suffixes: Sequence[str]) -> str | None:
     return next((s for s in suffixes if name.endswith(s) and name != s), None)
 
 
-def find_models(root: Path, base: Path | None = None) -> Found:
+def _folders(root: Path) -> list[Path]:
+    """``root`` and the folders under it that are the project's (not environments, hidden folders)."""
+    found, pending = [], [root]
+    while pending:
+        folder = pending.pop()
+        found.append(folder)
+        pending += [p for p in sorted(folder.iterdir()) if p.is_dir() and not p.is_symlink() and not _skipped(p)]
+    return found
+
+
+def find_models(root: Path, base: Path | None = None, decoders: Sequence[Path] = ()) -> Found:
     """The artifacts under ``root``, in sorted order; paths relative to ``base`` (the folder of
-    the configuration file, where pytest resolves ``edge_model_dirs``; default ``root``)."""
+    the configuration file, where pytest resolves ``edge_model_dirs``; default ``root``). The
+    ``decoders`` (find_decoders' artifacts) are no tensor models: left out."""
     base = base or root
+    left_out = {Path(p).resolve() for p in decoders}
     # The formats a golden is recorded from by default (the backends with a reference_priority).
     suffixes = recording_suffixes()
     stems: dict[str, list[Path]] = {}
@@ -69,7 +83,8 @@ def find_models(root: Path, base: Path | None = None) -> Found:
             if path.is_dir() and not path.is_symlink():
                 if not _skipped(path):
                     pending.append(path)
-            elif (suffix := _suffix(path.name, suffixes)) is not None and path.is_file():
+            elif (suffix := _suffix(path.name, suffixes)) is not None and path.is_file() \
+                    and path.resolve() not in left_out:
                 stem = path.name.removesuffix(suffix)
                 stems.setdefault(stem, [])
                 if path.parent not in stems[stem]:
@@ -84,6 +99,141 @@ def find_models(root: Path, base: Path | None = None) -> Found:
         found.ignored += [f"{_relative(f, base)}/{stem}" for f in others]
     found.dirs.sort()
     return found
+
+
+@dataclass
+class FoundDecoder:
+    """A decoder LLM of the project: what ``edge_llm(model=...)`` names (an export folder, or one
+    artifact by its path, relative to the configuration's folder), what it is, and its vocabulary
+    (the first test's prompt ids must lie in it)."""
+
+    model: str
+    what: str
+    vocab_size: int
+    artifacts: list[Path] = field(default_factory=list)
+
+
+@dataclass
+class Decoders:
+    found: list[FoundDecoder] = field(default_factory=list)
+    not_covered: list[str] = field(default_factory=list)  # "path: why", said by init
+
+    @property
+    def artifacts(self) -> list[Path]:
+        return [a for d in self.found for a in d.artifacts]
+
+
+def _causal_lm_folder(folder: Path) -> bool:
+    """An Optimum export folder: ``model.onnx`` beside a Hugging Face ``config.json`` of a causal LM."""
+    try:
+        architectures = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (folder / "model.onnx").is_file() and any(
+        isinstance(a, str) and a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
+
+
+def _hand_written(artifact: Path) -> bool:
+    """A ``<stem>.json`` in the decoder keys beside it (this project's convention for a decoder
+    whose export carries no configuration)."""
+    from ..backends.decoder_config import LlmConfig, config_path
+
+    try:
+        LlmConfig.load(config_path(artifact))
+        return True
+    except (EdgeError, OSError, ValueError, TypeError, KeyError):
+        return False
+
+
+def find_decoders(root: Path, base: Path | None = None) -> Decoders:
+    """The decoder LLMs under ``root``: ONNX Runtime GenAI folders (a ``genai_config.json`` naming its
+    decoder) and Optimum folders (``model.onnx`` beside a causal LM's ``config.json``), each the folder
+    (a lone ``.gguf``/``.pte``/``.tflite`` beside it is the same model's other artifact); then each
+    ``.gguf``; each ``.pte`` with ExecuTorch's LLM metadata methods; each ``.tflite`` with
+    litert-torch's prefill/decode signatures; and an artifact with a hand-written ``<stem>.json``.
+    The configuration is read as edge_llm reads it; one that cannot be read is not covered, with why."""
+    from ..backends import decoder_backends
+    from ..backends.decoder_config import genai_decoder, read_config
+
+    base = base or root
+    backends = decoder_backends()
+    by_suffix = {b.suffix: b for b in backends.values()}
+    suffixes = (".gguf", ".pte", ".tflite", ".onnx")
+    result = Decoders()
+
+    def config(artifact: Path):
+        backend = by_suffix.get(artifact.suffix)
+        reader = backend.decoder_config if backend is not None and artifact.suffix != ".onnx" else None
+        return read_config(artifact, metadata=reader)
+
+    for folder in _folders(root):
+        files = [p for p in sorted(folder.iterdir()) if p.is_file() and p.suffix in suffixes]
+        claimed: list[Path] = []
+        try:
+            named = genai_decoder(folder)
+        except EdgeError as exc:
+            result.not_covered.append(f"{_relative(folder, base)}: {exc}")
+            named = None
+        export = ("ONNX Runtime GenAI folder" if named is not None and named.is_file()
+                  else "Optimum ONNX folder" if _causal_lm_folder(folder) else None)
+        if export is not None:
+            onnx = named if named is not None else folder / "model.onnx"
+            claimed = [onnx] + [p for p in files if p.suffix != ".onnx" and by_suffix.get(p.suffix)
+                                and sum(q.suffix == p.suffix for q in files) == 1]
+            # The lone other artifacts are this folder's model too (edge_llm takes one of each kind).
+            try:
+                vocab = config(onnx).vocab_size
+            except EdgeError as exc:
+                result.not_covered.append(f"{_relative(folder, base)}: {exc}")
+            else:
+                kinds = [export] + [p.name for p in claimed[1:]]
+                result.found.append(FoundDecoder(_relative(folder, base), " + ".join(kinds), vocab, claimed))
+        stems: dict[str, list[Path]] = {}
+        for path in files:
+            if path in claimed or path.suffix == ".onnx" and not _hand_written(path):
+                continue
+            if path.suffix in (".pte", ".tflite") and not _hand_written(path):
+                try:
+                    carried = by_suffix[path.suffix].decoder_config(path)
+                except EdgeError:
+                    continue  # not an LLM export: a tensor model
+                if carried is None:  # no LLM metadata (or no runtime to read it): a tensor model
+                    continue
+            stems.setdefault(path.stem, []).append(path)
+        # One model per stem (tiny_llm.onnx and tiny_llm.pte: one network on two runtimes, one golden),
+        # named by its path without the suffix, as edge_llm finds it; an export folder holding only it
+        # (export_llama's model.pte, a converter's model.gguf) by the folder, as it is keyed.
+        alone = len(stems) == 1 and folder != root and all(p.stem in stems for p in files)
+        for stem, paths in stems.items():
+            try:
+                vocab = config(paths[0]).vocab_size
+            except EdgeError as exc:
+                result.not_covered.append(f"{_relative(paths[0], base)}: {exc}")
+                continue
+            kinds = {".gguf": "GGUF", ".pte": "ExecuTorch LLM export", ".tflite": "LiteRT generative export",
+                     ".onnx": "ONNX decoder with a hand-written configuration"}
+            result.found.append(FoundDecoder(_relative(folder if alone else folder / stem, base),
+                                             " + ".join(kinds[p.suffix] for p in paths),
+                                             vocab, paths))
+    return result
+
+
+def first_llm_test_source(decoders: Sequence[FoundDecoder], taken: set[str]) -> str:
+    """One edge_llm test per decoder: greedy tokens against the golden on every LLM runtime that can
+    run one of its artifacts. The prompt is token ids (a tokenizer is the app's business), the first
+    ids of its vocabulary: the user replaces it with their own."""
+    tests = []
+    for decoder in decoders:
+        name = "test_llm_" + (re.sub(r"\W", "_", decoder.model).strip("_") or "model")
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        prompt = [i % decoder.vocab_size for i in range(1, 5)]
+        tests.append(f"\n\n# {decoder.what}: put your own prompts' token ids; budgets: ttft_ms=, tpot_ms=, "
+                     f"min_top1_agreement=, max_kld= ...\n"
+                     f"@pytest.mark.edge_llm(model={json.dumps(decoder.model)}, prompts=[{prompt!r}], new_tokens=8)\n"
+                     f"def {name}(edge_llm):\n    pass\n")
+    return "".join(tests)
 
 
 def _relative(path: Path, base: Path) -> str:
@@ -310,28 +460,45 @@ def init(root: Path, record_golden: bool = True) -> int:
     if test_file.exists():
         raise EdgeUsageError(f"{test_file} exists: pytest-edge init does not overwrite it")
     base = inipath.parent if inipath is not None else root
-    found = find_models(root, base)
-    if not found.models:
-        raise EdgeUsageError(f"no {'/'.join(recording_suffixes())} artifact under {root} (virtual environments and hidden "
-                             "folders are not searched): export a model first")
-    config_path, text = configured_text(inipath, root, found.dirs)
-    if read_back(config_path, text) != found.dirs:
+    decoders = find_decoders(root, base)
+    found = find_models(root, base, decoders.artifacts)
+    if not found.models and not decoders.found:
+        for line in decoders.not_covered:
+            print(f"not covered: {line}", file=sys.stderr)
+        raise EdgeUsageError(f"no {'/'.join(recording_suffixes())} artifact under {root}, nor a decoder LLM (.gguf, an "
+                             "ONNX Runtime GenAI or Optimum folder) (virtual environments and hidden folders are not "
+                             "searched): export a model first")
+    dirs = found.dirs or ["."]  # decoders are named by their path from here; tensor models by stem in these
+    config_path, text = configured_text(inipath, root, dirs)
+    if read_back(config_path, text) != dirs:
         raise EdgeUsageError(f"{config_path}: with edge_model_dirs added it would not read back as "
-                             f"{found.dirs} (or not parse at all); nothing written: set edge_model_dirs by hand")
+                             f"{dirs} (or not parse at all); nothing written: set edge_model_dirs by hand")
     atomic_write(config_path, text.encode("utf-8"))
-    print(f"{config_path}: edge_model_dirs = {', '.join(found.dirs)}")
+    print(f"{config_path}: edge_model_dirs = {', '.join(dirs)}")
     test_file.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(test_file, first_test_source(found.models, model_traits(root, found.models)).encode("utf-8"))
-    print(f"{test_file}: {len(found.models)} test(s): {', '.join(found.models)}")
+    source = first_test_source(found.models, model_traits(root, found.models)) if found.models else \
+        first_test_source([])
+    source += first_llm_test_source(decoders.found, set(re.findall(r"^def (test_\w+)\(", source, re.M)))
+    atomic_write(test_file, source.encode("utf-8"))
+    if found.models:
+        print(f"{test_file}: {len(found.models)} test(s): {', '.join(found.models)}")
+    if decoders.found:
+        print(f"{test_file}: {len(decoders.found)} decoder LLM test(s) (edge_llm): "
+              + "; ".join(f"{d.model} ({d.what})" for d in decoders.found)
+              + ". Their prompts are placeholder token ids: replace them with your tokenizer's")
     for path in found.ignored:
         print(f"ignored {path}.*: another model of that name comes first (a model's name is its stem)")
+    for line in decoders.not_covered:
+        print(f"not covered: {line}")
     if not record_golden:
         print("golden outputs not recorded (--no-golden): pytest --edge-update-golden records them")
         return 0
     print(f"recording golden outputs: pytest --edge-update-golden {TEST_FILE}")
     done = subprocess.run([sys.executable, "-m", "pytest", "--edge-update-golden", str(TEST_FILE)], cwd=root)
     if done.returncode == 0:
-        print("done: `pytest` now checks every model on every backend installed here against its golden")
+        print(f"done: `pytest` now checks {len(found.models)} tensor model(s) and {len(decoders.found)} decoder(s) "
+              "on every backend installed here that runs them, against their goldens"
+              + (f"; {len(decoders.not_covered)} not covered (above)" if decoders.not_covered else ""))
     else:
         print(f"pytest --edge-update-golden {TEST_FILE} failed (exit status {done.returncode}): the messages above "
               "name the model and backend; fix the artifact, then run that command again", file=sys.stderr)
