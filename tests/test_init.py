@@ -227,12 +227,12 @@ def test_decoders_are_found_as_exported_and_are_no_tensor_models(tmp_path: Path)
     """A GenAI folder is one decoder (its model.onnx and the lone GGUF beside it), a .pte with
     export_llama's metadata another, a tensor .pte / .tflite stays a tensor model; a decoder whose
     configuration cannot be read is not covered, saying why."""
-    from pytest_edge.cli.init import find_decoders
+    from pytest_edge.cli.init import project_decoders
 
     _decoder_project(tmp_path)
     for name in ("clean_mlp.pte", "tiny_cnn.tflite"):
         (tmp_path / "models" / name).write_bytes((FIXTURES / name).read_bytes())
-    decoders = find_decoders(tmp_path)
+    decoders = project_decoders(tmp_path)
     assert [(d.model, d.what, d.vocab_size, sorted(a.name for a in d.artifacts)) for d in decoders.found] == [
         ("models/llama", "ONNX Runtime GenAI folder + model.gguf", 256, ["model.gguf", "model.onnx"]),
         ("models/et", "ExecuTorch LLM export", 256, ["model.pte"])]

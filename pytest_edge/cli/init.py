@@ -29,6 +29,7 @@ except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
 from ..backends import recording_suffixes
+from ..backends.decoder_search import WHAT_IS_FOUND, Decoders, FoundDecoder, find_decoders
 from ..errors import EdgeError, EdgeUsageError
 from ..files import atomic_write
 
@@ -101,121 +102,9 @@ def find_models(root: Path, base: Path | None = None, decoders: Sequence[Path] =
     return found
 
 
-@dataclass
-class FoundDecoder:
-    """A decoder LLM of the project: what ``edge_llm(model=...)`` names (an export folder, or one
-    artifact by its path, relative to the configuration's folder), what it is, and its vocabulary
-    (the first test's prompt ids must lie in it)."""
-
-    model: str
-    what: str
-    vocab_size: int
-    artifacts: list[Path] = field(default_factory=list)
-
-
-@dataclass
-class Decoders:
-    found: list[FoundDecoder] = field(default_factory=list)
-    not_covered: list[str] = field(default_factory=list)  # "path: why", said by init
-
-    @property
-    def artifacts(self) -> list[Path]:
-        return [a for d in self.found for a in d.artifacts]
-
-
-def _causal_lm_folder(folder: Path) -> bool:
-    """An Optimum export folder: ``model.onnx`` beside a Hugging Face ``config.json`` of a causal LM."""
-    try:
-        architectures = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures") or []
-    except (OSError, ValueError, AttributeError):
-        return False
-    return (folder / "model.onnx").is_file() and any(
-        isinstance(a, str) and a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
-
-
-def _hand_written(artifact: Path) -> bool:
-    """A ``<stem>.json`` in the decoder keys beside it (this project's convention for a decoder
-    whose export carries no configuration)."""
-    from ..backends.decoder_config import LlmConfig, config_path
-
-    try:
-        LlmConfig.load(config_path(artifact))
-        return True
-    except (EdgeError, OSError, ValueError, TypeError, KeyError):
-        return False
-
-
-def find_decoders(root: Path, base: Path | None = None) -> Decoders:
-    """The decoder LLMs under ``root``: ONNX Runtime GenAI folders (a ``genai_config.json`` naming its
-    decoder) and Optimum folders (``model.onnx`` beside a causal LM's ``config.json``), each the folder
-    (a lone ``.gguf``/``.pte``/``.tflite`` beside it is the same model's other artifact); then each
-    ``.gguf``; each ``.pte`` with ExecuTorch's LLM metadata methods; each ``.tflite`` with
-    litert-torch's prefill/decode signatures; and an artifact with a hand-written ``<stem>.json``.
-    The configuration is read as edge_llm reads it; one that cannot be read is not covered, with why."""
-    from ..backends import decoder_backends
-    from ..backends.decoder_config import genai_decoder, read_config
-
-    base = base or root
-    backends = decoder_backends()
-    by_suffix = {b.suffix: b for b in backends.values()}
-    suffixes = (".gguf", ".pte", ".tflite", ".onnx")
-    result = Decoders()
-
-    def config(artifact: Path):
-        backend = by_suffix.get(artifact.suffix)
-        reader = backend.decoder_config if backend is not None and artifact.suffix != ".onnx" else None
-        return read_config(artifact, metadata=reader)
-
-    for folder in _folders(root):
-        files = [p for p in sorted(folder.iterdir()) if p.is_file() and p.suffix in suffixes]
-        claimed: list[Path] = []
-        try:
-            named = genai_decoder(folder)
-        except EdgeError as exc:
-            result.not_covered.append(f"{_relative(folder, base)}: {exc}")
-            named = None
-        export = ("ONNX Runtime GenAI folder" if named is not None and named.is_file()
-                  else "Optimum ONNX folder" if _causal_lm_folder(folder) else None)
-        if export is not None:
-            onnx = named if named is not None else folder / "model.onnx"
-            claimed = [onnx] + [p for p in files if p.suffix != ".onnx" and by_suffix.get(p.suffix)
-                                and sum(q.suffix == p.suffix for q in files) == 1]
-            # The lone other artifacts are this folder's model too (edge_llm takes one of each kind).
-            try:
-                vocab = config(onnx).vocab_size
-            except EdgeError as exc:
-                result.not_covered.append(f"{_relative(folder, base)}: {exc}")
-            else:
-                kinds = [export] + [p.name for p in claimed[1:]]
-                result.found.append(FoundDecoder(_relative(folder, base), " + ".join(kinds), vocab, claimed))
-        stems: dict[str, list[Path]] = {}
-        for path in files:
-            if path in claimed or path.suffix == ".onnx" and not _hand_written(path):
-                continue
-            if path.suffix in (".pte", ".tflite") and not _hand_written(path):
-                try:
-                    carried = by_suffix[path.suffix].decoder_config(path)
-                except EdgeError:
-                    continue  # not an LLM export: a tensor model
-                if carried is None:  # no LLM metadata (or no runtime to read it): a tensor model
-                    continue
-            stems.setdefault(path.stem, []).append(path)
-        # One model per stem (tiny_llm.onnx and tiny_llm.pte: one network on two runtimes, one golden),
-        # named by its path without the suffix, as edge_llm finds it; an export folder holding only it
-        # (export_llama's model.pte, a converter's model.gguf) by the folder, as it is keyed.
-        alone = len(stems) == 1 and folder != root and all(p.stem in stems for p in files)
-        for stem, paths in stems.items():
-            try:
-                vocab = config(paths[0]).vocab_size
-            except EdgeError as exc:
-                result.not_covered.append(f"{_relative(paths[0], base)}: {exc}")
-                continue
-            kinds = {".gguf": "GGUF", ".pte": "ExecuTorch LLM export", ".tflite": "LiteRT generative export",
-                     ".onnx": "ONNX decoder with a hand-written configuration"}
-            result.found.append(FoundDecoder(_relative(folder if alone else folder / stem, base),
-                                             " + ".join(kinds[p.suffix] for p in paths),
-                                             vocab, paths))
-    return result
+def project_decoders(root: Path, base: Path | None = None) -> Decoders:
+    """The decoder LLMs under ``root`` (backends.decoder_search), named from ``base``."""
+    return find_decoders(root, base or root, _folders, _relative)
 
 
 def first_llm_test_source(decoders: Sequence[FoundDecoder], taken: set[str]) -> str:
@@ -460,14 +349,14 @@ def init(root: Path, record_golden: bool = True) -> int:
     if test_file.exists():
         raise EdgeUsageError(f"{test_file} exists: pytest-edge init does not overwrite it")
     base = inipath.parent if inipath is not None else root
-    decoders = find_decoders(root, base)
+    decoders = project_decoders(root, base)
     found = find_models(root, base, decoders.artifacts)
     if not found.models and not decoders.found:
         for line in decoders.not_covered:
             print(f"not covered: {line}", file=sys.stderr)
-        raise EdgeUsageError(f"no {'/'.join(recording_suffixes())} artifact under {root}, nor a decoder LLM (.gguf, an "
-                             "ONNX Runtime GenAI or Optimum folder) (virtual environments and hidden folders are not "
-                             "searched): export a model first")
+        raise EdgeUsageError(f"no {'/'.join(recording_suffixes())} artifact under {root}, nor a decoder LLM "
+                             f"({WHAT_IS_FOUND}) (virtual environments and hidden folders are not searched): export a "
+                             "model first")
     dirs = found.dirs or ["."]  # decoders are named by their path from here; tensor models by stem in these
     config_path, text = configured_text(inipath, root, dirs)
     if read_back(config_path, text) != dirs:
