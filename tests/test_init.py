@@ -206,3 +206,63 @@ def test_a_model_whose_stem_ends_like_a_suffix_is_found_by_its_stem(pytester: py
     assert done.returncode == 0, done.stdout + done.stderr
     assert '@pytest.mark.edge(model="cnn.onnx")' in (pytester.path / "tests/test_edge_models.py").read_text()
     assert (pytester.path / "golden/cnn.onnx/meta.json").is_file()
+
+
+LLM = FIXTURES / "llm"
+
+
+def _decoder_project(root: Path) -> None:
+    """A GenAI builder folder with llama.cpp's GGUF of the same weights beside it, ExecuTorch's LLM
+    export, a tensor model, and a GGUF that is no GGUF."""
+    import shutil
+
+    shutil.copytree(LLM / "genai_llama", root / "models" / "llama")
+    shutil.copy(LLM / "gguf_llama" / "model.gguf", root / "models" / "llama" / "model.gguf")
+    shutil.copytree(LLM / "et_llama", root / "models" / "et")
+    shutil.copy(FIXTURES / "tiny_cnn.onnx", root / "models" / "tiny_cnn.onnx")
+    (root / "models" / "broken.gguf").write_bytes(b"GGUF\x03\x00\x00\x00")
+
+
+def test_decoders_are_found_as_exported_and_are_no_tensor_models(tmp_path: Path) -> None:
+    """A GenAI folder is one decoder (its model.onnx and the lone GGUF beside it), a .pte with
+    export_llama's metadata another, a tensor .pte / .tflite stays a tensor model; a decoder whose
+    configuration cannot be read is not covered, saying why."""
+    from pytest_edge.cli.init import project_decoders
+
+    _decoder_project(tmp_path)
+    for name in ("clean_mlp.pte", "tiny_cnn.tflite"):
+        (tmp_path / "models" / name).write_bytes((FIXTURES / name).read_bytes())
+    decoders = project_decoders(tmp_path)
+    assert [(d.model, d.what, d.vocab_size, sorted(a.name for a in d.artifacts)) for d in decoders.found] == [
+        ("models/llama", "ONNX Runtime GenAI folder + model.gguf", 256, ["model.gguf", "model.onnx"]),
+        ("models/et", "ExecuTorch LLM export", 256, ["model.pte"])]
+    (broken,) = decoders.not_covered
+    assert broken.startswith("models/broken.gguf: ") and "broken.gguf" in broken[len("models/broken.gguf: "):]
+    # The GenAI folder's model.onnx and the export's model.pte are no tensor models ("model", skipped).
+    assert find_models(tmp_path, decoders=decoders.artifacts).models == ["clean_mlp", "tiny_cnn"]
+    assert find_models(tmp_path).models == ["clean_mlp", "model", "tiny_cnn"]  # as before: "model" was a tensor test
+
+
+def test_init_writes_edge_llm_tests_for_the_decoders_and_says_what_it_left_out(pytester: pytest.Pytester) -> None:
+    """On a GenAI folder beside a GGUF (the new user's project of issue #40) and an export_llama .pte:
+    edge_llm tests for the decoders, a tensor test for the tensor model only, goldens recorded, and
+    pytest green; the unreadable GGUF named as not covered."""
+    _decoder_project(pytester.path)
+    done = _cli("init", cwd=pytester.path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    source = (pytester.path / "tests/test_edge_models.py").read_text()
+    assert [line for line in source.splitlines() if line.startswith("@pytest.mark.edge")] == [
+        '@pytest.mark.edge(model="tiny_cnn")',
+        '@pytest.mark.edge_llm(model="models/llama", prompts=[[1, 2, 3, 4]], new_tokens=8)',
+        '@pytest.mark.edge_llm(model="models/et", prompts=[[1, 2, 3, 4]], new_tokens=8)']
+    assert "2 decoder LLM test(s) (edge_llm): models/llama (ONNX Runtime GenAI folder + model.gguf); models/et " \
+           "(ExecuTorch LLM export)" in done.stdout
+    assert "not covered: models/broken.gguf: " in done.stdout
+    assert "now checks 1 tensor model(s) and 2 decoder(s)" in done.stdout and "1 not covered" in done.stdout
+    result = pytester.runpytest_subprocess("-rs", "--edge-report=r.json")
+    outcomes = result.parseoutcomes()
+    assert result.ret == 0 and not outcomes.get("failed") and not outcomes.get("errors"), result.stdout.str()
+    runs = {(r["model"]["name"], r["backend"]) for r in json.loads((pytester.path / "r.json").read_text())["records"]
+            if r.get("llm") and r.get("verdict") == "passed"}
+    # The GGUF beside the GenAI folder runs on llama.cpp as the same model, against the same golden.
+    assert {("llama", "onnxruntime-cpu"), ("llama", "llama.cpp"), ("et", "executorch")} <= runs, runs

@@ -183,8 +183,12 @@ def test_a_gguf_made_by_llama_cpps_converter_runs_on_llama_cpp(pytester: pytest.
     ours, theirs = block["tpot_ms"]["p50"], block["runtime_timings"]
     assert theirs["source"] == "llama_perf_context" and theirs["eval_tokens"] == 2 * 5 * (block["new_tokens"] - 1)
     assert theirs["prompt_tokens"] == 2 * 5 * block["prompts"][0]["prompt_tokens"]
-    # Both clocks time the same decode steps: llama.cpp's per-token time within a factor of ours.
-    assert 0.2 < (1000 / theirs["eval_tokens_per_s"]) / ours < 5, (theirs, ours)
+    # Both clocks time the same decode steps: llama.cpp's per-token time within a factor of ours. Its
+    # per-generation mean rate, not the ratio of its sums: one generation another process interrupts
+    # inside llama_decode moves a sum (0.395 ms a token against our P50 of 0.045 under a load of 8
+    # on 2 cores) and a mean of rates by at most its share.
+    per_token = 1000 / theirs["per_generation"]["decode_tokens_per_s"]["mean"]
+    assert 0.2 < per_token / ours < 5, (theirs, ours)
 
 
 @pytest.mark.parametrize(("backend", "export", "atol"), [

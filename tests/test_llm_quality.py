@@ -364,19 +364,20 @@ def test_tokens_per_second_agree_with_llama_cpps_counters_over_the_same_generati
     assert counters["generations"] == block["timed_generations"] == 2 * 10
     prefill = block["prefill_tokens_per_s"] / counters["prefill_tokens_per_s"]["mean"]
     decode = block["decode_tokens_per_s"] / counters["decode_tokens_per_s"]["mean"]
-    # Ours time what an app waits for, theirs llama_decode (after its batch checks) to its synchronize:
-    # ours can only be slower. Measured per generation on this decoder: prefill 0.96 of theirs (64
-    # tokens, ~1 ms), decode 0.92 (a step of ~50 us, of which reading the logits and the argmax are
-    # ~4 us, cold after each step, that llama.cpp does not count: docs/llm.md). Bounds with room for
-    # a busy machine, both clocks timing the same generations: a mean of rates is moved by one
-    # generation that another process interrupted (decode read 0.78 with 12 runnable processes on 2
-    # cores, while the median share below read 0.92), so the tight check is the median share.
-    assert 0.90 <= prefill <= 1.01, (block["prefill_tokens_per_s"], counters)
-    assert 0.70 <= decode <= 1.01, (block["decode_tokens_per_s"], counters)
-    # Per generation, the share of our time llama.cpp counts (median over the generations: one
-    # interrupted generation moves it little): prefill 0.96 on a quiet machine and 0.947 in a CI run
-    # beside another suite on 2 cores, decode the ~4 us a step apart.
-    assert 0.90 <= counters["counted"]["prefill"] <= 1.0 and 0.85 <= counters["counted"]["decode"] <= 1.0, counters
+    # Ours time what llama-bench's pp and tg time, llama_decode + llama_synchronize (reading the logits
+    # and choosing the token are the app's, untimed: backends/decoder.generate); llama.cpp's counters
+    # start inside llama_decode, after its batch checks, so ours can only be slower. Measured per
+    # generation on this decoder (the shared 2-core machine): the median share of our time llama.cpp
+    # counts, prefill 0.96-0.97 (64 tokens, ~1 ms), decode 0.959-0.960 (a step of ~41 us; 0.917 when
+    # the logits' read and the argmax were timed). The median over the generations is the check: a
+    # generation another process interrupts moves a mean of rates (decode read 0.78 with 12 runnable
+    # processes on 2 cores) but not it; and a share is a ratio of two clocks over the same steps, so
+    # it holds on a machine 3x faster or slower.
+    # Prefill keeps the looser bound it had: 0.947 was read in a CI run beside another suite (where
+    # its 3-4 % go, llama_decode's work before its counter starts or our batch filling, not separated).
+    assert 0.90 <= counters["counted"]["prefill"] <= 1.0 and 0.95 <= counters["counted"]["decode"] <= 1.0, counters
+    assert 0.70 <= prefill <= 1.01 and 0.70 <= decode <= 1.01, (block["prefill_tokens_per_s"],
+                                                                block["decode_tokens_per_s"], counters)
     # 1 / TPOT P50 (what decode_tokens_per_s was) is kept beside, as the P50 the gate compares.
     assert block["tpot_ms"]["p50"] > 0 and block["decode_tokens_per_s_sd"] >= 0
 
@@ -398,3 +399,28 @@ def test_a_prompt_longer_than_llama_cpps_batch_is_fed_in_batches() -> None:
     pieces = generate(split, prompt, 8)
     assert pieces.tokens == whole.tokens
     np.testing.assert_allclose(pieces.first_logits, whole.first_logits, atol=1e-4)
+
+
+@LLAMA_CPP
+def test_each_backend_uses_the_configuration_of_the_artifact_it_runs(pytester: pytest.Pytester) -> None:
+    """A folder holding the builder's export (genai_config.json naming model.onnx, float32 cache) and
+    llama.cpp's GGUF of the same weights: ONNX Runtime's record has the builder's configuration,
+    llama.cpp's the GGUF's own header (its cache float16), never its neighbour's JSON, so its KV
+    estimate is not twice what llama.cpp allocates."""
+    folder = pytester.path / "models" / "decoder"
+    shutil.copytree(LLM / "genai_llama", folder)
+    shutil.copy(LLM / "gguf_llama" / "model.gguf", folder / "model.gguf")
+    pytester.makepyfile(test_both="""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/decoder", prompts=[[5, 17, 33]], new_tokens=4,
+                              backends=["onnxruntime-cpu", "llama.cpp"], logits_atol=None)
+        def test_both(edge_llm):
+            assert edge_llm.config.dtype == {"llama.cpp": "float16"}.get(edge_llm.backend, "float32")
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(passed=2)
+    configs = {r["backend"]: r["llm"]["config"] for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    assert configs["llama.cpp"]["dtype"] == "float16" and "GGUF metadata" in configs["llama.cpp"]["source"]
+    assert configs["onnxruntime-cpu"]["dtype"] == "float32" and "genai_config.json" in configs["onnxruntime-cpu"]["source"]

@@ -30,6 +30,17 @@ class Decoder(ABC):
     def step(self, ids: Sequence[int]) -> np.ndarray:
         """Feed ``ids`` at the next positions; the logits (float32, vocabulary-sized) of the last."""
 
+    def feed(self, ids: Sequence[int]) -> None:
+        """Feed ``ids`` at the next positions and return once the runtime has computed the last one's
+        logits, without reading them out (``logits``): what generation times, as llama-bench times
+        ``llama_decode`` + ``llama_synchronize`` and reads nothing. Default: ``step``, for runtimes
+        whose call returns the logits (ONNX Runtime's, ExecuTorch's, LiteRT's outputs)."""
+        self._fed_logits = self.step(ids)
+
+    def logits(self) -> np.ndarray:
+        """The logits of the last position ``feed`` fed, read from the runtime."""
+        return self._fed_logits
+
     def reset_runtime_timings(self) -> None:
         """Start the runtime's own counters afresh (before the timed generations)."""
 
@@ -66,17 +77,23 @@ class Generation:
 
 def generate(decoder: Decoder, prompt: Sequence[int], new_tokens: int,
              clock: Callable[[], float] = time.perf_counter) -> Generation:
-    """Greedy decoding of ``new_tokens`` after ``prompt`` (the first from the prefill)."""
+    """Greedy decoding of ``new_tokens`` after ``prompt`` (the first from the prefill). Timed: each
+    ``feed``, the runtime computing a position's logits (the prompt's: TTFT; each later token's:
+    TPOT), as llama-bench's pp and tg time ``llama_decode`` + ``llama_synchronize``; reading the
+    logits out where that is a call of its own (llama.cpp's) and choosing the token (the app's
+    sampler, here argmax) are not, as llama-bench reads and samples nothing (docs/llm.md)."""
     decoder.reset()
     start = clock()
-    logits = decoder.step(list(prompt))
-    token = int(np.argmax(logits))
+    decoder.feed(list(prompt))
     prefill_s = clock() - start
+    logits = decoder.logits()
+    token = int(np.argmax(logits))
     result = Generation(list(prompt), [token], np.asarray(logits, np.float32).copy(), prefill_s)
     for _ in range(new_tokens - 1):
         start = clock()
-        token = int(np.argmax(decoder.step([token])))
+        decoder.feed([token])
         result.step_s.append(clock() - start)
+        token = int(np.argmax(decoder.logits()))
         result.tokens.append(token)
     return result
 

@@ -4,8 +4,10 @@ It finds the ``.onnx``/``.tflite``/``.pte`` files under the project folder (not 
 environments, hidden folders or node_modules), adds ``edge_model_dirs`` to the pytest
 configuration pytest already reads there (or creates one: ``[tool.pytest.ini_options]`` in an
 existing pyproject.toml, else pytest.ini), writes ``tests/test_edge_models.py`` with one
-``@pytest.mark.edge`` test per model, and records the golden outputs with
-``pytest --edge-update-golden`` on that file. Nothing the user wrote is overwritten: a project
+``@pytest.mark.edge`` test per tensor model and one ``@pytest.mark.edge_llm`` test per decoder LLM
+(an ONNX Runtime GenAI or Optimum export folder, a ``.gguf``, a ``.pte`` or ``.tflite`` that is an
+LLM export: find_decoders), and records the golden outputs with ``pytest --edge-update-golden`` on
+that file; what it found and did not cover is printed. Nothing the user wrote is overwritten: a project
 that sets ``edge_model_dirs`` already, or has that test file, is refused with the reason.
 """
 
@@ -27,6 +29,7 @@ except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
 from ..backends import recording_suffixes
+from ..backends.decoder_search import WHAT_IS_FOUND, Decoders, FoundDecoder, find_decoders
 from ..errors import EdgeError, EdgeUsageError
 from ..files import atomic_write
 
@@ -55,10 +58,22 @@ def _suffix(name: str, suffixes: Sequence[str]) -> str | None:
     return next((s for s in suffixes if name.endswith(s) and name != s), None)
 
 
-def find_models(root: Path, base: Path | None = None) -> Found:
+def _folders(root: Path) -> list[Path]:
+    """``root`` and the folders under it that are the project's (not environments, hidden folders)."""
+    found, pending = [], [root]
+    while pending:
+        folder = pending.pop()
+        found.append(folder)
+        pending += [p for p in sorted(folder.iterdir()) if p.is_dir() and not p.is_symlink() and not _skipped(p)]
+    return found
+
+
+def find_models(root: Path, base: Path | None = None, decoders: Sequence[Path] = ()) -> Found:
     """The artifacts under ``root``, in sorted order; paths relative to ``base`` (the folder of
-    the configuration file, where pytest resolves ``edge_model_dirs``; default ``root``)."""
+    the configuration file, where pytest resolves ``edge_model_dirs``; default ``root``). The
+    ``decoders`` (find_decoders' artifacts) are no tensor models: left out."""
     base = base or root
+    left_out = {Path(p).resolve() for p in decoders}
     # The formats a golden is recorded from by default (the backends with a reference_priority).
     suffixes = recording_suffixes()
     stems: dict[str, list[Path]] = {}
@@ -69,7 +84,8 @@ def find_models(root: Path, base: Path | None = None) -> Found:
             if path.is_dir() and not path.is_symlink():
                 if not _skipped(path):
                     pending.append(path)
-            elif (suffix := _suffix(path.name, suffixes)) is not None and path.is_file():
+            elif (suffix := _suffix(path.name, suffixes)) is not None and path.is_file() \
+                    and path.resolve() not in left_out:
                 stem = path.name.removesuffix(suffix)
                 stems.setdefault(stem, [])
                 if path.parent not in stems[stem]:
@@ -84,6 +100,29 @@ def find_models(root: Path, base: Path | None = None) -> Found:
         found.ignored += [f"{_relative(f, base)}/{stem}" for f in others]
     found.dirs.sort()
     return found
+
+
+def project_decoders(root: Path, base: Path | None = None) -> Decoders:
+    """The decoder LLMs under ``root`` (backends.decoder_search), named from ``base``."""
+    return find_decoders(root, base or root, _folders, _relative)
+
+
+def first_llm_test_source(decoders: Sequence[FoundDecoder], taken: set[str]) -> str:
+    """One edge_llm test per decoder: greedy tokens against the golden on every LLM runtime that can
+    run one of its artifacts. The prompt is token ids (a tokenizer is the app's business), the first
+    ids of its vocabulary: the user replaces it with their own."""
+    tests = []
+    for decoder in decoders:
+        name = "test_llm_" + (re.sub(r"\W", "_", decoder.model).strip("_") or "model")
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        prompt = [i % decoder.vocab_size for i in range(1, 5)]
+        tests.append(f"\n\n# {decoder.what}: put your own prompts' token ids; budgets: ttft_ms=, tpot_ms=, "
+                     f"min_top1_agreement=, max_kld= ...\n"
+                     f"@pytest.mark.edge_llm(model={json.dumps(decoder.model)}, prompts=[{prompt!r}], new_tokens=8)\n"
+                     f"def {name}(edge_llm):\n    pass\n")
+    return "".join(tests)
 
 
 def _relative(path: Path, base: Path) -> str:
@@ -310,28 +349,45 @@ def init(root: Path, record_golden: bool = True) -> int:
     if test_file.exists():
         raise EdgeUsageError(f"{test_file} exists: pytest-edge init does not overwrite it")
     base = inipath.parent if inipath is not None else root
-    found = find_models(root, base)
-    if not found.models:
-        raise EdgeUsageError(f"no {'/'.join(recording_suffixes())} artifact under {root} (virtual environments and hidden "
-                             "folders are not searched): export a model first")
-    config_path, text = configured_text(inipath, root, found.dirs)
-    if read_back(config_path, text) != found.dirs:
+    decoders = project_decoders(root, base)
+    found = find_models(root, base, decoders.artifacts)
+    if not found.models and not decoders.found:
+        for line in decoders.not_covered:
+            print(f"not covered: {line}", file=sys.stderr)
+        raise EdgeUsageError(f"no {'/'.join(recording_suffixes())} artifact under {root}, nor a decoder LLM "
+                             f"({WHAT_IS_FOUND}) (virtual environments and hidden folders are not searched): export a "
+                             "model first")
+    dirs = found.dirs or ["."]  # decoders are named by their path from here; tensor models by stem in these
+    config_path, text = configured_text(inipath, root, dirs)
+    if read_back(config_path, text) != dirs:
         raise EdgeUsageError(f"{config_path}: with edge_model_dirs added it would not read back as "
-                             f"{found.dirs} (or not parse at all); nothing written: set edge_model_dirs by hand")
+                             f"{dirs} (or not parse at all); nothing written: set edge_model_dirs by hand")
     atomic_write(config_path, text.encode("utf-8"))
-    print(f"{config_path}: edge_model_dirs = {', '.join(found.dirs)}")
+    print(f"{config_path}: edge_model_dirs = {', '.join(dirs)}")
     test_file.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(test_file, first_test_source(found.models, model_traits(root, found.models)).encode("utf-8"))
-    print(f"{test_file}: {len(found.models)} test(s): {', '.join(found.models)}")
+    source = first_test_source(found.models, model_traits(root, found.models)) if found.models else \
+        first_test_source([])
+    source += first_llm_test_source(decoders.found, set(re.findall(r"^def (test_\w+)\(", source, re.M)))
+    atomic_write(test_file, source.encode("utf-8"))
+    if found.models:
+        print(f"{test_file}: {len(found.models)} test(s): {', '.join(found.models)}")
+    if decoders.found:
+        print(f"{test_file}: {len(decoders.found)} decoder LLM test(s) (edge_llm): "
+              + "; ".join(f"{d.model} ({d.what})" for d in decoders.found)
+              + ". Their prompts are placeholder token ids: replace them with your tokenizer's")
     for path in found.ignored:
         print(f"ignored {path}.*: another model of that name comes first (a model's name is its stem)")
+    for line in decoders.not_covered:
+        print(f"not covered: {line}")
     if not record_golden:
         print("golden outputs not recorded (--no-golden): pytest --edge-update-golden records them")
         return 0
     print(f"recording golden outputs: pytest --edge-update-golden {TEST_FILE}")
     done = subprocess.run([sys.executable, "-m", "pytest", "--edge-update-golden", str(TEST_FILE)], cwd=root)
     if done.returncode == 0:
-        print("done: `pytest` now checks every model on every backend installed here against its golden")
+        print(f"done: `pytest` now checks {len(found.models)} tensor model(s) and {len(decoders.found)} decoder(s) "
+              "on every backend installed here that runs them, against their goldens"
+              + (f"; {len(decoders.not_covered)} not covered (above)" if decoders.not_covered else ""))
     else:
         print(f"pytest --edge-update-golden {TEST_FILE} failed (exit status {done.returncode}): the messages above "
               "name the model and backend; fix the artifact, then run that command again", file=sys.stderr)

@@ -159,11 +159,13 @@ def _carried(artifact: Path) -> LlmConfig | None:
     return None
 
 
-def config_of(model: Model) -> LlmConfig:
-    """The decoder configuration its exporter wrote with one of the model's artifacts (the first that
-    has one: config.read_config's order); none: the error of the first, naming what was looked for."""
+def config_of(model: Model, artifact: Path | None = None) -> LlmConfig:
+    """The decoder configuration its exporter wrote with ``artifact``, the one that runs (a GGUF's own
+    header, not the genai_config.json of the ONNX export beside it: their cache dtypes differ); where
+    it carries none, with another of the model's artifacts (the first that has one:
+    config.read_config's order); none: the error of the first, naming what was looked for."""
     first: EdgeUsageError | None = None
-    for path in model.artifacts.values():
+    for path in dict.fromkeys([*([artifact] if artifact is not None else []), *model.artifacts.values()]):
         try:
             return read_config(path, metadata=_carried)
         except EdgeUsageError as exc:
@@ -255,7 +257,7 @@ class LlmChecker:
                 # A token golden names the artifact that made it as a tensor golden's reference does.
                 check_owner(path.parent, {"reference": {"path": recorded.get("path")}} if recorded else None,
                             owner, self.settings.rootdir)
-            own_config = config if target.reference is None else config_of(owner)
+            own_config = config_of(owner, artifact)  # the reference artifact's own, as it runs
             run = self.generate(reference, artifact, own_config, target.spec.threads, prompt, target.spec.new_tokens,
                                 spec_context(target.spec))
             # The reference's distribution at each generated position, teacher-forced over its own
@@ -282,7 +284,7 @@ class LlmChecker:
 
     def check(self, test_id: str, target: LlmTarget, rootdir: Path) -> tuple[Record, list[str]]:
         spec, artifact = target.spec, target.artifact
-        config = config_of(target.model)
+        config = config_of(target.model, artifact)
         where = f"{target.model.name} ({target.backend})"
         prompts = [check_prompt(p, spec.new_tokens, config, where) for p in spec.prompts]
         violations: list[str] = []

@@ -93,7 +93,7 @@ class LlmHandle:
 
         self._checker, self.target = checker, target
         self.backend = target.backend
-        self.config = config_of(target.model)
+        self.config = config_of(target.model, target.artifact)
 
     def generate(self, prompt: Sequence[int], new_tokens: int | None = None) -> list[int]:
         from .checks import spec_context
