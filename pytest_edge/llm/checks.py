@@ -234,13 +234,13 @@ class LlmChecker:
         for name, backend in decoder_backends().items():
             artifact = model.artifact(backend.suffix)
             # A golden keeps the first step's logits and the distributions: a runtime that exposes
-            # no logits (LiteRT-LM) cannot record one.
+            # no logits cannot record one.
             if artifact is not None and backend.decodes and backend.unavailable_reason() is None \
                     and backend.decoder_why_no_logits is None and not backend.decoder_refuses(artifact):
                 return name
         raise GoldenError(f"no LLM backend available here can run any artifact of {model.key} to record goldens"
-                          " (a golden keeps logits: LiteRT-LM's .litertlm gives none; judge it against another "
-                          "export of the network with reference=)")
+                          " (a golden keeps logits, which some runtimes do not expose: judge such an export against "
+                          "another export of the network with reference=)")
 
     def golden_folder(self, model: Model) -> str:
         """Where ``model``'s goldens are read: its key, or its stem's old folder (golden.sets.decoder_folder)."""
@@ -292,7 +292,7 @@ class LlmChecker:
         per_prompt = []
         forced: list[TeacherForced] = []
         unkept: list[str] = []  # goldens without distributions
-        # A runtime whose API exposes no logits (LiteRT-LM's Session): its tokens are checked, its
+        # A runtime whose API exposes no logits (Backend.decoder_why_no_logits): its tokens are checked, its
         # logits figures are not measured, said on the record (a budget on them fails as not measured).
         no_logits = get_backend(target.backend).decoder_why_no_logits
         for prompt in prompts:
