@@ -97,6 +97,35 @@ def test_page_draws_each_decoders_ttft_tpot_and_memory_against_context() -> None
     assert "| test | model | backend |" in summary
 
 
+def test_report_compare_and_the_page_list_a_decoders_gated_figures(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """#39 item 2: ``report compare`` judges a decoder by the gate's figures (TTFT and TPOT P50 per
+    process, peak memory, artifact size), and the page lists them and has the gate line in A/B mode."""
+    def measured(ttft: float, peak: float, size: int) -> dict[str, Any]:
+        decoder = decoder_record("onnxruntime-cpu", "test_gen", ttft=ttft)
+        decoder["llm"]["processes"] = [{"ttft_p50_ms": ttft * f, "tpot_p50_ms": ttft / 3 * f} for f in (0.98, 1.0, 1.02)]
+        return {**decoder, "peak_memory_mb": peak, "artifact_bytes": size}
+
+    old, new = report_of(measured(0.2, 6.0, 100_000)), report_of(measured(0.4, 12.0, 180_000))
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    assert cli_main(["report", "compare", str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 1
+    said = capsys.readouterr().out
+    for figure in ("TTFT P50", "TPOT P50", "peak memory", "artifact"):
+        assert f"onnxruntime-cpu: {figure}" in said, (figure, said)
+    assert '{"regressions": 4}' in said
+    # The page, no gate having run: each figure a comparison beyond the threshold.
+    page = render_html(new, old)
+    assert all(f"{figure} +" in page for figure in ("TTFT P50", "TPOT P50", "peak memory", "artifact size"))
+    # A/B: the gate's findings on the record are the page's verdict, and its line is on the page.
+    new["records"][0]["baseline_check"] = {"mode": "ab", "verdict": "failed", "folder": "main-models",
+                                           "findings": [{"figure": "TTFT P50", "old": 0.2, "new": 0.4,
+                                                         "verdict": "failed"}],
+                                           "twin": {}}
+    page = render_html(new)
+    assert "merge gate (A/B against main-models): 1 compared, 1 regressed, 0 inconclusive" in page
+
+
 # ---------------------------------------------------------------- terminal table
 
 

@@ -120,3 +120,21 @@ def quality_cells(record: Mapping[str, Any]) -> list[str]:
     teacher-forced top-1 agreement and mean KL divergence), dashes where not measured."""
     accuracy = record.get("accuracy") if isinstance(record.get("accuracy"), Mapping) else {}
     return [_shown(accuracy.get(key), fmt) for _, key, fmt in QUALITY]
+
+
+def gate_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A decoder record as the merge gate reads one (measurement.regressions): its per-process TTFT
+    and TPOT P50s (``processes``), peak memory and artifact size; None for a tensor model's record."""
+    llm = generation_of(record)
+    if llm is None:
+        return None
+    return {"test": record.get("test"), "backend": record.get("backend"), "model": record.get("model"),
+            "processes": llm.get("processes") if isinstance(llm.get("processes"), list) else [],
+            "peak_memory_mb": record.get("peak_memory_mb"), "artifact_bytes": record.get("artifact_bytes"),
+            **({"timing_not_judged": llm["timing_not_judged"]} if llm.get("timing_not_judged") else {})}
+
+
+def p50_ms(record: Mapping[str, Any], figure_name: str) -> float | None:
+    """``"ttft"`` or ``"tpot"`` P50 of a measured decoder record, in ms; None otherwise."""
+    found = distribution(record, figure_name)
+    return found.marks.get("p50") if found is not None else None

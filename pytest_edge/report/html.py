@@ -20,7 +20,7 @@ from .changes import (DEFAULT_MAX_REGRESSION, FIGURES, FigureChange, base_backen
 from .charts import PALETTE, Curve, Series, bar_chart, coverage_bar, ecdf_chart, escape, line_chart, significant
 from .json_report import find_baseline
 from .table import (COMPILED_HEADERS, DASH, NOT_RUN, VERDICT_RANK, compiled_rows, fold_line, folded_skips,
-                    missing_artifact, worst_per)
+                    gate_summary, missing_artifact, worst_per)
 
 
 def _table_open(title_html: str, headers: Sequence[str]) -> str:
@@ -86,6 +86,11 @@ def _overview(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
         out.append(f'<span class="inconclusive">{inconclusive} gate inconclusive</span>')
     failed = [(r, c) for r, c in found if c.regressed]
     beyond = [(r, c) for r, c in found if not c.regressed]
+    gate_line = gate_summary(records)
+    if gate_line and gates:  # the terminal's gate line: decoders and models without a twin counted too
+        regressed = any((r.get("baseline_check") or {}).get("verdict") == "failed" for r in records)
+        out.append(f'<span class="{"failed" if regressed else "passed"}">'
+                   f"{escape(gate_line)}</span>")
     if has_baseline:
         judged = gates and any(gate_judged(r) for r in records)
         if judged:
