@@ -55,3 +55,16 @@ def test_a_litertlm_generates_pytorchs_tokens_through_its_own_session(pytester: 
     assert theirs["eval_tokens"] == 5 * greedy["new_tokens"]
     # Both clocks time the same prefill: the engine's within a factor of ours (ours adds the Python calls).
     assert 0.05 < theirs["ttft_ms"] / 5 / block["ttft_ms"]["p50"] < 5, (theirs, block["ttft_ms"])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not a litertlm"])
+def test_a_damaged_litertlm_is_an_error_naming_the_file_and_the_backend(tmp_path, damage: str) -> None:
+    from pytest_edge.backends import get_backend
+    from pytest_edge.errors import EdgeUsageError
+
+    data = (LLM / "litertlm_llama_int8" / "model.litertlm").read_bytes()
+    bad = tmp_path / "model.litertlm"
+    bad.write_bytes(data[:5000] if damage == "truncated" else b"TFL3" + data[:200])
+    with pytest.raises(EdgeUsageError) as raised:
+        get_backend("litert-lm").decoder_config(bad)
+    assert str(bad) in str(raised.value) and "(litert-lm)" in str(raised.value)

@@ -50,7 +50,11 @@ def tflite_section(path: Path) -> bytes:
                 and litertlm_peek.get_model_type(section) in ("tf_lite_prefill_decode", None):
             with open(path, "rb") as stream:
                 stream.seek(section.BeginOffset())
-                return stream.read(section.EndOffset() - section.BeginOffset())
+                data = stream.read(section.EndOffset() - section.BeginOffset())
+            if len(data) != section.EndOffset() - section.BeginOffset() or not data:
+                raise EdgeUsageError(f"{path} ({BACKEND}): truncated: its .tflite section spans bytes "
+                                     f"{section.BeginOffset()}-{section.EndOffset()} of a {path.stat().st_size}-byte file")
+            return data
     raise EdgeUsageError(f"{path} ({BACKEND}): holds no prefill/decode .tflite section "
                          f"({len(found)} sections): not a LiteRT-LM decoder")
 
@@ -66,7 +70,10 @@ def from_litertlm(path: Path) -> Any:
         try:
             config = from_tflite(tflite)
         except EdgeUsageError as exc:
-            raise EdgeUsageError(str(exc).replace(str(tflite), f"{path} (its .tflite section)")) from None
+            from ..litert.decoder import BACKEND as LITERT
+
+            raise EdgeUsageError(str(exc).replace(f"{tflite} ({LITERT})", f"{path} ({BACKEND}, its .tflite section)")
+                                 .replace(str(tflite), f"{path} (its .tflite section)")) from None
     if config is None:
         return None
     return dataclasses.replace(config, source=f"{path} (its .tflite section's prefill/decode signatures)")
