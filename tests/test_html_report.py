@@ -124,6 +124,8 @@ def test_report_compare_and_the_page_list_a_decoders_gated_figures(tmp_path: Pat
                                            "twin": {}}
     page = render_html(new)
     assert "merge gate (A/B against main-models): 1 compared, 1 regressed, 0 inconclusive" in page
+    regressions = page[page.index("<h3>Regressions against the baseline"):]
+    assert "TTFT P50 +100.0% (0.200 → 0.400)" in regressions[:regressions.index("</ul>")]
 
 
 # ---------------------------------------------------------------- terminal table
