@@ -25,7 +25,7 @@ BACKENDS = PACKAGE / "backends"
 RUNTIME_WORDS = ("onnxruntime", "onnx", "ort", "executorch", "litert", "tflite", "tensorflow", "openvino", "ncnn",
                  "mnn", "llama", "gguf", "genai", "xnnpack", "coreml", "nnapi", "qnn", "ethos", "vela", "tosa")
 # Artifact suffixes, anywhere in a text ("tiny_cnn.onnx" too); the registry's are checked to be here.
-SUFFIXES = (".onnx", ".tflite", ".pte", ".gguf", ".mnn", ".ncnn.param", ".xml", ".tosa")
+SUFFIXES = (".onnx", ".tflite", ".pte", ".gguf", ".litertlm", ".mnn", ".ncnn.param", ".xml", ".tosa")
 
 # What may stay outside backends/: {file: {word or suffix, or "*" for the whole file: why}}.
 ALLOWED: dict[str, dict[str, str]] = {

@@ -52,6 +52,82 @@ def scaled(report: dict[str, Any], factor: float) -> dict[str, Any]:
     return out
 
 
+def decoder_record(backend: str, test: str, ttft: float = 0.2, swept: bool = True) -> dict[str, Any]:
+    """A measured decoder record as edge_llm writes it: TTFT/TPOT with their percentiles, the
+    context sweep, the quality figures in its accuracy."""
+    points = [{"tokens": n, "status": "ok", "peak_memory_mb": 5.0 + n / 64, "kv_cache_estimate_mb": n / 2048}
+              for n in (64, 128, 256)] if swept else []
+    return record("tiny_llm", backend, test=f"tests/test_llm.py::{test}[tiny_llm-{backend}]", coverage=None,
+                  latency_ms=None, latency_quantiles_ms=None,
+                  accuracy={"reference": "onnxruntime-cpu", "token_agreement": 0.875, "top1_agreement": 0.9375,
+                            "kld_mean": 2.3e-4, "max_abs_err": 1e-3, "cosine": 0.9999},
+                  llm={"prompt_tokens": 6, "ttft_ms": {"p50": ttft, "p90": ttft * 1.3},
+                       "tpot_ms": {"p50": ttft / 3, "p90": ttft / 2},
+                       "ttft_quantiles_ms": [ttft * (0.8 + 0.8 * i / 100) for i in range(101)],
+                       "tpot_quantiles_ms": [ttft / 3 * (0.8 + 0.8 * i / 100) for i in range(101)],
+                       "prefill_tokens_per_s": 30000.0, "decode_tokens_per_s": 15000.0, "load_ms": 20.0,
+                       "peak_memory_mb": 6.0, "kv_cache_estimate_mb": 0.007,
+                       "context": {"points": points, "longest_stable": 256 if swept else None}})
+
+
+def test_page_draws_each_decoders_ttft_tpot_and_memory_against_context() -> None:
+    """#40 item 5: per measured decoder (test and backend) its TTFT and TPOT distributions and its
+    peak memory with the KV-cache estimate against the context length, as inline SVG; the LLM
+    table names the test; the quality figures are in the accuracy table."""
+    page = render_html(report_of(decoder_record("onnxruntime-cpu", "test_short"),
+                                 decoder_record("onnxruntime-cpu", "test_long", ttft=0.5, swept=False),
+                                 decoder_record("llama.cpp", "test_short", ttft=0.7)))
+    section = page[page.index('<section id="llm">'):page.index("</section>", page.index('<section id="llm">'))]
+    for title in ("TTFT distribution", "TPOT distribution", "Memory against context"):
+        assert f"<h3>{title}</h3><svg" in section, title
+    # One curve per decoder in each distribution, two (peak, estimate) per swept decoder.
+    ttft = section[section.index("TTFT distribution"):section.index("TPOT distribution")]
+    assert ttft.count("<polyline") == 3 and "TTFT, ms" in ttft and "fraction of generations" in ttft
+    memory = section[section.index("Memory against context"):]
+    assert memory.count("<polyline") == 4 and memory.count('stroke-dasharray="5 3"') == 2
+    assert "context length, tokens (log scale)" in memory and "KV-cache estimate: 0.125 at 256" in memory
+    # Two tests of one backend are two rows, each naming its test.
+    assert "<td>tests/test_llm.py::test_short[tiny_llm-onnxruntime-cpu]</td>" in section
+    assert "<td>tests/test_llm.py::test_long[tiny_llm-onnxruntime-cpu]</td>" in section
+    accuracy = page[page.index("<h3>Accuracy"):]
+    accuracy = accuracy[:accuracy.index("</table>")]
+    assert "<th>token agreement</th><th>top-1 agreement</th><th>KLD mean</th>" in accuracy
+    assert '<td class="n">0.875</td><td class="n">0.938</td><td class="n">2.30e-04</td>' in accuracy
+    summary = markdown_summary(report_of(decoder_record("onnxruntime-cpu", "test_short")))
+    assert "| test | model | backend |" in summary
+
+
+def test_report_compare_and_the_page_list_a_decoders_gated_figures(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """#39 item 2: ``report compare`` judges a decoder by the gate's figures (TTFT and TPOT P50 per
+    process, peak memory, artifact size), and the page lists them and has the gate line in A/B mode."""
+    def measured(ttft: float, peak: float, size: int) -> dict[str, Any]:
+        decoder = decoder_record("onnxruntime-cpu", "test_gen", ttft=ttft)
+        decoder["llm"]["processes"] = [{"ttft_p50_ms": ttft * f, "tpot_p50_ms": ttft / 3 * f} for f in (0.98, 1.0, 1.02)]
+        return {**decoder, "peak_memory_mb": peak, "artifact_bytes": size}
+
+    old, new = report_of(measured(0.2, 6.0, 100_000)), report_of(measured(0.4, 12.0, 180_000))
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    assert cli_main(["report", "compare", str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 1
+    said = capsys.readouterr().out
+    for figure in ("TTFT P50", "TPOT P50", "peak memory", "artifact"):
+        assert f"onnxruntime-cpu: {figure}" in said, (figure, said)
+    assert '{"regressions": 4}' in said
+    # The page, no gate having run: each figure a comparison beyond the threshold.
+    page = render_html(new, old)
+    assert all(f"{figure} +" in page for figure in ("TTFT P50", "TPOT P50", "peak memory", "artifact size"))
+    # A/B: the gate's findings on the record are the page's verdict, and its line is on the page.
+    new["records"][0]["baseline_check"] = {"mode": "ab", "verdict": "failed", "folder": "main-models",
+                                           "findings": [{"figure": "TTFT P50", "old": 0.2, "new": 0.4,
+                                                         "verdict": "failed"}],
+                                           "twin": {}}
+    page = render_html(new)
+    assert "merge gate (A/B against main-models): 1 compared, 1 regressed, 0 inconclusive" in page
+    regressions = page[page.index("<h3>Regressions against the baseline"):]
+    assert "TTFT P50 +100.0% (0.200 → 0.400)" in regressions[:regressions.index("</ul>")]
+
+
 # ---------------------------------------------------------------- terminal table
 
 
@@ -332,6 +408,8 @@ def test_real_report_renders_in_headless_chromium(pytester: pytest.Pytester, mod
     other = scaled(report, 1.5)
     merged = merge_reports([{**report, "machine": {**report["machine"], "name": "x86-ci"}},
                             {**other, "machine": {**other["machine"], "name": "pi5"}}])
+    # And a decoder's charts (hand-written records: no decoder runs in this test).
+    merged["records"] += [decoder_record("onnxruntime-cpu", "test_gen"), decoder_record("llama.cpp", "test_gen", 0.6)]
     html_text = render_html(merged, scaled(report, 0.8))
     size = len(html_text.encode())
     print(f"HTML size: {size} bytes for {len(merged['records'])} records")
@@ -342,7 +420,8 @@ def test_real_report_renders_in_headless_chromium(pytester: pytest.Pytester, mod
     assert "regressed" not in html_text
     assert not EXTERNAL.search(html_text) and "http" not in html_text
     svg_count = html_text.count("<svg")
-    assert svg_count >= 9  # per model: distribution, load, memory; a coverage bar per backend
+    assert svg_count >= 12  # per model: distribution, load, memory; a coverage bar per backend; TTFT, TPOT, context
+    assert "<h3>TTFT distribution</h3><svg" in html_text and "<h3>Memory against context</h3><svg" in html_text
 
     if shutil.which("chromium") is None:
         pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it as root): "

@@ -557,7 +557,12 @@ def test_the_html_page_and_the_job_summary_show_the_generation_figures(pytester:
     ttft = f"{record['llm']['ttft_ms']['p50']:.3f}"
     summary = (pytester.path / "s.md").read_text()
     assert "### LLM generation" in summary and "| TTFT P50 ms | TPOT P50 ms |" in summary
-    row = next(line for line in summary.splitlines() if line.startswith("| tiny\\_llm | onnxruntime-cpu | 5 |"))
-    assert f"| {ttft} |" in row and row.endswith("| passed |")
+    # The row names its test: two tests of one backend are two rows.
+    row = next(line for line in summary.splitlines() if "| tiny\\_llm | onnxruntime-cpu | 5 |" in line)
+    assert f"| {ttft} |" in row and row.endswith("| passed |") and "test\\_generate" in row
     page = (pytester.path / "r.html").read_text()
     assert '<section id="llm"><h2>LLM generation</h2>' in page and f"<td>{ttft}</td>" in page
+    # Drawn as the page's other charts (#40 item 5): the TTFT and TPOT distributions from the
+    # record's percentiles.
+    assert len(record["llm"]["ttft_quantiles_ms"]) == 101 and len(record["llm"]["tpot_quantiles_ms"]) == 101
+    assert "<h3>TTFT distribution</h3><svg" in page and "<h3>TPOT distribution</h3><svg" in page

@@ -226,6 +226,9 @@ class Backend(ABC):
     runs_tensors: bool = True
     # How the runtime keeps a decoder's KV cache, in words, for the record's llm.kv_cache.
     kv_cache: str | None = None
+    # Why this runtime's decoder API gives no logits (LiteRT-LM's Session: text out); None where it
+    # gives them. Its first-step logits and teacher-forced figures are then not measured.
+    decoder_why_no_logits: str | None = None
 
     # A compile-time target (an NPU compiler, docs/npu.md): ``compile`` runs the NPU's own compiler
     # here; nothing executes, so no output is compared and nothing is timed. Named only (marker

@@ -20,7 +20,17 @@ from .shapes import LoadShapes
 
 class Decoder(ABC):
     """A decoder LLM loaded by its runtime, in the runtime's own export convention, with its KV
-    cache: ``step(ids)`` feeds tokens at the next positions and returns the last one's logits."""
+    cache: ``step(ids)`` feeds tokens at the next positions and returns the last one's logits.
+    A runtime whose API gives tokens but no logits (LiteRT-LM's Session) sets ``logits_exposed``
+    False and generates with its own loop (``generate_own``): its logits figures are not measured."""
+
+    logits_exposed = True
+    why_no_logits = ""
+
+    def generate_own(self, prompt: Sequence[int], new_tokens: int,
+                     clock: Callable[[], float] = time.perf_counter) -> "Generation":
+        """The runtime's own generation loop, for a decoder that exposes no logits to step with."""
+        raise NotImplementedError
 
     @abstractmethod
     def reset(self) -> None:
@@ -60,7 +70,7 @@ def not_a_decoder(path: Path, backend: str, expected: str, found: str) -> Backen
 class Generation:
     prompt: list[int]
     tokens: list[int]  # the new tokens, greedy
-    first_logits: np.ndarray  # the logits the first new token was chosen from
+    first_logits: np.ndarray | None  # the logits the first new token was chosen from; None: not exposed
     prefill_s: float  # prompt in, first token out (TTFT)
     step_s: list[float] = field(default_factory=list)  # each later token (TPOT samples)
 
@@ -71,7 +81,9 @@ class Generation:
 
     @classmethod
     def from_reply(cls, prompt: Sequence[int], reply: dict) -> "Generation":
-        return cls(list(prompt), [int(t) for t in reply["tokens"]], np.asarray(reply["first_logits"], np.float32),
+        logits = reply["first_logits"]
+        return cls(list(prompt), [int(t) for t in reply["tokens"]],
+                   None if logits is None else np.asarray(logits, np.float32),
                    float(reply["prefill_s"]), [float(t) for t in reply["step_s"]])
 
 
@@ -81,7 +93,10 @@ def generate(decoder: Decoder, prompt: Sequence[int], new_tokens: int,
     ``feed``, the runtime computing a position's logits (the prompt's: TTFT; each later token's:
     TPOT), as llama-bench's pp and tg time ``llama_decode`` + ``llama_synchronize``; reading the
     logits out where that is a call of its own (llama.cpp's) and choosing the token (the app's
-    sampler, here argmax) are not, as llama-bench reads and samples nothing (docs/llm.md)."""
+    sampler, here argmax) are not, as llama-bench reads and samples nothing (docs/llm.md). A decoder
+    that exposes no logits runs its own loop."""
+    if not decoder.logits_exposed:
+        return decoder.generate_own(prompt, new_tokens, clock)
     decoder.reset()
     start = clock()
     decoder.feed(list(prompt))
@@ -101,7 +116,10 @@ def generate(decoder: Decoder, prompt: Sequence[int], new_tokens: int,
 def teacher_forced(decoder: Decoder, prompt: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
     """The logits [len(tokens), vocab] of each position of a given continuation: row j is what the
     decoder predicts after ``prompt`` and ``tokens[:j]`` (the golden's tokens fed one at a time through
-    the same cache as generation, whatever it would have chosen itself)."""
+    the same cache as generation, whatever it would have chosen itself). A decoder that exposes
+    no logits has none to give: a BackendError saying why."""
+    if not decoder.logits_exposed:
+        raise BackendError(f"teacher-forced logits: {decoder.why_no_logits}")
     decoder.reset()
     rows = [np.asarray(decoder.step(list(prompt)), np.float32).copy()]
     for token in list(tokens)[:-1]:

@@ -232,10 +232,14 @@ class LlmChecker:
     def reference_backend(self, model: Model) -> str:
         for name, backend in decoder_backends().items():
             artifact = model.artifact(backend.suffix)
+            # A golden keeps the first step's logits and the distributions: a runtime that exposes
+            # no logits cannot record one.
             if artifact is not None and backend.decodes and backend.unavailable_reason() is None \
-                    and not backend.decoder_refuses(artifact):
+                    and backend.decoder_why_no_logits is None and not backend.decoder_refuses(artifact):
                 return name
-        raise GoldenError(f"no LLM backend available here can run any artifact of {model.key} to record goldens")
+        raise GoldenError(f"no LLM backend available here can run any artifact of {model.key} to record goldens"
+                          " (a golden keeps logits, which some runtimes do not expose: judge such an export against "
+                          "another export of the network with reference=)")
 
     def golden_folder(self, model: Model) -> str:
         """Where ``model``'s goldens are read: its key, or its stem's old folder (golden.sets.decoder_folder)."""
@@ -291,19 +295,29 @@ class LlmChecker:
         per_prompt = []
         forced: list[TeacherForced] = []
         unkept: list[str] = []  # goldens without distributions
+        # A runtime whose API exposes no logits (Backend.decoder_why_no_logits): its tokens are checked, its
+        # logits figures are not measured, said on the record (a budget on them fails as not measured).
+        no_logits = get_backend(target.backend).decoder_why_no_logits
         for prompt in prompts:
             golden = self.golden(target, config, prompt)
             run = self.generate(target.backend, artifact, config, spec.threads, prompt, spec.new_tokens,
                                 spec_context(spec))
             expected = golden.tokens[:spec.new_tokens]
-            forced.append(teacher_forced(expected, golden.distributions, self.teacher_force(
-                target.backend, artifact, config, spec.threads, prompt, expected, spec_context(spec))))
+            if no_logits is None:
+                forced.append(teacher_forced(expected, golden.distributions, self.teacher_force(
+                    target.backend, artifact, config, spec.threads, prompt, expected, spec_context(spec))))
             if golden.distributions is None:
                 unkept.append(str(golden_path(self.settings.golden_dir, self.golden_folder(target.golden_model), prompt)))
             agreement, first = token_agreement(expected, run.tokens)
-            logits = logits_figures(golden.first_logits, run.first_logits)
             found = [m for m in [token_message(expected, run.tokens, agreement, first, spec.min_token_agreement)] if m]
-            found += logits_messages(logits, spec.logits_atol, spec.logits_cosine)
+            if no_logits is None:
+                logits = logits_figures(golden.first_logits, run.first_logits)
+                found += logits_messages(logits, spec.logits_atol, spec.logits_cosine)
+            else:
+                logits = {"max_abs_err": None, "cosine": None, "not_measured": no_logits}
+                if spec.logits_cosine is not None:  # asked for, and nothing to compare: said, never passed
+                    found.append(f"first-step logits cosine not measured (logits_cosine={spec.logits_cosine:g}): "
+                                 f"{no_logits}")
             changed = _changed_files(golden.meta, artifact) if target.reference is None else []
             if found and changed and golden.meta.get("reference_backend") == target.backend:
                 # Said with the failure, not counted as one: the likely cause is a changed artifact.
@@ -313,9 +327,11 @@ class LlmChecker:
             violations += [f"{target.backend}: prompt {_short(prompt)}: {m}" for m in found]
             per_prompt.append({"prompt_tokens": len(prompt), "golden_tokens": expected, "tokens": run.tokens,
                                "token_agreement": agreement, "first_difference": first, **logits,
-                               "teacher_forced": forced[-1].to_json(),
+                               "teacher_forced": forced[-1].to_json() if forced else None,
                                "reference": golden.meta.get("reference_backend")})
-        overall = _overall(forced, unkept)
+        overall = _overall(forced, unkept) if no_logits is None else {
+            "positions": 0, "top1_agreement": None, "first_top1_difference": None, "kld": None,
+            "not_measured": f"not measured on {target.backend}: {no_logits}"}
         block: dict[str, Any] = {"config": config.__dict__, "new_tokens": spec.new_tokens,
                                  "kv_cache": get_backend(target.backend).kv_cache, "prompts": per_prompt,
                                  "teacher_forced": overall}

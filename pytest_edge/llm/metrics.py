@@ -95,7 +95,16 @@ def timing_figures(prompt_tokens: int, ttft_s: Sequence[float], tpot_s: Sequence
         "decode_tokens_per_s": decode["mean"], "decode_tokens_per_s_sd": decode["sd"],
         "timed_generations": len(ttft_s),
         "ttft_samples": len(ttft_s), "tpot_samples": len(tpot_s),
+        # 0th..100th percentiles, as a tensor record's latency_quantiles_ms: the page's distributions
+        "ttft_quantiles_ms": quantiles_ms(ttft_s), "tpot_quantiles_ms": quantiles_ms(tpot_s),
     }
+
+
+def quantiles_ms(samples_s: Sequence[float]) -> list[float] | None:
+    """The 0th..100th percentiles of ``samples_s`` in ms (101 values); None without samples."""
+    if not len(samples_s):
+        return None
+    return [float(v) * 1000.0 for v in np.percentile(np.asarray(samples_s, np.float64), np.arange(101))]
 
 
 # ------------------------------------------------------------ teacher-forced quality

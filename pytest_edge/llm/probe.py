@@ -177,6 +177,8 @@ def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any]] | None],
                 shares["prefill"].append(counted["prompt_eval_ms"] / 1000 / ttft)
                 shares["decode"].append(counted["eval_ms"] / 1000 / decode)
     total = {key: sum(t[key] for t in found) for key in ("prompt_eval_ms", "prompt_tokens", "eval_ms", "eval_tokens")}
+    if all("ttft_ms" in t for t in found):  # a runtime that keeps its own time to first token
+        total["ttft_ms"] = sum(t["ttft_ms"] for t in found)
     prefill = [t["prompt_tokens"] / t["prompt_eval_ms"] * 1000 for t in found if t["prompt_eval_ms"] > 0]
     decode = [t["eval_tokens"] / t["eval_ms"] * 1000 for t in found if t["eval_ms"] > 0]
     return {"source": found[0]["source"], **total,

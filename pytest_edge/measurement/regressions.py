@@ -252,13 +252,14 @@ def _number(value: Any) -> bool:
 
 
 def check_baseline(record: Mapping[str, Any], baseline: Mapping[str, Any] | None,
-                   max_regression: float) -> list[str]:
+                   max_regression: float, figures: tuple[TimedFigure, ...] = LATENCY_FIGURES) -> list[str]:
     """Every regression of ``record`` against a stored ``baseline`` record, as messages (no
-    re-measurement: what ``pytest-edge report compare`` says about two finished reports)."""
+    re-measurement: what ``pytest-edge report compare`` says about two finished reports); a
+    decoder's timed ``figures`` are GENERATION_FIGURES."""
     if baseline is None:
         return []
     if record.get("timing_not_judged"):  # an emulated device: its coverage is judged, its timing and memory not
         return [r.message for r in resource_regressions(record, baseline, max_regression)
                 if r.figure == DELEGATE_COVERAGE]
-    timed, _ = latency_regressions(record, baseline, max_regression)
+    timed, _ = latency_regressions(record, baseline, max_regression, figures=figures)
     return [r.message for r in [*timed, *resource_regressions(record, baseline, max_regression)]]

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..backends import split_device
-from ..measurement.regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, PEAK_MEMORY,
-                                       latency_regressions, resource_regressions)
+from ..measurement.regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, GENERATION_FIGURES, LATENCY_FIGURES,
+                                       PEAK_MEMORY, latency_regressions, resource_regressions)
 from ..core.record import dig
 from ..core.units import parse_percent
 from ..core.settings import MAX_REGRESSION
+from . import generation
 from .json_report import find_baseline
 
 # The allowed regression against a baseline unless a project sets edge_max_regression (settings'
@@ -73,12 +74,16 @@ FIGURES: list[tuple[str, Callable[[Mapping[str, Any]], Any], bool]] = [
     ("peak memory", lambda r: r.get("peak_memory_mb"), True),
     ("fallback", lambda r: dig(r, "coverage", "fallback"), False),
     ("artifact size", lambda r: r.get("artifact_bytes"), True),
+    # A decoder's timed figures, as the gate judges them (per fresh process; here the pooled P50)
+    ("TTFT P50", lambda r: generation.p50_ms(r, "ttft"), True),
+    ("TPOT P50", lambda r: generation.p50_ms(r, "tpot"), True),
 ]
 
 
 # The merge gate's name of each figure (measurement.regressions.Regression.figure).
 _GATE_FIGURES = {"P50": LATENCY_FIGURES[0].name, "P99": LATENCY_FIGURES[1].name, "peak memory": PEAK_MEMORY,
-                 "fallback": DELEGATE_COVERAGE, "artifact size": ARTIFACT_SIZE}
+                 "fallback": DELEGATE_COVERAGE, "artifact size": ARTIFACT_SIZE,
+                 **{f.name: f.name for f in GENERATION_FIGURES}}
 
 
 def gate_judged(record: Mapping[str, Any]) -> bool:
@@ -111,7 +116,11 @@ def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
     undecided = gate_findings(record, "inconclusive") if judged else set()
     compared: set[str] = set()
     if not judged and record.get("backend"):
-        latency, _ = latency_regressions(record, old, max_regression)
+        view, old_view = generation.gate_view(record), generation.gate_view(old)
+        if view is not None and old_view is not None:  # a decoder: its TTFT and TPOT, per process
+            latency, _ = latency_regressions(view, old_view, max_regression, figures=GENERATION_FIGURES)
+        else:
+            latency, _ = latency_regressions(record, old, max_regression)
         compared = {r.figure for r in latency + resource_regressions(record, old, max_regression)}
     # Where the gate judged a figure, its values (a P50 is the geometric mean of the process P50s,
     # not the pooled runs' P50): the page shows the percentage the failure message gives.

@@ -73,9 +73,11 @@ class Series:
     baseline: bool = False
 
 
-def ecdf_chart(series: Sequence[Series], width: int = 560, height: int = 270) -> str:
+def ecdf_chart(series: Sequence[Series], width: int = 560, height: int = 270, figure: str = "latency",
+               per: str = "runs") -> str:
     """The latency distributions as ECDFs (x: ms, log scale when they span more than a decade;
-    y: fraction of runs at most x), P50/P90/P99 marked on each; baseline series dashed."""
+    y: fraction of runs at most x), P50/P90/P99 marked on each; baseline series dashed. ``figure``
+    and ``per`` name the axis (a decoder's "TTFT" over "generations", "TPOT" over "tokens")."""
     left, right, top, bottom = 46, 14, 10, 38
     values = [v for s in series for v in [*(s.quantiles or []), *s.marks.values()]
               if isinstance(v, (int, float)) and math.isfinite(v)]
@@ -108,7 +110,7 @@ def ecdf_chart(series: Sequence[Series], width: int = 560, height: int = 270) ->
         if name:
             body.append(_text(left - 4, y(fraction) + (7 if name == "P99" else 3.5), name, "end", "tick"))
     body.append(_text(left + plot_w / 2, height - 6,
-                      "latency, ms" + (" (log scale)" if log else "") + ": fraction of runs at most x",
+                      f"{figure}, ms" + (" (log scale)" if log else "") + f": fraction of {per} at most x",
                       "middle", "axis"))
     for s in series:
         dash = ' stroke-dasharray="5 3" stroke-opacity="0.75"' if s.baseline else ""
@@ -126,7 +128,61 @@ def ecdf_chart(series: Sequence[Series], width: int = 560, height: int = 270) ->
                 body.append(f'<circle cx="{x(s.marks[key]):.1f}" cy="{y(fraction):.1f}" r="3.2" fill="{fill}" '
                             f'stroke="{s.color}"><title>{escape(s.label)} {key.upper()} '
                             f'{significant(s.marks[key])} ms</title></circle>')
-    return _svg(width, height, body, "latency distribution per backend")
+    return _svg(width, height, body, f"{figure} distribution per backend")
+
+
+@dataclass
+class Curve:
+    label: str
+    color: str
+    points: list[tuple[float, float]]  # (x, y), x ascending
+    dashed: bool = False
+
+
+def line_chart(curves: Sequence[Curve], x_label: str, y_label: str, width: int = 560, height: int = 270) -> str:
+    """Curves of y against x (a decoder's peak memory and KV-cache estimate against the context
+    length): x on a log-2 scale where it spans a factor of 4 or more (the sweep doubles), y
+    linear from 0; each point marked, with its value in a tooltip; dashed curves for estimates."""
+    left, right, top, bottom = 52, 14, 10, 38
+    xs = [x for c in curves for x, _ in c.points]
+    ys = [y for c in curves for _, y in c.points]
+    if not xs:
+        return ""
+    x_lo, x_hi = min(xs), max(xs)
+    log = x_lo > 0 and x_hi / x_lo >= 4
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo * 0.9 - 1e-9, x_hi * 1.1 + 1e-9
+    y_hi = max(ys) * 1.08 or 1.0
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def px(v: float) -> float:
+        if log:
+            return left + plot_w * (math.log2(v) - math.log2(x_lo)) / (math.log2(x_hi) - math.log2(x_lo))
+        return left + plot_w * (v - x_lo) / (x_hi - x_lo)
+
+    def py(v: float) -> float:
+        return top + plot_h * (1 - v / y_hi)
+
+    body = [f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="plot"/>']
+    x_ticks = sorted(set(xs)) if log and len(set(xs)) <= 8 else _ticks(x_lo, x_hi, False)
+    for tick in x_ticks:
+        body.append(f'<line x1="{px(tick):.1f}" y1="{top}" x2="{px(tick):.1f}" y2="{top + plot_h}" class="grid"/>')
+        body.append(_text(px(tick), top + plot_h + 13, significant(tick, 2), "middle", "tick"))
+    for tick in _ticks(0.0, y_hi, False):
+        body.append(f'<line x1="{left}" y1="{py(tick):.1f}" x2="{left + plot_w}" y2="{py(tick):.1f}" class="grid"/>')
+        body.append(_text(left - 4, py(tick) + 3.5, significant(tick, 2), "end", "tick"))
+    body.append(_text(left + plot_w / 2, height - 6, f"{x_label}" + (" (log scale)" if log else "")
+                      + f"; y: {y_label}", "middle", "axis"))
+    for c in curves:
+        dash = ' stroke-dasharray="5 3"' if c.dashed else ""
+        points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in c.points)
+        body.append(f'<polyline points="{points}" fill="none" stroke="{c.color}" stroke-width="1.8"{dash}>'
+                    f"<title>{escape(c.label)}</title></polyline>")
+        for x, y in c.points:
+            body.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{"#fff" if c.dashed else c.color}" '
+                        f'stroke="{c.color}"><title>{escape(c.label)}: {significant(y)} at {significant(x)}'
+                        f"</title></circle>")
+    return _svg(width, height, body, f"{y_label} against {x_label}")
 
 
 def bar_chart(groups: Sequence[tuple[str, Sequence[tuple[float | None, str, str]]]], unit: str,

@@ -13,13 +13,14 @@ from typing import Any, Mapping, Sequence
 from ..core.record import dig
 from . import deployment
 from .ab_baseline import report_baseline
+from . import generation as decoders
 from .generation import HEADERS as GENERATION_HEADERS, generation_rows
 from .changes import (DEFAULT_MAX_REGRESSION, FIGURES, FigureChange, base_backend, device_label, figure_changes,
                       gate_judged, regressions)
-from .charts import PALETTE, Series, bar_chart, coverage_bar, ecdf_chart, escape, significant
+from .charts import PALETTE, Curve, Series, bar_chart, coverage_bar, ecdf_chart, escape, line_chart, significant
 from .json_report import find_baseline
 from .table import (COMPILED_HEADERS, DASH, NOT_RUN, VERDICT_RANK, compiled_rows, fold_line, folded_skips,
-                    missing_artifact, worst_per)
+                    gate_summary, missing_artifact, worst_per)
 
 
 def _table_open(title_html: str, headers: Sequence[str]) -> str:
@@ -85,6 +86,11 @@ def _overview(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
         out.append(f'<span class="inconclusive">{inconclusive} gate inconclusive</span>')
     failed = [(r, c) for r, c in found if c.regressed]
     beyond = [(r, c) for r, c in found if not c.regressed]
+    gate_line = gate_summary(records)
+    if gate_line and gates:  # the terminal's gate line: decoders and models without a twin counted too
+        regressed = any((r.get("baseline_check") or {}).get("verdict") == "failed" for r in records)
+        out.append(f'<span class="{"failed" if regressed else "passed"}">'
+                   f"{escape(gate_line)}</span>")
     if has_baseline:
         judged = gates and any(gate_judged(r) for r in records)
         if judged:
@@ -286,8 +292,13 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
     # Accuracy against the golden, per record (the report keeps the worst over outputs and cases).
     checked = [r for r in ran if r.get("accuracy")]
     if checked:
-        out.append(_table_open("Accuracy <small>(worst over outputs and cases)</small>",
-                               ["backend", "reference", "max |Δ|", "max rel", "cosine", "SNR dB"]))
+        # A decoder's max |Δ| and cosine are its first step's logits; its tokens' figures beside them.
+        decoder = any(decoders.is_decoder(r) for r in checked)
+        quality = [header for header, _, _ in decoders.QUALITY] if decoder else []
+        out.append(_table_open("Accuracy <small>(worst over outputs and cases"
+                               + ("; a decoder's max |Δ| and cosine: its first step's logits" if decoder else "")
+                               + ")</small>",
+                               ["backend", "reference", "max |Δ|", "max rel", "cosine", "SNR dB", *quality]))
         for r in checked:
             acc = r["accuracy"]
             cosine = acc.get("cosine")
@@ -296,12 +307,52 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
                            DASH if acc.get("max_abs_err") is None else f"{acc['max_abs_err']:.2e}",
                            DASH if acc.get("max_rel_err") is None else f"{acc['max_rel_err']:.2e}",
                            DASH if cosine is None else f"{cosine:.6f}", significant(acc.get("snr_db"))))
+                       + "".join(f'<td class="n">{escape(cell)}</td>'
+                                 for cell in (decoders.quality_cells(r) if decoder else []))
                        + "</tr>")
         out.append("</table>")
     for model_name, (suffixes, backends) in folded_skips(skipped).items():
         out.append(f'<p class="muted">{escape(fold_line(model_name, suffixes, backends))}</p>')
     out.append("</section>")
     return out
+
+
+def _generation_charts(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per measured decoder (test and backend) its TTFT and TPOT distributions (ECDFs, as a tensor
+    model's latency) and, where it swept the context, peak memory and the KV-cache estimate against
+    the context length."""
+    measured = sorted((r for r in records if decoders.measured(r) is not None),
+                      key=lambda r: (str(r["model"]["name"]), str(r["backend"]), str(r.get("test", ""))))
+    if not measured:
+        return []
+    color = {id(r): PALETTE[i % len(PALETTE)] for i, r in enumerate(measured)}
+    label = {id(r): f"{r.get('test', '')} · {r['backend']}" for r in measured}
+    charts = []
+    for name, per in (("ttft", "generations"), ("tpot", "tokens")):
+        series = []
+        for r in measured:
+            found = decoders.distribution(r, name)
+            if found is not None:
+                series.append(Series(label[id(r)], color[id(r)], found.quantiles, found.marks))
+        chart = ecdf_chart(series, figure=name.upper(), per=per)
+        if chart:
+            charts.append(f'<div class="card"><h3>{name.upper()} distribution</h3>{chart}</div>')
+    curves = []
+    for r in measured:
+        points = decoders.context_points(r)
+        peak = [(p.tokens, p.peak_memory_mb) for p in points if p.peak_memory_mb is not None]
+        kv = [(p.tokens, p.kv_cache_estimate_mb) for p in points if p.kv_cache_estimate_mb is not None]
+        if peak:
+            curves.append(Curve(f"{label[id(r)]} peak memory", color[id(r)], peak))
+        if kv:
+            curves.append(Curve(f"{label[id(r)]} KV-cache estimate", color[id(r)], kv, dashed=True))
+    memory = line_chart(curves, "context length, tokens", "MB")
+    if memory:
+        charts.append(f'<div class="card"><h3>Memory against context</h3>{memory}<br><small>solid: peak memory '
+                      "over the runtime's baseline; dashed: the KV-cache estimate</small></div>")
+    legend = "".join(f'<span class="sw" style="background:{color[id(r)]}"></span>{escape(label[id(r)])} '
+                     for r in measured)
+    return ['<div class="row">', *charts, "</div>", f'<p class="muted"><small>{legend}</small></p>'] if charts else []
 
 
 def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = None,
@@ -335,7 +386,9 @@ def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = 
         out.append('<section id="llm"><h2>LLM generation</h2>')
         out.append(_table_open("TTFT, TPOT, tokens/s and memory per measured test", GENERATION_HEADERS))
         out += ["<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in generation]
-        out.append("</table></section>")
+        out.append("</table>")
+        out += _generation_charts(records)
+        out.append("</section>")
     compiled = compiled_rows(records)
     if compiled:  # compile-time targets (docs/npu.md): nothing executed; the time is the compiler's estimate
         out.append('<section id="npu"><h2>NPU compile-time targets</h2>')

@@ -11,9 +11,10 @@ from typing import Any, Mapping, Sequence
 
 from ..backends import split_device
 from ..files import atomic_write
-from ..measurement.regressions import check_baseline
+from ..measurement.regressions import GENERATION_FIGURES, check_baseline
 from ..core.record import is_finite_number
 from .deployment import invalid_field
+from .generation import gate_view
 
 SCHEMA = "pytest-edge/report/1"
 
@@ -181,6 +182,11 @@ def compare_reports(old: Mapping[str, Any], new: Mapping[str, Any], max_regressi
     for record in new.get("records", []):
         if record.get("verdict") in ("skipped", "does not convert"):
             continue
-        problems += [f"{record['test']}: {p}" for p in
-                     check_baseline(record, find_baseline(old, record), max_regression)]
+        baseline = find_baseline(old, record)
+        decoder, old_decoder = gate_view(record), gate_view(baseline) if baseline is not None else None
+        if decoder is not None and old_decoder is not None:  # judged by the gate's decoder figures
+            found = check_baseline(decoder, old_decoder, max_regression, figures=GENERATION_FIGURES)
+        else:
+            found = check_baseline(record, baseline, max_regression)
+        problems += [f"{record['test']}: {p}" for p in found]
     return problems

@@ -99,7 +99,7 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
     generation = generation_rows(records)
     if generation:  # decoder LLMs: the figures the conformance table has no column for
         lines += ["### LLM generation", "", "| " + " | ".join(GENERATION_HEADERS) + " |",
-                  "|" + "|".join("---" if h in ("model", "backend", "verdict") else "---:" for h in GENERATION_HEADERS)
+                  "|" + "|".join("---" if h in ("test", "model", "backend", "verdict") else "---:" for h in GENERATION_HEADERS)
                   + "|"]
         lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in generation] + [""]
 
