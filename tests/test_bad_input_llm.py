@@ -219,7 +219,7 @@ def test_a_deeply_nested_golden_meta_is_an_error_naming_it(tmp_path: Path) -> No
 
     import numpy as np
 
-    from pytest_edge.llm.golden import read_golden
+    from pytest_edge.golden.tokens import read_golden
 
     path = tmp_path / "prompt.npz"
     buffer = io.BytesIO()
@@ -384,7 +384,7 @@ def test_a_decoder_golden_folder_linked_outside_is_not_written_through(pytester:
 def test_a_decoder_golden_with_bad_metadata_is_an_error_naming_it(tmp_path: Path, meta: dict, says: str) -> None:
     import numpy as np
 
-    from pytest_edge.llm.golden import TokenGolden, read_golden, write_golden
+    from pytest_edge.golden.tokens import TokenGolden, read_golden, write_golden
 
     path = tmp_path / "golden" / "m" / "llm" / "prompt-0.npz"
     write_golden(path, TokenGolden([1, 2], [3], np.zeros(4, np.float32), meta))
@@ -395,7 +395,7 @@ def test_a_decoder_golden_with_bad_metadata_is_an_error_naming_it(tmp_path: Path
 def test_a_linked_decoder_golden_file_is_not_read(tmp_path: Path) -> None:
     import numpy as np
 
-    from pytest_edge.llm.golden import TokenGolden, read_golden, write_golden
+    from pytest_edge.golden.tokens import TokenGolden, read_golden, write_golden
 
     elsewhere = tmp_path / "elsewhere.npz"
     write_golden(elsewhere, TokenGolden([1, 2], [3], np.zeros(4, np.float32), {}))

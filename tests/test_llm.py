@@ -18,7 +18,7 @@ from hypothesis import given, strategies as st
 from pytest_edge.checks import Finding, check_generation
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.backends.decoder_config import LlmConfig
-from pytest_edge.llm.golden import TokenGolden, golden_path, read_golden, write_golden
+from pytest_edge.golden.tokens import TokenGolden, golden_path, read_golden, write_golden
 from pytest_edge.llm.marker import parse_llm_marker
 from pytest_edge.llm.metrics import token_agreement, token_message
 from pytest_edge.llm.probe import context_lengths, context_sweep

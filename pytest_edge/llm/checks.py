@@ -36,7 +36,7 @@ from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
 from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce
 from . import gate, probe
-from .golden import TokenGolden, golden_path, read_golden, write_golden
+from ..golden.tokens import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec, check_prompt
 from .metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures, token_agreement,
                       token_message, top_logprobs)

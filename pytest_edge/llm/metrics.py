@@ -10,6 +10,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..golden.tokens import TopLogprobs
+
 
 def token_agreement(expected: Sequence[int], got: Sequence[int]) -> tuple[float, int | None]:
     """(fraction of positions where both agree, the first position that differs or None).
@@ -104,17 +106,6 @@ def timing_figures(prompt_tokens: int, ttft_s: Sequence[float], tpot_s: Sequence
 # (kept by the golden as its top-k log-probabilities and the rest's mass) against the backend's Q.
 
 TOP_K = 256  # log-probabilities a golden keeps per position: the whole vocabulary of a small one
-
-
-@dataclass(frozen=True)
-class TopLogprobs:
-    """A reference's next-token distributions at ``n`` positions, as a golden keeps them: the ``k``
-    most likely ids with their log-probabilities, and the log of the rest's mass (-inf when the
-    ``k`` ids are the whole vocabulary)."""
-
-    ids: np.ndarray  # int64 [n, k], most likely first
-    logprobs: np.ndarray  # float32 [n, k]
-    rest: np.ndarray  # float32 [n]
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
