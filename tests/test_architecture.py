@@ -179,7 +179,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("worker", ("worker",)),
     ("golden", ("golden",)),
     ("report", ("report",)),
-    ("measurement policies", ("measurement.measurer", "measurement.counter")),
+    ("measurement policies", ("measurement.measurer", "measurement.counter", "measurement.generation")),
     ("triage", ("triage",)),
     ("core run", ("core.session", "core.pipeline")),
     ("llm", ("llm",)),

@@ -21,7 +21,7 @@ from ..backends.decoder_config import LlmConfig, read_config
 from ..checks import Finding, check_generation, check_teacher_forced
 from ..errors import BackendError, EdgeError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
-from ..measurement.gate import GateResult, nothing_to_compare
+from ..measurement.gate import GateResult
 from ..core.external_data import identity_files
 from ..core.models import Model, ModelKeys, resolve_model
 from ..core.pipeline import gate_into
@@ -35,7 +35,8 @@ from ..core.settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
 from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce
-from . import gate, probe
+from . import probe
+from ..measurement import generation
 from ..golden.tokens import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec, check_prompt
 from .metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures, token_agreement,
@@ -373,38 +374,18 @@ class LlmChecker:
                  block: dict[str, Any]) -> tuple[dict, GateResult | None]:
         """The figures into ``block``; returns them and the merge gate's decision (None: no baseline)."""
         spec, artifact, settings = target.spec, target.artifact, self.settings
-        twin = gate.twin_of(settings.baseline_models, target.model, artifact)
-        models = [(artifact, config)] + ([(twin, gate.twin_config(twin, config))] if twin is not None else [])
+        twin = generation.twin_of(settings.baseline_models, target.model, artifact)
+        models = [(artifact, config)] + ([(twin, generation.twin_config(twin, config))] if twin is not None else [])
         # Each loaded for this generation's context, as the tests' own generations are.
         models = [(path, c.for_context(run_context(len(prompt) + spec.new_tokens, c))) for path, c in models]
 
         def rounds(count: int) -> list[dict[str, Any]]:
-            return probe.measure_rounds(self.pool, target.backend, models, prompt, spec.new_tokens, spec.warmup,
-                                        spec.runs, count, spec.threads)
+            return generation.measure_rounds(self.pool, target.backend, models, prompt, spec.new_tokens, spec.warmup,
+                                             spec.runs, count, spec.threads)
 
         measured, *twin_measured = rounds(settings.processes)
-        judged = None
-        report = relative_path(settings.baseline_path, settings.rootdir) if settings.baseline_path else "the stored report"
-        judging = {"measure_again": rounds, "processes": settings.processes,
-                   "max_regression": settings.max_regression, "strict": settings.strict_timing,
-                   "artifact": artifact, "rootdir": settings.rootdir}
-        if twin is not None:
-            judged = gate.judge(target.backend, measured, gate.as_gated(target.backend, twin_measured[0], twin,
-                                                                        settings.rootdir),
-                                paired=True, source=relative_path(twin, settings.rootdir), **judging)
-            judged.summary["folder"] = os.path.relpath(settings.baseline_models, settings.rootdir)
-        else:
-            stored = gate.stored_record(settings.baseline, test_id, target.backend, target.model.key)
-            if stored is not None:
-                judged = gate.judge(target.backend, measured, stored, paired=False, source=test_id,
-                                    **judging)
-                judged.summary["folder"] = report
-            elif settings.baseline_models is not None:  # no twin: new in this change, listed, not judged
-                judged = nothing_to_compare("ab", os.path.relpath(target.model.twin(artifact, settings.baseline_models),
-                                                                  settings.rootdir),
-                                            os.path.relpath(settings.baseline_models, settings.rootdir))
-            elif settings.baseline is not None:
-                judged = nothing_to_compare("stored", f"{test_id}, or {target.model.key} on {target.backend}", report)
+        judged = generation.gate_generation(settings, test_id, target.backend, target.model, artifact, twin, measured,
+                                            twin_measured[0] if twin_measured else None, rounds)
         block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"], measured["decode_s"],
                                     spec.new_tokens))
         block.update(load_ms=measured["load_ms"], peak_memory_mb=measured["peak_memory_mb"],

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..golden.tokens import TopLogprobs
+from ..measurement.stats import mean_sd
 
 
 def token_agreement(expected: Sequence[int], got: Sequence[int]) -> tuple[float, int | None]:
@@ -66,14 +67,6 @@ def logits_messages(figures: Mapping[str, Any], atol: float | None, min_cosine: 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None
-
-
-def mean_sd(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and sample standard deviation (n - 1, as llama-bench's ``stdev``) of ``values``."""
-    if not len(values):
-        return {"mean": None, "sd": None, "n": 0}
-    return {"mean": float(np.mean(values)), "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
-            "n": len(values)}
 
 
 def timing_figures(prompt_tokens: int, ttft_s: Sequence[float], tpot_s: Sequence[float],

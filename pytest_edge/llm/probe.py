@@ -1,5 +1,4 @@
-"""Timing and memory of generation. TTFT/TPOT and memory (:func:`measure_rounds`) are measured in
-the backend's fresh worker processes, as every model is. The context sweep (:func:`context_sweep`)
+"""The context sweep (:func:`context_sweep`)
 runs each length in a process of its own under an address-space limit
 (``python -m pytest_edge.llm.probe`` reads one JSON request on stdin and prints one result line),
 and turns a process the OS killed into a figure instead of a crash.
@@ -25,10 +24,7 @@ import numpy as np
 
 from ..errors import BackendError
 from ..measurement import timing
-from ..worker.pool import WorkerPool
-from ..worker.protocol import Load, MeasureGeneration
 from ..backends.decoder_config import LlmConfig
-from .metrics import mean_sd
 
 RESULT_PREFIX = "PYTEST_EDGE_LLM "
 
@@ -110,81 +106,6 @@ def run_probe(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         return {"ok": False, "status": "killed", "error": f"killed by {name}{why}"}
     tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
     return {"ok": False, "status": "failed", "error": f"exit status {done.returncode}: {' | '.join(tail)}"}
-
-
-def measure_rounds(pool: WorkerPool, backend: str, models: Sequence[tuple[Path, LlmConfig]], prompt: Sequence[int],
-                   new_tokens: int, warmup: int, runs: int, rounds: int, threads: int = 1) -> list[dict[str, Any]]:
-    """TTFT and TPOT of each model in ``rounds`` fresh worker processes of ``backend`` (the one
-    measurement policy of tensor models, measurer.fresh_rounds: A B, B A, ... under the machine's
-    measurement lock, forked or spawned or on a device as the session's workers are, each within
-    edge_timeout); one pooled result per model (see :func:`_pooled`). A process that failed raises
-    BackendError naming the artifact and the backend."""
-    from ..measurement.measurer import fresh_rounds
-
-    configs = {str(artifact): config for artifact, config in models}
-
-    def measure_one(worker: Any, artifact: Path) -> dict[str, Any]:
-        key = f"decoder|{artifact}"
-        try:
-            loaded = worker.request(Load(key, str(artifact), threads, with_coverage=False,
-                                         decoder=asdict(configs[str(artifact)])), artifact=str(artifact))
-            result = worker.request(MeasureGeneration(key, list(prompt), new_tokens, warmup, runs),
-                                    artifact=str(artifact))
-        except BackendError as exc:
-            raise BackendError(f"{artifact} ({backend}): measuring failed: {exc}") from None
-        return {**result, "load_ms": loaded["load_ms"]}
-
-    results = fresh_rounds(pool, backend, [artifact for artifact, _ in models], rounds, measure_one)
-    return [_pooled(r) for r in results]
-
-
-def _pooled(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    peaks = [r["peak_memory_mb"] for r in results if r["peak_memory_mb"] is not None]
-    steadies = [r["steady_memory_mb"] for r in results if r["steady_memory_mb"] is not None]
-    return {"ttft_s": [t for r in results for t in r["ttft_s"]], "tpot_s": [t for r in results for t in r["tpot_s"]],
-            "decode_s": [t for r in results for t in r.get("decode_s") or []],  # per generation, with ttft_s
-            # per fresh process: what the merge gate compares
-            # (with the machine probe and the fastest whole generation, "min", which the gate's
-            # slower-machine rule reads as it reads a tensor model's fastest run)
-            "processes": [{"ttft_p50_ms": float(np.median(r["ttft_s"])) * 1000.0,
-                           "tpot_p50_ms": float(np.median(r["tpot_s"])) * 1000.0 if r["tpot_s"] else None,
-                           **({"probe_us": r["probe_us"], "min": min(r["generation_s"]) * 1000.0}
-                              if r.get("probe_us") and r.get("generation_s") else {})}
-                          for r in results],
-            "load_ms": float(np.median([r["load_ms"] for r in results])),
-            "peak_memory_mb": max(peaks) if peaks else None, "steady_memory_mb": max(steadies) if steadies else None,
-            "runtime_timings": _runtime_timings([r.get("runtime_timings") for r in results],
-                                                [(r["ttft_s"], r.get("decode_s") or []) for r in results]),
-            # timed generations each process ran (fewer than runs= where the worker's time cap stopped it)
-            "runs": [r.get("runs", len(r["ttft_s"])) for r in results]}
-
-
-def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any]] | None],
-                     ours: Sequence[tuple[Sequence[float], Sequence[float]]] = ()) -> dict[str, Any] | None:
-    """The runtime's own counters (llama.cpp's llama_perf_context), read per timed generation: summed
-    over every process's generations, with the tokens per second the sums give, and per generation
-    (``per_generation``) the field's speeds as ours are taken (metrics.timing_figures), mean and
-    standard deviation over the same generations, and ``counted``: the share of our prefill and
-    decode time (each process's TTFTs and decode times, ``ours``) the runtime's counters count,
-    median over the generations (1.0: none of it is outside the runtime)."""
-    found = [t for process in per_process if process for t in process if t]
-    if not found:
-        return None
-    shares: dict[str, list[float]] = {"prefill": [], "decode": []}
-    for process, (ttft_s, decode_s) in zip(per_process, ours):
-        for counted, ttft, decode in zip(process or [], ttft_s, decode_s):
-            if counted and ttft > 0 and decode > 0:
-                shares["prefill"].append(counted["prompt_eval_ms"] / 1000 / ttft)
-                shares["decode"].append(counted["eval_ms"] / 1000 / decode)
-    total = {key: sum(t[key] for t in found) for key in ("prompt_eval_ms", "prompt_tokens", "eval_ms", "eval_tokens")}
-    prefill = [t["prompt_tokens"] / t["prompt_eval_ms"] * 1000 for t in found if t["prompt_eval_ms"] > 0]
-    decode = [t["eval_tokens"] / t["eval_ms"] * 1000 for t in found if t["eval_ms"] > 0]
-    return {"source": found[0]["source"], **total,
-            "prompt_tokens_per_s": total["prompt_tokens"] / total["prompt_eval_ms"] * 1000 if total["prompt_eval_ms"] else None,
-            "eval_tokens_per_s": total["eval_tokens"] / total["eval_ms"] * 1000 if total["eval_ms"] else None,
-            "per_generation": {"generations": len(found), "prefill_tokens_per_s": mean_sd(prefill),
-                               "decode_tokens_per_s": mean_sd(decode),
-                               "counted": {key: float(np.median(v)) if v else None for key, v in shares.items()}}}
 
 
 def context_lengths(start: int, cap: int) -> list[int]:

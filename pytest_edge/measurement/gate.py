@@ -96,6 +96,20 @@ class GateResult:
                                        "accepted" if any(f.verdict == "accepted" for f in findings) else "passed")
 
 
+def find_baseline(baseline: Mapping[str, Any] | None, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The baseline record of a stored report that ``record`` is compared against: the same test,
+    else the same model (its key) on the same backend."""
+    if not baseline:
+        return None
+    same_model = None
+    for old in baseline.get("records", []):
+        if old.get("test") == record["test"]:
+            return old
+        if old.get("model", {}).get("name") == record["model"]["name"] and old.get("backend") == record["backend"]:
+            same_model = same_model or old
+    return same_model
+
+
 def nothing_to_compare(mode: str, looked_for: str, folder: str) -> GateResult:
     """A gated model with no twin in the A/B ``folder`` (``mode`` "ab") or no record in the stored
     report (``folder``, "stored"): new in this change, measured, not judged; the summary says what
