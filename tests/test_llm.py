@@ -21,7 +21,7 @@ from pytest_edge.backends.decoder_config import LlmConfig
 from pytest_edge.golden.tokens import TokenGolden, golden_path, read_golden, write_golden
 from pytest_edge.llm.marker import parse_llm_marker
 from pytest_edge.llm.metrics import token_agreement, token_message
-from pytest_edge.llm.probe import context_lengths, context_sweep
+from pytest_edge.measurement.generation import _ended, context_lengths, context_sweep
 from pytest_edge.backends import get_backend
 from pytest_edge.backends.decoder import generate
 from pytest_edge.llm.marker import check_prompt
@@ -208,22 +208,47 @@ def test_a_model_without_the_llm_signature_names_what_was_expected() -> None:
         get_backend(ORT).open_decoder(FIXTURES / "tiny_mlp.onnx", CONFIG, 1)
 
 
-def test_context_sweep_stops_where_the_memory_budget_is_exceeded() -> None:
-    sweep = context_sweep(ORT, LLM / "tiny_llm.onnx", CONFIG, [32, 64], memory_budget_mb=1e-6)
+@pytest.fixture(scope="module")
+def sweep_pool():
+    """The workers a context sweep starts its fresh ones from, as a session's pool."""
+    from pytest_edge.worker.pool import WorkerPool
+
+    pool = WorkerPool(True, 120.0, on_crash=lambda backend: None)
+    yield pool
+    pool.close()
+
+
+def test_context_sweep_stops_where_the_memory_budget_is_exceeded(sweep_pool) -> None:
+    sweep = context_sweep(sweep_pool, ORT, LLM / "tiny_llm.onnx", CONFIG, [32, 64], memory_budget_mb=1e-6)
     assert sweep["longest_stable"] is None and sweep["stopped"] == {"tokens": 32, "reason": "over memory budget"}
     assert [p["tokens"] for p in sweep["points"]] == [32]  # nothing longer is tried
     assert sweep["points"][0]["kv_cache_estimate_mb"] == CONFIG.kv_cache_bytes(32) / 2**20
     assert sweep["os_killed"] is False
 
 
-def test_context_sweep_reports_a_failed_allocation_as_where_it_stopped() -> None:
+def test_context_sweep_reports_a_failed_allocation_as_where_it_stopped(sweep_pool) -> None:
     # 30 MB more than the runtime alone: a 1024-token prefill's attention scores do not fit.
-    sweep = context_sweep(ORT, LLM / "tiny_llm.onnx", CONFIG, [16, 1024], None, memory_limit_mb=30)
+    sweep = context_sweep(sweep_pool, ORT, LLM / "tiny_llm.onnx", CONFIG, [16, 1024], None, memory_limit_mb=30)
     assert [p["status"] for p in sweep["points"]] == ["ok", "out of memory"]
     assert sweep["longest_stable"] == 16 and sweep["stopped"]["tokens"] == 1024
     # Which allocation fails first varies (a std::bad_alloc, or ONNX Runtime's arena saying so).
     reason = sweep["stopped"]["reason"]
     assert ("bad_alloc" in reason or "Failed to allocate memory" in reason) and sweep["points"][0]["peak_memory_mb"] > 0
+
+
+@pytest.mark.parametrize("ended, printed, status, error", [
+    ("signal SIGKILL", "", "killed", "killed by SIGKILL (the OOM killer, or a kill from outside)"),
+    # A runtime that aborted on a failed allocation ran out of memory under the limit: no OOM killer.
+    ("signal SIGABRT", "loading\nterminate called after throwing an instance of 'std::bad_alloc'", "out of memory",
+     "ended by SIGABRT: terminate called after throwing an instance of 'std::bad_alloc'"),
+    ("signal SIGSEGV", "", "crashed", "ended by SIGSEGV"),
+    ("exit status 3", "Fatal: no kernel", "crashed", "ended by exit status 3: Fatal: no kernel"),
+])
+def test_a_sweep_point_whose_worker_died_says_how_as_recorded(ended: str, printed: str, status: str,
+                                                               error: str) -> None:
+    from pytest_edge.errors import BackendCrash
+
+    assert _ended(BackendCrash("the runtime crashed", ended, printed)) == (status, error)
 
 
 # ---------------------------------------------------------------- the marker, end to end

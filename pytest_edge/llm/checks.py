@@ -35,7 +35,6 @@ from ..core.settings import Settings
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
 from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce
-from . import probe
 from ..measurement import generation
 from ..golden.tokens import TokenGolden, golden_path, read_golden, write_golden
 from .marker import LlmSpec, check_prompt
@@ -395,19 +394,17 @@ class LlmChecker:
                                         f"process: the worker stops after {GENERATION_TIME_CAP_S:g} s"}
                         if measured.get("runs") and min(measured["runs"]) < spec.runs else {}),
                      kv_cache_estimate_mb=config.kv_cache_bytes(len(prompt) + spec.new_tokens) / 2**20)
-        if spec.needs_context_sweep and split_device(target.backend)[1] is not None:
-            # Each length runs in a process of its own under an address-space limit, on this machine:
-            # never on the device's behalf (a max_context budget then fails as not measured).
-            block["context"] = {"not_swept": "the context sweep runs on this machine only, not on a device"}
-        elif spec.needs_context_sweep:
+        if spec.needs_context_sweep:
             cap = min(spec.context_cap or config.max_context, config.max_context)
-            lengths = list(spec.contexts) if spec.contexts else probe.context_lengths(64, cap)
+            lengths = list(spec.contexts) if spec.contexts else generation.context_lengths(64, cap)
             too_long = [n for n in lengths if n > config.max_context]
             if too_long:
                 raise EdgeUsageError(f"{target.model.name}: contexts {too_long} exceed the model's maximum "
                                      f"context of {config.max_context}")
-            block["context"] = probe.context_sweep(target.backend, artifact, config, lengths, spec.sweep_memory_mb,
-                                                   spec.memory_limit_mb)
+            # Each length in a fresh worker of the backend under the address-space limit, on this
+            # machine or the device the backend runs on.
+            block["context"] = generation.context_sweep(self.pool, target.backend, artifact, config, lengths,
+                                                        spec.sweep_memory_mb, spec.memory_limit_mb, spec.threads)
         return measured, judged
 
 

@@ -27,10 +27,10 @@ from ..backends.decoder_config import LlmConfig, read_config
 from ..core.models import Model
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
-from ..errors import BackendError, EdgeUsageError
+from ..errors import BackendCrash, BackendError, EdgeUsageError
 from ..files import relative_path
 from ..worker.pool import WorkerPool
-from ..worker.protocol import Load, MeasureGeneration
+from ..worker.protocol import LimitAddressSpace, Load, MeasureGeneration, ProbeContext
 from .gate import AB_REMEASURE_PAIRS, GateResult, find_baseline, nothing_to_compare, run_gate
 from .regressions import GENERATION_FIGURES
 from .stats import mean_sd
@@ -195,3 +195,86 @@ def gate_generation(settings: Settings, test_id: str, backend: str, model: Model
     if settings.baseline is not None:
         return nothing_to_compare("stored", f"{test_id}, or {model.key} on {backend}", report)
     return None
+
+
+# ------------------------------------------------------------ the context sweep
+# The runtime's words for an allocation that failed (ONNX Runtime's std::bad_alloc or its arena's
+# message, Python's MemoryError, GenAI's), whether it raised them or aborted on them.
+_OUT_OF_MEMORY = ("bad_alloc", "MemoryError", "MemoryAllocationFailed", "Failed to allocate memory")
+
+
+def context_lengths(start: int, cap: int) -> list[int]:
+    """Doubling lengths from ``start`` up to ``cap``, ``cap`` itself last."""
+    lengths, n = [], max(2, start)
+    while n < cap:
+        lengths.append(n)
+        n *= 2
+    return lengths + [cap]
+
+
+def context_point(pool: WorkerPool, backend: str, artifact: Path, config: LlmConfig, length: int,
+                  memory_limit_mb: float | None, threads: int = 1) -> dict[str, Any]:
+    """One length of the sweep in a fresh worker of ``backend`` (this machine's or a device's), under
+    an address-space limit of ``memory_limit_mb`` over what it maps before the load: the decoder
+    loaded with a cache for ``length`` positions (llama.cpp's n_ctx, GenAI's max_length, not the
+    model's maximum), a prompt of ``length`` - 1 tokens and one decode step. Its status ("ok", "out of
+    memory", "failed", "killed", "crashed", "timed out") and, where it stopped, ``error``: how the
+    worker ended and the runtime's own reason as it gave it."""
+    worker = pool.fresh(backend)
+    key = f"context|{artifact}|{length}"
+    try:
+        if memory_limit_mb:
+            worker.request(LimitAddressSpace(float(memory_limit_mb)), artifact=str(artifact))
+        worker.request(Load(key, str(artifact), threads, with_coverage=False,
+                            decoder=asdict(config.for_context(int(length)))), artifact=str(artifact))
+        reply = worker.request(ProbeContext(key, int(length), config.vocab_size), artifact=str(artifact))
+        return {"status": "ok", **reply}
+    except BackendCrash as exc:
+        status, error = _ended(exc)
+        return {"status": status, "error": error}
+    except BackendError as exc:  # the runtime raised: its reason, after the worker's words for the request
+        reason = str(exc).partition(f"{artifact}: ")[2] or str(exc)
+        return {"status": "out of memory" if any(w in reason for w in _OUT_OF_MEMORY) else "failed", "error": reason}
+    finally:
+        worker.close()
+
+
+def _ended(crash: BackendCrash) -> tuple[str, str]:
+    """(status, error) of a worker that died during a point: the signal or exit status and the last
+    line the runtime printed. Only SIGKILL is the OOM killer's signal (or a kill from outside); a
+    runtime that aborted on a failed allocation (SIGABRT after std::bad_alloc) ran out of memory
+    under the limit, and one that crashed otherwise crashed."""
+    ended, said = crash.ended, crash.printed.strip().splitlines()[-1:] if crash.printed else []
+    if ended is None:  # no answer within edge_timeout (the worker was killed), or its zygote went
+        return ("timed out" if "did not answer" in str(crash) else "crashed"), str(crash).split("\n")[0]
+    how = "killed by SIGKILL" if ended == "signal SIGKILL" else f"ended by {ended.removeprefix('signal ')}"
+    reason = f"{how}{': ' + said[0] if said else ''}"
+    if ended == "signal SIGKILL":
+        return "killed", f"{reason} (the OOM killer, or a kill from outside)"
+    if said and any(word in said[0] for word in _OUT_OF_MEMORY):
+        return "out of memory", reason
+    return "crashed", reason
+
+
+def context_sweep(pool: WorkerPool, backend: str, artifact: Path, config: LlmConfig, lengths: Sequence[int],
+                  memory_budget_mb: float | None, memory_limit_mb: float | None = None,
+                  threads: int = 1) -> dict[str, Any]:
+    """Each length in a fresh worker (:func:`context_point`), shortest first, until one fails (an
+    allocation past ``memory_limit_mb`` fails), is killed, or goes over ``memory_budget_mb``: the
+    longest stable length and where it stopped (its length and the reason, as recorded)."""
+    points, longest, stopped = [], None, None
+    for length in sorted(int(n) for n in lengths):
+        result = context_point(pool, backend, artifact, config, length, memory_limit_mb, threads)
+        point = {"tokens": length, "status": result["status"], "peak_memory_mb": result.get("peak_memory_mb"),
+                 "kv_cache_estimate_mb": config.kv_cache_bytes(length) / 2**20}
+        if "error" in result:
+            point["error"] = result["error"]
+        elif memory_budget_mb is not None and (result.get("peak_memory_mb") or 0.0) > memory_budget_mb:
+            point["status"] = "over memory budget"
+        points.append(point)
+        if point["status"] != "ok":
+            stopped = {"tokens": length, "reason": point.get("error") or point["status"]}
+            break
+        longest = length
+    return {"points": points, "longest_stable": longest, "stopped": stopped,
+            "os_killed": any(p["status"] == "killed" for p in points)}
