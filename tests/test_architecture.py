@@ -181,9 +181,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("report", ("report",)),
     ("measurement policies", ("measurement.measurer", "measurement.counter", "measurement.generation")),
     ("triage", ("triage",)),
-    ("core run", ("core.session", "core.pipeline")),
     ("llm", ("llm",)),
-    ("plugin", ("plugin", "stash", "edge_model", "bench", "llm.plugin")),
+    ("core run", ("core.session", "core.pipeline", "core.decoder_plan", "core.decoder_check")),
+    ("plugin", ("plugin", "stash", "edge_model", "bench")),
     ("cli", ("cli", "__main__")),
     ("public helpers", ("quant", "strategies")),
 )
@@ -312,7 +312,7 @@ def _is_marker(node: ast.AST) -> bool:
 # module, where its checks run)}. Its spec module may spell no budget keyword as a text; none of
 # them reads one by name from a marker's spec.
 BUDGET_READERS = {"edge": ("core/marker.py", ("core/pipeline.py", "core/session.py")),
-                  "edge_llm": ("llm/marker.py", ("llm/checks.py",))}
+                  "edge_llm": ("llm/marker.py", ("core/decoder_check.py",))}
 
 
 def test_budget_keywords_are_declared_once_in_the_budget_table() -> None:

@@ -19,7 +19,7 @@ from edge_helpers import FIXTURES
 from pytest_edge.backends.decoder_config import LlmConfig, from_genai_config, from_hf_config, read_config
 from pytest_edge.core.units import parse_mb, parse_ms, parse_number
 from pytest_edge.errors import EdgeUsageError, GoldenError
-from pytest_edge.llm.checks import MIN_RUN_CONTEXT, run_context
+from pytest_edge.core.decoder_plan import MIN_RUN_CONTEXT, run_context
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 

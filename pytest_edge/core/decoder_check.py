@@ -1,14 +1,14 @@
-"""The check of one ``edge_llm`` test on one backend: goldens (recorded by the reference backend
-with ``--edge-update-golden``), free-running token agreement and first-step logits per prompt, the
-teacher-forced top-1 agreement and KL divergence over the golden continuation, then, when a
-budget asks for them, the figures measured in fresh processes and the context sweep. Returns the
-record (with its ``llm`` block) and every violation; the plugin keeps and reports it."""
+"""The check of one ``edge_llm`` test on one backend, the decoder's steps of the session's check:
+goldens (recorded by the reference backend with ``--edge-update-golden``, in the one golden store),
+free-running token agreement and first-step logits per prompt, the teacher-forced top-1 agreement
+and KL divergence over the golden continuation, then, when a budget or a baseline asks for them,
+the figures measured in fresh processes, the context sweep and the merge gate
+(:mod:`pytest_edge.measurement.generation`). Returns the record and every violation; the session
+keeps it."""
 
 from __future__ import annotations
 
-import fnmatch
-import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,165 +17,28 @@ import numpy as np
 from .. import __version__
 from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
-from ..backends.decoder_config import LlmConfig, read_config
+from ..backends.decoder_config import LlmConfig
 from ..checks import Finding, check_generation, check_teacher_forced
 from ..errors import BackendError, EdgeError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
-from ..measurement.gate import GateResult
-from ..core.external_data import identity_files
-from ..core.models import Model, ModelKeys, resolve_model
-from ..core.pipeline import gate_into
-from ..core.plan import expand_patterns, is_pattern, known_device, unavailable_on
-from ..core.sizes import artifact_size
 from ..golden.sets import check_owner, decoder_folder
 from ..golden.store import GoldenStore
-from ..core.record import Record
-from ..core.record import model_json as record_model_json
-from ..core.settings import Settings
+from ..golden.tokens import TokenGolden, golden_path, read_golden, write_golden
+from ..llm.marker import check_prompt
+from ..llm.metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures,
+                           token_agreement, token_message, top_logprobs)
+from ..measurement import generation
+from ..measurement.gate import GateResult
 from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
 from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce
-from ..measurement import generation
-from ..golden.tokens import TokenGolden, golden_path, read_golden, write_golden
-from .marker import LlmSpec, check_prompt
-from .metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures, token_agreement,
-                      token_message, top_logprobs)
-
-@dataclass(frozen=True)
-class LlmTarget:
-    """One ``edge_llm`` test's model on one backend: the fixture's parametrization value."""
-    spec: LlmSpec
-    model: Model
-    backend: str
-    unavailable: str | None = None
-    reference: Model | None = None  # ``reference=``: the model whose goldens this one is judged against
-
-    @property
-    def artifact(self) -> Path | None:
-        return self.model.artifact(get_backend(self.backend).suffix)
-
-    @property
-    def golden_model(self) -> Model:
-        """The model that owns the goldens this target is checked against."""
-        return self.reference or self.model
-
-
-def targets(spec: LlmSpec, model: Model, settings: Settings, reference: Model | None = None) -> list[LlmTarget]:
-    """One target per LLM backend, with the reason where it cannot run here (a skip, or a failure
-    where --edge-require names it): this machine's decoder runtimes, and ``BACKEND@DEVICE`` where
-    the marker's ``backends=`` or --edge-backends names one (an SSH or command device, qemu:aarch64),
-    whose worker serves the decoder there as it serves tensor models."""
-    registry = decoder_backends()
-    for name in [*(spec.backends or []), *spec.skip_backends]:
-        if not is_pattern(name) and split_device(name)[0] not in registry:
-            raise EdgeUsageError(f"edge_llm: unknown backend {name!r}; LLM backends: {', '.join(registry)}")
-    # Patterns (``onnxruntime-*``, ``*@pi5``) select as they do for tensor models (core.plan).
-    chosen = expand_patterns(list(spec.backends), registry, settings.devices) if spec.backends is not None else None
-    selected = _decoders_of(settings.backends, registry, settings.devices)
-    for name in [*(chosen or []), *spec.skip_backends, *(selected or [])]:
-        known_device(settings, name)
-    on_devices = [n for n in [*(chosen or []), *(selected or [])] if split_device(n)[1] is not None]
-    found = []
-    for name in dict.fromkeys([*registry, *on_devices]):
-        if name in spec.skip_backends or (chosen is not None and name not in chosen) \
-                or (selected is not None and name not in selected):
-            continue
-        base, device = split_device(name)
-        backend = registry[base]
-        # A runtime without a runner here says so first: that is what holds it back, artifact or not.
-        artifact = model.artifact(backend.suffix)
-        reason = backend.decoder_why_not or (f"no {backend.suffix} artifact for {model.name}" if artifact is None else
-                                             unavailable_on(settings, backend, device) or
-                                             backend.decoder_refuses(artifact))
-        found.append(LlmTarget(spec, model, name, reason, reference))
-    return found
-
-
-def _decoders_of(names: list[str] | None, registry: Any, devices: Any) -> list[str] | None:
-    """The decoder backends a --edge-backends selection names: its LLM backends, and what its patterns
-    match among them. The selection is the whole run's: a tensor-only backend in it (validated at
-    configuration) selects no decoder backend, and a pattern that matches none selects none here."""
-    if names is None:
-        return None
-    universe = [*registry, *(f"{b}@{d}" for d in devices for b in registry)]
-    found: list[str] = []
-    for name in names:
-        if is_pattern(name):
-            found += fnmatch.filter(universe, name)
-        elif split_device(name)[0] in registry:
-            found.append(name)
-    return list(dict.fromkeys(found))
-
-
-def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path] = ()) -> Model:
-    """A decoder as its exporter left it: an export folder (ONNX Runtime GenAI's, with the decoder its
-    ``genai_config.json`` names; an Optimum folder's ``model.onnx``; a lone ``.pte``/``.gguf``/``.tflite``
-    in it), else a path or stem with the LLM runtimes' suffixes (``.gguf`` among them). Its key is the
-    export folder's place (an exporter's decoder named by file, ``models/base/model``, is its folder's
-    model too), else the file's without suffix (core.models)."""
-    suffixes = list(dict.fromkeys(b.suffix for b in decoder_backends().values()))
-    refuse_outside(spec, dirs, suffixes)
-    for folder in dirs:
-        candidate = Path(spec) if Path(spec).is_absolute() else folder / spec
-        if not candidate.is_dir():
-            continue
-        artifacts: dict[str, Path] = {}
-        for backend in decoder_backends().values():  # an exporter's folder convention (Backend.folder_decoder)
-            decoder = None if backend.suffix in artifacts else backend.folder_decoder(candidate)
-            if decoder is not None:
-                artifacts[backend.suffix] = decoder
-        for suffix in suffixes:
-            found = sorted(candidate.glob("*" + suffix))
-            if suffix not in artifacts and len(found) == 1:
-                artifacts[suffix] = found[0]
-        if artifacts:
-            return Model(candidate.name, artifacts).placed(candidate, key_bases)
-    model = resolve_model(spec, dirs, suffixes, key_bases)
-    for artifact in model.artifacts.values():
-        if any(b.folder_decoder(artifact.parent) == artifact for b in decoder_backends().values()):
-            return model.placed(artifact.parent, key_bases)
-    return model
-
-
-def refuse_outside(spec: str, dirs: Sequence[Path], suffixes: Sequence[str]) -> None:
-    """``model=`` names something inside the folders it is looked for in (the test's, the rootdir,
-    edge_model_dirs): one that ends in '.' or '..' names no model, and one whose path leaves every
-    folder (``"../../.."``) would test, and record goldens for, whatever lies there. Judged on the
-    path as written (links inside are followed, as DVC and git-annex check artifacts out)."""
-    if Path(spec).name in ("", ".", "..") or Path(spec).parts[-1:] in ((".",), ("..",)):
-        raise EdgeUsageError(f"edge_llm model={spec!r} names a folder by '.' or '..', not a model: name the export "
-                             "folder or the artifact")
-    roots = [os.path.abspath(folder) for folder in dirs]
-    for folder in dirs:
-        candidate = os.path.abspath(spec if Path(spec).is_absolute() else Path(folder) / spec)
-        inside = any(candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
-        if not inside and any(os.path.lexists(candidate + suffix) for suffix in ("", *suffixes)):
-            raise EdgeUsageError(f"edge_llm model={spec!r} is {candidate}, outside the folders models are looked "
-                                 f"for in ({', '.join(dict.fromkeys(roots))}): refused, nothing there is read or "
-                                 "recorded (list its folder in edge_model_dirs)")
-
-
-def _carried(artifact: Path) -> LlmConfig | None:
-    """The configuration an artifact carries inside (a GGUF's metadata), as its runtime reads it."""
-    for backend in decoder_backends().values():
-        if artifact.name.endswith(backend.suffix):
-            found = backend.decoder_config(artifact)
-            if found is not None:
-                return found
-    return None
-
-
-def config_of(model: Model) -> LlmConfig:
-    """The decoder configuration its exporter wrote with one of the model's artifacts (the first that
-    has one: config.read_config's order); none: the error of the first, naming what was looked for."""
-    first: EdgeUsageError | None = None
-    for path in model.artifacts.values():
-        try:
-            return read_config(path, metadata=_carried)
-        except EdgeUsageError as exc:
-            first = first or exc
-    assert first is not None, model
-    raise first
+from .decoder_plan import LlmTarget, config_of, model_json, run_context, spec_context
+from .external_data import identity_files
+from .models import Model, ModelKeys
+from .pipeline import gate_into
+from .record import Record
+from .settings import Settings
+from .sizes import artifact_size
 
 
 class LlmChecker:
@@ -406,29 +269,6 @@ class LlmChecker:
             block["context"] = generation.context_sweep(self.pool, target.backend, artifact, config, lengths,
                                                         spec.sweep_memory_mb, spec.memory_limit_mb, spec.threads)
         return measured, judged
-
-
-# The least context a decoder is loaded with: prompts of a few tokens share one load (and one cache
-# of a few kilobytes) rather than each loading the model again.
-MIN_RUN_CONTEXT = 64
-
-
-def spec_context(spec: LlmSpec) -> int:
-    """The positions one ``edge_llm`` test's generations need: its longest prompt and its new tokens."""
-    return max(len(prompt) for prompt in spec.prompts) + spec.new_tokens
-
-
-def run_context(tokens: int, config: LlmConfig) -> int:
-    """The context a decoder is loaded with to generate ``tokens`` positions (prompt + new tokens):
-    the next power of two, at least :data:`MIN_RUN_CONTEXT`, at most the model's maximum, so that
-    tests of similar lengths share one load and none allocates the declared maximum."""
-    return min(config.max_context, max(MIN_RUN_CONTEXT, 1 << max(0, int(tokens) - 1).bit_length()))
-
-
-def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:
-    """The record's ``model`` as for every model (record.model_json): name, artifact (relative to the
-    rootdir), its sha256 (None without one) and each of its files' where it has more than one."""
-    return record_model_json(target.model.key, target.artifact, rootdir)
 
 
 def _file_digests(artifact: Path) -> dict[str, str]:
