@@ -36,7 +36,7 @@ from .decoder_plan import LlmTarget, config_of, model_json, run_context, spec_co
 from .external_data import identity_files
 from .models import Model, ModelKeys
 from .pipeline import gate_into
-from .record import Record
+from .record import GenerationRecord, Record
 from .settings import Settings
 from .sizes import artifact_size
 
@@ -223,7 +223,7 @@ class LlmChecker:
                       "cosine": _worst(per_prompt, "cosine", min)},
             device=({"name": split_device(target.backend)[1], "machine": self.pool.machine(target.backend)}
                     if split_device(target.backend)[1] else None),
-            extra={"llm": block}, checked=True, budget_findings=findings)
+            generation=GenerationRecord.from_json(block), checked=True, budget_findings=findings)
         if judged is not None:
             violations += gate_into(record, judged, self.settings)
         # A worker that died between requests and was restarted: said as for every model.
