@@ -29,14 +29,13 @@ from ..llm.metrics import (TeacherForced, logits_figures, logits_messages, teach
                            token_agreement, token_message, top_logprobs)
 from ..measurement import generation
 from ..measurement.gate import GateResult
-from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import WorkerPool
 from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce
 from .decoder_plan import LlmTarget, config_of, model_json, run_context, spec_context
 from .external_data import identity_files
 from .models import Model, ModelKeys
 from .pipeline import gate_into
-from .record import GenerationRecord, Record
+from .record import NOT_MEASURED, GenerationRecord, Record, timing_not_judged
 from .settings import Settings
 from .sizes import artifact_size
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -20,14 +21,37 @@ from ..files import relative_path, sha256_file
 from ..measurement.counts import CountedMeasurement
 from .external_data import identity_files
 
-# The record's timing_not_judged on an emulated device (edge_emulated_timing = off | record | judge).
-NOT_JUDGED = "emulated device: timing and memory are not the target's"
 # The backend of a record whose test errored before any backend was chosen (its marker unresolved).
 UNRESOLVED_BACKEND = "(unresolved)"
-NOT_MEASURED = NOT_JUDGED + ", so they were not measured (edge_emulated_timing = record measures them)"
-# The record's timing_not_judged on a compile-time target (an NPU compiler, docs/npu.md).
-COMPILE_ONLY = ("compile-time target: the compiler ran here and nothing executed, so no output was compared and no "
-                "latency, load time or memory was measured (the compiler's estimate is the record's npu block)")
+
+
+class TimingNotJudged(str, Enum):
+    """Why a record's timing and memory are not judged (its ``timing_not_judged``): the sentence the
+    report shows is the member's value, compared as a member, not as English."""
+
+    # An emulated device (edge_emulated_timing = off | record | judge): recorded, or not even measured.
+    NOT_JUDGED = "emulated device: timing and memory are not the target's"
+    NOT_MEASURED = ("emulated device: timing and memory are not the target's, so they were not measured "
+                    "(edge_emulated_timing = record measures them)")
+    # A compile-time target (an NPU compiler, docs/npu.md).
+    COMPILE_ONLY = ("compile-time target: the compiler ran here and nothing executed, so no output was compared "
+                    "and no latency, load time or memory was measured (the compiler's estimate is the record's "
+                    "npu block)")
+
+    def __str__(self) -> str:
+        return self.value
+
+
+NOT_JUDGED, NOT_MEASURED, COMPILE_ONLY = TimingNotJudged.NOT_JUDGED, TimingNotJudged.NOT_MEASURED, \
+    TimingNotJudged.COMPILE_ONLY
+
+
+def timing_not_judged(machine: Mapping[str, Any] | None, emulated_timing: str) -> TimingNotJudged | None:
+    """Why budgets and the baseline gate are not judged on this machine (``NOT_MEASURED``: not even
+    measured, the default on an emulated device; ``NOT_JUDGED``: recorded), or None."""
+    if not machine or not machine.get("emulated") or emulated_timing == "judge":
+        return None
+    return NOT_MEASURED if emulated_timing == "off" else NOT_JUDGED
 
 
 def dig(data: Any, *path: str) -> Any:

@@ -29,9 +29,8 @@ from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement, machine_info
 from .models import Model, ModelKeys, resolve_model
 from .plan import Plan, Unresolved, key_bases, plan_for, resolve_reference, search_dirs
-from .record import UNRESOLVED_BACKEND, Record, model_json
+from .record import NOT_MEASURED, UNRESOLVED_BACKEND, Record, model_json, timing_not_judged
 from .settings import Settings
-from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import ModelInfo, WorkerPool
 from ..worker.protocol import Load, ReadIntermediates, Run
 

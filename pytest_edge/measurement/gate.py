@@ -363,3 +363,13 @@ def twin_baseline(backend: str, twin: Path, measured: Mapping[str, Any], coverag
     (timed or counted, its coverage and size), and how the gate's messages name it."""
     baseline = {"backend": backend, **measured, "coverage": coverage, "artifact_bytes": artifact_size(twin, backend)[0]}
     return baseline, os.path.relpath(twin, rootdir)
+
+
+# The figures the pages compare and draw (report/: html_report.figure_changes, the ECDF and memory charts).
+TWIN_FIGURES = ("latency_ms", "latency_quantiles_ms", "peak_memory_mb", "steady_memory_mb", "load_ms",
+                "first_inference_ms", "coverage", "measured_runs", "artifact_bytes")
+
+
+def twin_figures(measured: Mapping[str, Any]) -> dict[str, Any]:
+    """What a record keeps of its twin's measurement (not the per-process samples)."""
+    return {key: measured.get(key) for key in TWIN_FIGURES}

@@ -17,7 +17,8 @@ import numpy as np
 
 from ...errors import BackendError
 from ..base import Backend
-from ..decoder import Decoder, DecoderOnlyBackend
+from ..base import DecoderOnlyBackend
+from ..decoder import Decoder
 
 
 class LlamaCppDecoder(Decoder):
