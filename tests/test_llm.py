@@ -604,3 +604,23 @@ def test_a_decoders_part_of_the_record_is_typed_and_reads_back_as_written() -> N
     assert isinstance(again.generation, GenerationRecord) and again.extra == {} and again.to_json() == data
     assert again.generation.figures() == {"ttft_ms": {"p50": 1.5, "p90": 2.0}, "load_ms": 4.0,
                                           "context": {"longest_stable": 64}}
+
+
+def test_tolerances_judge_each_backend_by_its_own_accuracy_keywords() -> None:
+    """tolerances= on edge_llm as on edge: per backend (BACKEND@DEVICE first, then the runtime's)
+    the accuracy keywords it is judged by; parsed as the marker's own, a typo or a timing budget an error."""
+    spec = parse_llm_marker((), {"model": "m", "prompts": [[1]], "logits_atol": "1e-3",
+                                 "tolerances": {"llama.cpp": {"logits_atol": None, "logits_cosine": "0.999",
+                                                              "min_token_agreement": 0.5, "max_kld": "0.01"},
+                                                "llama.cpp@pi5": {"min_token_agreement": 0.25}}})
+    gguf = spec.for_backend("llama.cpp")
+    assert (gguf.logits_atol, gguf.logits_cosine, gguf.min_token_agreement, gguf.max_kld) == (1e-3, 0.999, 0.5, 0.01)
+    assert spec.for_backend("llama.cpp@pi5").min_token_agreement == 0.25
+    assert spec.for_backend("llama.cpp@pi5").logits_cosine is None  # the device's entry, not merged
+    assert spec.for_backend("onnxruntime-cpu") == spec and spec.min_token_agreement == 1.0
+    with pytest.raises(EdgeUsageError, match=r"tolerances\['llama.cpp'\]: unknown key\(s\) 'ttft_ms'"):
+        parse_llm_marker((), {"model": "m", "prompts": [[1]], "tolerances": {"llama.cpp": {"ttft_ms": 5}}})
+    with pytest.raises(EdgeUsageError, match=r"tolerances\['llama.cpp'\].min_token_agreement=2.0 must be within"):
+        parse_llm_marker((), {"model": "m", "prompts": [[1]], "tolerances": {"llama.cpp": {"min_token_agreement": 2}}})
+    with pytest.raises(EdgeUsageError, match="edge_llm tolerances: expected"):
+        parse_llm_marker((), {"model": "m", "prompts": [[1]], "tolerances": [("llama.cpp", {})]})

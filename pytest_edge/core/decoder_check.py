@@ -142,7 +142,7 @@ class LlmChecker:
         return golden
 
     def check(self, test_id: str, target: LlmTarget, rootdir: Path) -> tuple[Record, list[str]]:
-        spec, artifact = target.spec, target.artifact
+        spec, artifact = target.spec.for_backend(target.backend), target.artifact  # its tolerances= too
         config = config_of(target.model)
         where = f"{target.model.name} ({target.backend})"
         prompts = [check_prompt(p, spec.new_tokens, config, where) for p in spec.prompts]

@@ -48,7 +48,7 @@ def targets(spec: LlmSpec, model: Model, settings: Settings, reference: Model | 
     the marker's ``backends=`` or --edge-backends names one (an SSH or command device, qemu:aarch64),
     whose worker serves the decoder there as it serves tensor models."""
     registry = decoder_backends()
-    for name in [*(spec.backends or []), *spec.skip_backends]:
+    for name in [*(spec.backends or []), *spec.skip_backends, *(backend for backend, _ in spec.tolerances)]:
         if not is_pattern(name) and split_device(name)[0] not in registry:
             raise EdgeUsageError(f"edge_llm: unknown backend {name!r}; LLM backends: {', '.join(registry)}")
     # Patterns (``onnxruntime-*``, ``*@pi5``) select as they do for tensor models (core.plan).
