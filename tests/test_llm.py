@@ -624,3 +624,16 @@ def test_tolerances_judge_each_backend_by_its_own_accuracy_keywords() -> None:
         parse_llm_marker((), {"model": "m", "prompts": [[1]], "tolerances": {"llama.cpp": {"min_token_agreement": 2}}})
     with pytest.raises(EdgeUsageError, match="edge_llm tolerances: expected"):
         parse_llm_marker((), {"model": "m", "prompts": [[1]], "tolerances": [("llama.cpp", {})]})
+
+
+def test_a_decoders_junit_properties_carry_its_generation_figures() -> None:
+    from pytest_edge.core.record import GenerationRecord, Record
+
+    generation = GenerationRecord({}, 3, None, [], {}, {"ttft_ms": {"p50": 2.5}, "tpot_ms": {"p50": 0.5},
+                                                        "decode_tokens_per_s": 2000.0})
+    record = Record("t", {"name": "m"}, "llama.cpp", generation=generation, checked=True, load_ms=3.0,
+                    accuracy={"token_agreement": 1.0, "max_abs_err": 1e-4})
+    properties = dict(record.junit_properties())
+    assert properties["edge_ttft_p50_ms"] == 2.5 and properties["edge_tpot_p50_ms"] == 0.5
+    assert properties["edge_decode_tokens_per_s"] == 2000.0 and properties["edge_token_agreement"] == 1.0
+    assert properties["edge_load_ms"] == 3.0 and properties["edge_max_abs_err"] == 1e-4

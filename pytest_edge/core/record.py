@@ -286,4 +286,10 @@ class Record:
                    "edge_load_ms": self.load_ms, "edge_peak_memory_mb": self.peak_memory_mb,
                    "edge_artifact_bytes": self.artifact_bytes, "edge_runtime_bytes": self.runtime_bytes,
                    "edge_throughput": self.throughput}
+        if self.generation is not None:  # a decoder's figures, as a tensor model's latency
+            measured = self.generation.measured
+            figures.update(edge_token_agreement=(self.accuracy or {}).get("token_agreement"),
+                           edge_ttft_p50_ms=(measured.get("ttft_ms") or {}).get("p50"),
+                           edge_tpot_p50_ms=(measured.get("tpot_ms") or {}).get("p50"),
+                           edge_decode_tokens_per_s=measured.get("decode_tokens_per_s"))
         return [(k, v) for k, v in figures.items() if v is not None]
