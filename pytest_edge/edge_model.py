@@ -16,6 +16,7 @@ from .core.plan import Plan
 from .measurement.counts import CountedMeasurement
 
 if TYPE_CHECKING:
+    from .core.decoder_plan import LlmTarget
     from .worker.pool import ModelInfo
     from .core.session import EdgeSession
 
@@ -113,3 +114,31 @@ class EdgeModel:
         """``edge_model(x)``: one array for a one-output model, else a tuple in output order."""
         outputs = list(self.run(kwargs if kwargs else list(args)).values())
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+class LlmHandle:
+    """The test's decoder on one backend, as a test receives it from the ``edge_llm`` fixture:
+    ``generate(prompt, new_tokens)`` gives greedy token ids, ``logits(prompt)`` the first step's."""
+
+    def __init__(self, session: "EdgeSession", target: LlmTarget) -> None:
+        from .core.decoder_plan import config_of
+
+        self._session, self.target = session, target
+        self.backend = target.backend
+        self.config = config_of(target.model, target.artifact)
+
+    def generate(self, prompt: Sequence[int], new_tokens: int | None = None) -> list[int]:
+        return self._generate(prompt, new_tokens or self.target.spec.new_tokens).tokens
+
+    def logits(self, prompt: Sequence[int]) -> np.ndarray:
+        """The logits the first new token is chosen from."""
+        return self._generate(prompt, 1).first_logits
+
+    def _generate(self, prompt: Sequence[int], new_tokens: int) -> Any:
+        from .core.decoder_plan import spec_context
+        from .llm.marker import check_prompt
+
+        ids = check_prompt(prompt, new_tokens, self.config, f"{self.target.model.name} ({self.backend})")
+        return self._session.decoders.generate(self.backend, self.target.artifact, self.config,
+                                               self.target.spec.threads, ids, new_tokens,
+                                               spec_context(self.target.spec))

@@ -91,7 +91,13 @@ class DoesNotConvert(BackendError):
 
 
 class BackendCrash(BackendError):
-    """The runtime's process died (native crash, killed); the worker is restarted for the next test."""
+    """The runtime's process died (native crash, killed); the worker is restarted for the next test.
+    ``ended``: how, where known ("signal SIGABRT", "exit status 1"); ``printed``: the last lines the
+    runtime wrote before it died (its own reason, where it gave one)."""
+
+    def __init__(self, message: str, ended: str | None = None, printed: str = "") -> None:
+        super().__init__(message)
+        self.ended, self.printed = ended, printed
 
 
 class DeviceUnreachable(BackendCrash):

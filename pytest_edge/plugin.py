@@ -40,9 +40,10 @@ from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, go
 from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, edge_session
 
 if TYPE_CHECKING:
+    from .core.decoder_plan import LlmTarget
     from .core.plan import Plan
     from .core.session import EdgeSession, Outcome
-    from .edge_model import EdgeModel
+    from .edge_model import EdgeModel, LlmHandle
 
 HANDLE_KEY = pytest.StashKey["EdgeModel"]()
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -80,6 +81,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "edge(model=None, **budgets): check a model on every available backend against golden "
         "outputs and budgets (see pytest-edge's docs/marker.md)")
+    config.addinivalue_line(
+        "markers", "edge_llm(model, prompts, new_tokens=16, **budgets): greedy generation on every available "
+        "backend against golden token ids and first-step logits, TTFT/TPOT/memory budgets (see docs/llm.md)")
     settings = settings_from_config(config)
     # Only names the user typed on this run: listing backends imports onnxruntime, which a
     # session that never uses the marker should not pay for.
@@ -98,9 +102,6 @@ def pytest_configure(config: pytest.Config) -> None:
         edge_session(config)  # where the OS cannot fork, said at configure as before
     use = config.stash[USE_KEY] = GoldenUse()
     config.pluginmanager.register(use, "edge-golden-use")
-    from .llm import plugin as llm_plugin  # @pytest.mark.edge_llm and the edge_llm fixture
-
-    config.pluginmanager.register(llm_plugin, "edge-llm")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistMerge(config, config.stash[USE_KEY]), "edge-xdist")
 
@@ -140,38 +141,52 @@ def unresolved(metafunc: pytest.Metafunc, fixture: str, message: str) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    markers = list(metafunc.definition.iter_markers("edge"))
-    if len(markers) > 1:
-        return unresolved(metafunc, "edge_model", f"{len(markers)} @pytest.mark.edge markers apply (on the test, its "
-                          "class or module); one marker must say everything, or the nearest would silently win")
-    if not markers:
-        if "edge_model" in metafunc.fixturenames:
-            unresolved(metafunc, "edge_model", "edge_model needs @pytest.mark.edge(model=...)")
-        return
-    from .core.marker import parse_marker
-    from .core.plan import plans
+    # The two kinds of check, each its marker and its fixture: a tensor model's and a decoder's.
+    for marker_name, fixture in (("edge", "edge_model"), ("edge_llm", "edge_llm")):
+        markers = list(metafunc.definition.iter_markers(marker_name))
+        if len(markers) > 1:
+            unresolved(metafunc, fixture, f"{len(markers)} @pytest.mark.{marker_name} markers apply (on the test, its "
+                       "class or module); one marker must say everything, or the nearest would silently win")
+        elif markers:
+            _parametrize(metafunc, marker_name, fixture, markers[0])
+        elif fixture in metafunc.fixturenames:
+            needs = "model=..., prompts=..." if marker_name == "edge_llm" else "model=..."
+            unresolved(metafunc, fixture, f"{fixture} needs @pytest.mark.{marker_name}({needs})")
 
+
+def _parametrize(metafunc: pytest.Metafunc, marker_name: str, fixture: str, found: pytest.Mark) -> None:
+    """The test parametrized over its plans (one per backend, a skip where a backend cannot run it),
+    or one Unresolved case naming why it cannot be planned."""
     edge = edge_session(metafunc.config)
     test_dir = Path(metafunc.definition.path).parent
     try:
-        marker = parse_marker(markers[0].args, markers[0].kwargs)
-        model = edge.resolve(marker.model, test_dir)
-        test_plans = plans(edge.settings, marker, model, test_dir)
-        if test_plans and test_plans[0].reference is not None:  # its key is one place too
-            edge.models.claim(test_plans[0].reference)
+        if marker_name == "edge_llm":
+            from .core.decoder_plan import plan_decoder_test
+
+            model, test_plans = plan_decoder_test(found.args, found.kwargs, edge.settings, edge.models, test_dir)
+        else:
+            from .core.marker import parse_marker
+            from .core.plan import plans
+
+            marker = parse_marker(found.args, found.kwargs)
+            model = edge.resolve(marker.model, test_dir)
+            test_plans = plans(edge.settings, marker, model, test_dir)
+            if test_plans and test_plans[0].reference is not None:  # its key is one place too
+                edge.models.claim(test_plans[0].reference)
     except EdgeError as exc:
-        return unresolved(metafunc, "edge_model", str(exc))
-    if "edge_model" not in metafunc.fixturenames:
+        return unresolved(metafunc, fixture, str(exc))
+    if fixture not in metafunc.fixturenames:
         # A marked test that does not ask for the fixture is still parametrized over backends and
-        # gets its golden check on each.
-        metafunc.fixturenames.append("edge_model")
+        # gets its check on each.
+        metafunc.fixturenames.append(fixture)
     params = [pytest.param(plan, id=f"{model.name}-{plan.backend}",
                            marks=[pytest.mark.skip(reason=plan.unavailable)] if plan.unavailable and not plan.required
                            else []) for plan in test_plans]
     if not params:
+        what = "LLM backend" if marker_name == "edge_llm" else "backend"
         params.append(pytest.param(None, id=f"{model.name}-none",
-                                   marks=[pytest.mark.skip(reason="no backend selected for this test")]))
-    metafunc.parametrize("edge_model", params, indirect=True)
+                                   marks=[pytest.mark.skip(reason=f"no {what} selected for this test")]))
+    metafunc.parametrize(fixture, params, indirect=True)
 
 
 def item_plan(item: pytest.Item) -> Plan | None:
@@ -183,6 +198,18 @@ def item_plan(item: pytest.Item) -> Plan | None:
     from .core.plan import Plan
 
     return plan if isinstance(plan, Plan) else None
+
+
+def item_target(item: pytest.Item) -> Plan | LlmTarget | None:
+    """The plan of either kind a collected test was parametrized with: a tensor model's Plan or a
+    decoder's LlmTarget (None for a test of neither)."""
+    callspec = getattr(item, "callspec", None)
+    decoder = callspec.params.get("edge_llm") if callspec else None
+    if decoder is None:
+        return item_plan(item)
+    from .core.decoder_plan import LlmTarget
+
+    return decoder if isinstance(decoder, LlmTarget) else None
 
 
 @pytest.hookimpl(trylast=True)
@@ -222,9 +249,24 @@ def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
     return _handle(request.node, plan)
 
 
+@pytest.fixture
+def edge_llm(request: pytest.FixtureRequest) -> LlmHandle:
+    """The test's decoder loaded on one backend (the fixture is parametrized over the LLM backends)."""
+    from .core.plan import Unresolved
+    from .edge_model import LlmHandle
+
+    target: LlmTarget = request.param
+    if isinstance(target, Unresolved):
+        raise EdgeUsageError(target.message)
+    if target.unavailable:  # only a required backend gets here: the others were skipped
+        pytest.fail(f"{target.backend} is required (--edge-require) but cannot run {target.model.name}: "
+                    f"{target.unavailable}", pytrace=False)
+    return LlmHandle(edge_session(request.config), target)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    plan = item_plan(item)
+    plan = item_target(item)
     if plan is None:
         return (yield)
     edge = edge_session(item.config)
@@ -276,19 +318,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     if excinfo is not None and isinstance(excinfo.value, EdgeError) and not item.config.getoption("fulltrace"):
         # The message names the file and backend; a traceback into the plugin adds nothing.
         report.longrepr = f"{excinfo.value}"
-    plan = item_plan(item)
+    plan = item_target(item)
     if call.when == "setup" and report.skipped and plan is not None:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         edge_session(item.config).skipped(item.nodeid, plan, reason.removeprefix("Skipped: "))
-    elif call.when == "setup" and report.failed and excinfo is not None and isinstance(excinfo.value, EdgeError):
-        # A test that errors before its check (a bad marker, an artifact that cannot load) is in
-        # the reports too, with the reason: a report of only the tests that ran would look green.
-        from .core.plan import Plan, Unresolved
+    elif call.when == "setup" and report.failed and excinfo is not None:
+        # A test that errors before its check (a bad marker, an artifact that cannot load, a
+        # required decoder backend that cannot run) is in the reports too, with the reason: a
+        # report of only the tests that ran would look green.
+        from .core.plan import Unresolved
 
         callspec = getattr(item, "callspec", None)
-        param = callspec.params.get("edge_model") if callspec else None
-        if isinstance(param, (Plan, Unresolved)):
-            marker = item.get_closest_marker("edge")
+        kind = "edge_llm" if callspec is not None and "edge_llm" in callspec.params else "edge"
+        param = callspec.params.get("edge_llm" if kind == "edge_llm" else "edge_model") if callspec else None
+        errors = (EdgeError, pytest.fail.Exception) if kind == "edge_llm" else (EdgeError,)
+        if isinstance(excinfo.value, errors) and (plan is not None or isinstance(param, Unresolved)):
+            marker = item.get_closest_marker(kind)
             named = marker.kwargs.get("model") if marker is not None else None
             edge_session(item.config).setup_errored(item.nodeid, param, str(excinfo.value),
                                                     named if isinstance(named, str) else None)
@@ -371,6 +416,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         if target is not None and str(target) not in edge.report_error:
             terminalreporter.write_line(visible(f"{name}: {target}"))
     _write_golden_use(terminalreporter, use)
+    from .report.generation import generation_lines
+
+    generation = generation_lines(records)  # the decoders' figures the table lacks
+    if generation:
+        terminalreporter.section("pytest-edge LLM generation")
+        for line in generation:
+            terminalreporter.write_line(line)
 
 
 def _write_golden_use(terminalreporter: Any, use: GoldenUse) -> None:

@@ -1,5 +1,5 @@
-"""Where the plugin keeps its session on pytest's config: shared by the ``edge`` and ``edge_llm``
-plugins, so neither imports the other for it.
+"""Where the plugin keeps its session on pytest's config (both kinds of check, ``edge`` and
+``edge_llm``, share it), apart from the hooks so that what they call needs no import of them.
 
 The session is made on first need (:func:`edge_session`: the first edge test collected, a report
 to merge), not when pytest starts: a run without edge tests imports no NumPy, starts no worker and

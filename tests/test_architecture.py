@@ -4,7 +4,10 @@
   is its backend's: the files an artifact consists of, its targets, its triage and quantization-pair
   methods, what a device installs), except the entries of ALLOWED, each with its reason;
 - no module imports one of a higher layer (LAYERS, lowest first: ``backends/`` imports only the
-  leaves below it), except the entries of UPWARD, each with its reason.
+  leaves below it), except the entries of UPWARD, each with its reason;
+- no import cycle between files (strongly connected components of the import graph, function-level
+  imports and ``TYPE_CHECKING`` ones included), and none between folders but through the edges of
+  FOLDER_CYCLE_EDGES, each with its reason, which shrinks with the code.
 
 Code is identifiers (names, attributes, definitions, arguments, keywords, imported modules) and string
 constants (f-strings' text included); comments and docstrings are documentation and are not read.
@@ -179,11 +182,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("worker", ("worker",)),
     ("golden", ("golden",)),
     ("report", ("report",)),
-    ("measurement policies", ("measurement.measurer", "measurement.counter")),
+    ("measurement policies", ("measurement.measurer", "measurement.counter", "measurement.generation")),
     ("triage", ("triage",)),
-    ("core run", ("core.session", "core.pipeline")),
     ("llm", ("llm",)),
-    ("plugin", ("plugin", "stash", "edge_model", "bench", "llm.plugin")),
+    ("core run", ("core.session", "core.pipeline", "core.decoder_plan", "core.decoder_check")),
+    ("plugin", ("plugin", "stash", "edge_model", "bench")),
     ("cli", ("cli", "__main__")),
     ("public helpers", ("quant", "strategies")),
 )
@@ -312,7 +315,7 @@ def _is_marker(node: ast.AST) -> bool:
 # module, where its checks run)}. Its spec module may spell no budget keyword as a text; none of
 # them reads one by name from a marker's spec.
 BUDGET_READERS = {"edge": ("core/marker.py", ("core/pipeline.py", "core/session.py")),
-                  "edge_llm": ("llm/marker.py", ("llm/checks.py",))}
+                  "edge_llm": ("llm/marker.py", ("core/decoder_check.py",))}
 
 
 def test_budget_keywords_are_declared_once_in_the_budget_table() -> None:
@@ -353,3 +356,131 @@ def test_the_documented_layers_are_the_tested_ones() -> None:
     section = page.split("## Layers", 1)[1].split("\n## ", 1)[0]
     rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")]
     assert rows[1:] == [name for name, _ in LAYERS]  # rows[0]: the header
+
+
+# ------------------------------------------------------------ import cycles
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Every module of ``package`` -> the package's modules it imports (at any depth of its code)."""
+    modules = _module_names(package)
+    return {module: _imported(module, path, modules) for module, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph.get(successor, ())))))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return sorted(found)
+
+
+def folder_graph(package: Path) -> dict[str, set[str]]:
+    """The import graph between folders: a module's folder (``core``, ``backends/litert``), or the
+    module itself at the package's top (``plugin``, ``checks``), each a node."""
+    modules = _module_names(package)
+
+    def folder(module: str) -> str:
+        return module if modules[module].name == "__init__.py" else (module.rpartition(".")[0] or module or "__init__")
+
+    graph: dict[str, set[str]] = {}
+    for module, imported in import_graph(package).items():
+        graph.setdefault(folder(module), set()).update(folder(t) for t in imported if folder(t) != folder(module))
+    return graph
+
+
+# Folder imports that close a cycle today, each with why; the rest of the folder graph has none.
+# core/ and measurement/ hold two layers each (docs/architecture.md): the folders between their
+# layers import their lower half and are imported by their upper half.
+_CORE_RUN = "core/ holds the check's contract (below) and what runs it (session, pipeline, decoder steps: above)"
+_MEASUREMENT = ("measurement/ holds the primitives (below the worker) and the figures and policies (above the core "
+                "contract, the worker, the golden store)")
+FOLDER_CYCLE_EDGES: dict[tuple[str, str], str] = {
+    ("checks", "core"): "the budget table parses its units with core/units.py, a leaf kept in core/",
+    ("checks", "measurement"): _MEASUREMENT,
+    ("core", "checks"): "the marker parses its budgets from the budget table, the record keeps its findings",
+    ("core", "golden"): _CORE_RUN,
+    ("core", "llm"): _CORE_RUN,
+    ("core", "measurement"): _MEASUREMENT,
+    ("core", "report"): "core/settings.py reads --edge-baseline's report at configure (UPWARD)",
+    ("core", "triage"): _CORE_RUN,
+    ("core", "worker"): _CORE_RUN,
+    ("golden", "core"): _CORE_RUN,
+    ("llm", "core"): "the edge_llm marker parses its units with core/units.py, a leaf kept in core/",
+    ("llm", "checks"): "the edge_llm marker parses its budgets from the budget table",
+    ("llm", "measurement"): _MEASUREMENT,
+    ("measurement", "core"): _MEASUREMENT,
+    ("measurement", "worker"): _MEASUREMENT,
+    ("report", "core"): _CORE_RUN,
+    ("triage", "core"): _CORE_RUN,
+    ("worker", "core"): _CORE_RUN,
+    ("worker", "measurement"): _MEASUREMENT,
+}
+
+
+def test_no_import_cycle_between_files() -> None:
+    found = cycles(import_graph(PACKAGE))
+    assert not found, "import cycles between files (docs/architecture.md):\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_no_import_cycle_between_folders_but_the_named_edges() -> None:
+    graph = folder_graph(PACKAGE)
+    stale = [f"{a} -> {b}" for a, b in FOLDER_CYCLE_EDGES if b not in graph.get(a, set())]
+    assert not stale, "FOLDER_CYCLE_EDGES entries no longer made:\n" + "\n".join(stale)
+    pruned = {node: {t for t in targets if (node, t) not in FOLDER_CYCLE_EDGES} for node, targets in graph.items()}
+    found = cycles(pruned)
+    assert not found, "import cycles between folders:\n" + "\n".join(" <-> ".join(c) for c in found)
+    together = {node: i for i, component in enumerate(cycles(graph)) for node in component}
+    off_cycle = [f"{a} -> {b}" for a, b in FOLDER_CYCLE_EDGES if a not in together or together[a] != together.get(b)]
+    assert not off_cycle, "FOLDER_CYCLE_EDGES entries on no cycle any more (drop them):\n" + "\n".join(off_cycle)
+
+
+def test_a_planted_cycle_is_caught(tmp_path: Path) -> None:
+    package = tmp_path / "pytest_edge"
+    (package / "a").mkdir(parents=True)
+    (package / "b").mkdir()
+    for init in (package, package / "a", package / "b"):
+        (init / "__init__.py").write_text("")
+    (package / "a" / "one.py").write_text("from ..b import two\n")
+    (package / "b" / "two.py").write_text("X = 1\n")
+    assert cycles(import_graph(package)) == [] and cycles(folder_graph(package)) == []
+    (package / "b" / "two.py").write_text("def f():\n    from ..a import one\n")  # function-level
+    assert cycles(import_graph(package)) == [["a.one", "b.two"]]
+    (package / "b" / "two.py").write_text("X = 1\n")
+    (package / "b" / "three.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                            "    from ..a.one import Y\n")
+    assert cycles(import_graph(package)) == [] and cycles(folder_graph(package)) == [["a", "b"]]
+

@@ -19,7 +19,7 @@ from edge_helpers import FIXTURES
 from pytest_edge.backends.decoder_config import LlmConfig, from_genai_config, from_hf_config, read_config
 from pytest_edge.core.units import parse_mb, parse_ms, parse_number
 from pytest_edge.errors import EdgeUsageError, GoldenError
-from pytest_edge.llm.checks import MIN_RUN_CONTEXT, run_context
+from pytest_edge.core.decoder_plan import MIN_RUN_CONTEXT, run_context
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -219,7 +219,7 @@ def test_a_deeply_nested_golden_meta_is_an_error_naming_it(tmp_path: Path) -> No
 
     import numpy as np
 
-    from pytest_edge.llm.golden import read_golden
+    from pytest_edge.golden.tokens import read_golden
 
     path = tmp_path / "prompt.npz"
     buffer = io.BytesIO()
@@ -315,7 +315,7 @@ def test_a_ring_cache_holds_the_window_and_only_the_slack_the_run_reaches(tmp_pa
     import numpy as np
 
     from pytest_edge.backends.onnxruntime.decoder import OrtDecoder
-    from pytest_edge.llm.checks import run_context
+    from pytest_edge.core.decoder_plan import run_context
 
     folder = _genai_copy(tmp_path, "genai_gemma2")
     config_path = folder / "genai_config.json"
@@ -429,7 +429,7 @@ def test_a_decoder_golden_folder_linked_outside_is_not_written_through(pytester:
 def test_a_decoder_golden_with_bad_metadata_is_an_error_naming_it(tmp_path: Path, meta: dict, says: str) -> None:
     import numpy as np
 
-    from pytest_edge.llm.golden import TokenGolden, read_golden, write_golden
+    from pytest_edge.golden.tokens import TokenGolden, read_golden, write_golden
 
     path = tmp_path / "golden" / "m" / "llm" / "prompt-0.npz"
     write_golden(path, TokenGolden([1, 2], [3], np.zeros(4, np.float32), meta))
@@ -440,7 +440,7 @@ def test_a_decoder_golden_with_bad_metadata_is_an_error_naming_it(tmp_path: Path
 def test_a_linked_decoder_golden_file_is_not_read(tmp_path: Path) -> None:
     import numpy as np
 
-    from pytest_edge.llm.golden import TokenGolden, read_golden, write_golden
+    from pytest_edge.golden.tokens import TokenGolden, read_golden, write_golden
 
     elsewhere = tmp_path / "elsewhere.npz"
     write_golden(elsewhere, TokenGolden([1, 2], [3], np.zeros(4, np.float32), {}))

@@ -220,7 +220,7 @@ def test_two_genai_exports_named_model_onnx_keep_two_golden_sets(pytester: pytes
     result = pytester.runpytest_subprocess("--edge-report=r.json")
     result.assert_outcomes(passed=2)
     assert sorted(r["model"]["name"] for r in _records(pytester.path / "r.json")) == ["models/base", "models/tuned"]
-    from pytest_edge.llm.golden import read_golden
+    from pytest_edge.golden.tokens import read_golden
 
     (base,), (tuned,) = ((golden / f"models/{n}/llm").iterdir() for n in ("base", "tuned"))
     assert read_golden(base, [1, 2, 3, 4]).meta["path"] == "models/base/model.onnx"
@@ -240,7 +240,7 @@ def test_a_quantized_decoder_is_judged_against_the_float_ones_golden(pytester: p
     pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
     golden = pytester.path / "golden"
     assert sorted(str(p.relative_to(golden).parent) for p in golden.rglob("prompt-*.npz")) == ["models/float/llm"]
-    from pytest_edge.llm.golden import read_golden
+    from pytest_edge.golden.tokens import read_golden
 
     (recorded,) = (golden / "models/float/llm").iterdir()
     assert read_golden(recorded, [1, 2, 3, 4]).meta["path"] == "models/float/model.onnx"

@@ -18,10 +18,10 @@ from hypothesis import given, strategies as st
 from pytest_edge.checks import Finding, check_generation
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.backends.decoder_config import LlmConfig
-from pytest_edge.llm.golden import TokenGolden, golden_path, read_golden, write_golden
+from pytest_edge.golden.tokens import TokenGolden, golden_path, read_golden, write_golden
 from pytest_edge.llm.marker import parse_llm_marker
 from pytest_edge.llm.metrics import token_agreement, token_message
-from pytest_edge.llm.probe import context_lengths, context_sweep
+from pytest_edge.measurement.generation import _ended, context_lengths, context_sweep
 from pytest_edge.backends import get_backend
 from pytest_edge.backends.decoder import generate
 from pytest_edge.llm.marker import check_prompt
@@ -208,22 +208,47 @@ def test_a_model_without_the_llm_signature_names_what_was_expected() -> None:
         get_backend(ORT).open_decoder(FIXTURES / "tiny_mlp.onnx", CONFIG, 1)
 
 
-def test_context_sweep_stops_where_the_memory_budget_is_exceeded() -> None:
-    sweep = context_sweep(ORT, LLM / "tiny_llm.onnx", CONFIG, [32, 64], memory_budget_mb=1e-6)
+@pytest.fixture(scope="module")
+def sweep_pool():
+    """The workers a context sweep starts its fresh ones from, as a session's pool."""
+    from pytest_edge.worker.pool import WorkerPool
+
+    pool = WorkerPool(True, 120.0, on_crash=lambda backend: None)
+    yield pool
+    pool.close()
+
+
+def test_context_sweep_stops_where_the_memory_budget_is_exceeded(sweep_pool) -> None:
+    sweep = context_sweep(sweep_pool, ORT, LLM / "tiny_llm.onnx", CONFIG, [32, 64], memory_budget_mb=1e-6)
     assert sweep["longest_stable"] is None and sweep["stopped"] == {"tokens": 32, "reason": "over memory budget"}
     assert [p["tokens"] for p in sweep["points"]] == [32]  # nothing longer is tried
     assert sweep["points"][0]["kv_cache_estimate_mb"] == CONFIG.kv_cache_bytes(32) / 2**20
     assert sweep["os_killed"] is False
 
 
-def test_context_sweep_reports_a_failed_allocation_as_where_it_stopped() -> None:
+def test_context_sweep_reports_a_failed_allocation_as_where_it_stopped(sweep_pool) -> None:
     # 30 MB more than the runtime alone: a 1024-token prefill's attention scores do not fit.
-    sweep = context_sweep(ORT, LLM / "tiny_llm.onnx", CONFIG, [16, 1024], None, memory_limit_mb=30)
+    sweep = context_sweep(sweep_pool, ORT, LLM / "tiny_llm.onnx", CONFIG, [16, 1024], None, memory_limit_mb=30)
     assert [p["status"] for p in sweep["points"]] == ["ok", "out of memory"]
     assert sweep["longest_stable"] == 16 and sweep["stopped"]["tokens"] == 1024
     # Which allocation fails first varies (a std::bad_alloc, or ONNX Runtime's arena saying so).
     reason = sweep["stopped"]["reason"]
     assert ("bad_alloc" in reason or "Failed to allocate memory" in reason) and sweep["points"][0]["peak_memory_mb"] > 0
+
+
+@pytest.mark.parametrize("ended, printed, status, error", [
+    ("signal SIGKILL", "", "killed", "killed by SIGKILL (the OOM killer, or a kill from outside)"),
+    # A runtime that aborted on a failed allocation ran out of memory under the limit: no OOM killer.
+    ("signal SIGABRT", "loading\nterminate called after throwing an instance of 'std::bad_alloc'", "out of memory",
+     "ended by SIGABRT: terminate called after throwing an instance of 'std::bad_alloc'"),
+    ("signal SIGSEGV", "", "crashed", "ended by SIGSEGV"),
+    ("exit status 3", "Fatal: no kernel", "crashed", "ended by exit status 3: Fatal: no kernel"),
+])
+def test_a_sweep_point_whose_worker_died_says_how_as_recorded(ended: str, printed: str, status: str,
+                                                               error: str) -> None:
+    from pytest_edge.errors import BackendCrash
+
+    assert _ended(BackendCrash("the runtime crashed", ended, printed)) == (status, error)
 
 
 # ---------------------------------------------------------------- the marker, end to end
@@ -352,7 +377,7 @@ def test_figures_in_the_record_and_budgets_named(pytester: pytest.Pytester, llm_
 def test_the_llm_gate_is_the_one_gate_measuring_a_suspect_again() -> None:
     """TTFT/TPOT go through the package's gate: a figure above the threshold is measured again in
     fresh processes and fails only when it is above it twice and significant over all pairs."""
-    from pytest_edge.llm.gate import as_gated, judge
+    from pytest_edge.measurement.generation import as_gated, judge
 
     old = [{"ttft_p50_ms": 1.0, "tpot_p50_ms": 0.50}, {"ttft_p50_ms": 1.02, "tpot_p50_ms": 0.51},
            {"ttft_p50_ms": 0.99, "tpot_p50_ms": 0.49}]
@@ -387,7 +412,7 @@ def test_the_llm_gate_tells_a_slower_machine_from_a_slower_decoder() -> None:
     whose probe ran 30 % slower with the fastest generation unmoved are a slower machine
     (inconclusive: a warning, a failure under strict); a 1.5x slower decoder on that same busy
     machine moves its fastest generation too and fails."""
-    from pytest_edge.llm.gate import as_gated, judge
+    from pytest_edge.measurement.generation import as_gated, judge
 
     old = [{"ttft_p50_ms": 1.0, "tpot_p50_ms": 0.50, "probe_us": 100.0, "min": 4.0},
            {"ttft_p50_ms": 1.02, "tpot_p50_ms": 0.51, "probe_us": 101.0, "min": 4.02},
@@ -566,3 +591,54 @@ def test_the_html_page_and_the_job_summary_show_the_generation_figures(pytester:
     # record's percentiles.
     assert len(record["llm"]["ttft_quantiles_ms"]) == 101 and len(record["llm"]["tpot_quantiles_ms"]) == 101
     assert "<h3>TTFT distribution</h3><svg" in page and "<h3>TPOT distribution</h3><svg" in page
+
+
+def test_a_decoders_part_of_the_record_is_typed_and_reads_back_as_written() -> None:
+    """Record.generation, not a dict in extra: the report's llm block is its to_json, read back by
+    from_json (an xdist worker's records, a stored baseline) to the same JSON."""
+    from pytest_edge.core.record import GenerationRecord, Record
+
+    block = {"config": {"vocab_size": 8}, "new_tokens": 3, "kv_cache": "positions", "prompts": [{"tokens": [1]}],
+             "teacher_forced": {"top1_agreement": 1.0}, "ttft_ms": {"p50": 1.5, "p90": 2.0}, "load_ms": 4.0,
+             "context": {"longest_stable": 64}, "timing_not_judged": "an emulator's timing"}
+    record = Record("t::x", {"name": "m"}, "onnxruntime-cpu", generation=GenerationRecord.from_json(block),
+                    checked=True, accuracy={})
+    data = record.to_json()
+    assert data["llm"] == block and list(data["llm"]) == list(block) and "generation" not in data
+    again = Record.from_json(data)
+    assert isinstance(again.generation, GenerationRecord) and again.extra == {} and again.to_json() == data
+    assert again.generation.figures() == {"ttft_ms": {"p50": 1.5, "p90": 2.0}, "load_ms": 4.0,
+                                          "context": {"longest_stable": 64}}
+
+
+def test_tolerances_judge_each_backend_by_its_own_accuracy_keywords() -> None:
+    """tolerances= on edge_llm as on edge: per backend (BACKEND@DEVICE first, then the runtime's)
+    the accuracy keywords it is judged by; parsed as the marker's own, a typo or a timing budget an error."""
+    spec = parse_llm_marker((), {"model": "m", "prompts": [[1]], "logits_atol": "1e-3",
+                                 "tolerances": {"llama.cpp": {"logits_atol": None, "logits_cosine": "0.999",
+                                                              "min_token_agreement": 0.5, "max_kld": "0.01"},
+                                                "llama.cpp@pi5": {"min_token_agreement": 0.25}}})
+    gguf = spec.for_backend("llama.cpp")
+    assert (gguf.logits_atol, gguf.logits_cosine, gguf.min_token_agreement, gguf.max_kld) == (1e-3, 0.999, 0.5, 0.01)
+    assert spec.for_backend("llama.cpp@pi5").min_token_agreement == 0.25
+    assert spec.for_backend("llama.cpp@pi5").logits_cosine is None  # the device's entry, not merged
+    assert spec.for_backend("onnxruntime-cpu") == spec and spec.min_token_agreement == 1.0
+    with pytest.raises(EdgeUsageError, match=r"tolerances\['llama.cpp'\]: unknown key\(s\) 'ttft_ms'"):
+        parse_llm_marker((), {"model": "m", "prompts": [[1]], "tolerances": {"llama.cpp": {"ttft_ms": 5}}})
+    with pytest.raises(EdgeUsageError, match=r"tolerances\['llama.cpp'\].min_token_agreement=2.0 must be within"):
+        parse_llm_marker((), {"model": "m", "prompts": [[1]], "tolerances": {"llama.cpp": {"min_token_agreement": 2}}})
+    with pytest.raises(EdgeUsageError, match="edge_llm tolerances: expected"):
+        parse_llm_marker((), {"model": "m", "prompts": [[1]], "tolerances": [("llama.cpp", {})]})
+
+
+def test_a_decoders_junit_properties_carry_its_generation_figures() -> None:
+    from pytest_edge.core.record import GenerationRecord, Record
+
+    generation = GenerationRecord({}, 3, None, [], {}, {"ttft_ms": {"p50": 2.5}, "tpot_ms": {"p50": 0.5},
+                                                        "decode_tokens_per_s": 2000.0})
+    record = Record("t", {"name": "m"}, "llama.cpp", generation=generation, checked=True, load_ms=3.0,
+                    accuracy={"token_agreement": 1.0, "max_abs_err": 1e-4})
+    properties = dict(record.junit_properties())
+    assert properties["edge_ttft_p50_ms"] == 2.5 and properties["edge_tpot_p50_ms"] == 0.5
+    assert properties["edge_decode_tokens_per_s"] == 2000.0 and properties["edge_token_agreement"] == 1.0
+    assert properties["edge_load_ms"] == 3.0 and properties["edge_max_abs_err"] == 1e-4

@@ -17,7 +17,7 @@ import pytest
 
 from pytest_edge.checks import check_teacher_forced
 from pytest_edge.errors import EdgeUsageError, GoldenError
-from pytest_edge.llm.golden import TokenGolden, read_golden, write_golden
+from pytest_edge.golden.tokens import TokenGolden, read_golden, write_golden
 from pytest_edge.llm.marker import parse_llm_marker
 from pytest_edge.llm.metrics import (TeacherForced, kl_divergence, log_softmax, teacher_forced, timing_figures,
                                      top_logprobs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -18,72 +18,12 @@ import numpy as np
 
 from ..errors import BackendError
 from .shapes import LoadShapes, Shape
+from .tensors import Coverage, TensorSpec  # noqa: F401 - the interface's names too
 
 if TYPE_CHECKING:
     from .compiled import Compilation
     from .decoder import Decoder
     from .quant_pair import QuantPair
-
-Dim = int | str | None  # a fixed size, a symbolic name, or unknown
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One input or output: name, shape (dynamic dimensions as str/None), NumPy dtype name."""
-
-    name: str
-    shape: tuple[Dim, ...]
-    dtype: str
-
-    @property
-    def is_dynamic(self) -> bool:
-        return any(not isinstance(d, int) or d < 0 for d in self.shape)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TensorSpec":
-        return cls(data["name"], tuple(data["shape"]), data["dtype"])
-
-
-@dataclass
-class Coverage:
-    """How much of a model the delegate took, counted over the runtime's own graph."""
-
-    total_ops: int
-    delegated_ops: int
-    fallback_ops: int
-    partitions: int
-    fallback_op_names: dict[str, int] = field(default_factory=dict)
-    delegates: list[str] = field(default_factory=list)
-    # "runtime" (read from the loaded runtime), "predicted" (rules) or "compiler" (an NPU compiler's
-    # own placement: a compile-time target, backends/compiled.py)
-    method: str = "runtime"
-    approximate: bool = False
-    # Placement per operator, by the runtime's own name for each (vela's "Cumsum Identity", a
-    # LiteRT "CUMSUM#7"): the operators the delegate took, and those it did not with the runtime's
-    # reason ("" where it gives none). Empty where the runtime names no operators: the merge gate
-    # then compares the fraction only (measurement/regressions.py, placement_regressions).
-    delegated_op_ids: list[str] = field(default_factory=list)
-    fallback_reasons: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def fallback(self) -> float:
-        return self.fallback_ops / self.total_ops if self.total_ops else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["fallback"] = round(self.fallback, 6)
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "Coverage | None":
-        if data is None:
-            return None
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
 
 @dataclass
 class Intermediates:
@@ -340,3 +280,16 @@ class Backend(ABC):
         """Load ``path`` (with ``InputShapes.of(shapes).for_inputs(...)`` where the runtime fixes
         dynamic dimensions at load); raise an exception with a readable message if the runtime refuses it."""
 
+
+class DecoderOnlyBackend(Backend):
+    """A runtime of decoder LLMs only (llama.cpp, ONNX Runtime GenAI): registered like every
+    runtime, left out of edge tests and tensor goldens (``runs_tensors``), and a clear error where a
+    tensor model is asked of it anyway."""
+
+    decodes = True
+    runs_tensors = False
+    has_delegate = False
+    kind = "runs decoder LLMs"
+
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
+        raise BackendError(f"{path} ({self.name}): {self.kind} (edge_llm), not tensor models")

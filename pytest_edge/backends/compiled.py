@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .base import Coverage
+from .tensors import Coverage
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, LoadedModel
-from .shapes import LoadShapes
 
 
 class Decoder(ABC):
@@ -125,17 +123,3 @@ def teacher_forced(decoder: Decoder, prompt: Sequence[int], tokens: Sequence[int
     for token in list(tokens)[:-1]:
         rows.append(np.asarray(decoder.step([int(token)]), np.float32).copy())
     return np.stack(rows)
-
-
-class DecoderOnlyBackend(Backend):
-    """A runtime of decoder LLMs only (llama.cpp, ONNX Runtime GenAI): registered like every
-    runtime, left out of edge tests and tensor goldens (``runs_tensors``), and a clear error where a
-    tensor model is asked of it anyway."""
-
-    decodes = True
-    runs_tensors = False
-    has_delegate = False
-    kind = "runs decoder LLMs"
-
-    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
-        raise BackendError(f"{path} ({self.name}): {self.kind} (edge_llm), not tensor models")

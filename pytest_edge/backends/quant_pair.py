@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EdgeUsageError
-from .base import TensorSpec
+from .tensors import TensorSpec
 
 Case = Mapping[str, np.ndarray]
 

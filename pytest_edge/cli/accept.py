@@ -35,7 +35,7 @@ def _model(spec: str, settings) -> Model:
     try:
         return resolve_model(spec, dirs, all_artifact_suffixes(), bases)
     except EdgeUsageError as first:
-        from ..llm.checks import resolve_llm_model  # a decoder: an export folder, a .gguf
+        from ..core.decoder_plan import resolve_llm_model  # a decoder: an export folder, a .gguf
 
         try:
             return resolve_llm_model(spec, dirs, bases)

@@ -58,7 +58,7 @@ def _decoder_row(model: str, prompts: list[Path], rootdir: Path) -> list[str]:
     """One row for a model's decoder goldens (``llm``): how many prompts, the reference backend, the
     artifact each was recorded from with its sha256, and whether that artifact is still the same."""
     from ..files import sha256_file
-    from ..llm.golden import read_golden
+    from ..golden.tokens import read_golden
 
     recorded: dict[tuple[str, str], set[str]] = {}
     backends, problems = set(), []

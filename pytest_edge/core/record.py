@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -20,14 +21,37 @@ from ..files import relative_path, sha256_file
 from ..measurement.counts import CountedMeasurement
 from .external_data import identity_files
 
-# The record's timing_not_judged on an emulated device (edge_emulated_timing = off | record | judge).
-NOT_JUDGED = "emulated device: timing and memory are not the target's"
 # The backend of a record whose test errored before any backend was chosen (its marker unresolved).
 UNRESOLVED_BACKEND = "(unresolved)"
-NOT_MEASURED = NOT_JUDGED + ", so they were not measured (edge_emulated_timing = record measures them)"
-# The record's timing_not_judged on a compile-time target (an NPU compiler, docs/npu.md).
-COMPILE_ONLY = ("compile-time target: the compiler ran here and nothing executed, so no output was compared and no "
-                "latency, load time or memory was measured (the compiler's estimate is the record's npu block)")
+
+
+class TimingNotJudged(str, Enum):
+    """Why a record's timing and memory are not judged (its ``timing_not_judged``): the sentence the
+    report shows is the member's value, compared as a member, not as English."""
+
+    # An emulated device (edge_emulated_timing = off | record | judge): recorded, or not even measured.
+    NOT_JUDGED = "emulated device: timing and memory are not the target's"
+    NOT_MEASURED = ("emulated device: timing and memory are not the target's, so they were not measured "
+                    "(edge_emulated_timing = record measures them)")
+    # A compile-time target (an NPU compiler, docs/npu.md).
+    COMPILE_ONLY = ("compile-time target: the compiler ran here and nothing executed, so no output was compared "
+                    "and no latency, load time or memory was measured (the compiler's estimate is the record's "
+                    "npu block)")
+
+    def __str__(self) -> str:
+        return self.value
+
+
+NOT_JUDGED, NOT_MEASURED, COMPILE_ONLY = TimingNotJudged.NOT_JUDGED, TimingNotJudged.NOT_MEASURED, \
+    TimingNotJudged.COMPILE_ONLY
+
+
+def timing_not_judged(machine: Mapping[str, Any] | None, emulated_timing: str) -> TimingNotJudged | None:
+    """Why budgets and the baseline gate are not judged on this machine (``NOT_MEASURED``: not even
+    measured, the default on an emulated device; ``NOT_JUDGED``: recorded), or None."""
+    if not machine or not machine.get("emulated") or emulated_timing == "judge":
+        return None
+    return NOT_MEASURED if emulated_timing == "off" else NOT_JUDGED
 
 
 def dig(data: Any, *path: str) -> Any:
@@ -78,6 +102,49 @@ def artifact_identity(model: Mapping[str, Any] | None) -> tuple[str, ...]:
     return (model["sha256"],) if isinstance(model.get("sha256"), str) else ()
 
 
+# The keys of a decoder's block that are its spec and accuracy as run (the rest: measured figures).
+_GENERATION_RUN = ("config", "new_tokens", "kv_cache", "prompts", "teacher_forced")
+
+
+@dataclass
+class GenerationRecord:
+    """A decoder's part of the record (``Record.generation``; the report's ``llm`` block): its
+    configuration, new tokens and how the runtime holds the cache; per prompt the golden's and this
+    run's tokens and first-step logits figures; the teacher-forced figures over every prompt; and,
+    when measured, the figures of its fresh processes (``measured``: TTFT, TPOT, tokens/s, load,
+    memory, per-process figures, the runtime's own counters), the context sweep (``context``) and
+    why an emulator's timing was not judged (``timing_not_judged``)."""
+
+    config: dict[str, Any]
+    new_tokens: int
+    kv_cache: Any
+    prompts: list[dict[str, Any]]
+    teacher_forced: dict[str, Any]
+    measured: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] | None = None
+    timing_not_judged: str | None = None
+
+    def figures(self) -> dict[str, Any]:
+        """What the budgets of edge_llm judge (checks.check_generation): the measured figures and the sweep."""
+        return {**self.measured, **({"context": self.context} if self.context is not None else {})}
+
+    def to_json(self) -> dict[str, Any]:
+        data = {key: getattr(self, key) for key in _GENERATION_RUN}
+        data.update(self.figures())
+        if self.timing_not_judged is not None:
+            data["timing_not_judged"] = self.timing_not_judged
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "GenerationRecord":
+        """A block of a report (this version's or another's: what it lacks is empty, what this
+        version does not know is kept with the measured figures)."""
+        rest = {k: v for k, v in data.items() if k not in (*_GENERATION_RUN, "context", "timing_not_judged")}
+        return cls(data.get("config") or {}, data.get("new_tokens") or 0, data.get("kv_cache"),
+                   list(data.get("prompts") or []), dict(data.get("teacher_forced") or {}), rest,
+                   data.get("context"), data.get("timing_not_judged"))
+
+
 @dataclass
 class Record:
     test: str
@@ -126,6 +193,8 @@ class Record:
     warnings: list[str] = field(default_factory=list)
     # Backend workers that died between requests during this test and were restarted (how, what was lost).
     restarts: list[str] = field(default_factory=list)
+    # A decoder's spec, goldens' and run's figures and measurement (edge_llm): the report's "llm" block.
+    generation: GenerationRecord | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # A check ran and measured what it could: the record has every field (skipped, errored and
     # body-failed records say only who, what and why).
@@ -164,6 +233,7 @@ class Record:
     def to_json(self) -> dict[str, Any]:
         # Typed blocks, written after the other fields: counted mode's, a compile-time target's.
         blocks = {"counted": self.counted.to_json()} if self.counted is not None else {}
+        generation = {"llm": self.generation.to_json()} if self.generation is not None else {}
         if self.npu is not None:
             blocks["npu"] = self.npu.to_json()
         if not self.checked:  # skipped, errored, or the body failed: what there is to say
@@ -171,9 +241,9 @@ class Record:
                                     "verdict": self.verdict, "violations": self.violations}
             if self.skip_reason is not None:
                 data["skip_reason"] = self.skip_reason
-            return {**data, **self.extra, **blocks}
+            return {**data, **generation, **self.extra, **blocks}
         data = {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("extra", "checked", "skip_reason", "counted", "npu")}
+                if f.name not in ("extra", "checked", "skip_reason", "counted", "npu", "generation")}
         data["budget_findings"] = [finding.to_json() for finding in self.budget_findings]
         for empty in ("warnings", "restarts", "budget_findings"):
             if not data[empty]:
@@ -181,11 +251,11 @@ class Record:
         for optional in ("baseline_check", "device"):
             if data[optional] is None:
                 data.pop(optional)
-        return {**data, **self.extra, **blocks}
+        return {**data, **generation, **self.extra, **blocks}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Record":
-        known = {f.name for f in fields(cls)} - {"extra", "checked"}
+        known = {f.name for f in fields(cls)} - {"extra", "checked", "generation"}
         if not isinstance(data.get("counted"), Mapping):  # none, or not a counted block: kept as it was
             known.discard("counted")
         if not isinstance(data.get("npu"), Mapping):
@@ -196,6 +266,9 @@ class Record:
             record.counted = CountedMeasurement.from_json(data["counted"])
         if "npu" in known:
             record.npu = Compilation.from_json(data["npu"], data.get("coverage"))
+        if isinstance(data.get("llm"), Mapping):
+            record.generation = GenerationRecord.from_json(data["llm"])
+            known.add("llm")
         record.extra = {k: v for k, v in data.items() if k not in known}
         record.checked = "accuracy" in data
         return record
@@ -213,4 +286,10 @@ class Record:
                    "edge_load_ms": self.load_ms, "edge_peak_memory_mb": self.peak_memory_mb,
                    "edge_artifact_bytes": self.artifact_bytes, "edge_runtime_bytes": self.runtime_bytes,
                    "edge_throughput": self.throughput}
+        if self.generation is not None:  # a decoder's figures, as a tensor model's latency
+            measured = self.generation.measured
+            figures.update(edge_token_agreement=(self.accuracy or {}).get("token_agreement"),
+                           edge_ttft_p50_ms=(measured.get("ttft_ms") or {}).get("p50"),
+                           edge_tpot_p50_ms=(measured.get("tpot_ms") or {}).get("p50"),
+                           edge_decode_tokens_per_s=measured.get("decode_tokens_per_s"))
         return [(k, v) for k, v in figures.items() if v is not None]

@@ -29,14 +29,15 @@ from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement, machine_info
 from .models import Model, ModelKeys, resolve_model
 from .plan import Plan, Unresolved, key_bases, plan_for, resolve_reference, search_dirs
-from .record import UNRESOLVED_BACKEND, Record, model_json
+from .record import NOT_MEASURED, UNRESOLVED_BACKEND, Record, model_json, timing_not_judged
 from .settings import Settings
-from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
 from ..worker.pool import ModelInfo, WorkerPool
 from ..worker.protocol import Load, ReadIntermediates, Run
 
 if TYPE_CHECKING:  # made by the first check that measures: a golden check alone imports no gate
     from ..measurement.measurer import Measurer
+    from .decoder_check import LlmChecker
+    from .decoder_plan import LlmTarget
 
 __all__ = ["EdgeSession", "Outcome", "Settings", "EdgeStepError"]
 
@@ -74,6 +75,7 @@ class EdgeSession:
         self.pool = WorkerPool(settings.isolated, settings.timeout_s, on_crash=self._forget, devices=settings.devices,
                                device_cache=settings.device_cache, fork=measuring_fork(settings), farm=settings.farm)
         self._measurer: Measurer | None = None
+        self._decoders: LlmChecker | None = None
         self.models = ModelKeys()  # every model resolved, by key: one key, one place
         self.golden = GoldenSets(settings, self, self.models)
         self.loaded: dict[str, ModelInfo] = {}
@@ -94,6 +96,15 @@ class EdgeSession:
 
             self._measurer = Measurer(self.settings, self.pool)
         return self._measurer
+
+    @property
+    def decoders(self) -> LlmChecker:
+        """The decoders' steps of this session's checks (edge_llm): made by the first decoder test."""
+        if self._decoders is None:
+            from .decoder_check import LlmChecker
+
+            self._decoders = LlmChecker(self.settings, self.pool, self.models)
+        return self._decoders
 
     @property
     def under_load(self) -> bool:
@@ -203,8 +214,9 @@ class EdgeSession:
 
     # ------------------------------------------------------------ the check after a test body
 
-    def check(self, test_id: str, plan: Plan) -> Record:
-        """Run the golden comparison and every budget of ``plan``; keep and return the record.
+    def check(self, test_id: str, plan: Plan | LlmTarget) -> Record:
+        """Run the golden comparison and every budget of ``plan`` (a tensor model's, or a decoder's:
+        an edge_llm test's LlmTarget); keep and return the record.
 
         Raises :class:`EdgeCheckFailed` listing every violation, or another :class:`EdgeError`
         when the check could not run at all (bad artifact, missing golden). This is the one place
@@ -222,6 +234,8 @@ class EdgeSession:
         """The steps of :mod:`.pipeline`: what the loaded model says (coverage) before any run, then the
         golden, the comparison, the budgets and the gate; every violation goes to the record, in the
         order a reader needs them (accuracy first)."""
+        if not isinstance(plan, Plan):  # a decoder's: the decoder steps (decoder_check)
+            return self._check_decoder(test_id, plan)
         self.require(plan)
         if get_backend(plan.backend).compile_only:
             return self._check_compiled(test_id, plan)
@@ -277,6 +291,15 @@ class EdgeSession:
             raise EdgeCheckFailed(violations, record.to_json())
         return record
 
+    def _check_decoder(self, test_id: str, target: LlmTarget) -> Record:
+        self.step = "check the decoder"
+        record, violations = self.decoders.check(test_id, target, self.settings.rootdir)
+        self.inconclusive += len(record.warnings)
+        self.records.append(record)
+        if violations:
+            raise EdgeCheckFailed(violations, record.to_json())
+        return record
+
     def compiled(self, backend: str, artifact: Path) -> Compilation:
         """``artifact`` compiled for the compile-time target ``backend`` with its edge_compile_options,
         once per session (docs/npu.md)."""
@@ -320,7 +343,7 @@ class EdgeSession:
             source = str(Path(twin).relative_to(self.settings.rootdir)) if twin.is_relative_to(self.settings.rootdir) \
                 else str(twin)
         else:
-            from ..report.json_report import find_baseline
+            from ..measurement.gate import find_baseline
 
             stored = find_baseline(self.settings.baseline, record.to_json())
             baseline, source = (dict(stored) if stored is not None else None), (stored or {}).get("test", "?")
@@ -337,41 +360,42 @@ class EdgeSession:
 
     # ------------------------------------------------------------ outcomes the plugin reports
 
-    def _model(self, plan: Plan) -> dict[str, Any]:
+    def _model(self, plan: Plan | LlmTarget) -> dict[str, Any]:
         return model_json(plan.model.key, plan.artifact, self.settings.rootdir)
 
     def _keep(self, record: Record) -> Record:
         self.records.append(record)
         return record
 
-    def skipped(self, test_id: str, plan: Plan, reason: str) -> Record:
+    def skipped(self, test_id: str, plan: Plan | LlmTarget, reason: str) -> Record:
         return self._keep(Record.skipped(test_id, self._model(plan), plan.backend, reason))
 
-    def not_converted(self, test_id: str, plan: Plan, reason: str) -> Record:
+    def not_converted(self, test_id: str, plan: Plan | LlmTarget, reason: str) -> Record:
         return self._keep(Record.not_converted(test_id, self._model(plan), plan.backend, reason))
 
-    def errored(self, test_id: str, plan: Plan, error: Exception) -> Record:
+    def errored(self, test_id: str, plan: Plan | LlmTarget, error: Exception) -> Record:
         record = getattr(error, "record", None)
         if record is not None:  # EdgeCheckFailed: its record is kept already
             return Record.from_json(record)
         return self._keep(Record.errored(test_id, self._model(plan), plan.backend,
                                          str(error)))
 
-    def setup_errored(self, test_id: str, plan: Plan | Unresolved, message: str, model: str | None) -> Record:
+    def setup_errored(self, test_id: str, plan: Plan | LlmTarget | Unresolved, message: str,
+                      model: str | None) -> Record:
         """A test that errored before its check ran (its marker or model unresolved: no backend
         yet, ``model`` as the marker names it), kept with the reason."""
-        if isinstance(plan, Plan):
+        if not isinstance(plan, Unresolved):
             return self._keep(Record.errored(test_id, self._model(plan), plan.backend, message))
         return self._keep(Record.errored(test_id, {"name": model or "?", "artifact": None, "sha256": None},
                                          UNRESOLVED_BACKEND, message))
 
-    def body_failed(self, test_id: str, plan: Plan, error: BaseException) -> Record:
+    def body_failed(self, test_id: str, plan: Plan | LlmTarget, error: BaseException) -> Record:
         if isinstance(error, EdgeError):  # a bad artifact met in the body: the check could not run
             return self.errored(test_id, plan, error)
         return self._keep(Record.body_failed(test_id, self._model(plan), plan.backend,
                                              error))
 
-    def settle(self, test_id: str, plan: Plan, error: BaseException, *, in_body: bool) -> Outcome:
+    def settle(self, test_id: str, plan: Plan | LlmTarget, error: BaseException, *, in_body: bool) -> Outcome:
         """What an exception met in a test comes to, kept as that test's record: a skip with its
         reason (an unreachable device or unavailable counting, unless the backend is required; a
         borrowed artifact the backend does not convert, unless the user targets it), or a failure
@@ -387,7 +411,7 @@ class EdgeSession:
             return Outcome(skip=None, record=self.errored(test_id, plan, error), report=True)
         return Outcome(skip=None, record=None)
 
-    def _merge_gate_needs_counting(self, plan: Plan, error: BaseException) -> bool:
+    def _merge_gate_needs_counting(self, plan: Plan | LlmTarget, error: BaseException) -> bool:
         """A counted merge gate (a baseline with --edge-count=instructions) that cannot count on
         this machine (no Valgrind, or one that fails) fails its tests: a skipped gate is a green
         merge nobody gated. A device backend, which counted mode never counts, still skips."""

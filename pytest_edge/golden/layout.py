@@ -27,9 +27,9 @@ CASE_NAME = re.compile(r"case_[0-9]{3,}-[0-9a-f]{12}\.npz")
 SET_KEY = re.compile(r"[0-9a-f]{12}")
 SET_DIR = re.compile(r"inputs-(?P<key>[0-9a-f]{12})")
 DEFAULT_SET = "default"  # generated inputs: stored in the model's folder itself
-LLM_DIR = "llm"  # a decoder's goldens, in its model's folder (llm.golden)
+LLM_DIR = "llm"  # a decoder's goldens, in its model's folder (golden.tokens)
 LLM_SET = "llm"  # how list/prune name a model's decoder goldens (all its prompts: one set)
-LLM_PROMPT = re.compile(r"prompt-[0-9a-f]{16}\.npz")  # one prompt's token golden (llm.golden.golden_path)
+LLM_PROMPT = re.compile(r"prompt-[0-9a-f]{16}\.npz")  # one prompt's token golden (golden.tokens.golden_path)
 
 
 def input_key(cases: Sequence[Mapping[str, Any]]) -> str:

@@ -1,9 +1,10 @@
-"""On-device LLM checks: ``@pytest.mark.edge_llm`` and the ``edge_llm`` fixture.
+"""What is a decoder LLM's alone: the ``@pytest.mark.edge_llm`` marker's spec and prompt checks
+(:mod:`.marker`) and the pure figures and verdicts of generation (:mod:`.metrics`).
 
 A decoder is a capability of the one Backend interface (``Backend.open_decoder``, each runtime's
 export convention in its own module under ``backends/``), run in the backend's worker like every
-model. Here only what is LLM-specific: prompt checks (:mod:`.prompts`), goldens of token ids and first-step
-logits (:mod:`.golden`), the pure figures and verdicts (:mod:`.metrics`), TTFT/TPOT in the backend's
-fresh workers and the context sweep (:mod:`.probe`), the check tying them together
-(:mod:`.checks`) and the pytest hooks (:mod:`.plugin`).
+model, and an edge_llm test takes the path of every edge test: the plugin's hooks, its plan
+(``core/decoder_plan.py``), the session's check (its steps in ``core/decoder_check.py``), the one
+golden store (``golden/tokens.py``), measurement and gate (``measurement/generation.py``) and record
+(``Record.generation``).
 """

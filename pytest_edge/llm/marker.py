@@ -6,7 +6,7 @@ sees them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 import operator
 import os
 from typing import Any, Iterable, Mapping, Sequence
@@ -45,6 +45,16 @@ class LlmSpec:
     # The model whose goldens this one is judged against (a quantized export against the float one):
     # its goldens are read, and recorded from its own artifact; this model's outputs never become one.
     reference: str | None = None
+    # Per backend (a name, or BACKEND@DEVICE), the accuracy keywords that backend is judged by instead
+    # (a GGUF's f16 beside an fp32 ONNX): ((backend, ((keyword, value), ...)), ...), parsed.
+    tolerances: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
+
+    def for_backend(self, backend: str) -> "LlmSpec":
+        """This spec as ``backend`` is judged: its tolerances= entry (``BACKEND@DEVICE``'s, else the
+        runtime's) over the marker's keywords."""
+        entries = dict(self.tolerances)
+        entry = entries.get(backend, entries.get(backend.partition("@")[0], ()))
+        return replace(self, **dict(entry)) if entry else self
 
     @property
     def needs_measurement(self) -> bool:
@@ -126,6 +136,8 @@ def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
         raise EdgeUsageError(f"edge_llm model={shown(kwargs['model'])}: expected a model's name, path or export "
                              "folder (a str)")
     kwargs["prompts"] = _prompts(kwargs["prompts"])
+    if kwargs.get("tolerances") is not None:
+        kwargs["tolerances"] = _tolerances(kwargs["tolerances"])
     if kwargs.get("reference") is not None and (not isinstance(kwargs["reference"], str) or not kwargs["reference"]):
         raise EdgeUsageError(f"edge_llm reference={kwargs['reference']!r}: a model, as model= names one")
     _parse_values(kwargs)
@@ -161,15 +173,40 @@ BOUNDS = {"threads": (256, "more intra-op threads than any device has cores"),
           "runs": (1000, "timed generations per process; more processes (edge_processes) say more")}
 
 
-def _parse_values(kwargs: dict[str, Any]) -> None:
+def tolerance_keywords() -> tuple[str, ...]:
+    """What tolerances= may set per backend: the accuracy keywords (not measured), not the timing budgets."""
+    return (*_NUMBERS, *(budget.keyword for budget in budgets_for(EDGE_LLM) if not budget.measured))
+
+
+def _tolerances(tolerances: Any) -> tuple[tuple[str, tuple[tuple[str, float], ...]], ...]:
+    """``{backend: {keyword: value}}`` checked and parsed as the marker's own keywords are."""
+    shape = "edge_llm tolerances: expected {backend: {min_token_agreement: ..., logits_atol: ..., ...}}"
+    if not isinstance(tolerances, Mapping):
+        raise EdgeUsageError(f"{shape}; got {shown(tolerances)}")
+    known = tolerance_keywords()
+    parsed = []
+    for backend, entry in tolerances.items():
+        if not isinstance(backend, str) or not backend or not isinstance(entry, Mapping):
+            raise EdgeUsageError(f"{shape}; got {shown(backend)}: {shown(entry)}")
+        unknown = [key for key in entry if key not in known]
+        if unknown:
+            raise EdgeUsageError(f"edge_llm tolerances[{backend!r}]: unknown key(s) {', '.join(map(repr, unknown))}; "
+                                 f"known: {', '.join(known)}")
+        values = {key: value for key, value in entry.items() if value is not None}
+        _parse_values(values, f"edge_llm tolerances[{backend!r}].")
+        parsed.append((backend, tuple(sorted(values.items()))))
+    return tuple(parsed)
+
+
+def _parse_values(kwargs: dict[str, Any], prefix: str = "edge_llm ") -> None:
     """Budgets and settings parsed in place, each error naming its keyword ("edge_llm ttft_ms")."""
     for budget in budgets_for(EDGE_LLM):
         if kwargs.get(budget.keyword) is not None:
-            kwargs[budget.keyword] = budget.parse(kwargs[budget.keyword], f"edge_llm {budget.keyword}")
+            kwargs[budget.keyword] = budget.parse(kwargs[budget.keyword], f"{prefix}{budget.keyword}")
     for key in (*_SIZES, *_NUMBERS, *_INTS):
         if kwargs.get(key) is None:
             continue
-        what = f"edge_llm {key}"
+        what = f"{prefix}{key}"
         if key in _SIZES:
             kwargs[key] = parse_mb(kwargs[key], what)
         elif key in _NUMBERS:
@@ -183,4 +220,4 @@ def _parse_values(kwargs: dict[str, Any]) -> None:
                              "(0 would map nothing; leave it out for no limit)")
     for key, high in (("min_token_agreement", 1.0), ("logits_cosine", 1.0)):
         if kwargs.get(key) is not None and kwargs[key] > high:
-            raise EdgeUsageError(f"edge_llm {key}={kwargs[key]!r} must be within [0, {high:g}]")
+            raise EdgeUsageError(f"{prefix}{key}={kwargs[key]!r} must be within [0, {high:g}]")

@@ -10,6 +10,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..golden.tokens import TopLogprobs
+from ..measurement.stats import mean_sd
+
 
 def token_agreement(expected: Sequence[int], got: Sequence[int]) -> tuple[float, int | None]:
     """(fraction of positions where both agree, the first position that differs or None).
@@ -66,14 +69,6 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None
 
 
-def mean_sd(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and sample standard deviation (n - 1, as llama-bench's ``stdev``) of ``values``."""
-    if not len(values):
-        return {"mean": None, "sd": None, "n": 0}
-    return {"mean": float(np.mean(values)), "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
-            "n": len(values)}
-
-
 def timing_figures(prompt_tokens: int, ttft_s: Sequence[float], tpot_s: Sequence[float],
                    decode_s: Sequence[float] | None = None, new_tokens: int | None = None) -> dict[str, Any]:
     """TTFT and TPOT in ms (P50/P90: what the gate compares), and the field's speeds per timed
@@ -113,17 +108,6 @@ def quantiles_ms(samples_s: Sequence[float]) -> list[float] | None:
 # (kept by the golden as its top-k log-probabilities and the rest's mass) against the backend's Q.
 
 TOP_K = 256  # log-probabilities a golden keeps per position: the whole vocabulary of a small one
-
-
-@dataclass(frozen=True)
-class TopLogprobs:
-    """A reference's next-token distributions at ``n`` positions, as a golden keeps them: the ``k``
-    most likely ids with their log-probabilities, and the log of the rest's mass (-inf when the
-    ``k`` ids are the whole vocabulary)."""
-
-    ids: np.ndarray  # int64 [n, k], most likely first
-    logprobs: np.ndarray  # float32 [n, k]
-    rest: np.ndarray  # float32 [n]
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:

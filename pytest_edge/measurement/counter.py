@@ -20,9 +20,8 @@ from ..backends import split_device
 from ..errors import BackendCrash, CountingUnavailable
 from .counted import run_count_gate
 from .counts import CountedMeasurement, combine_counts
-from .gate import GateResult, twin_baseline
+from .gate import GateResult, find_baseline, twin_baseline
 from ..core.plan import Plan
-from ..report.json_report import find_baseline
 from ..core.settings import Settings
 from ..worker import callgrind
 from ..worker.client import BackendWorker

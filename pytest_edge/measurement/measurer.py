@@ -12,14 +12,13 @@ import numpy as np
 from ..backends import split_device
 from .counter import Counter
 from .counts import CountedMeasurement
-from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate, twin_baseline
+from .gate import (AB_REMEASURE_PAIRS, GateResult, find_baseline, nothing_to_compare, run_gate, twin_baseline,
+                   twin_figures)
 from .lock import machine_measurement_lock
 from .timing import combine_processes, round_order
 from ..core.models import Model
 from ..core.plan import Plan
-from ..report.ab_baseline import twin_figures
 from ..files import relative_path
-from ..report.json_report import find_baseline
 from ..core.settings import Settings
 from ..worker.client import BackendWorker
 from ..worker.pool import ModelInfo, WorkerPool

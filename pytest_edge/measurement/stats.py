@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -140,3 +140,11 @@ def spread(values: Sequence[float]) -> float | None:
     if len(positive) < 2:
         return None
     return max(positive) / min(positive)
+
+
+def mean_sd(values: Sequence[float]) -> dict[str, Any]:
+    """Mean and sample standard deviation (n - 1, as llama-bench's ``stdev``) of ``values``."""
+    if not len(values):
+        return {"mean": None, "sd": None, "n": 0}
+    return {"mean": float(np.mean(values)), "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+            "n": len(values)}

@@ -219,6 +219,20 @@ def address_space_mb() -> float | None:
     return kb / _KB_PER_MB if kb is not None else None
 
 
+def limit_address_space(limit_mb: float) -> int:
+    """Let this process map at most ``limit_mb`` more than it has now (as a device with that much
+    free memory would): an allocation past it fails inside the runtime, as it would there. The
+    limit in bytes; RuntimeError where /proc/self/status cannot say the address space (not Linux)."""
+    import resource
+
+    size = address_space_mb()
+    if size is None:
+        raise RuntimeError("memory_limit_mb needs /proc/self/status (Linux)")
+    limit = int((size + limit_mb) * 2**20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return limit
+
+
 def hwm_mb() -> float | None:
     """The process's peak resident set (VmHWM), which counts native allocations too."""
     kb = _status_kb("VmHWM")

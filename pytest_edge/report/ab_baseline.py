@@ -12,14 +12,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any, Mapping
 
-# The figures the pages compare and draw (html_report.figure_changes, the ECDF and memory charts).
-TWIN_FIGURES = ("latency_ms", "latency_quantiles_ms", "peak_memory_mb", "steady_memory_mb", "load_ms",
-                "first_inference_ms", "coverage", "measured_runs", "artifact_bytes")
-
-
-def twin_figures(measured: Mapping[str, Any]) -> dict[str, Any]:
-    """What a record keeps of its twin's measurement (not the per-process samples)."""
-    return {key: measured.get(key) for key in TWIN_FIGURES}
+from ..measurement.gate import TWIN_FIGURES  # the twin's figures the gate keeps on the record
 
 
 def twin_baseline(report: Mapping[str, Any]) -> dict[str, Any] | None:

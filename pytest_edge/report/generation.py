@@ -138,3 +138,19 @@ def p50_ms(record: Mapping[str, Any], figure_name: str) -> float | None:
     """``"ttft"`` or ``"tpot"`` P50 of a measured decoder record, in ms; None otherwise."""
     found = distribution(record, figure_name)
     return found.marks.get("p50") if found is not None else None
+
+
+def generation_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One terminal line per measured decoder record: the generation figures the table lacks."""
+    lines = []
+    for record in records:
+        llm = generation_of(record) or {}
+        if not llm.get("ttft_ms"):
+            continue
+        context = llm.get("context") or {}
+        longest = f", longest stable context {context.get('longest_stable')}" if context else ""
+        decode = (f"{llm['decode_tokens_per_s']:.0f} ± {llm.get('decode_tokens_per_s_sd') or 0:.0f}"
+                  if llm.get("decode_tokens_per_s") is not None else "—")
+        lines.append(f"{record['test']}: TTFT P50 {llm['ttft_ms']['p50']:.3f} ms ({llm['prompt_tokens']} tokens), "
+                     f"TPOT P50 {llm['tpot_ms']['p50']:.3f} ms, decode {decode} tokens/s{longest}")
+    return lines

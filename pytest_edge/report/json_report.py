@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 
 from ..backends import split_device
 from ..files import atomic_write
+from ..measurement.gate import find_baseline  # noqa: F401 - the report's name for it too
 from ..measurement.regressions import GENERATION_FIGURES, check_baseline
 from ..core.record import is_finite_number
 from .deployment import invalid_field
@@ -162,19 +163,6 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                                                           "p50_ms": (record.get("latency_ms") or {}).get("p50")}
     return {"schema": SCHEMA, "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "machines": machines, "records": records, "matrix": matrix}
-
-
-def find_baseline(baseline: Mapping[str, Any] | None, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The baseline record for the same test, else for the same (model, backend)."""
-    if not baseline:
-        return None
-    same_model = None
-    for old in baseline.get("records", []):
-        if old.get("test") == record["test"]:
-            return old
-        if old.get("model", {}).get("name") == record["model"]["name"] and old.get("backend") == record["backend"]:
-            same_model = same_model or old
-    return same_model
 
 
 def compare_reports(old: Mapping[str, Any], new: Mapping[str, Any], max_regression: float) -> list[str]:

@@ -14,17 +14,8 @@ from ..errors import EdgeError
 from ..files import sha256_file
 from ..golden import Golden, GoldenCase
 from ..accuracy.inputs import feed_order
-from ..core.record import NOT_JUDGED, NOT_MEASURED
 from .runner import Runner
 
-
-
-def timing_not_judged(machine: Mapping[str, Any] | None, emulated_timing: str) -> str | None:
-    """The reason budgets and the baseline gate are not judged on this machine (``NOT_MEASURED``:
-    not even measured, the default on an emulated device; ``NOT_JUDGED``: recorded), or None."""
-    if not machine or not machine.get("emulated") or emulated_timing == "judge":
-        return None
-    return NOT_MEASURED if emulated_timing == "off" else NOT_JUDGED
 
 
 def _where(machine: Mapping[str, Any]) -> str:

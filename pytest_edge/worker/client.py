@@ -283,6 +283,7 @@ class BackendWorker:
                 process.kill()
         how = _signal_name(process.returncode if process else None)
         tail = self._log_tail()
+        printed = "\n".join(line.strip() for line in self._log_tail(3).partition(":\n")[2].splitlines())
         self._reset()
         if self.device is not None and op == "start":
             if process is not None and process.returncode is not None and -process.returncode in _CRASH_SIGNALS:
@@ -297,12 +298,12 @@ class BackendWorker:
         if isinstance(process, ForkedProcess) and process.lost_with_zygote:
             raise BackendCrash(f"{self.backend_name}: {process.lost_with_zygote} while its forked worker was trying "
                                f"to {op} {artifact or ''}, and took that worker with it; a new zygote is started "
-                               f"for the next measurement{tail}")
+                               f"for the next measurement{tail}", None, printed)
         if self.device is not None:
             raise BackendCrash(f"device {self.device[0]} dropped the connection ({how}) while {self.label} was "
-                               f"trying to {op} {artifact or ''}; it is reconnected for the next test{tail}")
+                               f"trying to {op} {artifact or ''}; it is reconnected for the next test{tail}", how, printed)
         raise BackendCrash(f"the {self.backend_name} runtime crashed ({how}) while trying to {op} "
-                           f"{artifact or ''}; its worker will be restarted for the next test{tail}")
+                           f"{artifact or ''}; its worker will be restarted for the next test{tail}", how, printed)
 
     def _kill(self) -> None:
         if self._process is not None and self._process.poll() is None:

@@ -16,8 +16,8 @@ import numpy as np
 
 from ..errors import BackendError
 
-PROTOCOL_VERSION = 5  # 2: Load.external (an .onnx's external data files on a device); 3: Load.shapes an InputShapes;
-# 4: Load.decoder, Generate, MeasureGeneration (decoder LLMs); 5: TeacherForce
+PROTOCOL_VERSION = 6  # 2: Load.external (an .onnx's external data files on a device); 3: Load.shapes an InputShapes;
+# 4: Load.decoder, Generate, MeasureGeneration (decoder LLMs); 5: TeacherForce; 6: LimitAddressSpace, ProbeContext
 
 
 class ProtocolError(BackendError):
@@ -88,6 +88,27 @@ class MeasureGeneration(Request):
     new_tokens: int
     warmup: int
     runs: int
+
+
+@dataclass
+class LimitAddressSpace(Request):
+    """Let this worker map at most ``limit_mb`` more than it has now, for the rest of its life (a
+    fresh worker of the context sweep, before its decoder is loaded): the limit in bytes."""
+
+    op: ClassVar[str] = "limit_address_space"
+    limit_mb: float
+
+
+@dataclass
+class ProbeContext(Request):
+    """One point of the context sweep on the decoder loaded under ``key`` (in a fresh worker, loaded
+    for ``context`` positions): a prompt of ``context`` - 1 tokens and one decode step, and the
+    memory it took over the worker's RSS before the load."""
+
+    op: ClassVar[str] = "probe_context"
+    key: str
+    context: int
+    vocab_size: int  # the prompt's ids are drawn below it
 
 
 @dataclass
@@ -169,7 +190,7 @@ class Exit(Request):
 
 REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure, Count, ReadIntermediates, Start, Has, Put,
                                                                 Ping, Exit, Generate, MeasureGeneration,
-                                                                TeacherForce)}
+                                                                TeacherForce, LimitAddressSpace, ProbeContext)}
 
 
 # ------------------------------------------------------------------ the zygote's requests
@@ -243,7 +264,7 @@ def hello(backend: str, machine: dict[str, Any] | None = None, runtime: dict[str
                                   "machine": machine, "runtime": runtime}}
 
 
-__all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Generate", "MeasureGeneration", "TeacherForce", "Run", "Measure",
+__all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Generate", "MeasureGeneration", "TeacherForce", "LimitAddressSpace", "ProbeContext", "Run", "Measure",
            "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit", "REQUESTS", "Fork", "ProcessStatus",
            "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok",
            "failure", "hello"]

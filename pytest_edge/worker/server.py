@@ -236,6 +236,19 @@ class WorkerServer:
                 "steady_memory_mb": steady, "probe_us": float(np.median(probes)) / 1e3,
                 "runtime_timings": counted if any(counted) else None}
 
+    def op_limit_address_space(self, limit_mb: float) -> int:
+        return timing.limit_address_space(limit_mb)
+
+    def op_probe_context(self, key: str, context: int, vocab_size: int) -> dict[str, Any]:
+        """A prompt of ``context`` - 1 random ids (seeded by the length), then one decode step: the
+        decoder's cache filled to ``context`` positions; peak and steady memory over the load's base."""
+        from ..backends.decoder import generate
+
+        prompt = np.random.default_rng(context).integers(0, vocab_size, context - 1).tolist()
+        generate(self.decoders[key], prompt, 2)
+        peak, steady = self._memory_over_load_base(key, trusted=True)
+        return {"peak_memory_mb": peak, "steady_memory_mb": steady}
+
     def op_count(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> dict[str, Any]:
         """Counted mode (a worker under callgrind): instructions per inference of ``runs`` runs."""
         from . import callgrind

@@ -38,7 +38,7 @@ class ExecuTorchDecoder(Decoder):
     def __init__(self, path: Path, config: Any, threads: int, backend: str = "executorch") -> None:
         from executorch.runtime import Runtime  # noqa: F401 - as it was imported before the program loads
 
-        from .backend import explain_error, load_program, missing_data_hint, pte_problem, register_quantized_kernels
+        from .runtime import explain_error, load_program, missing_data_hint, pte_problem, register_quantized_kernels
         from .program import UNREADABLE, read_plans
 
         try:

@@ -107,7 +107,7 @@ def from_pte(path: Path, hand_written: Callable[[Path], Path] = config_path) -> 
     """The configuration in an ExecuTorch LLM export's metadata methods; None for a ``.pte`` without
     them (a hand-written ``<stem>.json`` then), or whose metadata lacks the head counts while a
     ``<stem>.json`` is beside it. A ``.pte`` whose forward is no decoder: an error naming the file."""
-    from .backend import program_bytes, pte_problem
+    from .runtime import program_bytes, pte_problem
 
     path = Path(path)
     try:

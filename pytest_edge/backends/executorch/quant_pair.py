@@ -44,7 +44,7 @@ class PteProgram:
     def __init__(self, path: Path) -> None:
         try:
             import executorch.kernels.quantized  # noqa: F401 - registers quantize/dequantize kernels
-            from .backend import ExecuTorchModel
+            from .model import ExecuTorchModel
         except ImportError as exc:
             raise BackendError(f"triage quant of .pte models needs executorch ({exc})") from exc
         if not path.is_file():

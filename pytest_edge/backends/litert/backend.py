@@ -21,25 +21,9 @@ from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, un
 from ..decoder import Decoder
 from ..quant_pair import QuantPair
 from ..shapes import InputShapes, LoadShapes
+from .runtime import installed_runtime, interpreter_module  # noqa: F401 - the backend's names too
 
-_CANDIDATES = (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"))
 _STATEFUL_OPS = {"VAR_HANDLE", "ASSIGN_VARIABLE", "READ_VARIABLE"}
-
-
-def installed_runtime() -> tuple[str, str] | None:
-    """(module, distribution) of the LiteRT runtime this machine has: ai-edge-litert, else the older
-    tflite-runtime; None for neither. The one place that chooses between them."""
-    for module, dist in _CANDIDATES:
-        if importlib.util.find_spec(module) is not None:
-            return module, dist
-    return None
-
-
-def interpreter_module() -> Any | None:
-    """The chosen runtime's ``interpreter`` module (what every LiteRT reader here builds an
-    ``Interpreter`` from); None where neither runtime is installed."""
-    found = installed_runtime()
-    return importlib.import_module(f"{found[0]}.interpreter") if found else None
 
 
 def _spec(detail: dict[str, Any], names: dict[int, str]) -> TensorSpec:

@@ -182,7 +182,7 @@ def from_tflite(path: Path) -> Any:
     """The configuration a generative .tflite's signatures carry (a decoder_config.LlmConfig); an
     EdgeUsageError naming the file and the backend for a .tflite that is not one (a tensor model)."""
     from ..decoder_config import LlmConfig, _checked, config_path
-    from .backend import interpreter_module
+    from .runtime import interpreter_module
 
     path = Path(path)
     module = interpreter_module()
@@ -232,7 +232,7 @@ def _agrees(config: Any, layout: Layout, where: str) -> None:
 class LiteRTDecoder(Decoder):
     def __init__(self, path: Path, config: Any, threads: int, backend: str = BACKEND,
                  with_delegate: bool = True) -> None:
-        from .backend import interpreter_module
+        from .runtime import interpreter_module
 
         module = interpreter_module()
         if module is None:

@@ -20,7 +20,7 @@ import numpy as np
 from ...errors import BackendError, EdgeUsageError
 from ..base import TensorSpec
 from ..quant_pair import Case, Matching, QuantPair, QuantParams, TensorPair, WeightPair, case_input, dequantize, quantize
-from .backend import interpreter_module
+from .runtime import interpreter_module
 
 INPUT_OP = "(input)"  # the "producing op" of a graph input
 # Ops whose input 1 is a weight tensor, with that tensor's output-channel axis (when per-tensor).

@@ -23,7 +23,8 @@ import numpy as np
 
 from ...errors import BackendError, EdgeUsageError
 from ..base import Backend
-from ..decoder import Decoder, DecoderOnlyBackend, Generation
+from ..base import DecoderOnlyBackend
+from ..decoder import Decoder, Generation
 
 BACKEND = "litert-lm"
 WHY_NO_LOGITS = "LiteRT-LM's Session takes text and returns text: it exposes no logits"

@@ -10,7 +10,6 @@ do not see, so tokens/s could not be compared with them. Decoders only."""
 from __future__ import annotations
 
 import ctypes
-import re
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,7 +17,9 @@ import numpy as np
 
 from ...errors import BackendError
 from ..base import Backend
-from ..decoder import Decoder, DecoderOnlyBackend
+from ..base import DecoderOnlyBackend
+from ..decoder import Decoder
+from .gguf import split_shards
 
 
 class LlamaCppDecoder(Decoder):
@@ -128,23 +129,6 @@ class LlamaCppBackend(DecoderOnlyBackend):
 
     def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
         return LlamaCppDecoder(path, config, threads, self.name)
-
-
-SHARD = re.compile(r"(?P<prefix>.+)-(?P<number>\d{5})-of-(?P<count>\d{5})\.gguf")
-
-
-def split_shards(artifact: Path, backend: str = "llama.cpp") -> tuple[str, ...]:
-    """The other shards' names of a split GGUF named by its first shard; () for a whole file.
-    BackendError naming the file for a later shard (llama.cpp loads only from the first)."""
-    found = SHARD.fullmatch(artifact.name)
-    if found is None or int(found["count"]) < 2:
-        return ()
-    number, count = int(found["number"]), int(found["count"])
-    first = f"{found['prefix']}-00001-of-{found['count']}.gguf"
-    if number != 1 or count > 9999:
-        raise BackendError(f"{artifact} ({backend}): shard {number} of a GGUF split in {count}: name the first, "
-                           f"{first} (llama.cpp loads the model from it and finds the others by name)")
-    return tuple(f"{found['prefix']}-{n:05d}-of-{found['count']}.gguf" for n in range(2, count + 1))
 
 
 def backends() -> list[Backend]:

@@ -11,11 +11,12 @@ names it.
 from __future__ import annotations
 
 import os
+import re
 import struct
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ...errors import EdgeError, EdgeUsageError
+from ...errors import BackendError, EdgeError, EdgeUsageError
 from ..decoder_config import LlmConfig, _checked
 
 MAGIC = b"GGUF"
@@ -125,7 +126,6 @@ def from_gguf(path: Path) -> LlmConfig | None:
     path = Path(path)
     if path.suffix != ".gguf":
         return None
-    from .backend import split_shards
 
     try:
         split_shards(path)  # a later shard of a split GGUF holds no configuration: name the first
@@ -164,7 +164,6 @@ def from_gguf(path: Path) -> LlmConfig | None:
 def _blocks(path: Path, names: list[str]) -> int | None:
     """How many transformer blocks (``blk.N.*``) the tensors of the artifact hold, the shards of a
     split GGUF read too; None where none is named so."""
-    from .backend import split_shards
 
     names = list(names)
     for shard in split_shards(path):
@@ -180,3 +179,20 @@ def _length(value: Any) -> int | None:
     if isinstance(value, list):
         return len(value)
     return int(value) if isinstance(value, Length) else None
+
+
+SHARD = re.compile(r"(?P<prefix>.+)-(?P<number>\d{5})-of-(?P<count>\d{5})\.gguf")
+
+
+def split_shards(artifact: Path, backend: str = "llama.cpp") -> tuple[str, ...]:
+    """The other shards' names of a split GGUF named by its first shard; () for a whole file.
+    BackendError naming the file for a later shard (llama.cpp loads only from the first)."""
+    found = SHARD.fullmatch(artifact.name)
+    if found is None or int(found["count"]) < 2:
+        return ()
+    number, count = int(found["number"]), int(found["count"])
+    first = f"{found['prefix']}-00001-of-{found['count']}.gguf"
+    if number != 1 or count > 9999:
+        raise BackendError(f"{artifact} ({backend}): shard {number} of a GGUF split in {count}: name the first, "
+                           f"{first} (llama.cpp loads the model from it and finds the others by name)")
+    return tuple(f"{found['prefix']}-{n:05d}-of-{found['count']}.gguf" for n in range(2, count + 1))

@@ -14,7 +14,8 @@ import numpy as np
 from ...errors import BackendError
 from ..decoder_config import GENAI_CONFIG, genai_decoder
 from ..base import Backend
-from ..decoder import Decoder, DecoderOnlyBackend
+from ..base import DecoderOnlyBackend
+from ..decoder import Decoder
 from ..onnxruntime.decoder import refuse_disagreement
 
 

@@ -1,14 +1,14 @@
-"""The check of one ``edge_llm`` test on one backend: goldens (recorded by the reference backend
-with ``--edge-update-golden``), free-running token agreement and first-step logits per prompt, the
-teacher-forced top-1 agreement and KL divergence over the golden continuation, then, when a
-budget asks for them, the figures measured in fresh processes and the context sweep. Returns the
-record (with its ``llm`` block) and every violation; the plugin keeps and reports it."""
+"""The check of one ``edge_llm`` test on one backend, the decoder's steps of the session's check:
+goldens (recorded by the reference backend with ``--edge-update-golden``, in the one golden store),
+free-running token agreement and first-step logits per prompt, the teacher-forced top-1 agreement
+and KL divergence over the golden continuation, then, when a budget or a baseline asks for them,
+the figures measured in fresh processes, the context sweep and the merge gate
+(:mod:`pytest_edge.measurement.generation`). Returns the record and every violation; the session
+keeps it."""
 
 from __future__ import annotations
 
-import fnmatch
-import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,161 +17,27 @@ import numpy as np
 from .. import __version__
 from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
-from ..backends.decoder_config import LlmConfig, read_config
+from ..backends.decoder_config import LlmConfig
 from ..checks import Finding, check_generation, check_teacher_forced
 from ..errors import BackendError, EdgeError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
-from ..measurement.gate import GateResult, nothing_to_compare
-from ..core.external_data import artifact_files, external_files, identity_files
-from ..core.models import Model, ModelKeys, refuse_outside, resolve_model
-from ..core.pipeline import gate_into
-from ..core.plan import expand_patterns, is_pattern, known_device, unavailable_on
-from ..core.sizes import artifact_size
 from ..golden.sets import check_owner, decoder_folder
 from ..golden.store import GoldenStore
-from ..core.record import Record
-from ..core.record import model_json as record_model_json
-from ..core.settings import Settings
-from ..triage.cross_isa import NOT_MEASURED, timing_not_judged
+from ..golden.tokens import TokenGolden, golden_path, read_golden, write_golden
+from ..llm.marker import check_prompt
+from ..llm.metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures,
+                           token_agreement, token_message, top_logprobs)
+from ..measurement import generation
+from ..measurement.gate import GateResult
 from ..worker.pool import WorkerPool
 from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce
-from . import gate, probe
-from .golden import TokenGolden, golden_path, read_golden, write_golden
-from .marker import LlmSpec, check_prompt
-from .metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures, token_agreement,
-                      token_message, top_logprobs)
-
-@dataclass(frozen=True)
-class LlmTarget:
-    """One ``edge_llm`` test's model on one backend: the fixture's parametrization value."""
-    spec: LlmSpec
-    model: Model
-    backend: str
-    unavailable: str | None = None
-    reference: Model | None = None  # ``reference=``: the model whose goldens this one is judged against
-
-    @property
-    def artifact(self) -> Path | None:
-        return self.model.artifact(get_backend(self.backend).suffix)
-
-    @property
-    def golden_model(self) -> Model:
-        """The model that owns the goldens this target is checked against."""
-        return self.reference or self.model
-
-
-def targets(spec: LlmSpec, model: Model, settings: Settings, reference: Model | None = None) -> list[LlmTarget]:
-    """One target per LLM backend, with the reason where it cannot run here (a skip, or a failure
-    where --edge-require names it): this machine's decoder runtimes, and ``BACKEND@DEVICE`` where
-    the marker's ``backends=`` or --edge-backends names one (an SSH or command device, qemu:aarch64),
-    whose worker serves the decoder there as it serves tensor models."""
-    registry = decoder_backends()
-    for name in [*(spec.backends or []), *spec.skip_backends]:
-        if not is_pattern(name) and split_device(name)[0] not in registry:
-            raise EdgeUsageError(f"edge_llm: unknown backend {name!r}; LLM backends: {', '.join(registry)}")
-    # Patterns (``onnxruntime-*``, ``*@pi5``) select as they do for tensor models (core.plan).
-    chosen = expand_patterns(list(spec.backends), registry, settings.devices) if spec.backends is not None else None
-    selected = _decoders_of(settings.backends, registry, settings.devices)
-    for name in [*(chosen or []), *spec.skip_backends, *(selected or [])]:
-        known_device(settings, name)
-    on_devices = [n for n in [*(chosen or []), *(selected or [])] if split_device(n)[1] is not None]
-    found = []
-    for name in dict.fromkeys([*registry, *on_devices]):
-        if name in spec.skip_backends or (chosen is not None and name not in chosen) \
-                or (selected is not None and name not in selected):
-            continue
-        base, device = split_device(name)
-        backend = registry[base]
-        # A runtime without a runner here says so first: that is what holds it back, artifact or not.
-        artifact = model.artifact(backend.suffix)
-        reason = backend.decoder_why_not or (f"no {backend.suffix} artifact for {model.name}" if artifact is None else
-                                             unavailable_on(settings, backend, device) or
-                                             backend.decoder_refuses(artifact))
-        found.append(LlmTarget(spec, model, name, reason, reference))
-    return found
-
-
-def _decoders_of(names: list[str] | None, registry: Any, devices: Any) -> list[str] | None:
-    """The decoder backends a --edge-backends selection names: its LLM backends, and what its patterns
-    match among them. The selection is the whole run's: a tensor-only backend in it (validated at
-    configuration) selects no decoder backend, and a pattern that matches none selects none here."""
-    if names is None:
-        return None
-    universe = [*registry, *(f"{b}@{d}" for d in devices for b in registry)]
-    found: list[str] = []
-    for name in names:
-        if is_pattern(name):
-            found += fnmatch.filter(universe, name)
-        elif split_device(name)[0] in registry:
-            found.append(name)
-    return list(dict.fromkeys(found))
-
-
-def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path] = ()) -> Model:
-    """A decoder as its exporter left it: an export folder (ONNX Runtime GenAI's, with the decoder its
-    ``genai_config.json`` names; an Optimum folder's ``model.onnx``; a lone ``.pte``/``.gguf``/``.tflite``
-    in it), else a path or stem with the LLM runtimes' suffixes (``.gguf`` among them). Its key is the
-    export folder's place (an exporter's decoder named by file, ``models/base/model``, is its folder's
-    model too), else the file's without suffix (core.models)."""
-    suffixes = list(dict.fromkeys(b.suffix for b in decoder_backends().values()))
-    refuse_outside(spec, dirs, suffixes, "edge_llm model")
-    for folder in dirs:
-        candidate = Path(spec) if Path(spec).is_absolute() else folder / spec
-        if not candidate.is_dir():
-            continue
-        artifacts: dict[str, Path] = {}
-        for backend in decoder_backends().values():  # an exporter's folder convention (Backend.folder_decoder)
-            decoder = None if backend.suffix in artifacts else backend.folder_decoder(candidate)
-            if decoder is not None:
-                artifacts[backend.suffix] = decoder
-        for suffix in suffixes:
-            found = _whole_artifacts(sorted(candidate.glob("*" + suffix)))
-            if suffix not in artifacts and len(found) == 1:
-                artifacts[suffix] = found[0]
-        if artifacts:
-            return Model(candidate.name, artifacts).placed(candidate, key_bases)
-    model = resolve_model(spec, dirs, suffixes, key_bases)
-    for artifact in model.artifacts.values():
-        if any(b.folder_decoder(artifact.parent) == artifact for b in decoder_backends().values()):
-            return model.placed(artifact.parent, key_bases)
-    return model
-
-
-def _whole_artifacts(files: list[Path]) -> list[Path]:
-    """``files`` less those another of them is made of (a split GGUF's later shards): a folder
-    holding one artifact in several files holds one artifact."""
-    parts: set[str] = set()
-    for path in files:
-        try:
-            parts |= set(external_files(path)) - {path.name}
-        except EdgeError:
-            continue  # a later shard, or a file whose parts are missing: its load says so
-    return [path for path in files if path.name not in parts]
-
-
-def _carried(artifact: Path) -> LlmConfig | None:
-    """The configuration an artifact carries inside (a GGUF's metadata), as its runtime reads it."""
-    for backend in decoder_backends().values():
-        if artifact.name.endswith(backend.suffix):
-            found = backend.decoder_config(artifact)
-            if found is not None:
-                return found
-    return None
-
-
-def config_of(model: Model, artifact: Path | None = None) -> LlmConfig:
-    """The decoder configuration its exporter wrote with ``artifact``, the one that runs (a GGUF's own
-    header, not the genai_config.json of the ONNX export beside it: their cache dtypes differ); where
-    it carries none, with another of the model's artifacts (the first that has one:
-    config.read_config's order); none: the error of the first, naming what was looked for."""
-    first: EdgeUsageError | None = None
-    for path in dict.fromkeys([*([artifact] if artifact is not None else []), *model.artifacts.values()]):
-        try:
-            return read_config(path, metadata=_carried)
-        except EdgeUsageError as exc:
-            first = first or exc
-    assert first is not None, model
-    raise first
+from .decoder_plan import LlmTarget, config_of, model_json, run_context, spec_context
+from .external_data import artifact_files, identity_files
+from .models import Model, ModelKeys
+from .pipeline import gate_into
+from .record import NOT_MEASURED, GenerationRecord, Record, timing_not_judged
+from .settings import Settings
+from .sizes import artifact_size
 
 
 class LlmChecker:
@@ -232,8 +98,6 @@ class LlmChecker:
     def reference_backend(self, model: Model) -> str:
         for name, backend in decoder_backends().items():
             artifact = model.artifact(backend.suffix)
-            # A golden keeps the first step's logits and the distributions: a runtime that exposes
-            # no logits cannot record one.
             if artifact is not None and backend.decodes and backend.unavailable_reason() is None \
                     and backend.decoder_why_no_logits is None and not backend.decoder_refuses(artifact):
                 return name
@@ -287,7 +151,7 @@ class LlmChecker:
         return golden
 
     def check(self, test_id: str, target: LlmTarget, rootdir: Path) -> tuple[Record, list[str]]:
-        spec, artifact = target.spec, target.artifact
+        spec, artifact = target.spec.for_backend(target.backend), target.artifact  # its tolerances= too
         config = config_of(target.model, artifact)
         where = f"{target.model.name} ({target.backend})"
         prompts = [check_prompt(p, spec.new_tokens, config, where) for p in spec.prompts]
@@ -379,7 +243,7 @@ class LlmChecker:
                       "cosine": _worst(per_prompt, "cosine", min)},
             device=({"name": split_device(target.backend)[1], "machine": self.pool.machine(target.backend)}
                     if split_device(target.backend)[1] else None),
-            extra={"llm": block}, checked=True, budget_findings=findings)
+            generation=GenerationRecord.from_json(block), checked=True, budget_findings=findings)
         if judged is not None:
             violations += gate_into(record, judged, self.settings)
         # A worker that died between requests and was restarted: said as for every model.
@@ -392,38 +256,18 @@ class LlmChecker:
                  block: dict[str, Any]) -> tuple[dict, GateResult | None]:
         """The figures into ``block``; returns them and the merge gate's decision (None: no baseline)."""
         spec, artifact, settings = target.spec, target.artifact, self.settings
-        twin = gate.twin_of(settings.baseline_models, target.model, artifact)
-        models = [(artifact, config)] + ([(twin, gate.twin_config(twin, config))] if twin is not None else [])
+        twin = generation.twin_of(settings.baseline_models, target.model, artifact)
+        models = [(artifact, config)] + ([(twin, generation.twin_config(twin, config))] if twin is not None else [])
         # Each loaded for this generation's context, as the tests' own generations are.
         models = [(path, c.for_context(run_context(len(prompt) + spec.new_tokens, c))) for path, c in models]
 
         def rounds(count: int) -> list[dict[str, Any]]:
-            return probe.measure_rounds(self.pool, target.backend, models, prompt, spec.new_tokens, spec.warmup,
-                                        spec.runs, count, spec.threads)
+            return generation.measure_rounds(self.pool, target.backend, models, prompt, spec.new_tokens, spec.warmup,
+                                             spec.runs, count, spec.threads)
 
         measured, *twin_measured = rounds(settings.processes)
-        judged = None
-        report = relative_path(settings.baseline_path, settings.rootdir) if settings.baseline_path else "the stored report"
-        judging = {"measure_again": rounds, "processes": settings.processes,
-                   "max_regression": settings.max_regression, "strict": settings.strict_timing,
-                   "artifact": artifact, "rootdir": settings.rootdir}
-        if twin is not None:
-            judged = gate.judge(target.backend, measured, gate.as_gated(target.backend, twin_measured[0], twin,
-                                                                        settings.rootdir),
-                                paired=True, source=relative_path(twin, settings.rootdir), **judging)
-            judged.summary["folder"] = os.path.relpath(settings.baseline_models, settings.rootdir)
-        else:
-            stored = gate.stored_record(settings.baseline, test_id, target.backend, target.model.key)
-            if stored is not None:
-                judged = gate.judge(target.backend, measured, stored, paired=False, source=test_id,
-                                    **judging)
-                judged.summary["folder"] = report
-            elif settings.baseline_models is not None:  # no twin: new in this change, listed, not judged
-                judged = nothing_to_compare("ab", os.path.relpath(target.model.twin(artifact, settings.baseline_models),
-                                                                  settings.rootdir),
-                                            os.path.relpath(settings.baseline_models, settings.rootdir))
-            elif settings.baseline is not None:
-                judged = nothing_to_compare("stored", f"{test_id}, or {target.model.key} on {target.backend}", report)
+        judged = generation.gate_generation(settings, test_id, target.backend, target.model, artifact, twin, measured,
+                                            twin_measured[0] if twin_measured else None, rounds)
         block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"], measured["decode_s"],
                                     spec.new_tokens))
         block.update(load_ms=measured["load_ms"], peak_memory_mb=measured["peak_memory_mb"],
@@ -433,43 +277,18 @@ class LlmChecker:
                                         f"process: the worker stops after {GENERATION_TIME_CAP_S:g} s"}
                         if measured.get("runs") and min(measured["runs"]) < spec.runs else {}),
                      kv_cache_estimate_mb=config.kv_cache_bytes(len(prompt) + spec.new_tokens) / 2**20)
-        if spec.needs_context_sweep and split_device(target.backend)[1] is not None:
-            # Each length runs in a process of its own under an address-space limit, on this machine:
-            # never on the device's behalf (a max_context budget then fails as not measured).
-            block["context"] = {"not_swept": "the context sweep runs on this machine only, not on a device"}
-        elif spec.needs_context_sweep:
+        if spec.needs_context_sweep:
             cap = min(spec.context_cap or config.max_context, config.max_context)
-            lengths = list(spec.contexts) if spec.contexts else probe.context_lengths(64, cap)
+            lengths = list(spec.contexts) if spec.contexts else generation.context_lengths(64, cap)
             too_long = [n for n in lengths if n > config.max_context]
             if too_long:
                 raise EdgeUsageError(f"{target.model.name}: contexts {too_long} exceed the model's maximum "
                                      f"context of {config.max_context}")
-            block["context"] = probe.context_sweep(target.backend, artifact, config, lengths, spec.sweep_memory_mb,
-                                                   spec.memory_limit_mb)
+            # Each length in a fresh worker of the backend under the address-space limit, on this
+            # machine or the device the backend runs on.
+            block["context"] = generation.context_sweep(self.pool, target.backend, artifact, config, lengths,
+                                                        spec.sweep_memory_mb, spec.memory_limit_mb, spec.threads)
         return measured, judged
-
-
-# The least context a decoder is loaded with: prompts of a few tokens share one load (and one cache
-# of a few kilobytes) rather than each loading the model again.
-MIN_RUN_CONTEXT = 64
-
-
-def spec_context(spec: LlmSpec) -> int:
-    """The positions one ``edge_llm`` test's generations need: its longest prompt and its new tokens."""
-    return max(len(prompt) for prompt in spec.prompts) + spec.new_tokens
-
-
-def run_context(tokens: int, config: LlmConfig) -> int:
-    """The context a decoder is loaded with to generate ``tokens`` positions (prompt + new tokens):
-    the next power of two, at least :data:`MIN_RUN_CONTEXT`, at most the model's maximum, so that
-    tests of similar lengths share one load and none allocates the declared maximum."""
-    return min(config.max_context, max(MIN_RUN_CONTEXT, 1 << max(0, int(tokens) - 1).bit_length()))
-
-
-def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:
-    """The record's ``model`` as for every model (record.model_json): name, artifact (relative to the
-    rootdir), its sha256 (None without one) and each of its files' where it has more than one."""
-    return record_model_json(target.model.key, target.artifact, rootdir)
 
 
 def _file_digests(artifact: Path) -> dict[str, str]:

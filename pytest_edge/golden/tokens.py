@@ -21,16 +21,26 @@ import numpy as np
 
 from ..errors import GoldenError
 from ..files import atomic_write
-from ..golden.validate import Corrupt, read_member
-from .metrics import TopLogprobs
+from .validate import Corrupt, read_member
 
 
 # The members of a token golden and the most each may hold: prompt and tokens of a context of 2**22
 # int64 ids, the logits of a vocabulary of 2**22 float32 (config.LIMITS), the meta's JSON.
 _MEMBERS = {"prompt": 2**25, "tokens": 2**25, "first_logits": 2**24 * 4, "meta": 2**20}
-# The teacher-forced distributions (metrics.TopLogprobs), optional: [positions, k] ids and
+# The teacher-forced distributions (TopLogprobs), optional: [positions, k] ids and
 # log-probabilities, [positions] the rest's log mass, for up to 2**16 positions of k = 256.
 _DISTRIBUTION = {"top_ids": 2**24 * 8, "top_logprobs": 2**24 * 4, "rest_logprob": 2**16 * 4}
+
+
+@dataclass(frozen=True)
+class TopLogprobs:
+    """A reference's next-token distributions at ``n`` positions, as a golden keeps them: the ``k``
+    most likely ids with their log-probabilities, and the log of the rest's mass (-inf when the
+    ``k`` ids are the whole vocabulary)."""
+
+    ids: np.ndarray  # int64 [n, k], most likely first
+    logprobs: np.ndarray  # float32 [n, k]
+    rest: np.ndarray  # float32 [n]
 
 
 @dataclass

@@ -1,0 +1,282 @@
+"""A decoder's generation measured and gated as every model is: TTFT and TPOT in fresh worker
+processes of its backend (:func:`measure_rounds`, through :func:`.measurer.fresh_rounds`, the one
+policy of tensor models and decoders), and the merge gate on those figures
+(:func:`gate_generation`, through :func:`.gate.run_gate`, the package's one gate, with its rules
+unchanged: docs/gate.md):
+
+- **A/B** (``--edge-baseline-models=DIR``): the twin of the artifact in DIR (at the artifact's path
+  under the folder its model's key is relative to: ``Model.twin``; its own configuration beside it,
+  or this one's) measured alternately with it in this job, as pairs;
+- **stored** (``--edge-baseline=REPORT``): the per-process figures of the same test and backend in
+  an earlier report (its ``llm.processes``), found as a tensor model's record is (:func:`.gate.find_baseline`).
+
+A figure above the threshold is measured again in fresh processes; it fails only when it is above
+the threshold both times, the second measurement significant on its own, and both together too.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..backends.decoder_config import LlmConfig, read_config
+from ..core.models import Model
+from ..core.settings import Settings
+from ..core.sizes import artifact_size
+from ..errors import BackendCrash, BackendError, EdgeUsageError
+from ..files import relative_path
+from ..worker.pool import WorkerPool
+from ..worker.protocol import LimitAddressSpace, Load, MeasureGeneration, ProbeContext
+from .gate import AB_REMEASURE_PAIRS, GateResult, find_baseline, nothing_to_compare, run_gate
+from .regressions import GENERATION_FIGURES
+from .stats import mean_sd
+
+# rounds -> one pooled measurement per artifact, this one first, then its twin (measure_rounds)
+MeasureRounds = Callable[[int], "list[dict[str, Any]]"]
+
+
+def measure_rounds(pool: WorkerPool, backend: str, models: Sequence[tuple[Path, LlmConfig]], prompt: Sequence[int],
+                   new_tokens: int, warmup: int, runs: int, rounds: int, threads: int = 1) -> list[dict[str, Any]]:
+    """TTFT and TPOT of each model in ``rounds`` fresh worker processes of ``backend`` (the one
+    measurement policy of tensor models, measurer.fresh_rounds: A B, B A, ... under the machine's
+    measurement lock, forked or spawned or on a device as the session's workers are, each within
+    edge_timeout); one pooled result per model (see :func:`_pooled`). A process that failed raises
+    BackendError naming the artifact and the backend."""
+    from .measurer import fresh_rounds
+
+    configs = {str(artifact): config for artifact, config in models}
+
+    def measure_one(worker: Any, artifact: Path) -> dict[str, Any]:
+        key = f"decoder|{artifact}"
+        try:
+            loaded = worker.request(Load(key, str(artifact), threads, with_coverage=False,
+                                         decoder=asdict(configs[str(artifact)])), artifact=str(artifact))
+            result = worker.request(MeasureGeneration(key, list(prompt), new_tokens, warmup, runs),
+                                    artifact=str(artifact))
+        except BackendError as exc:
+            raise BackendError(f"{artifact} ({backend}): measuring failed: {exc}") from None
+        return {**result, "load_ms": loaded["load_ms"]}
+
+    results = fresh_rounds(pool, backend, [artifact for artifact, _ in models], rounds, measure_one)
+    return [_pooled(r) for r in results]
+
+
+def _pooled(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    peaks = [r["peak_memory_mb"] for r in results if r["peak_memory_mb"] is not None]
+    steadies = [r["steady_memory_mb"] for r in results if r["steady_memory_mb"] is not None]
+    return {"ttft_s": [t for r in results for t in r["ttft_s"]], "tpot_s": [t for r in results for t in r["tpot_s"]],
+            "decode_s": [t for r in results for t in r.get("decode_s") or []],  # per generation, with ttft_s
+            # per fresh process: what the merge gate compares
+            # (with the machine probe and the fastest whole generation, "min", which the gate's
+            # slower-machine rule reads as it reads a tensor model's fastest run)
+            "processes": [{"ttft_p50_ms": float(np.median(r["ttft_s"])) * 1000.0,
+                           "tpot_p50_ms": float(np.median(r["tpot_s"])) * 1000.0 if r["tpot_s"] else None,
+                           **({"probe_us": r["probe_us"], "min": min(r["generation_s"]) * 1000.0}
+                              if r.get("probe_us") and r.get("generation_s") else {})}
+                          for r in results],
+            "load_ms": float(np.median([r["load_ms"] for r in results])),
+            "peak_memory_mb": max(peaks) if peaks else None, "steady_memory_mb": max(steadies) if steadies else None,
+            "runtime_timings": _runtime_timings([r.get("runtime_timings") for r in results],
+                                                [(r["ttft_s"], r.get("decode_s") or []) for r in results]),
+            # timed generations each process ran (fewer than runs= where the worker's time cap stopped it)
+            "runs": [r.get("runs", len(r["ttft_s"])) for r in results]}
+
+
+def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any]] | None],
+                     ours: Sequence[tuple[Sequence[float], Sequence[float]]] = ()) -> dict[str, Any] | None:
+    """The runtime's own counters (llama.cpp's llama_perf_context), read per timed generation: summed
+    over every process's generations, with the tokens per second the sums give, and per generation
+    (``per_generation``) the field's speeds as ours are taken (metrics.timing_figures), mean and
+    standard deviation over the same generations, and ``counted``: the share of our prefill and
+    decode time (each process's TTFTs and decode times, ``ours``) the runtime's counters count,
+    median over the generations (1.0: none of it is outside the runtime)."""
+    found = [t for process in per_process if process for t in process if t]
+    if not found:
+        return None
+    shares: dict[str, list[float]] = {"prefill": [], "decode": []}
+    for process, (ttft_s, decode_s) in zip(per_process, ours):
+        for counted, ttft, decode in zip(process or [], ttft_s, decode_s):
+            if counted and ttft > 0 and decode > 0:
+                shares["prefill"].append(counted["prompt_eval_ms"] / 1000 / ttft)
+                shares["decode"].append(counted["eval_ms"] / 1000 / decode)
+    total = {key: sum(t[key] for t in found) for key in ("prompt_eval_ms", "prompt_tokens", "eval_ms", "eval_tokens")}
+    if all("ttft_ms" in t for t in found):  # a runtime that keeps its own time to first token
+        total["ttft_ms"] = sum(t["ttft_ms"] for t in found)
+    prefill = [t["prompt_tokens"] / t["prompt_eval_ms"] * 1000 for t in found if t["prompt_eval_ms"] > 0]
+    decode = [t["eval_tokens"] / t["eval_ms"] * 1000 for t in found if t["eval_ms"] > 0]
+    return {"source": found[0]["source"], **total,
+            "prompt_tokens_per_s": total["prompt_tokens"] / total["prompt_eval_ms"] * 1000 if total["prompt_eval_ms"] else None,
+            "eval_tokens_per_s": total["eval_tokens"] / total["eval_ms"] * 1000 if total["eval_ms"] else None,
+            "per_generation": {"generations": len(found), "prefill_tokens_per_s": mean_sd(prefill),
+                               "decode_tokens_per_s": mean_sd(decode),
+                               "counted": {key: float(np.median(v)) if v else None for key, v in shares.items()}}}
+
+
+def twin_of(baseline_models: Path | None, model: Model, artifact: Path) -> Path | None:
+    """The baseline twin of ``model``'s ``artifact`` in the A/B folder, or None."""
+    if baseline_models is None:
+        return None
+    twin = model.twin(artifact, baseline_models)
+    return twin if twin.is_file() and twin.resolve() != Path(artifact).resolve() else None
+
+
+def twin_config(twin: Path, fallback: LlmConfig) -> LlmConfig:
+    """The twin's own configuration (its exporter's files beside it), else the tested artifact's."""
+    try:
+        return read_config(twin)
+    except EdgeUsageError:
+        return fallback
+
+
+def stored_record(baseline: Mapping[str, Any] | None, test: str, backend: str, model: str) -> dict[str, Any] | None:
+    """The baseline record of a stored report, found as for every model (the same test, else the
+    same model on the same backend: gate.find_baseline), as the gate reads one: its
+    per-process generation figures and its peak memory (None where it has no processes)."""
+    record = find_baseline(baseline, {"test": test, "backend": backend, "model": {"name": model}})
+    processes = ((record or {}).get("llm") or {}).get("processes")
+    return {**as_gated(backend, {"processes": processes, "peak_memory_mb": record.get("peak_memory_mb")}),
+            "artifact_bytes": record.get("artifact_bytes"), "model": record.get("model")} \
+        if record and processes else None
+
+
+def as_gated(backend: str, measured: Mapping[str, Any], artifact: Path | None = None,
+             rootdir: Path | None = None) -> dict[str, Any]:
+    """A measurement (measure_rounds) of ``artifact`` as the gate reads a record: with the
+    artifact's size, gated as every model's."""
+    sized = {"artifact_bytes": artifact_size(artifact, backend)[0],
+             "model": {"artifact": relative_path(artifact, rootdir or Path.cwd())}} if artifact is not None else {}
+    return {"backend": backend, "processes": measured.get("processes") or [],
+            "peak_memory_mb": measured.get("peak_memory_mb"), **sized}
+
+
+def judge(backend: str, measured: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool,
+          measure_again: MeasureRounds, processes: int, max_regression: float, strict: bool,
+          source: str, artifact: Path | None = None, rootdir: Path | None = None) -> GateResult:
+    """The gate's decision on one measurement against the twin's (``paired``: ``baseline`` is the
+    twin measured in the same rounds) or a stored record. ``measure_again(rounds)`` measures this
+    artifact (and the twin, in A/B mode) again in fresh processes: at least AB_REMEASURE_PAIRS pairs
+    in A/B mode, ``processes`` otherwise, as for every other model."""
+
+    def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
+        again, *twin_again = measure_again(max(processes, AB_REMEASURE_PAIRS) if paired else processes)
+        return as_gated(backend, again, artifact, rootdir), (as_gated(backend, twin_again[0]) if twin_again else None)
+
+    return run_gate(as_gated(backend, measured, artifact, rootdir), baseline, paired=paired, max_regression=max_regression,
+                    strict=strict, remeasure=remeasure, source=source, figures=GENERATION_FIGURES)
+
+
+def gate_generation(settings: Settings, test_id: str, backend: str, model: Model, artifact: Path,
+                    twin: Path | None, measured: Mapping[str, Any], twin_measured: Mapping[str, Any] | None,
+                    rounds: MeasureRounds) -> GateResult | None:
+    """The merge gate's decision on a decoder's generation figures, as Measurer.gate decides a
+    tensor model's: against ``twin`` (measured with it in the same rounds) where the A/B folder has
+    one, else the stored report's record; a model with neither is new in this change, listed and not
+    judged (None: no baseline asked for)."""
+    report = relative_path(settings.baseline_path, settings.rootdir) if settings.baseline_path else "the stored report"
+    judging: dict[str, Any] = {"measure_again": rounds, "processes": settings.processes,
+                               "max_regression": settings.max_regression, "strict": settings.strict_timing,
+                               "artifact": artifact, "rootdir": settings.rootdir}
+    if twin is not None and twin_measured is not None:
+        judged = judge(backend, measured, as_gated(backend, twin_measured, twin, settings.rootdir),
+                       paired=True, source=relative_path(twin, settings.rootdir), **judging)
+        judged.summary["folder"] = os.path.relpath(settings.baseline_models, settings.rootdir)
+        return judged
+    stored = stored_record(settings.baseline, test_id, backend, model.key)
+    if stored is not None:
+        judged = judge(backend, measured, stored, paired=False, source=test_id, **judging)
+        judged.summary["folder"] = report
+        return judged
+    if settings.baseline_models is not None:  # no twin: new in this change, listed, not judged
+        return nothing_to_compare("ab", os.path.relpath(model.twin(artifact, settings.baseline_models),
+                                                        settings.rootdir),
+                                  os.path.relpath(settings.baseline_models, settings.rootdir))
+    if settings.baseline is not None:
+        return nothing_to_compare("stored", f"{test_id}, or {model.key} on {backend}", report)
+    return None
+
+
+# ------------------------------------------------------------ the context sweep
+# The runtime's words for an allocation that failed (ONNX Runtime's std::bad_alloc or its arena's
+# message, Python's MemoryError, GenAI's), whether it raised them or aborted on them.
+_OUT_OF_MEMORY = ("bad_alloc", "MemoryError", "MemoryAllocationFailed", "Failed to allocate memory")
+
+
+def context_lengths(start: int, cap: int) -> list[int]:
+    """Doubling lengths from ``start`` up to ``cap``, ``cap`` itself last."""
+    lengths, n = [], max(2, start)
+    while n < cap:
+        lengths.append(n)
+        n *= 2
+    return lengths + [cap]
+
+
+def context_point(pool: WorkerPool, backend: str, artifact: Path, config: LlmConfig, length: int,
+                  memory_limit_mb: float | None, threads: int = 1) -> dict[str, Any]:
+    """One length of the sweep in a fresh worker of ``backend`` (this machine's or a device's), under
+    an address-space limit of ``memory_limit_mb`` over what it maps before the load: the decoder
+    loaded with a cache for ``length`` positions (llama.cpp's n_ctx, GenAI's max_length, not the
+    model's maximum), a prompt of ``length`` - 1 tokens and one decode step. Its status ("ok", "out of
+    memory", "failed", "killed", "crashed", "timed out") and, where it stopped, ``error``: how the
+    worker ended and the runtime's own reason as it gave it."""
+    worker = pool.fresh(backend)
+    key = f"context|{artifact}|{length}"
+    try:
+        if memory_limit_mb:
+            worker.request(LimitAddressSpace(float(memory_limit_mb)), artifact=str(artifact))
+        worker.request(Load(key, str(artifact), threads, with_coverage=False,
+                            decoder=asdict(config.for_context(int(length)))), artifact=str(artifact))
+        reply = worker.request(ProbeContext(key, int(length), config.vocab_size), artifact=str(artifact))
+        return {"status": "ok", **reply}
+    except BackendCrash as exc:
+        status, error = _ended(exc)
+        return {"status": status, "error": error}
+    except BackendError as exc:  # the runtime raised: its reason, after the worker's words for the request
+        reason = str(exc).partition(f"{artifact}: ")[2] or str(exc)
+        return {"status": "out of memory" if any(w in reason for w in _OUT_OF_MEMORY) else "failed", "error": reason}
+    finally:
+        worker.close()
+
+
+def _ended(crash: BackendCrash) -> tuple[str, str]:
+    """(status, error) of a worker that died during a point: the signal or exit status and the last
+    line the runtime printed. Only SIGKILL is the OOM killer's signal (or a kill from outside); a
+    runtime that aborted on a failed allocation (SIGABRT after std::bad_alloc) ran out of memory
+    under the limit, and one that crashed otherwise crashed."""
+    ended, said = crash.ended, crash.printed.strip().splitlines()[-1:] if crash.printed else []
+    if ended is None:  # no answer within edge_timeout (the worker was killed), or its zygote went
+        return ("timed out" if "did not answer" in str(crash) else "crashed"), str(crash).split("\n")[0]
+    how = "killed by SIGKILL" if ended == "signal SIGKILL" else f"ended by {ended.removeprefix('signal ')}"
+    reason = f"{how}{': ' + said[0] if said else ''}"
+    if ended == "signal SIGKILL":
+        return "killed", f"{reason} (the OOM killer, or a kill from outside)"
+    if said and any(word in said[0] for word in _OUT_OF_MEMORY):
+        return "out of memory", reason
+    return "crashed", reason
+
+
+def context_sweep(pool: WorkerPool, backend: str, artifact: Path, config: LlmConfig, lengths: Sequence[int],
+                  memory_budget_mb: float | None, memory_limit_mb: float | None = None,
+                  threads: int = 1) -> dict[str, Any]:
+    """Each length in a fresh worker (:func:`context_point`), shortest first, until one fails (an
+    allocation past ``memory_limit_mb`` fails), is killed, or goes over ``memory_budget_mb``: the
+    longest stable length and where it stopped (its length and the reason, as recorded)."""
+    points, longest, stopped = [], None, None
+    for length in sorted(int(n) for n in lengths):
+        result = context_point(pool, backend, artifact, config, length, memory_limit_mb, threads)
+        point = {"tokens": length, "status": result["status"], "peak_memory_mb": result.get("peak_memory_mb"),
+                 "kv_cache_estimate_mb": config.kv_cache_bytes(length) / 2**20}
+        if "error" in result:
+            point["error"] = result["error"]
+        elif memory_budget_mb is not None and (result.get("peak_memory_mb") or 0.0) > memory_budget_mb:
+            point["status"] = "over memory budget"
+        points.append(point)
+        if point["status"] != "ok":
+            stopped = {"tokens": length, "reason": point.get("error") or point["status"]}
+            break
+        longest = length
+    return {"points": points, "longest_stable": longest, "stopped": stopped,
+            "os_killed": any(p["status"] == "killed" for p in points)}
