@@ -28,7 +28,11 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
     session = EdgeSession(settings)
     rows = []
     try:
-        model = session.resolve(target, Path.cwd())
+        # A file named on the command line is the user's own choice, wherever it lies: looked for in
+        # its folder (model= in a test file is confined to the project's folders: core.models).
+        named = Path(target)
+        model = (session.resolve(str(named.resolve()), named.resolve().parent) if named.is_file()
+                 else session.resolve(target, Path.cwd()))
         choices = backend_choices(settings, MarkerSpec(), model)
         if Path(target).suffix in model.artifacts:
             # A file was named: that artifact's backends only (not "no .onnx artifact" beside a .pte).
