@@ -13,7 +13,9 @@ import pytest
 
 from edge_helpers import FIXTURES, onnx_only_outcomes
 
-from pytest_edge.cli.init import Traits, configured_text, find_models, first_test_source
+from pytest_edge.cli.first_tests import Traits, first_test_source
+from pytest_edge.cli.init import find_models
+from pytest_edge.cli.pytest_config import configured_text
 
 try:
     import tomllib
