@@ -1,5 +1,5 @@
 """pytest hooks: options, the ``edge`` marker, the ``edge_model`` fixture, the summary. Thin on
-purpose: the work happens in :mod:`pytest_edge.core.session` and the modules it calls.
+purpose: the work happens in :mod:`pytest_edge.run.session` and the modules it calls.
 
 Every pytest session imports this module, edge tests or not: at the top only what registers the
 options and reads the settings; the session and what it runs (NumPy, the backends, the workers,
@@ -40,9 +40,9 @@ from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, go
 from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, edge_session
 
 if TYPE_CHECKING:
-    from .core.decoder_plan import LlmTarget
+    from .run.decoder_plan import LlmTarget
     from .core.plan import Plan
-    from .core.session import EdgeSession, Outcome
+    from .run.session import EdgeSession, Outcome
     from .edge_model import EdgeModel, LlmHandle
 
 HANDLE_KEY = pytest.StashKey["EdgeModel"]()
@@ -161,7 +161,7 @@ def _parametrize(metafunc: pytest.Metafunc, marker_name: str, fixture: str, foun
     test_dir = Path(metafunc.definition.path).parent
     try:
         if marker_name == "edge_llm":
-            from .core.decoder_plan import plan_decoder_test
+            from .run.decoder_plan import plan_decoder_test
 
             model, test_plans = plan_decoder_test(found.args, found.kwargs, edge.settings, edge.models, test_dir)
         else:
@@ -207,7 +207,7 @@ def item_target(item: pytest.Item) -> Plan | LlmTarget | None:
     decoder = callspec.params.get("edge_llm") if callspec else None
     if decoder is None:
         return item_plan(item)
-    from .core.decoder_plan import LlmTarget
+    from .run.decoder_plan import LlmTarget
 
     return decoder if isinstance(decoder, LlmTarget) else None
 

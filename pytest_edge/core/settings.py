@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .acceptance import ACCEPT_FILE, Acceptance, read_acceptances
 from ..errors import EdgeError
 from ..accuracy import DEFAULT_SEED
-from .units import parse_ms, parse_names, parse_percent
+from ..units import parse_ms, parse_names, parse_percent
 from ..devices.labgrid import DEFAULT_COMMAND, DEFAULT_COORDINATOR, FarmRequest, FarmSettings, is_labgrid
 
 MAX_REGRESSION = "10%"  # the merge gate's default threshold (edge_max_regression; the report commands' --max-regression)

@@ -33,7 +33,7 @@ from ..worker.pool import WorkerPool
 from ..worker.protocol import LimitAddressSpace, Load, MeasureGeneration, ProbeContext
 from .gate import AB_REMEASURE_PAIRS, GateResult, find_baseline, nothing_to_compare, run_gate
 from .regressions import GENERATION_FIGURES
-from .stats import mean_sd
+from ..measurement.stats import mean_sd
 
 # rounds -> one pooled measurement per artifact, this one first, then its twin (measure_rounds)
 MeasureRounds = Callable[[int], "list[dict[str, Any]]"]

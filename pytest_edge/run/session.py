@@ -20,22 +20,22 @@ from ..backends import Backend, Coverage, InputShapes, Intermediates, all_artifa
 from ..backends.compiled import Compilation
 from ..errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
                      EdgeError, EdgeUsageError)
-from .external_data import artifact_files
-from .sizes import artifact_size
+from ..core.external_data import artifact_files
+from ..core.sizes import artifact_size
 from ..golden.sets import GoldenSets
 from ..accuracy.inputs import check_shapes
-from .marker import MarkerSpec
+from ..core.marker import MarkerSpec
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement, machine_info
-from .models import Model, ModelKeys, resolve_model
-from .plan import Plan, Unresolved, key_bases, plan_for, resolve_reference, search_dirs
-from .record import NOT_MEASURED, UNRESOLVED_BACKEND, Record, model_json, timing_not_judged
-from .settings import Settings
+from ..core.models import Model, ModelKeys, resolve_model
+from ..core.plan import Plan, Unresolved, key_bases, plan_for, resolve_reference, search_dirs
+from ..core.record import NOT_MEASURED, UNRESOLVED_BACKEND, Record, model_json, timing_not_judged
+from ..core.settings import Settings
 from ..worker.pool import ModelInfo, WorkerPool
 from ..worker.protocol import Load, ReadIntermediates, Run
 
 if TYPE_CHECKING:  # made by the first check that measures: a golden check alone imports no gate
-    from ..measurement.measurer import Measurer
+    from ..judging.measurer import Measurer
     from .decoder_check import LlmChecker
     from .decoder_plan import LlmTarget
 
@@ -92,7 +92,7 @@ class EdgeSession:
     def measurer(self) -> Measurer:
         """Timing, memory, counting and the merge gate of this session's checks."""
         if self._measurer is None:
-            from ..measurement.measurer import Measurer
+            from ..judging.measurer import Measurer
 
             self._measurer = Measurer(self.settings, self.pool)
         return self._measurer
@@ -343,7 +343,7 @@ class EdgeSession:
             source = str(Path(twin).relative_to(self.settings.rootdir)) if twin.is_relative_to(self.settings.rootdir) \
                 else str(twin)
         else:
-            from ..measurement.gate import find_baseline
+            from ..judging.gate import find_baseline
 
             stored = find_baseline(self.settings.baseline, record.to_json())
             baseline, source = (dict(stored) if stored is not None else None), (stored or {}).get("test", "?")
