@@ -66,10 +66,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
-    """The session's settings from the command line and the project's ini file (CLI wins)."""
+    """The session's settings from the command line and the project's ini file (CLI wins), with
+    --edge-baseline's report read now, so a bad file is a usage error before collection."""
     try:
-        return edge_settings.from_config(config)
-    except EdgeError as exc:
+        settings = edge_settings.from_config(config)
+        if settings.baseline_path is not None:
+            from .report.json_report import load_report
+
+            settings.baseline = load_report(settings.baseline_path)
+        return settings
+    except (EdgeError, ValueError) as exc:  # ValueError: load_report's, naming the file
         raise pytest.UsageError(f"pytest-edge: {exc}") from exc
 
 
