@@ -12,8 +12,8 @@ import numpy as np
 from ..backends import split_device
 from .counter import Counter
 from ..measurement.counts import CountedMeasurement
-from .gate import (AB_REMEASURE_PAIRS, GateResult, find_baseline, nothing_to_compare, run_gate, twin_baseline,
-                   twin_figures)
+from .baseline import find_baseline, twin_baseline, twin_figures
+from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate
 from ..measurement.lock import machine_measurement_lock
 from ..measurement.timing import combine_processes, round_order
 from ..core.models import Model

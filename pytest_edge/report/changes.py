@@ -16,7 +16,7 @@ from ..core.record import dig
 from ..units import parse_percent
 from ..core.settings import MAX_REGRESSION
 from . import generation
-from ..judging.gate import find_baseline
+from ..judging.baseline import find_baseline
 
 # The allowed regression against a baseline unless a project sets edge_max_regression (settings'
 # MAX_REGRESSION, as users write it), as a fraction.

@@ -343,7 +343,7 @@ class EdgeSession:
             source = str(Path(twin).relative_to(self.settings.rootdir)) if twin.is_relative_to(self.settings.rootdir) \
                 else str(twin)
         else:
-            from ..judging.gate import find_baseline
+            from ..judging.baseline import find_baseline
 
             stored = find_baseline(self.settings.baseline, record.to_json())
             baseline, source = (dict(stored) if stored is not None else None), (stored or {}).get("test", "?")
