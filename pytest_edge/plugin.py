@@ -36,7 +36,7 @@ from .core import settings as edge_settings
 from .core.settings import Settings
 from .errors import (EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend, visible,
                      visible_longrepr)
-from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
+from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references
 from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, edge_session
 
 if TYPE_CHECKING:
@@ -392,50 +392,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     settings = config.stash.get(SETTINGS_KEY, None)
     if settings is None or _is_xdist_worker(config):
         return
+    from .report.terminal import write_nothing_ran, write_summary
+
     edge = config.stash.get(SESSION_KEY, None)  # None: no edge test was collected
     use = config.stash[USE_KEY]
     if edge is None or not edge.records:
-        asked = [f"{name} {settings.rootdir / path}" for name, path in
-                 (("report", settings.report), ("html", settings.html), ("summary", settings.summary))
-                 if path]
-        if use.unused or use.error or asked:
-            terminalreporter.section("pytest-edge")
-        if asked:  # said, so a CI step that expects the file knows why it is not there
-            terminalreporter.write_line(visible(f"pytest-edge: no edge test ran, so nothing was written ({', '.join(asked)})"),
-                                        yellow=True)
-        _write_golden_use(terminalreporter, use)
+        write_nothing_ran(terminalreporter, settings, use)
         return
-    from .report.table import summary_lines
-
-    terminalreporter.section("pytest-edge conformance")
-    records = edge.record_json()
     workers = getattr(config.option, "numprocesses", None)
-    for line in summary_lines(records, under_load=edge.under_load, inconclusive=edge.inconclusive,
-                              xdist_workers=workers if edge.measured_any else None):
-        terminalreporter.write_line(visible(line))
-    if edge.report_error:
-        for line in edge.report_error.splitlines():
-            terminalreporter.write_line(visible(line), red=True, bold=True)
-    for name, path in (("report", edge.settings.report), ("html", edge.settings.html),
-                       ("summary", edge.settings.summary)):
-        target = edge.settings.rootdir / path if path else None
-        if target is not None and str(target) not in edge.report_error:
-            terminalreporter.write_line(visible(f"{name}: {target}"))
-    _write_golden_use(terminalreporter, use)
-    from .report.generation import generation_lines
-
-    generation = generation_lines(records)  # the decoders' figures the table lacks
-    if generation:
-        terminalreporter.section("pytest-edge LLM generation")
-        for line in generation:
-            terminalreporter.write_line(line)
-
-
-def _write_golden_use(terminalreporter: Any, use: GoldenUse) -> None:
-    if use.error:
-        terminalreporter.write_line(visible(use.error, lines=True), yellow=True)
-    if use.unused:
-        terminalreporter.write_line(visible(unused_report(use.unused, use.models_used), lines=True), yellow=True)
+    write_summary(terminalreporter, edge.settings, edge.record_json(), use, under_load=edge.under_load,
+                  inconclusive=edge.inconclusive, xdist_workers=workers if edge.measured_any else None,
+                  report_error=edge.report_error)
 
 
 class XdistMerge:
