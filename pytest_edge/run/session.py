@@ -3,8 +3,10 @@ sets, runs the check of one :class:`~pytest_edge.core.plan.Plan` and returns its
 :class:`~pytest_edge.core.record.Record`.
 
 Plain Python, no pytest: the plugin, the ``pytest-edge`` command and the tests all drive it. The
-session orchestrates; the steps of the check live in :mod:`.pipeline`, the golden sets in
-:mod:`pytest_edge.golden.sets`, the workers in :mod:`pytest_edge.worker`, measurement in :mod:`pytest_edge.measurement`.
+session orchestrates; the steps of the check live in :mod:`.pipeline` (a compile-time target's in
+:mod:`.compiled_check`, a decoder's in :mod:`.decoder_check`), the golden sets in
+:mod:`pytest_edge.golden.sets`, the workers in :mod:`pytest_edge.worker`, measurement and the merge
+gate in :mod:`pytest_edge.judging`.
 """
 
 from __future__ import annotations
