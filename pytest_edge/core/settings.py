@@ -17,7 +17,8 @@ from .acceptance import ACCEPT_FILE, Acceptance, read_acceptances
 from ..errors import EdgeError
 from ..accuracy import DEFAULT_SEED
 from ..units import parse_ms, parse_names, parse_percent
-from ..devices.labgrid import DEFAULT_COMMAND, DEFAULT_COORDINATOR, FarmRequest, FarmSettings, is_labgrid
+from ..devices.kinds import DeviceKind, device_kind
+from ..devices.labgrid import DEFAULT_COMMAND, DEFAULT_COORDINATOR, FarmRequest, FarmSettings
 
 MAX_REGRESSION = "10%"  # the merge gate's default threshold (edge_max_regression; the report commands' --max-regression)
 
@@ -172,7 +173,7 @@ def _default_cache() -> Path:
 
 def parse_devices(lines: list[str]) -> dict[str, str]:
     """``NAME = COMMAND`` (ini) or ``NAME=COMMAND`` (--edge-device), one device each."""
-    from ..devices.qemu import is_qemu, parse_kind
+    from ..devices.qemu import parse_kind
 
     devices = {}
     for line in lines:
@@ -182,9 +183,10 @@ def parse_devices(lines: list[str]) -> dict[str, str]:
             raise ValueError(f"edge_devices: {line!r} is not NAME = COMMAND (a name of letters, digits, - and _)")
         if name == "local":
             raise ValueError("edge_devices: 'local' names this machine; choose another name")
-        if is_qemu(command):
+        kind = device_kind(command)
+        if kind is DeviceKind.QEMU:
             parse_kind(command)  # an unknown kind is a usage error now, not a skip later
-        if is_labgrid(command):
+        if kind is DeviceKind.LABGRID:
             FarmRequest.parse(command)  # a malformed place or tag, likewise
         devices[name] = command
     return devices
