@@ -295,7 +295,7 @@ def shipped(project: Path, trials: int, loads: list[str], modes: list[str], extr
 
 
 def _probe_ratio(base: Path, gate: Path) -> float | None:
-    from pytest_edge.measurement.gate import machine_slowdown
+    from pytest_edge.judging.gate import machine_slowdown
 
     old = {r["backend"]: r for r in json.loads(base.read_text())["records"]}
     ratios = [machine_slowdown(old[r["backend"]], r) for r in json.loads(gate.read_text())["records"]

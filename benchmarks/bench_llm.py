@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pytest_edge.backends.decoder_config import LlmConfig
 from pytest_edge.llm.metrics import timing_figures
-from pytest_edge.measurement.generation import measure_rounds
+from pytest_edge.judging.generation import measure_rounds
 from pytest_edge.worker.pool import WorkerPool
 
 LLM = Path(__file__).resolve().parent.parent / "fixtures" / "llm"

@@ -1,5 +1,5 @@
 """Budget checks as pure functions: measurements and budgets in, findings out (the regressions
-against a baseline are in :mod:`.measurement.regressions`). The budgets of both markers, ``edge``
+against a baseline are in :mod:`.judging.regressions`). The budgets of both markers, ``edge``
 and ``edge_llm``, are declared once, in :data:`BUDGETS` (keyword, unit parser, figure, unit, the
 check that judges it on each marker it belongs to, sense): each marker parses its keywords from it,
 the pipelines ask each check for the budgets of the table's rows, and a finding names its row."""
@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .backends import Coverage
 from .backends.compiled import Compilation
-from .core.units import parse_drift, parse_fraction, parse_int, parse_kb, parse_mb, parse_ms, parse_number
+from .units import parse_drift, parse_fraction, parse_int, parse_kb, parse_mb, parse_ms, parse_number
 from .measurement.stats import compare_pairs
 from .measurement.timing import (DRIFT_MIN_TIME_S, DRIFT_MIN_WINDOW_RUNS, DRIFT_MIN_WINDOW_S, DRIFT_WINDOW_FRACTION,
                                  MIN_RUNS)

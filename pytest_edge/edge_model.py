@@ -16,9 +16,9 @@ from .core.plan import Plan
 from .measurement.counts import CountedMeasurement
 
 if TYPE_CHECKING:
-    from .core.decoder_plan import LlmTarget
+    from .run.decoder_plan import LlmTarget
     from .worker.pool import ModelInfo
-    from .core.session import EdgeSession
+    from .run.session import EdgeSession
 
 
 class EdgeModel:
@@ -121,7 +121,7 @@ class LlmHandle:
     ``generate(prompt, new_tokens)`` gives greedy token ids, ``logits(prompt)`` the first step's."""
 
     def __init__(self, session: "EdgeSession", target: LlmTarget) -> None:
-        from .core.decoder_plan import config_of
+        from .run.decoder_plan import config_of
 
         self._session, self.target = session, target
         self.backend = target.backend
@@ -135,7 +135,7 @@ class LlmHandle:
         return self._generate(prompt, 1).first_logits
 
     def _generate(self, prompt: Sequence[int], new_tokens: int) -> Any:
-        from .core.decoder_plan import spec_context
+        from .run.decoder_plan import spec_context
         from .llm.marker import check_prompt
 
         ids = check_prompt(prompt, new_tokens, self.config, f"{self.target.model.name} ({self.backend})")

@@ -1,5 +1,5 @@
 """pytest hooks: options, the ``edge`` marker, the ``edge_model`` fixture, the summary. Thin on
-purpose: the work happens in :mod:`pytest_edge.core.session` and the modules it calls.
+purpose: the work happens in :mod:`pytest_edge.run.session` and the modules it calls.
 
 Every pytest session imports this module, edge tests or not: at the top only what registers the
 options and reads the settings; the session and what it runs (NumPy, the backends, the workers,
@@ -36,13 +36,13 @@ from .core import settings as edge_settings
 from .core.settings import Settings
 from .errors import (EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend, visible,
                      visible_longrepr)
-from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references, unused_report
+from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references
 from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, edge_session
 
 if TYPE_CHECKING:
-    from .core.decoder_plan import LlmTarget
+    from .run.decoder_plan import LlmTarget
     from .core.plan import Plan
-    from .core.session import EdgeSession, Outcome
+    from .run.session import EdgeSession, Outcome
     from .edge_model import EdgeModel, LlmHandle
 
 HANDLE_KEY = pytest.StashKey["EdgeModel"]()
@@ -66,10 +66,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
-    """The session's settings from the command line and the project's ini file (CLI wins)."""
+    """The session's settings from the command line and the project's ini file (CLI wins), with
+    --edge-baseline's report read now, so a bad file is a usage error before collection."""
     try:
-        return edge_settings.from_config(config)
-    except EdgeError as exc:
+        settings = edge_settings.from_config(config)
+        if settings.baseline_path is not None:
+            from .report.json_report import load_report
+
+            settings.baseline = load_report(settings.baseline_path)
+        return settings
+    except (EdgeError, ValueError) as exc:  # ValueError: load_report's, naming the file
         raise pytest.UsageError(f"pytest-edge: {exc}") from exc
 
 
@@ -161,7 +167,7 @@ def _parametrize(metafunc: pytest.Metafunc, marker_name: str, fixture: str, foun
     test_dir = Path(metafunc.definition.path).parent
     try:
         if marker_name == "edge_llm":
-            from .core.decoder_plan import plan_decoder_test
+            from .run.decoder_plan import plan_decoder_test
 
             model, test_plans = plan_decoder_test(found.args, found.kwargs, edge.settings, edge.models, test_dir)
         else:
@@ -207,7 +213,7 @@ def item_target(item: pytest.Item) -> Plan | LlmTarget | None:
     decoder = callspec.params.get("edge_llm") if callspec else None
     if decoder is None:
         return item_plan(item)
-    from .core.decoder_plan import LlmTarget
+    from .run.decoder_plan import LlmTarget
 
     return decoder if isinstance(decoder, LlmTarget) else None
 
@@ -386,50 +392,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     settings = config.stash.get(SETTINGS_KEY, None)
     if settings is None or _is_xdist_worker(config):
         return
+    from .report.terminal import write_nothing_ran, write_summary
+
     edge = config.stash.get(SESSION_KEY, None)  # None: no edge test was collected
     use = config.stash[USE_KEY]
     if edge is None or not edge.records:
-        asked = [f"{name} {settings.rootdir / path}" for name, path in
-                 (("report", settings.report), ("html", settings.html), ("summary", settings.summary))
-                 if path]
-        if use.unused or use.error or asked:
-            terminalreporter.section("pytest-edge")
-        if asked:  # said, so a CI step that expects the file knows why it is not there
-            terminalreporter.write_line(visible(f"pytest-edge: no edge test ran, so nothing was written ({', '.join(asked)})"),
-                                        yellow=True)
-        _write_golden_use(terminalreporter, use)
+        write_nothing_ran(terminalreporter, settings, use)
         return
-    from .report.table import summary_lines
-
-    terminalreporter.section("pytest-edge conformance")
-    records = edge.record_json()
     workers = getattr(config.option, "numprocesses", None)
-    for line in summary_lines(records, under_load=edge.under_load, inconclusive=edge.inconclusive,
-                              xdist_workers=workers if edge.measured_any else None):
-        terminalreporter.write_line(visible(line))
-    if edge.report_error:
-        for line in edge.report_error.splitlines():
-            terminalreporter.write_line(visible(line), red=True, bold=True)
-    for name, path in (("report", edge.settings.report), ("html", edge.settings.html),
-                       ("summary", edge.settings.summary)):
-        target = edge.settings.rootdir / path if path else None
-        if target is not None and str(target) not in edge.report_error:
-            terminalreporter.write_line(visible(f"{name}: {target}"))
-    _write_golden_use(terminalreporter, use)
-    from .report.generation import generation_lines
-
-    generation = generation_lines(records)  # the decoders' figures the table lacks
-    if generation:
-        terminalreporter.section("pytest-edge LLM generation")
-        for line in generation:
-            terminalreporter.write_line(line)
-
-
-def _write_golden_use(terminalreporter: Any, use: GoldenUse) -> None:
-    if use.error:
-        terminalreporter.write_line(visible(use.error, lines=True), yellow=True)
-    if use.unused:
-        terminalreporter.write_line(visible(unused_report(use.unused, use.models_used), lines=True), yellow=True)
+    write_summary(terminalreporter, edge.settings, edge.record_json(), use, under_load=edge.under_load,
+                  inconclusive=edge.inconclusive, xdist_workers=workers if edge.measured_any else None,
+                  report_error=edge.report_error)
 
 
 class XdistMerge:

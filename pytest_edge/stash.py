@@ -14,7 +14,7 @@ import pytest
 from .core.settings import Settings
 
 if TYPE_CHECKING:
-    from .core.session import EdgeSession
+    from .run.session import EdgeSession
 
 SESSION_KEY = pytest.StashKey["EdgeSession"]()
 SETTINGS_KEY = pytest.StashKey[Settings]()  # read at configure, so a bad option is a usage error at once
@@ -25,7 +25,7 @@ def edge_session(config: pytest.Config) -> "EdgeSession":
     """The session of this pytest run, made now if no test needed it yet."""
     edge = config.stash.get(SESSION_KEY, None)
     if edge is None:
-        from .core.session import EdgeSession
+        from .run.session import EdgeSession
 
         edge = config.stash[SESSION_KEY] = EdgeSession(config.stash[SETTINGS_KEY])
         if PROGRESS_KEY in config.stash:

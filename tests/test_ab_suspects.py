@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from edge_helpers import record
 
-from pytest_edge.measurement.gate import AB_REMEASURE_PAIRS, AB_SUSPECT_FRACTION, run_gate
+from pytest_edge.judging.gate import AB_REMEASURE_PAIRS, AB_SUSPECT_FRACTION, run_gate
 from pytest_edge.measurement.timing import round_order
 
 

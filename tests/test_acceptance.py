@@ -18,8 +18,8 @@ from edge_helpers import write_mlp
 
 from pytest_edge.core.acceptance import Acceptance, read_acceptances, render, write_acceptance
 from pytest_edge.errors import EdgeUsageError
-from pytest_edge.measurement.gate import GateResult
-from pytest_edge.measurement.regressions import Regression
+from pytest_edge.judging.gate import GateResult
+from pytest_edge.judging.regressions import Regression
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 

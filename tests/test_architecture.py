@@ -6,8 +6,7 @@
 - no module imports one of a higher layer (LAYERS, lowest first: ``backends/`` imports only the
   leaves below it), except the entries of UPWARD, each with its reason;
 - no import cycle between files (strongly connected components of the import graph, function-level
-  imports and ``TYPE_CHECKING`` ones included), and none between folders but through the edges of
-  FOLDER_CYCLE_EDGES, each with its reason, which shrinks with the code.
+  imports and ``TYPE_CHECKING`` ones included), and none between folders.
 
 Code is identifiers (names, attributes, definitions, arguments, keywords, imported modules) and string
 constants (f-strings' text included); comments and docstrings are documentation and are not read.
@@ -166,35 +165,29 @@ def test_harmless_words_are_not_runtime_names() -> None:
 
 # The layers, lowest first (docs/architecture.md): a module imports its own layer or lower ones only.
 # A layer is folders and modules by dotted prefix under pytest_edge ("" is the package's __init__);
-# a module belongs to its longest matching prefix. core/ and measurement/ hold two layers each: their
-# contract and primitives sit low, what runs a check or a measurement policy high.
+# a module belongs to its longest matching prefix. Each folder is one layer, so the folder graph has
+# no cycle either.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("leaves", ("", "errors", "files", "accuracy.metrics", "core.units")),
+    ("leaves", ("", "errors", "files", "units", "accuracy.metrics")),
     ("backends", ("backends",)),
-    ("measurement primitives", ("measurement", "measurement.timing", "measurement.counts", "measurement.sensors",
-                                "measurement.lock", "measurement.stats")),
+    ("measurement", ("measurement",)),
     ("checks", ("checks",)),
     ("accuracy", ("accuracy",)),
     ("devices", ("devices",)),
-    ("core contract", ("core", "core.settings", "core.marker", "core.plan", "core.record", "core.models",
-                       "core.acceptance", "core.sizes", "core.external_data")),
-    ("measurement figures", ("measurement.regressions", "measurement.gate", "measurement.counted")),
+    ("core", ("core",)),
     ("worker", ("worker",)),
+    ("judging", ("judging",)),
     ("golden", ("golden",)),
     ("report", ("report",)),
-    ("measurement policies", ("measurement.measurer", "measurement.counter", "measurement.generation")),
     ("triage", ("triage",)),
     ("llm", ("llm",)),
-    ("core run", ("core.session", "core.pipeline", "core.decoder_plan", "core.decoder_check")),
+    ("run", ("run",)),
     ("plugin", ("plugin", "stash", "edge_model", "bench")),
     ("cli", ("cli", "__main__")),
     ("public helpers", ("quant", "strategies")),
 )
 # Imports against the order, each with why: {(importer, imported): reason}.
-UPWARD: dict[tuple[str, str], str] = {
-    ("core.settings", "report.json_report"): "from_config reads --edge-baseline's report when the session is configured, "
-                                             "so a bad file is a usage error before collection; the reader is report's",
-}
+UPWARD: dict[tuple[str, str], str] = {}
 
 
 def _module_names(package: Path) -> dict[str, Path]:
@@ -314,8 +307,8 @@ def _is_marker(node: ast.AST) -> bool:
 # Where each marker's budgets would be spelled if not read from the table: {marker: (its spec's
 # module, where its checks run)}. Its spec module may spell no budget keyword as a text; none of
 # them reads one by name from a marker's spec.
-BUDGET_READERS = {"edge": ("core/marker.py", ("core/pipeline.py", "core/session.py")),
-                  "edge_llm": ("llm/marker.py", ("core/decoder_check.py",))}
+BUDGET_READERS = {"edge": ("core/marker.py", ("run/pipeline.py", "run/session.py")),
+                  "edge_llm": ("llm/marker.py", ("run/decoder_check.py",))}
 
 
 def test_budget_keywords_are_declared_once_in_the_budget_table() -> None:
@@ -422,50 +415,14 @@ def folder_graph(package: Path) -> dict[str, set[str]]:
     return graph
 
 
-# Folder imports that close a cycle today, each with why; the rest of the folder graph has none.
-# core/ and measurement/ hold two layers each (docs/architecture.md): the folders between their
-# layers import their lower half and are imported by their upper half.
-_CORE_RUN = "core/ holds the check's contract (below) and what runs it (session, pipeline, decoder steps: above)"
-_MEASUREMENT = ("measurement/ holds the primitives (below the worker) and the figures and policies (above the core "
-                "contract, the worker, the golden store)")
-FOLDER_CYCLE_EDGES: dict[tuple[str, str], str] = {
-    ("checks", "core"): "the budget table parses its units with core/units.py, a leaf kept in core/",
-    ("checks", "measurement"): _MEASUREMENT,
-    ("core", "checks"): "the marker parses its budgets from the budget table, the record keeps its findings",
-    ("core", "golden"): _CORE_RUN,
-    ("core", "llm"): _CORE_RUN,
-    ("core", "measurement"): _MEASUREMENT,
-    ("core", "report"): "core/settings.py reads --edge-baseline's report at configure (UPWARD)",
-    ("core", "triage"): _CORE_RUN,
-    ("core", "worker"): _CORE_RUN,
-    ("golden", "core"): _CORE_RUN,
-    ("llm", "core"): "the edge_llm marker parses its units with core/units.py, a leaf kept in core/",
-    ("llm", "checks"): "the edge_llm marker parses its budgets from the budget table",
-    ("llm", "measurement"): _MEASUREMENT,
-    ("measurement", "core"): _MEASUREMENT,
-    ("measurement", "worker"): _MEASUREMENT,
-    ("report", "core"): _CORE_RUN,
-    ("triage", "core"): _CORE_RUN,
-    ("worker", "core"): _CORE_RUN,
-    ("worker", "measurement"): _MEASUREMENT,
-}
-
-
 def test_no_import_cycle_between_files() -> None:
     found = cycles(import_graph(PACKAGE))
     assert not found, "import cycles between files (docs/architecture.md):\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
-def test_no_import_cycle_between_folders_but_the_named_edges() -> None:
-    graph = folder_graph(PACKAGE)
-    stale = [f"{a} -> {b}" for a, b in FOLDER_CYCLE_EDGES if b not in graph.get(a, set())]
-    assert not stale, "FOLDER_CYCLE_EDGES entries no longer made:\n" + "\n".join(stale)
-    pruned = {node: {t for t in targets if (node, t) not in FOLDER_CYCLE_EDGES} for node, targets in graph.items()}
-    found = cycles(pruned)
-    assert not found, "import cycles between folders:\n" + "\n".join(" <-> ".join(c) for c in found)
-    together = {node: i for i, component in enumerate(cycles(graph)) for node in component}
-    off_cycle = [f"{a} -> {b}" for a, b in FOLDER_CYCLE_EDGES if a not in together or together[a] != together.get(b)]
-    assert not off_cycle, "FOLDER_CYCLE_EDGES entries on no cycle any more (drop them):\n" + "\n".join(off_cycle)
+def test_no_import_cycle_between_folders() -> None:
+    found = cycles(folder_graph(PACKAGE))
+    assert not found, "import cycles between folders (docs/architecture.md):\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
 def test_a_planted_cycle_is_caught(tmp_path: Path) -> None:

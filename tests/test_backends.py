@@ -293,7 +293,7 @@ def test_memory_falls_back_to_a_fresh_worker_where_hwm_cannot_be_reset(
     _available("onnxruntime-cpu")
     from pytest_edge.measurement import timing as measure
     from pytest_edge.core.marker import MarkerSpec
-    from pytest_edge.core.session import EdgeSession, Settings
+    from pytest_edge.run.session import EdgeSession, Settings
 
     monkeypatch.setattr(measure, "reset_hwm", lambda: False)
     session = EdgeSession(Settings(golden_dir=tmp_path, rootdir=tmp_path, isolated=False,

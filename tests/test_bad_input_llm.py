@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from edge_helpers import FIXTURES
 
 from pytest_edge.backends.decoder_config import LlmConfig, from_genai_config, from_hf_config, read_config
-from pytest_edge.core.units import parse_mb, parse_ms, parse_number
+from pytest_edge.units import parse_mb, parse_ms, parse_number
 from pytest_edge.errors import EdgeUsageError, GoldenError
-from pytest_edge.core.decoder_plan import MIN_RUN_CONTEXT, run_context
+from pytest_edge.run.decoder_plan import MIN_RUN_CONTEXT, run_context
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -315,7 +315,7 @@ def test_a_ring_cache_holds_the_window_and_only_the_slack_the_run_reaches(tmp_pa
     import numpy as np
 
     from pytest_edge.backends.onnxruntime.decoder import OrtDecoder
-    from pytest_edge.core.decoder_plan import run_context
+    from pytest_edge.run.decoder_plan import run_context
 
     folder = _genai_copy(tmp_path, "genai_gemma2")
     config_path = folder / "genai_config.json"

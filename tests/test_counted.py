@@ -12,7 +12,7 @@ import pytest
 from edge_helpers import FIXTURES, write_mlp
 
 from pytest_edge.backends import InputShapes, get_backend
-from pytest_edge.measurement.counted import run_count_gate
+from pytest_edge.judging.counted import run_count_gate
 from pytest_edge.measurement.counts import CountedMeasurement, combine_counts
 from pytest_edge.worker import callgrind
 
@@ -307,7 +307,7 @@ def test_count_gate_against_a_wall_clock_baseline_says_it_cannot_gate() -> None:
 
 
 def _counter(tmp_path: Path, timeout_s: float, devices: dict[str, str] | None = None):
-    from pytest_edge.measurement.counter import Counter
+    from pytest_edge.judging.counter import Counter
     from pytest_edge.core.settings import Settings
     from pytest_edge.worker.pool import ModelInfo, WorkerPool
 

@@ -18,7 +18,7 @@ from pytest_edge.backends import compile_targets, get_backend, tensor_backends
 from pytest_edge.backends.ethos_u.backend import DEFAULTS
 from pytest_edge.core.record import COMPILE_ONLY, Record
 from pytest_edge.errors import BackendError, DoesNotConvert
-from pytest_edge.measurement.regressions import placement_regressions
+from pytest_edge.judging.regressions import placement_regressions
 
 pytestmark = pytest.mark.skipif(get_backend("ethos-u55-128").unavailable_reason() is not None,
                                 reason="ethos-u-vela is not installed (the [ethos-u] extra)")
@@ -398,7 +398,7 @@ def test_max_dram_kb_judges_the_dram_vela_reports(tmp_path: Path) -> None:
 def test_the_gate_fails_npu_memory_grown_against_the_baseline() -> None:
     """SRAM, flash and DRAM are exact (the compiler's plan): grown beyond the threshold against the
     baseline's record, each fails naming both figures, as the artifact's size does; unchanged passes."""
-    from pytest_edge.measurement.regressions import NPU_MEMORY, resource_regressions
+    from pytest_edge.judging.regressions import NPU_MEMORY, resource_regressions
 
     def record(model: str, target: str) -> dict:
         compiled = get_backend(target).compile(next(p for p in (FIXTURES / f"{model}.tflite",

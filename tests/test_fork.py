@@ -472,7 +472,7 @@ def test_fork_option_is_checked(pytester: pytest.Pytester, models: Path) -> None
 def test_auto_spawns_when_a_merge_gate_runs(tmp_path: Path) -> None:
     """Forked children share one layout draw per zygote: a fixed A-vs-B offset the gate would read as
     a change. ``auto`` spawns under a gate; ``on`` and ``off`` are as asked."""
-    from pytest_edge.core.session import measuring_fork
+    from pytest_edge.run.session import measuring_fork
     from pytest_edge.core.settings import Settings
 
     assert measuring_fork(Settings(golden_dir=tmp_path, rootdir=tmp_path)) == "off"  # the default: spawn

@@ -21,7 +21,7 @@ from pytest_edge.backends.decoder_config import LlmConfig
 from pytest_edge.golden.tokens import TokenGolden, golden_path, read_golden, write_golden
 from pytest_edge.llm.marker import parse_llm_marker
 from pytest_edge.llm.metrics import token_agreement, token_message
-from pytest_edge.measurement.generation import _ended, context_lengths, context_sweep
+from pytest_edge.judging.generation import _ended, context_lengths, context_sweep
 from pytest_edge.backends import get_backend
 from pytest_edge.backends.decoder import generate
 from pytest_edge.llm.marker import check_prompt
@@ -377,7 +377,7 @@ def test_figures_in_the_record_and_budgets_named(pytester: pytest.Pytester, llm_
 def test_the_llm_gate_is_the_one_gate_measuring_a_suspect_again() -> None:
     """TTFT/TPOT go through the package's gate: a figure above the threshold is measured again in
     fresh processes and fails only when it is above it twice and significant over all pairs."""
-    from pytest_edge.measurement.generation import as_gated, judge
+    from pytest_edge.judging.generation import as_gated, judge
 
     old = [{"ttft_p50_ms": 1.0, "tpot_p50_ms": 0.50}, {"ttft_p50_ms": 1.02, "tpot_p50_ms": 0.51},
            {"ttft_p50_ms": 0.99, "tpot_p50_ms": 0.49}]
@@ -412,7 +412,7 @@ def test_the_llm_gate_tells_a_slower_machine_from_a_slower_decoder() -> None:
     whose probe ran 30 % slower with the fastest generation unmoved are a slower machine
     (inconclusive: a warning, a failure under strict); a 1.5x slower decoder on that same busy
     machine moves its fastest generation too and fails."""
-    from pytest_edge.measurement.generation import as_gated, judge
+    from pytest_edge.judging.generation import as_gated, judge
 
     old = [{"ttft_p50_ms": 1.0, "tpot_p50_ms": 0.50, "probe_us": 100.0, "min": 4.0},
            {"ttft_p50_ms": 1.02, "tpot_p50_ms": 0.51, "probe_us": 101.0, "min": 4.02},

@@ -17,7 +17,7 @@ import pytest
 from edge_helpers import FIXTURES
 
 from pytest_edge.errors import EdgeUsageError
-from pytest_edge.core.decoder_plan import config_of, resolve_llm_model
+from pytest_edge.run.decoder_plan import config_of, resolve_llm_model
 from pytest_edge.backends.decoder_config import read_config
 
 pytest.importorskip("onnxruntime")

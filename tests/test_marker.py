@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from pytest_edge.errors import EdgeUsageError
 from pytest_edge.core.marker import parse_marker
-from pytest_edge.core.units import parse_fraction, parse_mb, parse_ms, parse_percent
+from pytest_edge.units import parse_fraction, parse_mb, parse_ms, parse_percent
 
 # ---------------------------------------------------------------- options
 

@@ -10,7 +10,7 @@ import pytest
 from edge_helpers import LIGHT, calibrated_chain, needs_executorch
 
 from pytest_edge.backends import get_backend
-from pytest_edge.measurement.regressions import LATENCY_FLOOR_MS
+from pytest_edge.judging.regressions import LATENCY_FLOOR_MS
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -863,7 +863,7 @@ def test_a_session_without_the_marker_imports_no_runtime(pytester: pytest.Pytest
         import sys
         def test_nothing_heavy():
             heavy = {"onnxruntime", "executorch", "torch", "ai_edge_litert", "tflite_runtime", "numpy",
-                     "pytest_edge.core.session", "pytest_edge.backends", "pytest_edge.worker.client"}
+                     "pytest_edge.run.session", "pytest_edge.backends", "pytest_edge.worker.client"}
             assert not heavy & set(sys.modules)
     """)
     pytester.runpytest_subprocess().assert_outcomes(passed=1)

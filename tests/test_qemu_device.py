@@ -262,7 +262,7 @@ def test_unknown_device_kind_is_a_usage_error(pytester: pytest.Pytester, models:
 def test_report_compare_judges_only_coverage_of_an_emulated_record() -> None:
     """`pytest-edge report compare` on a record whose timing was not judged (an emulated device):
     a 10x latency and 5x memory are not regressions there, a delegate coverage drop still is."""
-    from pytest_edge.measurement.regressions import check_baseline
+    from pytest_edge.judging.regressions import check_baseline
 
     old = {"backend": "litert@arm64", "latency_ms": {"p50": 1.0}, "peak_memory_mb": 100.0, "coverage": {"fallback": 0.0}}
     new = {**old, "latency_ms": {"p50": 10.0}, "peak_memory_mb": 500.0, "coverage": {"fallback": 0.5}}

@@ -14,7 +14,7 @@ from edge_helpers import FIXTURES
 
 from pytest_edge.core.marker import parse_marker
 from pytest_edge.measurement import sensors
-from pytest_edge.measurement.regressions import check_baseline
+from pytest_edge.judging.regressions import check_baseline
 from pytest_edge.report.deployment import megabytes
 from pytest_edge.report.html import render_html
 from pytest_edge.report.json_report import merge_reports

@@ -21,7 +21,7 @@ from pytest_edge.golden import Golden
 from pytest_edge.golden.sets import judged_artifacts
 from pytest_edge.core.marker import parse_marker
 from pytest_edge.core.plan import plan_for
-from pytest_edge.core.session import EdgeSession
+from pytest_edge.run.session import EdgeSession
 from pytest_edge.core.settings import Settings
 from pytest_edge.measurement.timing import DRIFT_MIN_WINDOW_S
 from pytest_edge.triage import quant

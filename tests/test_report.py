@@ -8,7 +8,7 @@ import pytest
 
 from edge_helpers import record
 
-from pytest_edge.measurement.regressions import check_baseline
+from pytest_edge.judging.regressions import check_baseline
 from pytest_edge.report import compare_reports, format_table, merge_reports, table_rows
 
 # Also run by tox -e tflite-runtime: the report on NumPy 1.x there.

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from edge_helpers import record
 
-from pytest_edge.measurement.gate import run_gate
+from pytest_edge.judging.gate import run_gate
 from pytest_edge.measurement.stats import MIN_LOG_SD, compare_groups, compare_pairs, spread, t_critical
 
 base = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False)
@@ -123,7 +123,7 @@ def test_a_microsecond_change_is_below_what_fresh_processes_resolve() -> None:
     """An unchanged 8 us model read +25 % (2 us) against its twin in CI, consistently enough to look
     significant: a change of at most LATENCY_FLOOR_MS is a note, never measured again or failed; the
     same model 2x slower (8 us more) still fails."""
-    from pytest_edge.measurement.regressions import LATENCY_FLOOR_MS
+    from pytest_edge.judging.regressions import LATENCY_FLOOR_MS
 
     twin = _record([0.008, 0.0081, 0.0079])
     noise = run_gate(_record([0.010, 0.0101, 0.0099]), twin, paired=True, max_regression=0.1, strict=False,

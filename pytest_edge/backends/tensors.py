@@ -48,7 +48,7 @@ class Coverage:
     # Placement per operator, by the runtime's own name for each (vela's "Cumsum Identity", a
     # LiteRT "CUMSUM#7"): the operators the delegate took, and those it did not with the runtime's
     # reason ("" where it gives none). Empty where the runtime names no operators: the merge gate
-    # then compares the fraction only (measurement/regressions.py, placement_regressions).
+    # then compares the fraction only (judging/regressions.py, placement_regressions).
     delegated_op_ids: list[str] = field(default_factory=list)
     fallback_reasons: dict[str, str] = field(default_factory=dict)
 

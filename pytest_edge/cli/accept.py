@@ -17,7 +17,7 @@ from ..files import sha256_file
 from ..core.external_data import identity_files
 from ..core.models import Model, resolve_model
 from ..core.plan import key_bases, search_dirs
-from ..measurement.regressions import GATE_FIGURES
+from ..judging.regressions import GATE_FIGURES
 from .project import project_settings
 
 
@@ -35,7 +35,7 @@ def _model(spec: str, settings) -> Model:
     try:
         return resolve_model(spec, dirs, all_artifact_suffixes(), bases)
     except EdgeUsageError as first:
-        from ..core.decoder_plan import resolve_llm_model  # a decoder: an export folder, a .gguf
+        from ..run.decoder_plan import resolve_llm_model  # a decoder: an export folder, a .gguf
 
         try:
             return resolve_llm_model(spec, dirs, bases)

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..devices import qemu as qemu_device
 from ..devices.folder import size_mb
+from ..devices.kinds import DeviceKind, device_kind
 from ..errors import EdgeError
 from ..report.table import format_table
 
@@ -58,7 +59,7 @@ def prepare_command(args: argparse.Namespace) -> int:
                   f"{', '.join(devices) or 'none'})", file=sys.stderr)
             return 2
         devices = {args.name: devices[args.name]}
-    emulated = {name: command for name, command in devices.items() if qemu_device.is_qemu(command)}
+    emulated = {name: command for name, command in devices.items() if device_kind(command) is DeviceKind.QEMU}
     for name in devices.keys() - emulated.keys():
         print(f"{name}: a command device ({devices[name]}): nothing to prepare here")
     if not emulated:
@@ -90,7 +91,7 @@ def list_command(args: argparse.Namespace) -> int:
         return 0
     rows = []
     for name, command in devices.items():
-        if not qemu_device.is_qemu(command):
+        if device_kind(command) is not DeviceKind.QEMU:
             rows.append([name, "command", "-", "what its worker reports", command])
             continue
         try:

@@ -9,7 +9,7 @@ from typing import Sequence
 
 from ..errors import EdgeError
 from ..report.table import format_table
-from ..core.session import EdgeSession
+from ..run.session import EdgeSession
 from ..core.settings import Settings
 from .project import golden_usage, project_settings
 

@@ -114,7 +114,7 @@ def model_traits(root: Path, models: Sequence[str]) -> dict[str, Traits]:
     configuration just written). pytest-edge feeds a dynamic leading (batch) dimension as 1 and
     cannot choose the others (inputs.feed_shape). A model that cannot load is left to the pytest
     run, which names the problem."""
-    from ..core.session import EdgeSession
+    from ..run.session import EdgeSession
     from .project import project_settings
 
     settings = project_settings(["--rootdir", str(root), str(root)])

@@ -12,7 +12,7 @@ from ..errors import EdgeError
 from ..core.marker import MarkerSpec
 from ..core.plan import backend_choices
 from ..report.table import format_table
-from ..core.session import EdgeSession
+from ..run.session import EdgeSession
 from ..core.settings import Settings
 from .project import project_settings
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import EdgeError
-from ..core.units import parse_percent
+from ..units import parse_percent
 from ..report.json_report import compare_reports, load_report, merge_reports, write_page, write_report
 from ..report.table import matrix_lines
 

@@ -12,7 +12,7 @@ from ..accuracy.compare import STATISTICAL_KEYS, TOLERANCE_KEYS
 from ..backends import predicted_targets
 from ..checks import EDGE, Finding, budgets_for, budgets_of
 from ..errors import EdgeUsageError
-from .units import parse_fraction, parse_int, parse_names, parse_value
+from ..units import parse_fraction, parse_int, parse_names, parse_value
 from ..measurement.timing import MAX_RUNS
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..devices import qemu as qemu_device
+from ..devices.kinds import DeviceKind, device_kind
 from ..backends import Backend, all_artifact_suffixes, compile_targets, get_backend, split_device, tensor_backends
 from ..errors import EdgeUsageError
 from ..accuracy.compare import resolve_tolerance
@@ -212,7 +213,7 @@ def unavailable_on(settings: Settings, backend: Backend, device: str | None) -> 
     if device is None:
         return backend.unavailable_reason()
     command = settings.devices[device]
-    if qemu_device.is_qemu(command):
+    if device_kind(command) is DeviceKind.QEMU:
         return qemu_device.unavailable_reason(command, backend, settings.device_cache)
     return None
 

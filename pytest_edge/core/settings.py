@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from .acceptance import ACCEPT_FILE, Acceptance, read_acceptances
 from ..errors import EdgeError
 from ..accuracy import DEFAULT_SEED
-from .units import parse_ms, parse_names, parse_percent
-from ..devices.labgrid import DEFAULT_COMMAND, DEFAULT_COORDINATOR, FarmRequest, FarmSettings, is_labgrid
+from ..units import parse_ms, parse_names, parse_percent
+from ..devices.kinds import DeviceKind, device_kind
+from ..devices.labgrid import DEFAULT_COMMAND, DEFAULT_COORDINATOR, FarmRequest, FarmSettings
 
 MAX_REGRESSION = "10%"  # the merge gate's default threshold (edge_max_regression; the report commands' --max-regression)
 
@@ -126,7 +127,7 @@ class Settings:
     threads: int = int(_DEFAULTS["edge_threads"])
     seed: int = DEFAULT_SEED
     measure: bool = False
-    baseline: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None  # --edge-baseline's report, read by the plugin at configure
     baseline_path: Path | None = None  # the stored report ``baseline`` was read from
     max_regression: float = parse_percent(_DEFAULTS["edge_max_regression"])
     # A/B mode gates P99 only when asked, with its own threshold (None: P99 reported, not gated).
@@ -172,7 +173,7 @@ def _default_cache() -> Path:
 
 def parse_devices(lines: list[str]) -> dict[str, str]:
     """``NAME = COMMAND`` (ini) or ``NAME=COMMAND`` (--edge-device), one device each."""
-    from ..devices.qemu import is_qemu, parse_kind
+    from ..devices.qemu import parse_kind
 
     devices = {}
     for line in lines:
@@ -182,9 +183,10 @@ def parse_devices(lines: list[str]) -> dict[str, str]:
             raise ValueError(f"edge_devices: {line!r} is not NAME = COMMAND (a name of letters, digits, - and _)")
         if name == "local":
             raise ValueError("edge_devices: 'local' names this machine; choose another name")
-        if is_qemu(command):
+        kind = device_kind(command)
+        if kind is DeviceKind.QEMU:
             parse_kind(command)  # an unknown kind is a usage error now, not a skip later
-        if is_labgrid(command):
+        if kind is DeviceKind.LABGRID:
             FarmRequest.parse(command)  # a malformed place or tag, likewise
         devices[name] = command
     return devices
@@ -249,12 +251,7 @@ def from_config(config: "pytest.Config") -> Settings:
     if fork not in ("auto", "on", "off"):
         raise EdgeError(f"--edge-fork: {fork!r} is not 'auto', 'on' or 'off'")
     try:
-        baseline_path = _value(config, "edge_baseline")
-        baseline = None
-        if baseline_path:
-            from ..report.json_report import load_report
-
-            baseline = load_report(root / baseline_path)
+        baseline_path = _value(config, "edge_baseline")  # read by the plugin, whose layer has the report's reader
         numbers = {k: _number(k, config.getini(k), float) for k in ("edge_atol", "edge_rtol", "edge_timeout")}
         counts = {k: _number(k, config.getini(k), int) for k in ("edge_warmup", "edge_runs", "edge_threads", "edge_seed")}
         processes = _number("edge_processes", _value(config, "edge_processes"), int)
@@ -286,7 +283,7 @@ def from_config(config: "pytest.Config") -> Settings:
             warmup=counts["edge_warmup"], runs=counts["edge_runs"], threads=counts["edge_threads"],
             seed=counts["edge_seed"],
             measure=bool(_value(config, "edge_measure")),
-            baseline=baseline, baseline_path=root / baseline_path if baseline_path else None, max_regression=parse_percent(_value(config, "edge_max_regression")),
+            baseline_path=root / baseline_path if baseline_path else None, max_regression=parse_percent(_value(config, "edge_max_regression")),
             p99_regression=(parse_percent(_value(config, "edge_gate_p99"), "--edge-gate-p99")
                             if _value(config, "edge_gate_p99") else None),
             model_dirs=[Path(p) for p in config.getini("edge_model_dirs")],

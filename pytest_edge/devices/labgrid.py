@@ -31,9 +31,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .kinds import DeviceKind
 from .labgrid_client import FarmError, LabgridClient, PlaceState, identity
 
-KIND = "labgrid:"
+KIND = DeviceKind.LABGRID.value
 DEFAULT_COORDINATOR = "127.0.0.1:20408"  # labgrid-client's own default
 DEFAULT_WAIT_S = 300.0
 # Runs the worker on the place's NetworkService; {address} {port} {username} {place} are filled in
@@ -47,10 +48,6 @@ _TAG_VALUE = re.compile(r"^[a-z0-9_]?[a-z0-9_-]*$")
 _PLACE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
 EXTRA_HINT = "install the labgrid extra: pip install 'pytest-edge[labgrid]'"
 _formatter = string.Formatter()
-
-
-def is_labgrid(spec: str) -> bool:
-    return spec.strip().startswith(KIND)
 
 
 @dataclass(frozen=True)

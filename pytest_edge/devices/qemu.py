@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .folder import damage, locked, read_manifest, remove, write_manifest
+from .kinds import DeviceKind
 from .plugin_copy import ship_plugin
 
 if TYPE_CHECKING:  # the settings of every pytest session read default_cache: no backends imported for it
     from ..backends import Backend
 
-KIND = "qemu:"
+KIND = DeviceKind.QEMU.value
 ARCHES = {"aarch64": "arm64"}  # QEMU's name -> Debian's
 QEMU_SUITE = "trixie"  # qemu 10: Debian 12's qemu 7.2 crashes in the runtimes' CPU-feature detection
 DEBIAN_SUITES = {"3.11": "bookworm", "3.13": "trixie"}  # the device's Python follows the host's where it can
@@ -47,10 +48,6 @@ Progress = Callable[[str], None]
 
 class ProvisionError(Exception):
     """The device could not be provisioned (no tool, no network, a package that does not exist)."""
-
-
-def is_qemu(command: str) -> bool:
-    return command.strip().startswith(KIND)
 
 
 def parse_kind(command: str) -> str:

@@ -4,7 +4,7 @@
 A decoder is a capability of the one Backend interface (``Backend.open_decoder``, each runtime's
 export convention in its own module under ``backends/``), run in the backend's worker like every
 model, and an edge_llm test takes the path of every edge test: the plugin's hooks, its plan
-(``core/decoder_plan.py``), the session's check (its steps in ``core/decoder_check.py``), the one
-golden store (``golden/tokens.py``), measurement and gate (``measurement/generation.py``) and record
+(``run/decoder_plan.py``), the session's check (its steps in ``run/decoder_check.py``), the one
+golden store (``golden/tokens.py``), measurement and gate (``judging/generation.py``) and record
 (``Record.generation``).
 """

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..backends.decoder_config import LlmConfig
 from ..checks import EDGE_LLM, Check, budgets_for, budgets_of
 from ..errors import EdgeUsageError
-from ..core.units import parse_bounded_int, parse_int, parse_mb, parse_number, shown
+from ..units import parse_bounded_int, parse_int, parse_mb, parse_number, shown
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any, Mapping
 
-from ..measurement.gate import TWIN_FIGURES  # the twin's figures the gate keeps on the record
+from ..judging.baseline import TWIN_FIGURES  # the twin's figures the gate keeps on the record
 
 
 def twin_baseline(report: Mapping[str, Any]) -> dict[str, Any] | None:

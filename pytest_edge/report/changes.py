@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..backends import split_device
-from ..measurement.regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, GENERATION_FIGURES, LATENCY_FIGURES,
+from ..judging.regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, GENERATION_FIGURES, LATENCY_FIGURES,
                                        PEAK_MEMORY, latency_regressions, resource_regressions)
 from ..core.record import dig
-from ..core.units import parse_percent
+from ..units import parse_percent
 from ..core.settings import MAX_REGRESSION
 from . import generation
-from ..measurement.gate import find_baseline
+from ..judging.baseline import find_baseline
 
 # The allowed regression against a baseline unless a project sets edge_max_regression (settings'
 # MAX_REGRESSION, as users write it), as a fraction.
@@ -80,7 +80,7 @@ FIGURES: list[tuple[str, Callable[[Mapping[str, Any]], Any], bool]] = [
 ]
 
 
-# The merge gate's name of each figure (measurement.regressions.Regression.figure).
+# The merge gate's name of each figure (judging.regressions.Regression.figure).
 _GATE_FIGURES = {"P50": LATENCY_FIGURES[0].name, "P99": LATENCY_FIGURES[1].name, "peak memory": PEAK_MEMORY,
                  "fallback": DELEGATE_COVERAGE, "artifact size": ARTIFACT_SIZE,
                  **{f.name: f.name for f in GENERATION_FIGURES}}

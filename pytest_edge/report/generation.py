@@ -123,7 +123,7 @@ def quality_cells(record: Mapping[str, Any]) -> list[str]:
 
 
 def gate_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A decoder record as the merge gate reads one (measurement.regressions): its per-process TTFT
+    """A decoder record as the merge gate reads one (judging.regressions): its per-process TTFT
     and TPOT P50s (``processes``), peak memory and artifact size; None for a tensor model's record."""
     llm = generation_of(record)
     if llm is None:

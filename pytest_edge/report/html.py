@@ -18,7 +18,7 @@ from .generation import HEADERS as GENERATION_HEADERS, generation_rows
 from .changes import (DEFAULT_MAX_REGRESSION, FIGURES, FigureChange, base_backend, device_label, figure_changes,
                       gate_judged, regressions)
 from .charts import PALETTE, Curve, Series, bar_chart, coverage_bar, ecdf_chart, escape, line_chart, significant
-from ..measurement.gate import find_baseline
+from ..judging.baseline import find_baseline
 from .table import (COMPILED_HEADERS, DASH, NOT_RUN, VERDICT_RANK, compiled_rows, fold_line, folded_skips,
                     gate_summary, missing_artifact, worst_per)
 

@@ -11,8 +11,8 @@ from typing import Any, Mapping, Sequence
 
 from ..backends import split_device
 from ..files import atomic_write
-from ..measurement.gate import find_baseline  # noqa: F401 - the report's name for it too
-from ..measurement.regressions import GENERATION_FIGURES, check_baseline
+from ..judging.baseline import find_baseline  # noqa: F401 - the report's name for it too
+from ..judging.regressions import GENERATION_FIGURES, check_baseline
 from ..core.record import is_finite_number
 from .deployment import invalid_field
 from .generation import gate_view

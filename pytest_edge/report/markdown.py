@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from .ab_baseline import report_baseline
 from .generation import HEADERS as GENERATION_HEADERS, generation_rows
 from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, gate_judged, regressions
-from ..measurement.gate import find_baseline
+from ..judging.baseline import find_baseline
 from .table import (COMPILED_HEADERS, DASH, VERDICT_RANK, compiled_rows, figure, fold_line, folded_skips,
                     gate_summary, missing_artifact, table_footer, worst_per)
 

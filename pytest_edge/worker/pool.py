@@ -14,8 +14,9 @@ import numpy as np
 from ..backends import Coverage, InputShapes, TensorSpec, split_device
 from ..errors import BackendCrash, DeviceUnreachable, EdgeUsageError
 from .protocol import Request
-from ..devices.labgrid import FarmError, FarmRequest, FarmSettings, Lease, is_labgrid, lease, release
-from ..devices.qemu import ProvisionError, default_cache, is_qemu, parse_kind, provision
+from ..devices.kinds import DeviceKind, device_kind
+from ..devices.labgrid import FarmError, FarmRequest, FarmSettings, Lease, lease, release
+from ..devices.qemu import ProvisionError, default_cache, parse_kind, provision
 from .client import BackendWorker, remove_stale_logs
 from .zygote import Zygote, fork_supported
 
@@ -127,14 +128,15 @@ class WorkerPool:
         (provisioned first if need be; DeviceUnreachable when it cannot be)."""
         if device not in self._commands:
             configured = self.devices[device]
-            if is_qemu(configured):
+            kind = device_kind(configured)
+            if kind is DeviceKind.QEMU:
                 try:
                     emulated = provision(self.device_cache or default_cache(), parse_kind(configured), self.progress)
                     self._commands[device] = emulated.command()
                 except (ProvisionError, OSError) as exc:  # once per session: every test of it skips with this
                     self._commands[device] = DeviceUnreachable(
                         f"device {device} ({configured.strip()}) cannot be provisioned: {exc}")
-            elif is_labgrid(configured):
+            elif kind is DeviceKind.LABGRID:
                 try:
                     held = lease(FarmRequest.parse(configured), self.farm, self.progress)
                     self.leases[device] = held
@@ -193,7 +195,7 @@ class WorkerPool:
         if self.isolated:
             for backend in dict.fromkeys(backends):
                 device = split_device(backend)[1]
-                if device in self.devices and is_labgrid(self.devices[device]) and device not in self.leases:
+                if device in self.devices and device_kind(self.devices[device]) is DeviceKind.LABGRID and device not in self.leases:
                     # A farm place is reserved by the first test that runs on it: an xdist worker that
                     # collects device tests it will never run must not hold (or wait for) a board.
                     continue

@@ -3,8 +3,10 @@ sets, runs the check of one :class:`~pytest_edge.core.plan.Plan` and returns its
 :class:`~pytest_edge.core.record.Record`.
 
 Plain Python, no pytest: the plugin, the ``pytest-edge`` command and the tests all drive it. The
-session orchestrates; the steps of the check live in :mod:`.pipeline`, the golden sets in
-:mod:`pytest_edge.golden.sets`, the workers in :mod:`pytest_edge.worker`, measurement in :mod:`pytest_edge.measurement`.
+session orchestrates; the steps of the check live in :mod:`.pipeline` (a compile-time target's in
+:mod:`.compiled_check`, a decoder's in :mod:`.decoder_check`), the golden sets in
+:mod:`pytest_edge.golden.sets`, the workers in :mod:`pytest_edge.worker`, measurement and the merge
+gate in :mod:`pytest_edge.judging`.
 """
 
 from __future__ import annotations
@@ -16,26 +18,26 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from . import pipeline
+from .compiled_check import CompiledChecker
 from ..backends import Backend, Coverage, InputShapes, Intermediates, all_artifact_suffixes, get_backend, split_device
 from ..backends.compiled import Compilation
 from ..errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
                      EdgeError, EdgeUsageError)
-from .external_data import artifact_files
-from .sizes import artifact_size
+from ..core.external_data import artifact_files
 from ..golden.sets import GoldenSets
 from ..accuracy.inputs import check_shapes
-from .marker import MarkerSpec
+from ..core.marker import MarkerSpec
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement, machine_info
-from .models import Model, ModelKeys, resolve_model
-from .plan import Plan, Unresolved, key_bases, plan_for, resolve_reference, search_dirs
-from .record import NOT_MEASURED, UNRESOLVED_BACKEND, Record, model_json, timing_not_judged
-from .settings import Settings
+from ..core.models import Model, ModelKeys, resolve_model
+from ..core.plan import Plan, Unresolved, key_bases, plan_for, resolve_reference, search_dirs
+from ..core.record import NOT_MEASURED, UNRESOLVED_BACKEND, Record, model_json, timing_not_judged
+from ..core.settings import Settings
 from ..worker.pool import ModelInfo, WorkerPool
 from ..worker.protocol import Load, ReadIntermediates, Run
 
 if TYPE_CHECKING:  # made by the first check that measures: a golden check alone imports no gate
-    from ..measurement.measurer import Measurer
+    from ..judging.measurer import Measurer
     from .decoder_check import LlmChecker
     from .decoder_plan import LlmTarget
 
@@ -84,7 +86,7 @@ class EdgeSession:
         self.report_error = ""  # set when --edge-report could not be written
         self.step = ""  # what check() is doing, for the message of an unexpected exception
         self._predicted: dict[tuple[str, str], Coverage | None] = {}
-        self._compiled: dict[tuple[str, str], Compilation] = {}  # (artifact, target) -> the compiler's result
+        self.compiler = CompiledChecker(settings)  # compile-time targets: each artifact compiled once
         self._artifacts_checked: set[tuple[str, str]] = set()  # (artifact, backend) whose files were checked
         self._machine: dict[str, Any] | None = None
 
@@ -92,7 +94,7 @@ class EdgeSession:
     def measurer(self) -> Measurer:
         """Timing, memory, counting and the merge gate of this session's checks."""
         if self._measurer is None:
-            from ..measurement.measurer import Measurer
+            from ..judging.measurer import Measurer
 
             self._measurer = Measurer(self.settings, self.pool)
         return self._measurer
@@ -301,62 +303,19 @@ class EdgeSession:
         return record
 
     def compiled(self, backend: str, artifact: Path) -> Compilation:
-        """``artifact`` compiled for the compile-time target ``backend`` with its edge_compile_options,
-        once per session (docs/npu.md)."""
-        unknown = sorted(name for name in self.settings.compile_options if not get_backend(name).compile_only)
-        if unknown:
-            raise EdgeUsageError(f"edge_compile_options names {', '.join(unknown)}, which compile nothing; "
-                                 "its lines are for compile-time targets (docs/npu.md)")
-        key = (str(artifact.resolve()), backend)
-        if key not in self._compiled:
-            target = get_backend(backend)
-            if target.unavailable_reason():
-                raise BackendError(f"{backend}: {target.unavailable_reason()}")
-            options = dict(self.settings.compile_options.get(backend, {}))
-            if "config" in options:  # a compiler's configuration file, named from the project's root
-                options["config"] = str(self.settings.rootdir / options["config"])
-            self._compiled[key] = target.compile(artifact, options, self.settings.timeout_s)
-        return self._compiled[key]
+        """``artifact`` compiled for the compile-time target ``backend``, once per session (docs/npu.md)."""
+        return self.compiler.compiled(backend, artifact)
 
     def _check_compiled(self, test_id: str, plan: Plan) -> Record:
-        """A compile-time target (docs/npu.md): the compiler's result judged by the coverage, memory
-        and estimate budgets and, with a baseline, the gate on its placement; no golden is read and
-        nothing is timed (nothing executes)."""
-        artifact = plan.artifact
-        if artifact is None or not artifact.is_file():
-            missing = get_backend(plan.backend).missing_artifact(plan.model.name) if artifact is None else \
-                f"artifact {artifact} does not exist"
-            raise BackendError(f"{plan.backend}: {missing}")
         self.step = "compile"
-        compiled = self.compiled(plan.backend, artifact)
-        self.step = "check the compiler's result for"
-        findings = pipeline.compiled_budgets(plan, compiled, self.settings.rootdir)
-        record = pipeline.compiled_record(test_id, plan, compiled, get_backend(plan.backend).distribution,
-                                          self.settings.rootdir)
-        record.budget_findings = findings
-        violations = [finding.message for finding in findings]
-        twin = self.measurer.baseline_twin(plan.model, artifact)
-        if twin is not None:
-            theirs = self.compiled(plan.backend, twin)
-            baseline: dict[str, Any] | None = {"backend": plan.backend, "coverage": theirs.coverage.to_json(),
-                                               "artifact_bytes": artifact_size(twin, plan.backend)[0]}
-            source = str(Path(twin).relative_to(self.settings.rootdir)) if twin.is_relative_to(self.settings.rootdir) \
-                else str(twin)
-        else:
-            from ..measurement.gate import find_baseline
-
-            stored = find_baseline(self.settings.baseline, record.to_json())
-            baseline, source = (dict(stored) if stored is not None else None), (stored or {}).get("test", "?")
-        if baseline is None and (self.settings.baseline_models is not None or self.settings.baseline is not None):
-            # New in this change (no twin, no stored record): listed as new, as a measured model is.
-            gate = self.measurer.gate_new(plan, artifact, record.to_json())
-        else:
-            gate = pipeline.compiled_gate(record, baseline, source, twin is not None, self.settings.max_regression)
-        violations += pipeline.gate_into(record, gate, self.settings)
-        self.records.append(record.conclude(violations))
+        record, violations = self.compiler.check(test_id, plan, lambda: self.measurer, self._step)
+        self.records.append(record)
         if violations:
             raise EdgeCheckFailed(violations, record.to_json())
         return record
+
+    def _step(self, step: str) -> None:
+        self.step = step
 
     # ------------------------------------------------------------ outcomes the plugin reports
 

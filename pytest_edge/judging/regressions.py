@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..core.record import dig
-from .stats import Change, compare_groups, compare_pairs
-from .timing import MIN_RUNS
+from ..measurement.stats import Change, compare_groups, compare_pairs
+from ..measurement.timing import MIN_RUNS
 
 
 @dataclass(frozen=True)

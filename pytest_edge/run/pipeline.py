@@ -22,14 +22,14 @@ from ..golden import DEFAULT_SET, Golden, GoldenCase
 from ..golden.sets import GoldenSets
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement
-from .plan import Plan
-from .record import COMPILE_ONLY, Record, artifact_identity, model_json
-from .settings import Settings
-from .sizes import artifact_size
+from ..core.plan import Plan
+from ..core.record import COMPILE_ONLY, Record, artifact_identity, model_json
+from ..core.settings import Settings
+from ..core.sizes import artifact_size
 from ..worker.pool import ModelInfo
 
 if TYPE_CHECKING:  # the gate and the triage are imported where they run (a baseline, a mismatch)
-    from ..measurement.gate import GateResult
+    from ..judging.gate import GateResult
     from ..triage.ladder import Runner
 
 
@@ -255,8 +255,8 @@ def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, 
     """A compile-time target against its baseline (the twin compiled alike, or the stored record):
     the compiler's placement (the fraction and each operator that left the NPU) and the artifact's
     size; nothing was timed, so nothing is re-measured."""
-    from ..measurement.gate import GateResult, rule_of
-    from ..measurement.regressions import resource_regressions
+    from ..judging.gate import GateResult, rule_of
+    from ..judging.regressions import resource_regressions
 
     gate = GateResult()
     if baseline is None:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .counts import CountedMeasurement
+from ..measurement.counts import CountedMeasurement
 from .gate import GateResult, rule_of
 from .regressions import INSTRUCTIONS, Regression, resource_regressions
 

@@ -19,8 +19,9 @@ import numpy as np
 from ..backends import split_device
 from ..errors import BackendCrash, CountingUnavailable
 from .counted import run_count_gate
-from .counts import CountedMeasurement, combine_counts
-from .gate import GateResult, find_baseline, twin_baseline
+from ..measurement.counts import CountedMeasurement, combine_counts
+from .baseline import find_baseline, twin_baseline
+from .gate import GateResult
 from ..core.plan import Plan
 from ..core.settings import Settings
 from ..worker import callgrind

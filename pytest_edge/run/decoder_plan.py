@@ -14,11 +14,11 @@ from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder_config import LlmConfig, read_config
 from ..errors import EdgeError, EdgeUsageError
 from ..llm.marker import LlmSpec
-from .external_data import external_files
-from .models import Model, ModelKeys, refuse_outside, resolve_model
-from .plan import expand_patterns, is_pattern, key_bases, known_device, search_dirs, unavailable_on
-from .record import model_json as record_model_json
-from .settings import Settings
+from ..core.external_data import external_files
+from ..core.models import Model, ModelKeys, refuse_outside, resolve_model
+from ..core.plan import expand_patterns, is_pattern, key_bases, known_device, search_dirs, unavailable_on
+from ..core.record import model_json as record_model_json
+from ..core.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ unchanged: docs/gate.md):
   under the folder its model's key is relative to: ``Model.twin``; its own configuration beside it,
   or this one's) measured alternately with it in this job, as pairs;
 - **stored** (``--edge-baseline=REPORT``): the per-process figures of the same test and backend in
-  an earlier report (its ``llm.processes``), found as a tensor model's record is (:func:`.gate.find_baseline`).
+  an earlier report (its ``llm.processes``), found as a tensor model's record is (:func:`.baseline.find_baseline`).
 
 A figure above the threshold is measured again in fresh processes; it fails only when it is above
 the threshold both times, the second measurement significant on its own, and both together too.
@@ -31,9 +31,10 @@ from ..errors import BackendCrash, BackendError, EdgeUsageError
 from ..files import relative_path
 from ..worker.pool import WorkerPool
 from ..worker.protocol import LimitAddressSpace, Load, MeasureGeneration, ProbeContext
-from .gate import AB_REMEASURE_PAIRS, GateResult, find_baseline, nothing_to_compare, run_gate
+from .baseline import find_baseline
+from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate
 from .regressions import GENERATION_FIGURES
-from .stats import mean_sd
+from ..measurement.stats import mean_sd
 
 # rounds -> one pooled measurement per artifact, this one first, then its twin (measure_rounds)
 MeasureRounds = Callable[[int], "list[dict[str, Any]]"]
@@ -134,7 +135,7 @@ def twin_config(twin: Path, fallback: LlmConfig) -> LlmConfig:
 
 def stored_record(baseline: Mapping[str, Any] | None, test: str, backend: str, model: str) -> dict[str, Any] | None:
     """The baseline record of a stored report, found as for every model (the same test, else the
-    same model on the same backend: gate.find_baseline), as the gate reads one: its
+    same model on the same backend: baseline.find_baseline), as the gate reads one: its
     per-process generation figures and its peak memory (None where it has no processes)."""
     record = find_baseline(baseline, {"test": test, "backend": backend, "model": {"name": model}})
     processes = ((record or {}).get("llm") or {}).get("processes")

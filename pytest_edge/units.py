@@ -8,7 +8,7 @@ import math
 import re
 from typing import Any, Mapping
 
-from ..errors import EdgeUsageError
+from .errors import EdgeUsageError
 
 _UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z%]*)\s*$")
 _TIME_UNITS = {"": 1.0, "ms": 1.0, "s": 1000.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}

@@ -11,11 +11,11 @@ import numpy as np
 
 from ..backends import split_device
 from .counter import Counter
-from .counts import CountedMeasurement
-from .gate import (AB_REMEASURE_PAIRS, GateResult, find_baseline, nothing_to_compare, run_gate, twin_baseline,
-                   twin_figures)
-from .lock import machine_measurement_lock
-from .timing import combine_processes, round_order
+from ..measurement.counts import CountedMeasurement
+from .baseline import find_baseline, twin_baseline, twin_figures
+from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate
+from ..measurement.lock import machine_measurement_lock
+from ..measurement.timing import combine_processes, round_order
 from ..core.models import Model
 from ..core.plan import Plan
 from ..files import relative_path

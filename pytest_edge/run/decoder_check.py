@@ -3,7 +3,7 @@ goldens (recorded by the reference backend with ``--edge-update-golden``, in the
 free-running token agreement and first-step logits per prompt, the teacher-forced top-1 agreement
 and KL divergence over the golden continuation, then, when a budget or a baseline asks for them,
 the figures measured in fresh processes, the context sweep and the merge gate
-(:mod:`pytest_edge.measurement.generation`). Returns the record and every violation; the session
+(:mod:`pytest_edge.judging.generation`). Returns the record and every violation; the session
 keeps it."""
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ from ..golden.tokens import TokenGolden, golden_path, read_golden, write_golden
 from ..llm.marker import check_prompt
 from ..llm.metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures,
                            token_agreement, token_message, top_logprobs)
-from ..measurement import generation
-from ..measurement.gate import GateResult
+from ..judging import generation
+from ..judging.gate import GateResult
 from ..worker.pool import WorkerPool
 from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce
 from .decoder_plan import LlmTarget, config_of, model_json, run_context, spec_context
-from .external_data import artifact_files, identity_files
-from .models import Model, ModelKeys
+from ..core.external_data import artifact_files, identity_files
+from ..core.models import Model, ModelKeys
 from .pipeline import gate_into
-from .record import NOT_MEASURED, GenerationRecord, Record, timing_not_judged
-from .settings import Settings
-from .sizes import artifact_size
+from ..core.record import NOT_MEASURED, GenerationRecord, Record, timing_not_judged
+from ..core.settings import Settings
+from ..core.sizes import artifact_size
 
 
 class LlmChecker:

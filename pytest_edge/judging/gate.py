@@ -25,13 +25,10 @@ than the baseline's (the twin's) while their fastest runs did not move (:class:`
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core.acceptance import Acceptance, changed_files, describe, find, stale
-from ..core.sizes import artifact_size
 from .regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
                           NPU_MEMORY, PEAK_MEMORY, GateFinding, Regression, TimedFigure, latency_regressions,
                           resource_regressions)
@@ -94,20 +91,6 @@ class GateResult:
         if self.summary and not self.summary.get("new"):
             self.summary["verdict"] = ("failed" if self.failures else "inconclusive" if self.inconclusive else
                                        "accepted" if any(f.verdict == "accepted" for f in findings) else "passed")
-
-
-def find_baseline(baseline: Mapping[str, Any] | None, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The baseline record of a stored report that ``record`` is compared against: the same test,
-    else the same model (its key) on the same backend."""
-    if not baseline:
-        return None
-    same_model = None
-    for old in baseline.get("records", []):
-        if old.get("test") == record["test"]:
-            return old
-        if old.get("model", {}).get("name") == record["model"]["name"] and old.get("backend") == record["backend"]:
-            same_model = same_model or old
-    return same_model
 
 
 def nothing_to_compare(mode: str, looked_for: str, folder: str) -> GateResult:
@@ -355,21 +338,3 @@ def _busy(*measurements: Mapping[str, Any]) -> float | None:
     loads = [m.get("other_cores_busy") for m in measurements if m.get("under_load", m.get("timing_under_load"))]
     loads = [x for x in loads if isinstance(x, (int, float))]
     return max(loads) if loads else None
-
-
-def twin_baseline(backend: str, twin: Path, measured: Mapping[str, Any], coverage: dict[str, Any] | None,
-                  rootdir: Path) -> tuple[dict[str, Any], str]:
-    """A/B mode: the twin artifact's figures as the baseline record a stored report would hold
-    (timed or counted, its coverage and size), and how the gate's messages name it."""
-    baseline = {"backend": backend, **measured, "coverage": coverage, "artifact_bytes": artifact_size(twin, backend)[0]}
-    return baseline, os.path.relpath(twin, rootdir)
-
-
-# The figures the pages compare and draw (report/: html_report.figure_changes, the ECDF and memory charts).
-TWIN_FIGURES = ("latency_ms", "latency_quantiles_ms", "peak_memory_mb", "steady_memory_mb", "load_ms",
-                "first_inference_ms", "coverage", "measured_runs", "artifact_bytes")
-
-
-def twin_figures(measured: Mapping[str, Any]) -> dict[str, Any]:
-    """What a record keeps of its twin's measurement (not the per-process samples)."""
-    return {key: measured.get(key) for key in TWIN_FIGURES}

@@ -1,0 +1,1 @@
+"""What runs a check: the session (both kinds), the pipeline's steps, a decoder's plan and steps."""
