@@ -265,5 +265,5 @@ def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, 
     for regression in resource_regressions(record.to_json(), baseline, max_regression, what):
         gate.fail(regression, rule_of(regression.figure, paired))
     gate.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
-                    "verdict": "failed" if gate.failures else "passed"}
+                    "verdict": gate.verdict()}
     return gate

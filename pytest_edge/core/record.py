@@ -9,6 +9,7 @@ in ``extra`` and written back unchanged.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
@@ -23,6 +24,57 @@ from .external_data import identity_files
 
 # The backend of a record whose test errored before any backend was chosen (its marker unresolved).
 UNRESOLVED_BACKEND = "(unresolved)"
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10 (requires-python): 3.11's StrEnum, whose str() and format() are the value
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return format(str(self.value), spec)
+
+
+class Verdict(StrEnum):
+    """A record's verdict, decided by :meth:`Record.conclude` and the constructors. The values are the
+    report's strings (SPEC §6), so a member equals what a stored report holds: a report read as JSON
+    is compared with members without converting it."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    DOES_NOT_CONVERT = "does not convert"  # a borrowed artifact the backend's frontend cannot convert
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> "Verdict":
+        """The member a report's ``verdict`` names; ValueError naming ``where`` (the file and record)
+        for anything else: a stored report is untrusted input."""
+        return _member(cls, value, where, "verdict")
+
+
+class GateVerdict(StrEnum):
+    """The merge gate's verdict on a record (``baseline_check["verdict"]``) and on each figure it
+    judged (a finding's ``verdict``: failed, inconclusive, or accepted by an acceptance)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    INCONCLUSIVE = "inconclusive"
+    ACCEPTED = "accepted"  # a failure that an acceptance (core/acceptance.py) passes, with its reason
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> "GateVerdict":
+        """As :meth:`Verdict.from_json`, for a gate's or a finding's verdict."""
+        return _member(cls, value, where, "gate verdict")
+
+
+def _member(enum: Any, value: Any, where: str, what: str) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        known = ", ".join(repr(m.value) for m in enum)
+        raise ValueError(f"{where}: unknown {what} {str(value)[:60]!r} (known: {known})") from None
 
 
 class TimingNotJudged(str, Enum):
@@ -150,7 +202,7 @@ class Record:
     test: str
     model: dict[str, Any]  # {"name", "artifact", "sha256"} (+ "files": model_json)
     backend: str
-    verdict: str = "passed"
+    verdict: Verdict = Verdict.PASSED
     violations: list[str] = field(default_factory=list)
     skip_reason: str | None = None
     runtime: dict[str, Any] | None = None
@@ -204,28 +256,28 @@ class Record:
 
     @classmethod
     def skipped(cls, test: str, model: dict[str, Any], backend: str, reason: str) -> "Record":
-        return cls(test, model, backend, verdict="skipped", skip_reason=reason)
+        return cls(test, model, backend, verdict=Verdict.SKIPPED, skip_reason=reason)
 
     @classmethod
     def not_converted(cls, test: str, model: dict[str, Any], backend: str, reason: str) -> "Record":
         """The backend's frontend cannot convert this (borrowed) artifact: its own outcome."""
-        return cls(test, model, backend, verdict="does not convert", skip_reason=reason)
+        return cls(test, model, backend, verdict=Verdict.DOES_NOT_CONVERT, skip_reason=reason)
 
     @classmethod
     def errored(cls, test: str, model: dict[str, Any], backend: str, message: str) -> "Record":
         """The check could not run (bad artifact, missing golden): ``message`` says why."""
-        return cls(test, model, backend, verdict="error", violations=[message])
+        return cls(test, model, backend, verdict=Verdict.ERROR, violations=[message])
 
     @classmethod
     def body_failed(cls, test: str, model: dict[str, Any], backend: str, exception: BaseException) -> "Record":
         """The test's own body failed before the check: its assertion is the failure."""
-        return cls(test, model, backend, verdict="failed",
+        return cls(test, model, backend, verdict=Verdict.FAILED,
                    violations=[f"the test body failed: {type(exception).__name__}"])
 
     def conclude(self, violations: list[str]) -> "Record":
         """The verdict of a check that ran: failed with its violations, else passed."""
         self.violations = list(violations)
-        self.verdict = "failed" if self.violations else "passed"
+        self.verdict = Verdict.FAILED if self.violations else Verdict.PASSED
         return self
 
     # ------------------------------------------------------------ JSON
@@ -238,12 +290,13 @@ class Record:
             blocks["npu"] = self.npu.to_json()
         if not self.checked:  # skipped, errored, or the body failed: what there is to say
             data: dict[str, Any] = {"test": self.test, "model": self.model, "backend": self.backend,
-                                    "verdict": self.verdict, "violations": self.violations}
+                                    "verdict": str(self.verdict), "violations": self.violations}
             if self.skip_reason is not None:
                 data["skip_reason"] = self.skip_reason
             return {**data, **generation, **self.extra, **blocks}
         data = {f.name: getattr(self, f.name) for f in fields(self)
                 if f.name not in ("extra", "checked", "skip_reason", "counted", "npu", "generation")}
+        data["verdict"] = str(self.verdict)  # the report's string (a plain str for xdist's serializer)
         data["budget_findings"] = [finding.to_json() for finding in self.budget_findings]
         for empty in ("warnings", "restarts", "budget_findings"):
             if not data[empty]:
@@ -254,13 +307,16 @@ class Record:
         return {**data, **generation, **self.extra, **blocks}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Record":
+    def from_json(cls, data: Mapping[str, Any], where: str = "a report's record") -> "Record":
+        """A record of a report (this version's or another's); ValueError naming ``where`` for a
+        verdict that is none of :class:`Verdict`'s."""
         known = {f.name for f in fields(cls)} - {"extra", "checked", "generation"}
         if not isinstance(data.get("counted"), Mapping):  # none, or not a counted block: kept as it was
             known.discard("counted")
         if not isinstance(data.get("npu"), Mapping):
             known.discard("npu")
         record = cls(**{k: v for k, v in data.items() if k in known and k not in ("budget_findings", "counted", "npu")})
+        record.verdict = Verdict.from_json(data.get("verdict", Verdict.PASSED), where)
         record.budget_findings = [Finding.from_json(f) for f in data.get("budget_findings") or [] if isinstance(f, Mapping)]
         if "counted" in known:
             record.counted = CountedMeasurement.from_json(data["counted"])
