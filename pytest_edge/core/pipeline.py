@@ -244,7 +244,7 @@ def compiled_record(test_id: str, plan: Plan, compiled: Compilation, distributio
                            compiled.coverage.delegates},
                   plugin={"name": "pytest-edge", "version": __version__},
                   coverage=compiled.coverage.to_json(), artifact_bytes=size, npu=compiled, checked=True)
-    made.extra["timing_not_judged"] = COMPILE_ONLY
+    made.timing_not_judged = COMPILE_ONLY
     if unreadable:
         made.extra["artifact_bytes_reason"] = unreadable
     return made

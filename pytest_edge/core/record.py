@@ -77,23 +77,48 @@ def _member(enum: Any, value: Any, where: str, what: str) -> Any:
         raise ValueError(f"{where}: unknown {what} {str(value)[:60]!r} (known: {known})") from None
 
 
-class TimingNotJudged(str, Enum):
-    """Why a record's timing and memory are not judged (its ``timing_not_judged``): the sentence the
-    report shows is the member's value, compared as a member, not as English."""
+class TimingNotJudged(Enum):
+    """Why a record's timing and memory are not judged, as a policy: code compares members; the
+    sentence the report shows (its ``timing_not_judged``) is the member's :attr:`reason`, read back
+    by :meth:`from_json`. Not a str, so a member written to JSON as it is fails instead of writing a
+    name no report has."""
 
     # An emulated device (edge_emulated_timing = off | record | judge): recorded, or not even measured.
-    NOT_JUDGED = "emulated device: timing and memory are not the target's"
-    NOT_MEASURED = ("emulated device: timing and memory are not the target's, so they were not measured "
-                    "(edge_emulated_timing = record measures them)")
+    NOT_JUDGED = "recorded, not judged"
+    NOT_MEASURED = "not measured"
     # A compile-time target (an NPU compiler, docs/npu.md).
-    COMPILE_ONLY = ("compile-time target: the compiler ran here and nothing executed, so no output was compared "
-                    "and no latency, load time or memory was measured (the compiler's estimate is the record's "
-                    "npu block)")
+    COMPILE_ONLY = "compile only"
+
+    @property
+    def reason(self) -> str:
+        """The report's sentence for this policy (docs/devices-emulated-arm.md and docs/npu.md quote it)."""
+        return _TIMING_REASONS[self]
 
     def __str__(self) -> str:
-        return self.value
+        return self.reason
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> "TimingNotJudged | None":
+        """The policy a report's ``timing_not_judged`` says (None for none); ValueError naming
+        ``where`` for a sentence of no policy: a stored report is untrusted input."""
+        if value is None or isinstance(value, cls):
+            return value
+        if isinstance(value, str) and value in _BY_REASON:
+            return _BY_REASON[value]
+        raise ValueError(f"{where}: unknown timing_not_judged {str(value)[:60]!r} (expected null or one of the "
+                         "sentences pytest-edge writes: an emulated device's, recorded or not measured, or a "
+                         "compile-time target's)")
 
 
+_TIMING_REASONS = {
+    TimingNotJudged.NOT_JUDGED: "emulated device: timing and memory are not the target's",
+    TimingNotJudged.NOT_MEASURED: ("emulated device: timing and memory are not the target's, so they were not measured "
+                                   "(edge_emulated_timing = record measures them)"),
+    TimingNotJudged.COMPILE_ONLY: ("compile-time target: the compiler ran here and nothing executed, so no output was "
+                                   "compared and no latency, load time or memory was measured (the compiler's estimate "
+                                   "is the record's npu block)"),
+}
+_BY_REASON = {reason: member for member, reason in _TIMING_REASONS.items()}
 NOT_JUDGED, NOT_MEASURED, COMPILE_ONLY = TimingNotJudged.NOT_JUDGED, TimingNotJudged.NOT_MEASURED, \
     TimingNotJudged.COMPILE_ONLY
 
@@ -174,7 +199,7 @@ class GenerationRecord:
     teacher_forced: dict[str, Any]
     measured: dict[str, Any] = field(default_factory=dict)
     context: dict[str, Any] | None = None
-    timing_not_judged: str | None = None
+    timing_not_judged: TimingNotJudged | None = None
 
     def figures(self) -> dict[str, Any]:
         """What the budgets of edge_llm judge (checks.check_generation): the measured figures and the sweep."""
@@ -184,17 +209,18 @@ class GenerationRecord:
         data = {key: getattr(self, key) for key in _GENERATION_RUN}
         data.update(self.figures())
         if self.timing_not_judged is not None:
-            data["timing_not_judged"] = self.timing_not_judged
+            data["timing_not_judged"] = self.timing_not_judged.reason
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "GenerationRecord":
+    def from_json(cls, data: Mapping[str, Any], where: str = "a report's llm block") -> "GenerationRecord":
         """A block of a report (this version's or another's: what it lacks is empty, what this
-        version does not know is kept with the measured figures)."""
+        version does not know is kept with the measured figures); ValueError naming ``where`` for a
+        ``timing_not_judged`` of no policy."""
         rest = {k: v for k, v in data.items() if k not in (*_GENERATION_RUN, "context", "timing_not_judged")}
         return cls(data.get("config") or {}, data.get("new_tokens") or 0, data.get("kv_cache"),
                    list(data.get("prompts") or []), dict(data.get("teacher_forced") or {}), rest,
-                   data.get("context"), data.get("timing_not_judged"))
+                   data.get("context"), TimingNotJudged.from_json(data.get("timing_not_judged"), where))
 
 
 @dataclass
@@ -247,6 +273,8 @@ class Record:
     restarts: list[str] = field(default_factory=list)
     # A decoder's spec, goldens' and run's figures and measurement (edge_llm): the report's "llm" block.
     generation: GenerationRecord | None = None
+    # Why timing and memory are not judged here (an emulated device, a compile-time target); None: judged.
+    timing_not_judged: TimingNotJudged | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # A check ran and measured what it could: the record has every field (skipped, errored and
     # body-failed records say only who, what and why).
@@ -286,6 +314,8 @@ class Record:
         # Typed blocks, written after the other fields: counted mode's, a compile-time target's.
         blocks = {"counted": self.counted.to_json()} if self.counted is not None else {}
         generation = {"llm": self.generation.to_json()} if self.generation is not None else {}
+        if self.timing_not_judged is not None:  # where the report has always had it: after the llm block
+            generation["timing_not_judged"] = self.timing_not_judged.reason
         if self.npu is not None:
             blocks["npu"] = self.npu.to_json()
         if not self.checked:  # skipped, errored, or the body failed: what there is to say
@@ -295,7 +325,7 @@ class Record:
                 data["skip_reason"] = self.skip_reason
             return {**data, **generation, **self.extra, **blocks}
         data = {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("extra", "checked", "skip_reason", "counted", "npu", "generation")}
+                if f.name not in ("extra", "checked", "skip_reason", "counted", "npu", "generation", "timing_not_judged")}
         data["verdict"] = str(self.verdict)  # the report's string (a plain str for xdist's serializer)
         data["budget_findings"] = [finding.to_json() for finding in self.budget_findings]
         for empty in ("warnings", "restarts", "budget_findings"):
@@ -317,13 +347,14 @@ class Record:
             known.discard("npu")
         record = cls(**{k: v for k, v in data.items() if k in known and k not in ("budget_findings", "counted", "npu")})
         record.verdict = Verdict.from_json(data.get("verdict", Verdict.PASSED), where)
+        record.timing_not_judged = TimingNotJudged.from_json(data.get("timing_not_judged"), where)
         record.budget_findings = [Finding.from_json(f) for f in data.get("budget_findings") or [] if isinstance(f, Mapping)]
         if "counted" in known:
             record.counted = CountedMeasurement.from_json(data["counted"])
         if "npu" in known:
             record.npu = Compilation.from_json(data["npu"], data.get("coverage"))
         if isinstance(data.get("llm"), Mapping):
-            record.generation = GenerationRecord.from_json(data["llm"])
+            record.generation = GenerationRecord.from_json(data["llm"], where)
             known.add("llm")
         record.extra = {k: v for k, v in data.items() if k not in known}
         record.checked = "accuracy" in data

@@ -32,7 +32,7 @@ from .plan import Plan, Unresolved, key_bases, plan_for, resolve_reference, sear
 from .record import NOT_MEASURED, UNRESOLVED_BACKEND, Record, model_json, timing_not_judged
 from .settings import Settings
 from ..worker.pool import ModelInfo, WorkerPool
-from ..worker.protocol import Load, ReadIntermediates, Run
+from ..worker.protocol import Load, Loaded, ReadIntermediates, Run
 
 if TYPE_CHECKING:  # made by the first check that measures: a golden check alone imports no gate
     from ..measurement.measurer import Measurer
@@ -278,7 +278,7 @@ class EdgeSession:
                                  counted)
         record.budget_findings = findings
         if not_judged:
-            record.extra["timing_not_judged"] = not_judged
+            record.timing_not_judged = not_judged
         if measured and not not_judged:
             gate = self.measurer.gate(info, compared.first_feeds, plan, record.to_json())
             violations += pipeline.gate_into(record, gate, self.settings)

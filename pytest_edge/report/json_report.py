@@ -13,7 +13,7 @@ from ..backends import split_device
 from ..files import atomic_write
 from ..measurement.gate import find_baseline  # noqa: F401 - the report's name for it too
 from ..measurement.regressions import GENERATION_FIGURES, check_baseline
-from ..core.record import GateVerdict, Verdict, is_finite_number
+from ..core.record import GateVerdict, TimingNotJudged, Verdict, is_finite_number
 from .deployment import invalid_field
 from .generation import gate_view
 
@@ -99,7 +99,7 @@ def load_report(path: Path) -> dict[str, Any]:
         for key in ("test", "backend", "verdict"):
             if not isinstance(record.get(key), str):
                 raise bad(where, f"{key!r} must be a string, got {shown(record.get(key))}")
-        try:  # the verdicts the pages count and the gate reads: one of the enums', never a new word
+        try:  # verdicts and timing policies, as the pages and the gate read them: the enums' only
             Verdict.from_json(record["verdict"], "'verdict'")
             check = record["baseline_check"] if isinstance(record.get("baseline_check"), dict) else {}
             if check.get("verdict") is not None:
@@ -108,6 +108,10 @@ def load_report(path: Path) -> dict[str, Any]:
             for finding in findings if isinstance(findings, list) else []:
                 if isinstance(finding, dict):
                     GateVerdict.from_json(finding.get("verdict"), "a finding of 'baseline_check'")
+            TimingNotJudged.from_json(record.get("timing_not_judged"), "'timing_not_judged'")
+            llm = record.get("llm")
+            if isinstance(llm, dict):
+                TimingNotJudged.from_json(llm.get("timing_not_judged"), "'llm.timing_not_judged'")
         except ValueError as exc:
             raise bad(where, str(exc)) from None
         model = record.get("model")

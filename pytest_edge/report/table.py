@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..backends import split_device
-from ..core.record import COMPILE_ONLY, NOT_JUDGED, NOT_MEASURED, GateVerdict, Verdict
+from ..core.record import COMPILE_ONLY, NOT_JUDGED, NOT_MEASURED, GateVerdict, TimingNotJudged, Verdict
 
 DASH = "—"
 
@@ -27,6 +27,11 @@ VERDICT_RANK = {Verdict.FAILED: 0, Verdict.ERROR: 0, Verdict.PASSED: 1, Verdict.
 # cannot convert (errors.DoesNotConvert), each with its reason.
 NOT_RUN = frozenset({Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT})
 TABLE_WIDTH = 100
+
+
+def timing_policy(record: Mapping[str, Any]) -> TimingNotJudged | None:
+    """Why the record's timing is not judged (its ``timing_not_judged``), as a policy; None: judged."""
+    return TimingNotJudged.from_json(record.get("timing_not_judged"), f"record {record.get('test')}")
 
 
 def missing_artifact(record: Mapping[str, Any]) -> str | None:
@@ -259,7 +264,7 @@ def compiled_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
     rows = []
     for record in records:
         npu = record.get("npu")
-        if record.get("timing_not_judged") != COMPILE_ONLY or not isinstance(npu, Mapping):
+        if timing_policy(record) is not COMPILE_ONLY or not isinstance(npu, Mapping):
             continue
         coverage, settings = record.get("coverage") or {}, npu.get("settings") or {}
         kib = [figure(None if npu.get(key) is None else npu[key] / 1024, ".2f") for key in ("sram_bytes", "flash_bytes")]
@@ -274,7 +279,7 @@ def compiled_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
 def compiled_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
     """The compile-time targets' figures (docs/npu.md), apart from the measured columns: nothing
     executed, and the time is the compiler's estimate."""
-    compiled = [r for r in records if r.get("timing_not_judged") == COMPILE_ONLY and isinstance(r.get("npu"), Mapping)]
+    compiled = [r for r in records if timing_policy(r) is COMPILE_ONLY and isinstance(r.get("npu"), Mapping)]
     if not compiled:
         return []
     lines = [f"note: {', '.join(sorted({r['backend'] for r in compiled}))}: compile-time target(s): the compiler ran, "
@@ -307,12 +312,12 @@ def summary_lines(records: Sequence[Mapping[str, Any]], *, under_load: bool = Fa
     if under_load:
         lines.append("note: some timings ran under load (other processes kept more than half a core busy; see "
                      "timing_under_load in the report): their latency figures are noisier than on an idle machine")
-    recorded = sorted({r["backend"] for r in records if r.get("timing_not_judged") == NOT_JUDGED})
+    recorded = sorted({r["backend"] for r in records if timing_policy(r) is NOT_JUDGED})
     if recorded:
         lines.append(f"note: latency, load time and memory of {', '.join(recorded)} were recorded, not judged "
                      "against budgets or baselines (emulated device: timing and memory are not the target's; "
                      "edge_emulated_timing = judge judges them)")
-    unmeasured = sorted({r["backend"] for r in records if r.get("timing_not_judged") == NOT_MEASURED})
+    unmeasured = sorted({r["backend"] for r in records if timing_policy(r) is NOT_MEASURED})
     if unmeasured:
         lines.append(f"note: latency, load time and memory of {', '.join(unmeasured)} were not measured "
                      "(emulated device: timing and memory are not the target's; edge_emulated_timing = record "
