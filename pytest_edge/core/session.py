@@ -167,7 +167,8 @@ class EdgeSession:
         shapes = self.input_shapes(plan, backend, artifact)
         key = f"{artifact.resolve()}|{plan.backend}|{plan.threads}|{shapes.to_json()}"
         if key not in self.loaded:
-            reply = self.pool.request(plan.backend, Load(key, str(artifact), plan.threads, shapes.to_json()), artifact)
+            reply = Loaded.from_reply(self.pool.request(plan.backend, Load(key, str(artifact), plan.threads,
+                                                                           shapes.to_json()), artifact))
             self.loaded[key] = ModelInfo.from_load(key, plan.backend, artifact, reply, plan.threads, shapes,
                                                    self.pool.machine(plan.backend))
         info = self.loaded[key]
