@@ -366,7 +366,7 @@ class Record:
         """Key figures as JUnit XML properties (``--junitxml``); unmeasured ones left out."""
         latency = self.latency_ms or {}
         coverage = self.coverage or {}
-        figures = {"edge_backend": self.backend, "edge_verdict": self.verdict,
+        figures = {"edge_backend": self.backend, "edge_verdict": str(self.verdict),  # a plain str: xdist sends it
                    "edge_max_abs_err": (self.accuracy or {}).get("max_abs_err"),
                    "edge_fallback": coverage.get("fallback"), "edge_partitions": coverage.get("partitions"),
                    "edge_p50_ms": latency.get("p50"), "edge_p99_ms": latency.get("p99"),
