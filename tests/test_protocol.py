@@ -4,6 +4,7 @@ every malformed frame is a ProtocolError (never pickle, never another exception)
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from pytest_edge.errors import BackendError
+from pytest_edge.measurement.timing import ProcessTiming
 from pytest_edge.worker import protocol
 from pytest_edge.worker.frames import decode, encode
 from pytest_edge.worker.protocol import Load, Measure, ProtocolError, Run, request_from, request_json
@@ -61,6 +64,13 @@ def test_typed_replies_round_trip_over_the_codec_and_a_malformed_one_is_a_protoc
     logits = protocol.TeacherForcedLogits.from_reply(decode(encode(protocol.ok(
         protocol.TeacherForcedLogits(np.ones((2, 5), np.float64)).to_reply())))["value"]).logits
     assert logits.dtype == np.float32 and logits.shape == (2, 5)
+    timed = ProcessTiming(0.5, {"p50": 1.0, "p99": 2.0, "min": 0.9}, 1.01, None, 2, 3, 4.0, 3.5, 0.1,
+                          np.array([10, 20, 30], np.int64), 96.0, None, True, "forked", load_ms=7.0)
+    back = ProcessTiming.from_reply(decode(encode(protocol.ok(timed.to_reply())))["value"])
+    np.testing.assert_array_equal(back.samples_ns, timed.samples_ns)
+    assert replace(back, samples_ns=timed.samples_ns, load_ms=7.0) == timed and back.load_ms is None  # Load's figure
+    with pytest.raises(BackendError, match="malformed reply to measure: no samples_ns"):
+        ProcessTiming.from_reply({k: v for k, v in timed.to_reply().items() if k != "samples_ns"})
     with pytest.raises(ProtocolError, match="malformed reply to load: no coverage, load_ms"):
         protocol.Loaded.from_reply({"inputs": [], "outputs": [], "runtime": {}, "precision": "x", "threads_applied": 1})
     with pytest.raises(ProtocolError, match="malformed reply to probe_context: no peak_memory_mb"):

@@ -15,7 +15,7 @@ from .counts import CountedMeasurement
 from .gate import (AB_REMEASURE_PAIRS, GateResult, find_baseline, nothing_to_compare, run_gate, twin_baseline,
                    twin_figures)
 from .lock import machine_measurement_lock
-from .timing import combine_processes, round_order
+from .timing import ProcessTiming, combine_processes, round_order
 from ..core.models import Model
 from ..core.plan import Plan
 from ..files import relative_path
@@ -83,12 +83,13 @@ class Measurer:
 
     def _in_process(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan) -> dict[str, Any]:
         with machine_measurement_lock(self.pool.board(split_device(info.backend)[1])):
-            result = self.pool.request(info.backend, Measure(info.key, list(feeds), plan.warmup, plan.runs,
-                                                             plan.min_time_s), info.artifact)
-            result["load_ms"] = info.load_ms
-            if result["peak_memory_mb"] is None and not result.get("hwm_reset"):
+            result = ProcessTiming.from_reply(self.pool.request(info.backend, Measure(info.key, list(feeds), plan.warmup,
+                                                                                      plan.runs, plan.min_time_s),
+                                                                info.artifact))
+            result.load_ms = info.load_ms
+            if result.peak_memory_mb is None and not result.hwm_reset:
                 (fresh,) = self.rounds(info, [info.artifact], feeds, plan, processes=1)
-                result.update(peak_memory_mb=fresh["peak_memory_mb"], steady_memory_mb=fresh["steady_memory_mb"])
+                result.peak_memory_mb, result.steady_memory_mb = fresh["peak_memory_mb"], fresh["steady_memory_mb"]
         return combine_processes([result], LOAD_THRESHOLD_CORES)
 
     def rounds(self, info: ModelInfo, artifacts: Sequence[Path], feeds: Sequence[np.ndarray], plan: Plan,
@@ -100,13 +101,13 @@ class Measurer:
         return [combine_processes(per_artifact, LOAD_THRESHOLD_CORES) for per_artifact in results]
 
     def _once(self, worker: BackendWorker, info: ModelInfo, artifact: Path, feeds: Sequence[np.ndarray],
-              plan: Plan) -> dict[str, Any]:
+              plan: Plan) -> ProcessTiming:
         shapes = info.shapes.to_json()
         loaded = Loaded.from_reply(worker.request(Load(info.key, str(artifact), info.threads, shapes, with_coverage=False),
                                                   artifact=str(artifact)))
-        result = worker.request(Measure(info.key, list(feeds), plan.warmup, plan.runs, plan.min_time_s),
-                                artifact=str(artifact))
-        result["load_ms"] = loaded.load_ms
+        result = ProcessTiming.from_reply(worker.request(Measure(info.key, list(feeds), plan.warmup, plan.runs,
+                                                                 plan.min_time_s), artifact=str(artifact)))
+        result.load_ms = loaded.load_ms
         return result
 
     def _twin_coverage(self, info: ModelInfo, twin: Path) -> dict[str, Any] | None:

@@ -165,20 +165,20 @@ class WorkerServer:
         other_cores = load.other_cores()
         after = sensors.read()  # at the end of the timed runs: "steady"
         peak, steady = self._memory_over_load_base(key, trusted=reset or self.loads == 1)
-        return {
-            "hwm_reset": reset,
-            "process_start": PROCESS_START,
-            "first_inference_ms": self.first_inference_ms[key],
-            "latency_ms": timing.latency_stats(samples),
-            "drift": timing.drift(samples),
-            "probe_drift": timing.probe_drift(samples, probe_after, probes),
-            "warmup_runs": warmup, "measured_runs": len(samples),
-            "peak_memory_mb": peak, "steady_memory_mb": steady,
-            "other_cores_busy": other_cores,
-            "probe_us": float(np.median(probes)) / 1e3,
-            "power_and_temperature": sensors.window(before, after),
-            "samples_ns": np.asarray(samples, dtype=np.int64),
-        }
+        return timing.ProcessTiming(
+            hwm_reset=reset,
+            process_start=PROCESS_START,
+            first_inference_ms=self.first_inference_ms[key],
+            latency_ms=timing.latency_stats(samples),
+            drift=timing.drift(samples),
+            probe_drift=timing.probe_drift(samples, probe_after, probes),
+            warmup_runs=warmup, measured_runs=len(samples),
+            peak_memory_mb=peak, steady_memory_mb=steady,
+            other_cores_busy=other_cores,
+            probe_us=float(np.median(probes)) / 1e3,
+            power_and_temperature=sensors.window(before, after),
+            samples_ns=np.asarray(samples, dtype=np.int64),
+        ).to_reply()
 
     def _memory_over_load_base(self, key: str, trusted: bool) -> tuple[float | None, float | None]:
         """Peak (the load's or the runs' high-water mark, the higher) and steady memory over the RSS
