@@ -87,8 +87,6 @@ class DoesNotConvert(BackendError):
     targets that backend (marker ``backends=``, ``edge_backends``, ``--edge-backends``,
     ``--edge-require``); otherwise it is reported and counted like a skip (docs/backends-more-runtimes.md)."""
 
-    verdict = "does not convert"
-
 
 class BackendCrash(BackendError):
     """The runtime's process died (native crash, killed); the worker is restarted for the next test.

@@ -30,6 +30,7 @@ from pytest_edge.golden import Golden, GoldenCase, GoldenStore
 from pytest_edge.golden.layout import case_file, npz_bytes
 from pytest_edge.accuracy.inputs import check_case, check_shapes, generate_case, user_cases
 from pytest_edge.core.marker import parse_marker
+from pytest_edge.core.record import NOT_JUDGED
 from pytest_edge.report import SCHEMA as REPORT_SCHEMA
 from pytest_edge.report import build_report, load_report, merge_reports, write_report
 from pytest_edge.worker import BackendWorker
@@ -490,11 +491,13 @@ def _skipped() -> dict[str, Any]:
 def test_reports_the_plugin_writes_are_accepted(tmp_path: Path) -> None:
     unmeasured = _record(latency_ms=None, peak_memory_mb=None, load_ms=None, coverage=None,
                          measured_runs=None, warmup_runs=None)
-    report = build_report([_record(), unmeasured, _skipped()], {"cpu": "x86"})
+    gated = _record(verdict="failed", timing_not_judged=NOT_JUDGED.reason,
+                    baseline_check={"mode": "stored", "verdict": "accepted", "findings": [{"verdict": "accepted"}]})
+    report = build_report([_record(), unmeasured, _skipped(), gated], {"cpu": "x86"})
     write_report(tmp_path / "r.json", report)
-    assert len(load_report(tmp_path / "r.json")["records"]) == 3
+    assert len(load_report(tmp_path / "r.json")["records"]) == 4
     (tmp_path / "merged.json").write_text(json.dumps(merge_reports([report, report])))
-    assert len(load_report(tmp_path / "merged.json")["records"]) == 6
+    assert len(load_report(tmp_path / "merged.json")["records"]) == 8
 
 
 @pytest.mark.parametrize("content, detail", [
@@ -528,6 +531,13 @@ def test_reports_that_are_no_report(tmp_path: Path, content: str, detail: str) -
     (_record(coverage={"partitions": 1}), "'coverage' has no 'fallback' figure"),
     (_record(accuracy={"max_abs_err": "big"}), "'accuracy.max_abs_err' must be a number"),
     (_record(processes={"p50": 1}), "'processes' must be a list of objects"),
+    # Verdicts and timing policies are enums' (core/record.py): a word of no version is refused, not counted.
+    (_record(verdict="great"), "'verdict': unknown verdict 'great'"),
+    (_record(baseline_check={"mode": "stored", "verdict": "meh"}), "'baseline_check.verdict': unknown gate verdict 'meh'"),
+    (_record(baseline_check={"verdict": "failed", "findings": [{"figure": "peak memory", "verdict": "bad"}]}),
+     "a finding of 'baseline_check': unknown gate verdict 'bad'"),
+    (_record(timing_not_judged="slow machine"), "'timing_not_judged': unknown timing_not_judged 'slow machine'"),
+    (_record(llm={"timing_not_judged": "slow machine"}), "'llm.timing_not_judged': unknown timing_not_judged"),
 ])
 def test_report_records_of_the_wrong_shape(tmp_path: Path, record: dict, detail: str) -> None:
     path = tmp_path / "new.json"

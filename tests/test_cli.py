@@ -82,6 +82,15 @@ def test_report_merge_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["report", "compare", str(b), str(a)]) == 0
     (tmp_path / "bad.json").write_text("{}")
     assert main(["report", "merge", str(tmp_path / "bad.json")]) == 2
+    capsys.readouterr()
+    # A stored report is untrusted: a verdict of no version is refused naming the file, not counted.
+    odd = json.loads(b.read_text())
+    odd["records"][0]["verdict"] = "mostly passed"
+    (tmp_path / "odd.json").write_text(json.dumps(odd))
+    assert main(["report", "merge", str(a), str(tmp_path / "odd.json")]) == 2
+    assert f"{tmp_path / 'odd.json'} is not a valid pytest-edge report" in capsys.readouterr().err
+    assert main(["report", "compare", str(tmp_path / "odd.json"), str(a)]) == 2
+    assert "unknown verdict 'mostly passed'" in capsys.readouterr().err
 
 
 def test_golden_refresh_command_writes_golden(pytester: pytest.Pytester, models: Path) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,7 +16,8 @@ from pytest_edge.checks import (
     check_latency,
     check_memory,
 )
-from pytest_edge.measurement.timing import DRIFT_MIN_TIME_S, combine_processes, drift, latency_stats, probe_drift
+from pytest_edge.measurement.timing import (DRIFT_MIN_TIME_S, ProcessTiming, combine_processes, drift, latency_stats,
+                                            probe_drift)
 
 # ---------------------------------------------------------------- coverage and budgets
 
@@ -129,7 +131,7 @@ def _messages(findings: list) -> list[str]:
     return [finding.message for finding in findings]
 
 
-def _measured(figure: float) -> dict:
-    return {"samples_ns": [MS] * 10, "latency_ms": latency_stats([MS] * 10), "measured_runs": 10,
-            "peak_memory_mb": None, "steady_memory_mb": None, "other_cores_busy": None, "first_inference_ms": 1.0,
-            "warmup_runs": 1, "drift": figure, "probe_drift": 1.0}
+def _measured(figure: float) -> ProcessTiming:
+    return ProcessTiming(samples_ns=np.array([MS] * 10), latency_ms=latency_stats([MS] * 10), measured_runs=10,
+                         peak_memory_mb=None, steady_memory_mb=None, other_cores_busy=None, first_inference_ms=1.0,
+                         warmup_runs=1, drift=figure, probe_drift=1.0)

@@ -596,17 +596,18 @@ def test_the_html_page_and_the_job_summary_show_the_generation_figures(pytester:
 def test_a_decoders_part_of_the_record_is_typed_and_reads_back_as_written() -> None:
     """Record.generation, not a dict in extra: the report's llm block is its to_json, read back by
     from_json (an xdist worker's records, a stored baseline) to the same JSON."""
-    from pytest_edge.core.record import GenerationRecord, Record
+    from pytest_edge.core.record import NOT_MEASURED, GenerationRecord, Record
 
     block = {"config": {"vocab_size": 8}, "new_tokens": 3, "kv_cache": "positions", "prompts": [{"tokens": [1]}],
              "teacher_forced": {"top1_agreement": 1.0}, "ttft_ms": {"p50": 1.5, "p90": 2.0}, "load_ms": 4.0,
-             "context": {"longest_stable": 64}, "timing_not_judged": "an emulator's timing"}
+             "context": {"longest_stable": 64}, "timing_not_judged": NOT_MEASURED.reason}
     record = Record("t::x", {"name": "m"}, "onnxruntime-cpu", generation=GenerationRecord.from_json(block),
                     checked=True, accuracy={})
     data = record.to_json()
     assert data["llm"] == block and list(data["llm"]) == list(block) and "generation" not in data
     again = Record.from_json(data)
     assert isinstance(again.generation, GenerationRecord) and again.extra == {} and again.to_json() == data
+    assert again.generation.timing_not_judged is NOT_MEASURED  # the policy, read back from its sentence
     assert again.generation.figures() == {"ttft_ms": {"p50": 1.5, "p90": 2.0}, "load_ms": 4.0,
                                           "context": {"longest_stable": 64}}
 

@@ -4,6 +4,7 @@ every malformed frame is a ProtocolError (never pickle, never another exception)
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,9 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from pytest_edge.errors import BackendError
+from pytest_edge.measurement.timing import ProcessTiming
 from pytest_edge.worker import protocol
 from pytest_edge.worker.frames import decode, encode
 from pytest_edge.worker.protocol import Load, Measure, ProtocolError, Run, request_from, request_json
+
+from edge_helpers import FIXTURES
 
 # Also run by tox -e tflite-runtime: the worker codec on NumPy 1.x there.
 pytestmark = pytest.mark.tflite_runtime_lane
@@ -41,6 +46,35 @@ def test_replies_keep_int_keys_nan_and_nesting() -> None:
     assert back["order"] == [3, 1] and set(back["tensors"]) == {1, 3} and back["names"][3] == "a"
     np.testing.assert_array_equal(back["tensors"][3], np.arange(4))
     assert np.isnan(back["drift"]) and back["scalar"] == 2.5 and isinstance(back["scalar"], float)
+
+
+def test_typed_replies_round_trip_over_the_codec_and_a_malformed_one_is_a_protocol_error() -> None:
+    """Each request's reply, as Generation is Generate's: to_reply crosses the codec, from_reply types it."""
+    from pytest_edge.backends import Coverage, TensorSpec
+
+    loaded = protocol.Loaded([TensorSpec("x", (1, "n"), "float32")], [TensorSpec("y", (1, 4), "float32")],
+                             {"name": "rt", "version": "1"}, Coverage(3, 2, 1, 1, {"CUMSUM": 1}), 1.5, "float32",
+                             True, {"x": "marker"})
+    replies = [loaded, protocol.Loaded([], [], {}, None, 0.5, "int8", False),
+               protocol.DecoderLoaded(2.0, {"name": "rt"}),
+               protocol.GenerationTimes([0.1], [0.01, 0.02], [0.03], [0.13], 1, 12.5, None, 3.0, [None]),
+               protocol.ContextMemory(None, 4.0)]
+    for reply in replies:
+        assert type(reply).from_reply(decode(encode(protocol.ok(reply.to_reply())))["value"]) == reply
+    logits = protocol.TeacherForcedLogits.from_reply(decode(encode(protocol.ok(
+        protocol.TeacherForcedLogits(np.ones((2, 5), np.float64)).to_reply())))["value"]).logits
+    assert logits.dtype == np.float32 and logits.shape == (2, 5)
+    timed = ProcessTiming(0.5, {"p50": 1.0, "p99": 2.0, "min": 0.9}, 1.01, None, 2, 3, 4.0, 3.5, 0.1,
+                          np.array([10, 20, 30], np.int64), 96.0, None, True, "forked", load_ms=7.0)
+    back = ProcessTiming.from_reply(decode(encode(protocol.ok(timed.to_reply())))["value"])
+    np.testing.assert_array_equal(back.samples_ns, timed.samples_ns)
+    assert replace(back, samples_ns=timed.samples_ns, load_ms=7.0) == timed and back.load_ms is None  # Load's figure
+    with pytest.raises(BackendError, match="malformed reply to measure: no samples_ns"):
+        ProcessTiming.from_reply({k: v for k, v in timed.to_reply().items() if k != "samples_ns"})
+    with pytest.raises(ProtocolError, match="malformed reply to load: no coverage, load_ms"):
+        protocol.Loaded.from_reply({"inputs": [], "outputs": [], "runtime": {}, "precision": "x", "threads_applied": 1})
+    with pytest.raises(ProtocolError, match="malformed reply to probe_context: no peak_memory_mb"):
+        protocol.ContextMemory.from_reply([1, 2])
 
 
 def test_typed_requests_reject_unknown_ops_and_fields() -> None:
@@ -128,6 +162,9 @@ def test_a_real_worker_speaks_it() -> None:
     worker = BackendWorker("onnxruntime-cpu")
     try:
         assert worker.request(protocol.Ping()) not in (None, os.getpid())
+        model = FIXTURES / "tiny_mlp.onnx"
+        loaded = protocol.Loaded.from_reply(worker.request(Load("m", str(model), 1, {}), artifact=str(model)))
+        assert loaded.inputs[0].name and loaded.coverage is not None and loaded.load_ms > 0
         with pytest.raises(Exception, match="failed to run.*KeyError"):
             worker.request(Run("never-loaded", [np.zeros(3, np.float32)]))
     finally:

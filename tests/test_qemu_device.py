@@ -94,7 +94,7 @@ def test_arm64_checks_host_goldens_records_aarch64_and_judges_no_timing(
         assert machine["os"].endswith(tuple(f"aarch64-with-glibc2.{n}" for n in range(30, 45)))
         assert record["accuracy"]["reference"] == "onnxruntime-cpu"  # the host's golden, checked on ARM
         # By default an emulator's figures are not taken at all: not measured, not judged, said so.
-        assert record["timing_not_judged"] == NOT_MEASURED and record["load_ms"] is None
+        assert record["timing_not_judged"] == NOT_MEASURED.reason and record["load_ms"] is None
         assert record["latency_ms"] is None and record["peak_memory_mb"] is None
     assert all("timing_not_judged" not in r for r in records if not r["backend"].endswith("@arm64"))
     meta = json.loads((pytester.path / "golden/tiny_mlp/meta.json").read_text())
@@ -106,7 +106,7 @@ def test_arm64_checks_host_goldens_records_aarch64_and_judges_no_timing(
     recorded.assert_outcomes(passed=1)
     recorded.stdout.fnmatch_lines(["*onnxruntime-cpu@arm64 were recorded, not judged*"])
     (measured,) = json.loads((pytester.path / "r2.json").read_text())["records"]
-    assert measured["timing_not_judged"] == NOT_JUDGED and measured["load_ms"] > 0
+    assert measured["timing_not_judged"] == NOT_JUDGED.reason and measured["load_ms"] > 0
     judged = pytester.runpytest_subprocess("-o", "edge_emulated_timing=judge", "-k", "budget")
     judged.assert_outcomes(failed=1)
     judged.stdout.fnmatch_lines(["*onnxruntime-cpu@arm64*load*"])
@@ -267,7 +267,7 @@ def test_report_compare_judges_only_coverage_of_an_emulated_record() -> None:
     old = {"backend": "litert@arm64", "latency_ms": {"p50": 1.0}, "peak_memory_mb": 100.0, "coverage": {"fallback": 0.0}}
     new = {**old, "latency_ms": {"p50": 10.0}, "peak_memory_mb": 500.0, "coverage": {"fallback": 0.5}}
     assert len(check_baseline(new, old, 0.1)) == 3
-    only = check_baseline({**new, "timing_not_judged": NOT_JUDGED},
+    only = check_baseline({**new, "timing_not_judged": NOT_JUDGED.reason},
                           old, 0.1)
     assert only == ["litert@arm64: delegate coverage dropped: fallback 50.0% against the baseline 0.0%"]
 
@@ -350,7 +350,7 @@ def test_edge_llm_on_the_emulated_arm_device(pytester: pytest.Pytester, device_c
     (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
     assert record["device"]["machine"]["arch"] == "aarch64" and record["device"]["machine"]["emulated"]
     assert record["llm"]["prompts"][0]["tokens"] == greedy["tokens"][0]
-    assert record["llm"]["timing_not_judged"] == NOT_MEASURED and record["load_ms"] is None
+    assert record["llm"]["timing_not_judged"] == NOT_MEASURED.reason and record["load_ms"] is None
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ in ``extra`` and written back unchanged.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
@@ -24,24 +25,100 @@ from .external_data import identity_files
 # The backend of a record whose test errored before any backend was chosen (its marker unresolved).
 UNRESOLVED_BACKEND = "(unresolved)"
 
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10 (requires-python): 3.11's StrEnum, whose str() and format() are the value
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
 
-class TimingNotJudged(str, Enum):
-    """Why a record's timing and memory are not judged (its ``timing_not_judged``): the sentence the
-    report shows is the member's value, compared as a member, not as English."""
+        def __format__(self, spec: str) -> str:
+            return format(str(self.value), spec)
+
+
+class Verdict(StrEnum):
+    """A record's verdict, decided by :meth:`Record.conclude` and the constructors. The values are the
+    report's strings (SPEC §6), so a member equals what a stored report holds: a report read as JSON
+    is compared with members without converting it."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    DOES_NOT_CONVERT = "does not convert"  # a borrowed artifact the backend's frontend cannot convert
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> "Verdict":
+        """The member a report's ``verdict`` names; ValueError naming ``where`` (the file and record)
+        for anything else: a stored report is untrusted input."""
+        return _member(cls, value, where, "verdict")
+
+
+class GateVerdict(StrEnum):
+    """The merge gate's verdict on a record (``baseline_check["verdict"]``) and on each figure it
+    judged (a finding's ``verdict``: failed, inconclusive, or accepted by an acceptance)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    INCONCLUSIVE = "inconclusive"
+    ACCEPTED = "accepted"  # a failure that an acceptance (core/acceptance.py) passes, with its reason
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> "GateVerdict":
+        """As :meth:`Verdict.from_json`, for a gate's or a finding's verdict."""
+        return _member(cls, value, where, "gate verdict")
+
+
+def _member(enum: Any, value: Any, where: str, what: str) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        known = ", ".join(repr(m.value) for m in enum)
+        raise ValueError(f"{where}: unknown {what} {str(value)[:60]!r} (known: {known})") from None
+
+
+class TimingNotJudged(Enum):
+    """Why a record's timing and memory are not judged, as a policy: code compares members; the
+    sentence the report shows (its ``timing_not_judged``) is the member's :attr:`reason`, read back
+    by :meth:`from_json`. Not a str, so a member written to JSON as it is fails instead of writing a
+    name no report has."""
 
     # An emulated device (edge_emulated_timing = off | record | judge): recorded, or not even measured.
-    NOT_JUDGED = "emulated device: timing and memory are not the target's"
-    NOT_MEASURED = ("emulated device: timing and memory are not the target's, so they were not measured "
-                    "(edge_emulated_timing = record measures them)")
+    NOT_JUDGED = "recorded, not judged"
+    NOT_MEASURED = "not measured"
     # A compile-time target (an NPU compiler, docs/npu.md).
-    COMPILE_ONLY = ("compile-time target: the compiler ran here and nothing executed, so no output was compared "
-                    "and no latency, load time or memory was measured (the compiler's estimate is the record's "
-                    "npu block)")
+    COMPILE_ONLY = "compile only"
+
+    @property
+    def reason(self) -> str:
+        """The report's sentence for this policy (docs/devices-emulated-arm.md and docs/npu.md quote it)."""
+        return _TIMING_REASONS[self]
 
     def __str__(self) -> str:
-        return self.value
+        return self.reason
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> "TimingNotJudged | None":
+        """The policy a report's ``timing_not_judged`` says (None for none); ValueError naming
+        ``where`` for a sentence of no policy: a stored report is untrusted input."""
+        if value is None or isinstance(value, cls):
+            return value
+        if isinstance(value, str) and value in _BY_REASON:
+            return _BY_REASON[value]
+        raise ValueError(f"{where}: unknown timing_not_judged {str(value)[:60]!r} (expected null or one of the "
+                         "sentences pytest-edge writes: an emulated device's, recorded or not measured, or a "
+                         "compile-time target's)")
 
 
+_TIMING_REASONS = {
+    TimingNotJudged.NOT_JUDGED: "emulated device: timing and memory are not the target's",
+    TimingNotJudged.NOT_MEASURED: ("emulated device: timing and memory are not the target's, so they were not measured "
+                                   "(edge_emulated_timing = record measures them)"),
+    TimingNotJudged.COMPILE_ONLY: ("compile-time target: the compiler ran here and nothing executed, so no output was "
+                                   "compared and no latency, load time or memory was measured (the compiler's estimate "
+                                   "is the record's npu block)"),
+}
+_BY_REASON = {reason: member for member, reason in _TIMING_REASONS.items()}
 NOT_JUDGED, NOT_MEASURED, COMPILE_ONLY = TimingNotJudged.NOT_JUDGED, TimingNotJudged.NOT_MEASURED, \
     TimingNotJudged.COMPILE_ONLY
 
@@ -122,7 +199,7 @@ class GenerationRecord:
     teacher_forced: dict[str, Any]
     measured: dict[str, Any] = field(default_factory=dict)
     context: dict[str, Any] | None = None
-    timing_not_judged: str | None = None
+    timing_not_judged: TimingNotJudged | None = None
 
     def figures(self) -> dict[str, Any]:
         """What the budgets of edge_llm judge (checks.check_generation): the measured figures and the sweep."""
@@ -132,17 +209,18 @@ class GenerationRecord:
         data = {key: getattr(self, key) for key in _GENERATION_RUN}
         data.update(self.figures())
         if self.timing_not_judged is not None:
-            data["timing_not_judged"] = self.timing_not_judged
+            data["timing_not_judged"] = self.timing_not_judged.reason
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "GenerationRecord":
+    def from_json(cls, data: Mapping[str, Any], where: str = "a report's llm block") -> "GenerationRecord":
         """A block of a report (this version's or another's: what it lacks is empty, what this
-        version does not know is kept with the measured figures)."""
+        version does not know is kept with the measured figures); ValueError naming ``where`` for a
+        ``timing_not_judged`` of no policy."""
         rest = {k: v for k, v in data.items() if k not in (*_GENERATION_RUN, "context", "timing_not_judged")}
         return cls(data.get("config") or {}, data.get("new_tokens") or 0, data.get("kv_cache"),
                    list(data.get("prompts") or []), dict(data.get("teacher_forced") or {}), rest,
-                   data.get("context"), data.get("timing_not_judged"))
+                   data.get("context"), TimingNotJudged.from_json(data.get("timing_not_judged"), where))
 
 
 @dataclass
@@ -150,7 +228,7 @@ class Record:
     test: str
     model: dict[str, Any]  # {"name", "artifact", "sha256"} (+ "files": model_json)
     backend: str
-    verdict: str = "passed"
+    verdict: Verdict = Verdict.PASSED
     violations: list[str] = field(default_factory=list)
     skip_reason: str | None = None
     runtime: dict[str, Any] | None = None
@@ -195,6 +273,8 @@ class Record:
     restarts: list[str] = field(default_factory=list)
     # A decoder's spec, goldens' and run's figures and measurement (edge_llm): the report's "llm" block.
     generation: GenerationRecord | None = None
+    # Why timing and memory are not judged here (an emulated device, a compile-time target); None: judged.
+    timing_not_judged: TimingNotJudged | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # A check ran and measured what it could: the record has every field (skipped, errored and
     # body-failed records say only who, what and why).
@@ -204,28 +284,28 @@ class Record:
 
     @classmethod
     def skipped(cls, test: str, model: dict[str, Any], backend: str, reason: str) -> "Record":
-        return cls(test, model, backend, verdict="skipped", skip_reason=reason)
+        return cls(test, model, backend, verdict=Verdict.SKIPPED, skip_reason=reason)
 
     @classmethod
     def not_converted(cls, test: str, model: dict[str, Any], backend: str, reason: str) -> "Record":
         """The backend's frontend cannot convert this (borrowed) artifact: its own outcome."""
-        return cls(test, model, backend, verdict="does not convert", skip_reason=reason)
+        return cls(test, model, backend, verdict=Verdict.DOES_NOT_CONVERT, skip_reason=reason)
 
     @classmethod
     def errored(cls, test: str, model: dict[str, Any], backend: str, message: str) -> "Record":
         """The check could not run (bad artifact, missing golden): ``message`` says why."""
-        return cls(test, model, backend, verdict="error", violations=[message])
+        return cls(test, model, backend, verdict=Verdict.ERROR, violations=[message])
 
     @classmethod
     def body_failed(cls, test: str, model: dict[str, Any], backend: str, exception: BaseException) -> "Record":
         """The test's own body failed before the check: its assertion is the failure."""
-        return cls(test, model, backend, verdict="failed",
+        return cls(test, model, backend, verdict=Verdict.FAILED,
                    violations=[f"the test body failed: {type(exception).__name__}"])
 
     def conclude(self, violations: list[str]) -> "Record":
         """The verdict of a check that ran: failed with its violations, else passed."""
         self.violations = list(violations)
-        self.verdict = "failed" if self.violations else "passed"
+        self.verdict = Verdict.FAILED if self.violations else Verdict.PASSED
         return self
 
     # ------------------------------------------------------------ JSON
@@ -234,16 +314,19 @@ class Record:
         # Typed blocks, written after the other fields: counted mode's, a compile-time target's.
         blocks = {"counted": self.counted.to_json()} if self.counted is not None else {}
         generation = {"llm": self.generation.to_json()} if self.generation is not None else {}
+        if self.timing_not_judged is not None:  # where the report has always had it: after the llm block
+            generation["timing_not_judged"] = self.timing_not_judged.reason
         if self.npu is not None:
             blocks["npu"] = self.npu.to_json()
         if not self.checked:  # skipped, errored, or the body failed: what there is to say
             data: dict[str, Any] = {"test": self.test, "model": self.model, "backend": self.backend,
-                                    "verdict": self.verdict, "violations": self.violations}
+                                    "verdict": str(self.verdict), "violations": self.violations}
             if self.skip_reason is not None:
                 data["skip_reason"] = self.skip_reason
             return {**data, **generation, **self.extra, **blocks}
         data = {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("extra", "checked", "skip_reason", "counted", "npu", "generation")}
+                if f.name not in ("extra", "checked", "skip_reason", "counted", "npu", "generation", "timing_not_judged")}
+        data["verdict"] = str(self.verdict)  # the report's string (a plain str for xdist's serializer)
         data["budget_findings"] = [finding.to_json() for finding in self.budget_findings]
         for empty in ("warnings", "restarts", "budget_findings"):
             if not data[empty]:
@@ -254,20 +337,24 @@ class Record:
         return {**data, **generation, **self.extra, **blocks}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Record":
+    def from_json(cls, data: Mapping[str, Any], where: str = "a report's record") -> "Record":
+        """A record of a report (this version's or another's); ValueError naming ``where`` for a
+        verdict that is none of :class:`Verdict`'s."""
         known = {f.name for f in fields(cls)} - {"extra", "checked", "generation"}
         if not isinstance(data.get("counted"), Mapping):  # none, or not a counted block: kept as it was
             known.discard("counted")
         if not isinstance(data.get("npu"), Mapping):
             known.discard("npu")
         record = cls(**{k: v for k, v in data.items() if k in known and k not in ("budget_findings", "counted", "npu")})
+        record.verdict = Verdict.from_json(data.get("verdict", Verdict.PASSED), where)
+        record.timing_not_judged = TimingNotJudged.from_json(data.get("timing_not_judged"), where)
         record.budget_findings = [Finding.from_json(f) for f in data.get("budget_findings") or [] if isinstance(f, Mapping)]
         if "counted" in known:
             record.counted = CountedMeasurement.from_json(data["counted"])
         if "npu" in known:
             record.npu = Compilation.from_json(data["npu"], data.get("coverage"))
         if isinstance(data.get("llm"), Mapping):
-            record.generation = GenerationRecord.from_json(data["llm"])
+            record.generation = GenerationRecord.from_json(data["llm"], where)
             known.add("llm")
         record.extra = {k: v for k, v in data.items() if k not in known}
         record.checked = "accuracy" in data
@@ -279,7 +366,7 @@ class Record:
         """Key figures as JUnit XML properties (``--junitxml``); unmeasured ones left out."""
         latency = self.latency_ms or {}
         coverage = self.coverage or {}
-        figures = {"edge_backend": self.backend, "edge_verdict": self.verdict,
+        figures = {"edge_backend": self.backend, "edge_verdict": str(self.verdict),  # a plain str: xdist sends it
                    "edge_max_abs_err": (self.accuracy or {}).get("max_abs_err"),
                    "edge_fallback": coverage.get("fallback"), "edge_partitions": coverage.get("partitions"),
                    "edge_p50_ms": latency.get("p50"), "edge_p99_ms": latency.get("p99"),

@@ -119,5 +119,5 @@ def run_count_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, pa
                 else:
                     result.notes.append(f"{backend}: instructions looked {ratio - 1:+.2%} against {what}, but "
                                         f"counted again in fresh processes {second - 1:+.2%}")
-    result.summary["verdict"] = "failed" if result.failures else "inconclusive" if result.inconclusive else "passed"
+    result.summary["verdict"] = result.verdict()
     return result

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core.acceptance import Acceptance, changed_files, describe, find, stale
+from ..core.record import GateVerdict
 from .regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
                           NPU_MEMORY, PEAK_MEMORY, GateFinding, Regression, TimedFigure, latency_regressions,
                           resource_regressions)
@@ -55,13 +56,13 @@ class GateResult:
     findings: list[GateFinding] = field(default_factory=list)
 
     def fail(self, regression: Regression, rule: str, message: str | None = None) -> None:
-        finding = regression.finding("failed", rule, message)
+        finding = regression.finding(GateVerdict.FAILED, rule, message)
         self.failures.append(finding.message)
         self.findings.append(finding)
 
     def leave_inconclusive(self, regression: Regression, rule: str, message: str) -> None:
         self.inconclusive.append(message)
-        self.findings.append(regression.finding("inconclusive", rule, message))
+        self.findings.append(regression.finding(GateVerdict.INCONCLUSIVE, rule, message))
 
     def accept(self, acceptances: Sequence[Acceptance], model: str, sha256: str | Sequence[str] | None,
                where: str) -> None:
@@ -76,21 +77,26 @@ class GateResult:
                    "accept` records this one)") if old is not None else ""
         findings, self.failures = [], []
         for finding in self.findings:
-            if finding.verdict != "failed":
+            if finding.verdict != GateVerdict.FAILED:
                 findings.append(finding)
                 continue
             covering = find(acceptances, model, sha256, finding.figure)
             if covering is not None:
                 message = f"{finding.message}; {describe(covering, where)}"
                 self.notes.append(message)
-                findings.append(replace(finding, verdict="accepted", message=message))
+                findings.append(replace(finding, verdict=GateVerdict.ACCEPTED, message=message))
             else:
                 self.failures.append(finding.message + changed)
                 findings.append(replace(finding, message=finding.message + changed))
         self.findings = findings
         if self.summary and not self.summary.get("new"):
-            self.summary["verdict"] = ("failed" if self.failures else "inconclusive" if self.inconclusive else
-                                       "accepted" if any(f.verdict == "accepted" for f in findings) else "passed")
+            self.summary["verdict"] = self.verdict()
+
+    def verdict(self) -> GateVerdict:
+        """Failed, else inconclusive, else accepted (every failure passed by an acceptance), else passed."""
+        return (GateVerdict.FAILED if self.failures else GateVerdict.INCONCLUSIVE if self.inconclusive else
+                GateVerdict.ACCEPTED if any(f.verdict == GateVerdict.ACCEPTED for f in self.findings) else
+                GateVerdict.PASSED)
 
 
 def nothing_to_compare(mode: str, looked_for: str, folder: str) -> GateResult:
@@ -213,8 +219,7 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
                     message += (f" (CPU probe {slower.probe - 1:+.1%}, fastest runs {slower.fastest - 1:+.1%} "
                                 f"over {slower.processes} {'pairs' if slower.paired else 'processes'})")
                 result.fail(confirmed[first.figure], rule, message)
-    result.summary["verdict"] = ("failed" if result.failures else
-                                 "inconclusive" if result.inconclusive else "passed")
+    result.summary["verdict"] = result.verdict()
     return result
 
 

@@ -30,7 +30,8 @@ from ..core.sizes import artifact_size
 from ..errors import BackendCrash, BackendError, EdgeUsageError
 from ..files import relative_path
 from ..worker.pool import WorkerPool
-from ..worker.protocol import LimitAddressSpace, Load, MeasureGeneration, ProbeContext
+from ..worker.protocol import (ContextMemory, DecoderLoaded, GenerationTimes, LimitAddressSpace, Load, MeasureGeneration,
+                               ProbeContext)
 from .baseline import find_baseline
 from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate
 from .regressions import GENERATION_FIGURES
@@ -51,40 +52,42 @@ def measure_rounds(pool: WorkerPool, backend: str, models: Sequence[tuple[Path, 
 
     configs = {str(artifact): config for artifact, config in models}
 
-    def measure_one(worker: Any, artifact: Path) -> dict[str, Any]:
+    def measure_one(worker: Any, artifact: Path) -> tuple[DecoderLoaded, GenerationTimes]:
         key = f"decoder|{artifact}"
         try:
-            loaded = worker.request(Load(key, str(artifact), threads, with_coverage=False,
-                                         decoder=asdict(configs[str(artifact)])), artifact=str(artifact))
-            result = worker.request(MeasureGeneration(key, list(prompt), new_tokens, warmup, runs),
-                                    artifact=str(artifact))
+            loaded = DecoderLoaded.from_reply(worker.request(Load(key, str(artifact), threads, with_coverage=False,
+                                                                  decoder=asdict(configs[str(artifact)])),
+                                                             artifact=str(artifact)))
+            result = GenerationTimes.from_reply(worker.request(MeasureGeneration(key, list(prompt), new_tokens, warmup,
+                                                                                 runs), artifact=str(artifact)))
         except BackendError as exc:
             raise BackendError(f"{artifact} ({backend}): measuring failed: {exc}") from None
-        return {**result, "load_ms": loaded["load_ms"]}
+        return loaded, result
 
     results = fresh_rounds(pool, backend, [artifact for artifact, _ in models], rounds, measure_one)
     return [_pooled(r) for r in results]
 
 
-def _pooled(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    peaks = [r["peak_memory_mb"] for r in results if r["peak_memory_mb"] is not None]
-    steadies = [r["steady_memory_mb"] for r in results if r["steady_memory_mb"] is not None]
-    return {"ttft_s": [t for r in results for t in r["ttft_s"]], "tpot_s": [t for r in results for t in r["tpot_s"]],
-            "decode_s": [t for r in results for t in r.get("decode_s") or []],  # per generation, with ttft_s
+def _pooled(processes: Sequence[tuple[DecoderLoaded, GenerationTimes]]) -> dict[str, Any]:
+    results = [times for _, times in processes]
+    peaks = [r.peak_memory_mb for r in results if r.peak_memory_mb is not None]
+    steadies = [r.steady_memory_mb for r in results if r.steady_memory_mb is not None]
+    return {"ttft_s": [t for r in results for t in r.ttft_s], "tpot_s": [t for r in results for t in r.tpot_s],
+            "decode_s": [t for r in results for t in r.decode_s],  # per generation, with ttft_s
             # per fresh process: what the merge gate compares
             # (with the machine probe and the fastest whole generation, "min", which the gate's
             # slower-machine rule reads as it reads a tensor model's fastest run)
-            "processes": [{"ttft_p50_ms": float(np.median(r["ttft_s"])) * 1000.0,
-                           "tpot_p50_ms": float(np.median(r["tpot_s"])) * 1000.0 if r["tpot_s"] else None,
-                           **({"probe_us": r["probe_us"], "min": min(r["generation_s"]) * 1000.0}
-                              if r.get("probe_us") and r.get("generation_s") else {})}
+            "processes": [{"ttft_p50_ms": float(np.median(r.ttft_s)) * 1000.0,
+                           "tpot_p50_ms": float(np.median(r.tpot_s)) * 1000.0 if r.tpot_s else None,
+                           **({"probe_us": r.probe_us, "min": min(r.generation_s) * 1000.0}
+                              if r.probe_us and r.generation_s else {})}
                           for r in results],
-            "load_ms": float(np.median([r["load_ms"] for r in results])),
+            "load_ms": float(np.median([loaded.load_ms for loaded, _ in processes])),
             "peak_memory_mb": max(peaks) if peaks else None, "steady_memory_mb": max(steadies) if steadies else None,
-            "runtime_timings": _runtime_timings([r.get("runtime_timings") for r in results],
-                                                [(r["ttft_s"], r.get("decode_s") or []) for r in results]),
+            "runtime_timings": _runtime_timings([r.runtime_timings for r in results],
+                                                [(r.ttft_s, r.decode_s) for r in results]),
             # timed generations each process ran (fewer than runs= where the worker's time cap stopped it)
-            "runs": [r.get("runs", len(r["ttft_s"])) for r in results]}
+            "runs": [r.runs for r in results]}
 
 
 def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any]] | None],
@@ -230,8 +233,9 @@ def context_point(pool: WorkerPool, backend: str, artifact: Path, config: LlmCon
             worker.request(LimitAddressSpace(float(memory_limit_mb)), artifact=str(artifact))
         worker.request(Load(key, str(artifact), threads, with_coverage=False,
                             decoder=asdict(config.for_context(int(length)))), artifact=str(artifact))
-        reply = worker.request(ProbeContext(key, int(length), config.vocab_size), artifact=str(artifact))
-        return {"status": "ok", **reply}
+        reply = ContextMemory.from_reply(worker.request(ProbeContext(key, int(length), config.vocab_size),
+                                                        artifact=str(artifact)))
+        return {"status": "ok", "peak_memory_mb": reply.peak_memory_mb, "steady_memory_mb": reply.steady_memory_mb}
     except BackendCrash as exc:
         status, error = _ended(exc)
         return {"status": status, "error": error}

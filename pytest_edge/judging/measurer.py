@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -15,14 +15,14 @@ from ..measurement.counts import CountedMeasurement
 from .baseline import find_baseline, twin_baseline, twin_figures
 from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate
 from ..measurement.lock import machine_measurement_lock
-from ..measurement.timing import combine_processes, round_order
+from ..measurement.timing import ProcessTiming, combine_processes, round_order
 from ..core.models import Model
 from ..core.plan import Plan
 from ..files import relative_path
 from ..core.settings import Settings
 from ..worker.client import BackendWorker
 from ..worker.pool import ModelInfo, WorkerPool
-from ..worker.protocol import Load, Measure
+from ..worker.protocol import Load, Loaded, Measure
 
 # CPU the rest of the machine used during the timed runs, in cores, from which a timing counts
 # as taken under load.
@@ -83,12 +83,13 @@ class Measurer:
 
     def _in_process(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan) -> dict[str, Any]:
         with machine_measurement_lock(self.pool.board(split_device(info.backend)[1])):
-            result = self.pool.request(info.backend, Measure(info.key, list(feeds), plan.warmup, plan.runs,
-                                                             plan.min_time_s), info.artifact)
-            result["load_ms"] = info.load_ms
-            if result["peak_memory_mb"] is None and not result.get("hwm_reset"):
+            result = ProcessTiming.from_reply(self.pool.request(info.backend, Measure(info.key, list(feeds), plan.warmup,
+                                                                                      plan.runs, plan.min_time_s),
+                                                                info.artifact))
+            result.load_ms = info.load_ms
+            if result.peak_memory_mb is None and not result.hwm_reset:
                 (fresh,) = self.rounds(info, [info.artifact], feeds, plan, processes=1)
-                result.update(peak_memory_mb=fresh["peak_memory_mb"], steady_memory_mb=fresh["steady_memory_mb"])
+                result.peak_memory_mb, result.steady_memory_mb = fresh["peak_memory_mb"], fresh["steady_memory_mb"]
         return combine_processes([result], LOAD_THRESHOLD_CORES)
 
     def rounds(self, info: ModelInfo, artifacts: Sequence[Path], feeds: Sequence[np.ndarray], plan: Plan,
@@ -100,13 +101,13 @@ class Measurer:
         return [combine_processes(per_artifact, LOAD_THRESHOLD_CORES) for per_artifact in results]
 
     def _once(self, worker: BackendWorker, info: ModelInfo, artifact: Path, feeds: Sequence[np.ndarray],
-              plan: Plan) -> dict[str, Any]:
+              plan: Plan) -> ProcessTiming:
         shapes = info.shapes.to_json()
-        loaded = worker.request(Load(info.key, str(artifact), info.threads, shapes, with_coverage=False),
-                                artifact=str(artifact))
-        result = worker.request(Measure(info.key, list(feeds), plan.warmup, plan.runs, plan.min_time_s),
-                                artifact=str(artifact))
-        result["load_ms"] = loaded["load_ms"]
+        loaded = Loaded.from_reply(worker.request(Load(info.key, str(artifact), info.threads, shapes, with_coverage=False),
+                                                  artifact=str(artifact)))
+        result = ProcessTiming.from_reply(worker.request(Measure(info.key, list(feeds), plan.warmup, plan.runs,
+                                                                 plan.min_time_s), artifact=str(artifact)))
+        result.load_ms = loaded.load_ms
         return result
 
     def _twin_coverage(self, info: ModelInfo, twin: Path) -> dict[str, Any] | None:
@@ -116,8 +117,9 @@ class Measurer:
         key = (info.backend, str(twin))
         if key not in self.twin_coverages:
             shapes = info.shapes.to_json()
-            loaded = self.pool.request(info.backend, Load(f"twin|{info.key}", str(twin), info.threads, shapes), twin)
-            self.twin_coverages[key] = loaded["coverage"]
+            loaded = Loaded.from_reply(self.pool.request(info.backend, Load(f"twin|{info.key}", str(twin), info.threads,
+                                                                            shapes), twin))
+            self.twin_coverages[key] = loaded.coverage.to_json() if loaded.coverage else None
         return self.twin_coverages[key]
 
     def gate_new(self, plan: Plan, artifact: Path, record: Mapping[str, Any]) -> GateResult | None:
@@ -182,15 +184,18 @@ def _report_path(settings: Settings) -> str:
     return relative_path(settings.baseline_path, settings.rootdir) if settings.baseline_path else "the stored report"
 
 
+Measured = TypeVar("Measured")  # what measure_one returns for one process: a tensor model's figures, a decoder's
+
+
 def fresh_rounds(pool: WorkerPool, backend: str, artifacts: Sequence[Path], count: int,
-                 measure_one: Callable[[BackendWorker, Path], dict[str, Any]]) -> list[list[dict[str, Any]]]:
+                 measure_one: Callable[[BackendWorker, Path], Measured]) -> list[list[Measured]]:
     """``count`` fresh workers per artifact, measured by ``measure_one`` in rounds (A B, B A, A B,
     ...), each worker closed after its turn; per artifact, its processes' results in order. Every
     worker is started (runtime imported) before the first timed window, so imports never compete
     with a timing; the machine-wide lock keeps other xdist workers' measurements out of the window.
     Tensor models and decoder LLMs are measured through this one policy."""
     rounds = [[pool.fresh(backend) for _ in artifacts] for _ in range(count)]
-    results: list[list[dict[str, Any]]] = [[] for _ in artifacts]
+    results: list[list[Measured]] = [[] for _ in artifacts]
     try:
         # One measurement at a time per machine: this one, or the device it runs on.
         device = split_device(backend)[1]

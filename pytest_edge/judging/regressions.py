@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..core.record import dig
+from ..core.record import GateVerdict, dig
 from ..measurement.stats import Change, compare_groups, compare_pairs
 from ..measurement.timing import MIN_RUNS
 
@@ -27,7 +27,7 @@ class Regression:
     new: float | None = None
     threshold: float | None = None
 
-    def finding(self, verdict: str, rule: str, message: str | None = None) -> "GateFinding":
+    def finding(self, verdict: GateVerdict, rule: str, message: str | None = None) -> "GateFinding":
         """What the merge gate decided about this figure, as the reports render it."""
         return GateFinding(self.figure, verdict, self.old, self.new, self.threshold,
                            _evidence(self.change) if self.change else None, rule, message or self.message)
@@ -40,7 +40,7 @@ class GateFinding:
     (``baseline_check["findings"]``) and every report renders it; none judges a figure again."""
 
     figure: str  # the gate's name: "P50 latency", "peak memory", "delegate coverage", ...
-    verdict: str  # "failed" or "inconclusive"
+    verdict: GateVerdict  # failed or inconclusive; accepted where an acceptance passes it
     old: float | None
     new: float | None
     threshold: float | None
@@ -49,7 +49,7 @@ class GateFinding:
     message: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"figure": self.figure, "verdict": self.verdict, "old": self.old, "new": self.new,
+        return {"figure": self.figure, "verdict": str(self.verdict), "old": self.old, "new": self.new,
                 "threshold": self.threshold, "statistic": self.statistic, "rule": self.rule,
                 "message": self.message}
 

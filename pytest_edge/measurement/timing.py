@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import platform
 import time
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..errors import BackendError
 from . import sensors
 
 _KB_PER_MB = 1024.0
@@ -101,6 +102,43 @@ def _median(values: Sequence[float | None]) -> float | None:
     return float(np.median(present)) if present else None
 
 
+@dataclass
+class ProcessTiming:
+    """What one process's timed runs gave (a worker's reply to Measure, typed as Generation is
+    Generate's): the runs' latency and samples, drift of the model and of the machine probe, first
+    inference, memory over the load's base (None where the high-water mark could not be reset),
+    other cores' load, the sensors around the window, and how the process started. ``load_ms`` is
+    the Load reply's, set by the caller."""
+
+    first_inference_ms: float | None
+    latency_ms: dict[str, float]
+    drift: float | None
+    probe_drift: float | None
+    warmup_runs: int
+    measured_runs: int
+    peak_memory_mb: float | None
+    steady_memory_mb: float | None
+    other_cores_busy: float | None
+    samples_ns: np.ndarray
+    probe_us: float | None = None
+    power_and_temperature: dict[str, Any] | None = None
+    hwm_reset: bool = False
+    process_start: str | None = None
+    load_ms: float | None = None
+
+    def to_reply(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "load_ms"}
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> "ProcessTiming":
+        """A reply without a figure this needs is a BackendError naming the request (the protocol's)."""
+        required = [f.name for f in fields(cls) if f.default is MISSING]
+        missing = [name for name in required if not isinstance(reply, dict) or name not in reply]
+        if missing:
+            raise BackendError(f"malformed reply to measure: no {', '.join(missing)}")
+        return cls(**{f.name: reply[f.name] for f in fields(cls) if f.name in reply and f.name != "load_ms"})
+
+
 @dataclass(frozen=True)
 class TimedMeasurement:
     """One timed measurement of a model in fresh worker processes (:func:`combine_processes`), as the
@@ -134,7 +172,7 @@ class TimedMeasurement:
         return [p.get("drift") for p in self.processes or []]
 
 
-def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> dict:
+def combine_processes(results: Sequence[ProcessTiming], load_threshold_cores: float) -> dict:
     """One measurement from the timed runs of several fresh worker processes (pyperf's practice).
 
     Percentiles come from all runs pooled; load time, first inference and memory are the median
@@ -142,16 +180,16 @@ def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> d
     tests of :mod:`pytest_edge.measurement.stats` use, and ``process_spread`` says how far their P50s lie apart.
     A window counts as under load when any process's window was (None where none could be judged).
     """
-    pooled = np.concatenate([np.asarray(r["samples_ns"], dtype=np.int64) for r in results])
+    pooled = np.concatenate([np.asarray(r.samples_ns, dtype=np.int64) for r in results])
     per_process = []
     for r in results:
-        latency = r["latency_ms"]
+        latency = r.latency_ms
         per_process.append({"p50": latency["p50"], "p99": latency["p99"], "min": latency["min"],
-                            "runs": r["measured_runs"], "load_ms": r.get("load_ms"),
-                            "peak_memory_mb": r["peak_memory_mb"], "other_cores_busy": r["other_cores_busy"],
-                            "probe_us": r.get("probe_us"), "drift": r.get("drift"),
-                            "probe_drift": r.get("probe_drift"), "start": r.get("process_start")})
-    busy = [r["other_cores_busy"] for r in results if r["other_cores_busy"] is not None]
+                            "runs": r.measured_runs, "load_ms": r.load_ms,
+                            "peak_memory_mb": r.peak_memory_mb, "other_cores_busy": r.other_cores_busy,
+                            "probe_us": r.probe_us, "drift": r.drift,
+                            "probe_drift": r.probe_drift, "start": r.process_start})
+    busy = [r.other_cores_busy for r in results if r.other_cores_busy is not None]
     p50s = [p["p50"] for p in per_process]
     return {
         "latency_ms": latency_stats(pooled),
@@ -159,20 +197,20 @@ def combine_processes(results: Sequence[dict], load_threshold_cores: float) -> d
         # ECDF or compare distributions in a report, at a few hundred bytes a record.
         "latency_quantiles_ms": [round(float(q), 6) for q in np.percentile(pooled / 1e6, np.arange(101))],
         # Each process's own drift is kept in ``processes``; max_drift judges them as a sample.
-        "drift": geometric_mean([r["drift"] for r in results]),
-        "probe_drift": geometric_mean([r.get("probe_drift") for r in results]),
-        "warmup_runs": results[0]["warmup_runs"],
+        "drift": geometric_mean([r.drift for r in results]),
+        "probe_drift": geometric_mean([r.probe_drift for r in results]),
+        "warmup_runs": results[0].warmup_runs,
         "measured_runs": int(pooled.size),
-        "load_ms": _median([r.get("load_ms") for r in results]),
-        "first_inference_ms": _median([r["first_inference_ms"] for r in results]),
-        "peak_memory_mb": _median([r["peak_memory_mb"] for r in results]),
-        "steady_memory_mb": _median([r["steady_memory_mb"] for r in results]),
+        "load_ms": _median([r.load_ms for r in results]),
+        "first_inference_ms": _median([r.first_inference_ms for r in results]),
+        "peak_memory_mb": _median([r.peak_memory_mb for r in results]),
+        "steady_memory_mb": _median([r.steady_memory_mb for r in results]),
         "other_cores_busy": max(busy) if busy else None,
         "under_load": (max(busy) > load_threshold_cores) if busy else None,
-        "hwm_reset": all(r.get("hwm_reset") for r in results),
+        "hwm_reset": all(r.hwm_reset for r in results),
         "processes": per_process,
         "process_spread": (max(p50s) / min(p50s)) if len(p50s) > 1 and min(p50s) > 0 else None,
-        "power_and_temperature": sensors.combine([r.get("power_and_temperature") for r in results]),
+        "power_and_temperature": sensors.combine([r.power_and_temperature for r in results]),
         "samples_ns": pooled,
     }
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any, Mapping
 
+from ..core.record import Verdict
 from ..judging.baseline import TWIN_FIGURES  # the twin's figures the gate keeps on the record
 
 
@@ -27,7 +28,7 @@ def twin_baseline(report: Mapping[str, Any]) -> dict[str, Any] | None:
             continue
         sources.add(str(PurePath(str(check.get("baseline", "?"))).parent))  # the twins' folder
         records.append({"test": record["test"], "model": record["model"], "backend": record["backend"],
-                        "verdict": "passed", **{k: twin.get(k) for k in TWIN_FIGURES}})
+                        "verdict": str(Verdict.PASSED), **{k: twin.get(k) for k in TWIN_FIGURES}})
     if not records:
         return None
     return {"schema": report.get("schema"), "created": "this job (A/B against " + ", ".join(sorted(sources)) + ")",

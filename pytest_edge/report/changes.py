@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from ..backends import split_device
 from ..judging.regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, GENERATION_FIGURES, LATENCY_FIGURES,
                                        PEAK_MEMORY, latency_regressions, resource_regressions)
-from ..core.record import dig
+from ..core.record import GateVerdict, Verdict, dig
 from ..units import parse_percent
 from ..core.settings import MAX_REGRESSION
 from . import generation
@@ -92,8 +92,8 @@ def gate_judged(record: Mapping[str, Any]) -> bool:
     return isinstance(check, Mapping) and check.get("verdict") is not None
 
 
-def gate_findings(record: Mapping[str, Any], verdict: str) -> set[str]:
-    """The gate's figure names that the gate gave ``verdict`` ("failed", "inconclusive") on this record.
+def gate_findings(record: Mapping[str, Any], verdict: GateVerdict) -> set[str]:
+    """The gate's figure names that the gate gave ``verdict`` (failed, inconclusive) on this record.
     A record of a pytest-edge before findings has none: no figure is marked (its verdict column and
     violations still say what failed), rather than guessing from the messages' text."""
     findings = (record.get("baseline_check") or {}).get("findings")
@@ -112,8 +112,8 @@ def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
     if not old:
         return []
     judged = gates and gate_judged(record)
-    failed = gate_findings(record, "failed") if judged else set()
-    undecided = gate_findings(record, "inconclusive") if judged else set()
+    failed = gate_findings(record, GateVerdict.FAILED) if judged else set()
+    undecided = gate_findings(record, GateVerdict.INCONCLUSIVE) if judged else set()
     compared: set[str] = set()
     if not judged and record.get("backend"):
         view, old_view = generation.gate_view(record), generation.gate_view(old)
@@ -137,7 +137,7 @@ def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
                                     beyond=name in compared, inconclusive=name in undecided))
     # A figure the gate failed that the pages do not tabulate (counted instructions): as the gate said it.
     for finding in (record.get("baseline_check") or {}).get("findings") or [] if judged else []:
-        if (isinstance(finding, Mapping) and finding.get("verdict") == "failed"
+        if (isinstance(finding, Mapping) and finding.get("verdict") == GateVerdict.FAILED
                 and finding.get("figure") not in _GATE_FIGURES.values()
                 and isinstance(finding.get("old"), (int, float)) and isinstance(finding.get("new"), (int, float))):
             changes.append(FigureChange(str(finding["figure"]), float(finding["old"]), float(finding["new"]), True, True))
@@ -153,7 +153,7 @@ def regressions(report: Mapping[str, Any], baseline: Mapping[str, Any] | None,
         return []
     found = []
     for record in report.get("records", []):
-        if record.get("verdict") in ("skipped", "does not convert"):
+        if record.get("verdict") in (Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT):
             continue
         found += [(record, c) for c in figure_changes(record, find_baseline(baseline, record), max_regression, gates)
                   if c.marked]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..core.record import dig
+from ..core.record import GateVerdict, Verdict, dig
 from . import deployment
 from .ab_baseline import report_baseline
 from . import generation as decoders
@@ -88,7 +88,7 @@ def _overview(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
     beyond = [(r, c) for r, c in found if not c.regressed]
     gate_line = gate_summary(records)
     if gate_line and gates:  # the terminal's gate line: decoders and models without a twin counted too
-        regressed = any((r.get("baseline_check") or {}).get("verdict") == "failed" for r in records)
+        regressed = any((r.get("baseline_check") or {}).get("verdict") == GateVerdict.FAILED for r in records)
         out.append(f'<span class="{"failed" if regressed else "passed"}">'
                    f"{escape(gate_line)}</span>")
     if has_baseline:
@@ -102,7 +102,7 @@ def _overview(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
             out.append(f'<span class="{"changed" if beyond else "passed"}">{changed} record(s) changed beyond '
                        f'{max_regression:.0%} against the baseline (a comparison, no gate ran)</span>')
     out.append("</div>")
-    failures = [r for r in records if r["verdict"] in ("failed", "error")]
+    failures = [r for r in records if r["verdict"] in (Verdict.FAILED, Verdict.ERROR)]
     if failures:
         out.append(f"<h3>Failures ({len(failures)})</h3><ul class=\"fail\">")
         for r in failures:
@@ -241,7 +241,7 @@ def _model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Se
         out += [f"<tr><td>{escape(label[id(r)])}</td>{''.join(deployment.row_cells(r))}</tr>" for r in shipped]
         out.append("</table>")
     for r in records:
-        if r["verdict"] in ("failed", "error", *NOT_RUN) and (r.get("violations") or r.get("skip_reason")):
+        if r["verdict"] in (Verdict.FAILED, Verdict.ERROR, *NOT_RUN) and (r.get("violations") or r.get("skip_reason")):
             text = "; ".join(r.get("violations") or []) or r.get("skip_reason")
             out.append(f'<p><span class="{escape(r["verdict"])}">&nbsp;{escape(r["verdict"])}&nbsp;</span> '
                        f"<b>{escape(label[id(r)])}</b>: {escape(text)}</p>")

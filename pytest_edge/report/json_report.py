@@ -13,7 +13,7 @@ from ..backends import split_device
 from ..files import atomic_write
 from ..judging.baseline import find_baseline  # noqa: F401 - the report's name for it too
 from ..judging.regressions import GENERATION_FIGURES, check_baseline
-from ..core.record import is_finite_number
+from ..core.record import GateVerdict, TimingNotJudged, Verdict, is_finite_number
 from .deployment import invalid_field
 from .generation import gate_view
 
@@ -99,6 +99,21 @@ def load_report(path: Path) -> dict[str, Any]:
         for key in ("test", "backend", "verdict"):
             if not isinstance(record.get(key), str):
                 raise bad(where, f"{key!r} must be a string, got {shown(record.get(key))}")
+        try:  # verdicts and timing policies, as the pages and the gate read them: the enums' only
+            Verdict.from_json(record["verdict"], "'verdict'")
+            check = record["baseline_check"] if isinstance(record.get("baseline_check"), dict) else {}
+            if check.get("verdict") is not None:
+                GateVerdict.from_json(check["verdict"], "'baseline_check.verdict'")
+            findings = check.get("findings")
+            for finding in findings if isinstance(findings, list) else []:
+                if isinstance(finding, dict):
+                    GateVerdict.from_json(finding.get("verdict"), "a finding of 'baseline_check'")
+            TimingNotJudged.from_json(record.get("timing_not_judged"), "'timing_not_judged'")
+            llm = record.get("llm")
+            if isinstance(llm, dict):
+                TimingNotJudged.from_json(llm.get("timing_not_judged"), "'llm.timing_not_judged'")
+        except ValueError as exc:
+            raise bad(where, str(exc)) from None
         model = record.get("model")
         if not isinstance(model, dict) or not isinstance(model.get("name"), str):
             raise bad(where, f"'model' must be an object with a 'name', got {shown(model)}")
@@ -168,7 +183,7 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def compare_reports(old: Mapping[str, Any], new: Mapping[str, Any], max_regression: float) -> list[str]:
     problems = []
     for record in new.get("records", []):
-        if record.get("verdict") in ("skipped", "does not convert"):
+        if record.get("verdict") in (Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT):
             continue
         baseline = find_baseline(old, record)
         decoder, old_decoder = gate_view(record), gate_view(baseline) if baseline is not None else None

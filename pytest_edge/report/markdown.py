@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..core.record import GateVerdict, Verdict
 from .ab_baseline import report_baseline
 from .generation import HEADERS as GENERATION_HEADERS, generation_rows
 from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, gate_judged, regressions
@@ -12,7 +13,7 @@ from ..judging.baseline import find_baseline
 from .table import (COMPILED_HEADERS, DASH, VERDICT_RANK, compiled_rows, figure, fold_line, folded_skips,
                     gate_summary, missing_artifact, table_footer, worst_per)
 
-_ICON = {"passed": "✅", "failed": "❌", "error": "❌", "skipped": "⏭️", "does not convert": "↪️"}
+_ICON = {Verdict.PASSED: "✅", Verdict.FAILED: "❌", Verdict.ERROR: "❌", Verdict.SKIPPED: "⏭️", Verdict.DOES_NOT_CONVERT: "↪️"}
 
 
 def _md(value: Any) -> str:
@@ -79,7 +80,7 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
 
             coverage = DASH if cov.get("fallback") is None else f"{1 - cov['fallback']:.0%}"
             verdict = f"{_ICON.get(r['verdict'], '')} {_md(r['verdict'])}".strip()
-            if r["verdict"] in ("skipped", "does not convert") and r.get("skip_reason"):
+            if r["verdict"] in (Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT) and r.get("skip_reason"):
                 verdict += f": {_md(r['skip_reason'])}"
             if r.get("warnings"):
                 verdict += " (gate inconclusive)"
@@ -111,7 +112,7 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
                   + "|"]
         lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in compiled] + [""]
 
-    failures = [r for r in records if r["verdict"] in ("failed", "error")]
+    failures = [r for r in records if r["verdict"] in (Verdict.FAILED, Verdict.ERROR)]
     if failures:
         lines += [f"### Failures ({len(failures)})", ""]
         for r in failures:
@@ -133,7 +134,7 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
                 f"{_md(c.figure)} {c.text()} ({c.old:.4g} → {c.new:.4g})" for c in changes))
         lines.append("")
     accepted = [(r, f) for r in records for f in ((r.get("baseline_check") or {}).get("findings") or [])
-                if isinstance(f, Mapping) and f.get("verdict") == "accepted"]
+                if isinstance(f, Mapping) and f.get("verdict") == GateVerdict.ACCEPTED]
     if accepted:  # what the gate would have failed, passed by a committed acceptance: shown for review
         lines += [f"### Accepted changes ({len(accepted)}: passed by an acceptance file)", ""]
         lines += [f"- `{r['test'].replace('`', '')}` ({_md(r['backend'])}): {_md(f.get('message'))}" for r, f in accepted]

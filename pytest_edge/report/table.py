@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..backends import split_device
-from ..core.record import COMPILE_ONLY, NOT_JUDGED, NOT_MEASURED
+from ..core.record import COMPILE_ONLY, NOT_JUDGED, NOT_MEASURED, GateVerdict, TimingNotJudged, Verdict
 
 DASH = "—"
 
@@ -22,16 +22,21 @@ def figure(value: Any, fmt: str) -> str:
 # A backend skipped because the model has no artifact for it says so in this form (plan.py); such
 # rows carry no information beyond the suffix, so the table folds them into one line per model.
 _NO_ARTIFACT = re.compile(r"^no (\.[\w.-]+) artifact for ")
-VERDICT_RANK = {"failed": 0, "error": 0, "passed": 1, "does not convert": 2, "skipped": 2}
+VERDICT_RANK = {Verdict.FAILED: 0, Verdict.ERROR: 0, Verdict.PASSED: 1, Verdict.DOES_NOT_CONVERT: 2, Verdict.SKIPPED: 2}
 # Verdicts of records that ran nothing: a skip, and a borrowed artifact the backend's frontend
 # cannot convert (errors.DoesNotConvert), each with its reason.
-NOT_RUN = frozenset({"skipped", "does not convert"})
+NOT_RUN = frozenset({Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT})
 TABLE_WIDTH = 100
+
+
+def timing_policy(record: Mapping[str, Any]) -> TimingNotJudged | None:
+    """Why the record's timing is not judged (its ``timing_not_judged``), as a policy; None: judged."""
+    return TimingNotJudged.from_json(record.get("timing_not_judged"), f"record {record.get('test')}")
 
 
 def missing_artifact(record: Mapping[str, Any]) -> str | None:
     """The artifact suffix (".pte") a skipped record lacked, or None for any other record."""
-    if record.get("verdict") != "skipped":
+    if record.get("verdict") != Verdict.SKIPPED:
         return None
     match = _NO_ARTIFACT.match(str(record.get("skip_reason") or ""))
     return match.group(1) if match else None
@@ -159,9 +164,9 @@ def table_footer(records: Sequence[Mapping[str, Any]], width: int = TABLE_WIDTH)
     rows = _table_records(records)
     verdicts = {str(r.get("skip_reason") or ""): r["verdict"] for _, _, r in rows if r["verdict"] in NOT_RUN}
     # A skip's reason follows "skipped:"; a does-not-convert reason says so itself.
-    lines = [_shorten(f"[{n}] {'skipped: ' if verdicts.get(reason) == 'skipped' else ''}{reason or 'no reason given'}",
+    lines = [_shorten(f"[{n}] {'skipped: ' if verdicts.get(reason) == Verdict.SKIPPED else ''}{reason or 'no reason given'}",
                       width) for reason, n in _skip_notes(rows).items()]
-    unconverted = [r for _, _, r in rows if r["verdict"] == "does not convert"]
+    unconverted = [r for _, _, r in rows if r["verdict"] == Verdict.DOES_NOT_CONVERT]
     if unconverted:
         which = ", ".join(sorted({f"{r['model']['name']} on {r['backend']}" for r in unconverted}))
         lines.append(_shorten(f"{len(unconverted)} do(es) not convert here ({which}): reported, not failed, "
@@ -212,10 +217,12 @@ def gate_summary(records: Iterable[Mapping[str, Any]]) -> str | None:
     compared = [c for c in checks if not c.get("new")]
     new = [c for c in checks if c.get("new")]
     modes = sorted({_gate_mode(c) for c in checks})
-    count = {v: sum(1 for c in compared if c.get("verdict") == v) for v in ("failed", "inconclusive", "accepted")}
+    count = {v: sum(1 for c in compared if c.get("verdict") == v)
+             for v in (GateVerdict.FAILED, GateVerdict.INCONCLUSIVE, GateVerdict.ACCEPTED)}
     what = "twin" if all(c.get("mode") == "ab" for c in new) else "baseline"
-    return (f"merge gate ({'; '.join(modes)}): {len(compared)} compared, {count['failed']} regressed, "
-            f"{count['inconclusive']} inconclusive" + (f", {count['accepted']} accepted" if count["accepted"] else "")
+    return (f"merge gate ({'; '.join(modes)}): {len(compared)} compared, {count[GateVerdict.FAILED]} regressed, "
+            f"{count[GateVerdict.INCONCLUSIVE]} inconclusive"
+            + (f", {count[GateVerdict.ACCEPTED]} accepted" if count[GateVerdict.ACCEPTED] else "")
             + (f", {len(new)} new (no {what}: {_few(c.get('looked_for', '?') for c in new)})" if new else ""))
 
 
@@ -257,7 +264,7 @@ def compiled_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
     rows = []
     for record in records:
         npu = record.get("npu")
-        if record.get("timing_not_judged") != COMPILE_ONLY or not isinstance(npu, Mapping):
+        if timing_policy(record) is not COMPILE_ONLY or not isinstance(npu, Mapping):
             continue
         coverage, settings = record.get("coverage") or {}, npu.get("settings") or {}
         kib = [figure(None if npu.get(key) is None else npu[key] / 1024, ".2f") for key in ("sram_bytes", "flash_bytes")]
@@ -272,7 +279,7 @@ def compiled_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
 def compiled_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
     """The compile-time targets' figures (docs/npu.md), apart from the measured columns: nothing
     executed, and the time is the compiler's estimate."""
-    compiled = [r for r in records if r.get("timing_not_judged") == COMPILE_ONLY and isinstance(r.get("npu"), Mapping)]
+    compiled = [r for r in records if timing_policy(r) is COMPILE_ONLY and isinstance(r.get("npu"), Mapping)]
     if not compiled:
         return []
     lines = [f"note: {', '.join(sorted({r['backend'] for r in compiled}))}: compile-time target(s): the compiler ran, "
@@ -305,12 +312,12 @@ def summary_lines(records: Sequence[Mapping[str, Any]], *, under_load: bool = Fa
     if under_load:
         lines.append("note: some timings ran under load (other processes kept more than half a core busy; see "
                      "timing_under_load in the report): their latency figures are noisier than on an idle machine")
-    recorded = sorted({r["backend"] for r in records if r.get("timing_not_judged") == NOT_JUDGED})
+    recorded = sorted({r["backend"] for r in records if timing_policy(r) is NOT_JUDGED})
     if recorded:
         lines.append(f"note: latency, load time and memory of {', '.join(recorded)} were recorded, not judged "
                      "against budgets or baselines (emulated device: timing and memory are not the target's; "
                      "edge_emulated_timing = judge judges them)")
-    unmeasured = sorted({r["backend"] for r in records if r.get("timing_not_judged") == NOT_MEASURED})
+    unmeasured = sorted({r["backend"] for r in records if timing_policy(r) is NOT_MEASURED})
     if unmeasured:
         lines.append(f"note: latency, load time and memory of {', '.join(unmeasured)} were not measured "
                      "(emulated device: timing and memory are not the target's; edge_emulated_timing = record "

@@ -30,7 +30,7 @@ from ..llm.metrics import (TeacherForced, logits_figures, logits_messages, teach
 from ..judging import generation
 from ..judging.gate import GateResult
 from ..worker.pool import WorkerPool
-from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce
+from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce, TeacherForcedLogits
 from .decoder_plan import LlmTarget, config_of, model_json, run_context, spec_context
 from ..core.external_data import artifact_files, identity_files
 from ..core.models import Model, ModelKeys
@@ -71,7 +71,7 @@ class LlmChecker:
         ``backend``'s worker (backends.decoder.teacher_forced)."""
         key = self._load(backend, artifact, config, threads, max(len(prompt) + len(tokens), at_least))
         reply = self.pool.request(backend, TeacherForce(key, list(prompt), [int(t) for t in tokens]), artifact)
-        logits = np.asarray(reply["logits"], np.float32)
+        logits = TeacherForcedLogits.from_reply(reply).logits
         if logits.shape != (len(tokens), config.vocab_size):
             raise BackendError(f"{artifact} ({backend}): teacher-forced logits of shape {list(logits.shape)}, "
                                f"expected [{len(tokens)}, {config.vocab_size}]")

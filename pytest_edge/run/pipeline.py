@@ -244,7 +244,7 @@ def compiled_record(test_id: str, plan: Plan, compiled: Compilation, distributio
                            compiled.coverage.delegates},
                   plugin={"name": "pytest-edge", "version": __version__},
                   coverage=compiled.coverage.to_json(), artifact_bytes=size, npu=compiled, checked=True)
-    made.extra["timing_not_judged"] = COMPILE_ONLY
+    made.timing_not_judged = COMPILE_ONLY
     if unreadable:
         made.extra["artifact_bytes_reason"] = unreadable
     return made
@@ -265,5 +265,5 @@ def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, 
     for regression in resource_regressions(record.to_json(), baseline, max_regression, what):
         gate.fail(regression, rule_of(regression.figure, paired))
     gate.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
-                    "verdict": "failed" if gate.failures else "passed"}
+                    "verdict": gate.verdict()}
     return gate

@@ -34,7 +34,7 @@ from ..core.plan import Plan, Unresolved, key_bases, plan_for, resolve_reference
 from ..core.record import NOT_MEASURED, UNRESOLVED_BACKEND, Record, model_json, timing_not_judged
 from ..core.settings import Settings
 from ..worker.pool import ModelInfo, WorkerPool
-from ..worker.protocol import Load, ReadIntermediates, Run
+from ..worker.protocol import Load, Loaded, ReadIntermediates, Run
 
 if TYPE_CHECKING:  # made by the first check that measures: a golden check alone imports no gate
     from ..judging.measurer import Measurer
@@ -169,7 +169,8 @@ class EdgeSession:
         shapes = self.input_shapes(plan, backend, artifact)
         key = f"{artifact.resolve()}|{plan.backend}|{plan.threads}|{shapes.to_json()}"
         if key not in self.loaded:
-            reply = self.pool.request(plan.backend, Load(key, str(artifact), plan.threads, shapes.to_json()), artifact)
+            reply = Loaded.from_reply(self.pool.request(plan.backend, Load(key, str(artifact), plan.threads,
+                                                                           shapes.to_json()), artifact))
             self.loaded[key] = ModelInfo.from_load(key, plan.backend, artifact, reply, plan.threads, shapes,
                                                    self.pool.machine(plan.backend))
         info = self.loaded[key]
@@ -280,7 +281,7 @@ class EdgeSession:
                                  counted)
         record.budget_findings = findings
         if not_judged:
-            record.extra["timing_not_judged"] = not_judged
+            record.timing_not_judged = not_judged
         if measured and not not_judged:
             gate = self.measurer.gate(info, compared.first_feeds, plan, record.to_json())
             violations += pipeline.gate_into(record, gate, self.settings)

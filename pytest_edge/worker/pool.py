@@ -13,7 +13,7 @@ import numpy as np
 
 from ..backends import Coverage, InputShapes, TensorSpec, split_device
 from ..errors import BackendCrash, DeviceUnreachable, EdgeUsageError
-from .protocol import Request
+from .protocol import Loaded, Request
 from ..devices.kinds import DeviceKind, device_kind
 from ..devices.labgrid import FarmError, FarmRequest, FarmSettings, Lease, lease, release
 from ..devices.qemu import ProvisionError, default_cache, parse_kind, provision
@@ -42,16 +42,16 @@ class ModelInfo:
     shape_sources: dict[str, str] = field(default_factory=dict)  # LoadedModel.shape_sources
 
     @classmethod
-    def from_load(cls, key: str, backend: str, artifact: Path, reply: dict[str, Any], threads: int | None,
+    def from_load(cls, key: str, backend: str, artifact: Path, reply: Loaded, threads: int | None,
                   shapes: InputShapes, device: dict[str, Any] | None) -> "ModelInfo":
-        """The worker's reply to a Load request, typed."""
+        """The model as the worker's reply to its Load request describes it."""
         return cls(key=key, backend=backend, artifact=artifact,
-                   inputs=[TensorSpec.from_json(s) for s in reply["inputs"]],
-                   outputs=[TensorSpec.from_json(s) for s in reply["outputs"]],
-                   runtime=reply["runtime"], coverage=Coverage.from_json(reply["coverage"]),
-                   load_ms=reply["load_ms"], precision=reply["precision"],
-                   threads=threads if reply["threads_applied"] else None, shapes=shapes, device=device,
-                   shape_sources=reply.get("shape_sources") or {})
+                   inputs=reply.inputs,
+                   outputs=reply.outputs,
+                   runtime=reply.runtime, coverage=reply.coverage,
+                   load_ms=reply.load_ms, precision=reply.precision,
+                   threads=threads if reply.threads_applied else None, shapes=shapes, device=device,
+                   shape_sources=reply.shape_sources)
 
     def feeds(self, values: Sequence[Any]) -> list[np.ndarray]:
         """Positional inputs as contiguous arrays of the declared dtypes (Python scalars welcome),

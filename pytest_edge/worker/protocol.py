@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..backends.tensors import Coverage, TensorSpec
 from ..errors import BackendError
 
 PROTOCOL_VERSION = 6  # 2: Load.external (an .onnx's external data files on a device); 3: Load.shapes an InputShapes;
@@ -193,6 +194,123 @@ REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure
                                                                 TeacherForce, LimitAddressSpace, ProbeContext)}
 
 
+# ------------------------------------------------------------------ replies
+# A request's value, typed (as backends.decoder.Generation is Generate's): the worker sends
+# ``to_reply()`` (what the codec carries: dicts, lists, numbers, arrays), the pytest side reads it
+# with ``from_reply``; a reply without a field it needs is a ProtocolError naming the request.
+
+
+def _reply_fields(op: str, reply: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    missing = [name for name in names if not isinstance(reply, dict) or name not in reply]
+    if missing:
+        raise ProtocolError(f"malformed reply to {op}: no {', '.join(missing)}")
+    return reply
+
+
+@dataclass
+class Loaded:
+    """Load's reply for a tensor model: its signature, the runtime (delegates and installed package
+    only where coverage was read), its coverage (None in a measuring worker), load time, precision,
+    whether the thread count was applied, and where each input's shape came from."""
+
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    runtime: dict[str, Any]
+    coverage: Coverage | None
+    load_ms: float
+    precision: str
+    threads_applied: bool
+    shape_sources: dict[str, str] = field(default_factory=dict)  # LoadedModel.shape_sources
+
+    def to_reply(self) -> dict[str, Any]:
+        return {"inputs": [s.to_json() for s in self.inputs], "outputs": [s.to_json() for s in self.outputs],
+                "runtime": self.runtime, "coverage": self.coverage.to_json() if self.coverage else None,
+                "load_ms": self.load_ms, "precision": self.precision, "shape_sources": self.shape_sources,
+                "threads_applied": self.threads_applied}
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> "Loaded":
+        reply = _reply_fields(Load.op, reply, ("inputs", "outputs", "runtime", "coverage", "load_ms", "precision",
+                                               "threads_applied"))
+        return cls([TensorSpec.from_json(s) for s in reply["inputs"]], [TensorSpec.from_json(s) for s in reply["outputs"]],
+                   reply["runtime"], Coverage.from_json(reply["coverage"]), float(reply["load_ms"]),
+                   reply["precision"], bool(reply["threads_applied"]), reply.get("shape_sources") or {})
+
+
+@dataclass
+class DecoderLoaded:
+    """Load's reply for a decoder (``Load.decoder``): its load time and runtime."""
+
+    load_ms: float
+    runtime: dict[str, Any]
+
+    def to_reply(self) -> dict[str, Any]:
+        return {"load_ms": self.load_ms, "runtime": self.runtime}
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> "DecoderLoaded":
+        reply = _reply_fields(Load.op, reply, ("load_ms", "runtime"))
+        return cls(float(reply["load_ms"]), reply["runtime"])
+
+
+@dataclass
+class TeacherForcedLogits:
+    """TeacherForce's reply: the logits [len(tokens), vocab] at each position of the forced tokens."""
+
+    logits: np.ndarray
+
+    def to_reply(self) -> dict[str, Any]:
+        return {"logits": self.logits}
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> "TeacherForcedLogits":
+        return cls(np.asarray(_reply_fields(TeacherForce.op, reply, ("logits",))["logits"], np.float32))
+
+
+@dataclass
+class GenerationTimes:
+    """MeasureGeneration's reply: per timed generation its TTFT, decode time (after the first token)
+    and whole time, every TPOT sample, how many ran (fewer than asked where the time cap stopped
+    them), the memory over the load's base, the machine probe, and the runtime's own counters per
+    generation (None where it keeps none)."""
+
+    ttft_s: list[float]
+    tpot_s: list[float]
+    decode_s: list[float]
+    generation_s: list[float]
+    runs: int
+    peak_memory_mb: float | None
+    steady_memory_mb: float | None
+    probe_us: float | None
+    runtime_timings: list[dict[str, Any] | None] | None = None
+
+    def to_reply(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> "GenerationTimes":
+        names = tuple(f.name for f in fields(cls))
+        reply = _reply_fields(MeasureGeneration.op, reply, names[:-1])
+        return cls(**{name: reply.get(name) for name in names})
+
+
+@dataclass
+class ContextMemory:
+    """ProbeContext's reply: peak and steady memory over the worker's RSS before the load (None
+    where the high-water mark could not be trusted)."""
+
+    peak_memory_mb: float | None
+    steady_memory_mb: float | None
+
+    def to_reply(self) -> dict[str, Any]:
+        return {"peak_memory_mb": self.peak_memory_mb, "steady_memory_mb": self.steady_memory_mb}
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> "ContextMemory":
+        reply = _reply_fields(ProbeContext.op, reply, ("peak_memory_mb", "steady_memory_mb"))
+        return cls(reply["peak_memory_mb"], reply["steady_memory_mb"])
+
+
 # ------------------------------------------------------------------ the zygote's requests
 # From the host to a backend's zygote (worker/zygote.py), as JSON over its Unix socket: a registry
 # of their own, so a worker refuses a zygote's op and the zygote a worker's (Exit, ending either, aside).
@@ -266,5 +384,6 @@ def hello(backend: str, machine: dict[str, Any] | None = None, runtime: dict[str
 
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Generate", "MeasureGeneration", "TeacherForce", "LimitAddressSpace", "ProbeContext", "Run", "Measure",
            "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit", "REQUESTS", "Fork", "ProcessStatus",
-           "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok",
+           "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok", "Loaded", "DecoderLoaded",
+           "TeacherForcedLogits", "GenerationTimes", "ContextMemory",
            "failure", "hello"]

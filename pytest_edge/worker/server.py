@@ -89,14 +89,14 @@ class WorkerServer:
         self.load_peak_mb[key] = timing.hwm_mb() if trusted else None
         if decoder is not None:
             self.decoders[key] = model
-            return {"load_ms": load_ms, "runtime": {"name": self.backend.distribution,
-                                                    "version": self.backend.runtime_version()}}
+            return protocol.DecoderLoaded(load_ms, {"name": self.backend.distribution,
+                                                    "version": self.backend.runtime_version()}).to_reply()
         self.models[key] = model
         coverage = model.coverage() if with_coverage else None
-        return {
-            "inputs": [s.to_json() for s in model.inputs],
-            "outputs": [s.to_json() for s in model.outputs],
-            "runtime": {"name": self.backend.distribution, "version": self.backend.runtime_version(),
+        return protocol.Loaded(
+            inputs=list(model.inputs),
+            outputs=list(model.outputs),
+            runtime={"name": self.backend.distribution, "version": self.backend.runtime_version(),
                         # A .pte's delegates are read with its coverage (exir's .pte reader: 140 MB
                         # that a measuring worker must not count as the model's).
                         "delegates": model.delegates() if with_coverage else [],
@@ -104,12 +104,12 @@ class WorkerServer:
                         # and not in a measuring worker (with_coverage False), which records no runtime.
                         **({"package": runtime_package(self.backend.distribution, self.backend.runtime_module)}
                            if with_coverage else {})},
-            "coverage": coverage.to_json() if coverage else None,
-            "load_ms": load_ms,
-            "precision": model.precision(),
-            "shape_sources": model.shape_sources,
-            "threads_applied": bool(threads) and self.backend.threads_supported,
-        }
+            coverage=coverage,
+            load_ms=load_ms,
+            precision=model.precision(),
+            shape_sources=model.shape_sources,
+            threads_applied=bool(threads) and self.backend.threads_supported,
+        ).to_reply()
 
     def _run_timed(self, key: str, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         model = self.models[key]
@@ -165,20 +165,20 @@ class WorkerServer:
         other_cores = load.other_cores()
         after = sensors.read()  # at the end of the timed runs: "steady"
         peak, steady = self._memory_over_load_base(key, trusted=reset or self.loads == 1)
-        return {
-            "hwm_reset": reset,
-            "process_start": PROCESS_START,
-            "first_inference_ms": self.first_inference_ms[key],
-            "latency_ms": timing.latency_stats(samples),
-            "drift": timing.drift(samples),
-            "probe_drift": timing.probe_drift(samples, probe_after, probes),
-            "warmup_runs": warmup, "measured_runs": len(samples),
-            "peak_memory_mb": peak, "steady_memory_mb": steady,
-            "other_cores_busy": other_cores,
-            "probe_us": float(np.median(probes)) / 1e3,
-            "power_and_temperature": sensors.window(before, after),
-            "samples_ns": np.asarray(samples, dtype=np.int64),
-        }
+        return timing.ProcessTiming(
+            hwm_reset=reset,
+            process_start=PROCESS_START,
+            first_inference_ms=self.first_inference_ms[key],
+            latency_ms=timing.latency_stats(samples),
+            drift=timing.drift(samples),
+            probe_drift=timing.probe_drift(samples, probe_after, probes),
+            warmup_runs=warmup, measured_runs=len(samples),
+            peak_memory_mb=peak, steady_memory_mb=steady,
+            other_cores_busy=other_cores,
+            probe_us=float(np.median(probes)) / 1e3,
+            power_and_temperature=sensors.window(before, after),
+            samples_ns=np.asarray(samples, dtype=np.int64),
+        ).to_reply()
 
     def _memory_over_load_base(self, key: str, trusted: bool) -> tuple[float | None, float | None]:
         """Peak (the load's or the runs' high-water mark, the higher) and steady memory over the RSS
@@ -199,7 +199,7 @@ class WorkerServer:
     def op_teacher_force(self, key: str, prompt: list[int], tokens: list[int]) -> dict[str, Any]:
         from ..backends.decoder import teacher_forced
 
-        return {"logits": teacher_forced(self.decoders[key], prompt, tokens)}
+        return protocol.TeacherForcedLogits(teacher_forced(self.decoders[key], prompt, tokens)).to_reply()
 
     def op_measure_generation(self, key: str, prompt: list[int], new_tokens: int, warmup: int,
                               runs: int) -> dict[str, Any]:
@@ -231,10 +231,10 @@ class WorkerServer:
                 break  # the runs done are the figures; the reply says how many (a record's note)
         probes += [timing.machine_probe_ns() for _ in range(timing.PROBE_AROUND)]
         peak, steady = self._memory_over_load_base(key, trusted=True)
-        return {"ttft_s": ttft, "tpot_s": tpot, "decode_s": decode, "generation_s": whole, "runs": len(whole),
-                "peak_memory_mb": peak,
-                "steady_memory_mb": steady, "probe_us": float(np.median(probes)) / 1e3,
-                "runtime_timings": counted if any(counted) else None}
+        return protocol.GenerationTimes(ttft_s=ttft, tpot_s=tpot, decode_s=decode, generation_s=whole, runs=len(whole),
+                                        peak_memory_mb=peak,
+                                        steady_memory_mb=steady, probe_us=float(np.median(probes)) / 1e3,
+                                        runtime_timings=counted if any(counted) else None).to_reply()
 
     def op_limit_address_space(self, limit_mb: float) -> int:
         return timing.limit_address_space(limit_mb)
@@ -247,7 +247,7 @@ class WorkerServer:
         prompt = np.random.default_rng(context).integers(0, vocab_size, context - 1).tolist()
         generate(self.decoders[key], prompt, 2)
         peak, steady = self._memory_over_load_base(key, trusted=True)
-        return {"peak_memory_mb": peak, "steady_memory_mb": steady}
+        return protocol.ContextMemory(peak, steady).to_reply()
 
     def op_count(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> dict[str, Any]:
         """Counted mode (a worker under callgrind): instructions per inference of ``runs`` runs."""
