@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -12,10 +12,11 @@ from ...errors import BackendError, EdgeUsageError
 from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
 from ..shapes import LoadShapes
 from ..decoder import Decoder
-from ..quant_pair import QuantPair
-from ..decoder_config import GENAI_CONFIG, genai_decoder
 from .session import new_session
 from . import _NOT_LOCAL, _local_providers, ep_short_name  # noqa: F401 - the manifest's, named here too
+
+if TYPE_CHECKING:  # triage quant's and decoder folders' only: a check's processes import neither
+    from ..quant_pair import QuantPair
 
 _ORT_DTYPES = {
     "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -133,6 +134,8 @@ class OrtBackend(Backend):
     def folder_decoder(self, folder: Path) -> Path | None:
         """ONNX Runtime GenAI's export folder: the decoder its ``genai_config.json`` names; else an
         Optimum folder's ``model.onnx``."""
+        from ..decoder_config import GENAI_CONFIG, genai_decoder
+
         decoder = genai_decoder(folder)
         if decoder is None and (folder / "model.onnx").is_file():
             decoder = folder / "model.onnx"
