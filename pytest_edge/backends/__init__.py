@@ -66,6 +66,8 @@ class DeclaredBackend:
                              "manifest declares")
 
     def __getattr__(self, attribute: str) -> Any:  # only what the manifest does not declare
+        if attribute.startswith("__") or attribute == "declared":  # copy's and pickle's probes, a bare instance
+            raise AttributeError(attribute)
         return getattr(self.backend(), attribute)
 
     def __repr__(self) -> str:
