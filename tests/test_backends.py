@@ -63,6 +63,69 @@ def test_decoder_runtimes_are_backends_of_the_one_registry() -> None:
         get_backend("onnxruntime-genai").load(FIXTURES / "tiny_mlp.onnx", threads=1, shapes=None)
 
 
+def _declared_entry_points() -> dict[str, str]:
+    """pyproject.toml's backend entry points (the installed metadata may predate them)."""
+    import tomllib
+
+    with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as handle:
+        return tomllib.load(handle)["project"]["entry-points"]["pytest_edge.backends"]
+
+
+@pytest.mark.parametrize("tosa_python", ["", sys.executable])
+def test_each_manifest_declares_what_its_backend_module_registers(monkeypatch: pytest.MonkeyPatch,
+                                                                  tosa_python: str) -> None:
+    """A folder's manifest is what the registry knows of its backends until one is used: the same
+    names in the same order, and each declared field the backend's own."""
+    from dataclasses import fields
+
+    from pytest_edge.backends import Declared, _loaded
+
+    monkeypatch.setenv("PYTEST_EDGE_TOSA_PYTHON", tosa_python)  # tosa-ref registered where it is set
+    for entry, value in _declared_entry_points().items():
+        module, _, attribute = value.partition(":")
+        declared = getattr(__import__(module, fromlist=[attribute]), attribute)()
+        assert declared and all(isinstance(d, Declared) for d in declared), entry
+        for source in dict.fromkeys(d.load for d in declared):
+            backends = _loaded.__wrapped__(source)
+            assert [b.name for b in backends] == [d.name for d in declared if d.load == source], entry
+            for backend, manifest in zip(backends, (d for d in declared if d.load == source)):
+                differ = {f.name: (getattr(manifest, f.name), getattr(backend, f.name)) for f in fields(manifest)
+                          if f.name != "load" and getattr(manifest, f.name) != getattr(backend, f.name)}
+                assert not differ and manifest.artifact_suffixes() == backend.artifact_suffixes(), (backend.name, differ)
+    assert any(d.name == "tosa-ref" for d in __import__("pytest_edge.backends.ethos_u", fromlist=["manifest"]).manifest()) \
+        == bool(tosa_python)
+
+
+def test_the_registry_imports_the_backend_a_session_uses_and_no_other() -> None:
+    """With the manifests as entry points (pyproject.toml's), listing the backends, their suffixes
+    and formats imports no backend module; using one imports its own; a worker told its source
+    imports that module without the registry."""
+    code = f"""
+import importlib.metadata, sys
+from pathlib import Path
+import pytest_edge.backends as registry
+points = tuple(importlib.metadata.EntryPoint(n, v, registry.ENTRY_POINT_GROUP) for n, v in {_declared_entry_points()!r}.items())
+registry._entry_points = lambda: points
+modules = lambda: sorted(m for m in sys.modules if m.startswith("pytest_edge.backends.") and m.count(".") > 2)
+assert registry.format_backend(Path("m.ncnn.param")).name == "ncnn" and ".mnn" in registry.all_artifact_suffixes()
+assert registry.reference_order()[0] == "onnxruntime-cpu" and "nnapi" in registry.predicted_targets()
+assert modules() == [], modules()
+assert type(registry.get_backend("onnxruntime-cpu")).__name__ == "OrtBackend"
+assert registry.backend_source("onnxruntime-cpu@pi5") == "pytest_edge.backends.onnxruntime.backend:backends"
+assert [m for m in modules() if m.endswith(".backend")] == ["pytest_edge.backends.onnxruntime.backend"], modules()
+assert registry.all_backends()["mnn"].distribution == "MNN"  # undeclared: asked of the backend itself
+assert registry.get_backend("ncnn-vulkan").name == "ncnn-vulkan"  # a variant: its runtime's module
+assert registry.backend_source("ncnn-vulkan") is None
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    worker = ("import sys; from pytest_edge.worker.server import WorkerServer; "
+              "WorkerServer('onnxruntime-cpu', source='pytest_edge.backends.onnxruntime.backend:backends'); "
+              "print(sorted(m for m in sys.modules if m.endswith('.backend')), 'pytest_edge.backends.mnn' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", worker], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["['pytest_edge.backends.onnxruntime.backend']", "False"], done.stderr
+
+
 def test_an_edge_test_naming_a_decoder_only_runtime_is_skipped_with_the_reason(pytester: pytest.Pytester,
                                                                                models: Path) -> None:
     pytester.makepyfile("""

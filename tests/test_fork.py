@@ -196,7 +196,7 @@ class NoRuntime:
     def import_runtime(self):
         pass
 
-pytest_edge.backends.get_backend = lambda name: NoRuntime()
+pytest_edge.backends.get_backend = lambda name, source=None: NoRuntime()
 from pytest_edge.worker.zygote_process import serve_zygote
 serve_zygote(socket.socket(fileno=int(sys.argv[1])), "none")
 """

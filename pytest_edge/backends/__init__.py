@@ -1,42 +1,114 @@
 """Backend registry: built-in runtimes plus those registered under the ``pytest_edge.backends``
-entry-point group. An entry point names a callable that returns a list of :class:`Backend`.
+entry-point group. An entry point names a callable that returns a list of :class:`Backend`, or of
+:class:`Declared` (a manifest: the backend's names, suffixes and roles, with where its module is),
+whose module is imported only when the backend itself is used: a session that runs ONNX Runtime
+does not import the other runtimes' modules to learn their names.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+import importlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..errors import UnknownBackend
-from .base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec
+from .base import Backend, Coverage, Declared, Intermediates, LoadedModel, TensorSpec
 from .shapes import InputShapes
 from .decoder import Decoder
 
 __all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorSpec", "all_backends",
            "compile_targets", "decoder_backends", "format_backend", "get_backend", "predicted_targets", "recording_suffixes",
-           "reference_order", "split_device", "tensor_backends", "UnknownBackend"]
+           "reference_order", "split_device", "tensor_backends", "UnknownBackend", "Declared", "backend_source"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"
 
 
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+
 @lru_cache(maxsize=1)
-def _entry_points() -> tuple[importlib.metadata.EntryPoint, ...]:
+def _entry_points() -> tuple[EntryPoint, ...]:
+    import importlib.metadata  # here: a worker told its backend's source never reads the metadata
+
     return tuple(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
 
 
 @lru_cache(maxsize=None)
-def _registered_by(index: int) -> tuple[Backend, ...]:
-    """The backends the ``index``-th entry point registers (its module imported on first need)."""
-    return tuple(_entry_points()[index].load()())
+def _loaded(source: str) -> tuple[Backend, ...]:
+    """The backends ``source`` ("module:callable", an entry point's value) returns, its module imported."""
+    module, _, attribute = source.partition(":")
+    found = importlib.import_module(module)
+    for part in attribute.split("."):
+        found = getattr(found, part)
+    return tuple(found())
+
+
+class DeclaredBackend:
+    """A registered backend known by its manifest (:class:`Declared`): what the manifest declares
+    is answered from it; anything else imports the backend's module and asks the backend, so it
+    acts as the backend does (``get_backend`` gives the backend itself)."""
+
+    def __init__(self, declared: Declared) -> None:
+        self.__dict__.update({name: getattr(declared, name) for name in declared.__dataclass_fields__})
+        self.declared = declared
+
+    def artifact_suffixes(self) -> tuple[str, ...]:
+        return self.declared.artifact_suffixes()
+
+    def backend(self) -> Backend:
+        """The backend itself, from its module (imported on first need)."""
+        for backend in _loaded(self.declared.load):
+            if backend.name == self.declared.name:
+                return backend
+        raise UnknownBackend(f"{self.declared.load} registers no backend {self.declared.name!r}, which its "
+                             "manifest declares")
+
+    def __getattr__(self, attribute: str) -> Any:  # only what the manifest does not declare
+        if attribute.startswith("__") or attribute == "declared":  # copy's and pickle's probes, a bare instance
+            raise AttributeError(attribute)
+        return getattr(self.backend(), attribute)
+
+    def __repr__(self) -> str:
+        return f"<{self.declared.name}, declared; from {self.declared.load}>"
+
+
+@lru_cache(maxsize=None)
+def _registered_by(index: int) -> tuple[tuple[Backend, str], ...]:
+    """The backends the ``index``-th entry point registers, each with the source that gives it
+    (its entry point's value, or its manifest's ``load``): a manifest's are :class:`DeclaredBackend`,
+    a third-party callable's are its backends, its module imported."""
+    entry_point = _entry_points()[index]
+    found: list[tuple[Any, str]] = []
+    for item in entry_point.load()():
+        if isinstance(item, Declared):
+            found.append((DeclaredBackend(item), item.load))
+        else:
+            found.append((item, entry_point.value))
+    return tuple(found)
 
 
 def _registered() -> Iterator[Backend]:
     """Every registered backend in entry-point order, each entry point's module imported only when
-    the iteration reaches it."""
+    the iteration reaches it (a manifest's: the manifest only)."""
     for index in range(len(_entry_points())):
-        yield from _registered_by(index)
+        yield from (backend for backend, _ in _registered_by(index))
+
+
+def _itself(backend: Backend) -> Backend:
+    return backend.backend() if isinstance(backend, DeclaredBackend) else backend
+
+
+def backend_source(name: str) -> str | None:
+    """Where the registered backend ``name`` comes from ("module:callable"): a worker given it
+    imports that module alone, without reading the entry points. None: not registered (a variant)."""
+    name = split_device(name)[0]
+    for index in range(len(_entry_points())):
+        for backend, source in _registered_by(index):
+            if backend.name == name:
+                return source
+    return None
 
 
 @lru_cache(maxsize=1)
@@ -109,18 +181,22 @@ def split_device(name: str) -> tuple[str, str | None]:
     return base, (device if device and device != "local" else None)
 
 
-def get_backend(name: str) -> Backend:
+def get_backend(name: str, source: str | None = None) -> Backend:
     """The backend named ``name`` (a device suffix ``@pi5`` names where it runs, not what it is):
-    registered, or a variant a registered runtime knows."""
+    registered, or a variant a registered runtime knows. ``source`` (``backend_source``'s) is where
+    it comes from: a worker given it imports that module only and reads no entry points."""
     name = split_device(name)[0]
+    if source is not None:
+        for backend in _loaded(source):
+            if backend.name == name:
+                return backend
     # The first registration of a name is the registry's (all_backends keeps the first), so the
-    # search stops there: a worker of one backend imports the modules of the entry points up to
-    # its own, not every runtime's.
+    # search stops there; a manifest's backend is imported alone, the others stay declared.
     for backend in _registered():
         if backend.name == name:
-            return backend
+            return _itself(backend)
     registry = all_backends()
-    for runtime in dict.fromkeys(type(b) for b in registry.values()):
+    for runtime in dict.fromkeys(type(_itself(b)) for b in registry.values()):
         backend = runtime.variant(name)
         if backend is not None:
             return backend

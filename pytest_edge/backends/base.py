@@ -127,6 +127,29 @@ def is_lfs_pointer(path: Path) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Declared:
+    """A backend as its folder's manifest declares it (the ``manifest`` an entry point names):
+    what the registry lists, selects and searches files by, known without importing the backend's
+    module. ``load`` ("module:callable") is that module's list of backends, as an entry point
+    returns it: imported when the backend itself is needed (a test of it, its worker). Every
+    field here is the loaded backend's own (tests/test_backends.py compares them)."""
+
+    name: str
+    load: str
+    suffix: str
+    suffixes: tuple[str, ...] = ()
+    reference_priority: int | None = None
+    predicts_targets: tuple[str, ...] = ()
+    decodes: bool = False
+    decoder_why_not: str | None = None
+    runs_tensors: bool = True
+    compile_only: bool = False
+
+    def artifact_suffixes(self) -> tuple[str, ...]:
+        return self.suffixes or (self.suffix,)
+
+
 class Backend(ABC):
     """A runtime in one configuration. Subclasses set the class attributes and ``load``."""
 

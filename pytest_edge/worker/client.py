@@ -25,7 +25,7 @@ from ..errors import BackendCrash, BackendError, DeviceUnreachable, DoesNotConve
 from ..core.external_data import external_files
 from ..files import sha256_file
 from . import frames, protocol
-from .zygote import ForkedProcess, Zygote
+from .zygote import ForkedProcess, Zygote, source_args
 
 if TYPE_CHECKING:
     from .server import WorkerServer
@@ -134,7 +134,7 @@ class BackendWorker:
                     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **self.extra_env}
                     self._process = subprocess.Popen(
                         [*self.command_prefix, sys.executable, "-m", "pytest_edge.worker", self.backend_name,
-                         str(child.fileno())],
+                         str(child.fileno()), *source_args(self.backend_name)],
                         pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
                 child.close()
                 self._reader = self._writer = Connection(parent.detach())

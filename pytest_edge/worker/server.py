@@ -38,8 +38,10 @@ PROCESS_START = "spawned"
 class WorkerServer:
     """Holds loaded models of one backend and answers requests. Runs in the worker process."""
 
-    def __init__(self, backend_name: str, cache_dir: Path | None = None) -> None:
-        self.backend = get_backend(backend_name)
+    def __init__(self, backend_name: str, cache_dir: Path | None = None, source: str | None = None) -> None:
+        # ``source``: where the backend comes from (backends.backend_source), so this process imports
+        # that module alone and does not read the entry points; None: asked of the registry.
+        self.backend = get_backend(backend_name, source)
         # On a device, artifacts arrive by content into this folder and Load names them there;
         # the worker opens no other path (cache_dir None: a local worker, given local paths).
         self.cache: ArtifactCache | None = None
@@ -277,7 +279,8 @@ class WorkerServer:
         return self.cache
 
 
-def serve(reader: Connection, writer: Connection, backend_name: str | None, cache_dir: Path | None = None) -> None:
+def serve(reader: Connection, writer: Connection, backend_name: str | None, cache_dir: Path | None = None,
+          source: str | None = None) -> None:
     """The worker's loop: typed requests in, replies out, as frames of the pickle-free codec. A
     device worker (``backend_name`` None) learns its backend from the first request, Start."""
     try:
@@ -286,7 +289,7 @@ def serve(reader: Connection, writer: Connection, backend_name: str | None, cach
             if not isinstance(start, protocol.Start):
                 raise protocol.ProtocolError(f"the first request must be start, not {start.op}")
             backend_name = start.backend
-        server = WorkerServer(backend_name, cache_dir)
+        server = WorkerServer(backend_name, cache_dir, source)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
         writer.send_bytes(frames.encode(protocol.failure(type(exc).__name__, str(exc))))
         return

@@ -49,6 +49,15 @@ def thread_count() -> int:
         return 1
 
 
+def source_args(backend_name: str) -> list[str]:
+    """The worker's SOURCE argument (``python -m pytest_edge.worker``): where a registered backend
+    comes from, so the worker imports that module alone and reads no entry points; none for a variant."""
+    from ..backends import backend_source
+
+    source = backend_source(backend_name)
+    return [source] if source else []
+
+
 def _environment() -> dict[str, str]:
     """A spawned worker's environment now (with sys.path): a zygote started with another one is
     replaced, as its children inherit its own. pytest's per-test PYTEST_CURRENT_TEST aside."""
@@ -135,7 +144,8 @@ class Zygote:
         env = self._env = _environment()
         with open(self.log_path, "wb") as log:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "pytest_edge.worker", "--zygote", self.backend_name, str(child.fileno())],
+                [sys.executable, "-m", "pytest_edge.worker", "--zygote", self.backend_name, str(child.fileno()),
+                 *source_args(self.backend_name)],
                 pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
         child.close()
         self._socket = host

@@ -22,7 +22,7 @@ from .resident import populate, resident_file_pages
 from .zygote import MESSAGE_BYTES, _message, thread_count
 
 def _child(control: socket.socket, backend_name: str, connection_fd: int, log_fd: int, zygote_pid: int,
-           resident: list[tuple[int, int]]) -> None:
+           resident: list[tuple[int, int]], source: str | None = None) -> None:
     """In the forked child: a worker of its own, then exit without running the zygote's code."""
     from multiprocessing.connection import Connection
 
@@ -39,7 +39,7 @@ def _child(control: socket.socket, backend_name: str, connection_fd: int, log_fd
         populate(resident)
         server.PROCESS_START = "forked"
         connection = Connection(connection_fd)
-        server.serve(connection, connection, backend_name)
+        server.serve(connection, connection, backend_name, source=source)
     except BaseException:  # noqa: BLE001 - printed to the worker's log, which a crash message quotes
         traceback.print_exc()
         code = 1
@@ -60,7 +60,7 @@ def _reap(ended: dict[int, int]) -> None:
         ended[pid] = os.waitstatus_to_exitcode(status)
 
 
-def serve_zygote(control: socket.socket, backend_name: str) -> None:
+def serve_zygote(control: socket.socket, backend_name: str, source: str | None = None) -> None:
     """Import the runtime, say hello, then fork a worker per request until the host says exit or
     goes away; the children still running then are killed."""
     from ..backends import get_backend
@@ -69,7 +69,7 @@ def serve_zygote(control: socket.socket, backend_name: str) -> None:
     die_with_parent()
     start = time.perf_counter()
     try:
-        get_backend(backend_name).import_runtime()
+        get_backend(backend_name, source).import_runtime()
     except Exception as exc:  # noqa: BLE001 - reported to the host, which raises it
         _reply(control, failure(type(exc).__name__, str(exc)))
         return
@@ -98,7 +98,7 @@ def serve_zygote(control: socket.socket, backend_name: str) -> None:
                     me, resident = os.getpid(), resident_file_pages()
                     pid = os.fork()
                     if pid == 0:
-                        _child(control, backend_name, fds[0], fds[1], me, resident)
+                        _child(control, backend_name, fds[0], fds[1], me, resident, source)
                     running.add(pid)
                     ended.pop(pid, None)  # a pid the kernel gave again: the old child's status is not this one's
                     reply = ok(pid)

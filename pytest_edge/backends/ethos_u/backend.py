@@ -19,10 +19,8 @@ from ...errors import BackendError
 from ..base import Backend, LoadedModel, unusable_artifact
 from ..compiled import Compilation
 from ..shapes import LoadShapes
+from . import REGISTERED  # the manifest's (__init__.py)
 
-# The configurations registered (one per family, the sizes the field ships most); vela's others are
-# named: ethos-u55-32/64/256, ethos-u65-512, ethos-u85-128/512/1024/2048.
-REGISTERED = ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256")
 KNOWN = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
          "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048")
 # vela's defaults when no system configuration or memory mode is given (its bundled Arm/vela.ini),

@@ -30,8 +30,9 @@ import numpy as np
 from ...errors import BackendError
 from ..base import Backend, LoadedModel, TensorSpec
 from ..shapes import LoadShapes
+from . import TOSA_PYTHON_VARIABLE
 
-PYTHON_VARIABLE = "PYTEST_EDGE_TOSA_PYTHON"
+PYTHON_VARIABLE = TOSA_PYTHON_VARIABLE  # the manifest's (__init__.py): tosa-ref is registered where it is set
 _LENGTH = struct.Struct("<Q")
 # What the child runs: read a graph's path, then answer each .npz of inputs with one of outputs
 # (an empty one and the message on a failure), until its input closes.

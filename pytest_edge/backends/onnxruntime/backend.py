@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
-import platform
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -16,22 +12,17 @@ from ...errors import BackendError, EdgeUsageError
 from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
 from ..shapes import LoadShapes
 from ..decoder import Decoder
-from ..quant_pair import QuantPair
-from ..decoder_config import GENAI_CONFIG, genai_decoder
 from .session import new_session
+from . import _NOT_LOCAL, _local_providers, ep_short_name  # noqa: F401 - the manifest's, named here too
 
-# Providers that do not run the model on this machine's hardware.
-_NOT_LOCAL = {"AzureExecutionProvider"}
+if TYPE_CHECKING:  # triage quant's and decoder folders' only: a check's processes import neither
+    from ..quant_pair import QuantPair
 
 _ORT_DTYPES = {
     "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
     "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(int16)": "int16",
     "tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(bool)": "bool",
 }
-
-
-def ep_short_name(provider: str) -> str:
-    return provider.removesuffix("ExecutionProvider").lower()
 
 
 def _spec(arg) -> TensorSpec:
@@ -143,6 +134,8 @@ class OrtBackend(Backend):
     def folder_decoder(self, folder: Path) -> Path | None:
         """ONNX Runtime GenAI's export folder: the decoder its ``genai_config.json`` names; else an
         Optimum folder's ``model.onnx``."""
+        from ..decoder_config import GENAI_CONFIG, genai_decoder
+
         decoder = genai_decoder(folder)
         if decoder is None and (folder / "model.onnx").is_file():
             decoder = folder / "model.onnx"
@@ -188,35 +181,6 @@ class OrtBackend(Backend):
             raise BackendError(problem)
         session = new_session(str(path), self.provider, threads, record_assignment=True)
         return OrtModel(session, self.provider, Path(path), threads)
-
-
-# Distributions of onnxruntime built with other execution providers (they install the same
-# ``onnxruntime`` package): with any of them, the providers are asked of onnxruntime itself.
-_OTHER_WHEELS = ("onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml", "onnxruntime-qnn",
-                 "onnxruntime-rocm", "onnxruntime-migraphx", "onnxruntime-cann", "onnxruntime-training",
-                 "ort-nightly", "ort-nightly-gpu")
-
-
-def _installed(distribution: str) -> bool:
-    try:
-        importlib.metadata.distribution(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
-@lru_cache(maxsize=1)
-def _local_providers() -> tuple[str, ...]:
-    """The execution providers of the installed wheel that run on this machine. PyPI's plain
-    ``onnxruntime`` wheel for Linux has the CPU one only (plus Azure, a remote service), which is
-    known without importing onnxruntime: the pytest process then never pays its ~0.2 s import."""
-    if importlib.util.find_spec("onnxruntime") is None:
-        return ()
-    if platform.system() == "Linux" and _installed("onnxruntime") and not any(map(_installed, _OTHER_WHEELS)):
-        return ("CPUExecutionProvider",)
-    import onnxruntime
-
-    return tuple(p for p in onnxruntime.get_available_providers() if p not in _NOT_LOCAL)
 
 
 def backends() -> list[Backend]:
