@@ -123,6 +123,7 @@ def test_a_failing_decoder_saves_its_tokens_and_golden_diff_shows_where_they_par
                                  ".edge/obtained/tiny_llm/llm (compare: pytest-edge golden diff tiny_llm)"])
     assert "2 check(s) failed" in result.stdout.str()  # the obtained files are notes, not checks
     (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
+    assert [f["message"] for f in record["budget_findings"]] == record["violations"][1:]  # the finding, note and all
     generated = record["llm"]["prompts"][1]["tokens"]
     assert generated[5] == recorded.tokens[5] != edited[5]
 

@@ -8,7 +8,7 @@ keeps it."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -224,6 +224,8 @@ class LlmChecker:
         violations += [finding.message for finding in findings]
         if findings or any(p.last_message is not None for p in obtained):
             self._write_obtained(target, spec, obtained, no_logits, forced, violations, bool(findings))
+            if findings:  # its note went on the last finding's message: the record's finding says it too
+                findings[-1] = replace(findings[-1], message=violations[-1])
         # Gated (measured, and a model without a twin or record listed as new) as every model is.
         gated = self.settings.baseline is not None or self.settings.baseline_models is not None
         # An emulated device's timing and memory are an emulator's (as for tensor models): not
