@@ -235,6 +235,20 @@ def test_inspect_names_compile_targets_beside_the_runtimes() -> None:
     assert "SRAM 33.84 KiB" in rows["ethos-u55-128"] and "(an estimate)" in rows["ethos-u55-128"]
 
 
+def test_inspect_of_a_pte_lists_the_targets_a_pattern_selects(tmp_path: Path) -> None:
+    """`inspect --backends 'ethos-u*' m.pte` (an ExecuTorch program with Ethos-U delegates): a row per
+    configuration the pattern selects, the .pte's own compiled, the others refused naming why (the
+    table was empty: the .pte's backends were picked by the .tflite suffix alone)."""
+    from pytest_edge.cli.inspect import inspect_rows
+    from pytest_edge.core.settings import Settings
+
+    settings = Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path, backends=["ethos-u*"])
+    rows = {row[0]: row for row in inspect_rows(str(PTE_MLP), settings)}
+    assert set(rows) == set(TARGETS), rows
+    assert rows["ethos-u55-128"][1] == "2/4 delegated" and "compiled by vela" in rows["ethos-u55-128"][5]
+    assert "its Ethos-U delegate was compiled for ethos-u55-128" in rows["ethos-u85-256"][5]
+
+
 def test_a_project_s_own_vela_config_names_its_board(pytester: pytest.Pytester) -> None:
     """edge_compile_options with config= (a vela .ini of the project's own system, from the project's
     root): the record is that board's, at its clock, as vela computes it."""

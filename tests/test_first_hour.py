@@ -36,3 +36,18 @@ def test_verdicts_are_never_cut() -> None:
     assert all(line.rstrip().endswith("passed (gate inconclusive)") for line in lines[2:]), lines
     assert all("1234.568" in line and "2345.679" in line for line in lines[2:])
     assert any("…" in line for line in lines[2:])  # the names gave way instead
+
+
+def test_inspect_of_a_file_no_selected_backend_reads_names_those_that_do(tmp_path: Path) -> None:
+    """`inspect --backends litert m.pte`: no row to show, said with the backends that read a .pte
+    (an empty table told nothing)."""
+    import pytest
+
+    from pytest_edge.cli.inspect import inspect_rows
+    from pytest_edge.core.settings import Settings
+    from pytest_edge.errors import EdgeUsageError
+
+    settings = Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path, backends=["litert"])
+    with pytest.raises(EdgeUsageError, match=r"tiny_mlp_ethos_u55\.pte: --backends litert selects no backend that "
+                                             r"reads a \.pte file; those that do: executorch, ethos-u55-128, "):
+        inspect_rows(str(FIXTURES / "npu" / "tiny_mlp_ethos_u55.pte"), settings)

@@ -1,10 +1,12 @@
 """How far a tested tensor is from a reference one: SNR, cosine similarity, the largest absolute
-difference, and whether two tensors diverge beyond a tolerance. One home for the golden comparison,
-the triage ladder and the quantization table. NumPy only."""
+difference, and whether two tensors diverge beyond a tolerance; how far a generated token
+sequence is from a golden one. One home for the golden comparison, the triage ladder, the
+quantization table and ``pytest-edge golden diff``. NumPy only."""
 
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 
@@ -78,3 +80,16 @@ def diverges(a: np.ndarray | None, b: np.ndarray | None, atol: float, rtol: floa
         return None
     with np.errstate(invalid="ignore"):
         return float(np.nanmax(np.abs(a - b))) if np.isfinite(a - b).any() else math.inf
+
+
+def token_agreement(expected: Sequence[int], got: Sequence[int]) -> tuple[float, int | None]:
+    """(fraction of positions where both agree, the first position that differs or None).
+    A shorter sequence disagrees at every position it lacks."""
+    n = max(len(expected), len(got))
+    if n == 0:
+        return 1.0, None
+    same = sum(1 for a, b in zip(expected, got) if a == b)
+    first = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), None)
+    if first is None and len(expected) != len(got):
+        first = min(len(expected), len(got))
+    return same / n, first

@@ -140,13 +140,19 @@ def golden_prune(argv: Sequence[str]) -> int:
 
 def diff_command(args: argparse.Namespace) -> int:
     from ..golden import GoldenStore, check_set_key
-    from ..golden.obtained import diff_lines, obtained_dir
+    from ..golden.layout import DEFAULT_SET, LLM_SET
+    from ..golden.obtained import diff_lines, obtained_dir, token_diff_lines
 
     try:
         settings = project_settings()
         key = check_set_key(args.set)
-        lines = diff_lines(GoldenStore(settings.golden_dir), args.model,
-                           obtained_dir(settings.rootdir, args.model, key), key=key)
+        store = GoldenStore(settings.golden_dir)
+        # A decoder's goldens (llm/) beside or instead of the model's tensor golden sets.
+        decoder = key == DEFAULT_SET and bool(store.prompts(args.model))
+        lines = diff_lines(store, args.model, obtained_dir(settings.rootdir, args.model, key), key=key) \
+            if not decoder or store.exists(args.model, key) else []
+        if decoder:
+            lines += token_diff_lines(store, args.model, obtained_dir(settings.rootdir, args.model, LLM_SET))
     except EdgeError as exc:
         print(f"pytest-edge golden diff: {exc}", file=sys.stderr)
         return 2

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from ..backends import get_backend
-from ..errors import EdgeError
+from ..backends import compile_targets, get_backend, tensor_backends
+from ..errors import EdgeError, EdgeUsageError
 from ..core.marker import MarkerSpec
+from ..core.models import Model
 from ..core.plan import backend_choices
 from ..report.table import format_table
 from ..run.session import EdgeSession
@@ -23,6 +25,11 @@ def _coverage_row(backend: str, cov, note: str = "") -> list[str]:
             f"{cov.fallback:.1%}" + (" (approx.)" if cov.approximate else ""), str(cov.partitions), ops, note]
 
 
+def _named_suffix(named: Path, model: Model) -> str | None:
+    """The suffix under which ``model`` holds the file ``named`` (``.ncnn.param`` too), None if none."""
+    return next((suffix for suffix, path in model.artifacts.items() if path.resolve() == named.resolve()), None)
+
+
 def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -> list[list[str]]:
     """Per available backend: coverage, partitions and fallback operators of a model file or stem."""
     session = EdgeSession(settings)
@@ -33,11 +40,22 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
         named = Path(target)
         model = (session.resolve(str(named.resolve()), named.resolve().parent) if named.is_file()
                  else session.resolve(target, Path.cwd()))
+        suffix = _named_suffix(named, model) if named.is_file() else None
+        if suffix is not None:
+            # A file was named: that artifact only (a backend of two formats, as Ethos-U's .tflite and
+            # .pte, given the file named, not its sibling of the other format), on the backends of its
+            # format (not "no .onnx artifact" beside a .pte), and on any --backends selects that read
+            # it (Ethos-U's .pte; OpenVINO converting a .tflite only where asked for).
+            model = replace(model, artifacts={suffix: model.artifacts[suffix]})
         choices = backend_choices(settings, MarkerSpec(), model)
-        if Path(target).suffix in model.artifacts:
-            # A file was named: that artifact's backends only (not "no .onnx artifact" beside a .pte).
-            choices = [(name, reason) for name, reason in choices
-                       if get_backend(name).suffix == Path(target).suffix]
+        if suffix is not None:
+            choices = [(name, reason) for name, reason in choices if get_backend(name).suffix == suffix or
+                       (settings.backends is not None and suffix in get_backend(name).artifact_suffixes())]
+            if not choices:  # an empty table would say nothing: which backends there are, said instead
+                readers = [name for name, backend in {**tensor_backends(), **compile_targets()}.items()
+                           if suffix in backend.artifact_suffixes()]
+                raise EdgeUsageError(f"{target}: --backends {','.join(settings.backends or [])} selects no backend "
+                                     f"that reads a {suffix} file; those that do: {', '.join(readers) or 'none'}")
         for backend, reason in choices:
             if reason:
                 rows.append([backend, "—", "—", "—", "—", f"skipped: {reason}"])

@@ -10,21 +10,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..accuracy.metrics import token_agreement  # noqa: F401  (the one metrics module's; imported from here too)
 from ..golden.tokens import TopLogprobs
 from ..measurement.stats import mean_sd
-
-
-def token_agreement(expected: Sequence[int], got: Sequence[int]) -> tuple[float, int | None]:
-    """(fraction of positions where both agree, the first position that differs or None).
-    A shorter sequence disagrees at every position it lacks."""
-    n = max(len(expected), len(got))
-    if n == 0:
-        return 1.0, None
-    same = sum(1 for a, b in zip(expected, got) if a == b)
-    first = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), None)
-    if first is None and len(expected) != len(got):
-        first = min(len(expected), len(got))
-    return same / n, first
 
 
 def token_message(expected: Sequence[int], got: Sequence[int], agreement: float, first: int | None,

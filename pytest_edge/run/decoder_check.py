@@ -8,7 +8,7 @@ keeps it."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,9 +22,10 @@ from ..checks import Finding, check_generation, check_teacher_forced
 from ..errors import BackendError, EdgeError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
 from ..golden.sets import check_owner, decoder_folder
+from ..golden.obtained import write_obtained_tokens
 from ..golden.store import GoldenStore
-from ..golden.tokens import TokenGolden, golden_path, read_golden, write_golden
-from ..llm.marker import check_prompt
+from ..golden.tokens import TokenGolden, TopLogprobs, golden_path, read_golden, write_golden
+from ..llm.marker import LlmSpec, check_prompt
 from ..llm.metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures,
                            token_agreement, token_message, top_logprobs)
 from ..judging import generation
@@ -38,6 +39,16 @@ from .pipeline import gate_into
 from ..core.record import NOT_MEASURED, GenerationRecord, Record, timing_not_judged
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
+
+
+@dataclass(frozen=True)
+class _Produced:
+    """What one prompt produced, kept for the obtained files of a failure."""
+    golden: TokenGolden
+    run: Generation
+    forced_top: list[int] | None  # the backend's top token at each position, teacher-forced (None: no logits)
+    distributions: TopLogprobs | None  # its top-k there, as the golden keeps them: for a failing prompt only
+    last_message: int | None  # where in the violations its last message is (None: the prompt passed)
 
 
 class LlmChecker:
@@ -159,6 +170,7 @@ class LlmChecker:
         per_prompt = []
         forced: list[TeacherForced] = []
         unkept: list[str] = []  # goldens without distributions
+        obtained: list[_Produced] = []  # each prompt's, for the obtained files of a failure
         # A runtime whose API exposes no logits (Backend.decoder_why_no_logits): its tokens are checked, its
         # logits figures are not measured, said on the record (a budget on them fails as not measured).
         no_logits = get_backend(target.backend).decoder_why_no_logits
@@ -167,9 +179,10 @@ class LlmChecker:
             run = self.generate(target.backend, artifact, config, spec.threads, prompt, spec.new_tokens,
                                 spec_context(spec))
             expected = golden.tokens[:spec.new_tokens]
-            if no_logits is None:
-                forced.append(teacher_forced(expected, golden.distributions, self.teacher_force(
-                    target.backend, artifact, config, spec.threads, prompt, expected, spec_context(spec))))
+            forced_logits = None if no_logits is not None else self.teacher_force(
+                target.backend, artifact, config, spec.threads, prompt, expected, spec_context(spec))
+            if forced_logits is not None:
+                forced.append(teacher_forced(expected, golden.distributions, forced_logits))
             if golden.distributions is None:
                 unkept.append(str(golden_path(self.settings.golden_dir, self.golden_folder(target.golden_model), prompt)))
             agreement, first = token_agreement(expected, run.tokens)
@@ -189,6 +202,11 @@ class LlmChecker:
                              + "; ".join(f"{'' if name == artifact.name else name + ' '}sha256 {old[:12]}; this "
                                          f"artifact's is {new[:12]}" for name, old, new in changed) + ")")
             violations += [f"{target.backend}: prompt {_short(prompt)}: {m}" for m in found]
+            # The top-k of a failing prompt only: sorting a large vocabulary's logits takes seconds.
+            kept = golden.distributions if found and forced_logits is not None else None
+            obtained.append(_Produced(golden, run, None if forced_logits is None else np.argmax(forced_logits, -1).tolist(),
+                                      None if kept is None else top_logprobs(forced_logits, int(kept.ids.shape[1])),
+                                      len(violations) - 1 if found else None))
             per_prompt.append({"prompt_tokens": len(prompt), "golden_tokens": expected, "tokens": run.tokens,
                                "token_agreement": agreement, "first_difference": first, **logits,
                                "teacher_forced": forced[-1].to_json() if forced else None,
@@ -204,6 +222,10 @@ class LlmChecker:
         # the budgets' checks.Finding, kept on the record as for tensor models
         findings: list[Finding] = check_teacher_forced(overall, spec.budgets(check_teacher_forced), target.backend)
         violations += [finding.message for finding in findings]
+        if findings or any(p.last_message is not None for p in obtained):
+            self._write_obtained(target, spec, obtained, no_logits, forced, violations, bool(findings))
+            if findings:  # its note went on the last finding's message: the record's finding says it too
+                findings[-1] = replace(findings[-1], message=violations[-1])
         # Gated (measured, and a model without a twin or record listed as new) as every model is.
         gated = self.settings.baseline is not None or self.settings.baseline_models is not None
         # An emulated device's timing and memory are an emulator's (as for tensor models): not
@@ -251,6 +273,35 @@ class LlmChecker:
         if self.settings.strict_restarts:
             violations += record.restarts
         return record.conclude(violations), violations
+
+    def _write_obtained(self, target: LlmTarget, spec: LlmSpec, obtained: Sequence[_Produced], no_logits: str | None,
+                        forced: Sequence[TeacherForced], violations: list[str], all_prompts: bool) -> None:
+        """What the backend generated for each failing prompt (every prompt where the teacher-forced
+        figures, which are over all of them, failed), beside its golden in the golden's format
+        (golden.obtained), each path said with its prompt's last message (the teacher-forced one's
+        for the others): a note, not a check of its own."""
+        folder = self.golden_folder(target.golden_model)
+        who = target.backend if target.reference is None else f"{target.model.name}.{target.backend}"
+        rootdir, written = self.settings.rootdir, []
+        for index, produced in enumerate(obtained):
+            at, run = produced.last_message, produced.run
+            if at is None and not all_prompts:
+                continue
+            # The golden's format holds top-k over the generated tokens: kept where they are as many.
+            distributions = produced.distributions if produced.distributions is not None and \
+                produced.distributions.ids.shape[0] == len(run.tokens) else None
+            meta = {"model": target.model.key, "new_tokens": spec.new_tokens, "plugin_version": __version__,
+                    "teacher_forced": forced[index].to_json() if index < len(forced) else None,
+                    "teacher_forced_top": produced.forced_top, "logits_not_measured": no_logits}
+            first = np.zeros(0, np.float32) if run.first_logits is None else np.asarray(run.first_logits, np.float32)
+            path = write_obtained_tokens(rootdir, folder, who, golden_path(self.settings.golden_dir, folder, run.prompt),
+                                         TokenGolden(run.prompt, run.tokens, first, meta, distributions))
+            written.append(path)
+            if at is not None:
+                violations[at] += f"; obtained tokens written to {path} (compare: pytest-edge golden diff {folder})"
+        if all_prompts:
+            violations[-1] += (f"; obtained tokens of every prompt written to {written[0].parent} (compare: "
+                               f"pytest-edge golden diff {folder})")
 
     def _measure(self, test_id: str, target: LlmTarget, config: LlmConfig, prompt: list[int],
                  block: dict[str, Any]) -> tuple[dict, GateResult | None]:
