@@ -1,0 +1,183 @@
+"""A model's section of the HTML page: its latency distributions, load and peak-memory charts, the
+figures table, sizes and long-run figures, the change against the baseline, delegate coverage,
+accuracy against the golden, and the backends skipped for want of an artifact."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from ..core.record import Verdict, dig
+from ..judging.baseline import find_baseline
+from . import deployment
+from . import generation as decoders
+from .changes import FIGURES, figure_changes
+from .charts import PALETTE, Series, bar_chart, coverage_bar, ecdf_chart, escape, significant
+from .html_parts import anchor, table_open
+from .table import DASH, NOT_RUN, VERDICT_RANK, fold_line, folded_skips
+
+
+def _series_labels(records: Sequence[Mapping[str, Any]], merged: bool) -> list[str]:
+    """Backend (and machine in a merged report); the test's name only where two records would
+    otherwise share a label."""
+    labels = [r["backend"] + (f" · {r['machine']}" if merged and r.get("machine") else "") for r in records]
+    return [f"{label} [{r['test'].rpartition('::')[2]}]" if labels.count(label) > 1 else label
+            for label, r in zip(labels, records)]
+
+
+def _verdict_cell(record: Mapping[str, Any]) -> str:
+    verdict = record["verdict"]
+    extra = " (gate inconclusive)" if record.get("warnings") else ""
+    title = "; ".join(record.get("violations") or []) or record.get("skip_reason") or ""
+    return f'<td class="{escape(verdict)}" title="{escape(title)}">{escape(verdict + extra)}</td>'
+
+
+def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, Any]],
+                  baseline: Mapping[str, Any] | None, max_regression: float, merged: bool,
+                  gates: bool) -> list[str]:
+    """The section of ``model``: its ``records`` (sorted as shown), those ``skipped`` for want of an
+    artifact (folded into a line), each record's change against its match in ``baseline``."""
+    ran = [r for r in records if r["verdict"] not in NOT_RUN]
+    labels = _series_labels(records, merged)
+    color = {id(r): PALETTE[i % len(PALETTE)] for i, r in enumerate(records)}
+    label = {id(r): lab for r, lab in zip(records, labels)}
+    olds = {id(r): find_baseline(baseline, r) if baseline else None for r in records}
+    worst = min((VERDICT_RANK.get(r["verdict"], 1) for r in records), default=1)
+    out = [(f'<section id="{anchor(model)}"><h2>{escape(model)} '
+            f'<small>{"failures" if worst == 0 else ""}</small></h2>')]
+    artifacts = sorted({str(dig(r, "model", "artifact")) for r in records if dig(r, "model", "artifact")})
+    if artifacts:
+        out.append("<p class=\"muted\">" + ", ".join(f"<code>{escape(a)}</code>" for a in artifacts) + "</p>")
+
+    # Latency: distributions, then load / first inference and peak memory beside them.
+    series = []
+    for r in ran:
+        marks = {k: v for k, v in (dig(r, "latency_ms") or {}).items()
+                 if k in ("p50", "p90", "p99") and isinstance(v, (int, float))}
+        quantiles = r.get("latency_quantiles_ms") if isinstance(r.get("latency_quantiles_ms"), list) else None
+        if quantiles or marks:
+            series.append(Series(label[id(r)], color[id(r)], quantiles, marks))
+        old = olds[id(r)]
+        if old and (old.get("latency_quantiles_ms") or dig(old, "latency_ms", "p50") is not None):
+            old_marks = {k: v for k, v in (dig(old, "latency_ms") or {}).items()
+                         if k in ("p50", "p90", "p99") and isinstance(v, (int, float))}
+            old_quantiles = old.get("latency_quantiles_ms") if isinstance(old.get("latency_quantiles_ms"), list) \
+                else None
+            series.append(Series(f"{label[id(r)]} (baseline)", color[id(r)], old_quantiles, old_marks, True))
+    chart = ecdf_chart(series)
+    timing = bar_chart([(label[id(r)], [(r.get("load_ms"), color[id(r)], "load"),
+                                        (r.get("first_inference_ms"), color[id(r)] + "99", "first inference")])
+                        for r in ran], "ms")
+    memory = bar_chart([(label[id(r)], [(r.get("peak_memory_mb"), color[id(r)], "peak")]
+                         + ([(olds[id(r)].get("peak_memory_mb"), "#afb8c1", "baseline peak")]
+                            if olds[id(r)] and olds[id(r)].get("peak_memory_mb") is not None else []))
+                        for r in ran], "MB")
+    if chart or timing or memory:
+        out.append('<div class="row">')
+        if chart:
+            out.append(f'<div class="card"><h3>Latency distribution</h3>{chart}'
+                       + ('<br><small>dashed: baseline</small>' if any(s.baseline for s in series) else "")
+                       + "</div>")
+        side = []
+        if timing:
+            side.append(f"<h3>Load and first inference</h3>{timing}<br><small>solid: load; light: first "
+                        "inference</small>")
+        if memory:
+            side.append(f"<h3>Peak memory</h3>{memory}"
+                        + ("<br><small>grey: baseline</small>" if baseline else ""))
+        if side:
+            out.append('<div class="card">' + "".join(side) + "</div>")
+        out.append("</div>")
+
+    # The figures as numbers, the backends' colours as the charts' legend.
+    out.append(table_open("Figures", ["backend", "P50 ms", "P90 ms", "P99 ms", "mean ms", "min ms", "runs",
+                                      "load ms", "first inference ms", "peak MB", "verdict"]))
+    for r in records:
+        lat = r.get("latency_ms") or {}
+        out.append(f'<tr><td><span class="sw" style="background:{color[id(r)]}"></span>{escape(label[id(r)])}</td>'
+                   + "".join(f'<td class="n">{significant(v)}</td>' for v in (
+                       lat.get("p50"), lat.get("p90"), lat.get("p99"), lat.get("mean"), lat.get("min"),
+                       r.get("measured_runs"), r.get("load_ms"), r.get("first_inference_ms"),
+                       r.get("peak_memory_mb")))
+                   + _verdict_cell(r) + "</tr>")
+    out.append("</table>")
+    shipped = [r for r in ran if deployment.has_figures(r)]
+    if shipped:  # what ships and how it runs for long: sizes, throughput, power and temperature
+        out.append(table_open("Size, throughput, power and temperature <small>(initial → steady)</small>",
+                              deployment.HEADERS))
+        out += [f"<tr><td>{escape(label[id(r)])}</td>{''.join(deployment.row_cells(r))}</tr>" for r in shipped]
+        out.append("</table>")
+    for r in records:
+        if r["verdict"] in (Verdict.FAILED, Verdict.ERROR, *NOT_RUN) and (r.get("violations") or r.get("skip_reason")):
+            text = "; ".join(r.get("violations") or []) or r.get("skip_reason")
+            out.append(f'<p><span class="{escape(r["verdict"])}">&nbsp;{escape(r["verdict"])}&nbsp;</span> '
+                       f"<b>{escape(label[id(r)])}</b>: {escape(text)}</p>")
+
+    # Against the baseline: each figure's change, regressions highlighted.
+    compared = [(r, figure_changes(r, olds[id(r)], max_regression, gates)) for r in ran if olds[id(r)]]
+    if any(changes for _, changes in compared):
+        out.append(table_open("Against the baseline <small>(marked: failed by the merge gate; where no gate ran, "
+                              f"beyond {max_regression:.0%} by comparison, fallback: any rise)</small>",
+                              ["backend", *(f for f, _, _ in FIGURES)]))
+        for r, changes in compared:
+            by_figure = {c.figure: c for c in changes}
+            cells = []
+            for figure, _, relative in FIGURES:
+                c = by_figure.get(figure)
+                if c is None:
+                    cells.append(f'<td class="muted">{DASH}</td>')
+                    continue
+                shown = (lambda v: f"{v:.1%}") if not relative else significant
+                cls = "bad" if c.regressed else "changed" if c.beyond else ("good" if c.delta < 0 else "")
+                cells.append(f'<td class="n {cls}">{shown(c.old)} → {shown(c.new)} ({escape(c.text())})</td>')
+            out.append(f"<tr><td>{escape(label[id(r)])}</td>{''.join(cells)}</tr>")
+        out.append("</table>")
+
+    # Delegate coverage: the split, the operators left to the CPU, the partitions.
+    covered = [r for r in ran if r.get("coverage")]
+    if covered:
+        out.append(table_open("Delegate coverage",
+                              ["backend", "delegated / fallback", "ops", "partitions", "fallback operators"]))
+        for r in covered:
+            cov = r["coverage"]
+            ops = cov.get("fallback_op_names") or {}
+            names = ", ".join(f"<code>{escape(op)}</code> ×{escape(n)}" for op, n in sorted(ops.items())) or "none"
+            share = cov.get("fallback")
+            note = ""
+            if not (cov.get("delegated_ops") or 0) and not cov.get("partitions"):
+                from .table import backend_has_delegate  # the registry, or the "-ref" naming
+
+                if not backend_has_delegate(r["backend"]):
+                    note = " <small>reference lane: no delegate by design</small>"
+            method = " <small>(predicted)</small>" if cov.get("method") == "predicted" else ""
+            out.append(f"<tr><td>{escape(label[id(r)])}</td><td>{coverage_bar(cov)} "
+                       f"{'' if share is None else f'{1 - share:.0%} delegated'}{method}{note}</td>"
+                       f'<td class="n">{significant(cov.get("delegated_ops"))}/{significant(cov.get("total_ops"))}</td>'
+                       f'<td class="n">{significant(cov.get("partitions"))}</td><td>{names}</td></tr>')
+        out.append("</table>")
+
+    # Accuracy against the golden, per record (the report keeps the worst over outputs and cases).
+    checked = [r for r in ran if r.get("accuracy")]
+    if checked:
+        # A decoder's max |Δ| and cosine are its first step's logits; its tokens' figures beside them.
+        decoder = any(decoders.is_decoder(r) for r in checked)
+        quality = [header for header, _, _ in decoders.QUALITY] if decoder else []
+        out.append(table_open("Accuracy <small>(worst over outputs and cases"
+                              + ("; a decoder's max |Δ| and cosine: its first step's logits" if decoder else "")
+                              + ")</small>",
+                              ["backend", "reference", "max |Δ|", "max rel", "cosine", "SNR dB", *quality]))
+        for r in checked:
+            acc = r["accuracy"]
+            cosine = acc.get("cosine")
+            out.append(f"<tr><td>{escape(label[id(r)])}</td><td>{escape(acc.get('reference') or DASH)}</td>"
+                       + "".join(f'<td class="n">{v}</td>' for v in (
+                           DASH if acc.get("max_abs_err") is None else f"{acc['max_abs_err']:.2e}",
+                           DASH if acc.get("max_rel_err") is None else f"{acc['max_rel_err']:.2e}",
+                           DASH if cosine is None else f"{cosine:.6f}", significant(acc.get("snr_db"))))
+                       + "".join(f'<td class="n">{escape(cell)}</td>'
+                                 for cell in (decoders.quality_cells(r) if decoder else []))
+                       + "</tr>")
+        out.append("</table>")
+    for model_name, (suffixes, backends) in folded_skips(skipped).items():
+        out.append(f'<p class="muted">{escape(fold_line(model_name, suffixes, backends))}</p>')
+    out.append("</section>")
+    return out
