@@ -40,6 +40,9 @@ class LlamaCppDecoder(Decoder):
         self._memory = llama_cpp.llama_get_memory(self.model.ctx)
         self._tokens = (llama_cpp.llama_token * config.max_context)()  # the batch's ids
         self._one = llama_cpp.llama_batch_get_one(self._tokens, 1)  # a decode step's batch, made once
+        # a prompt's batch, made once over the same ids (its n_tokens set per call): llama_batch_get_one
+        # of a cast pointer per prompt cost ~6 us of a 64-token prefill that llama.cpp's counter does not see
+        self._many = llama_cpp.llama_batch_get_one(self._tokens, 1)
         self._logits = np.empty(config.vocab_size, np.float32)
         self._address = self._logits.ctypes.data  # once: ndarray.ctypes costs ~10 us a call
         self._fed = 0
@@ -64,7 +67,7 @@ class LlamaCppDecoder(Decoder):
                 "eval_ms": perf.t_eval_ms, "eval_tokens": perf.n_eval}
 
     def _decode(self, batch: Any, count: int) -> None:
-        code = self.llama_cpp.llama_decode(self.model.ctx, batch)
+        code = self._llama_decode(self._ctx, batch)
         if code != 0:
             raise BackendError(f"{self.path} ({self.backend}): llama_decode returned {code} at position {self._fed}")
         self._fed += count
@@ -75,10 +78,13 @@ class LlamaCppDecoder(Decoder):
 
     def feed(self, ids: Sequence[int]) -> None:
         """llama_decode of the tokens, then llama_synchronize, as llama-bench's tg and pp do: where
-        llama.cpp's own counters stop (its synchronize adds the time since the decode began). One
-        token, the decode step, takes the shortest path: each Python operation here is time
-        llama.cpp's counters do not see (a step of this repo's decoders is ~40 us)."""
-        if len(ids) == 1 and self._fed < self._context:
+        llama.cpp's own counters stop (its synchronize adds the time since the decode began). Each
+        Python operation here is time llama.cpp's counters do not see, so both paths are short: one
+        token (the decode step, ~40 us on this repo's decoders) sets the one id of a batch made once;
+        a prompt is copied into the batch's ids by one ctypes slice assignment (~1.5 us for 64 ids,
+        where a list of int() and a cast pointer per call cost ~7.7 us: docs/llm.md)."""
+        n = len(ids)
+        if n == 1 and self._fed < self._context:
             self._tokens[0] = ids[0]
             code = self._llama_decode(self._ctx, self._one)
             if code:
@@ -86,17 +92,19 @@ class LlamaCppDecoder(Decoder):
             self._fed += 1
             self._synchronize(self._ctx)
             return
-        n = len(ids)
-        if not 0 < n <= len(self._tokens) - self._fed:
+        if not 0 < n <= self._context - self._fed:
             raise BackendError(f"{self.path} ({self.backend}): {n} tokens after {self._fed} do not fit the "
-                               f"context of {len(self._tokens)} positions")
-        if n == 1:
-            self._tokens[0] = int(ids[0])
-            self._decode(self._one, 1)
-        else:
-            self._tokens[:n] = [int(t) for t in ids]
+                               f"context of {self._context} positions")
+        try:
+            self._tokens[:n] = ids  # ctypes takes Python's and NumPy's integers (by __index__)
+        except TypeError as exc:
+            raise BackendError(f"{self.path} ({self.backend}): token ids must be integers: {exc}") from None
+        if n <= self._n_batch:
+            self._many.n_tokens = n
+            self._decode(self._many, n)
+        else:  # a prompt longer than a batch, as Llama.eval splits it
             address = ctypes.addressof(self._tokens)
-            for start in range(0, n, self._n_batch):  # a prompt longer than a batch, as Llama.eval splits it
+            for start in range(0, n, self._n_batch):
                 count = min(self._n_batch, n - start)
                 pointer = ctypes.cast(address + start * ctypes.sizeof(self.llama_cpp.llama_token),
                                       ctypes.POINTER(self.llama_cpp.llama_token))
