@@ -366,16 +366,19 @@ def test_tokens_per_second_agree_with_llama_cpps_counters_over_the_same_generati
     decode = block["decode_tokens_per_s"] / counters["decode_tokens_per_s"]["mean"]
     # Ours time what llama-bench's pp and tg time, llama_decode + llama_synchronize (reading the logits
     # and choosing the token are the app's, untimed: backends/decoder.generate); llama.cpp's counters
-    # start inside llama_decode, after its batch checks, so ours can only be slower. Measured per
-    # generation on this decoder (the shared 2-core machine): the median share of our time llama.cpp
-    # counts, prefill 0.96-0.97 (64 tokens, ~1 ms), decode 0.959-0.960 (a step of ~41 us; 0.917 when
-    # the logits' read and the argmax were timed). The median over the generations is the check: a
-    # generation another process interrupts moves a mean of rates (decode read 0.78 with 12 runnable
-    # processes on 2 cores) but not it; and a share is a ratio of two clocks over the same steps, so
-    # it holds on a machine 3x faster or slower.
-    # Prefill keeps the looser bound it had: 0.947 was read in a CI run beside another suite (where
-    # its 3-4 % go, llama_decode's work before its counter starts or our batch filling, not separated).
-    assert 0.90 <= counters["counted"]["prefill"] <= 1.0 and 0.95 <= counters["counted"]["decode"] <= 1.0, counters
+    # start inside llama_decode, after it has converted and checked the batch, so ours can only be
+    # slower. Measured per generation on this decoder (the shared 2-core machine, load 3-6): the median
+    # share of our time llama.cpp counts, prefill 0.979-0.981 (64 tokens, ~0.8 ms; llama.cpp's own C
+    # loop without Python reads 0.983-0.986: benchmarks/bench_llama_prefill.py --c-floor), decode
+    # 0.955-0.964 (a step of ~41 us; the C loop 0.970-0.973). The median over the generations is the
+    # check: a generation another process interrupts moves a mean of rates (decode read 0.78 with 12
+    # runnable processes on 2 cores) but not it; and a share is a ratio of two clocks over the same
+    # calls, the time outside the counter (llama.cpp's per-token batch conversion, our few ctypes
+    # calls) CPU work that scales with the machine as the counted compute does, so one bound holds on a
+    # machine 3x faster or slower. 0.95 for both: 3 points under prefill's reading (before the batch
+    # was made once, a CI run beside another suite read 0.947 where this machine read 0.96-0.97: 1.5-2.5
+    # points lower; docs/llm.md), 0.5-1.4 under decode's, which keeps its bound of before.
+    assert 0.95 <= counters["counted"]["prefill"] <= 1.0 and 0.95 <= counters["counted"]["decode"] <= 1.0, counters
     assert 0.70 <= prefill <= 1.01 and 0.70 <= decode <= 1.01, (block["prefill_tokens_per_s"],
                                                                 block["decode_tokens_per_s"], counters)
     # 1 / TPOT P50 (what decode_tokens_per_s was) is kept beside, as the P50 the gate compares.
