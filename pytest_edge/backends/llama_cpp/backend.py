@@ -40,8 +40,7 @@ class LlamaCppDecoder(Decoder):
         self._memory = llama_cpp.llama_get_memory(self.model.ctx)
         self._tokens = (llama_cpp.llama_token * config.max_context)()  # the batch's ids
         self._one = llama_cpp.llama_batch_get_one(self._tokens, 1)  # a decode step's batch, made once
-        # a prompt's batch, made once over the same ids (its n_tokens set per call): llama_batch_get_one
-        # of a cast pointer per prompt cost ~6 us of a 64-token prefill that llama.cpp's counter does not see
+        # a prompt's batch, made once over the same ids, its n_tokens set per call (feed says why)
         self._many = llama_cpp.llama_batch_get_one(self._tokens, 1)
         self._logits = np.empty(config.vocab_size, np.float32)
         self._address = self._logits.ctypes.data  # once: ndarray.ctypes costs ~10 us a call
