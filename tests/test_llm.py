@@ -20,7 +20,7 @@ from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.backends.decoder_config import LlmConfig
 from pytest_edge.golden.tokens import TokenGolden, golden_path, read_golden, write_golden
 from pytest_edge.llm.marker import parse_llm_marker
-from pytest_edge.llm.metrics import token_agreement, token_message
+from pytest_edge.llm.metrics import logits_figures, logits_messages, token_agreement, token_message
 from pytest_edge.judging.generation import _ended, context_lengths, context_sweep
 from pytest_edge.backends import get_backend
 from pytest_edge.backends.decoder import generate
@@ -49,6 +49,19 @@ def test_token_agreement_names_the_first_difference(tokens: list[int], data: st.
 
 def test_token_agreement_counts_missing_tokens_as_different() -> None:
     assert token_agreement([1, 2, 3, 4], [1, 2]) == (0.5, 2)
+
+
+def test_first_step_logits_are_judged_by_the_tensor_figures_rules() -> None:
+    """One metrics module: the decoder's logits figures are accuracy.metrics', with its NaN and
+    underflow handling (a tiny vector's cosine with itself is 1, not 0.9997)."""
+    tiny = np.array([1.6e-161, 3.2e-161, -1.6e-161])
+    assert logits_figures(tiny, tiny) == {"max_abs_err": 0.0, "cosine": 1.0}
+    both_nan = np.array([np.nan, 1.0, 2.0])
+    assert logits_figures(both_nan, both_nan.copy())["max_abs_err"] == 0.0
+    one_nan = logits_figures(np.array([0.5, 1.0, 2.0]), both_nan)
+    assert logits_messages(one_nan, atol=1e-3, min_cosine=0.99) == [
+        "first-step logits max |Δ| nan > logits_atol 0.001", "first-step logits cosine nan < logits_cosine 0.99"]
+    assert "shape" in logits_figures(np.zeros(4), np.zeros(5))
 
 
 @given(st.integers(1, 4096), st.integers(1, 8))

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..accuracy.metrics import token_agreement  # noqa: F401  (the one metrics module's; imported from here too)
+from ..accuracy.metrics import cosine, max_abs_diff, token_agreement  # noqa: F401  (token_agreement: imported from here too)
 from ..golden.tokens import TopLogprobs
 from ..measurement.stats import mean_sd
 
@@ -27,19 +27,13 @@ def token_message(expected: Sequence[int], got: Sequence[int], agreement: float,
             f"(golden {at(expected, first)}, got {at(got, first)}); golden {list(expected)}, got {list(got)}")
 
 
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
-    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
-    if norm == 0.0:
-        return 1.0 if not a.any() and not b.any() else 0.0
-    return float(np.dot(a, b) / norm)
-
-
 def logits_figures(expected: np.ndarray, got: np.ndarray) -> dict[str, Any]:
+    """The first step's logits against the golden's by the tensor figures' rules (accuracy.metrics:
+    a NaN on both sides counts as equal, one on one side is a NaN figure that fails its budget, tiny
+    values scaled before the norm so nothing underflows)."""
     if np.shape(expected) != np.shape(got):
         return {"max_abs_err": None, "cosine": None, "shape": [list(np.shape(expected)), list(np.shape(got))]}
-    diff = np.abs(np.asarray(expected, np.float64) - np.asarray(got, np.float64))
-    return {"max_abs_err": float(diff.max()) if diff.size else 0.0, "cosine": cosine(expected, got)}
+    return {"max_abs_err": max_abs_diff(expected, got), "cosine": cosine(expected, got)}
 
 
 def logits_messages(figures: Mapping[str, Any], atol: float | None, min_cosine: float | None) -> list[str]:
