@@ -59,8 +59,11 @@ def test_first_step_logits_are_judged_by_the_tensor_figures_rules() -> None:
     both_nan = np.array([np.nan, 1.0, 2.0])
     assert logits_figures(both_nan, both_nan.copy())["max_abs_err"] == 0.0
     one_nan = logits_figures(np.array([0.5, 1.0, 2.0]), both_nan)
+    assert one_nan == {"max_abs_err": None, "cosine": None}  # as a tensor record keeps it: no NaN in JSON
     assert logits_messages(one_nan, atol=1e-3, min_cosine=0.99) == [
-        "first-step logits max |Δ| nan > logits_atol 0.001", "first-step logits cosine nan < logits_cosine 0.99"]
+        "first-step logits max |Δ| not a number (NaN or Inf in the logits) > logits_atol 0.001",
+        "first-step logits cosine not a number (NaN or Inf in the logits) < logits_cosine 0.99"]
+    assert logits_messages(one_nan, atol=None, min_cosine=None) == []
     assert "shape" in logits_figures(np.zeros(4), np.zeros(5))
 
 

@@ -5,6 +5,7 @@ No runtime here: every function takes numbers and returns numbers or messages.""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -29,21 +30,25 @@ def token_message(expected: Sequence[int], got: Sequence[int], agreement: float,
 
 def logits_figures(expected: np.ndarray, got: np.ndarray) -> dict[str, Any]:
     """The first step's logits against the golden's by the tensor figures' rules (accuracy.metrics:
-    a NaN on both sides counts as equal, one on one side is a NaN figure that fails its budget, tiny
-    values scaled before the norm so nothing underflows)."""
+    a NaN on both sides counts as equal, tiny values scaled before the norm so nothing underflows);
+    a figure that NaN or Inf made meaningless is None, as the tensor records keep it, and fails."""
     if np.shape(expected) != np.shape(got):
         return {"max_abs_err": None, "cosine": None, "shape": [list(np.shape(expected)), list(np.shape(got))]}
-    return {"max_abs_err": max_abs_diff(expected, got), "cosine": cosine(expected, got)}
+    figures = {"max_abs_err": max_abs_diff(expected, got), "cosine": cosine(expected, got)}
+    return {name: value if math.isfinite(value) else None for name, value in figures.items()}
 
 
 def logits_messages(figures: Mapping[str, Any], atol: float | None, min_cosine: float | None) -> list[str]:
     if "shape" in figures:
         return [f"first-step logits shape {figures['shape'][1]} differs from the golden's {figures['shape'][0]}"]
-    found = []
-    if atol is not None and not figures["max_abs_err"] <= atol:
-        found.append(f"first-step logits max |Δ| {figures['max_abs_err']:.3g} > logits_atol {atol:g}")
-    if min_cosine is not None and not figures["cosine"] >= min_cosine:
-        found.append(f"first-step logits cosine {figures['cosine']:.6f} < logits_cosine {min_cosine:g}")
+    found, not_a_number = [], "not a number (NaN or Inf in the logits)"
+    worst, least = figures["max_abs_err"], figures["cosine"]
+    if atol is not None and (worst is None or worst > atol):
+        found.append(f"first-step logits max |Δ| {not_a_number if worst is None else f'{worst:.3g}'} > "
+                     f"logits_atol {atol:g}")
+    if min_cosine is not None and (least is None or least < min_cosine):
+        found.append(f"first-step logits cosine {not_a_number if least is None else f'{least:.6f}'} < "
+                     f"logits_cosine {min_cosine:g}")
     return found
 
 
