@@ -327,6 +327,14 @@ def test_decoder_goldens_are_listed_reported_unused_and_pruned(pytester: pytest.
     rows = [line for line in listed.stdout.splitlines() if " llm " in line]
     assert len(rows) == 2 and all(f"{ORT}" in row and "model.onnx" in row for row in rows), listed.stdout
     assert "models/base/model.onnx: current" in listed.stdout and "models/tuned/model.onnx: current" in listed.stdout
+    # One byte of tuned's external data, its model.onnx the same: stale, by the tensor goldens' rule.
+    data = pytester.path / "models/tuned/model.onnx.data"
+    weights = bytearray(data.read_bytes())
+    weights[len(weights) // 2] ^= 0x01
+    data.write_bytes(bytes(weights))
+    listed = run_cli("golden", "list", cwd=pytester.path)
+    assert "models/tuned/model.onnx: stale (model.onnx.data changed)" in listed.stdout, listed.stdout
+    assert "models/base/model.onnx: current" in listed.stdout
     # tuned's test goes: its goldens are named unused at the end of a complete run, then pruned.
     pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base"))
     result = pytester.runpytest_subprocess()
