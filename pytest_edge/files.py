@@ -15,6 +15,13 @@ from pathlib import Path
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
 
+def user_cache(name: str) -> Path:
+    """pytest-edge's folder ``name`` in the user's cache ($XDG_CACHE_HOME, else ~/.cache): shared
+    between projects, and never beside a user's own files. Not created here."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-edge" / name
+
+
 def file_digest(path: Path) -> str:
     """The sha256 of a file's content, read now, in blocks."""
     digest = hashlib.sha256()

@@ -326,6 +326,21 @@ def test_a_tosa_graph_that_is_not_the_delegate_s_is_refused(tmp_path: Path) -> N
         get_backend("ethos-u55-128").compile(tmp_path / "m.pte", {}, 300)
 
 
+def test_inspect_of_an_ethos_u_pte_on_executorch_names_the_delegate_it_lacks(tmp_path: Path) -> None:
+    """The ExecuTorch CPU runtime has no Ethos-U backend, so the program's method does not load
+    (Error::NotFound): the row says so, naming the file, the backend and the delegate (it said the
+    program needed a .ptd)."""
+    from pytest_edge.cli.inspect import inspect_rows
+    from pytest_edge.core.settings import Settings
+
+    settings = Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path, backends=["executorch"])
+    (row,) = inspect_rows(str(PTE_MLP), settings)
+    note = row[5]
+    assert row[0] == "executorch" and str(PTE_MLP) in note, row
+    assert "it is lowered to the EthosUBackend delegate, which this ExecuTorch runtime does not have" in note, note
+    assert ".ptd" not in note, note
+
+
 def test_the_pte_s_cpu_kernels_fail_max_fallback_and_its_delegates_max_partitions(pytester: pytest.Pytester) -> None:
     folder = _project(pytester)
     shutil.copy(PTE_SELECT, folder / "select.pte")

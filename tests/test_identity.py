@@ -314,6 +314,30 @@ def test_backend_patterns_select_decoder_backends(pytester: pytest.Pytester) -> 
     skipped.stdout.fnmatch_lines(["*no LLM backend selected for this test*"])
 
 
+@pytest.mark.parametrize("selection", ["onnxruntime-genai", "*-genai"])
+def test_a_pattern_of_decoder_only_runtimes_skips_a_tensor_test_as_their_name_does(pytester: pytest.Pytester,
+                                                                                    selection: str) -> None:
+    shutil.copytree(LLM / "genai_llama", pytester.path / "models" / "base")
+    shutil.copy(FIXTURES / "tiny_mlp.onnx", pytester.path / "models" / "tiny_mlp.onnx")
+    pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_processes = 1\nedge_min_time = 0\n")
+    pytester.makepyfile(test_both="""
+import pytest
+
+@pytest.mark.edge(model="tiny_mlp")
+def test_mlp(edge_model):
+    pass
+
+@pytest.mark.edge_llm(model="base", prompts=[[1, 2, 3, 4]], new_tokens=4)
+def test_base(edge_llm):
+    pass
+""")
+    result = pytester.runpytest_subprocess("--edge-update-golden", f"--edge-backends={selection}", "-rs", "-v")
+    result.assert_outcomes(passed=1, skipped=1)  # was an error of the tensor test for the pattern
+    result.stdout.fnmatch_lines(["*test_base?base-onnxruntime-genai? PASSED*"])
+    result.stdout.fnmatch_lines(["SKIPPED * onnxruntime-genai runs decoder LLMs only (an edge_llm test), "
+                                 "not tensor models"])
+
+
 def test_decoder_goldens_are_listed_reported_unused_and_pruned(pytester: pytest.Pytester) -> None:
     from edge_helpers import run_cli
 
@@ -327,6 +351,14 @@ def test_decoder_goldens_are_listed_reported_unused_and_pruned(pytester: pytest.
     rows = [line for line in listed.stdout.splitlines() if " llm " in line]
     assert len(rows) == 2 and all(f"{ORT}" in row and "model.onnx" in row for row in rows), listed.stdout
     assert "models/base/model.onnx: current" in listed.stdout and "models/tuned/model.onnx: current" in listed.stdout
+    # One byte of tuned's external data, its model.onnx the same: stale, by the tensor goldens' rule.
+    data = pytester.path / "models/tuned/model.onnx.data"
+    weights = bytearray(data.read_bytes())
+    weights[len(weights) // 2] ^= 0x01
+    data.write_bytes(bytes(weights))
+    listed = run_cli("golden", "list", cwd=pytester.path)
+    assert "models/tuned/model.onnx: stale (model.onnx.data changed)" in listed.stdout, listed.stdout
+    assert "models/base/model.onnx: current" in listed.stdout
     # tuned's test goes: its goldens are named unused at the end of a complete run, then pruned.
     pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base"))
     result = pytester.runpytest_subprocess()

@@ -17,10 +17,13 @@ pytest.importorskip("ai_edge_litert")
 LLM = FIXTURES / "llm"
 
 
-def test_a_litertlm_generates_pytorchs_tokens_through_its_own_session(pytester: pytest.Pytester) -> None:
+def test_a_litertlm_generates_pytorchs_tokens_through_its_own_session(pytester: pytest.Pytester,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Judged against the golden of the .tflite it packs (recorded on ``litert``, reference=): the
     tokens are PyTorch's for the three prompts (one of 40 tokens); the logits figures are not
-    measured, said on the record; measured, LiteRT-LM's own BenchmarkInfo is beside our TTFT/TPOT."""
+    measured, said on the record; measured, LiteRT-LM's own BenchmarkInfo is beside our TTFT/TPOT.
+    The engine's XNNPACK cache goes to pytest-edge's cache, never beside the user's model."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(pytester.path / "user-cache"))
     shutil.copytree(LLM / "litert_llama_int8", pytester.path / "models" / "int8")
     shutil.copytree(LLM / "litertlm_llama_int8", pytester.path / "models" / "lm")
     greedy = json.loads((LLM / "litertlm_llama_int8" / "pytorch_greedy.json").read_text())
@@ -55,6 +58,8 @@ def test_a_litertlm_generates_pytorchs_tokens_through_its_own_session(pytester: 
     assert theirs["eval_tokens"] == 5 * greedy["new_tokens"]
     # Both clocks time the same prefill: the engine's within a factor of ours (ours adds the Python calls).
     assert 0.05 < theirs["ttft_ms"] / 5 / block["ttft_ms"]["p50"] < 5, (theirs, block["ttft_ms"])
+    assert sorted(p.name for p in (pytester.path / "models" / "lm").iterdir()) == ["model.litertlm", "pytorch_greedy.json"]
+    assert len(list((pytester.path / "user-cache" / "pytest-edge" / "litert-lm").glob("*/*.xnnpack_cache"))) == 1
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not a litertlm"])

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import EdgeError
 from ..report.table import format_table
 from ..run.session import EdgeSession
 from ..core.settings import Settings
 from .project import golden_usage, project_settings
+
+if TYPE_CHECKING:
+    from ..golden.layout import ChangedFile
 
 
 def golden_refresh(pytest_args: Sequence[str]) -> int:
@@ -56,11 +59,12 @@ def golden_rows(settings: Settings) -> list[list[str]]:
 
 def _decoder_row(model: str, prompts: list[Path], rootdir: Path) -> list[str]:
     """One row for a model's decoder goldens (``llm``): how many prompts, the reference backend, the
-    artifact each was recorded from with its sha256, and whether that artifact is still the same."""
-    from ..files import sha256_file
-    from ..golden.tokens import read_golden
+    artifact each was recorded from with its sha256, and whether each file of that artifact is still
+    the one recorded (the tensor goldens' rule, golden.layout.changed_files)."""
+    from ..golden.layout import changed_files
+    from ..golden.tokens import golden_files, read_golden, recorded_files
 
-    recorded: dict[tuple[str, str], set[str]] = {}
+    recorded: set[tuple[str, str, tuple[tuple[str, str], ...]]] = set()  # (path, model file's sha256, every file's)
     backends, problems = set(), []
     for path in prompts:
         try:
@@ -70,15 +74,16 @@ def _decoder_row(model: str, prompts: list[Path], rootdir: Path) -> list[str]:
             continue
         backends.add(str(meta.get("reference_backend")))
         where = str(meta.get("path") or meta.get("artifact"))
-        recorded.setdefault((where, str(meta.get("sha256"))), set()).add(path.name)
+        recorded.add((where, str(meta.get("sha256")), tuple(sorted(recorded_files(meta).items()))))
     states = []
-    for where, digest in sorted(recorded):
+    for where, _, files in sorted(recorded):
         artifact = rootdir / where
-        state = ("current" if sha256_file(artifact) == digest else "stale") if artifact.is_file() else \
-            "not found (recorded before goldens kept the artifact's path, or removed)"
-        states.append(f"{where}: {state}")
+        if not artifact.is_file():
+            states.append(f"{where}: not found (recorded before goldens kept the artifact's path, or removed)")
+            continue
+        states.append(f"{where}: {_state(list(changed_files(dict(files), golden_files(artifact))))}")
     return [model, "llm", str(len(prompts)), ", ".join(sorted(backends)) or "—",
-            ", ".join(f"{Path(w).name} {d[:12]}" for w, d in sorted(recorded)), "; ".join(states + problems)]
+            ", ".join(sorted({f"{Path(w).name} {d[:12]}" for w, d, _ in recorded})), "; ".join(states + problems)]
 
 
 def _artifact_state(golden, path: Path) -> str:
@@ -88,9 +93,14 @@ def _artifact_state(golden, path: Path) -> str:
     if is_lfs_pointer(path):
         return "LFS pointer (run git lfs pull)"
     try:
-        return "stale" if golden.stale_reason(path) else "current"
+        return _state([change for _, change in golden.changes(path)])
     except EdgeError as exc:  # external data missing or outside the model's folder
         return f"error: {exc}"
+
+
+def _state(changes: list[ChangedFile]) -> str:
+    """current, or stale naming each file that changed: tensor and decoder rows alike."""
+    return f"stale ({', '.join(change.summary for change in changes)})" if changes else "current"
 
 
 def list_command(args: argparse.Namespace) -> int:

@@ -11,7 +11,8 @@ from typing import Any
 
 from ..devices import qemu as qemu_device
 from ..devices.kinds import DeviceKind, device_kind
-from ..backends import Backend, all_artifact_suffixes, compile_targets, get_backend, split_device, tensor_backends
+from ..backends import (Backend, all_artifact_suffixes, all_backends, compile_targets, get_backend, split_device,
+                        tensor_backends)
 from ..errors import EdgeUsageError
 from ..accuracy.compare import resolve_tolerance
 from .marker import MarkerSpec
@@ -139,24 +140,30 @@ def is_pattern(name: str) -> bool:
     return any(c in name for c in "*?[")
 
 
-def expand_patterns(names: list[str] | None, registry: Any, devices: Any) -> list[str] | None:
+def expand_patterns(names: list[str] | None, registry: Any, devices: Any, others: Any = ()) -> list[str] | None:
     """The backends a selection names: names as given, patterns (``*@pi5``: every registered
     runtime on the device pi5; ``onnxruntime-*``) matched against the registered backends and each
-    of them on each configured device. A pattern that matches nothing is an error naming it. A
-    pattern selects; it does not target (a borrowed artifact a matched backend does not convert is
-    reported, not failed: only a backend named in full is targeted)."""
+    of them on each configured device. A pattern that matches none of ``registry`` but some of
+    ``others`` (backends that cannot run this kind of test: ``*-genai`` for a tensor test) selects
+    those, as naming them would (each is then skipped with its reason). A pattern that matches
+    nothing is an error naming it. A pattern selects; it does not target (a borrowed artifact a
+    matched backend does not convert is reported, not failed: only a backend named in full is
+    targeted)."""
     if names is None:
         return None
-    universe = [*registry, *(f"{b}@{d}" for d in devices for b in registry if not get_backend(b).compile_only)]
+
+    def universe(backends: Any) -> list[str]:
+        return [*backends, *(f"{b}@{d}" for d in devices for b in backends if not get_backend(b).compile_only)]
+
     found: list[str] = []
     for name in names:
         if not is_pattern(name):
             found.append(name)
             continue
-        matches = fnmatch.filter(universe, name)
+        matches = fnmatch.filter(universe(registry), name) or fnmatch.filter(universe(others), name)
         if not matches:
-            raise EdgeUsageError(f"backend pattern {name!r} matches no backend (registered: {', '.join(registry)}; "
-                                 f"devices: {', '.join(devices) or 'none'})")
+            raise EdgeUsageError(f"backend pattern {name!r} matches no backend (registered: "
+                                 f"{', '.join(dict.fromkeys([*registry, *others]))}; devices: {', '.join(devices) or 'none'})")
         found += matches
     return list(dict.fromkeys(found))
 
@@ -168,8 +175,9 @@ def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> lis
     registry = tensor_backends()
     # A pattern (ethos-u*) may select compile-time targets; the defaults never hold them.
     patterns = {**registry, **compile_targets()}
-    selected = expand_patterns(settings.backends, patterns, settings.devices)
-    chosen = expand_patterns(marker.backends, patterns, settings.devices)
+    # A pattern that matches only decoder-only runtimes selects them as their names would: skipped below.
+    selected = expand_patterns(settings.backends, patterns, settings.devices, all_backends())
+    chosen = expand_patterns(marker.backends, patterns, settings.devices, all_backends())
     named = [*(selected or []), *(chosen or []), *marker.skip_backends, *settings.require]
     for name in named:
         get_backend(name)

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ..files import user_cache
 from .folder import damage, locked, read_manifest, remove, write_manifest
 from .kinds import DeviceKind
 from .plugin_copy import ship_plugin
@@ -60,8 +61,7 @@ def parse_kind(command: str) -> str:
 
 
 def default_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pytest-edge" / "devices"
+    return user_cache("devices")
 
 
 def _host_version(distribution: str) -> str | None:

@@ -10,7 +10,7 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -95,35 +95,58 @@ class Golden:
 
     def stale_reason(self, artifact: Path) -> str | None:
         """Why this golden no longer speaks for ``artifact`` (or for its reference artifact)."""
+        for model_file, change in self.changes(artifact):
+            return change.reason(self.model, model_file, self.folder / "meta.json")
+        return None
+
+    def changes(self, artifact: Path) -> Iterator[tuple[Path, ChangedFile]]:
+        """Each file of ``artifact`` (and of its reference artifact) that is not as recorded, with
+        the model file it belongs to (:func:`changed_files`). Lazy, as that is."""
         recorded: dict[str, str] = self.meta.get("artifacts", {})
         checks = [artifact]
-        reference = self.folder.parent / "__none__"
         ref_name = self.meta["reference"].get("artifact")
         if ref_name and ref_name != artifact.name:
             reference = artifact.with_name(ref_name)
             if reference.exists():
                 checks.append(reference)
         for path in checks:
-            if path.name not in recorded:
-                return (f"golden for {self.model!r} was recorded without {path.name}; "
-                        f"record it with {UPDATE_HINT}")
-            current = sha256_file(path)
-            if current != recorded[path.name]:
-                return (f"golden for {self.model!r} is stale: {path} has sha256 {current}, the golden "
-                        f"({self.folder / 'meta.json'}) was recorded for sha256 {recorded[path.name]}; "
-                        f"if the change is intended, refresh it with {UPDATE_HINT}")
             # An .onnx's external data holds its weights: part of the artifact (recorded by location).
-            for location, data in external_files(path).items():
-                if location not in recorded:
-                    return (f"golden for {self.model!r} was recorded without the external data file {data} "
-                            f"of {path.name}; record it with {UPDATE_HINT}")
-                current = sha256_file(data)
-                if current != recorded[location]:
-                    return (f"golden for {self.model!r} is stale: the external data file {data} of "
-                            f"{path.name} has sha256 {current}, the golden ({self.folder / 'meta.json'}) was "
-                            f"recorded for sha256 {recorded[location]}; if the change is intended, refresh it "
-                            f"with {UPDATE_HINT}")
-        return None
+            for change in changed_files(recorded, {path.name: path, **external_files(path)}):
+                yield path, change
+
+
+@dataclass(frozen=True)
+class ChangedFile:
+    """A file of an artifact whose sha256 is not the one its golden recorded."""
+
+    name: str  # as the golden records it: the file's name, or its external-data location
+    path: Path
+    recorded: str | None  # None: the golden was recorded without this file
+    current: str
+
+    @property
+    def summary(self) -> str:
+        """What ``pytest-edge golden list`` says of it."""
+        return f"recorded without {self.name}" if self.recorded is None else f"{self.name} changed"
+
+    def reason(self, model: str, artifact: Path, meta: Path) -> str:
+        """Why the golden of ``model`` (its ``meta`` file) no longer speaks for ``artifact``."""
+        what = f"{self.path}" if self.path == artifact else f"the external data file {self.path} of {artifact.name}"
+        if self.recorded is None:
+            return f"golden for {model!r} was recorded without {what}; record it with {UPDATE_HINT}"
+        return (f"golden for {model!r} is stale: {what} has sha256 {self.current}, the golden ({meta}) was "
+                f"recorded for sha256 {self.recorded}; if the change is intended, refresh it with {UPDATE_HINT}")
+
+
+def changed_files(recorded: Mapping[str, str], files: Mapping[str, Path]) -> Iterator[ChangedFile]:
+    """The one rule that makes a golden stale, tensor and decoder goldens alike: every file the
+    artifact is made of (``files``: the model file, its external data by location, a decoder
+    export's configuration) must be recorded, under that name, with the sha256 it has now. Lazy: a
+    caller that stops at the first change hashes nothing more."""
+    for name, path in files.items():
+        current = sha256_file(path)
+        if recorded.get(name) != current:
+            yield ChangedFile(name, path, recorded.get(name), current)
 
 
 def case_file(index: int, data: bytes) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import GoldenError
+from ..errors import EdgeError, GoldenError
 from ..files import atomic_write
 from .validate import Corrupt, read_member
 
@@ -51,6 +51,24 @@ class TokenGolden:
     meta: dict[str, Any]  # reference backend, artifact and its sha256, new_tokens
     # The reference's next-token distributions at each generated position (None: an older golden).
     distributions: TopLogprobs | None = None
+
+
+def golden_files(artifact: Path) -> dict[str, Path]:
+    """The files of ``artifact`` a token golden records, by name (core.external_data.identity_files:
+    the model file, its external data, a GenAI folder's configuration); the model file alone where
+    they cannot be told (a missing data file: judged where the runtime reads it)."""
+    from ..core.external_data import identity_files
+
+    try:
+        return identity_files(artifact)
+    except EdgeError:
+        return {artifact.name: artifact}
+
+
+def recorded_files(meta: dict[str, Any]) -> dict[str, str]:
+    """{file name: sha256} of the artifact a token golden was recorded from: every file of it
+    (``files``), or an older golden's ``sha256`` of the model file alone."""
+    return meta.get("files") or ({str(meta.get("artifact")): meta["sha256"]} if meta.get("sha256") else {})
 
 
 def prompt_key(prompt: Sequence[int]) -> str:

@@ -24,7 +24,9 @@ from ..files import relative_path, sha256_file
 from ..golden.sets import check_owner, decoder_folder
 from ..golden.obtained import write_obtained_tokens
 from ..golden.store import GoldenStore
-from ..golden.tokens import TokenGolden, TopLogprobs, golden_path, read_golden, write_golden
+from ..golden.layout import ChangedFile, changed_files
+from ..golden.tokens import (TokenGolden, TopLogprobs, golden_files, golden_path, read_golden, recorded_files,
+                             write_golden)
 from ..llm.marker import LlmSpec, check_prompt
 from ..llm.metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures,
                            token_agreement, token_message, top_logprobs)
@@ -33,7 +35,7 @@ from ..judging.gate import GateResult
 from ..worker.pool import WorkerPool
 from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce, TeacherForcedLogits
 from .decoder_plan import LlmTarget, config_of, model_json, run_context, spec_context
-from ..core.external_data import artifact_files, identity_files
+from ..core.external_data import artifact_files
 from ..core.models import Model, ModelKeys
 from .pipeline import gate_into
 from ..core.record import NOT_MEASURED, GenerationRecord, Record, timing_not_judged
@@ -199,8 +201,9 @@ class LlmChecker:
             if found and changed and golden.meta.get("reference_backend") == target.backend:
                 # Said with the failure, not counted as one: the likely cause is a changed artifact.
                 found[0] += (f" (the golden was recorded from {golden.meta.get('artifact')} with "
-                             + "; ".join(f"{'' if name == artifact.name else name + ' '}sha256 {old[:12]}; this "
-                                         f"artifact's is {new[:12]}" for name, old, new in changed) + ")")
+                             + "; ".join(f"{'' if c.name == artifact.name else c.name + ' '}"
+                                         + ("no sha256" if c.recorded is None else f"sha256 {c.recorded[:12]}")
+                                         + f"; this artifact's is {c.current[:12]}" for c in changed) + ")")
             violations += [f"{target.backend}: prompt {_short(prompt)}: {m}" for m in found]
             # The top-k of a failing prompt only: sorting a large vocabulary's logits takes seconds.
             kept = golden.distributions if found and forced_logits is not None else None
@@ -344,19 +347,13 @@ class LlmChecker:
 
 def _file_digests(artifact: Path) -> dict[str, str]:
     """{name: sha256} of every file of the artifact (external data, a GenAI folder's configuration)."""
-    try:
-        return {name: sha256_file(path) for name, path in identity_files(artifact).items()}
-    except (EdgeError, OSError):
-        return {artifact.name: sha256_file(artifact)}
+    return {name: sha256_file(path) for name, path in golden_files(artifact).items()}
 
 
-def _changed_files(meta: dict[str, Any], artifact: Path) -> list[tuple[str, str, str]]:
-    """(name, recorded sha256, current sha256) of each file of the artifact that changed since the
-    golden was recorded (its ``files``, or an older golden's ``sha256`` of the model file alone)."""
-    recorded = meta.get("files") or ({artifact.name: meta["sha256"]} if meta.get("sha256") else {})
-    current = _file_digests(artifact)
-    return [(name, digest, current.get(name, "missing")) for name, digest in recorded.items()
-            if current.get(name) != digest]
+def _changed_files(meta: dict[str, Any], artifact: Path) -> list[ChangedFile]:
+    """Each file of the artifact that changed since the golden was recorded, by the goldens' one
+    rule (golden.layout.changed_files)."""
+    return list(changed_files(recorded_files(meta), golden_files(artifact)))
 
 
 def _overall(parts: Sequence[TeacherForced], unkept: Sequence[str]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ class ExecuTorchDecoder(Decoder):
     def __init__(self, path: Path, config: Any, threads: int, backend: str = "executorch") -> None:
         from executorch.runtime import Runtime  # noqa: F401 - as it was imported before the program loads
 
-        from .runtime import explain_error, load_program, missing_data_hint, pte_problem, register_quantized_kernels
+        from .runtime import explain_error, load_failure_hint, load_program, pte_problem, register_quantized_kernels
         from .program import UNREADABLE, read_plans
 
         try:
@@ -60,7 +60,7 @@ class ExecuTorchDecoder(Decoder):
             self.method = self.program.load_method("forward")
         except (RuntimeError, OSError) as exc:
             raise BackendError(f"{path} ({backend}): cannot load: {explain_error(str(exc))}"
-                               f"{missing_data_hint(path)}") from None
+                               f"{load_failure_hint(self._data, path)}") from None
         meta = self.method.metadata
         inputs = [meta.input_tensor_meta(i) for i in range(meta.num_inputs())]
         found = [(str(t.dtype()), list(t.sizes())) for t in inputs]

@@ -11,7 +11,7 @@ import numpy as np
 from ...errors import BackendError
 from ..base import Coverage, Intermediates, LoadedModel, TensorSpec
 from .dtypes import SCALAR_TYPES
-from .runtime import explain_error, import_runtime_alone, load_program, missing_data_hint, pte_problem
+from .runtime import explain_error, import_runtime_alone, load_failure_hint, load_program, pte_problem
 from .runtime import register_quantized_kernels
 
 
@@ -38,7 +38,7 @@ class ExecuTorchModel(LoadedModel):
             self.method = self.program.load_method("forward")
         except RuntimeError as exc:  # the bindings give only a hex code
             raise BackendError(f"ExecuTorch could not load {path}: {explain_error(str(exc))}"
-                               f"{missing_data_hint(path)}") from exc
+                               f"{load_failure_hint(data, path)}") from exc
         if self.method is None:
             raise BackendError(f"{path} has no 'forward' method")
         meta = self.method.metadata

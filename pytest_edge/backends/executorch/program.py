@@ -40,6 +40,7 @@ class Plan:
     outputs: list[int]
     operators: list[str] = field(default_factory=list)
     kernel_calls: list[tuple[str, list[int]]] = field(default_factory=list)  # (operator, value indices)
+    delegates: list[str] = field(default_factory=list)  # each BackendDelegate's id (EthosUBackend, ...)
 
     def tensor(self, index: int) -> TensorValue | None:
         value = self.values[index] if 0 <= index < len(self.values) else None
@@ -133,7 +134,8 @@ def read_plans(data: bytes) -> list[Plan]:
     for plan in program.tables(1, MAX_PLANS):  # Program.execution_plan
         operators = [op.string(0) for op in plan.tables(6)]
         found = Plan(plan.string(0), [_value(v) for v in plan.tables(2)],
-                     plan.ints(3, number_types.Int32Flags, 4), plan.ints(4, number_types.Int32Flags, 4), operators)
+                     plan.ints(3, number_types.Int32Flags, 4), plan.ints(4, number_types.Int32Flags, 4), operators,
+                     delegates=[delegate.string(0) for delegate in plan.tables(7)])
         for chain in plan.tables(5):
             for instruction in chain.tables(2):
                 if instruction.scalar(0, number_types.Uint8Flags) != _KERNEL_CALL:

@@ -156,10 +156,36 @@ def load_program(data: bytes, path: Path | str) -> Any:
     return Runtime.get().load_program(data, data_path=str(weights))
 
 
-def missing_data_hint(path: Path | str) -> str:
-    """What a load failure adds for a program without a ``.ptd``: one exported with external
-    weights fails to load its method without them (the runtime says only 'external_data_map is null')."""
+def load_failure_hint(data: bytes, path: Path | str) -> str:
+    """What a load failure adds: the delegates the program is lowered to that this runtime does not
+    have (it then cannot load the method: Error::NotFound, which says no more), else, for a program
+    without a ``.ptd``, that one exported with external weights needs it (the runtime says only
+    'external_data_map is null')."""
+    missing = missing_delegates(data)
+    if missing:
+        from executorch.runtime import Runtime
+
+        have = Runtime.get().backend_registry.registered_backend_names
+        return (f"; it is lowered to the {', '.join(missing)} delegate{'s' if len(missing) > 1 else ''}, which "
+                f"this ExecuTorch runtime does not have (its delegates: {', '.join(have) or 'none'}): the "
+                f"executorch backend runs a program on this machine's CPU runtime, and this one runs only "
+                f"where that delegate's backend is linked into the runtime (its target's)")
     if str(path) == "<bytes>" or data_file(Path(path)) is not None:
         return ""
     return (f"; a program exported with external weights (external_constants) needs its .ptd beside it as "
             f"{Path(path).with_suffix('.ptd').name}")
+
+
+def missing_delegates(data: bytes) -> list[str]:
+    """The delegates (their ids, ``EthosUBackend``) the program's methods are lowered to that this
+    ExecuTorch runtime has not registered; [] where it has them all or the program cannot be read."""
+    from executorch.runtime import Runtime
+
+    from .program import UNREADABLE, read_plans
+
+    try:
+        wanted = dict.fromkeys(d for plan in read_plans(data) for d in plan.delegates)
+    except UNREADABLE:
+        return []
+    registry = Runtime.get().backend_registry
+    return [delegate for delegate in wanted if not registry.is_available(delegate)]

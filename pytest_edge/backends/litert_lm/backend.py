@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...errors import BackendError, EdgeUsageError
+from ...files import sha256_file, user_cache
 from ..base import Backend
 from ..base import DecoderOnlyBackend
 from ..decoder import Decoder, Generation
@@ -80,6 +81,19 @@ def from_litertlm(path: Path) -> Any:
     return dataclasses.replace(config, source=f"{path} (its .tflite section's prefill/decode signatures)")
 
 
+def xnnpack_cache_dir(path: Path, backend: str = BACKEND) -> Path:
+    """The folder the engine keeps the XNNPACK weight cache of ``path`` in: pytest-edge's cache, one
+    folder per model content, never beside the user's model (where the engine writes it by default,
+    ``<name>_<mtime>_<size>.xnnpack_cache``: a name two exports of one size can share in one folder)."""
+    folder = user_cache("litert-lm") / sha256_file(path)[:16]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BackendError(f"{path} ({backend}): cannot create the folder of its XNNPACK cache, {folder}: "
+                           f"{exc.strerror or exc}; set XDG_CACHE_HOME to a writable folder") from None
+    return folder
+
+
 class LiteRtLmDecoder(Decoder):
     logits_exposed = False
     why_no_logits = WHY_NO_LOGITS
@@ -89,9 +103,11 @@ class LiteRtLmDecoder(Decoder):
 
         litert_lm.set_min_log_severity(litert_lm.LogSeverity.ERROR)
         self.path, self.backend, self.config = path, backend, config
+        cache = xnnpack_cache_dir(path, backend)
         try:
             self.engine = litert_lm.Engine(str(path), backend=litert_lm.Backend.CPU(thread_count=threads),
-                                           max_num_tokens=config.max_context, enable_benchmark=True)
+                                           max_num_tokens=config.max_context, enable_benchmark=True,
+                                           cache_dir=str(cache))
         except Exception as exc:  # noqa: BLE001 - the engine raises RuntimeError for any load failure
             raise BackendError(f"{path} ({backend}): cannot load: {exc}") from None
         self.session: Any = None
