@@ -171,14 +171,9 @@ def _parametrize(metafunc: pytest.Metafunc, marker_name: str, fixture: str, foun
 
             model, test_plans = plan_decoder_test(found.args, found.kwargs, edge.settings, edge.models, test_dir)
         else:
-            from .core.marker import parse_marker
-            from .core.plan import plans
+            from .core.plan import plan_tensor_test
 
-            marker = parse_marker(found.args, found.kwargs)
-            model = edge.resolve(marker.model, test_dir)
-            test_plans = plans(edge.settings, marker, model, test_dir)
-            if test_plans and test_plans[0].reference is not None:  # its key is one place too
-                edge.models.claim(test_plans[0].reference)
+            model, test_plans = plan_tensor_test(found.args, found.kwargs, edge.settings, edge.models, test_dir)
     except EdgeError as exc:
         return unresolved(metafunc, fixture, str(exc))
     if fixture not in metafunc.fixturenames:

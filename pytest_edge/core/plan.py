@@ -7,7 +7,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ..devices import qemu as qemu_device
 from ..devices.kinds import DeviceKind, device_kind
@@ -15,9 +15,9 @@ from ..backends import (Backend, all_artifact_suffixes, all_backends, compile_ta
                         tensor_backends)
 from ..errors import EdgeUsageError
 from ..accuracy.compare import resolve_tolerance
-from .marker import MarkerSpec
+from .marker import MarkerSpec, parse_marker
 from ..measurement.timing import DRIFT_MIN_TIME_S
-from .models import Model, resolve_model
+from .models import Model, ModelKeys, resolve_model
 from .settings import Settings
 
 
@@ -224,6 +224,28 @@ def unavailable_on(settings: Settings, backend: Backend, device: str | None) -> 
     if device_kind(command) is DeviceKind.QEMU:
         return qemu_device.unavailable_reason(command, backend, settings.device_cache)
     return None
+
+
+def resolve_tested(settings: Settings, models: ModelKeys, name: str | None, test_dir: Path | None) -> Model:
+    """The model an ``edge`` marker's ``model=`` names, claimed by its key (two places with one key
+    are an error naming both)."""
+    if not name:
+        raise EdgeUsageError("the edge marker needs a model: @pytest.mark.edge(model='name-or-path')")
+    return models.claim(resolve_model(name, search_dirs(settings, test_dir), all_artifact_suffixes(),
+                                      key_bases(settings), keyword="model"))
+
+
+def plan_tensor_test(args: Sequence[Any], kwargs: Mapping[str, Any], settings: Settings, models: ModelKeys,
+                     test_dir: Path) -> tuple[Model, list[Plan]]:
+    """An ``edge`` marker resolved for the test in ``test_dir`` (as ``plan_decoder_test`` resolves an
+    ``edge_llm`` one): its model (and ``reference=``'s) claimed by their keys, and one plan per
+    backend. An error is an EdgeError, the test's alone."""
+    marker = parse_marker(tuple(args), kwargs)
+    model = resolve_tested(settings, models, marker.model, test_dir)
+    test_plans = plans(settings, marker, model, test_dir)
+    if test_plans and test_plans[0].reference is not None:  # its key is one place too
+        models.claim(test_plans[0].reference)
+    return model, test_plans
 
 
 def plans(settings: Settings, marker: MarkerSpec, model: Model, test_dir: Path) -> list[Plan]:

@@ -19,18 +19,18 @@ import numpy as np
 
 from . import pipeline
 from .compiled_check import CompiledChecker
-from ..backends import Backend, Coverage, InputShapes, Intermediates, all_artifact_suffixes, get_backend, split_device
+from ..backends import Backend, Coverage, InputShapes, Intermediates, get_backend, split_device
 from ..backends.compiled import Compilation
 from ..errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
-                     EdgeError, EdgeUsageError)
+                     EdgeError)
 from ..core.external_data import artifact_files
 from ..golden.sets import GoldenSets
 from ..accuracy.inputs import check_shapes
 from ..core.marker import MarkerSpec
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement, machine_info
-from ..core.models import Model, ModelKeys, resolve_model
-from ..core.plan import Plan, Unresolved, key_bases, plan_for, resolve_reference, search_dirs
+from ..core.models import Model, ModelKeys
+from ..core.plan import Plan, Unresolved, plan_for, resolve_reference, resolve_tested
 from ..core.record import NOT_MEASURED, UNRESOLVED_BACKEND, Record, model_json, timing_not_judged
 from ..core.settings import Settings
 from ..worker.pool import ModelInfo, WorkerPool
@@ -130,10 +130,7 @@ class EdgeSession:
         return self._machine
 
     def resolve(self, name: str | None, test_dir: Path | None = None) -> Model:
-        if not name:
-            raise EdgeUsageError("the edge marker needs a model: @pytest.mark.edge(model='name-or-path')")
-        return self.models.claim(resolve_model(name, search_dirs(self.settings, test_dir), all_artifact_suffixes(),
-                                               key_bases(self.settings), keyword="model"))
+        return resolve_tested(self.settings, self.models, name, test_dir)
 
     def plan(self, model: Model, backend: str, marker: MarkerSpec | None = None,
              test_dir: Path | None = None) -> Plan:
