@@ -19,6 +19,7 @@ import numpy as np
 from ..backends import split_device
 from ..errors import BackendCrash, CountingUnavailable
 from .counted import run_count_gate
+from .figures import GateFigures
 from ..measurement.counts import CountedMeasurement, combine_counts
 from .baseline import find_baseline, twin_baseline
 from .gate import GateResult
@@ -117,7 +118,8 @@ class Counter:
             def recount() -> tuple[CountedMeasurement, CountedMeasurement | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)
                 return mine, None
-        result = run_count_gate(record, baseline, paired=paired, threshold=self.settings.count_threshold,
+        result = run_count_gate(GateFigures.from_json(record, source=str(record.get("test", ""))),
+                                GateFigures.from_json(baseline, source=source), paired=paired, threshold=self.settings.count_threshold,
                                 recount=recount, source=source, max_regression=self.settings.max_regression,
                                 strict=self.settings.strict_timing)
         if paired:

@@ -13,6 +13,7 @@ from ..backends import split_device
 from .counter import Counter
 from ..measurement.counts import CountedMeasurement
 from .baseline import find_baseline, twin_baseline, twin_figures
+from .figures import GateFigures
 from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate
 from ..measurement.lock import machine_measurement_lock
 from ..measurement.timing import ProcessTiming, combine_processes, round_order
@@ -152,10 +153,11 @@ class Measurer:
             baseline, source = twin_baseline(info.backend, twin, twin_measured, self._twin_coverage(info, twin),
                                              self.settings.rootdir)
 
-            def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
+            def remeasure() -> tuple[GateFigures, GateFigures | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan,
                                            processes=max(self.settings.processes, AB_REMEASURE_PAIRS))
-                return {"backend": info.backend, **mine}, theirs
+                return (GateFigures.from_json({"backend": info.backend, **mine}, source="measured again"),
+                        GateFigures.from_json({"backend": info.backend, **theirs}, source=source))
 
             paired = True
         else:
@@ -164,12 +166,15 @@ class Measurer:
                 return GateResult()
             baseline = stored
 
-            def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
+            def remeasure() -> tuple[GateFigures, GateFigures | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)
-                return {"backend": info.backend, **mine}, None
+                return GateFigures.from_json({"backend": info.backend, **mine}, source="measured again"), None
 
             source, paired = stored.get("test", "?"), False
-        result = run_gate(record, baseline, paired=paired, max_regression=self.settings.max_regression,
+        # Parsed once here, both sides: the gate reads GateFigures, never the JSON.
+        result = run_gate(GateFigures.from_json(record, source=str(record.get("test", ""))),
+                          GateFigures.from_json(baseline, source=source), paired=paired,
+                          max_regression=self.settings.max_regression,
                           strict=self.settings.strict_timing, remeasure=remeasure, source=source,
                           p99_regression=self.settings.p99_regression)
         if paired:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)
