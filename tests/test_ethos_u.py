@@ -222,7 +222,8 @@ def test_placement_regressions_name_what_left_for_any_runtime() -> None:
     assert "CUMSUM" not in found.message and found.new == found.old
     assert placement_regressions(old, old) == []
     assert placement_regressions(record(["CONV_2D a"], {"CUMSUM c": ""}), old) == []  # MEAN b removed: not "left"
-    assert placement_regressions(GateFigures.from_json({"backend": "x", "coverage": {"fallback": 0.5}}), old) == []  # no ids: fraction only
+    fraction_only = GateFigures.from_json({"backend": "x", "coverage": {"fallback": 0.5}})
+    assert placement_regressions(fraction_only, old) == []  # no ids: fraction only
 
 
 def test_inspect_names_compile_targets_beside_the_runtimes() -> None:

@@ -155,11 +155,11 @@ def as_gated(backend: str, measured: Mapping[str, Any], artifact: Path | None = 
              rootdir: Path | None = None) -> GateFigures:
     """A measurement (measure_rounds) of ``artifact`` as the gate reads a record: with the
     artifact's size, gated as every model's."""
-    sized = {"artifact_bytes": artifact_size(artifact, backend)[0],
-             "model": {"artifact": relative_path(artifact, rootdir or Path.cwd())}} if artifact is not None else {}
+    path = relative_path(artifact, rootdir or Path.cwd()) if artifact is not None else None
+    sized = {"artifact_bytes": artifact_size(artifact, backend)[0], "model": {"artifact": path}} if artifact else {}
     return GateFigures.from_json({"backend": backend, "processes": measured.get("processes") or [],
                                   "peak_memory_mb": measured.get("peak_memory_mb"), **sized},
-                                 source=str(sized.get("model", {}).get("artifact", "measured")))
+                                 source=path or "a decoder's measurement")
 
 
 def judge(backend: str, measured: Mapping[str, Any], baseline: GateFigures, *, paired: bool,

@@ -19,6 +19,7 @@ from ..measurement.lock import machine_measurement_lock
 from ..measurement.timing import ProcessTiming, combine_processes, round_order
 from ..core.models import Model
 from ..core.plan import Plan
+from ..core.record import Record
 from ..files import relative_path
 from ..core.settings import Settings
 from ..worker.client import BackendWorker
@@ -135,9 +136,10 @@ class Measurer:
                                                 f"{record['backend']}", _report_path(self.settings))
         return None
 
-    def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, record: Mapping[str, Any]) -> GateResult:
+    def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, live: Record) -> GateResult:
         """A/B against the twin artifact where --edge-baseline-models has one, else against the
         stored baseline record; a suspected latency regression is re-measured before it counts."""
+        record = live.to_json()  # how the stored report names it: what find_baseline matches
         twin = self.baseline_twin(plan.model, info.artifact)
         twin_measured = self.twin_results.get((info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s))
         feeds = info.feeds(feeds)
@@ -148,7 +150,7 @@ class Measurer:
                 return new
         if self.settings.count:
             coverage = self._twin_coverage(info, twin) if twin is not None and twin_measured is not None else None
-            return self.counter.gate(info, feeds, plan, record, twin, twin_measured, coverage)
+            return self.counter.gate(info, feeds, plan, live, twin, twin_measured, coverage)
         if twin is not None and twin_measured is not None:
             baseline, source = twin_baseline(info.backend, twin, twin_measured, self._twin_coverage(info, twin),
                                              self.settings.rootdir)
@@ -172,8 +174,7 @@ class Measurer:
 
             source, paired = stored.get("test", "?"), False
         # Parsed once here, both sides: the gate reads GateFigures, never the JSON.
-        result = run_gate(GateFigures.from_json(record, source=str(record.get("test", ""))),
-                          GateFigures.from_json(baseline, source=source), paired=paired,
+        result = run_gate(GateFigures.of_record(live), GateFigures.from_json(baseline, source=source), paired=paired,
                           max_regression=self.settings.max_regression,
                           strict=self.settings.strict_timing, remeasure=remeasure, source=source,
                           p99_regression=self.settings.p99_regression)

@@ -118,11 +118,12 @@ def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
     compared: set[str] = set()
     if not judged and record.get("backend"):
         # The report's JSON parsed once into what the gate reads, and judged by the gate's own rules.
-        mine, theirs = GateFigures.from_json(record, source="report"), GateFigures.from_json(old, source="baseline")
+        test = str(record.get("test", ""))
+        mine, theirs = GateFigures.from_json(record, source=test), GateFigures.from_json(old, source=f"baseline of {test}")
         view, old_view = generation.gate_view(record), generation.gate_view(old)
         if view is not None and old_view is not None:  # a decoder: its TTFT and TPOT, per process
-            latency, _ = latency_regressions(GateFigures.from_json(view, source="report"),
-                                             GateFigures.from_json(old_view, source="baseline"), max_regression,
+            latency, _ = latency_regressions(GateFigures.from_json(view, source=test),
+                                             GateFigures.from_json(old_view, source=f"baseline of {test}"), max_regression,
                                              figures=GENERATION_FIGURES)
         else:
             latency, _ = latency_regressions(mine, theirs, max_regression)

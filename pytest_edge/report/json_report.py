@@ -192,11 +192,12 @@ def compare_reports(old: Mapping[str, Any], new: Mapping[str, Any], max_regressi
         source = str(record.get("test", ""))
         if decoder is not None and old_decoder is not None:  # judged by the gate's decoder figures
             found = check_baseline(GateFigures.from_json(decoder, source=source),
-                                   GateFigures.from_json(old_decoder, source=source), max_regression,
+                                   GateFigures.from_json(old_decoder, source=f"baseline of {source}"), max_regression,
                                    figures=GENERATION_FIGURES)
         else:
             found = check_baseline(GateFigures.from_json(record, source=source),
-                                   GateFigures.from_json(baseline, source=source) if baseline is not None else None,
+                                   GateFigures.from_json(baseline, source=f"baseline of {source}")
+                                   if baseline is not None else None,
                                    max_regression)
         problems += [f"{record['test']}: {p}" for p in found]
     return problems
