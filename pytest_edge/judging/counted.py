@@ -64,7 +64,7 @@ def run_spread_of(*counted: CountedMeasurement) -> float | None:
 
 def run_count_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, threshold: float,
                    recount: Recount, source: str, max_regression: float, strict: bool = False) -> GateResult:
-    """``record`` and ``baseline`` carry a ``counted`` block (the twin's, or a stored report's);
+    """``record`` and ``baseline`` carry counted figures (``GateFigures.counted``: the twin's, or a stored report's);
     delegate coverage is gated as in wall-clock mode, memory is not measured under Valgrind."""
     what = "the baseline twin" if paired else "the baseline"
     backend = record.backend
