@@ -295,11 +295,12 @@ def shipped(project: Path, trials: int, loads: list[str], modes: list[str], extr
 
 
 def _probe_ratio(base: Path, gate: Path) -> float | None:
+    from pytest_edge.judging.figures import GateFigures
     from pytest_edge.judging.gate import machine_slowdown
 
-    old = {r["backend"]: r for r in json.loads(base.read_text())["records"]}
-    ratios = [machine_slowdown(old[r["backend"]], r) for r in json.loads(gate.read_text())["records"]
-              if r["backend"] in old]
+    old = {r["backend"]: GateFigures.from_json(r, source=str(base)) for r in json.loads(base.read_text())["records"]}
+    ratios = [machine_slowdown(old[r["backend"]], GateFigures.from_json(r, source=str(gate)))
+              for r in json.loads(gate.read_text())["records"] if r["backend"] in old]
     ratios = [r for r in ratios if r is not None]
     return float(np.exp(np.mean(np.log(ratios)))) if ratios else None
 

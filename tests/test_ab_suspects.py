@@ -7,13 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from edge_helpers import record
 
+from pytest_edge.judging.figures import GateFigures
 from pytest_edge.judging.gate import AB_REMEASURE_PAIRS, AB_SUSPECT_FRACTION, run_gate
 from pytest_edge.measurement.timing import round_order
 
 
-def _pairs(p50s: list[float]) -> dict:
-    return record("m", "onnxruntime-cpu", p50=p50s[0], test="t",
-                  processes=[{"p50": v, "p99": 2 * v, "runs": 5000} for v in p50s])
+def _pairs(p50s: list[float]) -> GateFigures:
+    return GateFigures.from_json(record("m", "onnxruntime-cpu", p50=p50s[0], test="t",
+                                        processes=[{"p50": v, "p99": 2 * v, "runs": 5000} for v in p50s]))
 
 
 def _never():

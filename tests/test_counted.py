@@ -13,6 +13,7 @@ from edge_helpers import FIXTURES, write_mlp
 
 from pytest_edge.backends import InputShapes, get_backend
 from pytest_edge.judging.counted import run_count_gate
+from pytest_edge.judging.figures import GateFigures
 from pytest_edge.measurement.counts import CountedMeasurement, combine_counts
 from pytest_edge.worker import callgrind
 
@@ -212,7 +213,8 @@ def _gate(mine: CountedMeasurement, theirs: CountedMeasurement | dict,
         assert again is not None, "recounted although both sides agreed"
         return again
 
-    result = run_count_gate({"backend": "b", "counted": mine}, {"backend": "b", "counted": theirs}, paired=paired,
+    result = run_count_gate(GateFigures.from_json({"backend": "b", "counted": mine}),
+                            GateFigures.from_json({"backend": "b", "counted": theirs}), paired=paired,
                             threshold=0.01, recount=recount, source="main/m.onnx", max_regression=0.1)
     return result, len(calls)
 
@@ -266,7 +268,8 @@ def test_one_process_a_side_cannot_fail_a_growth_within_its_runs_spread() -> Non
                               "callgrind", "valgrind-3.19.0")
 
     def gate(mine: CountedMeasurement, theirs: CountedMeasurement, strict: bool = False):
-        return run_count_gate({"backend": "b", "counted": mine}, {"backend": "b", "counted": theirs}, paired=False,
+        return run_count_gate(GateFigures.from_json({"backend": "b", "counted": mine}),
+                              GateFigures.from_json({"backend": "b", "counted": theirs}), paired=False,
                               threshold=0.01, recount=lambda: pytest.fail("recounted"), source="t",
                               max_regression=0.1, strict=strict)
 
@@ -300,7 +303,8 @@ def test_three_runs_in_one_process_against_their_own_stored_counts(pytester: pyt
 
 
 def test_count_gate_against_a_wall_clock_baseline_says_it_cannot_gate() -> None:
-    result = run_count_gate({"backend": "b", "counted": _counted(100_000)}, {"backend": "b", "latency_ms": {"p50": 1}},
+    result = run_count_gate(GateFigures.from_json({"backend": "b", "counted": _counted(100_000)}),
+                            GateFigures.from_json({"backend": "b", "latency_ms": {"p50": 1}}),
                             paired=False, threshold=0.01, recount=lambda: pytest.fail("recounted"), source="t",
                             max_regression=0.1)
     assert result.summary["verdict"] == "passed" and "has no counted figure" in result.notes[0]

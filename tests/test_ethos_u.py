@@ -18,6 +18,7 @@ from pytest_edge.backends import compile_targets, get_backend, tensor_backends
 from pytest_edge.backends.ethos_u.backend import DEFAULTS
 from pytest_edge.core.record import COMPILE_ONLY, Record
 from pytest_edge.errors import BackendError, DoesNotConvert
+from pytest_edge.judging.figures import GateFigures
 from pytest_edge.judging.regressions import placement_regressions
 
 pytestmark = pytest.mark.skipif(get_backend("ethos-u55-128").unavailable_reason() is not None,
@@ -209,10 +210,10 @@ def test_placement_regressions_name_what_left_for_any_runtime() -> None:
     """The rule on records as any runtime writes them (here LiteRT's XNNPACK ids): an operator the
     baseline's delegate took that fell back now fails, with the reason where one is given; one
     that joined, or one the change removed, does not."""
-    def record(delegated: list[str], fallback: dict[str, str]) -> dict:
+    def record(delegated: list[str], fallback: dict[str, str]) -> GateFigures:
         total = len(delegated) + len(fallback)
-        return {"backend": "litert", "coverage": {"delegated_op_ids": delegated, "fallback_reasons": fallback,
-                                                  "fallback": len(fallback) / total}}
+        return GateFigures.from_json({"backend": "litert", "coverage": {
+            "delegated_op_ids": delegated, "fallback_reasons": fallback, "fallback": len(fallback) / total}})
 
     old = record(["CONV_2D a", "MEAN b"], {"CUMSUM c": ""})
     swapped = record(["CUMSUM c", "CONV_2D a"], {"MEAN b": ""})
@@ -221,7 +222,8 @@ def test_placement_regressions_name_what_left_for_any_runtime() -> None:
     assert "CUMSUM" not in found.message and found.new == found.old
     assert placement_regressions(old, old) == []
     assert placement_regressions(record(["CONV_2D a"], {"CUMSUM c": ""}), old) == []  # MEAN b removed: not "left"
-    assert placement_regressions({"backend": "x", "coverage": {"fallback": 0.5}}, old) == []  # no ids: fraction only
+    fraction_only = GateFigures.from_json({"backend": "x", "coverage": {"fallback": 0.5}})
+    assert placement_regressions(fraction_only, old) == []  # no ids: fraction only
 
 
 def test_inspect_names_compile_targets_beside_the_runtimes() -> None:
@@ -436,12 +438,15 @@ def test_the_gate_fails_npu_memory_grown_against_the_baseline() -> None:
         return {"backend": target, "coverage": compiled.coverage.to_json(), "npu": compiled.to_json()}
 
     small, big = record("quant_probe_int8", "ethos-u55-128"), record("kws_dscnn_int8", "ethos-u55-128")
-    found = [r for r in resource_regressions(big, small, 0.1) if r.figure == NPU_MEMORY]
+    small_figures, big_figures = GateFigures.from_json(small), GateFigures.from_json(big)
+    found = [r for r in resource_regressions(big_figures, small_figures, 0.1) if r.figure == NPU_MEMORY]
     assert {r.message.split(" used ")[0] for r in found} == {"ethos-u55-128: SRAM", "ethos-u55-128: off-chip flash"}
     sram = next(r for r in found if "SRAM" in r.message)
     assert (sram.old, sram.new) == (small["npu"]["sram_bytes"], big["npu"]["sram_bytes"])
     assert f"({big['npu']['sram_bytes']} bytes)" in sram.message and f"({small['npu']['sram_bytes']} bytes)" in sram.message
-    assert [r for r in resource_regressions(small, small, 0.1) if r.figure == NPU_MEMORY] == []
-    assert [r for r in resource_regressions(small, big, 0.1) if r.figure == NPU_MEMORY] == []  # shrunk: no failure
+    assert [r for r in resource_regressions(small_figures, small_figures, 0.1) if r.figure == NPU_MEMORY] == []
+    assert [r for r in resource_regressions(small_figures, big_figures, 0.1)
+            if r.figure == NPU_MEMORY] == []  # shrunk: no failure
     u65_small, u65_big = record("quant_probe_int8", "ethos-u65-256"), record("kws_dscnn_int8", "ethos-u65-256")
-    assert any(r.message.startswith("ethos-u65-256: DRAM used") for r in resource_regressions(u65_big, u65_small, 0.1))
+    assert any(r.message.startswith("ethos-u65-256: DRAM used")
+               for r in resource_regressions(GateFigures.from_json(u65_big), GateFigures.from_json(u65_small), 0.1))

@@ -262,13 +262,14 @@ def test_unknown_device_kind_is_a_usage_error(pytester: pytest.Pytester, models:
 def test_report_compare_judges_only_coverage_of_an_emulated_record() -> None:
     """`pytest-edge report compare` on a record whose timing was not judged (an emulated device):
     a 10x latency and 5x memory are not regressions there, a delegate coverage drop still is."""
+    from pytest_edge.judging.figures import GateFigures
     from pytest_edge.judging.regressions import check_baseline
 
     old = {"backend": "litert@arm64", "latency_ms": {"p50": 1.0}, "peak_memory_mb": 100.0, "coverage": {"fallback": 0.0}}
     new = {**old, "latency_ms": {"p50": 10.0}, "peak_memory_mb": 500.0, "coverage": {"fallback": 0.5}}
-    assert len(check_baseline(new, old, 0.1)) == 3
-    only = check_baseline({**new, "timing_not_judged": NOT_JUDGED.reason},
-                          old, 0.1)
+    assert len(check_baseline(GateFigures.from_json(new), GateFigures.from_json(old), 0.1)) == 3
+    only = check_baseline(GateFigures.from_json({**new, "timing_not_judged": NOT_JUDGED.reason}),
+                          GateFigures.from_json(old), 0.1)
     assert only == ["litert@arm64: delegate coverage dropped: fallback 50.0% against the baseline 0.0%"]
 
 

@@ -14,6 +14,7 @@ from edge_helpers import FIXTURES
 
 from pytest_edge.core.marker import parse_marker
 from pytest_edge.measurement import sensors
+from pytest_edge.judging.figures import GateFigures
 from pytest_edge.judging.regressions import check_baseline
 from pytest_edge.report.deployment import megabytes
 from pytest_edge.report.html import render_html
@@ -191,8 +192,9 @@ def _a_grown_artifact_fails_the_gate_and_an_unchanged_one_passes(ab_run: dict[st
         grown["violations"]
     assert not any("artifact" in v for v in same["violations"]) and same["baseline_check"]["mode"] == "ab"
     # The stored gate judges the same way: this run's record against itself passes, 20 % bigger fails.
-    assert check_baseline(same, same, 0.10) == []
+    assert check_baseline(GateFigures.from_json(same), GateFigures.from_json(same), 0.10) == []
     bigger = {**same, "artifact_bytes": int(same["artifact_bytes"] * 1.2) + 1}
-    assert any("+20.0% against the baseline" in m for m in check_baseline(bigger, same, 0.10))
+    assert any("+20.0% against the baseline" in m for m in check_baseline(GateFigures.from_json(bigger),
+                                                                          GateFigures.from_json(same), 0.10))
     # The pages show the change against the twin.
     assert "artifact size" in render_html(ab_run["report"])

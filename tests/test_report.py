@@ -8,6 +8,7 @@ import pytest
 
 from edge_helpers import record
 
+from pytest_edge.judging.figures import GateFigures
 from pytest_edge.judging.regressions import check_baseline
 from pytest_edge.report import compare_reports, format_table, merge_reports, table_rows
 
@@ -20,8 +21,8 @@ def _record(p50: float, fallback: float) -> dict:
 
 
 def test_baseline_and_compare() -> None:
-    assert check_baseline(_record(1.05, 0.1), _record(1.0, 0.1), 0.10) == []
-    problems = check_baseline(_record(1.2, 0.2), _record(1.0, 0.1), 0.10)
+    assert check_baseline(GateFigures.from_json(_record(1.05, 0.1)), GateFigures.from_json(_record(1.0, 0.1)), 0.10) == []
+    problems = check_baseline(GateFigures.from_json(_record(1.2, 0.2)), GateFigures.from_json(_record(1.0, 0.1)), 0.10)
     # P50 and coverage; a tail (P99) is not gated against stored numbers
     assert len(problems) == 2 and "P50 latency" in problems[0] and "+20.0%" in problems[0]
     assert "coverage dropped" in problems[1]

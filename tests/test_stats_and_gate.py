@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from edge_helpers import record
 
+from pytest_edge.judging.figures import GateFigures
 from pytest_edge.judging.gate import run_gate
 from pytest_edge.measurement.stats import MIN_LOG_SD, compare_groups, compare_pairs, spread, t_critical
 
@@ -71,11 +72,11 @@ def _record(p50s, busy=None, memory=10.0, fallback=0.0, runs=5000, probe_us=None
     ``fastest`` where given, else 0.9 of the P50)."""
     p99s = [2 * v for v in (p99 or p50s)]
     mins = [fastest or 0.9 * v for v in p50s]
-    return record("m", "onnxruntime-cpu", p50=p50s[0], test="t", latency_ms={"p50": p50s[0], "p99": p99s[0]},
+    return GateFigures.from_json(record("m", "onnxruntime-cpu", p50=p50s[0], test="t", latency_ms={"p50": p50s[0], "p99": p99s[0]},
                   processes=[{"p50": v, "p99": t, "min": m, "runs": runs, "probe_us": probe_us}
                              for v, t, m in zip(p50s, p99s, mins)],
                   peak_memory_mb=memory, coverage={"fallback": fallback},
-                  timing_under_load=busy is not None, under_load=busy is not None, other_cores_busy=busy)
+                  timing_under_load=busy is not None, under_load=busy is not None, other_cores_busy=busy))
 
 
 def _never():

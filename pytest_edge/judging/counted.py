@@ -14,11 +14,12 @@ fails only when above the threshold twice.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import numpy as np
 
 from ..measurement.counts import CountedMeasurement
+from .figures import GateFigures
 from .gate import GateResult, rule_of
 from .regressions import INSTRUCTIONS, Regression, resource_regressions
 
@@ -61,19 +62,19 @@ def run_spread_of(*counted: CountedMeasurement) -> float | None:
     return max(spreads) if spreads else None
 
 
-def run_count_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool, threshold: float,
+def run_count_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, threshold: float,
                    recount: Recount, source: str, max_regression: float, strict: bool = False) -> GateResult:
-    """``record`` and ``baseline`` carry a ``counted`` block (the twin's, or a stored report's);
+    """``record`` and ``baseline`` carry counted figures (``GateFigures.counted``: the twin's, or a stored report's);
     delegate coverage is gated as in wall-clock mode, memory is not measured under Valgrind."""
     what = "the baseline twin" if paired else "the baseline"
-    backend = record["backend"]
+    backend = record.backend
     result = GateResult()
     result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
                       "counted": True}
     for regression in resource_regressions(record, baseline, max_regression, what):
         result.fail(regression, rule_of(regression.figure, paired))
     # Both sides through one typed view: this record's, and the twin's or a stored report's as written.
-    mine, theirs = CountedMeasurement.of(record), CountedMeasurement.of(baseline)
+    mine, theirs = record.counted, baseline.counted
     if theirs is None or not theirs.instructions:
         result.notes.append(f"{backend}: instructions not gated: {what} ({source}) has no counted figure "
                             "(measure it with --edge-count=instructions too)")

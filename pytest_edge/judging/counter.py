@@ -12,17 +12,19 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..backends import split_device
 from ..errors import BackendCrash, CountingUnavailable
 from .counted import run_count_gate
+from .figures import GateFigures
 from ..measurement.counts import CountedMeasurement, combine_counts
 from .baseline import find_baseline, twin_baseline
 from .gate import GateResult
 from ..core.plan import Plan
+from ..core.record import Record
 from ..core.settings import Settings
 from ..worker import callgrind
 from ..worker.client import BackendWorker
@@ -94,11 +96,11 @@ class Counter:
         return worker.request(Count(info.key, list(feeds), min(plan.warmup, 5), self.settings.count_runs),
                               artifact=str(artifact))
 
-    def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, record: Mapping[str, Any],
+    def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, live: Record,
              twin: Path | None, twin_measured: CountedMeasurement | None,
              twin_coverage: dict[str, Any] | None) -> GateResult:
         """A/B against the twin's counts where there is a twin, else against a stored report's
-        (``record``: the record's JSON, its ``counted`` block this artifact's counts)."""
+        (``live``: this run's record, its ``counted`` block this artifact's counts)."""
         if twin is not None and twin_measured is not None:
             # The twin's figures as the record a stored report would hold.
             baseline, source = twin_baseline(info.backend, twin, {"counted": twin_measured.to_json()}, twin_coverage,
@@ -109,7 +111,7 @@ class Counter:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan)
                 return mine, theirs
         else:
-            stored = find_baseline(self.settings.baseline, record)
+            stored = find_baseline(self.settings.baseline, live.to_json())
             if stored is None:
                 return GateResult()
             baseline, source, paired = stored, stored.get("test", "?"), False
@@ -117,9 +119,9 @@ class Counter:
             def recount() -> tuple[CountedMeasurement, CountedMeasurement | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)
                 return mine, None
-        result = run_count_gate(record, baseline, paired=paired, threshold=self.settings.count_threshold,
-                                recount=recount, source=source, max_regression=self.settings.max_regression,
-                                strict=self.settings.strict_timing)
+        result = run_count_gate(GateFigures.of_record(live), GateFigures.from_json(baseline, source=source),
+                                paired=paired, threshold=self.settings.count_threshold, recount=recount, source=source,
+                                max_regression=self.settings.max_regression, strict=self.settings.strict_timing)
         if paired:
             result.summary["twin"] = {"counted": baseline.get("counted"), "coverage": twin_coverage}
         return result

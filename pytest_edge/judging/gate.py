@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from ..core.acceptance import Acceptance, changed_files, describe, find, stale
 from ..core.record import GateVerdict
+from .figures import GateFigures, ProcessFigures
 from .regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
                           NPU_MEMORY, PEAK_MEMORY, GateFinding, Regression, TimedFigure, latency_regressions,
                           resource_regressions)
@@ -40,7 +41,7 @@ AB_SUSPECT_FRACTION = 0.5
 AB_REMEASURE_PAIRS = 5
 
 # (the new measurement, the twin's measurement or None) from fresh processes.
-Remeasure = Callable[[], "tuple[Mapping[str, Any], Mapping[str, Any] | None]"]
+Remeasure = Callable[[], "tuple[GateFigures, GateFigures | None]"]
 
 
 @dataclass
@@ -126,7 +127,7 @@ def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
             "per-process figures (Welch's t-test on logs)")
 
 
-def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool, max_regression: float,
+def run_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, max_regression: float,
              strict: bool, remeasure: Remeasure, source: str, p99_regression: float | None = None,
              figures: tuple[TimedFigure, ...] = LATENCY_FIGURES) -> GateResult:
     """``baseline``: the twin's measurement (``paired``) or the stored record; ``source`` names it.
@@ -151,8 +152,8 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
         # The second measurement must stand on its own (above the threshold and significant), as well as
         # both together: an unchanged OpenVINO model read +21.5 % then +17.9 % in CI, significant only pooled.
         second, _ = latency_regressions(again, second_baseline, max_regression, **gated)
-        both_baseline = _pooled(baseline, twin_again) if paired and twin_again is not None else baseline
-        both, _ = latency_regressions(_pooled(record, again), both_baseline, max_regression, **gated)
+        both_baseline = baseline.pooled_with(twin_again) if paired and twin_again is not None else baseline
+        both, _ = latency_regressions(record.pooled_with(again), both_baseline, max_regression, **gated)
         seconds = {r.figure: r for r in second}
         confirmed = {r.figure: r for r in both if r.figure in seconds}
         busy = _busy(record, again)
@@ -169,7 +170,7 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
             # generously; beyond that the model itself got slower, busy machine or not.
             smallest = min(_ratio(first), _ratio(seconds[first.figure]))
             why = None
-            slower = paired_machine(_pooled(record, again), both_baseline) if paired else \
+            slower = paired_machine(record.pooled_with(again), both_baseline) if paired else \
                 stored_machine(baseline, record, again)
             if slower is not None and slower.explains(max_regression):
                 why = slower.describe()
@@ -223,7 +224,7 @@ def run_gate(record: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: 
     return result
 
 
-def _ab_suspects(record: Mapping[str, Any], baseline: Mapping[str, Any], max_regression: float,
+def _ab_suspects(record: GateFigures, baseline: GateFigures, max_regression: float,
                  suspects: list[Regression], figures: tuple[TimedFigure, ...]) -> list[Regression]:
     """A/B mode: a median (P50, TTFT, TPOT) already AB_SUSPECT_FRACTION of the way to the threshold is
     a suspect too. Three pairs put a 1.2x slower model anywhere from +10 % to +30 % on a busy machine;
@@ -235,11 +236,6 @@ def _ab_suspects(record: Mapping[str, Any], baseline: Mapping[str, Any], max_reg
                                    significant=False, figures=medians)
     names = {r.figure for r in early}
     return early + [r for r in suspects if r.figure not in names]
-
-
-def _pooled(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
-    """Both measurements as one: their processes together (in order, so A/B pairs stay aligned)."""
-    return {**first, "processes": [*(first.get("processes") or []), *(second.get("processes") or [])]}
 
 
 def _ratio(regression: Regression) -> float:
@@ -283,20 +279,19 @@ class SlowerMachine:
                 "not the model")
 
 
-def _figures(process: Any) -> tuple[float, float] | None:
+def _figures(process: ProcessFigures) -> tuple[float, float] | None:
     """A process's (probe, fastest run), where it carries both."""
-    if not isinstance(process, Mapping):
+    if process.probe_us is None or process.fastest_ms is None:
         return None
-    values = process.get("probe_us"), process.get("min")
-    return values if all(isinstance(v, (int, float)) and v > 0 for v in values) else None  # type: ignore[return-value]
+    return process.probe_us, process.fastest_ms
 
 
-def paired_machine(record: Mapping[str, Any], twin: Mapping[str, Any]) -> SlowerMachine | None:
+def paired_machine(record: GateFigures, twin: GateFigures) -> SlowerMachine | None:
     """The probe and fastest-run ratios of ``record``'s processes against ``twin``'s, pair by pair
     (None where the processes do not carry both figures, e.g. a report of an older pytest-edge; a
     decoder's fastest run is its fastest whole generation)."""
     ratios = []
-    for mine, theirs in zip(record.get("processes") or [], twin.get("processes") or []):
+    for mine, theirs in zip(record.processes, twin.processes):
         new, old = _figures(mine), _figures(theirs)
         if new and old:
             ratios.append([math.log(a / b) for a, b in zip(new, old)])
@@ -306,11 +301,11 @@ def paired_machine(record: Mapping[str, Any], twin: Mapping[str, Any]) -> Slower
                          math.exp(sum(r[1] for r in ratios) / len(ratios)), len(ratios), paired=True)
 
 
-def stored_machine(baseline: Mapping[str, Any], *measurements: Mapping[str, Any]) -> SlowerMachine | None:
+def stored_machine(baseline: GateFigures, *measurements: GateFigures) -> SlowerMachine | None:
     """The same against a stored report's processes: ratios of the geometric means (None where
     either side lacks the figures, e.g. a report from an older pytest-edge)."""
-    old = [f for f in map(_figures, baseline.get("processes") or []) if f]
-    new = [f for m in measurements for f in map(_figures, m.get("processes") or []) if f]
+    old = [f for f in map(_figures, baseline.processes) if f]
+    new = [f for m in measurements for f in map(_figures, m.processes) if f]
     if not old or not new:
         return None
 
@@ -321,7 +316,7 @@ def stored_machine(baseline: Mapping[str, Any], *measurements: Mapping[str, Any]
                          len(new), paired=False)
 
 
-def machine_slowdown(baseline: Mapping[str, Any], *measurements: Mapping[str, Any]) -> float | None:
+def machine_slowdown(baseline: GateFigures, *measurements: GateFigures) -> float | None:
     """How much slower the machine probe ran in ``measurements`` than in ``baseline``: the ratio of
     the geometric means of the per-process probe medians (None where either side has none, e.g. a
     report from an older pytest-edge)."""
@@ -332,14 +327,11 @@ def machine_slowdown(baseline: Mapping[str, Any], *measurements: Mapping[str, An
     return math.exp(sum(map(math.log, new)) / len(new) - sum(map(math.log, old)) / len(old))
 
 
-def _probes(measurement: Mapping[str, Any]) -> list[float]:
-    processes = measurement.get("processes") or []
-    return [p["probe_us"] for p in processes
-            if isinstance(p, Mapping) and isinstance(p.get("probe_us"), (int, float)) and p["probe_us"] > 0]
+def _probes(measurement: GateFigures) -> list[float]:
+    return [p.probe_us for p in measurement.processes if p.probe_us is not None]
 
 
-def _busy(*measurements: Mapping[str, Any]) -> float | None:
+def _busy(*measurements: GateFigures) -> float | None:
     """Cores other processes used, where any timed window counted as under load."""
-    loads = [m.get("other_cores_busy") for m in measurements if m.get("under_load", m.get("timing_under_load"))]
-    loads = [x for x in loads if isinstance(x, (int, float))]
+    loads = [m.other_cores_busy for m in measurements if m.under_load and m.other_cores_busy is not None]
     return max(loads) if loads else None

@@ -33,6 +33,7 @@ from ..worker.pool import WorkerPool
 from ..worker.protocol import (ContextMemory, DecoderLoaded, GenerationTimes, LimitAddressSpace, Load, MeasureGeneration,
                                ProbeContext)
 from .baseline import find_baseline
+from .figures import GateFigures
 from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate
 from .regressions import GENERATION_FIGURES
 from ..measurement.stats import mean_sd
@@ -136,28 +137,32 @@ def twin_config(twin: Path, fallback: LlmConfig) -> LlmConfig:
         return fallback
 
 
-def stored_record(baseline: Mapping[str, Any] | None, test: str, backend: str, model: str) -> dict[str, Any] | None:
+def stored_record(baseline: Mapping[str, Any] | None, test: str, backend: str, model: str) -> GateFigures | None:
     """The baseline record of a stored report, found as for every model (the same test, else the
     same model on the same backend: baseline.find_baseline), as the gate reads one: its
-    per-process generation figures and its peak memory (None where it has no processes)."""
+    per-process generation figures, its peak memory and artifact size (None where it has no processes)."""
     record = find_baseline(baseline, {"test": test, "backend": backend, "model": {"name": model}})
     processes = ((record or {}).get("llm") or {}).get("processes")
-    return {**as_gated(backend, {"processes": processes, "peak_memory_mb": record.get("peak_memory_mb")}),
-            "artifact_bytes": record.get("artifact_bytes"), "model": record.get("model")} \
-        if record and processes else None
+    if not record or not processes:
+        return None
+    return GateFigures.from_json({"backend": backend, "processes": processes,
+                                  "peak_memory_mb": record.get("peak_memory_mb"),
+                                  "artifact_bytes": record.get("artifact_bytes"), "model": record.get("model")},
+                                 source=str(record.get("test", test)))
 
 
 def as_gated(backend: str, measured: Mapping[str, Any], artifact: Path | None = None,
-             rootdir: Path | None = None) -> dict[str, Any]:
+             rootdir: Path | None = None) -> GateFigures:
     """A measurement (measure_rounds) of ``artifact`` as the gate reads a record: with the
     artifact's size, gated as every model's."""
-    sized = {"artifact_bytes": artifact_size(artifact, backend)[0],
-             "model": {"artifact": relative_path(artifact, rootdir or Path.cwd())}} if artifact is not None else {}
-    return {"backend": backend, "processes": measured.get("processes") or [],
-            "peak_memory_mb": measured.get("peak_memory_mb"), **sized}
+    path = relative_path(artifact, rootdir or Path.cwd()) if artifact is not None else None
+    sized = {"artifact_bytes": artifact_size(artifact, backend)[0], "model": {"artifact": path}} if artifact else {}
+    return GateFigures.from_json({"backend": backend, "processes": measured.get("processes") or [],
+                                  "peak_memory_mb": measured.get("peak_memory_mb"), **sized},
+                                 source=path or "a decoder's measurement")
 
 
-def judge(backend: str, measured: Mapping[str, Any], baseline: Mapping[str, Any], *, paired: bool,
+def judge(backend: str, measured: Mapping[str, Any], baseline: GateFigures, *, paired: bool,
           measure_again: MeasureRounds, processes: int, max_regression: float, strict: bool,
           source: str, artifact: Path | None = None, rootdir: Path | None = None) -> GateResult:
     """The gate's decision on one measurement against the twin's (``paired``: ``baseline`` is the
@@ -165,7 +170,7 @@ def judge(backend: str, measured: Mapping[str, Any], baseline: Mapping[str, Any]
     artifact (and the twin, in A/B mode) again in fresh processes: at least AB_REMEASURE_PAIRS pairs
     in A/B mode, ``processes`` otherwise, as for every other model."""
 
-    def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def remeasure() -> tuple[GateFigures, GateFigures | None]:
         again, *twin_again = measure_again(max(processes, AB_REMEASURE_PAIRS) if paired else processes)
         return as_gated(backend, again, artifact, rootdir), (as_gated(backend, twin_again[0]) if twin_again else None)
 

@@ -13,11 +13,13 @@ from ..backends import split_device
 from .counter import Counter
 from ..measurement.counts import CountedMeasurement
 from .baseline import find_baseline, twin_baseline, twin_figures
+from .figures import GateFigures
 from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate
 from ..measurement.lock import machine_measurement_lock
 from ..measurement.timing import ProcessTiming, combine_processes, round_order
 from ..core.models import Model
 from ..core.plan import Plan
+from ..core.record import Record
 from ..files import relative_path
 from ..core.settings import Settings
 from ..worker.client import BackendWorker
@@ -134,9 +136,10 @@ class Measurer:
                                                 f"{record['backend']}", _report_path(self.settings))
         return None
 
-    def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, record: Mapping[str, Any]) -> GateResult:
+    def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, live: Record) -> GateResult:
         """A/B against the twin artifact where --edge-baseline-models has one, else against the
         stored baseline record; a suspected latency regression is re-measured before it counts."""
+        record = live.to_json()  # how the stored report names it: what find_baseline matches
         twin = self.baseline_twin(plan.model, info.artifact)
         twin_measured = self.twin_results.get((info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s))
         feeds = info.feeds(feeds)
@@ -147,15 +150,16 @@ class Measurer:
                 return new
         if self.settings.count:
             coverage = self._twin_coverage(info, twin) if twin is not None and twin_measured is not None else None
-            return self.counter.gate(info, feeds, plan, record, twin, twin_measured, coverage)
+            return self.counter.gate(info, feeds, plan, live, twin, twin_measured, coverage)
         if twin is not None and twin_measured is not None:
             baseline, source = twin_baseline(info.backend, twin, twin_measured, self._twin_coverage(info, twin),
                                              self.settings.rootdir)
 
-            def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
+            def remeasure() -> tuple[GateFigures, GateFigures | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan,
                                            processes=max(self.settings.processes, AB_REMEASURE_PAIRS))
-                return {"backend": info.backend, **mine}, theirs
+                return (GateFigures.from_json({"backend": info.backend, **mine}, source="measured again"),
+                        GateFigures.from_json({"backend": info.backend, **theirs}, source=source))
 
             paired = True
         else:
@@ -164,12 +168,14 @@ class Measurer:
                 return GateResult()
             baseline = stored
 
-            def remeasure() -> tuple[dict[str, Any], dict[str, Any] | None]:
+            def remeasure() -> tuple[GateFigures, GateFigures | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)
-                return {"backend": info.backend, **mine}, None
+                return GateFigures.from_json({"backend": info.backend, **mine}, source="measured again"), None
 
             source, paired = stored.get("test", "?"), False
-        result = run_gate(record, baseline, paired=paired, max_regression=self.settings.max_regression,
+        # Parsed once here, both sides: the gate reads GateFigures, never the JSON.
+        result = run_gate(GateFigures.of_record(live), GateFigures.from_json(baseline, source=source), paired=paired,
+                          max_regression=self.settings.max_regression,
                           strict=self.settings.strict_timing, remeasure=remeasure, source=source,
                           p99_regression=self.settings.p99_regression)
         if paired:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)

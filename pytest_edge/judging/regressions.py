@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from ..core.record import GateVerdict, dig
+from ..core.record import GateVerdict
 from ..measurement.stats import Change, compare_groups, compare_pairs
-from ..measurement.timing import MIN_RUNS
+# The timed figures are defined beside the parser that reads them (.figures) and judged here.
+from .figures import GENERATION_FIGURES, LATENCY_FIGURES, GateFigures, TimedFigure, is_number  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -54,27 +55,6 @@ class GateFinding:
                 "message": self.message}
 
 
-@dataclass(frozen=True)
-class TimedFigure:
-    """A per-process timing figure the gate judges: ``key`` in each process's figures (and in the
-    record's pooled ``latency_ms``), its name in messages, the fewest runs per process from which it
-    is gated, and whether it is a tail (gated in A/B mode only, with its own threshold)."""
-
-    key: str
-    name: str  # "P50 latency", "TTFT P50"
-    per_process: str  # "P50", "TTFT P50": what one process contributes, in "geometric mean of 3 process P50s"
-    min_runs: int = 1
-    tail: bool = False
-
-
-# A P99 of a few hundred runs rests on a handful of slow runs (an interrupt, a page fault): gated
-# from 1000 runs, ten runs beyond it in every process.
-LATENCY_FIGURES = (TimedFigure("p50", "P50 latency", "P50", MIN_RUNS["p50"]),
-                   TimedFigure("p99", "P99 latency", "P99", 1000, tail=True))
-# A decoder's figures (docs/llm.md): per fresh process, the median time to first token and the
-# median time per output token.
-GENERATION_FIGURES = (TimedFigure("ttft_p50_ms", "TTFT P50", "TTFT P50"),
-                      TimedFigure("tpot_p50_ms", "TPOT P50", "TPOT P50"))
 # The gate's other figures, by the names its findings, an acceptance's "figures" and the pages use.
 PEAK_MEMORY, ARTIFACT_SIZE, DELEGATE_COVERAGE, INSTRUCTIONS = ("peak memory", "artifact size", "delegate coverage",
                                                                "instructions")
@@ -92,23 +72,19 @@ LATENCY_FLOOR_MS = 0.005
 MEMORY_FLOOR_MB = 1.0
 
 
-def _per_process(record: Mapping[str, Any], key: str) -> tuple[list[float], int | None]:
+def _per_process(figures: GateFigures, key: str) -> tuple[list[float], int | None]:
     """One figure per process (a report without per-process figures counts as one process)."""
-    processes = record.get("processes") or []
-    values = [p.get(key) for p in processes if isinstance(p, Mapping)]
-    values = [float(v) for v in values if isinstance(v, (int, float)) and v > 0]
-    runs = [p.get("runs") for p in processes if isinstance(p, Mapping)]
+    values = [p.timed[key] for p in figures.processes if key in p.timed]
     if values:
-        fewest = min((r for r in runs if isinstance(r, int)), default=None)
+        fewest = min((p.runs for p in figures.processes if p.runs is not None), default=None)
         return values, fewest
-    pooled = dig(record, "latency_ms", key)
-    if isinstance(pooled, (int, float)) and pooled > 0:
-        runs_total = record.get("measured_runs")
-        return [float(pooled)], runs_total if isinstance(runs_total, int) else None
+    pooled = figures.pooled_ms.get(key)
+    if pooled is not None and pooled > 0:
+        return [float(pooled)], figures.measured_runs
     return [], None
 
 
-def latency_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], max_regression: float,
+def latency_regressions(record: GateFigures, baseline: GateFigures, max_regression: float,
                         paired: bool = False, significant: bool = True,
                         p99_regression: float | None = None,
                         figures: tuple[TimedFigure, ...] = LATENCY_FIGURES) -> tuple[list[Regression], list[str]]:
@@ -117,7 +93,7 @@ def latency_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], 
     to re-measure). ``paired``: the two were measured as A/B pairs in one job; only then is a tail
     gated, and only with its own threshold ``p99_regression`` (None: reported, not gated). Returns
     the regressions and notes on what could not be gated."""
-    backend = record["backend"]
+    backend = record.backend
     found, notes = [], []
     for figure in figures:
         key = figure.key
@@ -152,8 +128,8 @@ def latency_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], 
             continue
         what = "the baseline twin" if paired else "the baseline"
         per = f"geometric mean of {len(new)} process {figure.per_process}s" if len(new) > 1 else "one process"
-        pooled = dig(record, "latency_ms", key)
-        if len(new) > 1 and _number(pooled):
+        pooled = record.pooled_ms.get(key)
+        if len(new) > 1 and is_number(pooled):
             # The terminal table shows the pooled percentile of the first measurement's runs.
             per += f"; pooled over the runs, as in the table: {pooled:.3f} ms"
         found.append(Regression(
@@ -173,29 +149,29 @@ def _evidence(change: Change) -> str:
     return text[text.index("(") + 1:-1] if "(" in text else text
 
 
-def resource_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any],
+def resource_regressions(record: GateFigures, baseline: GateFigures,
                          max_regression: float, what: str = "the baseline") -> list[Regression]:
     """Peak memory above ``max_regression`` (and MEMORY_FLOOR_MB), an artifact grown by more than
     ``max_regression``, or a higher fallback fraction."""
-    backend = record["backend"]
+    backend = record.backend
     found = []
-    new, old = dig(record, "peak_memory_mb"), dig(baseline, "peak_memory_mb")
-    if _number(new) and _number(old) and old > 0:
+    new, old = record.peak_memory_mb, baseline.peak_memory_mb
+    if new is not None and old is not None and old > 0:
         change = new / old - 1
         if change > max_regression and new - old > MEMORY_FLOOR_MB:
             found.append(Regression(PEAK_MEMORY, f"{backend}: peak memory {new:.3f} MB is {change:+.1%} against "
                                     f"{what} {old:.3f} MB (allowed +{max_regression:.0%})",
                                     old=float(old), new=float(new), threshold=max_regression))
     # The artifact's size is exact (no noise floor): growth beyond the same threshold fails.
-    new_size, old_size = dig(record, "artifact_bytes"), dig(baseline, "artifact_bytes")
-    if _number(new_size) and _number(old_size) and old_size > 0 and new_size / old_size - 1 > max_regression:
-        found.append(Regression(ARTIFACT_SIZE, f"{backend}: artifact {dig(record, 'model', 'artifact') or '?'} is "
+    new_size, old_size = record.artifact_bytes, baseline.artifact_bytes
+    if new_size is not None and old_size is not None and old_size > 0 and new_size / old_size - 1 > max_regression:
+        found.append(Regression(ARTIFACT_SIZE, f"{backend}: artifact {record.artifact or '?'} is "
                                 f"{new_size} bytes ({new_size / 2**20:.3f} MB), {new_size / old_size - 1:+.1%} against "
                                 f"{what} {old_size} bytes (allowed +{max_regression:.0%})",
                                 old=float(old_size), new=float(new_size), threshold=max_regression))
     found += npu_memory_regressions(record, baseline, max_regression, what)
-    new_cov, old_cov = dig(record, "coverage", "fallback"), dig(baseline, "coverage", "fallback")
-    if _number(new_cov) and _number(old_cov) and new_cov > old_cov + 1e-12:
+    new_cov, old_cov = record.fallback, baseline.fallback
+    if new_cov is not None and old_cov is not None and new_cov > old_cov + 1e-12:
         found.append(Regression(DELEGATE_COVERAGE, f"{backend}: delegate coverage dropped: fallback "
                                 f"{new_cov:.1%} against {what} {old_cov:.1%}",
                                 old=float(old_cov), new=float(new_cov), threshold=0.0))
@@ -203,35 +179,34 @@ def resource_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any],
     return found
 
 
-def npu_memory_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any], max_regression: float,
+def npu_memory_regressions(record: GateFigures, baseline: GateFigures, max_regression: float,
                            what: str = "the baseline") -> list[Regression]:
     """A compile-time target's SRAM, off-chip flash or DRAM (the compiler's plan, exact: no noise
     floor) grown beyond ``max_regression`` against the baseline's, as the artifact's size is; a
     memory the baseline did not use (0) and the candidate does fails too. One finding per memory."""
     found = []
     for key, name in _NPU_MEMORIES:
-        new, old = dig(record, "npu", "memories", key), dig(baseline, "npu", "memories", key)
-        if not (_number(new) and _number(old)) or new <= old or (old > 0 and new / old - 1 <= max_regression):
+        new, old = record.npu_memories.get(key), baseline.npu_memories.get(key)
+        if new is None or old is None or new <= old or (old > 0 and new / old - 1 <= max_regression):
             continue
         change = f"{new / old - 1:+.1%}" if old > 0 else "none before"
-        found.append(Regression(NPU_MEMORY, f"{record['backend']}: {name} used {new / 1024:.2f} KiB ({new} bytes), "
+        found.append(Regression(NPU_MEMORY, f"{record.backend}: {name} used {new / 1024:.2f} KiB ({new} bytes), "
                                 f"{change} against {what} {old / 1024:.2f} KiB ({old} bytes) (allowed "
                                 f"+{max_regression:.0%})", old=float(old), new=float(new), threshold=max_regression))
     return found
 
 
-def left_the_delegate(record: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, str]:
+def left_the_delegate(record: GateFigures, baseline: GateFigures) -> dict[str, str]:
     """The operators ``baseline``'s delegate took that ``record``'s did not, by the runtime's own
     name for each, with the runtime's reason ("" where it gives none). Only operators both name
     count: one the change removed or renamed did not leave."""
-    was_delegated = dig(baseline, "coverage", "delegated_op_ids")
-    fallback = dig(record, "coverage", "fallback_reasons")
-    if not isinstance(was_delegated, list) or not isinstance(fallback, Mapping):
+    was_delegated, fallback = baseline.delegated_op_ids, record.fallback_reasons
+    if was_delegated is None or fallback is None:
         return {}
     return {op: str(fallback[op] or "") for op in was_delegated if op in fallback}
 
 
-def placement_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any],
+def placement_regressions(record: GateFigures, baseline: GateFigures,
                           what: str = "the baseline") -> list[Regression]:
     """Placement per operator (SPEC section 6): every operator that left the delegate against
     ``baseline`` is a regression, named with the runtime's reason, even where the fallback fraction
@@ -239,26 +214,21 @@ def placement_regressions(record: Mapping[str, Any], baseline: Mapping[str, Any]
     left = left_the_delegate(record, baseline)
     if not left:
         return []
-    backend = record["backend"]
     named = "; ".join(f"{op}" + (f" ({reason})" if reason else "") for op, reason in left.items())
-    fraction = dig(record, "coverage", "fallback")
-    return [Regression(DELEGATE_COVERAGE, f"{backend}: {len(left)} operator(s) left the delegate against {what}: "
-                                          f"{named}", old=float(dig(baseline, "coverage", "fallback") or 0.0),
-                       new=float(fraction) if _number(fraction) else None, threshold=0.0)]
+    fraction = record.fallback
+    return [Regression(DELEGATE_COVERAGE, f"{record.backend}: {len(left)} operator(s) left the delegate against {what}: "
+                                          f"{named}", old=float(baseline.fallback or 0.0),
+                       new=float(fraction) if fraction is not None else None, threshold=0.0)]
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def check_baseline(record: Mapping[str, Any], baseline: Mapping[str, Any] | None,
+def check_baseline(record: GateFigures, baseline: GateFigures | None,
                    max_regression: float, figures: tuple[TimedFigure, ...] = LATENCY_FIGURES) -> list[str]:
     """Every regression of ``record`` against a stored ``baseline`` record, as messages (no
     re-measurement: what ``pytest-edge report compare`` says about two finished reports); a
     decoder's timed ``figures`` are GENERATION_FIGURES."""
     if baseline is None:
         return []
-    if record.get("timing_not_judged"):  # an emulated device: its coverage is judged, its timing and memory not
+    if record.timing_not_judged:  # an emulated device: its coverage is judged, its timing and memory not
         return [r.message for r in resource_regressions(record, baseline, max_regression)
                 if r.figure == DELEGATE_COVERAGE]
     timed, _ = latency_regressions(record, baseline, max_regression, figures=figures)

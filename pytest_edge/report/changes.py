@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..backends import split_device
+from ..judging.figures import GateFigures
 from ..judging.regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, GENERATION_FIGURES, LATENCY_FIGURES,
                                        PEAK_MEMORY, latency_regressions, resource_regressions)
 from ..core.record import GateVerdict, Verdict, dig
@@ -116,12 +117,17 @@ def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
     undecided = gate_findings(record, GateVerdict.INCONCLUSIVE) if judged else set()
     compared: set[str] = set()
     if not judged and record.get("backend"):
+        # The report's JSON parsed once into what the gate reads, and judged by the gate's own rules.
+        test = str(record.get("test", ""))
+        mine, theirs = GateFigures.from_json(record, source=test), GateFigures.from_json(old, source=f"baseline of {test}")
         view, old_view = generation.gate_view(record), generation.gate_view(old)
         if view is not None and old_view is not None:  # a decoder: its TTFT and TPOT, per process
-            latency, _ = latency_regressions(view, old_view, max_regression, figures=GENERATION_FIGURES)
+            latency, _ = latency_regressions(GateFigures.from_json(view, source=test),
+                                             GateFigures.from_json(old_view, source=f"baseline of {test}"), max_regression,
+                                             figures=GENERATION_FIGURES)
         else:
-            latency, _ = latency_regressions(record, old, max_regression)
-        compared = {r.figure for r in latency + resource_regressions(record, old, max_regression)}
+            latency, _ = latency_regressions(mine, theirs, max_regression)
+        compared = {r.figure for r in latency + resource_regressions(mine, theirs, max_regression)}
     # Where the gate judged a figure, its values (a P50 is the geometric mean of the process P50s,
     # not the pooled runs' P50): the page shows the percentage the failure message gives.
     judged_values = {str(f.get("figure")): (f.get("old"), f.get("new"))

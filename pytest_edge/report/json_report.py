@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 from ..backends import split_device
 from ..files import atomic_write
 from ..judging.baseline import find_baseline  # noqa: F401 - the report's name for it too
+from ..judging.figures import GateFigures
 from ..judging.regressions import GENERATION_FIGURES, check_baseline
 from ..core.record import GateVerdict, TimingNotJudged, Verdict, is_finite_number
 from .deployment import invalid_field
@@ -187,9 +188,16 @@ def compare_reports(old: Mapping[str, Any], new: Mapping[str, Any], max_regressi
             continue
         baseline = find_baseline(old, record)
         decoder, old_decoder = gate_view(record), gate_view(baseline) if baseline is not None else None
+        # Both reports' records parsed once into what the gate reads, and judged by its rules.
+        source = str(record.get("test", ""))
         if decoder is not None and old_decoder is not None:  # judged by the gate's decoder figures
-            found = check_baseline(decoder, old_decoder, max_regression, figures=GENERATION_FIGURES)
+            found = check_baseline(GateFigures.from_json(decoder, source=source),
+                                   GateFigures.from_json(old_decoder, source=f"baseline of {source}"), max_regression,
+                                   figures=GENERATION_FIGURES)
         else:
-            found = check_baseline(record, baseline, max_regression)
+            found = check_baseline(GateFigures.from_json(record, source=source),
+                                   GateFigures.from_json(baseline, source=f"baseline of {source}")
+                                   if baseline is not None else None,
+                                   max_regression)
         problems += [f"{record['test']}: {p}" for p in found]
     return problems

@@ -255,6 +255,7 @@ def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, 
     """A compile-time target against its baseline (the twin compiled alike, or the stored record):
     the compiler's placement (the fraction and each operator that left the NPU) and the artifact's
     size; nothing was timed, so nothing is re-measured."""
+    from ..judging.figures import GateFigures
     from ..judging.gate import GateResult, rule_of
     from ..judging.regressions import resource_regressions
 
@@ -262,7 +263,8 @@ def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, 
     if baseline is None:
         return gate
     what = "the baseline twin" if paired else "the baseline"
-    for regression in resource_regressions(record.to_json(), baseline, max_regression, what):
+    for regression in resource_regressions(GateFigures.of_record(record), GateFigures.from_json(baseline, source=source),
+                                           max_regression, what):
         gate.fail(regression, rule_of(regression.figure, paired))
     gate.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
                     "verdict": gate.verdict()}

@@ -280,7 +280,7 @@ class EdgeSession:
         if not_judged:
             record.timing_not_judged = not_judged
         if measured and not not_judged:
-            gate = self.measurer.gate(info, compared.first_feeds, plan, record.to_json())
+            gate = self.measurer.gate(info, compared.first_feeds, plan, record)
             violations += pipeline.gate_into(record, gate, self.settings)
             self.inconclusive += len(gate.inconclusive)
         record.restarts = self.pool.take_restart_notes()
