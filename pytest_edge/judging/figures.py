@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..core.record import dig
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import MIN_RUNS
 
@@ -55,15 +56,6 @@ def is_number(value: Any) -> bool:
 def _positive(value: Any) -> bool:
     # The per-process filter as the gate always applied it (NaN and negatives fail ``> 0``).
     return isinstance(value, (int, float)) and value > 0
-
-
-def _get(data: Any, *path: str) -> Any:
-    """``data[path[0]][path[1]]...``, None where a level is missing or not an object."""
-    for key in path:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data
 
 
 @dataclass(frozen=True)
@@ -124,10 +116,10 @@ class GateFigures:
         processes = record.get("processes")
         pooled = record.get("latency_ms")
         coverage = record.get("coverage")
-        delegated = _get(coverage, "delegated_op_ids")
-        reasons = _get(coverage, "fallback_reasons")
+        delegated = dig(coverage, "delegated_op_ids")
+        reasons = dig(coverage, "fallback_reasons")
         runs, busy = record.get("measured_runs"), record.get("other_cores_busy")
-        numbers = {k: _get(record, *path) for k, path in (("peak", ("peak_memory_mb",)), ("bytes", ("artifact_bytes",)),
+        numbers = {k: dig(record, *path) for k, path in (("peak", ("peak_memory_mb",)), ("bytes", ("artifact_bytes",)),
                                                             ("fallback", ("coverage", "fallback")))}
         numbers = {k: v if is_number(v) else None for k, v in numbers.items()}
         return cls(
@@ -138,11 +130,11 @@ class GateFigures:
             if isinstance(pooled, Mapping) else {},
             measured_runs=runs if isinstance(runs, int) else None,
             peak_memory_mb=numbers["peak"], artifact_bytes=numbers["bytes"],
-            artifact=str(artifact) if (artifact := _get(record, "model", "artifact")) else None,
+            artifact=str(artifact) if (artifact := dig(record, "model", "artifact")) else None,
             fallback=numbers["fallback"],
             delegated_op_ids=tuple(delegated) if isinstance(delegated, list) else None,
             fallback_reasons=dict(reasons) if isinstance(reasons, Mapping) else None,
-            npu_memories={k: v for k in NPU_MEMORY_KEYS if is_number(v := _get(record, "npu", "memories", k))},
+            npu_memories={k: v for k in NPU_MEMORY_KEYS if is_number(v := dig(record, "npu", "memories", k))},
             counted=CountedMeasurement.of(record),
             timing_not_judged=bool(record.get("timing_not_judged")),
             under_load=bool(record.get("under_load", record.get("timing_under_load"))),
