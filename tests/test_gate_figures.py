@@ -64,7 +64,8 @@ def test_hostile_resource_figures_are_absent_never_judged() -> None:
     grown = {"backend": "b", "peak_memory_mb": 50.0, "artifact_bytes": 5000, "coverage": {"fallback": 0.5},
              "npu": {"memories": {"sram": 4096}}}
     assert len(resource_regressions(GateFigures.from_json(grown), GateFigures.from_json(good), 0.1)) == 4
-    for bad in ("10", None, True, [10.0]):
+    # NaN and Inf are not figures either (a NaN SRAM in a stored report once failed as "none before").
+    for bad in ("10", None, True, [10.0], float("nan"), float("inf")):
         hostile_old = {"backend": "b", "peak_memory_mb": bad, "artifact_bytes": bad, "coverage": {"fallback": bad},
                        "npu": {"memories": {"sram": bad}}}
         figures = GateFigures.from_json(hostile_old)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..core.record import dig
+from ..core.record import dig, is_finite_number
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import MIN_RUNS
 
@@ -121,7 +121,7 @@ class GateFigures:
         runs, busy = record.get("measured_runs"), record.get("other_cores_busy")
         numbers = {k: dig(record, *path) for k, path in (("peak", ("peak_memory_mb",)), ("bytes", ("artifact_bytes",)),
                                                             ("fallback", ("coverage", "fallback")))}
-        numbers = {k: v if is_number(v) else None for k, v in numbers.items()}
+        numbers = {k: v if is_finite_number(v) else None for k, v in numbers.items()}
         return cls(
             backend=str(record.get("backend")), source=source,
             processes=tuple(map(ProcessFigures.from_json, processes)) if isinstance(processes, (list, tuple)) else (),
@@ -134,7 +134,7 @@ class GateFigures:
             fallback=numbers["fallback"],
             delegated_op_ids=tuple(delegated) if isinstance(delegated, list) else None,
             fallback_reasons=dict(reasons) if isinstance(reasons, Mapping) else None,
-            npu_memories={k: v for k in NPU_MEMORY_KEYS if is_number(v := dig(record, "npu", "memories", k))},
+            npu_memories={k: v for k in NPU_MEMORY_KEYS if is_finite_number(v := dig(record, "npu", "memories", k))},
             counted=CountedMeasurement.of(record),
             timing_not_judged=bool(record.get("timing_not_judged")),
             under_load=bool(record.get("under_load", record.get("timing_under_load"))),
