@@ -215,11 +215,11 @@ def item_target(item: pytest.Item) -> Plan | LlmTarget | None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Start the backend workers that the selected tests need now, so their runtimes import
-    while pytest finishes collecting and starts the first tests (a fixed cost off the clock)."""
+    """Start the backend workers that the selected tests of either kind need now, so their runtimes
+    import while pytest finishes collecting and starts the first tests (a fixed cost off the clock)."""
     edge = config.stash.get(SESSION_KEY, None)
     if edge is not None and not config.option.collectonly:  # nothing runs: no runtime to start
-        edge.prestart([p.backend for p in map(item_plan, items) if p is not None and not p.unavailable])
+        edge.prestart([t.backend for t in map(item_target, items) if t is not None and not t.unavailable])
 
 
 def _handle(item: pytest.Item, plan: Plan) -> EdgeModel:
