@@ -636,8 +636,12 @@ def test_tolerances_judge_each_backend_by_its_own_accuracy_keywords() -> None:
                                                               "min_token_agreement": 0.5, "max_kld": "0.01"},
                                                 "llama.cpp@pi5": {"min_token_agreement": 0.25}}})
     gguf = spec.for_backend("llama.cpp")
-    assert (gguf.logits_atol, gguf.logits_cosine, gguf.min_token_agreement, gguf.max_kld) == (1e-3, 0.999, 0.5, 0.01)
+    # None switches a keyword off for that backend (as on the edge marker's tolerances=)
+    assert (gguf.logits_atol, gguf.logits_cosine, gguf.min_token_agreement, gguf.max_kld) == (None, 0.999, 0.5, 0.01)
     assert spec.for_backend("llama.cpp@pi5").min_token_agreement == 0.25
+    off = parse_llm_marker((), {"model": "m", "prompts": [[1]], "tolerances": {"litert-lm": {"min_token_agreement": None}}})
+    assert off.for_backend("litert-lm").min_token_agreement is None and off.min_token_agreement == 1.0
+    assert token_message([1, 2], [3, 4], 0.0, 0, None) is None  # off: never a violation
     assert spec.for_backend("llama.cpp@pi5").logits_cosine is None  # the device's entry, not merged
     assert spec.for_backend("onnxruntime-cpu") == spec and spec.min_token_agreement == 1.0
     with pytest.raises(EdgeUsageError, match=r"tolerances\['llama.cpp'\]: unknown key\(s\) 'ttft_ms'"):

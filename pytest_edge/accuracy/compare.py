@@ -185,7 +185,8 @@ def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
 def resolve_tolerance(defaults: Mapping[str, Any], tolerances: Mapping[str, Any] | None,
                       backend: str, output: str) -> dict[str, Any]:
     """Marker-level values, then ``tolerances[output]``, ``tolerances[backend]``, and
-    ``tolerances[backend][output]``, each overriding the one before."""
+    ``tolerances[backend][output]``, each overriding the one before; a None in a layer switches its
+    keyword off (``{"atol": None, "rtol": None}``: no element-wise check there)."""
     resolved = {k: v for k, v in defaults.items() if k in TOLERANCE_KEYS and v is not None}
     tolerances = tolerances or {}
     layers = [tolerances.get(output), tolerances.get(backend)]
@@ -195,7 +196,7 @@ def resolve_tolerance(defaults: Mapping[str, Any], tolerances: Mapping[str, Any]
     for layer in layers:
         if isinstance(layer, Mapping):
             resolved.update({k: v for k, v in layer.items() if k in TOLERANCE_KEYS})
-    return resolved
+    return {k: v for k, v in resolved.items() if v is not None}
 
 
 def summarize(comparisons: list[OutputComparison]) -> dict[str, float | None]:

@@ -183,11 +183,12 @@ def _check_inputs(source: Any) -> Any:
 FRACTION_KEYS = ("min_cosine", "topk_agreement")
 
 
-def _tolerance_value(key: str, value: Any, what: str) -> float:
+def _tolerance_value(key: str, value: Any, what: str) -> float | None:
     """One tolerance, parsed as the marker-level keyword is: atol/rtol/min_snr_db numbers >= 0,
-    min_cosine/topk_agreement fractions (0.99 or "99%")."""
+    min_cosine/topk_agreement fractions (0.99 or "99%"); None switches the keyword off in that scope
+    (resolve_tolerance drops it), as on edge_llm's tolerances=."""
     if value is None:
-        raise EdgeUsageError(f"{what}: expected a number, got None")
+        return None
     if key in FRACTION_KEYS:
         return parse_fraction(value, what)
     return parse_value(value, {"": 1.0}, what, "")

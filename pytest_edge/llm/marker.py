@@ -22,7 +22,7 @@ class LlmSpec:
     model: str
     prompts: tuple[tuple[int, ...], ...]
     new_tokens: int = 16
-    min_token_agreement: float = 1.0
+    min_token_agreement: float | None = 1.0  # None: not judged (a tolerances= entry may say so for one backend)
     logits_atol: float | None = 1e-3  # first-step logits, another runtime of the same float network
     logits_cosine: float | None = None
     min_top1_agreement: float | None = None  # teacher-forced, over every prompt's positions
@@ -46,8 +46,8 @@ class LlmSpec:
     # its goldens are read, and recorded from its own artifact; this model's outputs never become one.
     reference: str | None = None
     # Per backend (a name, or BACKEND@DEVICE), the accuracy keywords that backend is judged by instead
-    # (a GGUF's f16 beside an fp32 ONNX): ((backend, ((keyword, value), ...)), ...), parsed.
-    tolerances: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
+    # (a GGUF's f16 beside an fp32 ONNX): ((backend, ((keyword, value), ...)), ...), parsed; None: off there.
+    tolerances: tuple[tuple[str, tuple[tuple[str, float | None], ...]], ...] = ()
 
     def for_backend(self, backend: str) -> "LlmSpec":
         """This spec as ``backend`` is judged: its tolerances= entry (``BACKEND@DEVICE``'s, else the
@@ -178,7 +178,7 @@ def tolerance_keywords() -> tuple[str, ...]:
     return (*_NUMBERS, *(budget.keyword for budget in budgets_for(EDGE_LLM) if not budget.measured))
 
 
-def _tolerances(tolerances: Any) -> tuple[tuple[str, tuple[tuple[str, float], ...]], ...]:
+def _tolerances(tolerances: Any) -> tuple[tuple[str, tuple[tuple[str, float | None], ...]], ...]:
     """``{backend: {keyword: value}}`` checked and parsed as the marker's own keywords are."""
     shape = "edge_llm tolerances: expected {backend: {min_token_agreement: ..., logits_atol: ..., ...}}"
     if not isinstance(tolerances, Mapping):
@@ -194,7 +194,10 @@ def _tolerances(tolerances: Any) -> tuple[tuple[str, tuple[tuple[str, float], ..
                                  f"known: {', '.join(known)}")
         values = {key: value for key, value in entry.items() if value is not None}
         _parse_values(values, f"edge_llm tolerances[{backend!r}].")
-        parsed.append((backend, tuple(sorted(values.items()))))
+        # None switches the keyword off for this backend (as on the edge marker's tolerances=): a
+        # runtime that gives no logits (litert-lm) beside a marker's logits_cosine.
+        switched_off = {key: None for key, value in entry.items() if value is None}
+        parsed.append((backend, tuple(sorted({**values, **switched_off}.items()))))
     return tuple(parsed)
 
 

@@ -17,9 +17,9 @@ from ..measurement.stats import mean_sd
 
 
 def token_message(expected: Sequence[int], got: Sequence[int], agreement: float, first: int | None,
-                  minimum: float) -> str | None:
-    """The violation when agreement is under ``minimum`` (None when within)."""
-    if agreement >= minimum:
+                  minimum: float | None) -> str | None:
+    """The violation when agreement is under ``minimum`` (None when within, or not judged)."""
+    if minimum is None or agreement >= minimum:
         return None
     def at(seq: Sequence[int], i: int) -> str:
         return str(seq[i]) if first is not None and i < len(seq) else "none"
