@@ -79,3 +79,26 @@ def test_a_device_whose_worker_crashes_before_hello_fails_never_skips(pytester: 
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([f"*device odd: the worker crashed (signal {crash}) before it said hello*damaged or "
                                  "built for another CPU*device prepare --verify*"])
+
+
+def test_a_device_that_never_said_hello_is_no_restart_of_the_next_tests_worker(pytester: pytest.Pytester,
+                                                                                models: Path) -> None:
+    """A device's worker, started at collection, that ended before its hello failed to start: the
+    test on it skips with that, and no 'worker restarted' note reaches the next test (a local one,
+    which --edge-strict-restarts would fail on it)."""
+    pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_devices =\n    odd = sh -c 'exit 255'\n")
+    pytester.makepyfile('''
+import pytest
+
+@pytest.mark.edge(model="tiny_mlp", backends=["litert@odd"])
+def test_on_the_device(edge_model):
+    pass
+
+@pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu"])
+def test_here_after_it(edge_model):
+    pass
+''')
+    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-strict-restarts", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*device odd cannot be reached: its command ended (exit status 255)*"])
+    assert "restarted" not in result.stdout.str()

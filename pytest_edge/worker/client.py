@@ -159,7 +159,9 @@ class BackendWorker:
         return self.request(protocol.REQUESTS[op](*args), artifact=artifact)
 
     def request(self, request: protocol.Request, artifact: str | None = None) -> Any:
-        if self._process is not None and self._process.poll() is not None:
+        # A process that ended before its hello failed to start (an unreachable device): the handshake
+        # below reads why; only one that had said hello died between requests and is restarted.
+        if self._process is not None and self._process.poll() is not None and not self._starting:
             # It died between requests (a late native crash, the OOM killer, a kill): nothing of
             # this request ran yet, so start a new one and load again what it held; never silently.
             how = _signal_name(self._process.returncode)
@@ -173,7 +175,7 @@ class BackendWorker:
                 f"{self.label}: its worker process died ({how}) between requests (the OOM killer, a kill from "
                 f"outside, or a late native crash) and was restarted; lost with it: {held}, loaded again in the "
                 "new process (its load and first-inference figures are the new process's)")
-        if not self.alive:
+        if not self.alive and not self._starting:
             self.launch()
         key = getattr(request, "key", None)
         if isinstance(request, protocol.Load):
