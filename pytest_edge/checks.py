@@ -241,6 +241,11 @@ def _beyond(row: "Budget") -> str:
     return "exceeds" if row.sense == "max" else "is under"
 
 
+def _shown(value: float, unit: str, digits: str) -> str:
+    """A figure or budget as a person writes it: a count of tokens whole (16777216, not 1.67772e+07)."""
+    return str(int(value)) if unit == "tokens" and float(value).is_integer() else format(value, digits)
+
+
 def check_generation(figures: Mapping[str, Any], budgets: Budgets, backend: str) -> list[Finding]:
     """The ``edge_llm`` marker's budgets against one backend's generation figures (its record's
     ``llm`` block): TTFT and TPOT P50, decode and prefill tokens/s, peak memory, load time, the
@@ -258,11 +263,12 @@ def check_generation(figures: Mapping[str, Any], budgets: Budgets, backend: str)
     problems = []
     for keyword, value, budget, row in _outside(measured, budgets):
         if value is None:
-            problems.append(_found(keyword, None, budget,
-                                   f"{backend}: {row.figure} was not measured; budget {keyword}={budget:g} {row.unit}"))
+            problems.append(_found(keyword, None, budget, f"{backend}: {row.figure} was not measured; budget "
+                                                          f"{keyword}={_shown(budget, row.unit, 'g')} {row.unit}"))
         else:
-            problems.append(_found(keyword, value, budget, f"{backend}: {row.figure} {value:.4g} {row.unit} "
-                                                           f"{_beyond(row)} the budget {keyword}={budget:g} {row.unit}"))
+            problems.append(_found(keyword, value, budget, f"{backend}: {row.figure} {_shown(value, row.unit, '.4g')} "
+                                                           f"{row.unit} {_beyond(row)} the budget "
+                                                           f"{keyword}={_shown(budget, row.unit, 'g')} {row.unit}"))
     return problems
 
 

@@ -158,6 +158,10 @@ def test_runs(edge_llm):
 @pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu", p50_ms=10**400)
 def test_edge_p50_overflow(edge_model):
     pass
+
+@pytest.mark.edge_llm(model="tiny_llm", prompts=[[1, 2, 3]], max_context=2**24, backends=["onnxruntime-cpu"])
+def test_max_context_beyond_the_model(edge_llm):
+    pass
 """
 
 # test -> what its error must say (the keyword or file), one error each.
@@ -173,6 +177,8 @@ SAYS = {
     "test_runs": "edge_llm runs: 1000000000 is above 1,000",
     "test_edge_p50_overflow": "p50_ms: an integer of about 401 digits is beyond a float's range",
 }
+# Refused when its check starts, before anything runs (the model's configuration is read there): a failure.
+FAILS = {"test_max_context_beyond_the_model": "max_context=16777216 exceeds the model's maximum context of 1024"}
 
 
 def test_bad_edge_llm_values_are_each_one_tests_error(pytester: pytest.Pytester, models: Path) -> None:
@@ -182,8 +188,10 @@ def test_bad_edge_llm_values_are_each_one_tests_error(pytester: pytest.Pytester,
     (models / "deep_genai" / "genai_config.json").write_text(DEEP)
     pytester.makepyfile(test_llm=SESSION)
     result = pytester.runpytest_subprocess("--edge-update-golden", "-rE")
-    result.assert_outcomes(passed=1, errors=len(SAYS))
+    result.assert_outcomes(passed=1, errors=len(SAYS), failed=len(FAILS))
     text = result.stdout.str()
+    for test, says in FAILS.items():
+        assert says in text, test
     assert "INTERNALERROR" not in text and "Traceback" not in text and "interrupted" not in text
     # Each error's message, as its section shows it: "test_llm.py::test_x: <message>".
     errors = {line.split("::")[1].split(":")[0]: line for line in text.splitlines() if line.startswith("test_llm.py::")}

@@ -87,6 +87,8 @@ def test_budget_findings_name_backend_figure_and_budget() -> None:
         "executorch: prefill tokens/s was not measured; budget min_prefill_tps=1 tokens/s",
         "executorch: load time was not measured; budget max_load_ms=5 ms",
         "executorch: longest stable context 256 tokens is under the budget max_context=512 tokens"]
+    (huge,) = check_generation(figures, {"max_context": 2**24}, "executorch")  # a count, written whole
+    assert huge.message.endswith("is under the budget max_context=16777216 tokens")
     assert found[0] == Finding("ttft_ms", "TTFT P50", 2.0, 1e-6, "ms", found[0].message)
     assert (found[2].check, found[2].value, found[2].unit) == ("min_prefill_tps", None, "tokens/s")
     assert [f"{f.check} {f.figure}" for f in found[3:]] == ["max_load_ms load time",
@@ -322,6 +324,9 @@ def test_a_required_backend_that_cannot_run_fails(pytester: pytest.Pytester, llm
 
 
 def test_a_changed_model_fails_naming_the_first_differing_token(pytester: pytest.Pytester, llm_project: Path) -> None:
+    """A tuned copy judged against the float model's goldens (reference=) fails naming the first
+    token that differs; the float model's own artifact changed makes its golden stale, an error
+    naming both hashes, as a tensor golden's (not a note on whatever fails)."""
     import onnx
     from onnx import numpy_helper
 
@@ -333,8 +338,12 @@ def test_a_changed_model_fails_naming_the_first_differing_token(pytester: pytest
         array = numpy_helper.to_array(init)
         if array.dtype == np.float32 and array.ndim == 2:
             init.CopyFrom(numpy_helper.from_array(array + rng.normal(0, 0.02, array.shape).astype(np.float32), init.name))
-    onnx.save(model, str(llm_project / "tiny_llm.onnx"))
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    (llm_project / "tuned").mkdir()
+    onnx.save(model, str(llm_project / "tuned" / "tiny_llm.onnx"))
+    shutil.copy(llm_project / "tiny_llm.json", llm_project / "tuned" / "tiny_llm.json")
+    pytester.makepyfile(test_tuned=GENERATE.format(backends='"onnxruntime-cpu"').replace(
+        'model="tiny_llm"', 'model="tuned/tiny_llm", reference="tiny_llm"'))
+    result = pytester.runpytest_subprocess("test_tuned.py", "--edge-report=r.json")
     result.assert_outcomes(failed=1)
     (record,) = _report(pytester)
     prompt = record["llm"]["prompts"][0]
@@ -342,9 +351,15 @@ def test_a_changed_model_fails_naming_the_first_differing_token(pytester: pytest
     assert first is not None and prompt["tokens"][first] != prompt["golden_tokens"][first]
     result.stdout.fnmatch_lines([f"*onnxruntime-cpu: prompt [[]1, 2, 3, 4, 5[]]: token agreement * < 1: first "
                                  f"difference at new token {first} (golden {prompt['golden_tokens'][first]}, "
-                                 f"got {prompt['tokens'][first]}); golden * (the golden was recorded from "
-                                 "tiny_llm.onnx with sha256 *; this artifact's is *)"])
-    assert "4 check(s) failed" in result.stdout.str()  # tokens and logits of 2 prompts; the note is no check
+                                 f"got {prompt['tokens'][first]}); golden *, got *"])
+    assert "4 check(s) failed" in result.stdout.str()  # tokens and logits of 2 prompts
+    # The golden's own artifact changed: stale, for its own test and for the tuned one alike.
+    onnx.save(model, str(llm_project / "tiny_llm.onnx"))
+    stale = pytester.runpytest_subprocess()
+    assert stale.ret != 0 and "passed" not in stale.stdout.str().splitlines()[-1]
+    stale.stdout.fnmatch_lines(["*golden for 'tiny_llm' is stale: *tiny_llm.onnx has sha256 *, the golden "
+                                "(*prompt-*.npz) was recorded for sha256 *; if the change is intended, refresh it "
+                                "with*"])
 
 
 def test_figures_in_the_record_and_budgets_named(pytester: pytest.Pytester, llm_project: Path) -> None:
@@ -468,8 +483,10 @@ def test_ab_gate_catches_a_deeper_decoder_and_passes_an_unchanged_one(pytester: 
     assert record["baseline_check"]["mode"] == "ab" and len(record["llm"]["processes"]) == 3
     for name in ("tiny_llm.onnx", "tiny_llm.json"):
         shutil.copy(LLM / "deep" / name, llm_project / name)
+    # A change of model refreshes its goldens (else they are stale); then only the gate can fail it.
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
     deeper = pytester.runpytest_subprocess("--edge-baseline-models=base", "--edge-processes=3")
-    deeper.assert_outcomes(failed=1)  # its tokens differ from the golden too; the gate's line is what counts here
+    deeper.assert_outcomes(failed=1)
     deeper.stdout.fnmatch_lines(["*onnxruntime-cpu: TPOT P50 * ms (geometric mean of 8 process TPOT P50s) is +* "
                                  "against the baseline twin * ms (allowed +10%; paired t=* over 8 A/B pairs*); "
                                  "measured twice in fresh processes: *"])

@@ -67,6 +67,22 @@ def _project(pytester: pytest.Pytester, export: str, as_name: str = "decoder",
     return greedy
 
 
+def _tuned(pytester: pytest.Pytester, folder: Path, greedy: dict, backends: tuple[str, ...] = ("onnxruntime-cpu",)) -> None:
+    """``folder`` (a changed export, as a change that ships it would bring) as models/tuned, in a test
+    judging it against models/decoder's goldens with reference=: a golden is stale once its own
+    artifact changes, so a changed export is judged against the original's goldens this way."""
+    if folder != pytester.path / "models" / "tuned":
+        shutil.copytree(folder, pytester.path / "models" / "tuned")
+    pytester.makepyfile(test_tuned=f"""
+        import pytest
+
+        @pytest.mark.edge_llm(model="models/tuned", reference="models/decoder", prompts={greedy['prompts']!r},
+                              new_tokens={greedy['new_tokens']}, backends={list(backends)!r})
+        def test_tuned(edge_llm):
+            pass
+    """)
+
+
 @pytest.mark.parametrize("export", ["genai_llama", "optimum_qwen2"])
 def test_a_field_export_runs_with_no_hand_written_configuration(pytester: pytest.Pytester, export: str) -> None:
     """The builder's folder (genai_config.json names model.onnx; attention_mask in) and Optimum's
@@ -110,9 +126,8 @@ def test_the_same_export_slightly_perturbed_fails_naming_the_first_differing_pos
     greedy = _project(pytester, "genai_llama")
     pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=1)
     perturbed = json.loads((LLM / "genai_llama_perturbed" / "pytorch_greedy.json").read_text())
-    for file in ("model.onnx", "model.onnx.data"):
-        shutil.copy(LLM / "genai_llama_perturbed" / file, pytester.path / "models" / "decoder" / file)
-    result = pytester.runpytest_subprocess("-k", "golden")
+    _tuned(pytester, LLM / "genai_llama_perturbed", greedy)
+    result = pytester.runpytest_subprocess("test_tuned.py")
     result.assert_outcomes(failed=1)
     first = next(i for i, (a, b) in enumerate(zip(greedy["tokens"][0], perturbed["tokens"][0])) if a != b)
     result.stdout.fnmatch_lines([f"*first difference at new token {first} (golden {greedy['tokens'][0][first]}, "
@@ -233,21 +248,24 @@ def test_gguf_metadata_is_read_without_llama_cpp(tmp_path: Path) -> None:
         assert name in str(info.value)
 
 
-def _quantized_project(pytester: pytest.Pytester, quantized: list[str], element_wise: list[str]) -> None:
-    """The builder's float export as models/decoder and two tests of it: one judging ``quantized``
-    backends by token agreement and logits cosine (logits_atol=None), one judging ``element_wise``
-    ones element-wise (logits_atol=1e-5), which a quantized build fails."""
+def _quantized_project(pytester: pytest.Pytester, quantized: list[str], element_wise: list[str],
+                       tested: str = "decoder") -> None:
+    """The builder's float export as models/decoder and two tests of models/<tested> (the float
+    export's folder itself, or another judged against its goldens with reference=): one judging
+    ``quantized`` backends by token agreement and logits cosine (logits_atol=None), one judging
+    ``element_wise`` ones element-wise (logits_atol=1e-5), which a quantized build fails."""
     shutil.copytree(LLM / "genai_llama", pytester.path / "models" / "decoder")
     greedy = json.loads((LLM / "genai_llama" / "pytorch_greedy.json").read_text())
+    model = f'model="models/{tested}"' + (', reference="models/decoder"' if tested != "decoder" else "")
     pytester.makepyfile(test_builds=f"""
         import pytest
 
-        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
+        @pytest.mark.edge_llm({model}, prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
                               backends={quantized!r}, min_token_agreement=0.5, logits_atol=None, logits_cosine=0.99)
         def test_quantized(edge_llm):
             pass
 
-        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
+        @pytest.mark.edge_llm({model}, prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
                               backends={element_wise!r}, logits_atol=1e-5)
         def test_element_wise(edge_llm):
             pass
@@ -289,10 +307,11 @@ def test_an_int8_onnx_build_is_judged_against_the_float_golden(pytester: pytest.
     int8 = onnx.load(str(LLM / "genai_llama_int8" / "model.onnx"), load_external_data=False)
     quantized_ops = [n for n in int8.graph.node if n.op_type == "MatMulNBits"]
     assert quantized_ops and all(a.i == 8 for n in quantized_ops for a in n.attribute if a.name == "bits")
-    _quantized_project(pytester, ["onnxruntime-cpu"], ["onnxruntime-cpu"])
+    # Its own folder, judged against the float export's goldens (reference=): the float golden is
+    # recorded from the float artifact, never from the int8 one.
+    shutil.copytree(LLM / "genai_llama_int8", pytester.path / "models" / "int8")
+    _quantized_project(pytester, ["onnxruntime-cpu"], ["onnxruntime-cpu"], tested="int8")
     pytester.runpytest_subprocess("--edge-update-golden", "-k", "quantized").assert_outcomes(passed=1)
-    for file in ("model.onnx", "model.onnx.data"):
-        shutil.copy(LLM / "genai_llama_int8" / file, pytester.path / "models" / "decoder" / file)
     result = pytester.runpytest_subprocess("--edge-report=r.json")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: prompt * first-step logits max |Δ| 0.0* > logits_atol 1e-05*"])
@@ -432,13 +451,15 @@ def test_the_gemma2_export_slightly_perturbed_fails_naming_the_first_differing_p
         pytester: pytest.Pytester) -> None:
     import numpy as np
 
-    _project(pytester, "genai_gemma2")
+    greedy = _project(pytester, "genai_gemma2")
     pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=1)
-    data = pytester.path / "models" / "decoder" / "model.onnx.data"
+    shutil.copytree(pytester.path / "models" / "decoder", pytester.path / "models" / "tuned")
+    data = pytester.path / "models" / "tuned" / "model.onnx.data"
     weights = np.frombuffer(data.read_bytes(), np.float32)  # every tensor float32 (-p fp32)
     noise = np.random.default_rng(27).standard_normal(weights.shape).astype(np.float32)
     data.write_bytes((weights * (1 + 0.1 * noise)).astype(np.float32).tobytes())
-    result = pytester.runpytest_subprocess("-k", "golden")
+    _tuned(pytester, pytester.path / "models" / "tuned", greedy)
+    result = pytester.runpytest_subprocess("test_tuned.py")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: prompt [[]*]: token agreement * < 1: first difference at new "
                                  "token * (golden *, got *)*"])

@@ -206,21 +206,24 @@ Q4_BUDGETS = {"min_top1_agreement": 0.9, "max_kld": 1e-3}
 
 
 def _gguf_project(pytester: pytest.Pytester) -> dict:
-    """The f32 GGUF as models/decoder/model.gguf (llama.cpp the reference: the float golden) and two
-    tests judging it teacher-forced, free-running agreement and first-step logits left loose."""
+    """The f32 GGUF as models/decoder/model.gguf (llama.cpp the reference: the float golden), a copy of
+    it as models/quant/model.gguf (the export each round swaps), and two tests judging the copy
+    against the float model's goldens (reference=) teacher-forced, free-running agreement and
+    first-step logits left loose."""
     shutil.copytree(LLM / "gguf_llama", pytester.path / "models" / "decoder")
+    shutil.copytree(LLM / "gguf_llama", pytester.path / "models" / "quant")
     greedy = json.loads((LLM / "gguf_llama" / "pytorch_greedy.json").read_text())
     loose = "min_token_agreement=0, logits_atol=None"
     pytester.makepyfile(test_quantized=f"""
         import pytest
 
-        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
-                              backends=["llama.cpp"], {loose}, **{Q8_BUDGETS!r})
+        @pytest.mark.edge_llm(model="models/quant", reference="models/decoder", prompts={greedy['prompts']!r},
+                              new_tokens={greedy['new_tokens']}, backends=["llama.cpp"], {loose}, **{Q8_BUDGETS!r})
         def test_q8(edge_llm):
             pass
 
-        @pytest.mark.edge_llm(model="models/decoder", prompts={greedy['prompts']!r}, new_tokens={greedy['new_tokens']},
-                              backends=["llama.cpp"], {loose}, **{Q4_BUDGETS!r})
+        @pytest.mark.edge_llm(model="models/quant", reference="models/decoder", prompts={greedy['prompts']!r},
+                              new_tokens={greedy['new_tokens']}, backends=["llama.cpp"], {loose}, **{Q4_BUDGETS!r})
         def test_q4(edge_llm):
             pass
     """)
@@ -240,7 +243,7 @@ def test_quantized_ggufs_are_judged_teacher_forced_against_the_float_golden(pyte
     (which the Q8_0 thresholds, an order of magnitude tighter in KLD, fail)."""
     greedy = _gguf_project(pytester)
     pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    model = pytester.path / "models" / "decoder" / "model.gguf"
+    model = pytester.path / "models" / "quant" / "model.gguf"
     figures = {}
     for name, make in (("q8_0", lambda: shutil.copy(LLM / "gguf_llama_q8" / "model.gguf", model)),
                        ("perturbed", lambda: perturbed_gguf(LLM / "gguf_llama" / "model.gguf", model, 0.03)),

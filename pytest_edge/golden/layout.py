@@ -131,7 +131,8 @@ class ChangedFile:
 
     def reason(self, model: str, artifact: Path, meta: Path) -> str:
         """Why the golden of ``model`` (its ``meta`` file) no longer speaks for ``artifact``."""
-        what = f"{self.path}" if self.path == artifact else f"the external data file {self.path} of {artifact.name}"
+        what = (f"{self.path}" if self.path == artifact else f"the configuration {self.path} of {artifact.name}"
+                if self.path.suffix == ".json" else f"the external data file {self.path} of {artifact.name}")
         if self.recorded is None:
             return f"golden for {model!r} was recorded without {what}; record it with {UPDATE_HINT}"
         return (f"golden for {model!r} is stale: {what} has sha256 {self.current}, the golden ({meta}) was "

@@ -24,7 +24,7 @@ from ..files import relative_path, sha256_file
 from ..golden.sets import check_owner, decoder_folder
 from ..golden.obtained import write_obtained_tokens
 from ..golden.store import GoldenStore
-from ..golden.layout import ChangedFile, changed_files
+from ..golden.layout import changed_files
 from ..golden.tokens import (TokenGolden, TopLogprobs, golden_files, golden_path, read_golden, recorded_files,
                              write_golden)
 from ..llm.marker import LlmSpec, check_prompt
@@ -66,6 +66,7 @@ class LlmChecker:
         # (backend, artifact, threads) -> the contexts a decoder of it is loaded with in that worker
         self._loaded: dict[tuple[str, str, int], list[int]] = {}
         self._recorded: dict[Path, int] = {}  # goldens written this session, with how many tokens
+        self._stale: dict[tuple[Path, tuple[tuple[str, str], ...]], str | None] = {}  # _stale_reason's, once each
 
     def generate(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
                  new_tokens: int, at_least: int = 0) -> Generation:
@@ -154,6 +155,10 @@ class LlmChecker:
         else:
             path = golden_path(self.settings.golden_dir, self.golden_folder(owner), prompt)
         golden = read_golden(path, prompt)
+        if path not in self._recorded:  # one just recorded speaks for the artifact as it is
+            stale = self._stale_reason(owner, golden, path)
+            if stale:
+                raise GoldenError(stale)
         if len(golden.tokens) < target.spec.new_tokens:
             raise GoldenError(f"{path}: holds {len(golden.tokens)} tokens, the test asks for "
                               f"new_tokens={target.spec.new_tokens}: re-record it with --edge-update-golden")
@@ -163,11 +168,32 @@ class LlmChecker:
                               f"[0, {config.vocab_size}); re-record it with --edge-update-golden")
         return golden
 
+    def _stale_reason(self, owner: Model, golden: TokenGolden, path: Path) -> str | None:
+        """Why ``golden`` no longer speaks for the artifact it was recorded from (``owner``'s, the
+        reference model's with ``reference=``), by the tensor goldens' rule: each of its files must be
+        as recorded (golden.layout.changed_files). Hashed once a session per artifact and record."""
+        producer = next((a for a in owner.artifacts.values() if a.name == golden.meta.get("artifact")), None)
+        if producer is None:  # not among the model's artifacts any more: nothing here to be stale against
+            return None
+        recorded = recorded_files(golden.meta)
+        key = (producer, tuple(sorted(recorded.items())))
+        if key not in self._stale:
+            change = next(iter(changed_files(recorded, golden_files(producer))), None)
+            self._stale[key] = change.reason(owner.key, producer, path) if change else None
+        return self._stale[key]
+
     def check(self, test_id: str, target: LlmTarget, rootdir: Path) -> tuple[Record, list[str]]:
         spec, artifact = target.spec.for_backend(target.backend), target.artifact  # its tolerances= too
-        config = config_of(target.model, artifact)
+        try:
+            config = config_of(target.model, artifact)
+        except EdgeUsageError as exc:  # the file's reader names the file; the test's backend is said too
+            raise EdgeUsageError(f"{target.backend}: {exc}") from None
         where = f"{target.model.name} ({target.backend})"
         prompts = [check_prompt(p, spec.new_tokens, config, where) for p in spec.prompts]
+        if spec.max_context is not None and spec.max_context > config.max_context:
+            # Refused before anything runs, as contexts= beyond it is: no length the sweep tries reaches it.
+            raise EdgeUsageError(f"{where}: max_context={spec.max_context} exceeds the model's maximum context of "
+                                 f"{config.max_context}; no context the sweep can try reaches it")
         violations: list[str] = []
         per_prompt = []
         forced: list[TeacherForced] = []
@@ -197,13 +223,6 @@ class LlmChecker:
                 if spec.logits_cosine is not None:  # asked for, and nothing to compare: said, never passed
                     found.append(f"first-step logits cosine not measured (logits_cosine={spec.logits_cosine:g}): "
                                  f"{no_logits}")
-            changed = _changed_files(golden.meta, artifact) if target.reference is None else []
-            if found and changed and golden.meta.get("reference_backend") == target.backend:
-                # Said with the failure, not counted as one: the likely cause is a changed artifact.
-                found[0] += (f" (the golden was recorded from {golden.meta.get('artifact')} with "
-                             + "; ".join(f"{'' if c.name == artifact.name else c.name + ' '}"
-                                         + ("no sha256" if c.recorded is None else f"sha256 {c.recorded[:12]}")
-                                         + f"; this artifact's is {c.current[:12]}" for c in changed) + ")")
             violations += [f"{target.backend}: prompt {_short(prompt)}: {m}" for m in found]
             # The top-k of a failing prompt only: sorting a large vocabulary's logits takes seconds.
             kept = golden.distributions if found and forced_logits is not None else None
@@ -348,12 +367,6 @@ class LlmChecker:
 def _file_digests(artifact: Path) -> dict[str, str]:
     """{name: sha256} of every file of the artifact (external data, a GenAI folder's configuration)."""
     return {name: sha256_file(path) for name, path in golden_files(artifact).items()}
-
-
-def _changed_files(meta: dict[str, Any], artifact: Path) -> list[ChangedFile]:
-    """Each file of the artifact that changed since the golden was recorded, by the goldens' one
-    rule (golden.layout.changed_files)."""
-    return list(changed_files(recorded_files(meta), golden_files(artifact)))
 
 
 def _overall(parts: Sequence[TeacherForced], unkept: Sequence[str]) -> dict[str, Any]:
