@@ -554,7 +554,7 @@ def test_report_records_of_the_wrong_shape(tmp_path: Path, record: dict, detail:
 @pytest.mark.parametrize("kwargs, pattern", [
     ({"tolerances": {"y": {"atol": "loose"}}}, r"tolerances\['y'\]\.atol: cannot parse 'loose'"),
     ({"tolerances": {"y": {"rtol": -1}}}, r"tolerances\['y'\]\.rtol: -1 must be a finite number >= 0"),
-    ({"tolerances": {"y": {"atol": None}}}, r"tolerances\['y'\]\.atol: expected a number"),
+    ({"tolerances": {"y": {"atol": True}}}, r"tolerances\['y'\]\.atol: expected a number, got True"),
     ({"tolerances": {"litert": {"y": {"min_cosine": 1.5}}}},
      r"tolerances\['litert'\]\['y'\]\.min_cosine: 1\.5 is above 1"),
     ({"tolerances": {"litert": {"topk_agreement": "most"}}},
