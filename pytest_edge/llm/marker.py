@@ -65,6 +65,13 @@ class LlmSpec:
         """This marker's budgets that ``check`` judges (``checks.check_generation``)."""
         return budgets_of(check, lambda keyword: getattr(self, keyword))
 
+    def check_context_budget(self, config: LlmConfig, where: str) -> None:
+        """A longest-stable-context budget beyond the model's maximum context is refused before
+        anything runs, as contexts= beyond it is: no length the sweep can try reaches it."""
+        if self.max_context is not None and self.max_context > config.max_context:
+            raise EdgeUsageError(f"{where}: max_context={self.max_context} exceeds the model's maximum context of "
+                                 f"{config.max_context}; no context the sweep can try reaches it")
+
     @property
     def sweep_memory_mb(self) -> float | None:
         """The memory budget each length of the context sweep must stay within (``peak_memory_mb``)."""

@@ -190,10 +190,7 @@ class LlmChecker:
             raise EdgeUsageError(f"{target.backend}: {exc}") from None
         where = f"{target.model.name} ({target.backend})"
         prompts = [check_prompt(p, spec.new_tokens, config, where) for p in spec.prompts]
-        if spec.max_context is not None and spec.max_context > config.max_context:
-            # Refused before anything runs, as contexts= beyond it is: no length the sweep tries reaches it.
-            raise EdgeUsageError(f"{where}: max_context={spec.max_context} exceeds the model's maximum context of "
-                                 f"{config.max_context}; no context the sweep can try reaches it")
+        spec.check_context_budget(config, where)
         violations: list[str] = []
         per_prompt = []
         forced: list[TeacherForced] = []
