@@ -255,8 +255,17 @@ def test_pte_fallback_equals_export_time_delegation_info(model: str) -> None:
         assert export_fallback[match] == count
     assert coverage.partitions == info.num_delegated_subgraphs
     assert not coverage.approximate
-    # The shipped .pte reads the same as the freshly lowered program.
+    # The shipped .pte reads the same as the freshly lowered program, and so does one whose
+    # delegate payloads are inline in the flatbuffer rather than in segments after it.
     assert pte_coverage((FIXTURES / f"{model}.pte").read_bytes()) == coverage
+    from executorch.exir import ExecutorchBackendConfig
+
+    from pytest_edge.backends.executorch.program import INLINE, SEGMENT, read_plans
+
+    inline = lowered.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer
+    assert {loc for plan in read_plans(inline) for loc, _ in plan.delegate_data} <= {INLINE}
+    assert {loc for plan in read_plans(lowered.to_executorch().buffer) for loc, _ in plan.delegate_data} <= {SEGMENT}
+    assert pte_coverage(inline) == coverage
 
 
 @pytest.mark.parametrize("artifact, backend", [("tiny_cnn.onnx", "onnxruntime-cpu"),

@@ -829,3 +829,22 @@ def test_a_pte_whose_vectors_point_at_each_other_is_refused_quickly() -> None:
     assert len(data) < 10_000
     with pytest.raises(UNREADABLE, match="more entries than the file has words"):
         read_plans(data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), min_size=1, max_size=8))
+def test_delegate_coverage_of_a_damaged_pte_is_a_figure_or_an_unreadable_error(edits: list[tuple[int, int]]) -> None:
+    """The coverage reader follows the delegate calls into their payloads (inline or in segments
+    after the flatbuffer): damaged bytes anywhere give a figure or one of the reader's errors,
+    never another exception or a read past the file."""
+    from pytest_edge.backends.executorch.coverage import pte_coverage
+    from pytest_edge.backends.executorch.program import UNREADABLE
+
+    data = bytearray((FIXTURES / "tiny_cnn.pte").read_bytes())
+    for position, value in edits:
+        data[position % len(data)] = value
+    try:
+        coverage = pte_coverage(bytes(data))
+    except UNREADABLE:
+        return
+    assert 0 <= coverage.delegated_ops <= coverage.total_ops

@@ -16,17 +16,24 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..base import Coverage
+from .program import delegate_payload, read_plans
 
 _XNN_MAGIC = b"XH00"
 
 
 @lru_cache(maxsize=1)
 def xnnpack_node_names() -> list[str]:
-    """The ``XNodeUnion`` member names, in union order, from the schema the executorch package ships."""
-    import executorch.backends.xnnpack.serialization as xnn_serialization
+    """The ``XNodeUnion`` member names, in union order, from the schema the executorch package ships
+    (found by path: importing ``executorch.backends.xnnpack`` imports the exporter, ~4 s)."""
+    import importlib.util
 
-    folder = Path(next(iter(xnn_serialization.__path__)))  # a namespace package: no __file__
-    schema = (folder / "schema.fbs").read_text()
+    spec = importlib.util.find_spec("executorch")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    schema_file = next((Path(f) / "backends/xnnpack/serialization/schema.fbs" for f in folders
+                        if (Path(f) / "backends/xnnpack/serialization/schema.fbs").is_file()), None)
+    if schema_file is None:
+        raise ValueError("the executorch package has no XNNPACK schema (backends/xnnpack/serialization/schema.fbs)")
+    schema = schema_file.read_text()
     body = re.search(r"union\s+XNodeUnion\s*\{(.*?)\}", schema, re.S)
     if body is None:
         raise ValueError("XNodeUnion not found in the XNNPACK schema")
@@ -63,39 +70,37 @@ def _backend_name(delegate_id: str) -> str:
 
 
 def pte_coverage(data: bytes) -> Coverage:
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    program = deserialize_pte_binary(data).program
-    plan = program.execution_plan[0]  # "forward", the method pytest-edge runs
-    fallback: Counter[str] = Counter()
-    delegated = partitions = 0
+    """Coverage of the program's "forward" method (the one pytest-edge runs), read by
+    :mod:`.program`'s flatbuffer reader; one of its ``UNREADABLE`` errors for a broken file."""
+    plans = read_plans(data)
+    plan = next((p for p in plans if p.name == "forward"), plans[0] if plans else None)
+    if plan is None:
+        raise ValueError("the program has no execution plan")
+    # Every kernel call counts, so the counts equal the export-time get_delegation_info (getitem
+    # never reaches the runtime; a non-delegated view_copy runs as et_view).
+    fallback = Counter(operator for operator, _ in plan.kernel_calls)
+    delegated = 0
     approximate = False
     delegate_names: list[str] = []
-    for instruction in plan.chains[0].instructions:
-        args = instruction.instr_args
-        kind = type(args).__name__
-        if kind == "KernelCall":
-            # Every kernel call counts, so the counts equal the export-time get_delegation_info
-            # (getitem never reaches the runtime; a non-delegated view_copy runs as et_view).
-            fallback[plan.operators[args.op_index].name] += 1
-        elif kind == "DelegateCall":
-            partitions += 1
-            delegate = plan.delegates[args.delegate_index]
-            backend = _backend_name(delegate.id)
-            if backend not in delegate_names:
-                delegate_names.append(backend)
-            payload = program.backend_delegate_data[delegate.processed.index].data
-            try:
-                nodes = xnnpack_nodes(payload) if delegate.id == "XnnpackBackend" else None
-            except (ValueError, IndexError, struct.error):
-                nodes = None
-            if nodes is None:
-                delegated += 1
-                approximate = True
-            else:
-                delegated += len(nodes)
+    for index in plan.delegate_calls:
+        if not 0 <= index < len(plan.delegates):
+            raise ValueError(f"a delegate call to delegate {index} of {len(plan.delegates)}")
+        delegate_id = plan.delegates[index]
+        backend = _backend_name(delegate_id)
+        if backend not in delegate_names:
+            delegate_names.append(backend)
+        try:
+            nodes = (xnnpack_nodes(delegate_payload(data, plan.delegate_data[index]))
+                     if delegate_id == "XnnpackBackend" else None)
+        except (ValueError, IndexError, struct.error):
+            nodes = None
+        if nodes is None:
+            delegated += 1
+            approximate = True
+        else:
+            delegated += len(nodes)
     total = delegated + sum(fallback.values())
     return Coverage(
         total_ops=total, delegated_ops=delegated, fallback_ops=sum(fallback.values()),
-        partitions=partitions, fallback_op_names=dict(fallback), delegates=delegate_names,
+        partitions=len(plan.delegate_calls), fallback_op_names=dict(fallback), delegates=delegate_names,
         method="runtime", approximate=approximate)

@@ -3,7 +3,9 @@ executorch 1.x), without the runtime or the exporter: each method's name, its va
 their sizes and dtype, constant ints and bools), inputs, outputs and kernel calls. Enough for what
 ExecuTorch's LLM export writes into the file: the metadata methods (``get_max_seq_len`` ... a
 method with no inputs returning one constant) and the operators the attention calls with the KV
-cache. Importing ``executorch.exir`` for this would cost the pytest process ~4 s and ~140 MB."""
+cache; and for delegate coverage, each delegate call and its payload (inline, or in a segment after
+the flatbuffer). Importing ``executorch.exir`` for this would cost every process that reads a .pte
+~4 s and ~140 MB."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from flatbuffers import encode, number_types, table
 # Union member indices (0 is NONE) of program.fbs.
 _KERNEL_TYPES = {1: "Null", 2: "Int", 3: "Bool", 4: "Double", 5: "Tensor", 6: "String", 7: "IntList",
                  8: "DoubleList", 9: "BoolList", 10: "TensorList", 11: "OptionalTensorList"}
-_KERNEL_CALL = 1  # InstructionArguments.KernelCall
+_KERNEL_CALL, _DELEGATE_CALL = 1, 2  # InstructionArguments.KernelCall, .DelegateCall
+INLINE, SEGMENT = 0, 1  # DataLocation of a delegate's processed payload
 MAX_PLANS = 4096
 MAX_VALUES = 1 << 22
 # What reading a broken flatbuffer raises: offsets past the end, wrong types under a union.
@@ -41,6 +44,10 @@ class Plan:
     operators: list[str] = field(default_factory=list)
     kernel_calls: list[tuple[str, list[int]]] = field(default_factory=list)  # (operator, value indices)
     delegates: list[str] = field(default_factory=list)  # each BackendDelegate's id (EthosUBackend, ...)
+    # Each delegate's payload, parallel to ``delegates``: (DataLocation, index into the program's
+    # inline data or its segments).
+    delegate_data: list[tuple[int, int]] = field(default_factory=list)
+    delegate_calls: list[int] = field(default_factory=list)  # each DelegateCall's delegate index
 
     def tensor(self, index: int) -> TensorValue | None:
         value = self.values[index] if 0 <= index < len(self.values) else None
@@ -87,6 +94,14 @@ class _Table(table.Table):
         offset = self.field(slot)
         return _Table(self.Bytes, self.Indirect(self.Pos + offset), self.budget) if offset else None
 
+    def vector_bytes(self, slot: int) -> bytes:
+        offset = self.field(slot)
+        if not offset:
+            return b""
+        start, count = self.Vector(offset), self.VectorLen(offset)
+        _bounded(count, len(self.Bytes), start + count, len(self.Bytes))
+        return bytes(self.Bytes[start:start + count])
+
     def string(self, slot: int) -> str:
         offset = self.field(slot)
         return self.String(self.Pos + offset).decode("utf-8", "replace") if offset else ""
@@ -128,21 +143,58 @@ def _value(evalue: _Table) -> object:
 def read_plans(data: bytes) -> list[Plan]:
     """Every execution plan of the program in ``data`` (a .pte checked by ``pte_problem``); one of
     :data:`UNREADABLE` where the flatbuffer is not one."""
-    # The bytes as they are (no copy: a decoder's worker holds the file once, inside its measured peak).
-    program = _Table(data, encode.Get(number_types.UOffsetTFlags.packer_type, data, 0), [len(data) // 4])
+    program = _program(data)
     plans = []
     for plan in program.tables(1, MAX_PLANS):  # Program.execution_plan
         operators = [op.string(0) for op in plan.tables(6)]
+        delegates = plan.tables(7)
         found = Plan(plan.string(0), [_value(v) for v in plan.tables(2)],
                      plan.ints(3, number_types.Int32Flags, 4), plan.ints(4, number_types.Int32Flags, 4), operators,
-                     delegates=[delegate.string(0) for delegate in plan.tables(7)])
+                     delegates=[delegate.string(0) for delegate in delegates],
+                     delegate_data=[_data_reference(delegate.child(1)) for delegate in delegates])
         for chain in plan.tables(5):
             for instruction in chain.tables(2):
-                if instruction.scalar(0, number_types.Uint8Flags) != _KERNEL_CALL:
-                    continue
+                kind = instruction.scalar(0, number_types.Uint8Flags)
                 call = instruction.child(1)
-                op = call.scalar(0, number_types.Int32Flags) if call else -1
-                if call is not None and 0 <= op < len(operators):
-                    found.kernel_calls.append((operators[op], call.ints(1, number_types.Int32Flags, 4)))
+                if call is None:
+                    continue
+                if kind == _KERNEL_CALL:
+                    op = call.scalar(0, number_types.Int32Flags)  # 0, the default, is not stored
+                    if 0 <= op < len(operators):
+                        found.kernel_calls.append((operators[op], call.ints(1, number_types.Int32Flags, 4)))
+                elif kind == _DELEGATE_CALL:
+                    found.delegate_calls.append(call.scalar(0, number_types.Int32Flags))
         plans.append(found)
     return plans
+
+
+def _program(data: bytes) -> _Table:
+    # The bytes as they are (no copy: a decoder's worker holds the file once, inside its measured peak).
+    return _Table(data, encode.Get(number_types.UOffsetTFlags.packer_type, data, 0), [len(data) // 4])
+
+
+def _data_reference(processed: _Table | None) -> tuple[int, int]:
+    if processed is None:
+        return (INLINE, -1)
+    return (processed.scalar(0, number_types.Int8Flags), processed.scalar(1, number_types.Uint32Flags))
+
+
+def delegate_payload(data: bytes, reference: tuple[int, int]) -> bytes:
+    """A delegate's processed payload (``Plan.delegate_data``): inline in the flatbuffer, or a segment
+    after it, at the extended header's segment base offset, as the runtime finds it. One of
+    :data:`UNREADABLE` where the reference points outside the file."""
+    location, index = reference
+    program = _program(data)
+    entries = program.tables(3 if location == INLINE else 4)  # backend_delegate_data, segments
+    if not 0 <= index < len(entries):
+        raise IndexError(f"delegate data {index} of {len(entries)}")
+    if location == INLINE:
+        return entries[index].vector_bytes(0)
+    if location != SEGMENT or data[8:12] != b"eh00" or len(data) < 32:
+        raise ValueError(f"delegate data in location {location} without the extended header that places it")
+    base = int.from_bytes(data[24:32], "little")
+    segment = entries[index]
+    offset, size = segment.scalar(0, number_types.Uint64Flags), segment.scalar(1, number_types.Uint64Flags)
+    if base + offset + size > len(data):
+        raise ValueError(f"a delegate segment of {size} bytes at {base + offset} past the file's {len(data)}")
+    return bytes(data[base + offset:base + offset + size])
