@@ -40,6 +40,23 @@ def test_client_requests_are_no_ops_outside_valgrind() -> None:
         callgrind.count_runs(lambda: None, 0, 1)
 
 
+@pytest.mark.parametrize("cost_lines", [0, 3, 700, 850, 5000])
+def test_a_dump_is_read_by_its_head_and_tail_as_whole(tmp_path: Path, cost_lines: int) -> None:
+    """A dump's totals read from its first and last kilobytes (a dump lists every function seen, and
+    reading all of it under Valgrind was most of a counted process's counting) are the whole file's:
+    at every size, around the head's and the tail's limits, with a multi-byte name cut anywhere."""
+    body = "".join(f"fn=({i}) f\u00e9_{i}\n{i % 7} {i} {i % 3}\n" for i in range(cost_lines))
+    dump = tmp_path / "callgrind.1.out.1"
+    dump.write_text("# callgrind format\nevents: Ir Dr Dw\nsummary: 10 4 2\n\n" + body + "totals: 11 4 2\n",
+                    encoding="utf-8")
+    assert callgrind.dump_totals(dump) == {"Ir": 11, "Dr": 4, "Dw": 2}
+    dump.write_text("events: Ir Dr\nsummary: 10 4\n" + body, encoding="utf-8")  # no totals line: the summary
+    assert callgrind.dump_totals(dump) == {"Ir": 10, "Dr": 4}
+    dump.write_text(body + "totals: 1 2\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="not a callgrind dump"):
+        callgrind.dump_totals(dump)
+
+
 @needs_valgrind
 @pytest.mark.slow
 def test_ab_twin_two_percent_more_work_fails_an_unchanged_twin_passes(pytester: pytest.Pytester) -> None:

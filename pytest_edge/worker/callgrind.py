@@ -110,16 +110,32 @@ def latest_dump(out_dir: Path, pid: int) -> Path | None:
     return max(dumps, key=lambda p: int(p.name.rsplit(".", 1)[1]), default=None)
 
 
+_DUMP_HEAD, _DUMP_TAIL = 16384, 4096
+
+
 def dump_totals(path: Path) -> dict[str, int]:
-    """Event name -> total of a callgrind dump (its ``events:`` and ``totals:``/``summary:`` lines)."""
+    """Event name -> total of a callgrind dump (its ``events:`` line, and its ``totals:`` line, else
+    its ``summary:``). ``events:``/``summary:`` open the file and ``totals:`` ends it: only the head and
+    the tail are read, since a dump holds every function seen (~12,000 lines for ONNX Runtime), and
+    reading it whole under Valgrind took 0.3 s a run, 80 % of a counted process's counting."""
+    with open(path, "rb") as dump:
+        size = dump.seek(0, os.SEEK_END)
+        dump.seek(0)
+        if size <= _DUMP_HEAD + _DUMP_TAIL:
+            lines = dump.read().decode("utf-8", "replace").splitlines()
+        else:
+            head = dump.read(_DUMP_HEAD).decode("utf-8", "replace").splitlines()
+            dump.seek(size - _DUMP_TAIL)
+            tail = dump.read().decode("utf-8", "replace").splitlines()
+            # The head's last line may end, and the tail's first begin, mid-line: neither is read.
+            lines = head[:-1] + tail[1:]
     events: list[str] = []
     totals: list[int] | None = None
-    with open(path, errors="replace") as dump:
-        for line in dump:
-            if line.startswith("events:"):
-                events = line.split()[1:]
-            elif line.startswith(("totals:", "summary:")):
-                totals = [int(v) for v in line.split()[1:]]
+    for line in lines:
+        if line.startswith("events:"):
+            events = line.split()[1:]
+        elif line.startswith(("totals:", "summary:")):
+            totals = [int(v) for v in line.split()[1:]]
     if not events or totals is None:
         raise ValueError(f"{path}: not a callgrind dump with totals")
     return {name: totals[i] if i < len(totals) else 0 for i, name in enumerate(events)}
