@@ -848,3 +848,24 @@ def test_delegate_coverage_of_a_damaged_pte_is_a_figure_or_an_unreadable_error(e
     except UNREADABLE:
         return
     assert 0 <= coverage.delegated_ops <= coverage.total_ops
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), min_size=1, max_size=6))
+def test_a_damaged_ethos_u_pte_is_a_backend_error_naming_it(tmp_path_factory: pytest.TempPathFactory,
+                                                             edits: list[tuple[int, int]]) -> None:
+    """An Ethos-U program with damaged bytes (its flatbuffer, its compile specs, vela's blocks) reads
+    as its delegates or fails as a BackendError naming the file (found: an unbalanced quote in the
+    compile flags escaped as shlex's ValueError)."""
+    from pytest_edge.backends.ethos_u.pte import read_program
+    from pytest_edge.errors import BackendError
+
+    data = bytearray((FIXTURES / "npu/select_mlp_ethos_u55.pte").read_bytes())
+    for position, value in edits:
+        data[position % len(data)] = value
+    path = tmp_path_factory.mktemp("ethos") / "damaged.pte"
+    path.write_bytes(bytes(data))
+    try:
+        read_program(path)
+    except BackendError as error:
+        assert str(path) in str(error)

@@ -76,39 +76,40 @@ def _flags(text: str) -> dict[str, str]:
 
 def read_program(path: Path) -> EthosUProgram:
     """The Ethos-U delegates and CPU kernels of ``path``'s ``forward``; a BackendError naming the file
-    where it is no program or a delegate's payload is unreadable."""
+    where it is no program or a delegate's payload is unreadable. Read by the executorch backend's
+    own flatbuffer reader (exir's deserializer imports the exporter: ~4 s a process)."""
+    from ..executorch.program import UNREADABLE, delegate_payload, read_plans
+
     try:
-        from executorch.exir._serialize._program import deserialize_pte_binary
-    except ImportError:
-        raise BackendError(f"{path}: reading an ExecuTorch program needs executorch installed "
-                           "(the [executorch] extra)") from None
-    try:
-        program = deserialize_pte_binary(path.read_bytes()).program
-        plan = next((p for p in program.execution_plan if p.name == "forward"), program.execution_plan[0])
-    except Exception as error:  # the deserializer raises what flatbuffers and its checks raise
+        data = path.read_bytes()
+        plans = read_plans(data)
+    except OSError as error:
+        raise BackendError(f"{path}: cannot read it ({error})") from None
+    except UNREADABLE as error:
         raise BackendError(f"{path}: not an ExecuTorch program ({type(error).__name__}: {error})") from None
+    plan = next((p for p in plans if p.name == "forward"), plans[0] if plans else None)
+    if plan is None:
+        raise BackendError(f"{path}: not an ExecuTorch program (no execution plan)")
     found = EthosUProgram()
-    for instruction in plan.chains[0].instructions:
-        args = instruction.instr_args
-        kind = type(args).__name__
-        if kind == "KernelCall":
-            found.cpu_operators.append(plan.operators[args.op_index].name)
-        elif kind == "DelegateCall":
-            delegate = plan.delegates[args.delegate_index]
-            if delegate.id != ETHOS_U_DELEGATE:
-                found.other_delegates.append(delegate.id)
-                continue
-            specs = {spec.key: bytes(spec.value).decode("utf-8", "replace") for spec in delegate.compile_specs}
-            flags = _flags(specs.get("compile_flags", ""))
-            try:
-                blocks = vela_blocks(program.backend_delegate_data[delegate.processed.index].data)
-                scratch = struct.unpack("<I", blocks["scratch_size"])[0]
-                found.delegates.append(EthosUDelegate(
-                    specs.get("target") or flags.get("accelerator-config", "?"), flags, blocks["cmd_data"],
-                    blocks["weight_data"], len(blocks["weight_data"]), scratch))
-            except (ValueError, KeyError, IndexError, struct.error) as error:
-                raise BackendError(f"{path}: its Ethos-U delegate #{len(found.delegates)} is unreadable "
-                                   f"({error})") from None
+    found.cpu_operators.extend(operator for operator, _ in plan.kernel_calls)
+    for index in plan.delegate_calls:
+        if not 0 <= index < len(plan.delegates):
+            raise BackendError(f"{path}: not an ExecuTorch program (a call to delegate {index} of "
+                               f"{len(plan.delegates)})")
+        if plan.delegates[index] != ETHOS_U_DELEGATE:
+            found.other_delegates.append(plan.delegates[index])
+            continue
+        specs = {key: value.decode("utf-8", "replace") for key, value in plan.delegate_specs[index].items()}
+        try:
+            flags = _flags(specs.get("compile_flags", ""))  # shlex: an unbalanced quote is a ValueError
+            blocks = vela_blocks(delegate_payload(data, plan.delegate_data[index]))
+            scratch = struct.unpack("<I", blocks["scratch_size"])[0]
+            found.delegates.append(EthosUDelegate(
+                specs.get("target") or flags.get("accelerator-config", "?"), flags, blocks["cmd_data"],
+                blocks["weight_data"], len(blocks["weight_data"]), scratch))
+        except (ValueError, KeyError, IndexError, TypeError, struct.error) as error:
+            raise BackendError(f"{path}: its Ethos-U delegate #{len(found.delegates)} is unreadable "
+                               f"({error})") from None
     return found
 
 

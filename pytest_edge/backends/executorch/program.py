@@ -48,6 +48,8 @@ class Plan:
     # inline data or its segments).
     delegate_data: list[tuple[int, int]] = field(default_factory=list)
     delegate_calls: list[int] = field(default_factory=list)  # each DelegateCall's delegate index
+    # Each delegate's compile specs (key -> value bytes), parallel to ``delegates``.
+    delegate_specs: list[dict[str, bytes]] = field(default_factory=list)
 
     def tensor(self, index: int) -> TensorValue | None:
         value = self.values[index] if 0 <= index < len(self.values) else None
@@ -151,7 +153,9 @@ def read_plans(data: bytes) -> list[Plan]:
         found = Plan(plan.string(0), [_value(v) for v in plan.tables(2)],
                      plan.ints(3, number_types.Int32Flags, 4), plan.ints(4, number_types.Int32Flags, 4), operators,
                      delegates=[delegate.string(0) for delegate in delegates],
-                     delegate_data=[_data_reference(delegate.child(1)) for delegate in delegates])
+                     delegate_data=[_data_reference(delegate.child(1)) for delegate in delegates],
+                     delegate_specs=[{spec.string(0): spec.vector_bytes(1) for spec in delegate.tables(2)}
+                                     for delegate in delegates])
         for chain in plan.tables(5):
             for instruction in chain.tables(2):
                 kind = instruction.scalar(0, number_types.Uint8Flags)
