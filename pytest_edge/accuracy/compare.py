@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -199,12 +199,14 @@ def resolve_tolerance(defaults: Mapping[str, Any], tolerances: Mapping[str, Any]
     return {k: v for k, v in resolved.items() if v is not None}
 
 
+def worst(values: Iterable[float | None], pick: Callable[[list[float]], float]) -> float | None:
+    """``pick`` (max, or min for a similarity) of the figures that were computed; None where none was."""
+    known = [v for v in values if v is not None]
+    return pick(known) if known else None
+
+
 def summarize(comparisons: list[OutputComparison]) -> dict[str, float | None]:
     """The record's ``accuracy`` figures: worst over all outputs and cases."""
-    def worst(values, pick):
-        values = [v for v in values if v is not None]
-        return pick(values) if values else None
-
     return {
         "max_abs_err": worst([c.max_abs_err for c in comparisons], max),
         "max_rel_err": worst([c.max_rel_err for c in comparisons], max),

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import __version__
+from ..accuracy.compare import worst
 from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
 from ..backends.decoder_config import LlmConfig
@@ -280,8 +281,8 @@ class LlmChecker:
                       "token_agreement": min(p["token_agreement"] for p in per_prompt),
                       "top1_agreement": overall["top1_agreement"],
                       "kld_mean": (overall.get("kld") or {}).get("mean"),
-                      "max_abs_err": _worst(per_prompt, "max_abs_err", max),
-                      "cosine": _worst(per_prompt, "cosine", min)},
+                      "max_abs_err": worst([r.get("max_abs_err") for r in per_prompt], max),
+                      "cosine": worst([r.get("cosine") for r in per_prompt], min)},
             device=({"name": split_device(target.backend)[1], "machine": self.pool.machine(target.backend)}
                     if split_device(target.backend)[1] else None),
             generation=GenerationRecord.from_json(block), checked=True, budget_findings=findings)
@@ -389,11 +390,6 @@ def _overall(parts: Sequence[TeacherForced], unkept: Sequence[str]) -> dict[str,
 
 def _short(prompt: list[int]) -> str:
     return str(prompt) if len(prompt) <= 8 else f"[{', '.join(map(str, prompt[:6]))}, … ({len(prompt)} tokens)]"
-
-
-def _worst(rows: list[dict[str, Any]], key: str, pick: Any) -> float | None:
-    values = [r[key] for r in rows if r.get(key) is not None]
-    return pick(values) if values else None
 
 
 def _runtime(backend: str) -> dict[str, Any]:
