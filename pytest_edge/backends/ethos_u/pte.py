@@ -78,7 +78,7 @@ def read_program(path: Path) -> EthosUProgram:
     """The Ethos-U delegates and CPU kernels of ``path``'s ``forward``; a BackendError naming the file
     where it is no program or a delegate's payload is unreadable. Read by the executorch backend's
     own flatbuffer reader (exir's deserializer imports the exporter: ~4 s a process)."""
-    from ..executorch.program import UNREADABLE, delegate_payload, read_plans
+    from ..executorch.program import UNREADABLE, delegate_payload, forward_plan, read_plans
 
     try:
         data = path.read_bytes()
@@ -87,7 +87,7 @@ def read_program(path: Path) -> EthosUProgram:
         raise BackendError(f"{path}: cannot read it ({error})") from None
     except UNREADABLE as error:
         raise BackendError(f"{path}: not an ExecuTorch program ({type(error).__name__}: {error})") from None
-    plan = next((p for p in plans if p.name == "forward"), plans[0] if plans else None)
+    plan = forward_plan(plans)
     if plan is None:
         raise BackendError(f"{path}: not an ExecuTorch program (no execution plan)")
     found = EthosUProgram()

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..base import Coverage
-from .program import delegate_payload, read_plans
+from .program import delegate_payload, forward_plan, read_plans
 
 _XNN_MAGIC = b"XH00"
 
@@ -72,8 +72,7 @@ def _backend_name(delegate_id: str) -> str:
 def pte_coverage(data: bytes) -> Coverage:
     """Coverage of the program's "forward" method (the one pytest-edge runs), read by
     :mod:`.program`'s flatbuffer reader; one of its ``UNREADABLE`` errors for a broken file."""
-    plans = read_plans(data)
-    plan = next((p for p in plans if p.name == "forward"), plans[0] if plans else None)
+    plan = forward_plan(read_plans(data))
     if plan is None:
         raise ValueError("the program has no execution plan")
     # Every kernel call counts, so the counts equal the export-time get_delegation_info (getitem

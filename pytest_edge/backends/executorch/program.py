@@ -172,6 +172,11 @@ def read_plans(data: bytes) -> list[Plan]:
     return plans
 
 
+def forward_plan(plans: list[Plan]) -> Plan | None:
+    """The plan pytest-edge runs: the "forward" method, else the program's first; None for none."""
+    return next((p for p in plans if p.name == "forward"), plans[0] if plans else None)
+
+
 def _program(data: bytes) -> _Table:
     # The bytes as they are (no copy: a decoder's worker holds the file once, inside its measured peak).
     return _Table(data, encode.Get(number_types.UOffsetTFlags.packer_type, data, 0), [len(data) // 4])
