@@ -164,6 +164,12 @@ class Settings:
     # edge_compile_options: a compile-time target's name -> its compiler's options (docs/npu.md).
     compile_options: dict[str, dict[str, str]] = field(default_factory=dict)
 
+    @property
+    def gating(self) -> bool:
+        """A merge gate runs in this session: an A/B folder or a stored report was given (the one
+        place this is decided; judging.baseline.choose_baseline decides against what)."""
+        return self.baseline is not None or self.baseline_models is not None
+
 
 def _default_cache() -> Path:
     from ..devices.qemu import default_cache

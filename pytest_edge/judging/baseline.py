@@ -1,14 +1,105 @@
-"""What the merge gate compares a measurement against: a stored report's record of the same test or
-model (``--edge-baseline``), or an A/B twin's measurement made into such a record
-(``--edge-baseline-models``), and what a record keeps of its twin."""
+"""What the merge gate compares a measurement against, decided once for every kind of check
+(tensor, compile-time target, decoder) and both modes: the A/B twin in ``--edge-baseline-models``,
+else the stored report's record (``--edge-baseline``), else the model is new in this change, else no
+gate runs (:func:`choose_baseline`). Also what a record keeps of its twin for the pages."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..core.sizes import artifact_size
+from ..files import relative_path
+
+if TYPE_CHECKING:
+    from ..core.models import Model
+    from ..core.settings import Settings
+    from .gate import GateResult
+
+
+class BaselineKind(str, Enum):
+    TWIN = "twin"  # A/B: the twin artifact, measured or compiled in this job
+    STORED = "stored"  # a record of the stored report
+    NEW = "new"  # a gate runs and found neither: new in this change, listed, not judged
+    NONE = "none"  # no gate asked for
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class BaselineChoice:
+    """The one decision of what a check is gated against. ``source`` names the baseline in the
+    gate's messages (the twin's path, the stored record's test); ``folder`` is the A/B folder or the
+    stored report, as the pages name it; ``looked_for`` what a new model's gate looked for."""
+
+    kind: BaselineKind
+    twin: Path | None = None
+    stored: Mapping[str, Any] | None = None
+    source: str = ""
+    folder: str = ""
+    looked_for: str = ""
+    mode: str = ""  # "ab" or "stored", as the record's baseline_check names it; "" without a gate
+
+    @property
+    def paired(self) -> bool:
+        """A/B: the two sides are measured as pairs in this job."""
+        return self.kind is BaselineKind.TWIN
+
+    @property
+    def what(self) -> str:
+        """How a message names the baseline."""
+        return "the baseline twin" if self.paired else "the baseline"
+
+    def new_result(self) -> "GateResult":
+        """A gated model with neither twin nor stored record: new in this change, measured, not
+        judged; the summary says what was looked for (a run where every model is new compared
+        nothing and fails: report.table.gate_compared_nothing)."""
+        from .gate import GateResult
+
+        return GateResult(summary={"mode": self.mode, "new": True, "looked_for": self.looked_for,
+                                   "folder": self.folder})
+
+
+def twin_of(folder: Path | None, model: "Model", artifact: Path) -> Path | None:
+    """The A/B twin of ``model``'s ``artifact``: the regular file at the artifact's place under
+    ``folder`` (Model.twin), never the artifact itself (a folder gated against itself compares
+    nothing)."""
+    if folder is None:
+        return None
+    twin = model.twin(artifact, folder)
+    return twin if twin.is_file() and twin.resolve() != Path(artifact).resolve() else None
+
+
+def _report_path(settings: "Settings") -> str:
+    return relative_path(settings.baseline_path, settings.rootdir) if settings.baseline_path else "the stored report"
+
+
+def choose_baseline(settings: "Settings", model: "Model", artifact: Path, test_id: str,
+                    backend: str) -> BaselineChoice:
+    """Twin, stored, new or none, for every kind and mode: the twin where the A/B folder has one,
+    else the stored report's record of the same test (else the same model on the same backend),
+    else new where a gate runs, else none."""
+    if not settings.gating:
+        return BaselineChoice(BaselineKind.NONE)
+    rootdir = settings.rootdir
+    twin = twin_of(settings.baseline_models, model, artifact)
+    if twin is not None:
+        return BaselineChoice(BaselineKind.TWIN, twin=twin, source=os.path.relpath(twin, rootdir),
+                              folder=os.path.relpath(settings.baseline_models, rootdir), mode="ab")
+    stored = find_baseline(settings.baseline, {"test": test_id, "backend": backend, "model": {"name": model.key}})
+    if stored is not None:
+        return BaselineChoice(BaselineKind.STORED, stored=stored, source=str(stored.get("test", "?")),
+                              folder=_report_path(settings), mode="stored")
+    if settings.baseline_models is not None:
+        return BaselineChoice(BaselineKind.NEW, mode="ab",
+                              looked_for=os.path.relpath(model.twin(artifact, settings.baseline_models), rootdir),
+                              folder=os.path.relpath(settings.baseline_models, rootdir))
+    return BaselineChoice(BaselineKind.NEW, mode="stored", looked_for=f"{test_id}, or {model.key} on {backend}",
+                          folder=_report_path(settings))
 
 
 def find_baseline(baseline: Mapping[str, Any] | None, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -33,9 +124,10 @@ def twin_baseline(backend: str, twin: Path, measured: Mapping[str, Any], coverag
     return baseline, os.path.relpath(twin, rootdir)
 
 
-# The figures the pages compare and draw (report/: html_report.figure_changes, the ECDF and memory charts).
+# The figures the pages compare and draw (report/: html_report.figure_changes, the ECDF and memory
+# charts), and a compile-time target's compiler result (npu), as a stored record holds them.
 TWIN_FIGURES = ("latency_ms", "latency_quantiles_ms", "peak_memory_mb", "steady_memory_mb", "load_ms",
-                "first_inference_ms", "coverage", "measured_runs", "artifact_bytes")
+                "first_inference_ms", "coverage", "measured_runs", "artifact_bytes", "npu")
 
 
 def twin_figures(measured: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from ..errors import BackendCrash, CountingUnavailable
 from .counted import run_count_gate
 from .figures import GateFigures
 from ..measurement.counts import CountedMeasurement, combine_counts
-from .baseline import find_baseline, twin_baseline
+from .baseline import BaselineChoice, twin_baseline
 from .gate import GateResult
 from ..core.plan import Plan
 from ..core.record import Record
@@ -97,11 +97,14 @@ class Counter:
                               artifact=str(artifact))
 
     def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, live: Record,
-             twin: Path | None, twin_measured: CountedMeasurement | None,
+             choice: BaselineChoice, twin_measured: CountedMeasurement | None,
              twin_coverage: dict[str, Any] | None) -> GateResult:
-        """A/B against the twin's counts where there is a twin, else against a stored report's
-        (``live``: this run's record, its ``counted`` block this artifact's counts)."""
-        if twin is not None and twin_measured is not None:
+        """A/B against the twin's counts where the choice is the twin, else against the stored
+        report's record (``live``: this run's record, its ``counted`` block this artifact's counts)."""
+        twin = choice.twin
+        if twin is not None:
+            if twin_measured is None:
+                raise RuntimeError(f"the baseline twin {choice.source} of {info.artifact} was not counted")
             # The twin's figures as the record a stored report would hold.
             baseline, source = twin_baseline(info.backend, twin, {"counted": twin_measured.to_json()}, twin_coverage,
                                              self.settings.rootdir)
@@ -111,10 +114,7 @@ class Counter:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan)
                 return mine, theirs
         else:
-            stored = find_baseline(self.settings.baseline, live.to_json())
-            if stored is None:
-                return GateResult()
-            baseline, source, paired = stored, stored.get("test", "?"), False
+            baseline, source, paired = dict(choice.stored or {}), choice.source, False
 
             def recount() -> tuple[CountedMeasurement, CountedMeasurement | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)

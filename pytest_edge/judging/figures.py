@@ -102,7 +102,11 @@ class GateFigures:
     fallback: float | None = None  # delegate coverage: the fraction of work outside the delegate
     delegated_op_ids: tuple[Any, ...] | None = None
     fallback_reasons: Mapping[Any, Any] | None = None
+    # the operators on the CPU by the runtime's type name and count (CUMSUM: 1), and the partitions
+    fallback_op_names: Mapping[str, int] | None = None
+    partitions: int | None = None
     npu_memories: Mapping[str, float] = field(default_factory=dict)  # bytes, as written
+    npu_estimated_ms: float | None = None  # the compiler's estimate at its clock: exact for one compiler
     counted: CountedMeasurement | None = None
     timing_not_judged: bool = False
     under_load: bool = False
@@ -134,6 +138,12 @@ class GateFigures:
             fallback=numbers["fallback"],
             delegated_op_ids=tuple(delegated) if isinstance(delegated, list) else None,
             fallback_reasons=dict(reasons) if isinstance(reasons, Mapping) else None,
+            fallback_op_names={str(k): int(v) for k, v in names.items()}
+            if isinstance(names := dig(coverage, "fallback_op_names"), Mapping)
+            and all(is_number(v) and v >= 0 for v in names.values()) else None,
+            partitions=int(parts) if is_number(parts := dig(coverage, "partitions")) and parts >= 0 else None,
+            npu_estimated_ms=float(est) if is_finite_number(est := dig(record, "npu", "estimated_ms")) and est > 0
+            else None,
             npu_memories={k: v for k in NPU_MEMORY_KEYS if is_finite_number(v := dig(record, "npu", "memories", k))},
             counted=CountedMeasurement.of(record),
             timing_not_judged=bool(record.get("timing_not_judged")),
@@ -151,3 +161,51 @@ class GateFigures:
         """Both measurements as one: their processes together (in order, so A/B pairs stay aligned);
         the rest is this one's."""
         return replace(self, processes=(*self.processes, *other.processes))
+
+
+def invalid_gate_field(record: Mapping[str, Any]) -> str | None:
+    """What is wrong with the coverage and compiler figures the gate reads of a stored record, or
+    None: the parser above drops a figure that is not a number, so a baseline holding one would turn
+    its comparison off in silence; the report's reader refuses it instead, naming the field.
+    ``coverage`` and ``npu`` are null or objects; fractions, counts, memories and estimates finite
+    numbers >= 0 (not bools, not strings); operator ids a list of strings, reasons and names objects."""
+    coverage = record.get("coverage")
+    if coverage is not None:
+        if not isinstance(coverage, Mapping):
+            return f"'coverage' must be an object or null, got {_shown(coverage)}"
+        for key in ("fallback", "total_ops", "delegated_ops", "fallback_ops", "partitions"):
+            if coverage.get(key) is not None and not _non_negative(coverage[key]):
+                return f"'coverage.{key}' must be a finite number >= 0 or null, got {_shown(coverage[key])}"
+        ids = coverage.get("delegated_op_ids")
+        if ids is not None and not (isinstance(ids, list) and all(isinstance(op, str) for op in ids)):
+            return f"'coverage.delegated_op_ids' must be a list of strings or null, got {_shown(ids)}"
+        for key in ("fallback_reasons", "fallback_op_names"):
+            if coverage.get(key) is not None and not isinstance(coverage[key], Mapping):
+                return f"'coverage.{key}' must be an object or null, got {_shown(coverage[key])}"
+        names = coverage.get("fallback_op_names") or {}
+        for op, count in names.items():
+            if not _non_negative(count):
+                return f"'coverage.fallback_op_names.{op}' must be a count >= 0, got {_shown(count)}"
+    npu = record.get("npu")
+    if npu is None:
+        return None
+    if not isinstance(npu, Mapping):
+        return f"'npu' must be an object or null, got {_shown(npu)}"
+    memories = npu.get("memories")
+    if memories is not None and not isinstance(memories, Mapping):
+        return f"'npu.memories' must be an object or null, got {_shown(memories)}"
+    for key, value in (memories or {}).items():
+        if value is not None and not _non_negative(value):
+            return f"'npu.memories.{key}' must be a number of bytes >= 0 or null, got {_shown(value)}"
+    for key in ("sram_bytes", "flash_bytes", "estimated_cycles", "estimated_ms", "clock_hz"):
+        if npu.get(key) is not None and not _non_negative(npu[key]):
+            return f"'npu.{key}' must be a finite number >= 0 or null, got {_shown(npu[key])}"
+    return None
+
+
+def _non_negative(value: Any) -> bool:
+    return is_finite_number(value) and value >= 0
+
+
+def _shown(value: Any) -> str:
+    return repr(value)[:60]

@@ -32,7 +32,7 @@ from ..core.acceptance import Acceptance, changed_files, describe, find, stale
 from ..core.record import GateVerdict
 from .figures import GateFigures, ProcessFigures
 from .regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
-                          NPU_MEMORY, PEAK_MEMORY, GateFinding, Regression, TimedFigure, latency_regressions,
+                          NPU_ESTIMATE, NPU_MEMORY, PARTITIONS, PEAK_MEMORY, GateFinding, Regression, TimedFigure, latency_regressions,
                           resource_regressions)
 
 # A/B mode (docs/gate.md, "Catching 1.2x"): a P50 above this fraction of the threshold is measured
@@ -112,10 +112,13 @@ def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
     """The rule by which the gate judged ``figure``, in words (docs/gate.md)."""
     if figure == PEAK_MEMORY:
         return f"above the threshold and by more than {MEMORY_FLOOR_MB:g} MB"
-    if figure in (ARTIFACT_SIZE, NPU_MEMORY):
+    if figure in (ARTIFACT_SIZE, NPU_MEMORY, NPU_ESTIMATE):
         return "grown beyond the threshold (exact: no noise floor)"
+    if figure == PARTITIONS:
+        return "any rise of the delegate partitions"
     if figure == DELEGATE_COVERAGE:
-        return "any rise of the fallback fraction, and any operator that left the delegate (by the runtime's name for it)"
+        return ("any rise of the fallback fraction, and any operator on the CPU that was not before (one that left "
+                "the delegate, by the runtime's name for it; an operator type the CPU runs more of)")
     if counted:
         return "instructions per inference above the threshold (counted; counted again where processes disagree)"
     if paired:

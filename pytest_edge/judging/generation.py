@@ -16,7 +16,6 @@ the threshold both times, the second measurement significant on its own, and bot
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -32,9 +31,9 @@ from ..files import relative_path
 from ..worker.pool import WorkerPool
 from ..worker.protocol import (ContextMemory, DecoderLoaded, GenerationTimes, LimitAddressSpace, Load, MeasureGeneration,
                                ProbeContext)
-from .baseline import find_baseline
+from .baseline import BaselineKind, choose_baseline
 from .figures import GateFigures
-from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate
+from .gate import AB_REMEASURE_PAIRS, GateResult, run_gate
 from .regressions import GENERATION_FIGURES
 from ..measurement.stats import mean_sd
 
@@ -121,14 +120,6 @@ def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any]] | None],
                                "counted": {key: float(np.median(v)) if v else None for key, v in shares.items()}}}
 
 
-def twin_of(baseline_models: Path | None, model: Model, artifact: Path) -> Path | None:
-    """The baseline twin of ``model``'s ``artifact`` in the A/B folder, or None."""
-    if baseline_models is None:
-        return None
-    twin = model.twin(artifact, baseline_models)
-    return twin if twin.is_file() and twin.resolve() != Path(artifact).resolve() else None
-
-
 def twin_config(twin: Path, fallback: LlmConfig) -> LlmConfig:
     """The twin's own configuration (its exporter's files beside it), else the tested artifact's."""
     try:
@@ -137,14 +128,11 @@ def twin_config(twin: Path, fallback: LlmConfig) -> LlmConfig:
         return fallback
 
 
-def stored_record(baseline: Mapping[str, Any] | None, test: str, backend: str, model: str) -> GateFigures | None:
-    """The baseline record of a stored report, found as for every model (the same test, else the
-    same model on the same backend: baseline.find_baseline), as the gate reads one: its
-    per-process generation figures, its peak memory and artifact size (None where it has no processes)."""
-    record = find_baseline(baseline, {"test": test, "backend": backend, "model": {"name": model}})
-    processes = ((record or {}).get("llm") or {}).get("processes")
-    if not record or not processes:
-        return None
+def stored_figures(record: Mapping[str, Any], backend: str, test: str) -> GateFigures:
+    """A stored report's record as the gate reads a decoder's: its per-process generation figures
+    (none where the record has no ``llm.processes``: its timed figures are then not compared), its
+    peak memory and artifact size."""
+    processes = (record.get("llm") or {}).get("processes") or []
     return GateFigures.from_json({"backend": backend, "processes": processes,
                                   "peak_memory_mb": record.get("peak_memory_mb"),
                                   "artifact_bytes": record.get("artifact_bytes"), "model": record.get("model")},
@@ -181,31 +169,28 @@ def judge(backend: str, measured: Mapping[str, Any], baseline: GateFigures, *, p
 def gate_generation(settings: Settings, test_id: str, backend: str, model: Model, artifact: Path,
                     twin: Path | None, measured: Mapping[str, Any], twin_measured: Mapping[str, Any] | None,
                     rounds: MeasureRounds) -> GateResult | None:
-    """The merge gate's decision on a decoder's generation figures, as Measurer.gate decides a
-    tensor model's: against ``twin`` (measured with it in the same rounds) where the A/B folder has
-    one, else the stored report's record; a model with neither is new in this change, listed and not
-    judged (None: no baseline asked for)."""
-    report = relative_path(settings.baseline_path, settings.rootdir) if settings.baseline_path else "the stored report"
+    """The merge gate's decision on a decoder's generation figures, against the baseline the one
+    rule chooses (baseline.choose_baseline, as for every kind): ``twin`` (measured with it in the
+    same rounds), else the stored report's record; a model with neither is new in this change,
+    listed and not judged (None: no baseline asked for)."""
+    choice = choose_baseline(settings, model, artifact, test_id, backend)
+    if choice.kind is BaselineKind.NONE:
+        return None
+    if choice.kind is BaselineKind.NEW:
+        return choice.new_result()
     judging: dict[str, Any] = {"measure_again": rounds, "processes": settings.processes,
                                "max_regression": settings.max_regression, "strict": settings.strict_timing,
                                "artifact": artifact, "rootdir": settings.rootdir}
-    if twin is not None and twin_measured is not None:
+    if choice.twin is not None:
+        if twin_measured is None or twin != choice.twin:
+            raise RuntimeError(f"the baseline twin {choice.source} of {artifact} was not measured")
         judged = judge(backend, measured, as_gated(backend, twin_measured, twin, settings.rootdir),
-                       paired=True, source=relative_path(twin, settings.rootdir), **judging)
-        judged.summary["folder"] = os.path.relpath(settings.baseline_models, settings.rootdir)
-        return judged
-    stored = stored_record(settings.baseline, test_id, backend, model.key)
-    if stored is not None:
-        judged = judge(backend, measured, stored, paired=False, source=test_id, **judging)
-        judged.summary["folder"] = report
-        return judged
-    if settings.baseline_models is not None:  # no twin: new in this change, listed, not judged
-        return nothing_to_compare("ab", os.path.relpath(model.twin(artifact, settings.baseline_models),
-                                                        settings.rootdir),
-                                  os.path.relpath(settings.baseline_models, settings.rootdir))
-    if settings.baseline is not None:
-        return nothing_to_compare("stored", f"{test_id}, or {model.key} on {backend}", report)
-    return None
+                       paired=True, source=choice.source, **judging)
+    else:
+        judged = judge(backend, measured, stored_figures(choice.stored or {}, backend, test_id), paired=False,
+                       source=choice.source, **judging)
+    judged.summary["folder"] = choice.folder
+    return judged
 
 
 # ------------------------------------------------------------ the context sweep

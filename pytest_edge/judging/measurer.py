@@ -3,7 +3,6 @@ compares them with a baseline (docs/measurement.md, docs/gate.md)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
@@ -12,9 +11,9 @@ import numpy as np
 from ..backends import split_device
 from .counter import Counter
 from ..measurement.counts import CountedMeasurement
-from .baseline import find_baseline, twin_baseline, twin_figures
+from .baseline import BaselineKind, choose_baseline, twin_baseline, twin_figures, twin_of
 from .figures import GateFigures
-from .gate import AB_REMEASURE_PAIRS, GateResult, nothing_to_compare, run_gate
+from .gate import AB_REMEASURE_PAIRS, GateResult, run_gate
 from ..measurement.lock import machine_measurement_lock
 from ..measurement.timing import ProcessTiming, combine_processes, round_order
 from ..core.models import Model
@@ -49,13 +48,9 @@ class Measurer:
         self.results = {k: v for k, v in self.results.items() if k[0] != backend}
 
     def baseline_twin(self, model: Model, artifact: Path) -> Path | None:
-        """The twin of ``model``'s ``artifact`` in --edge-baseline-models, if that folder has one: at
-        the artifact's path under the folder the model's key is relative to (Model.twin)."""
-        folder = self.settings.baseline_models
-        if folder is None:
-            return None
-        twin = model.twin(artifact, folder)
-        return twin if twin.is_file() else None
+        """The twin of ``model``'s ``artifact`` in --edge-baseline-models, if that folder has one
+        (baseline.twin_of: the one rule for every kind)."""
+        return twin_of(self.settings.baseline_models, model, artifact)
 
     def measure(self, info: ModelInfo, feeds: Sequence[np.ndarray],
                 plan: Plan) -> dict[str, Any] | CountedMeasurement:
@@ -71,7 +66,8 @@ class Measurer:
                 result, *twin_result = self.counter.rounds(info, [info.artifact, *([twin] if twin else [])], feeds, plan)
                 if twin_result:
                     self.twin_results[key] = twin_result[0]
-            elif not self.settings.isolated:  # --edge-isolation=none: in this process, for debugging
+            elif not self.settings.isolated and twin is None:  # --edge-isolation=none: in this process, for debugging
+                # (an A/B twin is measured in pairs of fresh processes whatever the isolation)
                 result = self._in_process(info, feeds, plan)
             elif twin is not None:
                 result, self.twin_results[key] = self.rounds(info, [info.artifact, twin], feeds, plan)
@@ -124,34 +120,24 @@ class Measurer:
             self.twin_coverages[key] = loaded.coverage.to_json() if loaded.coverage else None
         return self.twin_coverages[key]
 
-    def gate_new(self, plan: Plan, artifact: Path, record: Mapping[str, Any]) -> GateResult | None:
-        """The gate's word on a model with no twin and no stored record: new in this change, saying
-        what was looked for (None without a baseline)."""
-        if self.settings.baseline_models is not None:
-            return nothing_to_compare("ab", os.path.relpath(plan.model.twin(artifact, self.settings.baseline_models),
-                                                            self.settings.rootdir),
-                                      os.path.relpath(self.settings.baseline_models, self.settings.rootdir))
-        if self.settings.baseline is not None:
-            return nothing_to_compare("stored", f"{record['test']}, or {record['model']['name']} on "
-                                                f"{record['backend']}", _report_path(self.settings))
-        return None
-
     def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, live: Record) -> GateResult:
         """A/B against the twin artifact where --edge-baseline-models has one, else against the
-        stored baseline record; a suspected latency regression is re-measured before it counts."""
-        record = live.to_json()  # how the stored report names it: what find_baseline matches
-        twin = self.baseline_twin(plan.model, info.artifact)
+        stored baseline record (baseline.choose_baseline, the one rule); a suspected latency
+        regression is re-measured before it counts."""
+        choice = choose_baseline(self.settings, plan.model, info.artifact, live.test, live.backend)
+        if choice.kind is BaselineKind.NEW:  # listed, not judged
+            return choice.new_result()
+        if choice.kind is BaselineKind.NONE:
+            return GateResult()
+        twin = choice.twin
         twin_measured = self.twin_results.get((info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s))
         feeds = info.feeds(feeds)
-        # A model with no twin or no stored record is new in this change: listed, not judged.
-        if twin is None and find_baseline(self.settings.baseline, record) is None:
-            new = self.gate_new(plan, info.artifact, record)
-            if new is not None:
-                return new
         if self.settings.count:
             coverage = self._twin_coverage(info, twin) if twin is not None and twin_measured is not None else None
-            return self.counter.gate(info, feeds, plan, live, twin, twin_measured, coverage)
-        if twin is not None and twin_measured is not None:
+            return self.counter.gate(info, feeds, plan, live, choice, twin_measured, coverage)
+        if twin is not None:
+            if twin_measured is None:  # measure() measures the twin with the artifact: never met
+                raise RuntimeError(f"the baseline twin {choice.source} of {info.artifact} was not measured")
             baseline, source = twin_baseline(info.backend, twin, twin_measured, self._twin_coverage(info, twin),
                                              self.settings.rootdir)
 
@@ -160,34 +146,22 @@ class Measurer:
                                            processes=max(self.settings.processes, AB_REMEASURE_PAIRS))
                 return (GateFigures.from_json({"backend": info.backend, **mine}, source="measured again"),
                         GateFigures.from_json({"backend": info.backend, **theirs}, source=source))
-
-            paired = True
         else:
-            stored = find_baseline(self.settings.baseline, record)
-            if stored is None:
-                return GateResult()
-            baseline = stored
+            baseline, source = dict(choice.stored or {}), choice.source
 
             def remeasure() -> tuple[GateFigures, GateFigures | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)
                 return GateFigures.from_json({"backend": info.backend, **mine}, source="measured again"), None
 
-            source, paired = stored.get("test", "?"), False
         # Parsed once here, both sides: the gate reads GateFigures, never the JSON.
-        result = run_gate(GateFigures.of_record(live), GateFigures.from_json(baseline, source=source), paired=paired,
-                          max_regression=self.settings.max_regression,
+        result = run_gate(GateFigures.of_record(live), GateFigures.from_json(baseline, source=source),
+                          paired=choice.paired, max_regression=self.settings.max_regression,
                           strict=self.settings.strict_timing, remeasure=remeasure, source=source,
                           p99_regression=self.settings.p99_regression)
-        if paired:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)
+        if choice.paired:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)
             result.summary["twin"] = twin_figures(baseline)
-        # As the twin is named (twin_baseline): relative to the rootdir, ../main/models outside it.
-        result.summary["folder"] = (os.path.relpath(self.settings.baseline_models, self.settings.rootdir) if paired
-                                    else _report_path(self.settings))
+        result.summary["folder"] = choice.folder
         return result
-
-
-def _report_path(settings: Settings) -> str:
-    return relative_path(settings.baseline_path, settings.rootdir) if settings.baseline_path else "the stored report"
 
 
 Measured = TypeVar("Measured")  # what measure_one returns for one process: a tensor model's figures, a decoder's

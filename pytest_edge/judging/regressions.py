@@ -61,8 +61,11 @@ PEAK_MEMORY, ARTIFACT_SIZE, DELEGATE_COVERAGE, INSTRUCTIONS = ("peak memory", "a
 # A compile-time target's memories as its compiler planned them (the record's npu block): exact.
 NPU_MEMORY = "NPU memory"
 _NPU_MEMORIES = (("sram", "SRAM"), ("off_chip_flash", "off-chip flash"), ("dram", "DRAM"))
-GATE_FIGURES = (*(f.name for f in LATENCY_FIGURES), PEAK_MEMORY, ARTIFACT_SIZE, DELEGATE_COVERAGE, INSTRUCTIONS,
-                NPU_MEMORY, *(f.name for f in GENERATION_FIGURES))
+# The compiler's estimated time per inference (exact for one compiler and configuration), and the
+# delegate partitions (each boundary a copy and a layout change).
+NPU_ESTIMATE, PARTITIONS = "estimated NPU time", "delegate partitions"
+GATE_FIGURES = (*(f.name for f in LATENCY_FIGURES), PEAK_MEMORY, ARTIFACT_SIZE, DELEGATE_COVERAGE, PARTITIONS,
+                INSTRUCTIONS, NPU_MEMORY, NPU_ESTIMATE, *(f.name for f in GENERATION_FIGURES))
 # A P50 (or TTFT/TPOT) that grew by at most this much is not gated, whatever its percentage: between
 # fresh processes on a shared runner an unchanged 8 us model read +65 % then +18 % (2 us) against its
 # A/B twin in CI. Microsecond models are gated by counted mode (--edge-count=instructions) instead.
@@ -170,6 +173,16 @@ def resource_regressions(record: GateFigures, baseline: GateFigures,
                                 f"{what} {old_size} bytes (allowed +{max_regression:.0%})",
                                 old=float(old_size), new=float(new_size), threshold=max_regression))
     found += npu_memory_regressions(record, baseline, max_regression, what)
+    new_est, old_est = record.npu_estimated_ms, baseline.npu_estimated_ms
+    if new_est is not None and old_est is not None and new_est / old_est - 1 > max_regression:
+        found.append(Regression(NPU_ESTIMATE, f"{backend}: the compiler's estimated NPU time {new_est:.4g} ms is "
+                                f"{new_est / old_est - 1:+.1%} against {what} {old_est:.4g} ms (allowed "
+                                f"+{max_regression:.0%}; an estimate, not a measurement)",
+                                old=old_est, new=new_est, threshold=max_regression))
+    if record.partitions is not None and baseline.partitions is not None and record.partitions > baseline.partitions:
+        found.append(Regression(PARTITIONS, f"{backend}: {record.partitions} delegate partitions against {what}'s "
+                                f"{baseline.partitions} (each boundary a copy and a layout change)",
+                                old=float(baseline.partitions), new=float(record.partitions), threshold=0.0))
     new_cov, old_cov = record.fallback, baseline.fallback
     if new_cov is not None and old_cov is not None and new_cov > old_cov + 1e-12:
         found.append(Regression(DELEGATE_COVERAGE, f"{backend}: delegate coverage dropped: fallback "
@@ -206,18 +219,41 @@ def left_the_delegate(record: GateFigures, baseline: GateFigures) -> dict[str, s
     return {op: str(fallback[op] or "") for op in was_delegated if op in fallback}
 
 
+def newly_on_the_cpu(record: GateFigures, baseline: GateFigures) -> dict[str, tuple[int, int]]:
+    """The operator types the candidate runs on the CPU more often than the baseline did (moved
+    there, or new in the graph), by the runtime's name: {type: (count before, count now)}. Counted by
+    type, not by id, so a graph whose operators were renumbered by an insertion is no false alarm."""
+    new, old = record.fallback_op_names, baseline.fallback_op_names
+    if new is None or old is None:
+        return {}
+    return {op: (old.get(op, 0), count) for op, count in sorted(new.items()) if count > old.get(op, 0)}
+
+
 def placement_regressions(record: GateFigures, baseline: GateFigures,
                           what: str = "the baseline") -> list[Regression]:
-    """Placement per operator (SPEC section 6): every operator that left the delegate against
-    ``baseline`` is a regression, named with the runtime's reason, even where the fallback fraction
-    did not grow (one operator moved off the delegate and another onto it)."""
+    """Placement per operator (SPEC section 6): every operator on the CPU in the candidate that was
+    not on the CPU in ``baseline`` fails, named with the runtime's or compiler's reason, even where
+    the fallback fraction did not grow: one that left the delegate (by the runtime's id for it), and
+    every operator type the CPU runs more of (moved there, or new in the change)."""
     left = left_the_delegate(record, baseline)
-    if not left:
+    grown = newly_on_the_cpu(record, baseline)
+    if not left and not grown:
         return []
-    named = "; ".join(f"{op}" + (f" ({reason})" if reason else "") for op, reason in left.items())
+    reasons = record.fallback_reasons or {}
+    was_on_cpu = set((baseline.fallback_reasons or {}).keys())
+    parts = []
+    if left:
+        parts.append(f"{len(left)} operator(s) left the delegate against {what}: " + "; ".join(
+            f"{op}" + (f" ({reason})" if reason else "") for op, reason in left.items()))
+    if grown:
+        named = ", ".join(f"{op} x{now}" + (f" (was x{before})" if before else " (new)")
+                          for op, (before, now) in grown.items())
+        # The candidate's CPU operators the baseline had nowhere on the CPU, with their reasons.
+        new_ids = "; ".join(f"{op}" + (f" ({reasons[op]})" if reasons[op] else "") for op in reasons
+                            if op not in was_on_cpu and op not in left)
+        parts.append(f"operator(s) newly on the CPU against {what}: {named}" + (f": {new_ids}" if new_ids else ""))
     fraction = record.fallback
-    return [Regression(DELEGATE_COVERAGE, f"{record.backend}: {len(left)} operator(s) left the delegate against {what}: "
-                                          f"{named}", old=float(baseline.fallback or 0.0),
+    return [Regression(DELEGATE_COVERAGE, f"{record.backend}: {'; '.join(parts)}", old=float(baseline.fallback or 0.0),
                        new=float(fraction) if fraction is not None else None, threshold=0.0)]
 
 

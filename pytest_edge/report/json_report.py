@@ -16,6 +16,7 @@ from ..judging.figures import GateFigures
 from ..judging.regressions import GENERATION_FIGURES, check_baseline
 from ..core.record import GateVerdict, TimingNotJudged, Verdict, is_finite_number
 from .deployment import invalid_field
+from ..judging.figures import invalid_gate_field
 from .generation import gate_view
 
 SCHEMA = "pytest-edge/report/1"
@@ -151,7 +152,7 @@ def load_report(path: Path) -> dict[str, Any]:
             if value is not None and not (is_finite_number(value) and (value > 0 if figure == "instructions" else value >= 0)):
                 raise bad(where, f"'counted.{figure}' must be a {'positive' if figure == 'instructions' else 'finite'} "
                                  f"number or null, got {shown(value)}")
-        deployment = invalid_field(record)  # sizes, throughput, power and temperature
+        deployment = invalid_field(record) or invalid_gate_field(record)  # sizes, ...; coverage, NPU figures
         if deployment is not None:
             raise bad(where, deployment)
     return report

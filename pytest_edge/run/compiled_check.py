@@ -7,7 +7,8 @@ the session keeps it."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable
 
 from . import pipeline
 from ..backends import get_backend
@@ -15,11 +16,40 @@ from ..backends.compiled import Compilation
 from ..core.plan import Plan
 from ..core.record import Record
 from ..core.settings import Settings
-from ..core.sizes import artifact_size
 from ..errors import BackendError, EdgeUsageError
 
-if TYPE_CHECKING:  # made by the session when a check first needs it
-    from ..judging.measurer import Measurer
+if TYPE_CHECKING:  # made by the check that gates
+    from ..judging.gate import GateResult
+
+
+def _compiles(name: str) -> bool:
+    """Whether edge_compile_options' line for ``name`` names a compile-time target; an unknown name is
+    a usage error naming the option."""
+    from ..errors import UnknownBackend
+
+    try:
+        return get_backend(name).compile_only
+    except UnknownBackend as error:
+        raise EdgeUsageError(f"edge_compile_options: {error}") from None
+
+
+def confined_config(spec: str, rootdir: Path, backend: str) -> Path:
+    """edge_compile_options' ``config=`` as ``model=`` is confined: relative to the project's root and
+    inside it, also once its links are followed (an absolute path, ``../`` or a link to a file
+    outside is refused, nothing there is read)."""
+    from ..core.models import refuse_outside
+
+    what = f"edge_compile_options {backend} config"
+    if Path(spec).is_absolute():
+        raise EdgeUsageError(f"{what}={spec!r}: an absolute path; name the file relative to the project's root "
+                             f"({rootdir})")
+    refuse_outside(spec, [rootdir], (), what)
+    path = rootdir / spec
+    real, root = path.resolve(), rootdir.resolve()
+    if not real.is_relative_to(root):
+        raise EdgeUsageError(f"{what}={spec!r} leads to {real}, outside the project's root ({root}): refused, "
+                             "nothing there is read")
+    return path
 
 
 class CompiledChecker:
@@ -33,7 +63,7 @@ class CompiledChecker:
     def compiled(self, backend: str, artifact: Path) -> Compilation:
         """``artifact`` compiled for the compile-time target ``backend`` with its edge_compile_options,
         once per session (docs/npu.md)."""
-        unknown = sorted(name for name in self.settings.compile_options if not get_backend(name).compile_only)
+        unknown = sorted(name for name in self.settings.compile_options if not _compiles(name))
         if unknown:
             raise EdgeUsageError(f"edge_compile_options names {', '.join(unknown)}, which compile nothing; "
                                  "its lines are for compile-time targets (docs/npu.md)")
@@ -43,16 +73,14 @@ class CompiledChecker:
             if target.unavailable_reason():
                 raise BackendError(f"{backend}: {target.unavailable_reason()}")
             options = dict(self.settings.compile_options.get(backend, {}))
-            if "config" in options:  # a compiler's configuration file, named from the project's root
-                options["config"] = str(self.settings.rootdir / options["config"])
+            if "config" in options:  # a compiler's configuration file, inside the project's root
+                options["config"] = str(confined_config(options["config"], self.settings.rootdir, backend))
             self._compiled[key] = target.compile(artifact, options, self.settings.timeout_s)
         return self._compiled[key]
 
-    def check(self, test_id: str, plan: Plan, measurer: Callable[[], Measurer],
-              step: Callable[[str], None]) -> tuple[Record, list[str]]:
-        """The concluded record of ``plan`` on its compile-time target and its violations.
-        ``measurer``: the session's (the A/B twin, a new model's gate); ``step``: says what is being
-        done, for the message of an unexpected exception."""
+    def check(self, test_id: str, plan: Plan, step: Callable[[str], None]) -> tuple[Record, list[str]]:
+        """The record of ``plan`` on its compile-time target and its violations (the session concludes it).
+        ``step``: says what is being done, for the message of an unexpected exception."""
         artifact = plan.artifact
         if artifact is None or not artifact.is_file():
             missing = get_backend(plan.backend).missing_artifact(plan.model.name) if artifact is None else \
@@ -66,22 +94,34 @@ class CompiledChecker:
                                           self.settings.rootdir)
         record.budget_findings = findings
         violations = [finding.message for finding in findings]
-        twin = measurer().baseline_twin(plan.model, artifact)
-        if twin is not None:
-            theirs = self.compiled(plan.backend, twin)
-            baseline: dict[str, Any] | None = {"backend": plan.backend, "coverage": theirs.coverage.to_json(),
-                                               "artifact_bytes": artifact_size(twin, plan.backend)[0]}
-            source = str(Path(twin).relative_to(self.settings.rootdir)) if twin.is_relative_to(self.settings.rootdir) \
-                else str(twin)
-        else:
-            from ..judging.baseline import find_baseline
-
-            stored = find_baseline(self.settings.baseline, record.to_json())
-            baseline, source = (dict(stored) if stored is not None else None), (stored or {}).get("test", "?")
-        if baseline is None and (self.settings.baseline_models is not None or self.settings.baseline is not None):
-            # New in this change (no twin, no stored record): listed as new, as a measured model is.
-            gate = measurer().gate_new(plan, artifact, record.to_json())
-        else:
-            gate = pipeline.compiled_gate(record, baseline, source, twin is not None, self.settings.max_regression)
+        gate = self.gate(plan, record, step)
         violations += pipeline.gate_into(record, gate, self.settings)
-        return record.conclude(violations), violations
+        return record, violations  # the session's one ending concludes it
+
+    def gate(self, plan: Plan, record: Record, step: Callable[[str], None] = lambda _: None) -> GateResult:
+        """The merge gate on the compiler's result, against the baseline the one rule chooses: the
+        twin compiled alike and made into the record a stored report would hold (so A/B and stored
+        mode judge the same figures: placement, memories, estimate, size), or the stored record."""
+        from ..judging.baseline import BaselineKind, choose_baseline, twin_figures
+        from ..judging.gate import GateResult
+
+        assert plan.artifact is not None
+        choice = choose_baseline(self.settings, plan.model, plan.artifact, record.test, plan.backend)
+        if choice.kind is BaselineKind.NEW:
+            return choice.new_result()
+        if choice.kind is BaselineKind.NONE:
+            return GateResult()
+        if choice.twin is not None:
+            step(f"compile the baseline twin {choice.source} of")
+            theirs = self.compiled(plan.backend, choice.twin)
+            # The twin as a model of the same key whose artifact for this target is the twin.
+            twin_model = replace(plan.model, artifacts={**plan.model.artifacts, plan.artifact.suffix: choice.twin})
+            baseline = pipeline.compiled_record(record.test, replace(plan, model=twin_model), theirs,
+                                                get_backend(plan.backend).distribution, self.settings.rootdir).to_json()
+        else:
+            baseline = dict(choice.stored or {})
+        gate = pipeline.compiled_gate(record, baseline, choice.source, choice.paired, self.settings.max_regression)
+        if choice.paired:  # the twin's figures, for the pages' "against the baseline" (report/ab_baseline)
+            gate.summary["twin"] = twin_figures(baseline)
+        gate.summary["folder"] = choice.folder
+        return gate

@@ -32,6 +32,7 @@ from ..llm.marker import LlmSpec, check_prompt
 from ..llm.metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures,
                            token_agreement, token_message, top_logprobs)
 from ..judging import generation
+from ..judging.baseline import twin_of
 from ..judging.gate import GateResult
 from ..worker.pool import WorkerPool
 from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce, TeacherForcedLogits
@@ -247,7 +248,7 @@ class LlmChecker:
             if findings:  # its note went on the last finding's message: the record's finding says it too
                 findings[-1] = replace(findings[-1], message=violations[-1])
         # Gated (measured, and a model without a twin or record listed as new) as every model is.
-        gated = self.settings.baseline is not None or self.settings.baseline_models is not None
+        gated = self.settings.gating
         # An emulated device's timing and memory are an emulator's (as for tensor models): not
         # measured by default, recorded but not judged with edge_emulated_timing = record.
         not_judged = timing_not_judged(self.pool.machine(target.backend), self.settings.emulated_timing)
@@ -288,11 +289,7 @@ class LlmChecker:
             generation=GenerationRecord.from_json(block), checked=True, budget_findings=findings)
         if judged is not None:
             violations += gate_into(record, judged, self.settings)
-        # A worker that died between requests and was restarted: said as for every model.
-        record.restarts = self.pool.take_restart_notes()
-        if self.settings.strict_restarts:
-            violations += record.restarts
-        return record.conclude(violations), violations
+        return record, violations  # the session's one ending concludes it (restarts, verdict, failure)
 
     def _write_obtained(self, target: LlmTarget, spec: LlmSpec, obtained: Sequence[_Produced], no_logits: str | None,
                         forced: Sequence[TeacherForced], violations: list[str], all_prompts: bool) -> None:
@@ -327,7 +324,7 @@ class LlmChecker:
                  block: dict[str, Any]) -> tuple[dict, GateResult | None]:
         """The figures into ``block``; returns them and the merge gate's decision (None: no baseline)."""
         spec, artifact, settings = target.spec, target.artifact, self.settings
-        twin = generation.twin_of(settings.baseline_models, target.model, artifact)
+        twin = twin_of(settings.baseline_models, target.model, artifact)
         models = [(artifact, config)] + ([(twin, generation.twin_config(twin, config))] if twin is not None else [])
         # Each loaded for this generation's context, as the tests' own generations are.
         models = [(path, c.for_context(run_context(len(prompt) + spec.new_tokens, c))) for path, c in models]

@@ -57,8 +57,7 @@ def measuring_fork(settings: Settings) -> str:
     shared by every child; a later quiet re-test did not reproduce it (docs/measurement.md), so
     until its cause is known the gate spawns, where each process draws its own layout. ``on``
     forks anyway."""
-    gating = settings.baseline is not None or settings.baseline_models is not None
-    return "off" if settings.fork == "auto" and gating else settings.fork
+    return "off" if settings.fork == "auto" and settings.gating else settings.fork
 
 
 @dataclass(frozen=True)
@@ -282,10 +281,16 @@ class EdgeSession:
         if measured and not not_judged:
             gate = self.measurer.gate(info, compared.first_feeds, plan, record)
             violations += pipeline.gate_into(record, gate, self.settings)
-            self.inconclusive += len(gate.inconclusive)
+        return self._conclude(record, violations)
+
+    def _conclude(self, record: Record, violations: list[str]) -> Record:
+        """The one ending of every kind's check (tensor, compile-time, decoder): the worker restarts
+        said (failing the test under --edge-strict-restarts), the gate's inconclusive warnings
+        counted, the verdict, the record kept, and every violation raised as one failure."""
         record.restarts = self.pool.take_restart_notes()
         if self.settings.strict_restarts:
-            violations += record.restarts
+            violations = [*violations, *record.restarts]
+        self.inconclusive += len(record.warnings)
         self.records.append(record.conclude(violations))
         if violations:
             raise EdgeCheckFailed(violations, record.to_json())
@@ -293,12 +298,7 @@ class EdgeSession:
 
     def _check_decoder(self, test_id: str, target: LlmTarget) -> Record:
         self.step = "check the decoder"
-        record, violations = self.decoders.check(test_id, target, self.settings.rootdir)
-        self.inconclusive += len(record.warnings)
-        self.records.append(record)
-        if violations:
-            raise EdgeCheckFailed(violations, record.to_json())
-        return record
+        return self._conclude(*self.decoders.check(test_id, target, self.settings.rootdir))
 
     def compiled(self, backend: str, artifact: Path) -> Compilation:
         """``artifact`` compiled for the compile-time target ``backend``, once per session (docs/npu.md)."""
@@ -306,11 +306,7 @@ class EdgeSession:
 
     def _check_compiled(self, test_id: str, plan: Plan) -> Record:
         self.step = "compile"
-        record, violations = self.compiler.check(test_id, plan, lambda: self.measurer, self._step)
-        self.records.append(record)
-        if violations:
-            raise EdgeCheckFailed(violations, record.to_json())
-        return record
+        return self._conclude(*self.compiler.check(test_id, plan, self._step))
 
     def _step(self, step: str) -> None:
         self.step = step
@@ -372,7 +368,7 @@ class EdgeSession:
         """A counted merge gate (a baseline with --edge-count=instructions) that cannot count on
         this machine (no Valgrind, or one that fails) fails its tests: a skipped gate is a green
         merge nobody gated. A device backend, which counted mode never counts, still skips."""
-        gated = self.settings.baseline is not None or self.settings.baseline_models is not None
+        gated = self.settings.gating
         return (isinstance(error, CountingUnavailable) and gated
                 and split_device(plan.backend)[1] is None)
 
