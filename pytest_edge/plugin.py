@@ -44,8 +44,10 @@ if TYPE_CHECKING:
     from .core.plan import Plan
     from .run.session import EdgeSession, Outcome
     from .edge_model import EdgeModel, LlmHandle
+    from .report.history import OverTime
 
 HANDLE_KEY = pytest.StashKey["EdgeModel"]()
+OVER_TIME_KEY = pytest.StashKey["OverTime"]()  # what --edge-openmetrics and --edge-history wrote, the creeps
 def pytest_addoption(parser: pytest.Parser) -> None:
     # Every flag has an ini key, so a project sets its policy once in pyproject.toml and CI
     # overrides it on the command line; the table and the defaults live in settings.py.
@@ -371,11 +373,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from .report.table import gate_compared_nothing
 
     errors = []
-    if edge.settings.report or edge.settings.html or edge.settings.summary:  # else no report is built
+    settings = edge.settings
+    if settings.report or settings.html or settings.summary or settings.openmetrics or settings.history:
         from .report.json_report import build_report
         from .report.outputs import write_outputs
 
-        errors = write_outputs(build_report(edge.record_json(), edge.machine), edge.settings)
+        report = build_report(edge.record_json(), edge.machine)  # else no report is built
+        errors = write_outputs(report, settings)
+        if settings.openmetrics or settings.history:
+            from .report.history import write_over_time
+
+            over_time = config.stash[OVER_TIME_KEY] = write_over_time(report, settings)
+            errors += [*over_time.errors, *(over_time.lines() if over_time.fail else [])]
     nothing = gate_compared_nothing(edge.record_json())  # a gate that compared nothing is no pass
     if errors or nothing:
         edge.report_error = "\n".join([*errors, *([nothing] if nothing else [])])
@@ -398,6 +407,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     write_summary(terminalreporter, edge.settings, edge.record_json(), use, under_load=edge.under_load,
                   inconclusive=edge.inconclusive, xdist_workers=workers if edge.measured_any else None,
                   report_error=edge.report_error)
+    over_time = config.stash.get(OVER_TIME_KEY, None)
+    if over_time is not None and over_time.creeps and not over_time.fail:  # a failing creep is in report_error
+        for line in over_time.lines():
+            terminalreporter.write_line(line, yellow=True)
 
 
 class XdistMerge:

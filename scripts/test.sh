@@ -28,6 +28,13 @@ if [[ $(id -u) == 0 ]] && ! command -v valgrind >/dev/null && command -v apt-get
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind \
     >/dev/null 2>&1) || echo "valgrind could not be installed: the counted-mode tests will be skipped"
 fi
+# The OpenMetrics tests check the file with Debian's prometheus (promtool, a real Prometheus on loopback
+# and node_exporter's textfile collector); install it where we can (root, apt). Where it cannot be had,
+# those tests are skipped with the reason.
+if [[ $(id -u) == 0 ]] && ! command -v promtool >/dev/null && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus \
+    >/dev/null 2>&1) || echo "prometheus could not be installed: the OpenMetrics tests against Prometheus will be skipped"
+fi
 # The tflite-runtime lane (NumPy < 2) first: its environment is also the "device" of another NumPy
 # major version that tests/test_devices.py reaches over SSH.
 .venv/bin/tox -e tflite-runtime

@@ -1,5 +1,6 @@
 """``pytest-edge``: a first configuration (init), goldens (refresh, prune, list, diff), accepted changes, coverage
-inspection, quantization triage, report merge/compare/html/summary, and devices (prepare, list)."""
+inspection, quantization triage, report merge/compare/html/summary/openmetrics, a run history (show, creep,
+import, export), and devices (prepare, list)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from ..backends import all_artifact_suffixes, all_backends, predicted_targets
 from ..core.settings import MAX_REGRESSION
 from ..errors import visible
 from ..triage import quant
-from . import accept, device
+from . import accept, device, env, history
 from .golden import diff_command, golden_prune, golden_refresh, list_command
 from .init import init_command
 from .inspect import inspect_command
-from .report import compare_command, html_command, merge_command, summary_command
+from .report import compare_command, html_command, merge_command, openmetrics_command, summary_command
 
 
 class _VisibleText:
@@ -117,8 +118,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.set_defaults(func=func)
     html.add_argument("-o", "--output", required=True, help="write the page here")
     summary.add_argument("-o", "--output", help="write the Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
+    metrics = report_commands.add_parser("openmetrics", help="a report's figures as OpenMetrics text (stdout without -o)")
+    metrics.add_argument("report")
+    metrics.add_argument("--commit", help="the commit label of every sample (default: none)")
+    metrics.add_argument("-o", "--output", help="write the text here (e.g. a textfile collector's folder)")
+    metrics.set_defaults(func=openmetrics_command)
 
     device.add_arguments(commands)
+    env.add_arguments(commands)
+    history.add_arguments(commands)
 
     args = parser.parse_args(argv)
     if args.command == "init":  # it runs the project's pytest and prints its output as is

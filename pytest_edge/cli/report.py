@@ -1,4 +1,5 @@
-"""``pytest-edge report``: merge, compare, and render reports as an HTML page or a Markdown summary."""
+"""``pytest-edge report``: merge, compare, and render reports as an HTML page, a Markdown summary or
+OpenMetrics text."""
 
 from __future__ import annotations
 
@@ -95,3 +96,19 @@ def summary_command(args: argparse.Namespace) -> int:
         print(text)
         return 0
     return 0 if _write("summary", args.output, text) else 2
+
+
+def openmetrics_command(args: argparse.Namespace) -> int:
+    from ..report.openmetrics import render_openmetrics
+
+    try:
+        report = load_report(Path(args.report))
+    except ValueError as exc:
+        print(f"pytest-edge report openmetrics: {exc}", file=sys.stderr)
+        return 2
+    machine = report.get("machine") if isinstance(report.get("machine"), dict) else {}
+    text = render_openmetrics(report["records"], args.commit or "", str(machine.get("name") or "local"))
+    if not args.output:
+        sys.stdout.write(text)
+        return 0
+    return 0 if _write("openmetrics", args.output, text) else 2

@@ -47,6 +47,18 @@ OPTIONS = [
     Option("edge_report", "write the JSON conformance report here", "", "--edge-report"),
     Option("edge_html", "write the report as one self-contained HTML page here", "", "--edge-html"),
     Option("edge_summary", "write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)", "", "--edge-summary"),
+    Option("edge_openmetrics", "write the run's figures as OpenMetrics text here (Prometheus, node_exporter's "
+           "textfile collector; docs/monitoring.md)", "", "--edge-openmetrics"),
+    Option("edge_history", "append the run's records to this history folder, one file per run (docs/monitoring.md)",
+           "", "--edge-history"),
+    Option("edge_history_commit", "the commit the run is kept under in the history and the metrics (default: "
+           "git rev-parse HEAD in the rootdir, where it is a checkout)", "", "--edge-history-commit"),
+    Option("edge_max_creep", "creep alert: a figure grown by more than this over the history's last runs, e.g. 5% "
+           "(judged as the merge gate judges; off by default)", "", "--edge-max-creep"),
+    Option("edge_creep_window", "runs of the history the creep alert judges, this one included", "10",
+           "--edge-creep-window"),
+    Option("edge_creep", "'warn' (default): a creep is a warning line; 'fail': it fails the run", "warn",
+           "--edge-creep"),
     Option("edge_baseline", "a stored report to compare latency, memory and coverage with", "",
            "--edge-baseline"),
     Option("edge_max_regression", "allowed regression against the baseline, e.g. 10%", MAX_REGRESSION,
@@ -153,6 +165,12 @@ class Settings:
     report: str = ""  # --edge-report, relative to the rootdir
     html: str = ""  # --edge-html, relative to the rootdir
     summary: str = ""  # --edge-summary, relative to the rootdir (an absolute path stays one)
+    openmetrics: str = ""  # --edge-openmetrics, relative to the rootdir
+    history: str = ""  # --edge-history: a folder, relative to the rootdir
+    history_commit: str = ""  # --edge-history-commit; "": read from git
+    max_creep: float | None = None  # --edge-max-creep; None: no creep alert
+    creep_window: int = int(_DEFAULTS["edge_creep_window"])
+    creep_fail: bool = False  # --edge-creep=fail
     # name -> command that starts a worker on the device, speaking the protocol over stdin/stdout
     devices: dict[str, str] = field(default_factory=dict)
     device_cache: Path = field(default_factory=lambda: _default_cache())  # where qemu:* devices are provisioned
@@ -271,6 +289,17 @@ def from_config(config: "pytest.Config") -> Settings:
         if count_runs < 1 or count_processes < 1:
             raise ValueError(f"edge_count_runs ({count_runs}) and edge_count_processes ({count_processes}) must be "
                              "at least 1")
+        creep = str(_value(config, "edge_creep") or "warn").strip().lower()
+        if creep not in ("warn", "fail"):
+            raise ValueError(f"--edge-creep: {creep!r} is not 'warn' or 'fail'")
+        creep_window = _number("edge_creep_window", _value(config, "edge_creep_window"), int)
+        if creep_window < 3:
+            raise ValueError(f"edge_creep_window: {creep_window} must be at least 3 (a first and a last third)")
+        max_creep = (parse_percent(_value(config, "edge_max_creep"), "--edge-max-creep")
+                     if _value(config, "edge_max_creep") else None)
+        if max_creep is not None and not _value(config, "edge_history"):
+            raise ValueError("--edge-max-creep judges the runs of a history: give it --edge-history=DIR (or "
+                             "edge_history)")
         baseline_models = _value(config, "edge_baseline_models")
         if baseline_models and not (root / baseline_models).is_dir():
             raise ValueError(f"--edge-baseline-models: {root / baseline_models} is not a folder")
@@ -302,6 +331,10 @@ def from_config(config: "pytest.Config") -> Settings:
             report=_value(config, "edge_report") or "",
             html=_value(config, "edge_html") or "",
             summary=_value(config, "edge_summary") or "",
+            openmetrics=_value(config, "edge_openmetrics") or "",
+            history=_value(config, "edge_history") or "",
+            history_commit=str(_value(config, "edge_history_commit") or "").strip(),
+            max_creep=max_creep, creep_window=creep_window, creep_fail=creep == "fail",
             devices=parse_devices([*config.getini("edge_devices"), *(config.getoption("edge_device") or [])]),
             device_cache=root / Path(config.getini("edge_device_cache")).expanduser() if config.getini("edge_device_cache")
             else _default_cache(),

@@ -1,0 +1,96 @@
+"""``pytest-edge history``: a run history's figures over time (show), its creep alert (creep), and its
+runs moved in and out (import, export); docs/monitoring.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..errors import EdgeError
+from ..files import atomic_write
+from ..report.history import export_runs, import_file, judge_creep, load_history, show_lines
+from ..units import parse_percent
+
+
+def add_arguments(commands: argparse._SubParsersAction) -> None:
+    history = commands.add_parser("history", help="a run history (--edge-history): figures over time, creep, "
+                                                  "import and export")
+    sub = history.add_subparsers(dest="history_command", required=True)
+    show = sub.add_parser("show", help="per (model, backend, device), each figure over the last runs")
+    show.add_argument("folder", help="the history folder")
+    show.add_argument("--last", type=int, default=10, help="how many runs (default 10)")
+    show.add_argument("--model", help="only this model")
+    show.set_defaults(func=show_command)
+    creep = sub.add_parser("creep", help="figures that crept over the last runs (exit 1 if any)")
+    creep.add_argument("folder", help="the history folder")
+    creep.add_argument("--max-creep", default="5%", help="allowed growth over the window (default 5%%)")
+    creep.add_argument("--window", type=int, default=10, help="runs judged (default 10)")
+    creep.set_defaults(func=creep_command)
+    export = sub.add_parser("export", help="the history's runs as one JSON file")
+    export.add_argument("folder", help="the history folder")
+    export.add_argument("-o", "--output", required=True, help="write the runs here")
+    export.add_argument("--last", type=int, help="only the last N runs")
+    export.set_defaults(func=export_command)
+    into = sub.add_parser("import", help="add runs to a history: an export, or reports (--edge-report's)")
+    into.add_argument("folder", help="the history folder (made if missing)")
+    into.add_argument("files", nargs="+", help="exports or reports")
+    into.add_argument("--commit", help="the commit a report's run is kept under (default: its own, if any)")
+    into.add_argument("--machine", help="the machine a report's run is kept under (default: its own, else this one)")
+    into.set_defaults(func=import_command)
+
+
+def _fail(command: str, exc: Exception) -> int:
+    print(f"pytest-edge history {command}: {exc}", file=sys.stderr)
+    return 2
+
+
+def show_command(args: argparse.Namespace) -> int:
+    try:
+        runs = load_history(Path(args.folder))
+    except ValueError as exc:
+        return _fail("show", exc)
+    print("\n".join(show_lines(runs, max(1, args.last), args.model)))
+    return 0
+
+
+def creep_command(args: argparse.Namespace) -> int:
+    try:
+        runs = load_history(Path(args.folder))
+        limit = parse_percent(args.max_creep, "--max-creep")
+        if args.window < 3:
+            raise ValueError(f"--window {args.window}: at least 3 runs (a first and a last third)")
+    except (ValueError, EdgeError) as exc:
+        return _fail("creep", exc)
+    creeps = judge_creep(runs, limit, args.window)
+    for creep in creeps:
+        print(creep.message)
+    print(json.dumps({"runs": len(runs), "creeps": len(creeps)}))
+    return 1 if creeps else 0
+
+
+def export_command(args: argparse.Namespace) -> int:
+    try:
+        runs = load_history(Path(args.folder))
+    except ValueError as exc:
+        return _fail("export", exc)
+    runs = runs[-args.last:] if args.last else runs
+    try:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(Path(args.output), (json.dumps(export_runs(runs), indent=1) + "\n").encode())
+    except OSError as exc:
+        return _fail("export", exc)
+    print(f"exported {len(runs)} run(s) to {args.output}")
+    return 0
+
+
+def import_command(args: argparse.Namespace) -> int:
+    written = []
+    try:
+        for name in args.files:
+            written += import_file(Path(args.folder), Path(name), args.commit, args.machine)
+    except (ValueError, OSError) as exc:
+        return _fail("import", exc)
+    print(f"imported {len(written)} run(s) into {args.folder}")
+    return 0

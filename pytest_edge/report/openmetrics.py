@@ -1,0 +1,160 @@
+"""A run's figures as OpenMetrics text (SPEC section 13), for Prometheus and Grafana: one gauge family
+per figure, its unit in its name as Prometheus' conventions say (seconds, bytes, ratio), one sample
+per record that measured it, labelled with the model, backend, device, commit and test. Read from
+the same records the JSON report holds; a figure a record did not measure has no sample (never a
+made-up number). Plain logic, no pytest: the plugin (``--edge-openmetrics``) and ``pytest-edge report
+openmetrics`` call it.
+
+The text is OpenMetrics 1.0 (``# TYPE``, ``# UNIT``, ``# HELP``, ``# EOF``); Prometheus' text parser,
+which node_exporter's textfile collector and ``promtool check metrics`` use, reads the same text (it
+takes ``# UNIT`` and ``# EOF`` for comments)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..backends import split_device
+from ..core.record import dig, is_finite_number
+from ..files import atomic_write
+
+# What a scraper is told the text is (Prometheus picks its OpenMetrics parser by it).
+CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+PREFIX = "edge_"
+LABELS = ("model", "backend", "device", "commit", "test")
+MB = 2.0 ** 20  # the records' MB are MiB (VmHWM's kB / 1024)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure over time: its family's name (unit last), what it is, its OpenMetrics unit (None:
+    a count), where a record holds it, and the factor from the record's unit to the family's."""
+
+    name: str
+    help: str
+    unit: str | None
+    path: tuple[tuple[str, ...], ...]  # the first path holding a finite number wins
+    scale: float = 1.0
+
+    @property
+    def family(self) -> str:
+        return PREFIX + self.name
+
+    def of(self, record: Mapping[str, Any]) -> float | None:
+        """This figure of a report's record, in the family's unit; None where not measured."""
+        for path in self.path:
+            value = dig(record, *path)
+            if is_finite_number(value):
+                return float(value) * self.scale
+        return None
+
+
+MS = 1e-3
+FIGURES: tuple[Figure, ...] = (
+    Figure("latency_p50_seconds", "median latency of the timed runs", "seconds", (("latency_ms", "p50"),), MS),
+    Figure("latency_p90_seconds", "90th percentile latency of the timed runs", "seconds", (("latency_ms", "p90"),), MS),
+    Figure("latency_p99_seconds", "99th percentile latency of the timed runs", "seconds", (("latency_ms", "p99"),), MS),
+    Figure("load_seconds", "time to load the model", "seconds", (("load_ms",), ("llm", "load_ms")), MS),
+    Figure("first_inference_seconds", "first inference in a fresh process", "seconds", (("first_inference_ms",),), MS),
+    Figure("peak_memory_bytes", "peak resident memory of the measuring process", "bytes",
+           (("peak_memory_mb",), ("llm", "peak_memory_mb")), MB),
+    Figure("steady_memory_bytes", "resident memory after the timed runs", "bytes", (("steady_memory_mb",),), MB),
+    Figure("artifact_size_bytes", "size of the model's files", "bytes", (("artifact_bytes",),)),
+    Figure("fallback_ratio", "share of the model's operators outside the delegate", "ratio", (("coverage", "fallback"),)),
+    Figure("delegate_partitions", "partitions the delegate took", None, (("coverage", "partitions"),)),
+    Figure("instructions_per_inference", "instructions executed per inference (counted mode)", None,
+           (("counted", "instructions"),)),
+    Figure("npu_sram_bytes", "SRAM the NPU compiler planned", "bytes", (("npu", "memories", "sram"),)),
+    Figure("npu_off_chip_flash_bytes", "off-chip flash the NPU compiler planned", "bytes",
+           (("npu", "memories", "off_chip_flash"),)),
+    Figure("npu_dram_bytes", "DRAM the NPU compiler planned", "bytes", (("npu", "memories", "dram"),)),
+    Figure("llm_ttft_p50_seconds", "decoder: median time to first token", "seconds", (("llm", "ttft_ms", "p50"),), MS),
+    Figure("llm_tpot_p50_seconds", "decoder: median time per output token", "seconds", (("llm", "tpot_ms", "p50"),), MS),
+    Figure("llm_prefill_tokens_per_second", "decoder: prefill throughput", None, (("llm", "prefill_tokens_per_s"),)),
+    Figure("llm_decode_tokens_per_second", "decoder: decode throughput", None, (("llm", "decode_tokens_per_s"),)),
+)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One figure of one record: its family, its labels (in :data:`LABELS` order) and its value."""
+
+    figure: Figure
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+
+def device_of(record: Mapping[str, Any], machine: str) -> str:
+    """Where a record ran: its device's name (``litert@pi5``'s ``pi5``, a record's device block), the
+    machine a merged report tagged it with, else ``machine`` (this machine)."""
+    named = split_device(str(record.get("backend", "")))[1] or dig(record, "device", "name")
+    if isinstance(named, str) and named:
+        return named
+    tagged = record.get("machine")
+    return tagged if isinstance(tagged, str) and tagged else machine
+
+
+def labels_of(record: Mapping[str, Any], commit: str, machine: str) -> tuple[tuple[str, str], ...]:
+    model = dig(record, "model", "name")
+    return (("model", str(model) if model is not None else ""),
+            ("backend", split_device(str(record.get("backend", "")))[0]),
+            ("device", device_of(record, machine)), ("commit", commit), ("test", str(record.get("test", ""))))
+
+
+def samples(records: Sequence[Mapping[str, Any]], commit: str = "", machine: str = "local") -> list[Sample]:
+    """Every measured figure of ``records``, by family then record. Two records with the same labels
+    (the same test on the same backend and device, as a merged report of one machine twice holds)
+    give the first one's sample: a family has one sample per label set."""
+    found = []
+    for figure in FIGURES:
+        seen = set()
+        for record in records:
+            value = figure.of(record)
+            labels = labels_of(record, commit, machine)
+            if value is None or labels in seen:
+                continue
+            seen.add(labels)
+            found.append(Sample(figure, labels, value))
+    return found
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    """15 significant digits: a double's ms-to-seconds product (0.0031000000000000003) reads as written."""
+    return f"{value:.15g}"
+
+
+def render_openmetrics(records: Sequence[Mapping[str, Any]], commit: str = "", machine: str = "local") -> str:
+    """The OpenMetrics text of ``records`` (a report's ``records``), ending with ``# EOF``. A family
+    no record measured is left out; a run that measured nothing is ``# EOF`` alone."""
+    lines: list[str] = []
+    by_family: dict[str, list[Sample]] = {}
+    for sample in samples(records, commit, machine):
+        by_family.setdefault(sample.figure.family, []).append(sample)
+    for figure in FIGURES:
+        found = by_family.get(figure.family)
+        if not found:
+            continue
+        lines.append(f"# TYPE {figure.family} gauge")
+        if figure.unit:
+            lines.append(f"# UNIT {figure.family} {figure.unit}")
+        lines.append(f"# HELP {figure.family} pytest-edge: {figure.help}")
+        for sample in found:
+            text = ",".join(f'{key}="{_escape(value)}"' for key, value in sample.labels)
+            lines.append(f"{figure.family}{{{text}}} {_number(sample.value)}")
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+def write_openmetrics(path: Path, records: Sequence[Mapping[str, Any]], commit: str = "",
+                      machine: str = "local") -> None:
+    """:func:`render_openmetrics` written atomically (a scraper or the textfile collector reads the old
+    file or the new one, never a part)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, render_openmetrics(records, commit, machine).encode("utf-8"))
+

@@ -1,0 +1,211 @@
+"""The run history (report/history.py, --edge-history, ``pytest-edge history``) and its creep alert
+(--edge-max-creep), judged on synthetic histories: an unchanged model with noise never alerts, a
+staged creep of 1 % per run alerts naming the first run that moved. No test bounds a time."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import random
+import subprocess
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_edge.cli import main
+from pytest_edge.report.history import (Run, append_run, judge_creep, load_history, read_commit, series,
+                                        show_lines)
+
+
+def _record(p50s: list[float], instructions: float | None = None, peak: float = 10.0,
+            artifact: int = 5000) -> dict[str, Any]:
+    """A measured record as the plugin writes it: one P50 per fresh process (50 runs each)."""
+    record = {"test": "tests/test_m.py::test_m[tiny-onnxruntime-cpu]", "model": {"name": "tiny"},
+              "backend": "onnxruntime-cpu", "verdict": "passed",
+              "latency_ms": {"p50": sorted(p50s)[len(p50s) // 2]}, "measured_runs": 50 * len(p50s),
+              "processes": [{"p50": v, "runs": 50} for v in p50s], "peak_memory_mb": peak, "artifact_bytes": artifact}
+    if instructions is not None:
+        record["counted"] = {"instructions": instructions}
+    return record
+
+
+def _history(seed: int, creep: float = 0.0, start: int = 1, runs: int = 10, noise: float = 0.03) -> list[Run]:
+    """``runs`` runs of one model, 3 fresh processes each: P50s with ``noise`` (log sd) per process and a
+    third of it per run (the machine's state), peak memory within 0.3 MB, instructions within 0.01 %;
+    from run ``start`` on, every figure grows by ``creep`` per run (work: the model is calibrated to grow)."""
+    rng = random.Random(seed)
+    found = []
+    for index in range(runs):
+        level = (1 + creep) ** (index - start + 1) if index >= start else 1.0
+        machine = rng.gauss(0, noise / 3)
+        p50s = [level * math.exp(rng.gauss(0, noise) + machine) for _ in range(3)]
+        record = _record(p50s, instructions=1e6 * level * (1 + rng.gauss(0, 1e-4)),
+                         peak=40.0 * level + rng.uniform(-0.3, 0.3), artifact=round(5000 * level))
+        found.append(Run(f"2026-12-{index + 1:02d}T00:00:00Z", f"c{index:02d}" + "0" * 38, "ci-1", (record,)))
+    return found
+
+
+def test_ten_runs_of_an_unchanged_model_with_noise_never_alert() -> None:
+    for seed in range(200):
+        assert judge_creep(_history(seed), 0.05, 10) == [], seed
+
+
+def test_a_staged_creep_of_one_percent_per_run_alerts_naming_the_first_run_that_moved() -> None:
+    for seed in range(50):
+        history = _history(seed, creep=0.01, start=3)
+        creeps = {c.figure: c for c in judge_creep(history, 0.05, 10)}
+        # Work counted (instructions) and the artifact's size crept by 1 % per run from run 3 on; peak
+        # memory moved by 2.4 MB over 40 MB (+6 %), beyond the gate's 1 MB floor too.
+        assert {"instructions", "artifact size", "peak memory"} <= set(creeps), (seed, creeps)
+        for figure in ("instructions", "artifact size"):  # exact figures: the run named is the one that moved
+            assert creeps[figure].first_moved.commit.startswith("c03"), creeps[figure].message
+        assert "first moved in the run of 2026-12-04T00:00:00Z c03" in creeps["instructions"].message
+
+
+def test_a_latency_creep_is_judged_by_the_gates_test_over_the_fresh_processes() -> None:
+    # 1 % per run from run 1 with 1 % noise per process: significant every time. (With 3 % noise
+    # the same creep alerts in 90 % of histories, with 5 % in 73 %: docs/monitoring.md.)
+    for seed in range(50):
+        creeps = {c.figure: c for c in judge_creep(_history(seed, creep=0.01, start=1, noise=0.01), 0.05, 10)}
+        p50 = creeps["P50 latency"]
+        assert p50.change is not None and p50.change.significant and p50.ratio - 1 > 0.05
+        assert "P50 latency crept +" in p50.message and "over 9 vs 9 processes" in p50.message
+
+
+def test_a_step_outside_the_window_and_too_few_runs_are_not_creep() -> None:
+    old_step = _history(0, creep=0.0, runs=20)
+    for run in old_step[:10]:  # 20 % faster long ago, flat since: the window of 10 sees no change
+        for record in run.records:
+            record["processes"] = [{"p50": p["p50"] / 1.2, "runs": 50} for p in record["processes"]]
+    assert judge_creep(old_step, 0.05, 10) == []
+    assert [c.figure for c in judge_creep(old_step, 0.05, 20)] == ["P50 latency"]
+    assert judge_creep(_history(0, creep=0.5)[:2], 0.05, 10) == []  # two runs: not judged
+
+
+def test_a_run_file_is_written_once_under_a_unique_name(tmp_path: Path) -> None:
+    run = _history(0, runs=1)[0]
+    first, second = append_run(tmp_path / "h", run), append_run(tmp_path / "h", run)
+    assert first != second and first.name.startswith("20261201T000000Z-c00000000000-ci-1-")
+    assert sorted(p.name for p in (tmp_path / "h").iterdir()) == sorted([first.name, second.name])  # no temporary left
+    (tmp_path / "h" / ".half-written.json.tmp").write_text("{")  # another job's write in progress: not a run
+    runs = load_history(tmp_path / "h")
+    assert [r.commit for r in runs] == [run.commit] * 2 and runs[0].records == run.records
+    (tmp_path / "h" / "broken.json").write_text("{")
+    with pytest.raises(ValueError, match="broken.json"):
+        load_history(tmp_path / "h")
+
+
+def _append_one(folder: str, index: int) -> str:
+    run = _history(index, runs=1)[0]
+    return str(append_run(Path(folder), Run(run.created, f"{index:040x}", "ci-1", run.records)))
+
+
+def test_concurrent_jobs_append_to_one_folder_without_losing_a_run(tmp_path: Path) -> None:
+    # Sixteen jobs at once, from four processes, all with the same time stamp: each its own file.
+    with ProcessPoolExecutor(4) as pool:
+        written = list(pool.map(_append_one, [str(tmp_path)] * 16, range(16)))
+    assert len(set(written)) == 16
+    assert sorted(int(r.commit, 16) for r in load_history(tmp_path)) == list(range(16))
+
+
+def test_history_show_creep_export_and_import_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "history"
+    for run in _history(1, creep=0.01, start=3):
+        append_run(folder, run)
+    assert main(["history", "show", str(folder), "--last", "4"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "tiny / onnxruntime-cpu / ci-1: 4 run(s), 2026-12-07T00:00:00Z .. 2026-12-10T00:00:00Z"
+    assert out[1].split()[1:] == ["c060000000", "c070000000", "c080000000", "c090000000"]
+    rows = {line.split()[0] + " " + line.split()[1]: line.split()[2:] for line in out[2:]}
+    assert rows["artifact B"] == ["5203", "5255", "5308", "5361"] and "TTFT ms" not in rows  # no decoder: no row
+    assert main(["history", "creep", str(folder), "--max-creep", "5%"]) == 1
+    out = capsys.readouterr().out
+    assert "instructions crept" in out and "first moved in the run of 2026-12-04T00:00:00Z c03" in out
+    assert main(["history", "creep", str(folder), "--max-creep", "50%"]) == 0
+    capsys.readouterr()
+    assert main(["history", "export", str(folder), "-o", str(tmp_path / "runs.json"), "--last", "5"]) == 0
+    assert main(["history", "import", str(tmp_path / "copy"), str(tmp_path / "runs.json")]) == 0
+    copied = load_history(tmp_path / "copy")
+    assert [r.commit for r in copied] == [r.commit for r in load_history(folder)][-5:]
+    assert [r.records for r in copied] == [r.records for r in load_history(folder)][-5:]
+    # A report (--edge-report's) is one run, under the commit and machine given.
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"schema": "pytest-edge/report/1", "created": "2026-12-11T00:00:00Z",
+                                  "machine": {"cpu": "x"}, "records": [_record([1.0, 1.0, 1.0])]}))
+    assert main(["history", "import", str(tmp_path / "copy"), str(report), "--commit", "f" * 40,
+                 "--machine", "ci-1"]) == 0
+    last = load_history(tmp_path / "copy")[-1]
+    assert (last.commit, last.machine, last.created) == ("f" * 40, "ci-1", "2026-12-11T00:00:00Z")
+    assert main(["history", "show", str(tmp_path / "nowhere")]) == 2
+    assert "is not a history folder" in capsys.readouterr().err
+
+
+def test_show_lines_per_model_backend_and_device() -> None:
+    runs = _history(0, runs=3)
+    pi = Run("2026-12-04T00:00:00Z", "d" * 40, "ci-1", (dict(_record([2.0]), backend="onnxruntime-cpu@pi5"),))
+    keys = set(series([*runs, pi]))
+    assert keys == {("tiny", "onnxruntime-cpu", "ci-1"), ("tiny", "onnxruntime-cpu", "pi5")}
+    assert show_lines(runs, model="other") == ["no measured record in the history for model other"]
+
+
+TEST = """
+import pytest
+@pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu"])
+def test_mlp(edge_model):
+    pass
+"""
+
+
+def _git(folder: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_edge_history_keeps_one_file_per_run_under_the_git_commit(pytester: pytest.Pytester, models: Path) -> None:
+    pytester.makepyfile(test_mlp=TEST)
+    _git(pytester.path, "init", "-q")
+    _git(pytester.path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "one")
+    head = _git(pytester.path, "rev-parse", "HEAD")
+    assert read_commit(pytester.path) == head
+    xdist = ["-n", "2"] if pytest.importorskip("xdist", reason="pytest-xdist") else []
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-history=hist", *xdist).assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("--edge-history=hist").assert_outcomes(passed=1)
+    runs = load_history(pytester.path / "hist")
+    # Under xdist the controller writes the run once, with the workers' records merged.
+    assert len(runs) == 2 and [r.commit for r in runs] == [head, head]
+    assert all(r.machine == platform.node() and len(r.records) == 1 for r in runs)
+    assert all(r.path is not None and r.path.name.split("-")[1] == head[:12] for r in runs)
+    given = pytester.runpytest_subprocess("--edge-history=hist", "--edge-history-commit=abc1234")
+    given.assert_outcomes(passed=1)
+    assert load_history(pytester.path / "hist")[-1].commit == "abc1234"
+
+
+def test_edge_max_creep_warns_or_fails_naming_the_first_run_that_moved(pytester: pytest.Pytester,
+                                                                       models: Path) -> None:
+    pytester.makepyfile(test_mlp=TEST)
+    pytester.runpytest_subprocess("--edge-update-golden", "--edge-history=run").assert_outcomes(passed=1)
+    (measured,) = load_history(pytester.path / "run")
+    record = measured.records[0]
+    size = record["artifact_bytes"]
+    assert isinstance(size, int) and size > 0
+    # Nine earlier runs of the same model on this machine: flat, then 1 % smaller per run before this one.
+    for index in range(9):
+        earlier = dict(record, artifact_bytes=round(size / 1.01 ** min(9 - index, 7)))
+        append_run(pytester.path / "hist", Run(f"2026-01-{index + 1:02d}T00:00:00Z", f"c{index:02d}" + "0" * 38,
+                                               measured.machine, (earlier,)))
+    warned = pytester.runpytest_subprocess("--edge-history=hist", "--edge-max-creep=5%", "--edge-history-commit=c09")
+    warned.assert_outcomes(passed=1)
+    assert warned.ret == 0
+    warned.stdout.fnmatch_lines([
+        "*pytest-edge: creep: tiny_mlp on onnxruntime-cpu (*): artifact size crept +6.*% over the last 10 runs*"
+        "first moved in the run of 2026-01-04T00:00:00Z c03*",
+        "*1 figure(s) crept over the history: a warning*"])
+    failed = pytester.runpytest_subprocess("--edge-history=hist", "--edge-max-creep=5%", "--edge-creep=fail")
+    assert failed.ret == 1
+    failed.stdout.fnmatch_lines(["*artifact size crept*first moved in the run of 2026-01-04T00:00:00Z c03*",
+                                 "*fails the run (--edge-creep=fail)*"])
+    refused = pytester.runpytest_subprocess("--edge-max-creep=5%")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*--edge-max-creep judges the runs of a history: give it --edge-history=DIR*"])
