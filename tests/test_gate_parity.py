@@ -268,3 +268,45 @@ def test_the_one_rule_chooses_twin_then_stored_then_new(tmp_path: Path) -> None:
     assert choose_baseline(itself, model, candidate, "t", "litert").kind is BaselineKind.NEW
     assert choose_baseline(replace(settings, baseline_models=None), model, candidate, "t",
                            "litert").kind is BaselineKind.NONE
+
+
+# ------------------------------------------------------------ end to end, with the real compiler
+
+@pytest.mark.skipif(get_backend(TARGET).unavailable_reason() is not None,
+                    reason="ethos-u-vela is not installed (the [ethos-u] extra)")
+@pytest.mark.parametrize("mode", MODES)
+def test_a_candidate_needing_more_npu_memory_fails_in_both_modes_and_both_pages_say_so(
+        pytester: pytest.Pytester, mode: str) -> None:
+    """An embedded team's pair (issue #48): the candidate compiles to more SRAM and flash on
+    Ethos-U55 than its baseline. A/B and stored mode fail it alike, naming SRAM with both figures;
+    the HTML page and the Markdown summary show the same baseline section in both modes; the
+    unchanged model passes its own baseline."""
+    models = pytester.path / "models"
+    models.mkdir()
+    shutil.copy(SMALL, models / "m.tflite")
+    pytester.makeini("[pytest]\nedge_model_dirs = models\n")
+    pytester.makepyfile(test_npu="""
+        import pytest
+
+        @pytest.mark.edge(model="m", backends=["ethos-u55-128"])
+        def test_npu(edge_model):
+            pass
+    """)
+    if mode == "ab":
+        (pytester.path / "base").mkdir()
+        shutil.copy(SMALL, pytester.path / "base" / "m.tflite")
+        gate = ["--edge-baseline-models=base"]
+    else:
+        pytester.runpytest_subprocess("--edge-report=base.json").assert_outcomes(passed=1)
+        gate = ["--edge-baseline=base.json"]
+    pytester.runpytest_subprocess(*gate).assert_outcomes(passed=1)  # unchanged: passes
+    shutil.copy(BIG, models / "m.tflite")
+    result = pytester.runpytest_subprocess(*gate, "--edge-report=r.json", "--edge-html=r.html", "--edge-summary=r.md")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ethos-u55-128: SRAM used * KiB (* bytes), +*% against the baseline* KiB (* bytes)*"])
+    (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
+    check = record["baseline_check"]
+    assert check["mode"] == mode and check["verdict"] == "failed"
+    assert {NPU_MEMORY, ARTIFACT_SIZE} <= {f["figure"] for f in check["findings"]}
+    assert "Against the baseline" in (pytester.path / "r.html").read_text()
+    assert "Regressions against the baseline" in (pytester.path / "r.md").read_text()
