@@ -310,3 +310,23 @@ def test_a_candidate_needing_more_npu_memory_fails_in_both_modes_and_both_pages_
     assert {NPU_MEMORY, ARTIFACT_SIZE} <= {f["figure"] for f in check["findings"]}
     assert "Against the baseline" in (pytester.path / "r.html").read_text()
     assert "Regressions against the baseline" in (pytester.path / "r.md").read_text()
+
+
+def test_a_baseline_record_with_no_figure_in_common_compared_nothing(tmp_path: Path) -> None:
+    """A stored record that holds none of the candidate's figures (no coverage, no npu block, no
+    size) is not counted as compared: the gate's line says so, and a run where no record compared a
+    figure fails as a gate that compared nothing."""
+    from pytest_edge.report.table import gate_compared_nothing, gate_summary
+
+    settings, model, candidate = _project(tmp_path, "stored", SMALL, SMALL, ".tflite")
+    plan = Plan(model, TARGET, tmp_path, MarkerSpec())
+    checker = CompiledChecker(_stored(settings, tmp_path, {"test": "t.py::test_npu", "backend": TARGET,
+                                                           "model": {"name": "m"}, "verdict": "passed"}))
+    checker._compiled[(str(candidate.resolve()), TARGET)] = _compilation()
+    record = pipeline.compiled_record("t.py::test_npu", plan, checker.compiled(TARGET, candidate),
+                                      get_backend(TARGET).distribution, tmp_path)
+    pipeline.gate_into(record, checker.gate(plan, record))
+    assert record.baseline_check is not None and record.baseline_check["compared"] == []
+    line = gate_summary([record.to_json()])
+    assert line is not None and "0 compared" in line and "1 with no figure in common with the baseline" in line
+    assert "compared nothing" in (gate_compared_nothing([record.to_json()]) or "")

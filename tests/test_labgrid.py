@@ -184,6 +184,7 @@ def test_sessions_share_two_boards_and_a_third_waits_then_skips(farm: Farm, mode
         waited = _session(third, "--edge-update-golden")
         out, _ = waited.communicate(timeout=120)
         assert waited.returncode == 0 and "1 skipped" in out, out
+        # clock bound: a wait's lower bound (edge_labgrid_wait = 3 s): no machine's speed or load shortens it.
         assert time.monotonic() - started >= 3
         assert "no free place tagged board=rpi4 at " in out and "within 3 s (edge_labgrid_wait)" in out, out
         assert "rpi-a acquired by" in out and "rpi-b acquired by" in out, out

@@ -57,6 +57,8 @@ def test_a_litertlm_generates_pytorchs_tokens_through_its_own_session(pytester: 
     assert theirs["source"] == "litert_lm BenchmarkInfo" and theirs["prompt_tokens"] == 5 * len(greedy["prompts"][0])
     assert theirs["eval_tokens"] == 5 * greedy["new_tokens"]
     # Both clocks time the same prefill: the engine's within a factor of ours (ours adds the Python calls).
+    # clock bound: a ratio of two clocks over the same work, which a machine's speed moves together,
+    # with a factor of 20 each way: how close they read is not asserted (benchmarks/, issue 53).
     assert 0.05 < theirs["ttft_ms"] / 5 / block["ttft_ms"]["p50"] < 5, (theirs, block["ttft_ms"])
     assert sorted(p.name for p in (pytester.path / "models" / "lm").iterdir()) == ["model.litertlm", "pytorch_greedy.json"]
     assert len(list((pytester.path / "user-cache" / "pytest-edge" / "litert-lm").glob("*/*.xnnpack_cache"))) == 1

@@ -21,7 +21,7 @@ import numpy as np
 from ..measurement.counts import CountedMeasurement
 from .figures import GateFigures
 from .gate import GateResult, rule_of
-from .regressions import INSTRUCTIONS, Regression, resource_regressions
+from .regressions import INSTRUCTIONS, Regression, compared_figures, resource_regressions
 
 # Per-process counts that lie within this fraction of each other count as exact: one measurement decides.
 AGREE = 0.005
@@ -70,7 +70,7 @@ def run_count_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, 
     backend = record.backend
     result = GateResult()
     result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
-                      "counted": True}
+                      "counted": True, "compared": compared_figures(record, baseline, ())}
     for regression in resource_regressions(record, baseline, max_regression, what):
         result.fail(regression, rule_of(regression.figure, paired))
     # Both sides through one typed view: this record's, and the twin's or a stored report's as written.

@@ -32,8 +32,8 @@ from ..core.acceptance import Acceptance, changed_files, describe, find, stale
 from ..core.record import GateVerdict
 from .figures import GateFigures, ProcessFigures
 from .regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
-                          NPU_ESTIMATE, NPU_MEMORY, PARTITIONS, PEAK_MEMORY, GateFinding, Regression, TimedFigure, latency_regressions,
-                          resource_regressions)
+                          NPU_ESTIMATE, NPU_MEMORY, PARTITIONS, PEAK_MEMORY, GateFinding, Regression, TimedFigure,
+                          compared_figures, latency_regressions, resource_regressions)
 
 # A/B mode (docs/gate.md, "Catching 1.2x"): a P50 above this fraction of the threshold is measured
 # again, in this many pairs (the first measurement has edge_processes pairs, 3 by default).
@@ -148,7 +148,8 @@ def run_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, max_re
         suspects = _ab_suspects(record, baseline, max_regression, suspects, figures)
     for regression in resource_regressions(record, baseline, max_regression, what):
         result.fail(regression, rule_of(regression.figure, paired))
-    result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": bool(suspects)}
+    result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": bool(suspects),
+                      "compared": compared_figures(record, baseline, figures)}
     if suspects:
         again, twin_again = remeasure()
         second_baseline = twin_again if paired and twin_again is not None else baseline

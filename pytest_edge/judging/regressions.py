@@ -257,6 +257,22 @@ def placement_regressions(record: GateFigures, baseline: GateFigures,
                        new=float(fraction) if fraction is not None else None, threshold=0.0)]
 
 
+def compared_figures(record: GateFigures, baseline: GateFigures,
+                     figures: tuple[TimedFigure, ...] = LATENCY_FIGURES) -> list[str]:
+    """The gate's figures both sides hold, so that the gate compared them: a record counts as
+    compared on the gate's line only where this is not empty (a baseline with none of the
+    candidate's figures compared nothing, it did not pass)."""
+    both = [f.name for f in figures if _per_process(record, f.key)[0] and _per_process(baseline, f.key)[0]]
+    pairs = ((PEAK_MEMORY, record.peak_memory_mb, baseline.peak_memory_mb),
+             (ARTIFACT_SIZE, record.artifact_bytes, baseline.artifact_bytes),
+             (DELEGATE_COVERAGE, record.fallback, baseline.fallback),
+             (PARTITIONS, record.partitions, baseline.partitions),
+             (NPU_MEMORY, record.npu_memories or None, baseline.npu_memories or None),
+             (NPU_ESTIMATE, record.npu_estimated_ms, baseline.npu_estimated_ms),
+             (INSTRUCTIONS, record.counted, baseline.counted))
+    return both + [name for name, new, old in pairs if new is not None and old is not None]
+
+
 def check_baseline(record: GateFigures, baseline: GateFigures | None,
                    max_regression: float, figures: tuple[TimedFigure, ...] = LATENCY_FIGURES) -> list[str]:
     """Every regression of ``record`` against a stored ``baseline`` record, as messages (no

@@ -214,7 +214,10 @@ def gate_summary(records: Iterable[Mapping[str, Any]]) -> str | None:
     checks = [r["baseline_check"] for r in records if r.get("baseline_check")]
     if not checks:
         return None
-    compared = [c for c in checks if not c.get("new")]
+    # A record whose baseline held none of its figures compared nothing (a report of an older
+    # pytest-edge names no "compared": it counts as compared, as it always did).
+    empty = [c for c in checks if not c.get("new") and c.get("compared") == []]
+    compared = [c for c in checks if not c.get("new") and c.get("compared") != []]
     new = [c for c in checks if c.get("new")]
     modes = sorted({_gate_mode(c) for c in checks})
     count = {v: sum(1 for c in compared if c.get("verdict") == v)
@@ -223,7 +226,9 @@ def gate_summary(records: Iterable[Mapping[str, Any]]) -> str | None:
     return (f"merge gate ({'; '.join(modes)}): {len(compared)} compared, {count[GateVerdict.FAILED]} regressed, "
             f"{count[GateVerdict.INCONCLUSIVE]} inconclusive"
             + (f", {count[GateVerdict.ACCEPTED]} accepted" if count[GateVerdict.ACCEPTED] else "")
-            + (f", {len(new)} new (no {what}: {_few(c.get('looked_for', '?') for c in new)})" if new else ""))
+            + (f", {len(new)} new (no {what}: {_few(c.get('looked_for', '?') for c in new)})" if new else "")
+            + (f", {len(empty)} with no figure in common with the baseline ({_few(str(c.get('baseline', '?')) for c in empty)})"
+               if empty else ""))
 
 
 def _gate_mode(check: Mapping[str, Any]) -> str:
@@ -241,8 +246,12 @@ def gate_compared_nothing(records: Iterable[Mapping[str, Any]]) -> str | None:
     """Why the run fails where a merge gate ran and compared nothing: every gated record is new (no
     twin in the A/B folder, no record in the stored report), so nothing was judged; None otherwise."""
     checks = [r["baseline_check"] for r in records if r.get("baseline_check")]
-    if not checks or any(not c.get("new") for c in checks):
+    if not checks or any(not c.get("new") and c.get("compared") != [] for c in checks):
         return None
+    if not all(c.get("new") for c in checks):  # some had a baseline, none a figure in common with it
+        return (f"pytest-edge: the merge gate compared nothing: no baseline record held a figure of its model "
+                f"({_few(str(c.get('baseline', '?')) for c in checks if not c.get('new'))}); "
+                "a report of this project's tests (--edge-report on main) is what it compares against (docs/gate.md)")
     folders = _few(str(c.get("folder")) for c in checks)
     if all(c.get("mode") == "ab" for c in checks):
         return (f"pytest-edge: the merge gate compared nothing: --edge-baseline-models {folders} holds no twin of any "
@@ -256,7 +265,7 @@ def gate_compared_nothing(records: Iterable[Mapping[str, Any]]) -> str | None:
 
 # The compile-time targets' own columns (docs/npu.md): what the conformance table has none for.
 COMPILED_HEADERS = ("model", "target", "compiler", "system config", "memory mode", "NPU ops", "CPU ops", "SRAM KiB",
-                    "off-chip flash KiB", "estimated NPU ms", "estimated cycles", "verdict")
+                    "off-chip flash KiB", "DRAM KiB", "estimated NPU ms", "estimated cycles", "verdict")
 
 
 def compiled_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
@@ -268,6 +277,8 @@ def compiled_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
             continue
         coverage, settings = record.get("coverage") or {}, npu.get("settings") or {}
         kib = [figure(None if npu.get(key) is None else npu[key] / 1024, ".2f") for key in ("sram_bytes", "flash_bytes")]
+        dram = (npu.get("memories") or {}).get("dram") if isinstance(npu.get("memories"), Mapping) else None
+        kib.append(figure(dram / 1024 if isinstance(dram, (int, float)) else None, ".2f"))
         rows.append([record["model"]["name"], record["backend"], str(npu.get("compiler")),
                      str(settings.get("system_config") or DASH), str(settings.get("memory_mode") or DASH),
                      figure(coverage.get("delegated_ops"), "d"), figure(coverage.get("fallback_ops"), "d"), *kib,
@@ -288,10 +299,15 @@ def compiled_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
         npu = record["npu"]
         kib = {key: figure(None if npu.get(key) is None else npu[key] / 1024, ".2f") for key in ("sram_bytes", "flash_bytes")}
         clock = npu.get("clock_hz")
+        dram = (npu.get("memories") or {}).get("dram") if isinstance(npu.get("memories"), Mapping) else None
+        memory = f"SRAM {kib['sram_bytes']} KiB, off-chip flash {kib['flash_bytes']} KiB" + (
+            f", DRAM {figure(dram / 1024, '.2f')} KiB" if isinstance(dram, (int, float)) and dram else "")
+        cycles = npu.get("estimated_cycles")
+        estimate = ("no estimate" if npu.get("estimated_ms") is None or cycles is None else
+                    f"estimated NPU time {figure(npu.get('estimated_ms'), '.4g')} ms ({cycles} cycles at "
+                    f"{figure(clock and clock / 1e6, 'g')} MHz)")
         lines.append(f"  {record['model']['name']} on {record['backend']} ({npu.get('compiler')}, "
-                     f"{(npu.get('settings') or {}).get('system_config')}): SRAM {kib['sram_bytes']} KiB, "
-                     f"off-chip flash {kib['flash_bytes']} KiB, estimated NPU time {figure(npu.get('estimated_ms'), '.4g')} "
-                     f"ms ({npu.get('estimated_cycles')} cycles at {figure(clock and clock / 1e6, 'g')} MHz)")
+                     f"{(npu.get('settings') or {}).get('system_config') or 'its delegate'}): {memory}, {estimate}")
     if len(compiled) > 8:
         lines.append(f"  ... and {len(compiled) - 8} more (the report's npu blocks)")
     return lines

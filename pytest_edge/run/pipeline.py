@@ -252,20 +252,22 @@ def compiled_record(test_id: str, plan: Plan, compiled: Compilation, distributio
 
 def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, paired: bool,
                   max_regression: float) -> GateResult:
-    """A compile-time target against its baseline (the twin compiled alike, or the stored record):
-    the compiler's placement (the fraction and each operator that left the NPU) and the artifact's
-    size; nothing was timed, so nothing is re-measured."""
+    """A compile-time target against its baseline (the twin compiled and recorded alike, or the
+    stored record), by the gate's resource rules as every kind: the compiler's placement (the
+    fraction, each operator that left the NPU or is newly on the CPU, the partitions), its memories
+    and estimate, and the artifact's size; nothing was timed, so nothing is re-measured."""
     from ..judging.figures import GateFigures
     from ..judging.gate import GateResult, rule_of
-    from ..judging.regressions import resource_regressions
+    from ..judging.regressions import compared_figures, resource_regressions
 
     gate = GateResult()
     if baseline is None:
         return gate
     what = "the baseline twin" if paired else "the baseline"
-    for regression in resource_regressions(GateFigures.of_record(record), GateFigures.from_json(baseline, source=source),
-                                           max_regression, what):
+    mine, theirs = GateFigures.of_record(record), GateFigures.from_json(baseline, source=source)
+    for regression in resource_regressions(mine, theirs, max_regression, what):
         gate.fail(regression, rule_of(regression.figure, paired))
     gate.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
+                    "compared": compared_figures(mine, theirs, ()),
                     "verdict": gate.verdict()}
     return gate
