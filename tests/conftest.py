@@ -4,9 +4,12 @@ import importlib
 import importlib.util
 import shutil
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from edge_helpers import FIXTURES
+
+import measuring
 
 # Every installed runtime is imported once, before any pytester test: pytester restores sys.modules
 # after each test, and a second import of a C extension in the same process breaks: onnx's aborts it
@@ -91,21 +94,40 @@ def noopt_backend(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
     return "onnxruntime-noopt"
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """What the test's fixtures measure, kept on the item (tests/measuring.py)."""
+    with measuring.finding(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """What the test measures, kept on the item before its report is made (tests/measuring.py)."""
+    with measuring.finding(item):
+        return (yield)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """After a failed run, say of each failed test whether it is a timing test (marked ``timing``:
-    its verdict rests on measured time, staged as ratios of what the test measured on a model sized to
-    the running machine, far outside the noise a busy 2-core runner meets; docs/gate.md, "How this
-    repository tests the gate"), so that CI tells a possible flake from a plain failure."""
+    """After a failed run, say of each failed test whether it measured anything, as found while it
+    ran (tests/measuring.py: a measuring request of pytest-edge's worker client or the machine probe
+    in this process, a model timed by the test itself, a pytest it started that asked for
+    measurement by flag, ini or marker budget, or whose report holds measured figures), not from its
+    name or a marker: a test that measured may have a verdict resting on a clock (the suite stages
+    such effects as ratios of what the test measured, far outside the noise: docs/gate.md, "How this
+    repository tests the gate"), one that measured nothing failed whatever the machine's speed or
+    load. So CI tells a possible flake from a plain failure (docs/ci.md)."""
     failed = terminalreporter.stats.get("failed", [])
     if not failed:
         return
     terminalreporter.section("failed tests: timing or not")
     for report in failed:
-        if "timing" in report.keywords:
-            kind = ("timing test: its verdict rests on measured time (staged far outside the noise); "
-                    "read its figures before calling it a flake")
+        found = measuring.reasons(report)
+        if found:
+            kind = (f"measured ({'; '.join(found)}): its verdict may rest on a clock; read its figures before "
+                    "calling it a flake")
         else:
-            kind = "not a timing test: a failure, whatever the machine's load"
+            kind = "measured nothing: a failure, whatever the machine's speed or load"
         terminalreporter.write_line(f"{report.nodeid}: {kind}")
 
 
