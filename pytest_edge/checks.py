@@ -6,11 +6,13 @@ the pipelines ask each check for the budgets of the table's rows, and a finding 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .backends import Coverage
 from .backends.compiled import Compilation
+from .errors import EdgeUsageError
 from .units import parse_drift, parse_fraction, parse_int, parse_kb, parse_mb, parse_ms, parse_number
 from .measurement.stats import compare_pairs
 from .measurement.timing import (DRIFT_MIN_TIME_S, DRIFT_MIN_WINDOW_RUNS, DRIFT_MIN_WINDOW_S, DRIFT_WINDOW_FRACTION,
@@ -46,9 +48,32 @@ def _found(keyword: str, value: float | None, budget: float, message: str) -> Fi
     return Finding(keyword, row.figure, value, budget, row.unit, message)
 
 
+def _allowed(coverage: Coverage, allowed: Sequence[str]) -> tuple[Counter[str], set[str], list[str]]:
+    """What of the CPU's operators ``allowed`` names, by type (``CALL_ONCE``: every one of it) or by
+    the id the record gives one (``ASSIGN_VARIABLE Variable [init]``): (how many per type, the ids,
+    the names that match nothing)."""
+    wanted = {name.casefold(): name for name in allowed}
+
+    def kind_of(op: str) -> str:
+        return next((k for k in coverage.fallback_op_names if op == k or op.startswith(k + " ")), op)
+
+    by_type = {kind for kind in coverage.fallback_op_names if kind.casefold() in wanted}
+    kinds: Counter[str] = Counter({kind: coverage.fallback_op_names[kind] for kind in by_type})
+    ids = {op for op in coverage.fallback_reasons if kind_of(op) in by_type}
+    for op in coverage.fallback_reasons:
+        if op.casefold() in wanted and kind_of(op) not in by_type:  # one named by its id
+            ids.add(op)
+            kinds[kind_of(op)] += 1
+    matched = {kind.casefold() for kind in by_type} | {op.casefold() for op in ids}
+    return kinds, ids, [name for key, name in wanted.items() if key not in matched]
+
+
 def check_coverage(coverage: Coverage | None, budgets: Budgets, backend: str) -> list[Finding]:
-    """``max_fallback`` and ``max_partitions`` against the delegate coverage the backend read."""
+    """``max_fallback`` and ``max_partitions`` against the delegate coverage the backend read;
+    ``allowed_cpu_ops`` names operators expected on the CPU (a streaming model's CALL_ONCE), left out
+    of the fraction ``max_fallback`` judges and named as allowed."""
     max_fallback, max_partitions = budgets.get("max_fallback"), budgets.get("max_partitions")
+    allowed_names: Sequence[str] = budgets.get("allowed_cpu_ops") or ()  # type: ignore[assignment]
     if max_fallback is None and max_partitions is None:
         return []
     if coverage is None:
@@ -59,17 +84,27 @@ def check_coverage(coverage: Coverage | None, budgets: Budgets, backend: str) ->
     problems = []
     how = " (predicted)" if coverage.method == "predicted" else ""
     how += " (approximate)" if coverage.approximate else ""
-    if max_fallback is not None and coverage.fallback > max_fallback + 1e-12:
+    kinds, allowed, unmatched = _allowed(coverage, allowed_names) if allowed_names else (Counter(), set(), [])
+    excused = sum(kinds.values())
+    fallback_ops, total_ops = coverage.fallback_ops - excused, coverage.total_ops - excused
+    fallback = fallback_ops / total_ops if total_ops > 0 else 0.0
+    if max_fallback is not None and fallback > max_fallback + 1e-12:
+        counts = {name: count - kinds[name] for name, count in coverage.fallback_op_names.items()}
         ops = ", ".join(f"{name} x{count}" for name, count in
-                        sorted(coverage.fallback_op_names.items(), key=lambda kv: (-kv[1], kv[0])))
+                        sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if count > 0)
         # An NPU compiler's placement names each operator it left on the CPU, with its reason.
         reasons = "".join(f"; {op}: {reason or 'no reason given'}" for op, reason in coverage.fallback_reasons.items()
-                          ) if coverage.method == "compiler" else ""
+                          if op not in allowed) if coverage.method == "compiler" else ""
         where = "left on the CPU by the NPU compiler" if coverage.method == "compiler" else "on default CPU kernels"
-        problems.append(_found("max_fallback", coverage.fallback, max_fallback,
-            f"{backend}: fallback {coverage.fallback:.1%}{how} ({coverage.fallback_ops} of "
-            f"{coverage.total_ops} operators {where}) > max_fallback "
-            f"{max_fallback:.1%}; fell back: {ops}{reasons}"))
+        let = ""
+        if allowed_names:
+            let = (f"; allowed on the CPU (allowed_cpu_ops, not counted): "
+                   f"{', '.join(f'{kind} x{count}' for kind, count in sorted(kinds.items())) or 'none'}"
+                   + (f" (allowed_cpu_ops names {', '.join(unmatched)}, which no CPU operator is)" if unmatched else ""))
+        problems.append(_found("max_fallback", fallback, max_fallback,
+            f"{backend}: fallback {fallback:.1%}{how} ({fallback_ops} of "
+            f"{total_ops} operators {where}{' besides those allowed' if excused else ''}) > max_fallback "
+            f"{max_fallback:.1%}; fell back: {ops or 'none named'}{reasons}{let}"))
     if max_partitions is not None and coverage.partitions > max_partitions:
         problems.append(_found("max_partitions", coverage.partitions, max_partitions,
                                f"{backend}: {coverage.partitions} delegate partitions{how} > max_partitions "
@@ -298,6 +333,19 @@ def check_teacher_forced(figures: Mapping[str, Any] | None, budgets: Budgets, ba
     return problems
 
 
+def parse_operator_names(value: Any, what: str) -> tuple[str, ...]:
+    """Operator names (``["CALL_ONCE"]``, or ``"CALL_ONCE, QUANTIZE"``): non-empty strings, as the
+    record names operators (by type or by id)."""
+    if isinstance(value, str):
+        value = [name for name in value.split(",")]
+    if not isinstance(value, (list, tuple, set, frozenset)) or not all(isinstance(v, str) for v in value):
+        raise EdgeUsageError(f"{what}: expected operator names, e.g. [\"CALL_ONCE\"], got {value!r}")
+    names = tuple(dict.fromkeys(v.strip() for v in value))
+    if not names or "" in names:
+        raise EdgeUsageError(f"{what}: expected operator names, e.g. [\"CALL_ONCE\"], got {value!r}")
+    return names
+
+
 def parse_tokens(value: Any, what: str) -> int:
     """A context length: an int of at least 2 tokens."""
     return parse_int(value, what, 2)
@@ -320,6 +368,7 @@ class Budget:
     checks: Mapping[str, Check]  # {marker: the check that judges this budget on it}
     measured: bool  # judged on timed runs: a test with this budget is measured
     sense: str = "max"  # "max": the figure must not exceed the budget; "min": it must reach it
+    qualifies: str | None = None  # the budget this keyword qualifies, which a marker must set beside it
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -329,6 +378,9 @@ class Budget:
 BUDGETS: tuple[Budget, ...] = (
     Budget("max_fallback", parse_fraction, "delegate fallback", "fraction", {EDGE: check_coverage}, measured=False),
     Budget("max_partitions", parse_int, "delegate partitions", "partitions", {EDGE: check_coverage}, measured=False),
+    # Not a figure: the operators max_fallback leaves out (expected on the CPU), named in its message.
+    Budget("allowed_cpu_ops", parse_operator_names, "operators allowed on the CPU", "operators",
+           {EDGE: check_coverage}, measured=False, qualifies="max_fallback"),
     Budget("p50_ms", parse_ms, "P50 latency", "ms", {EDGE: check_latency}, measured=True),
     Budget("p90_ms", parse_ms, "P90 latency", "ms", {EDGE: check_latency}, measured=True),
     Budget("p99_ms", parse_ms, "P99 latency", "ms", {EDGE: check_latency}, measured=True),

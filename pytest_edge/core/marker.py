@@ -65,6 +65,8 @@ class MarkerSpec:
     max_flash_kb: float | None = None
     max_dram_kb: float | None = None  # where U65/U85's memory modes put the weights and the arena
     max_npu_estimated_ms: float | None = None
+    # Operators expected on the CPU (a streaming model's CALL_ONCE): left out of max_fallback's fraction.
+    allowed_cpu_ops: tuple[str, ...] | None = None
 
     @property
     def needs_measurement(self) -> bool:
@@ -116,6 +118,10 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
     for budget in budgets_for(EDGE):
         if kwargs.get(budget.keyword) is not None:
             setattr(spec, budget.keyword, budget.parse(kwargs[budget.keyword], budget.keyword))
+    for budget in budgets_for(EDGE):  # a keyword that qualifies a budget means nothing without it
+        if budget.qualifies and getattr(spec, budget.keyword) is not None and getattr(spec, budget.qualifies) is None:
+            raise EdgeUsageError(f"{budget.keyword} qualifies {budget.qualifies}, which this marker does not set "
+                                 f"(e.g. {budget.qualifies}=0: every other operator on the accelerator)")
     for key, minimum in (("warmup", 0), ("runs", 1), ("threads", 1)):
         if kwargs.get(key) is not None:
             setattr(spec, key, parse_int(kwargs[key], key, minimum))
