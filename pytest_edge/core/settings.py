@@ -225,7 +225,12 @@ def parse_compile_options(lines: list[str]) -> dict[str, dict[str, str]]:
         pairs = [pair.partition("=") for pair in rest.split()]
         if not sep or not target.strip() or not pairs or any(not key or not eq or not value for key, eq, value in pairs):
             raise ValueError(f"edge_compile_options: {line!r} is not TARGET = KEY=VALUE ... (docs/npu.md)")
-        options.setdefault(target.strip(), {}).update({key: value for key, _, value in pairs})
+        given = options.setdefault(target.strip(), {})
+        for key, _, value in pairs:
+            if key in given:
+                raise ValueError(f"edge_compile_options: {target.strip()} sets {key} twice ({given[key]!r}, then "
+                                 f"{value!r}): give each key once (docs/npu.md)")
+            given[key] = value
     return options
 
 
