@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -126,14 +127,14 @@ def test_budgets_fail_naming_vela_s_reason_and_both_numbers(pytester: pytest.Pyt
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     said = vela_summary(FIXTURES / "tiny_cnn_int8.tflite", "ethos-u55-128", tmp_path)
-    assert "Cumsum Identity: Unsupported opType" in out and "Reason: Unsupported opType" in said["reasons"]
+    assert "CUMSUM Identity: Unsupported opType" in out and "Reason: Unsupported opType" in said["reasons"]
     assert f"fallback 30.0% (3 of 10 operators left on the CPU by the NPU compiler) > max_fallback 0.0%" in out
     assert f"SRAM used {said['sram_kib']} KiB (34656 bytes)" in out and "> max_sram_kb 32 KiB (32768 bytes)" in out
     assert "P50 latency" not in out
     (record,) = json.loads((pytester.path / "report.json").read_text())["records"]
     assert record["timing_not_judged"] == COMPILE_ONLY.reason and record["latency_ms"] is None
     assert record["accuracy"] is None and record["npu"]["executed"] is False
-    assert record["coverage"]["fallback_reasons"]["Cumsum Identity"] == "Unsupported opType"
+    assert record["coverage"]["fallback_reasons"]["CUMSUM Identity"] == "Unsupported opType"
     assert {f["check"] for f in record["budget_findings"]} == {"max_fallback", "max_sram_kb"}
     assert Record.from_json(record).npu.sram_bytes == 34656
 
@@ -157,7 +158,10 @@ def test_the_same_network_on_u55_and_u85_in_one_matrix(pytester: pytest.Pytester
                                            "--edge-summary=summary.md", "--edge-html=page.html")
     result.assert_outcomes(passed=3, failed=3)
     summary = (pytester.path / "summary.md").read_text()
-    assert "<h2>NPU compile-time targets</h2>" in (pytester.path / "page.html").read_text()
+    page = (pytester.path / "page.html").read_text()
+    assert "<h2>NPU compile-time targets</h2>" in page and "<th>DRAM KiB</th>" in page
+    assert "<h3>Figures</h3>" not in page  # nothing timed: no table of dashes
+    assert "<h3>Size, throughput, power and temperature" not in page
     assert "### NPU compile-time targets (nothing executed; the time is the compiler's estimate)" in summary
     assert "| tiny\\_cnn\\_int8 | ethos-u55-128 | vela 5.2.0 | Ethos\\_U55\\_High\\_End\\_Embedded |" in summary
     records = {(r["model"]["name"], r["backend"]): r
@@ -169,7 +173,7 @@ def test_the_same_network_on_u55_and_u85_in_one_matrix(pytester: pytest.Pytester
     for target in TARGETS:
         assert records[("quant_probe_int8", target)]["coverage"]["fallback"] == 0.0
         assert records[("quant_probe_int8", target)]["verdict"] == "passed"
-        assert "Cumsum Identity" in records[("tiny_cnn_int8", target)]["coverage"]["fallback_reasons"]
+        assert "CUMSUM Identity" in records[("tiny_cnn_int8", target)]["coverage"]["fallback_reasons"]
 
 
 @pytest.mark.parametrize("mode", ["ab", "stored"])
@@ -200,7 +204,7 @@ def test_the_gate_fails_an_operator_that_left_the_npu_at_the_same_fraction(pytes
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert ("1 operator(s) left the delegate against the baseline" in out
-            and "FullyConnected Identity (Unsupported dataType Int64" in out)
+            and "FULLY_CONNECTED Identity (Unsupported dataType Int64" in out)
     assert "stem" not in out.split("left the delegate")[1].split("\n")[0]  # the one that joined is no failure
     (record,) = json.loads((pytester.path / "report.json").read_text())["records"]
     assert record["coverage"]["fallback"] == pytest.approx(1 / 3) and record["baseline_check"]["verdict"] == "failed"
@@ -450,3 +454,252 @@ def test_the_gate_fails_npu_memory_grown_against_the_baseline() -> None:
     u65_small, u65_big = record("quant_probe_int8", "ethos-u65-256"), record("kws_dscnn_int8", "ethos-u65-256")
     assert any(r.message.startswith("ethos-u65-256: DRAM used")
                for r in resource_regressions(GateFigures.from_json(u65_big), GateFigures.from_json(u65_small), 0.1))
+
+
+# ------------------------------------------------------------ a streaming model: two subgraphs
+
+WAKE_WORD = FIXTURES / "npu" / "wake_word_int8.tflite"  # fixtures/make_wake_word.py (TensorFlow's converter)
+
+
+def _cpu_operators_vela_wrote(folder: Path) -> Counter:
+    """The operators of vela's optimised model that are no command stream, by type, every subgraph:
+    read here with vela's flatbuffer classes from the output of the test's own vela run."""
+    from ethosu.vela.tflite.BuiltinOperator import BuiltinOperator
+    from ethosu.vela.tflite.Model import Model
+
+    names = {value: name for name, value in vars(BuiltinOperator).items() if not name.startswith("_")}
+    (optimised,) = folder.glob("*_vela.tflite")
+    model = Model.GetRootAsModel(optimised.read_bytes(), 0)
+    found: Counter = Counter()
+    for s in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(s)
+        for o in range(graph.OperatorsLength()):
+            code = model.OperatorCodes(graph.Operators(o).OpcodeIndex())
+            if code.CustomCode() != b"ethos-u":
+                found[names[max(code.BuiltinCode(), code.DeprecatedBuiltinCode())]] += 1
+    return found
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_every_cpu_operator_of_every_subgraph_is_named_with_vela_s_reason(target: str, tmp_path: Path) -> None:
+    """The newcomer's case: a streaming model whose resource variables make two subgraphs. Each CPU
+    operator of both is named by its builtin type (CALL_ONCE, never vela's `None`) with vela's reason,
+    counted as vela counts them, the names and the count from one source; the NPU's operators of both
+    subgraphs are the delegated ids."""
+    compiled = get_backend(target).compile(WAKE_WORD, {}, 300)
+    said = vela_summary(WAKE_WORD, target, tmp_path)
+    coverage = compiled.coverage
+    written = _cpu_operators_vela_wrote(tmp_path / f"vela-{target}-{WAKE_WORD.stem}")
+    assert coverage.fallback_ops == int(said["cpu"]) == sum(written.values()) == len(coverage.fallback_reasons)
+    assert coverage.fallback_op_names == dict(written)
+    assert sum(coverage.fallback_op_names.values()) == coverage.fallback_ops
+    assert not [op for op in coverage.fallback_reasons if op.startswith("None")]
+    assert all(reason == "Unsupported opType" for reason in coverage.fallback_reasons.values()), coverage.fallback_reasons
+    assert not set(coverage.delegated_op_ids) & set(coverage.fallback_reasons)
+    if target == "ethos-u85-256":  # all but the CALL_ONCE on the NPU, the initialisation subgraph's too
+        assert coverage.fallback_reasons == {"CALL_ONCE": "Unsupported opType"}
+        assert {"READ_VARIABLE concat/ReadVariableOp", "ASSIGN_VARIABLE Variable_22 [NoOp]"} <= set(coverage.delegated_op_ids)
+        assert coverage.partitions == 2  # a command stream per subgraph
+    else:  # every resource-variable operator of both subgraphs on the CPU; the network on the NPU
+        assert coverage.fallback_op_names == {"CALL_ONCE": 1, "VAR_HANDLE": 6, "READ_VARIABLE": 3, "ASSIGN_VARIABLE": 6}
+        assert {"READ_VARIABLE concat/ReadVariableOp", "VAR_HANDLE Variable_22 [NoOp]", "CALL_ONCE"} <= \
+            set(coverage.fallback_reasons)
+        assert {"CONV_2D Relu;Conv2D", "SOFTMAX StatefulPartitionedCall:0"} <= set(coverage.delegated_op_ids)
+    # The per-layer report is the last subgraph's: every subgraph's operators are listed instead.
+    assert sum(op.placed_on == "CPU" for op in compiled.operators) == coverage.fallback_ops
+
+
+def test_allowed_cpu_ops_leaves_call_once_out_and_everything_else_must_be_on_the_npu(
+        pytester: pytest.Pytester) -> None:
+    """allowed_cpu_ops=["CALL_ONCE"] with max_fallback=0: the U85 passes (only CALL_ONCE on its CPU);
+    the U55 fails naming every other CPU operator of both subgraphs and the allowed one as allowed.
+    Without it the U85 fails naming CALL_ONCE."""
+    folder = _project(pytester)
+    shutil.copy(WAKE_WORD, folder / "wake.tflite")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="wake", backends=["ethos-u55-128", "ethos-u85-256"], max_fallback=0,
+                          allowed_cpu_ops=["CALL_ONCE"])
+        def test_allowed(edge_model):
+            pass
+
+        @pytest.mark.edge(model="wake", backends=["ethos-u85-256"], max_fallback=0)
+        def test_strict(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--edge-report=report.json")
+    result.assert_outcomes(passed=1, failed=2)
+    out = result.stdout.str()
+    u55 = next(line for line in out.splitlines() if "ethos-u55-128: fallback" in line)
+    assert "(15 of 54 operators left on the CPU by the NPU compiler besides those allowed)" in u55
+    assert "fell back: ASSIGN_VARIABLE x6, VAR_HANDLE x6, READ_VARIABLE x3;" in u55
+    assert "VAR_HANDLE Variable_22 [NoOp]: Unsupported opType" in u55
+    assert "allowed on the CPU (allowed_cpu_ops, not counted): CALL_ONCE x1" in u55
+    assert "; CALL_ONCE: " not in u55
+    strict = next(line for line in out.splitlines() if "ethos-u85-256: fallback" in line)
+    assert "(1 of 33 operators left on the CPU by the NPU compiler)" in strict
+    assert "fell back: CALL_ONCE x1; CALL_ONCE: Unsupported opType" in strict and "None" not in strict
+    verdicts = {(r["test"].split("::")[-1].split("[")[0], r["backend"]): r["verdict"]
+                for r in json.loads((pytester.path / "report.json").read_text())["records"]}
+    assert verdicts[("test_allowed", "ethos-u85-256")] == "passed"
+    assert verdicts[("test_allowed", "ethos-u55-128")] == "failed"
+
+
+def test_allowed_cpu_ops_is_checked_where_the_marker_is_parsed() -> None:
+    from pytest_edge.core.marker import parse_marker
+    from pytest_edge.errors import EdgeUsageError
+
+    assert parse_marker((), {"max_fallback": 0, "allowed_cpu_ops": "CALL_ONCE, QUANTIZE"}).allowed_cpu_ops == \
+        ("CALL_ONCE", "QUANTIZE")
+    with pytest.raises(EdgeUsageError, match="allowed_cpu_ops qualifies max_fallback, which this marker does not set"):
+        parse_marker((), {"allowed_cpu_ops": ["CALL_ONCE"]})
+    for bad in ([], [""], 3, ["CALL_ONCE", 1]):
+        with pytest.raises(EdgeUsageError, match="allowed_cpu_ops: expected operator names"):
+            parse_marker((), {"max_fallback": 0, "allowed_cpu_ops": bad})
+
+
+# ------------------------------------------------------------ bad input, at the causes (issue 49)
+
+@pytest.mark.parametrize("build, why", [
+    ("truncated", r"its flatbuffer is cut short or damaged \(error: unpack_from"),
+    ("short_buffer", r"tensor 'stem/MatMul' of shape \[32, 16\] needs 512 bytes, and its buffer 7 holds 3"),
+    ("no_operators", r"it has no operator"),
+    ("tensor_out_of_range", r"operator 0 \(FULLY_CONNECTED\) has the input tensor 999 of 10"),
+    ("opcode_out_of_range", r"operator 1 has the operator code 77 of 7"),
+    ("huge_intermediate", r"tensor 'stem/MatMul;stem/Relu;stem/add' of shape \[1, 2147483647\] needs 2147483647 "
+                          r"bytes, more than the 1073741824"),
+])
+def test_a_model_is_checked_before_vela_sees_it(tmp_path: Path, build: str, why: str) -> None:
+    """Each hostile model (tests/hostile_models.py) is "not a valid model: <file>: <why>" before vela
+    runs: no struct.error from the product's own read, no corrupt model compiled into a green, no 0 of
+    0 operators shown as full coverage, no 4.8 GB vela for a 5.5 KB file."""
+    import hostile_models
+
+    path = hostile_models.write(tmp_path, f"{build}.tflite", getattr(hostile_models, build)())
+    with pytest.raises(BackendError, match=rf"^not a valid model: {re.escape(str(path))}: .*{why}"):
+        get_backend("ethos-u55-128").compile(path, {}, 300)
+
+
+def test_inspect_of_a_truncated_tflite_is_a_row_naming_the_file(tmp_path: Path) -> None:
+    import hostile_models
+    from pytest_edge.cli.inspect import inspect_rows
+    from pytest_edge.core.settings import Settings
+
+    path = hostile_models.write(tmp_path, "cut.tflite", hostile_models.truncated())
+    settings = Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path, backends=["ethos-u55-128"])
+    (row,) = inspect_rows(str(path), settings)
+    assert row[5].startswith(f"error: not a valid model: {path}: its flatbuffer is cut short"), row
+
+
+def test_vela_s_own_error_line_is_the_message_whole(tmp_path: Path) -> None:
+    """vela's failure reads as vela's last error line, whole (its traceback is the error's cause, for
+    --fulltrace), naming the file and the target."""
+    from pytest_edge.backends.toolprocess import ToolFailed, ToolOutput
+
+    artifact = FIXTURES / "quant_probe_int8.tflite"
+    with pytest.raises(ToolFailed) as failed:
+        get_backend("ethos-u55-128").compile(artifact, {"optimise": "Fastest"}, 300)
+    assert str(failed.value) == f"{artifact} (ethos-u55-128): vela failed (exit status 1): KeyError: 'Fastest'"
+    assert isinstance(failed.value.__cause__, ToolOutput) and "Traceback" in str(failed.value.__cause__)
+    with pytest.raises(ToolFailed, match=r"vela failed \(exit status 1\): ethosu.vela.errors.CliOptionError: 'Error: "
+                                         r"Incorrect argument to CLI option --system-config=Nowhere: Section "
+                                         r"System_Config.Nowhere not found in Vela config file'$"):
+        get_backend("ethos-u55-128").compile(artifact, {"system_config": "Nowhere"}, 300)
+
+
+def test_vela_runs_under_a_memory_limit_set_in_its_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The limit is vela's address space, set in the child: too small a limit fails vela itself,
+    named as running out of memory under it, with the variable that sets it."""
+    monkeypatch.setenv("PYTEST_EDGE_TOOL_MEMORY", "100MB")
+    with pytest.raises(BackendError, match=r"quant_probe_int8.tflite \(ethos-u55-128\): vela ran out of memory under "
+                                           r"its limit of 100 MiB \(PYTEST_EDGE_TOOL_MEMORY sets it\): MemoryError"):
+        get_backend("ethos-u55-128").compile(FIXTURES / "quant_probe_int8.tflite", {}, 300)
+    monkeypatch.setenv("PYTEST_EDGE_TOOL_MEMORY", "0")  # no limit
+    from pytest_edge.backends.toolprocess import memory_limit
+
+    assert memory_limit() is None
+    monkeypatch.delenv("PYTEST_EDGE_TOOL_MEMORY")
+    assert memory_limit() == 2 * 2**30
+
+
+def test_a_tool_killed_by_a_signal_or_the_timeout_is_named_so() -> None:
+    """The wrapper on real processes: a signal is named as a signal, the timeout as the timeout."""
+    from pytest_edge.backends.toolprocess import ToolFailed, run_tool
+
+    crash = [sys.executable, "-c", "import os, signal; print('working'); os.kill(os.getpid(), signal.SIGSEGV)"]
+    with pytest.raises(ToolFailed, match=r"^m.tflite \(x\): vela was killed by SIGSEGV; it printed: working$") as failed:
+        run_tool(crash, tool="vela", subject="m.tflite (x)", timeout_s=60)
+    assert failed.value.ended == "signal SIGSEGV"
+    with pytest.raises(ToolFailed, match=r"^m.tflite \(x\): vela did not finish in 0.5 s") as failed:
+        run_tool([sys.executable, "-c", "import time; time.sleep(60)"], tool="vela", subject="m.tflite (x)",
+                 timeout_s=0.5)
+    assert failed.value.ended == "timeout"
+    hungry = [sys.executable, "-c", "x = bytearray(3 * 2**30)"]
+    with pytest.raises(ToolFailed, match=r"ran out of memory under its limit of 2 GiB .*: MemoryError$"):
+        run_tool(hungry, tool="vela", subject="m.tflite (x)", timeout_s=60)
+
+
+def test_config_is_confined_to_the_project_and_read_only_as_a_small_regular_file(tmp_path: Path) -> None:
+    """edge_compile_options' config= is confined as model= is (absolute, ../, a link leading outside:
+    refused), and vela is handed only a regular file of at most 1 MiB (a FIFO would block it, a
+    1.5 GB .ini take 84 s and 2.9 GB)."""
+    import os
+
+    from pytest_edge.errors import EdgeUsageError
+    from pytest_edge.run.compiled_check import confined_config
+
+    root, outside = tmp_path / "project", tmp_path / "elsewhere.ini"
+    root.mkdir()
+    outside.write_text("[System_Config.X]\n")
+    with pytest.raises(EdgeUsageError, match=r"edge_compile_options ethos-u55-128 config='/.*': an absolute path"):
+        confined_config(str(outside), root, "ethos-u55-128")
+    with pytest.raises(EdgeUsageError, match=r"config='../elsewhere.ini' is .*, outside the folders"):
+        confined_config("../elsewhere.ini", root, "ethos-u55-128")
+    (root / "link.ini").symlink_to(outside)
+    with pytest.raises(EdgeUsageError, match=r"config='link.ini' leads to .*elsewhere.ini, outside the project's root"):
+        confined_config("link.ini", root, "ethos-u55-128")
+    (root / "boards").mkdir()
+    assert confined_config("boards/vela.ini", root, "ethos-u55-128") == root / "boards/vela.ini"
+    os.mkfifo(root / "fifo.ini")
+    with pytest.raises(BackendError, match=r"config= .*fifo.ini: not a regular file"):
+        get_backend("ethos-u55-128").compile(FIXTURES / "quant_probe_int8.tflite", {"config": str(root / "fifo.ini")}, 300)
+    with open(root / "huge.ini", "wb") as handle:  # sparse: 1.5 GB that take no disk
+        handle.truncate(1500 * 2**20)
+    with pytest.raises(BackendError, match=r"huge.ini: 1572864000 bytes, more than the 1048576 bytes allowed"):
+        get_backend("ethos-u55-128").compile(FIXTURES / "quant_probe_int8.tflite", {"config": str(root / "huge.ini")}, 300)
+
+
+def test_compile_options_name_a_duplicate_key_and_an_unknown_target_with_the_option(tmp_path: Path) -> None:
+    from pytest_edge.core.settings import Settings, parse_compile_options
+    from pytest_edge.errors import EdgeUsageError
+    from pytest_edge.run.compiled_check import CompiledChecker
+
+    with pytest.raises(ValueError, match="edge_compile_options: ethos-u55-128 sets memory_mode twice "
+                                         r"\('Shared_Sram', then 'Sram_Only'\)"):
+        parse_compile_options(["ethos-u55-128 = memory_mode=Shared_Sram", "ethos-u55-128 = memory_mode=Sram_Only"])
+    settings = Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path,
+                        compile_options=parse_compile_options(["ethos-u99-1 = optimise=Size"]))
+    with pytest.raises(EdgeUsageError, match=r"^edge_compile_options: unknown backend 'ethos-u99-1'"):
+        CompiledChecker(settings).compiled("ethos-u55-128", FIXTURES / "quant_probe_int8.tflite")
+
+
+def test_optional_estimates_are_written_as_optional(tmp_path: Path) -> None:
+    """The project's own Ethos-U .pte without its delegate's graph has no estimate: inspect and the
+    terminal note say so (they raised TypeError and printed `None cycles`); DRAM is in both."""
+    from pytest_edge.cli.inspect import inspect_rows
+    from pytest_edge.core.settings import Settings
+    from pytest_edge.report.table import compiled_lines
+
+    settings = Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path, backends=["ethos-u55-128"])
+    (row,) = inspect_rows(str(PTE_SELECT), settings)
+    assert row[5].endswith("DRAM none, no estimate"), row
+    (row,) = inspect_rows(str(WAKE_WORD), Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path,
+                                                   backends=["ethos-u85-256"]))
+    compiled = get_backend("ethos-u85-256").compile(WAKE_WORD, {}, 300)
+    assert f"DRAM {compiled.dram_kib:.2f} KiB" in row[5] and compiled.dram_kib > 0
+    select = get_backend("ethos-u55-128").compile(PTE_SELECT, {}, 300)
+    record = {"backend": "ethos-u55-128", "model": {"name": "select"}, "timing_not_judged": COMPILE_ONLY.reason,
+              "npu": select.to_json()}
+    lines = compiled_lines([record])
+    assert lines[1].endswith("no estimate") and "None" not in lines[1], lines

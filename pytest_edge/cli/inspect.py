@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..backends import compile_targets, get_backend, tensor_backends
+from ..backends.compiled import Compilation
 from ..errors import EdgeError, EdgeUsageError
 from ..core.marker import MarkerSpec
 from ..core.models import Model
@@ -23,6 +24,19 @@ def _coverage_row(backend: str, cov, note: str = "") -> list[str]:
     ops = ", ".join(f"{k} x{v}" for k, v in sorted(cov.fallback_op_names.items())) or "none"
     return [backend, f"{cov.delegated_ops}/{cov.total_ops} delegated",
             f"{cov.fallback:.1%}" + (" (approx.)" if cov.approximate else ""), str(cov.partitions), ops, note]
+
+
+def _kib(value: float | None) -> str:
+    return "none" if value is None else f"{value:.2f} KiB"
+
+
+def compiled_note(compiled: Compilation) -> str:
+    """What an NPU compiler planned, every figure optional (a .pte without its delegate's graph has
+    no estimate; a memory mode uses no DRAM): SRAM, off-chip flash, DRAM, the estimate."""
+    estimate = ("no estimate" if compiled.estimated_ms is None else
+                f"estimated NPU time {compiled.estimated_ms:.4g} ms (an estimate)")
+    return (f"compiled by {compiled.compiler}: SRAM {_kib(compiled.sram_kib)}, off-chip flash "
+            f"{_kib(compiled.flash_kib)}, DRAM {_kib(compiled.dram_kib)}, {estimate}")
 
 
 def _named_suffix(named: Path, model: Model) -> str | None:
@@ -66,10 +80,7 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
                 except EdgeError as exc:
                     rows.append([backend, "—", "—", "—", "—", f"error: {exc}"])
                     continue
-                rows.append(_coverage_row(backend, compiled.coverage,
-                                          f"compiled by {compiled.compiler}: SRAM {compiled.sram_kib:.2f} KiB, off-chip "
-                                          f"flash {compiled.flash_kib:.2f} KiB, estimated NPU time "
-                                          f"{compiled.estimated_ms:.4g} ms (an estimate)"))
+                rows.append(_coverage_row(backend, compiled.coverage, compiled_note(compiled)))
                 continue
             try:
                 loaded = session.load(session.plan(model, backend))

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..core.record import Verdict, dig
+from ..core.record import COMPILE_ONLY, Verdict, dig
 from ..judging.baseline import find_baseline
 from . import deployment
 from . import generation as decoders
 from .changes import FIGURES, figure_changes
 from .charts import PALETTE, Series, bar_chart, coverage_bar, ecdf_chart, escape, significant
 from .html_parts import anchor, table_open
-from .table import DASH, NOT_RUN, VERDICT_RANK, fold_line, folded_skips
+from .table import DASH, NOT_RUN, VERDICT_RANK, fold_line, folded_skips, timing_policy
 
 
 def _series_labels(records: Sequence[Mapping[str, Any]], merged: bool) -> list[str]:
@@ -88,10 +88,18 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Seq
             out.append('<div class="card">' + "".join(side) + "</div>")
         out.append("</div>")
 
-    # The figures as numbers, the backends' colours as the charts' legend.
-    out.append(table_open("Figures", ["backend", "P50 ms", "P90 ms", "P99 ms", "mean ms", "min ms", "runs",
-                                      "load ms", "first inference ms", "peak MB", "verdict"]))
-    for r in records:
+    # The figures as numbers, the backends' colours as the charts' legend. A compile-time target
+    # (docs/npu.md) times nothing: its figures are the page's NPU section, not a row of dashes here.
+    timed = [r for r in records if timing_policy(r) is not COMPILE_ONLY]
+    compiled = [r for r in records if timing_policy(r) is COMPILE_ONLY]
+    if compiled:
+        out.append('<p class="muted">' + ", ".join(f"{escape(label[id(r)])} ({escape(r['verdict'])})" for r in compiled)
+                   + ': compile-time target(s): nothing executed, their placement, memory and estimate are in '
+                   '<a href="#npu">NPU compile-time targets</a></p>')
+    if timed:
+        out.append(table_open("Figures", ["backend", "P50 ms", "P90 ms", "P99 ms", "mean ms", "min ms", "runs",
+                                          "load ms", "first inference ms", "peak MB", "verdict"]))
+    for r in timed:
         lat = r.get("latency_ms") or {}
         out.append(f'<tr><td><span class="sw" style="background:{color[id(r)]}"></span>{escape(label[id(r)])}</td>'
                    + "".join(f'<td class="n">{significant(v)}</td>' for v in (
@@ -99,8 +107,9 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Seq
                        r.get("measured_runs"), r.get("load_ms"), r.get("first_inference_ms"),
                        r.get("peak_memory_mb")))
                    + _verdict_cell(r) + "</tr>")
-    out.append("</table>")
-    shipped = [r for r in ran if deployment.has_figures(r)]
+    if timed:
+        out.append("</table>")
+    shipped = [r for r in ran if deployment.has_figures(r) and timing_policy(r) is not COMPILE_ONLY]
     if shipped:  # what ships and how it runs for long: sizes, throughput, power and temperature
         out.append(table_open("Size, throughput, power and temperature <small>(initial → steady)</small>",
                               deployment.HEADERS))
