@@ -60,6 +60,11 @@ class Plan:
     def artifact(self) -> Path | None:
         return get_backend(self.backend).artifact_of(self.model)
 
+    @property
+    def kind(self) -> str:
+        """Which check runs it (run.kinds): "compiled" on a compile-time target, else "tensor"."""
+        return "compiled" if get_backend(self.backend).compile_only else "tensor"
+
     def tolerance(self, output: str, backend: str | None = None) -> dict[str, Any]:
         """The tolerances for one output on ``backend`` (this plan's by default), overrides applied."""
         return resolve_tolerance(self.defaults, self.marker.tolerances, backend or self.backend, output)

@@ -4,7 +4,7 @@ compares them with a baseline (docs/measurement.md, docs/gate.md)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -19,7 +19,6 @@ from ..measurement.timing import ProcessTiming, combine_processes, round_order
 from ..core.models import Model
 from ..core.plan import Plan
 from ..core.record import Record
-from ..files import relative_path
 from ..core.settings import Settings
 from ..worker.client import BackendWorker
 from ..worker.pool import ModelInfo, WorkerPool

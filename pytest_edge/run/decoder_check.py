@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
 from ..backends.decoder_config import LlmConfig
 from ..checks import Finding, check_generation, check_teacher_forced
-from ..errors import BackendError, EdgeError, EdgeUsageError, GoldenError
+from ..errors import BackendError, EdgeUsageError, GoldenError
 from ..files import relative_path, sha256_file
 from ..golden.sets import check_owner, decoder_folder
 from ..golden.obtained import write_obtained_tokens
@@ -184,7 +184,10 @@ class LlmChecker:
             self._stale[key] = change.reason(owner.key, producer, path) if change else None
         return self._stale[key]
 
-    def check(self, test_id: str, target: LlmTarget, rootdir: Path) -> tuple[Record, list[str]]:
+    def check(self, test_id: str, target: LlmTarget, step: Callable[[str], None]) -> tuple[Record, list[str]]:
+        """The decoder's record and its violations (the session's one ending concludes it)."""
+        step("check the decoder")
+        rootdir = self.settings.rootdir
         spec, artifact = target.spec.for_backend(target.backend), target.artifact  # its tolerances= too
         try:
             config = config_of(target.model, artifact)

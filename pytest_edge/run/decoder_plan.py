@@ -31,6 +31,7 @@ class LlmTarget:
     reference: Model | None = None  # ``reference=``: the model whose goldens this one is judged against
     required: bool = False  # --edge-require names the backend: what would skip it fails it
     targeted = False  # a decoder artifact is never a borrowed one its backend may refuse to convert
+    kind = "decoder"  # which check runs it (run.kinds)
 
     @property
     def artifact(self) -> Path | None:

@@ -3,8 +3,8 @@ sets, runs the check of one :class:`~pytest_edge.core.plan.Plan` and returns its
 :class:`~pytest_edge.core.record.Record`.
 
 Plain Python, no pytest: the plugin, the ``pytest-edge`` command and the tests all drive it. The
-session orchestrates; the steps of the check live in :mod:`.pipeline` (a compile-time target's in
-:mod:`.compiled_check`, a decoder's in :mod:`.decoder_check`), the golden sets in
+session picks the check of a target's kind (run.kinds.Check: :mod:`.tensor_check`, :mod:`.compiled_check`,
+:mod:`.decoder_check`) and owns the one ending they share; the golden sets live in
 :mod:`pytest_edge.golden.sets`, the workers in :mod:`pytest_edge.worker`, measurement and the merge
 gate in :mod:`pytest_edge.judging`.
 """
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from . import pipeline
 from .compiled_check import CompiledChecker
+from .kinds import Check
 from ..backends import Backend, Coverage, InputShapes, Intermediates, get_backend, split_device
 from ..backends.compiled import Compilation
 from ..errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
@@ -28,10 +28,10 @@ from ..golden.sets import GoldenSets
 from ..accuracy.inputs import check_shapes
 from ..core.marker import MarkerSpec
 from ..measurement.counts import CountedMeasurement
-from ..measurement.timing import TimedMeasurement, machine_info
+from ..measurement.timing import machine_info
 from ..core.models import Model, ModelKeys
 from ..core.plan import Plan, Unresolved, plan_for, resolve_reference, resolve_tested
-from ..core.record import NOT_MEASURED, UNRESOLVED_BACKEND, Record, model_json, timing_not_judged
+from ..core.record import UNRESOLVED_BACKEND, Record, model_json
 from ..core.settings import Settings
 from ..worker.pool import ModelInfo, WorkerPool
 from ..worker.protocol import Load, Loaded, ReadIntermediates, Run
@@ -87,6 +87,7 @@ class EdgeSession:
         self._predicted: dict[tuple[str, str], Coverage | None] = {}
         self.compiler = CompiledChecker(settings)  # compile-time targets: each artifact compiled once
         self._artifacts_checked: set[tuple[str, str]] = set()  # (artifact, backend) whose files were checked
+        self._tensors: Check | None = None  # a tensor model's check (run/tensor_check.py), made on first use
         self._machine: dict[str, Any] | None = None
 
     @property
@@ -229,59 +230,22 @@ class EdgeSession:
         except Exception as exc:
             raise EdgeStepError(self.step, plan.model.name, plan.backend, exc) from exc
 
-    def _check(self, test_id: str, plan: Plan) -> Record:
-        """The steps of :mod:`.pipeline`: what the loaded model says (coverage) before any run, then the
-        golden, the comparison, the budgets and the gate; every violation goes to the record, in the
-        order a reader needs them (accuracy first)."""
-        if not isinstance(plan, Plan):  # a decoder's: the decoder steps (decoder_check)
-            return self._check_decoder(test_id, plan)
-        self.require(plan)
-        if get_backend(plan.backend).compile_only:
-            return self._check_compiled(test_id, plan)
-        info = self.load(plan)
-        self.step = "check the delegate coverage of"
-        target = plan.marker.target
-        covered = pipeline.coverage(plan, info, self.predicted_coverage(info, target) if target is not None else None)
-        self.step = "refresh the golden of" if self.settings.update_golden else "read the golden of"
-        golden = pipeline.golden(self.golden, plan)
-        self.step = "compare"
-        compared = pipeline.compare(self, plan, info, golden, self.settings.rootdir)
-        measured: dict[str, Any] | CountedMeasurement = {}
-        # An emulated device's timing and memory are an emulator's: not measured by default,
-        # recorded but not judged with edge_emulated_timing = record (judged with = judge).
-        not_judged = timing_not_judged(info.device, self.settings.emulated_timing)
-        counting_note: list[str] = []
-        if plan.measure and not_judged != NOT_MEASURED:
-            self.step = "measure"
-            try:
-                measured = self.measure(info, compared.first_feeds, plan)
-            except CountingUnavailable as unavailable:
-                # Counting that cannot run is a skip of the counting, never of a failed comparison.
-                if not compared.violations:
-                    raise
-                counting_note = [f"{plan.backend}: not counted: {unavailable}"]
-        elif not_judged == NOT_MEASURED:
-            measured = {"load_ms": None}  # the one load under the emulator is no load time either
-        # Counted mode: instructions, no timing or memory (null in the record, budgets not judged).
-        counted = measured if isinstance(measured, CountedMeasurement) else None
-        timed = TimedMeasurement.from_combined(measured) \
-            if measured and counted is None and not_judged != NOT_MEASURED else None
-        # The load time: the timed processes' median, else the shared worker's load (none of an
-        # emulated device: the one load under the emulator is no load time either).
-        load_ms = None if not_judged == NOT_MEASURED else timed.load_ms if timed is not None else info.load_ms
-        budgets = [] if not_judged else pipeline.budgets(plan, timed, load_ms)
-        sizes = pipeline.size_budgets(plan, info, self.settings.rootdir)
-        findings = [*covered.findings, *budgets, *sizes]
-        violations = [*compared.violations, *(f.message for f in findings), *counting_note]
-        record = pipeline.record(test_id, plan, info, golden, covered, compared, timed, load_ms, self.settings.rootdir,
-                                 counted)
-        record.budget_findings = findings
-        if not_judged:
-            record.timing_not_judged = not_judged
-        if measured and not not_judged:
-            gate = self.measurer.gate(info, compared.first_feeds, plan, record)
-            violations += pipeline.gate_into(record, gate, self.settings)
-        return self._conclude(record, violations)
+    def _check(self, test_id: str, target: Plan | LlmTarget) -> Record:
+        """The check of ``target``'s kind (tensor, compiled, decoder: one strategy each, behind one
+        protocol, run.kinds.Check), then the one ending every kind shares."""
+        self.require(target)
+        return self._conclude(*self._strategy(target.kind).check(test_id, target, self._step))
+
+    def _strategy(self, kind: str) -> Check:
+        if kind == "decoder":
+            return self.decoders
+        if kind == "compiled":
+            return self.compiler
+        if self._tensors is None:
+            from .tensor_check import TensorCheck
+
+            self._tensors = TensorCheck(self)
+        return self._tensors
 
     def _conclude(self, record: Record, violations: list[str]) -> Record:
         """The one ending of every kind's check (tensor, compile-time, decoder): the worker restarts
@@ -296,17 +260,9 @@ class EdgeSession:
             raise EdgeCheckFailed(violations, record.to_json())
         return record
 
-    def _check_decoder(self, test_id: str, target: LlmTarget) -> Record:
-        self.step = "check the decoder"
-        return self._conclude(*self.decoders.check(test_id, target, self.settings.rootdir))
-
     def compiled(self, backend: str, artifact: Path) -> Compilation:
         """``artifact`` compiled for the compile-time target ``backend``, once per session (docs/npu.md)."""
         return self.compiler.compiled(backend, artifact)
-
-    def _check_compiled(self, test_id: str, plan: Plan) -> Record:
-        self.step = "compile"
-        return self._conclude(*self.compiler.check(test_id, plan, self._step))
 
     def _step(self, step: str) -> None:
         self.step = step
