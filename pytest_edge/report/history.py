@@ -17,7 +17,7 @@ import platform
 import re
 import secrets
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -72,7 +72,8 @@ class Run:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Now, to the microsecond: two runs of one job a second apart keep their order."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def read_commit(folder: Path) -> str | None:
@@ -386,7 +387,7 @@ def write_over_time(report: Mapping[str, Any], settings: "Settings") -> OverTime
     if settings.history:
         folder = settings.rootdir / settings.history
         try:
-            append_run(folder, Run.of_report(report, commit, machine))
+            append_run(folder, replace(Run.of_report(report, commit, machine), created=_now()))
         except OSError as exc:
             errors.append(f"pytest-edge: cannot append the run to the history {folder}: {exc.strerror or exc}")
         else:
