@@ -75,3 +75,34 @@ def test_a_damaged_litertlm_is_an_error_naming_the_file_and_the_backend(tmp_path
     with pytest.raises(EdgeUsageError) as raised:
         get_backend("litert-lm").decoder_config(bad)
     assert str(bad) in str(raised.value) and "(litert-lm)" in str(raised.value)
+
+
+@pytest.mark.parametrize("end", [2**62, "before its start"])
+def test_a_section_offset_outside_the_file_is_refused_before_anything_is_read(tmp_path, end) -> None:
+    """The header's section offsets are the file's word: an end offset of 2**62 (a raw MemoryError
+    before) or one before the section's start (a raw ValueError) is an error naming the file, the
+    backend and the span."""
+    import io
+
+    from litert_lm_builder import litertlm_header_schema_py_generated as schema
+    from litert_lm_builder import litertlm_peek
+
+    from pytest_edge.backends import get_backend
+    from pytest_edge.errors import EdgeUsageError
+
+    source = LLM / "litertlm_llama_int8" / "model.litertlm"
+    sections = litertlm_peek.read_litertlm_header(str(source), io.StringIO()).SectionMetadata()
+    model = next(sections.Objects(i) for i in range(sections.ObjectsLength())
+                 if sections.Objects(i).DataType() == schema.AnySectionDataType.TFLiteModel)
+    begin, old_end = model.BeginOffset(), model.EndOffset()
+    data = bytearray(source.read_bytes())
+    at = data.find(old_end.to_bytes(8, "little"), 0, begin)  # in the header, before any section
+    assert at > 0
+    new_end = end if isinstance(end, int) else begin // 2
+    data[at:at + 8] = new_end.to_bytes(8, "little")
+    bad = tmp_path / "model.litertlm"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(EdgeUsageError) as raised:
+        get_backend("litert-lm").decoder_config(bad)
+    assert str(bad) in str(raised.value) and "(litert-lm)" in str(raised.value)
+    assert f"spans bytes {begin}-{new_end}, not inside the {len(data)}-byte file" in str(raised.value)

@@ -50,10 +50,16 @@ def tflite_section(path: Path) -> bytes:
     for section in found:
         if section.DataType() == schema.AnySectionDataType.TFLiteModel \
                 and litertlm_peek.get_model_type(section) in ("tf_lite_prefill_decode", None):
+            begin, end, size = section.BeginOffset(), section.EndOffset(), path.stat().st_size
+            # The header's offsets are the file's word, not ours: checked before anything is read
+            # (an end of 2**62 would allocate that much, a negative span raise from read()).
+            if not 0 <= begin < end <= size:
+                raise EdgeUsageError(f"{path} ({BACKEND}): its .tflite section spans bytes {begin}-{end}, not inside "
+                                     f"the {size}-byte file: a damaged or truncated .litertlm")
             with open(path, "rb") as stream:
-                stream.seek(section.BeginOffset())
-                data = stream.read(section.EndOffset() - section.BeginOffset())
-            if len(data) != section.EndOffset() - section.BeginOffset() or not data:
+                stream.seek(begin)
+                data = stream.read(end - begin)
+            if len(data) != end - begin or not data:
                 raise EdgeUsageError(f"{path} ({BACKEND}): truncated: its .tflite section spans bytes "
                                      f"{section.BeginOffset()}-{section.EndOffset()} of a {path.stat().st_size}-byte file")
             return data
