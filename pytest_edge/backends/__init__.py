@@ -127,12 +127,14 @@ def all_backends() -> dict[str, Backend]:
 def tensor_backends() -> dict[str, Backend]:
     """The registered backends that run tensor models (edge tests): all but the decoder-only ones
     and the compile-time targets (those are in a test only where named: compile_targets)."""
-    return {name: b for name, b in all_backends().items() if b.runs_tensors and not b.compile_only}
+    return {name: b for name, b in all_backends().items() if b.runs_tensors and not b.compile_only and not b.named_only}
 
 
 def compile_targets() -> dict[str, Backend]:
-    """The registered compile-time targets (an NPU's compiler, docs/npu.md): named, never defaults."""
-    return {name: b for name, b in all_backends().items() if b.compile_only}
+    """The registered targets a test has only where named (docs/npu.md), never defaults: the
+    compile-time ones (an NPU's compiler) and those that run tensors but only where named (an NPU's
+    simulator, ``named_only``)."""
+    return {name: b for name, b in all_backends().items() if b.compile_only or b.named_only}
 
 
 def decoder_backends() -> dict[str, Backend]:

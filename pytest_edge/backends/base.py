@@ -82,6 +82,11 @@ class LoadedModel(ABC):
     def delegates(self) -> list[str]:
         return []
 
+    def runtime_details(self) -> dict[str, Any]:
+        """What the runtime adds to the record's ``runtime`` block about this model (a toolkit's
+        build options, the size of what it built); {} for most."""
+        return {}
+
     def intermediates(self, feeds: Sequence[np.ndarray]) -> Intermediates | None:
         """Tensors computed on the way for one run, for triage; None where the runtime cannot tell."""
         return None
@@ -145,6 +150,7 @@ class Declared:
     decoder_why_not: str | None = None
     runs_tensors: bool = True
     compile_only: bool = False
+    named_only: bool = False
 
     def artifact_suffixes(self) -> tuple[str, ...]:
         return self.suffixes or (self.suffix,)
@@ -198,6 +204,13 @@ class Backend(ABC):
     # backends=, edge_backends, --edge-backends): never in a test's default parametrization, so
     # installing a compiler never adds a target nobody asked for.
     compile_only: bool = False
+    # A target that runs tensors but is a test's only where named, like a compile-time one (an NPU's
+    # simulator: rknn-rk3588): never in a test's default parametrization.
+    named_only: bool = False
+    # The folder of the requirements (requirements.txt, requirements-no-deps.txt) of the environment
+    # this backend's worker runs in, made by pytest-edge (devices/backend_env.py): a runtime whose
+    # pins cannot live in the main environment. None: the main environment.
+    environment: Path | None = None
 
     # What an emulated device (devices/qemu.py) installs to run this runtime, at the host's
     # versions: its own distribution first, then what it needs beside it; empty: none is installed.

@@ -28,6 +28,7 @@ from . import frames, protocol
 from .zygote import ForkedProcess, Zygote, source_args
 
 if TYPE_CHECKING:
+    from ..devices.backend_env import Environment
     from .server import WorkerServer
 
 _LOGS = itertools.count()  # numbers the log files of this process's workers
@@ -58,11 +59,14 @@ class BackendWorker:
     """
 
     def __init__(self, backend_name: str, *, isolated: bool = True, timeout_s: float = 600.0,
-                 device: tuple[str, str] | None = None) -> None:
+                 device: tuple[str, str] | None = None, environment: Environment | None = None) -> None:
         self.backend_name = backend_name
         self.device = device  # (name, command) of a device; None: this machine
         self.label = f"{backend_name}@{device[0]}" if device else backend_name
-        self.isolated = isolated or device is not None
+        # The backend's own environment (devices/backend_env.py): its Python runs the worker, never in
+        # this process and never forked from this environment's zygote.
+        self.environment = environment
+        self.isolated = isolated or device is not None or environment is not None
         self.timeout_s = timeout_s
         self._process: subprocess.Popen | ForkedProcess | None = None
         # Set by WorkerPool.fresh: a local worker is forked by this backend's zygote, not spawned.
@@ -132,8 +136,11 @@ class BackendWorker:
                     self._process = self.zygote.fork(child.fileno(), log.fileno())
                 else:
                     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **self.extra_env}
+                    python = sys.executable
+                    if self.environment is not None:  # its own packages and this pytest-edge's source only
+                        env, python = {**self.environment.worker_env(), **self.extra_env}, str(self.environment.python)
                     self._process = subprocess.Popen(
-                        [*self.command_prefix, sys.executable, "-m", "pytest_edge.worker", self.backend_name,
+                        [*self.command_prefix, python, "-m", "pytest_edge.worker", self.backend_name,
                          str(child.fileno()), *source_args(self.backend_name)],
                         pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
                 child.close()

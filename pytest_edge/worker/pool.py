@@ -17,6 +17,7 @@ from .protocol import Loaded, Request
 from ..devices.kinds import DeviceKind, device_kind
 from ..devices.labgrid import FarmError, FarmRequest, FarmSettings, Lease, lease, release
 from ..devices.qemu import ProvisionError, default_cache, parse_kind, provision
+from ..devices import backend_env
 from .client import BackendWorker, remove_stale_logs
 from .zygote import Zygote, fork_supported
 
@@ -112,6 +113,8 @@ class WorkerPool:
         self.device_cache = device_cache
         self.progress: Callable[[str], None] = lambda line: print(f"pytest-edge: {line}", file=sys.stderr, flush=True)
         self._commands: dict[str, str | DeviceUnreachable] = {}
+        # Backends' own environments (rknn's toolkit), made on first use; or why one cannot be.
+        self._environments: dict[str, backend_env.Environment | backend_env.EnvironmentUnmade] = {}
         self.farm = farm or FarmSettings()
         self.leases: dict[str, Lease] = {}  # device -> the labgrid place this session holds for it
 
@@ -121,7 +124,28 @@ class WorkerPool:
             raise EdgeUsageError(f"{backend}: no device {device!r} in edge_devices (known: "
                                  f"{', '.join(self.devices) or 'none'})")
         return BackendWorker(base, isolated=isolated, timeout_s=self.timeout_s,
-                             device=(device, self.command(device)) if device else None)
+                             device=(device, self.command(device)) if device else None,
+                             environment=self.environment(base) if device is None else None)
+
+    def environment(self, backend: str) -> backend_env.Environment | None:
+        """The environment pytest-edge makes for a backend whose runtime cannot live in this one
+        (``Backend.environment``), made on first use (EnvironmentUnmade, once per session, when it
+        cannot be: its tests skip with the installer's message); None for the others."""
+        from ..backends import get_backend
+
+        folder = get_backend(backend).environment
+        if folder is None:
+            return None
+        key = str(folder)  # one environment for the backends of one runtime (rknn-rk3588, rknn-rk3576, ...)
+        if key not in self._environments:
+            try:
+                self._environments[key] = backend_env.make(Path(folder), progress=self.progress, label=backend)
+            except backend_env.EnvironmentUnmade as exc:
+                self._environments[key] = exc
+        made = self._environments[key]
+        if isinstance(made, backend_env.EnvironmentUnmade):
+            raise backend_env.EnvironmentUnmade(f"{backend}: its environment cannot be made: {made}")
+        return made
 
     def command(self, device: str) -> str:
         """The command that starts a worker on ``device``: as configured, or an emulated device's
@@ -161,7 +185,7 @@ class WorkerPool:
         forces a spawned interpreter (a process that must start under a wrapper)."""
         worker = self._new(backend, True)
         self._fresh_workers.append(worker)
-        if self.fork and not spawn and worker.device is None:
+        if self.fork and not spawn and worker.device is None and worker.environment is None:
             if worker.backend_name not in self.zygotes:  # started by the first fork, inside the measurement lock
                 self.zygotes[worker.backend_name] = Zygote(worker.backend_name, self.timeout_s)
             worker.zygote = self.zygotes[worker.backend_name]

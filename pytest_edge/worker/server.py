@@ -105,7 +105,8 @@ class WorkerServer:
                         # The installed package where this worker runs (a device's own); once per process,
                         # and not in a measuring worker (with_coverage False), which records no runtime.
                         **({"package": runtime_package(self.backend.distribution, self.backend.runtime_module)}
-                           if with_coverage else {})},
+                           if with_coverage else {}),
+                        **model.runtime_details()},
             coverage=coverage,
             load_ms=load_ms,
             precision=model.precision(),

@@ -1,0 +1,225 @@
+"""Rockchip RKNPU: ``rknn-rk3588`` (float16) and ``rknn-rk3588-int8`` (int8, calibrated on the
+golden's inputs), and the same for rk3576, rk3566, rk3568, rk3562 (and, by name, every platform the
+toolkit knows): rknn-toolkit2 builds the ``.onnx`` for the chip and runs the ``.rknn`` it made in its
+simulator on this host (``init_runtime()`` without a target). The outputs are judged against the
+goldens like any backend's; the simulator's numerics are the toolkit's model of the NPU, not the
+chip's, and its time is this host's (docs/npu.md, "Rockchip RKNPU").
+
+Named only, never defaults: a test runs on one where the marker's ``backends=``, ``edge_backends`` or
+``--edge-backends`` names it. The worker runs in the toolkit's own environment (``environment``:
+this folder's requirements; devices/backend_env.py makes it), so this module imports NumPy and the
+package's leaves only; the toolkit is imported by the worker, in ``load``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import re
+import resource
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...errors import BackendError, DoesNotConvert
+from ..base import Backend, LoadedModel, TensorSpec, file_head, unusable_artifact
+from ..shapes import InputShapes, LoadShapes
+from . import INT8, PLATFORMS, REGISTERED  # the manifest's (__init__.py)
+
+# Every platform rknn-toolkit2 2.5.0 builds for (RKNN.config's target_platform).
+KNOWN = (*PLATFORMS, "rv1103", "rv1103b", "rv1106", "rv1106b", "rv1126b", "rk2118")
+# The worker's address space (the toolkit's build and its simulator run in it): a model that would
+# take more fails its load with a MemoryError instead of taking the machine. The toolkit with torch
+# maps about 1.1 GB for tiny_cnn.
+MEMORY_VARIABLE = "PYTEST_EDGE_RKNN_MEMORY_MB"
+DEFAULT_MEMORY_MB = 8192
+SIMULATED = "rknn-toolkit2's simulator on this host: the toolkit's model of the NPU's numerics, this host's time"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the toolkit's log colours its levels
+_ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16",
+                11: "float64"}
+
+
+def _limit_memory() -> None:
+    """Bound this worker's address space once (RLIMIT_AS), to PYTEST_EDGE_RKNN_MEMORY_MB or 8 GiB."""
+    try:
+        limit = int(float(os.environ.get(MEMORY_VARIABLE) or DEFAULT_MEMORY_MB) * 2**20)
+    except ValueError:
+        raise BackendError(f"{MEMORY_VARIABLE}={os.environ[MEMORY_VARIABLE]!r} is not a number of MB") from None
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if soft == resource.RLIM_INFINITY or soft > limit:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def toolkit_reason(error: BaseException) -> str:
+    """The toolkit's own reason, from the exception it raised: its last line (the toolkit raises a
+    ValueError whose text is the traceback it logged, ending with the original error)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
+class RknnBackend(Backend):
+    runtime_module = "rknn.api"
+    distribution = "rknn-toolkit2"
+    suffix = ".onnx"
+    threads_supported = False
+    named_only = True
+    environment = Path(__file__).resolve().parent
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.platform = name.removeprefix("rknn-").removesuffix(INT8)
+        self.quantized = name.endswith(INT8)
+
+    @classmethod
+    def variant(cls, name: str) -> Backend | None:
+        platform_name = name.removeprefix("rknn-").removesuffix(INT8)
+        return cls(name) if name.startswith("rknn-") and platform_name in KNOWN else None
+
+    def unavailable_reason(self) -> str | None:
+        """In its own environment: whether the toolkit is there. Elsewhere: whether this host can
+        have that environment (the toolkit's wheels are for Linux on x86-64 and aarch64)."""
+        if importlib.util.find_spec("rknn") is not None:
+            return None
+        if sys.platform != "linux" or platform.machine() not in ("x86_64", "aarch64"):
+            return f"rknn-toolkit2 has wheels for Linux on x86-64 and aarch64 only; this is {sys.platform} {platform.machine()}"
+        return None
+
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
+        problem = unusable_artifact(file_head(path), path)
+        if problem:
+            raise BackendError(f"{self.name}: {problem}")
+        _limit_memory()
+        model = RknnModel(self, path, InputShapes.of(shapes))
+        if not self.quantized:
+            model.build(None)  # float16 now: a model the toolkit cannot build does not convert at load
+        return model
+
+
+class RknnModel(LoadedModel):
+    """An ``.onnx`` built by rknn-toolkit2 for one platform, run in its simulator. int8 is built at
+    the first run, calibrated on that run's inputs (a session runs the golden's cases: its first)."""
+
+    def __init__(self, backend: RknnBackend, path: Path, shapes: InputShapes) -> None:
+        import onnx
+
+        self.backend, self.path = backend, path
+        graph = onnx.load(str(path), load_external_data=False).graph
+        initializers = {i.name for i in graph.initializer}
+        declared = [(i.name, i.type.tensor_type) for i in graph.input if i.name not in initializers]
+        names = [name for name, _ in declared]
+        own = [tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in t.shape.dim)
+               for _, t in declared]
+        resolved, self.shape_sources = shapes.resolve(names, [s if None not in s else None for s in own])
+        for name, shape, artifact_shape in zip(names, resolved, own):
+            if shape is None:
+                raise BackendError(f"{self.backend.name}: input {name!r} of {path} has dynamic dimensions "
+                                   f"{list(artifact_shape)}; the toolkit builds for fixed shapes: give shapes= in the marker")
+        self.shape_sources = {k: v for k, v in self.shape_sources.items() if v != "the artifact"}
+        self.inputs = [TensorSpec(name, tuple(int(d) for d in shape), _ONNX_DTYPES.get(t.elem_type, "float32"))
+                       for (name, t), shape in zip(declared, resolved)]
+        self.fixed = any(artifact_shape != tuple(shape) for artifact_shape, shape in zip(own, resolved))
+        self.outputs = [TensorSpec(o.name, tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                                                for d in o.type.tensor_type.shape.dim),
+                                   _ONNX_DTYPES.get(o.type.tensor_type.elem_type, "float32")) for o in graph.output]
+        self.rknn: Any = None
+        # What the record keeps (the load's reply): an int8 model is built at its first run, after it.
+        self.details: dict[str, Any] = {"target_platform": backend.platform, "build": self._options(None),
+                                        "rknn_bytes": None, "built": "at the first run (calibrated on its inputs)", "executed": SIMULATED}
+
+    def build(self, calibration: Sequence[np.ndarray] | None) -> None:
+        """Build for the platform (int8: quantized on ``calibration``, written as .npy files and the
+        toolkit's dataset list in a temporary folder), export the ``.rknn`` (its size is recorded)
+        and start the simulator. DoesNotConvert with the toolkit's reason where it cannot build."""
+        from rknn.api import RKNN
+
+        backend = self.backend
+        options: dict[str, Any] = {"target_platform": backend.platform}
+        build: dict[str, Any] = {"do_quantization": backend.quantized}
+        with tempfile.TemporaryDirectory(prefix="pytest-edge-rknn-") as folder:
+            log = Path(folder) / "toolkit.log"
+            rknn = RKNN(verbose=True, verbose_file=str(log))  # the file is written only when verbose
+            try:
+                self._step(rknn, "config", rknn.config(**options), log)
+                inputs = {}
+                if self.fixed:
+                    inputs = {"inputs": [s.name for s in self.inputs], "input_size_list": [list(s.shape) for s in self.inputs]}
+                self._step(rknn, "load_onnx", rknn.load_onnx(model=str(self.path), **inputs), log)
+                if calibration is not None:
+                    lines = []
+                    for index, array in enumerate(calibration):
+                        file = Path(folder) / f"input{index}.npy"
+                        np.save(file, np.asarray(array))
+                        lines.append(str(file))
+                    dataset = Path(folder) / "dataset.txt"
+                    dataset.write_text(" ".join(lines) + "\n")  # one line per sample, its inputs side by side
+                    build["dataset"] = str(dataset)
+                self._step(rknn, "build", rknn.build(**build), log)
+                exported = Path(folder) / f"{self.path.stem}.rknn"
+                self._step(rknn, "export_rknn", rknn.export_rknn(str(exported)), log)
+                rknn_bytes = exported.stat().st_size
+                self._step(rknn, "init_runtime", rknn.init_runtime(), log)
+            except DoesNotConvert:
+                rknn.release()
+                raise
+            except MemoryError:
+                rknn.release()
+                raise BackendError(f"{backend.name}: rknn-toolkit2 ran out of the worker's memory building {self.path} "
+                                   f"(its limit: {MEMORY_VARIABLE}, default {DEFAULT_MEMORY_MB} MB)") from None
+            except Exception as exc:  # noqa: BLE001 - the toolkit raises ValueError, onnx's errors, its own
+                rknn.release()
+                raise DoesNotConvert(f"does not convert here: rknn-toolkit2 cannot build {self.path} for "
+                                     f"{backend.platform}: {toolkit_reason(exc)}") from None
+        self.rknn = rknn
+        self.details = {"target_platform": backend.platform, "build": self._options(calibration),
+                        "rknn_bytes": rknn_bytes, "built": "at load", "executed": SIMULATED}
+
+    def _options(self, calibration: Sequence[np.ndarray] | None) -> dict[str, Any]:
+        """The build's options as the record keeps them."""
+        if not self.backend.quantized:
+            return {"do_quantization": False, "float_dtype": "float16"}
+        return {"do_quantization": True, "quantized_dtype": "w8a8", "quantized_algorithm": "normal",
+                "quantized_method": "channel", "calibration": "the first run's inputs (the golden's first case)"}
+
+    def _step(self, rknn: Any, step: str, code: Any, log: Path) -> None:
+        if code != 0:
+            said = []
+            try:
+                said = [line.strip() for line in _ANSI.sub("", log.read_text(errors="replace")).splitlines()
+                        if line.lstrip().startswith("E ")]
+            except OSError:
+                pass
+            reason = said[-1].removeprefix("E ").strip() if said else f"{step} returned {code}"
+            raise DoesNotConvert(f"does not convert here: rknn-toolkit2 cannot build {self.path} for "
+                                 f"{self.backend.platform}: {step}: {reason}")
+
+    def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if self.rknn is None:
+            self.build(feeds)
+        formats = ["nchw" if np.ndim(feed) == 4 else "nhwc" for feed in feeds]
+        try:
+            outputs = self.rknn.inference(inputs=[np.ascontiguousarray(feed) for feed in feeds], data_format=formats)
+        except Exception as exc:  # noqa: BLE001 - the simulator's own error, named
+            raise BackendError(f"{self.backend.name}: rknn-toolkit2's simulator failed on {self.path}: "
+                               f"{toolkit_reason(exc)}") from None
+        if outputs is None:
+            raise BackendError(f"{self.backend.name}: rknn-toolkit2's simulator gave no outputs for {self.path}")
+        return [np.asarray(out).astype(spec.dtype, copy=False).reshape(
+                    [d for d in spec.shape] if all(isinstance(d, int) and d > 0 for d in spec.shape) else np.shape(out))
+                for out, spec in zip(outputs, self.outputs)]
+
+    def runtime_details(self) -> dict[str, Any]:
+        return dict(self.details)
+
+    def precision(self) -> str:
+        return "int8" if self.backend.quantized else "float16"
+
+
+def backends() -> list[Backend]:
+    """The registered targets (the manifest's names)."""
+    return [RknnBackend(name) for name in REGISTERED]
