@@ -16,6 +16,7 @@ import pytest
 from edge_helpers import FIXTURES
 
 from pytest_edge.backends import compile_targets, get_backend, tensor_backends
+from pytest_edge.core.plan import expand_patterns
 from pytest_edge.devices import backend_env
 
 pytestmark = pytest.mark.skipif(get_backend("rknn-rk3588").unavailable_reason() is not None,
@@ -60,6 +61,12 @@ def test_the_targets_are_named_never_defaults() -> None:
     assert {"rknn-rk3588", "rknn-rk3588-int8", "rknn-rk3576", "rknn-rk3566", "rknn-rk3568", "rknn-rk3562"} <= set(compile_targets())
     assert not [name for name in tensor_backends() if name.startswith("rknn")]
     assert get_backend("rknn-rv1106-int8").quantized and get_backend("rknn-rv1106").platform == "rv1106"
+    # A pattern selects them on this machine; a device's pattern (every runtime on pi5) does not: the
+    # toolkit's environment is made here.
+    registry = {**tensor_backends(), **compile_targets()}
+    assert "rknn-rk3588-int8" in expand_patterns(["rknn-rk3588*"], registry, {})
+    on_device = expand_patterns(["*@pi5"], registry, {"pi5": "ssh pi5 python3 -m pytest_edge.worker --stdio"})
+    assert on_device and not [name for name in on_device if name.startswith("rknn")]
 
 
 @pytest.mark.slow

@@ -157,7 +157,8 @@ def expand_patterns(names: list[str] | None, registry: Any, devices: Any, others
         return None
 
     def universe(backends: Any) -> list[str]:
-        return [*backends, *(f"{b}@{d}" for d in devices for b in backends if not get_backend(b).compile_only)]
+        return [*backends, *(f"{b}@{d}" for d in devices for b in backends
+                             if not (get_backend(b).compile_only or get_backend(b).named_only))]
 
     found: list[str] = []
     for name in names:
