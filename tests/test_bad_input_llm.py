@@ -590,3 +590,25 @@ def test_a_decoder_golden_with_token_ids_outside_the_vocabulary_is_named_corrupt
     assert result.parseoutcomes().get("passed", 0) == 0
     result.stdout.fnmatch_lines([f"*{npz.name}: a corrupt LLM golden: token id 1000000 is outside the model's "
                                  "vocabulary [[]0, 64); re-record it*"])
+
+
+@pytest.mark.parametrize("reference", ["../outside/decoder", "models/absent", "models/tiny_cnn.onnx"])
+def test_a_bad_reference_says_reference(tmp_path: Path, reference: str) -> None:
+    """``reference=`` outside the model folders, missing, or a tensor model (no decoder configuration,
+    so --edge-update-golden could not record tokens for it): each an error that says
+    ``edge_llm reference=`` and names it, never ``model=``."""
+    from pytest_edge.core.models import ModelKeys
+    from pytest_edge.core.settings import Settings
+    from pytest_edge.errors import EdgeError
+    from pytest_edge.run.decoder_plan import plan_decoder_test
+
+    project = tmp_path / "project"
+    shutil.copytree(LLM / "gguf_llama", project / "models" / "decoder")
+    shutil.copy(FIXTURES / "tiny_cnn.onnx", project / "models" / "tiny_cnn.onnx")
+    shutil.copytree(LLM / "gguf_llama", tmp_path / "outside" / "decoder")
+    settings = Settings(golden_dir=project / "golden", rootdir=project)
+    with pytest.raises(EdgeError) as raised:
+        plan_decoder_test((), {"model": "models/decoder", "reference": reference, "prompts": [[1, 2, 3]]}, settings,
+                          ModelKeys(), project)
+    message = str(raised.value)
+    assert f"edge_llm reference={reference!r}" in message and "edge_llm model=" not in message, message

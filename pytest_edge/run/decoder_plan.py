@@ -89,7 +89,7 @@ def plan_decoder_test(args: Sequence[Any], kwargs: dict[str, Any], settings: Set
         dirs, bases = search_dirs(settings, test_dir), key_bases(settings)
         model = models.claim(resolve_llm_model(spec.model, dirs, bases))
         doing = f"resolving edge_llm reference={spec.reference!r}"
-        reference = models.claim(resolve_llm_model(spec.reference, dirs, bases)) if spec.reference else None
+        reference = _reference(spec.reference, dirs, bases, models) if spec.reference else None
         if reference is not None and reference.key == model.key:
             raise EdgeUsageError(f"edge_llm reference={spec.reference!r} names the tested model {model.key!r} itself; "
                                  "drop reference= (a model is checked against its own goldens by default)")
@@ -99,6 +99,20 @@ def plan_decoder_test(args: Sequence[Any], kwargs: dict[str, Any], settings: Set
         raise
     except Exception as exc:  # what no check foresaw: still this test's alone
         raise EdgeError(f"{type(exc).__name__} while {doing}: {str(exc)[:300]}") from exc
+
+
+def _reference(spec: str, dirs: Sequence[Path], bases: Sequence[Path], models: ModelKeys) -> Model:
+    """``reference=``'s decoder, every error saying ``reference=`` (not ``model=``): one outside the
+    model folders, one not found, one that is no decoder (a tensor model has no decoder
+    configuration, so --edge-update-golden could not record its tokens either)."""
+    try:
+        reference = models.claim(resolve_llm_model(spec, dirs, bases, keyword="edge_llm reference"))
+        config_of(reference)
+    except EdgeUsageError as exc:
+        text = str(exc)
+        said = text if text.startswith("edge_llm reference=") else f"edge_llm reference={spec!r}: {text}"
+        raise EdgeUsageError(said) from None
+    return reference
 
 
 def _decoders_of(names: list[str] | None, registry: Any, devices: Any) -> list[str] | None:
@@ -117,14 +131,15 @@ def _decoders_of(names: list[str] | None, registry: Any, devices: Any) -> list[s
     return list(dict.fromkeys(found))
 
 
-def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path] = ()) -> Model:
+def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path] = (),
+                      keyword: str = "edge_llm model") -> Model:
     """A decoder as its exporter left it: an export folder (ONNX Runtime GenAI's, with the decoder its
     ``genai_config.json`` names; an Optimum folder's ``model.onnx``; a lone ``.pte``/``.gguf``/``.tflite``
     in it), else a path or stem with the LLM runtimes' suffixes (``.gguf`` among them). Its key is the
     export folder's place (an exporter's decoder named by file, ``models/base/model``, is its folder's
     model too), else the file's without suffix (core.models)."""
     suffixes = list(dict.fromkeys(b.suffix for b in decoder_backends().values()))
-    refuse_outside(spec, dirs, suffixes, "edge_llm model")
+    refuse_outside(spec, dirs, suffixes, keyword)
     for folder in dirs:
         candidate = Path(spec) if Path(spec).is_absolute() else folder / spec
         if not candidate.is_dir():
