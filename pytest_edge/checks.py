@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .backends import Coverage
+from .backends.arena import TensorArena
 from .backends.compiled import Compilation
 from .errors import EdgeUsageError
 from .units import parse_drift, parse_fraction, parse_int, parse_kb, parse_mb, parse_ms, parse_number
@@ -148,6 +149,26 @@ def check_compiled(compiled: Compilation | None, budgets: Budgets, backend: str)
                                    f"{backend}: {what} {value:.2f} KiB ({exact} bytes){by} > {keyword} {budget:g} KiB "
                                    f"({round(budget * 1024)} bytes)"))
     return problems
+
+
+def check_arena(arena: TensorArena | None, budgets: Budgets, backend: str) -> list[Finding]:
+    """``max_arena_kb`` against the tensor arena a microcontroller runtime reported for the model (its
+    total: the RAM the device must give it); on a backend that reports none, a finding: nothing
+    planned an arena there."""
+    budget = budgets.get("max_arena_kb")
+    if budget is None:
+        return []
+    if arena is None:
+        return [_found("max_arena_kb", None, budget,
+                       f"{backend}: max_arena_kb={budget:g} judges the tensor arena a microcontroller runtime "
+                       f"reports, and {backend} reports none: name such a backend in backends= "
+                       "(docs/backends-more-runtimes.md)")]
+    if arena.total_kib > budget:
+        return [_found("max_arena_kb", arena.total_kib, budget,
+                       f"{backend}: tensor arena {arena.total_kib:.2f} KiB ({arena.total_bytes} bytes: head "
+                       f"{arena.head_bytes}, tail {arena.tail_bytes}; {arena.reported_by}) > max_arena_kb "
+                       f"{budget:g} KiB ({round(budget * 1024)} bytes)")]
+    return []
 
 
 def check_latency(latency: Mapping[str, float] | None, runs: int | None, budgets: Budgets,
@@ -396,6 +417,8 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("max_dram_kb", parse_kb, "DRAM used", "KiB", {EDGE: check_compiled}, measured=False),
     Budget("max_npu_estimated_ms", parse_ms, "estimated NPU inference time", "ms", {EDGE: check_compiled},
            measured=False),
+    # A microcontroller runtime's tensor arena, as the runtime reports it (backends/arena.py).
+    Budget("max_arena_kb", parse_kb, "tensor arena", "KiB", {EDGE: check_arena}, measured=False),
     Budget("ttft_ms", parse_ms, "TTFT P50", "ms", {EDGE_LLM: check_generation}, measured=True),
     Budget("tpot_ms", parse_ms, "TPOT P50", "ms", {EDGE_LLM: check_generation}, measured=True),
     Budget("min_decode_tps", parse_number, "decode tokens/s", "tokens/s", {EDGE_LLM: check_generation},

@@ -21,6 +21,7 @@ from .shapes import LoadShapes, Shape
 from .tensors import Coverage, TensorSpec  # noqa: F401 - the interface's names too
 
 if TYPE_CHECKING:
+    from .arena import TensorArena
     from .compiled import Compilation
     from .decoder import Decoder
     from .quant_pair import QuantPair
@@ -93,6 +94,11 @@ class LoadedModel(ABC):
 
     def reset(self) -> None:
         """Forget state kept between runs (variables of stateful models) before a golden case."""
+
+    def arena(self) -> "TensorArena | None":
+        """The tensor arena a microcontroller runtime allocated for the model, as the runtime itself
+        reports it (backends/arena.py); None for a runtime that plans no arena."""
+        return None
 
     def precision(self) -> str:
         """The arithmetic the model runs in; by default the dtype of its first floating tensor."""

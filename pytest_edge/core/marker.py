@@ -67,6 +67,8 @@ class MarkerSpec:
     max_npu_estimated_ms: float | None = None
     # Operators expected on the CPU (a streaming model's CALL_ONCE): left out of max_fallback's fraction.
     allowed_cpu_ops: tuple[str, ...] | None = None
+    # The tensor arena a microcontroller runtime reports for the model (KiB): the RAM a device must have.
+    max_arena_kb: float | None = None
 
     @property
     def needs_measurement(self) -> bool:

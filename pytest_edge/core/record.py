@@ -15,6 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..backends.arena import TensorArena
 from ..backends.compiled import Compilation
 from ..checks import Finding
 from ..errors import EdgeError
@@ -268,6 +269,9 @@ class Record:
     # A compile-time target's compiler result (docs/npu.md): memory, the estimate, its operators; in
     # the report's "npu" block. Its coverage is the record's coverage.
     npu: Compilation | None = None
+    # The tensor arena a microcontroller runtime allocated, as it reports it (backends/arena.py): the
+    # report's "arena" block; None for runtimes that plan none.
+    arena: TensorArena | None = None
     warnings: list[str] = field(default_factory=list)
     # Backend workers that died between requests during this test and were restarted (how, what was lost).
     restarts: list[str] = field(default_factory=list)
@@ -318,6 +322,8 @@ class Record:
             generation["timing_not_judged"] = self.timing_not_judged.reason
         if self.npu is not None:
             blocks["npu"] = self.npu.to_json()
+        if self.arena is not None:
+            blocks["arena"] = self.arena.to_json()
         if not self.checked:  # skipped, errored, or the body failed: what there is to say
             data: dict[str, Any] = {"test": self.test, "model": self.model, "backend": self.backend,
                                     "verdict": str(self.verdict), "violations": self.violations}
@@ -325,7 +331,8 @@ class Record:
                 data["skip_reason"] = self.skip_reason
             return {**data, **generation, **self.extra, **blocks}
         data = {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("extra", "checked", "skip_reason", "counted", "npu", "generation", "timing_not_judged")}
+                if f.name not in ("extra", "checked", "skip_reason", "counted", "npu", "arena", "generation",
+                                  "timing_not_judged")}
         data["verdict"] = str(self.verdict)  # the report's string (a plain str for xdist's serializer)
         data["budget_findings"] = [finding.to_json() for finding in self.budget_findings]
         for empty in ("warnings", "restarts", "budget_findings"):
@@ -345,7 +352,12 @@ class Record:
             known.discard("counted")
         if not isinstance(data.get("npu"), Mapping):
             known.discard("npu")
-        record = cls(**{k: v for k, v in data.items() if k in known and k not in ("budget_findings", "counted", "npu")})
+        arena = TensorArena.from_json(data["arena"]) if isinstance(data.get("arena"), Mapping) else None
+        if arena is None:  # none, or not an arena block: kept as it was
+            known.discard("arena")
+        record = cls(**{k: v for k, v in data.items()
+                        if k in known and k not in ("budget_findings", "counted", "npu", "arena")})
+        record.arena = arena
         record.verdict = Verdict.from_json(data.get("verdict", Verdict.PASSED), where)
         record.timing_not_judged = TimingNotJudged.from_json(data.get("timing_not_judged"), where)
         record.budget_findings = [Finding.from_json(f) for f in data.get("budget_findings") or [] if isinstance(f, Mapping)]

@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..backends import Coverage, InputShapes, TensorSpec, split_device
+from ..backends.arena import TensorArena
 from ..errors import BackendCrash, DeviceUnreachable, EdgeUsageError
 from .protocol import Loaded, Request
 from ..devices.kinds import DeviceKind, device_kind
@@ -41,6 +42,7 @@ class ModelInfo:
     shapes: InputShapes  # what the load asked for (a measuring worker's load asks the same)
     device: dict[str, Any] | None = None  # the machine block of the device it runs on
     shape_sources: dict[str, str] = field(default_factory=dict)  # LoadedModel.shape_sources
+    arena: TensorArena | None = None  # the tensor arena a microcontroller runtime reports
 
     @classmethod
     def from_load(cls, key: str, backend: str, artifact: Path, reply: Loaded, threads: int | None,
@@ -52,7 +54,7 @@ class ModelInfo:
                    runtime=reply.runtime, coverage=reply.coverage,
                    load_ms=reply.load_ms, precision=reply.precision,
                    threads=threads if reply.threads_applied else None, shapes=shapes, device=device,
-                   shape_sources=reply.shape_sources)
+                   shape_sources=reply.shape_sources, arena=reply.arena)
 
     def feeds(self, values: Sequence[Any]) -> list[np.ndarray]:
         """Positional inputs as contiguous arrays of the declared dtypes (Python scalars welcome),

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..backends.arena import TensorArena
 from ..backends.tensors import Coverage, TensorSpec
 from ..errors import BackendError
 
@@ -211,7 +212,8 @@ def _reply_fields(op: str, reply: Any, names: tuple[str, ...]) -> dict[str, Any]
 class Loaded:
     """Load's reply for a tensor model: its signature, the runtime (delegates and installed package
     only where coverage was read), its coverage (None in a measuring worker), load time, precision,
-    whether the thread count was applied, and where each input's shape came from."""
+    whether the thread count was applied, where each input's shape came from, and the tensor arena a
+    microcontroller runtime reports (None for other runtimes; a reply without it: None)."""
 
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
@@ -221,12 +223,13 @@ class Loaded:
     precision: str
     threads_applied: bool
     shape_sources: dict[str, str] = field(default_factory=dict)  # LoadedModel.shape_sources
+    arena: TensorArena | None = None  # LoadedModel.arena()
 
     def to_reply(self) -> dict[str, Any]:
         return {"inputs": [s.to_json() for s in self.inputs], "outputs": [s.to_json() for s in self.outputs],
                 "runtime": self.runtime, "coverage": self.coverage.to_json() if self.coverage else None,
                 "load_ms": self.load_ms, "precision": self.precision, "shape_sources": self.shape_sources,
-                "threads_applied": self.threads_applied}
+                "threads_applied": self.threads_applied, "arena": self.arena.to_json() if self.arena else None}
 
     @classmethod
     def from_reply(cls, reply: Any) -> "Loaded":
@@ -234,7 +237,8 @@ class Loaded:
                                                "threads_applied"))
         return cls([TensorSpec.from_json(s) for s in reply["inputs"]], [TensorSpec.from_json(s) for s in reply["outputs"]],
                    reply["runtime"], Coverage.from_json(reply["coverage"]), float(reply["load_ms"]),
-                   reply["precision"], bool(reply["threads_applied"]), reply.get("shape_sources") or {})
+                   reply["precision"], bool(reply["threads_applied"]), reply.get("shape_sources") or {},
+                   TensorArena.from_json(reply["arena"]) if isinstance(reply.get("arena"), Mapping) else None)
 
 
 @dataclass

@@ -112,6 +112,7 @@ class WorkerServer:
             precision=model.precision(),
             shape_sources=model.shape_sources,
             threads_applied=bool(threads) and self.backend.threads_supported,
+            arena=model.arena(),
         ).to_reply()
 
     def _run_timed(self, key: str, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
