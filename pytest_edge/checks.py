@@ -82,6 +82,11 @@ def check_coverage(coverage: Coverage | None, budgets: Budgets, backend: str) ->
         return [_found(keyword, None, budgets[keyword],  # type: ignore[arg-type]
                        f"{backend}: delegate coverage cannot be read on this backend, so max_fallback/"
                        "max_partitions cannot be checked")]
+    if coverage.total_ops == 0:  # a fraction of nothing is no 0 %: the budget judged nothing
+        keyword = "max_fallback" if max_fallback is not None else "max_partitions"
+        return [_found(keyword, None, budgets[keyword],  # type: ignore[arg-type]
+                       f"{backend}: the runtime counted no operators in this model, so {keyword} judged nothing "
+                       "(a graph without operators, or one the runtime did not read)")]
     problems = []
     how = " (predicted)" if coverage.method == "predicted" else ""
     how += " (approximate)" if coverage.approximate else ""

@@ -135,3 +135,15 @@ def _measured(figure: float) -> ProcessTiming:
     return ProcessTiming(samples_ns=np.array([MS] * 10), latency_ms=latency_stats([MS] * 10), measured_runs=10,
                          peak_memory_mb=None, steady_memory_mb=None, other_cores_busy=None, first_inference_ms=1.0,
                          warmup_runs=1, drift=figure, probe_drift=1.0)
+
+
+def test_a_graph_of_no_operators_is_judged_nothing_not_zero_fallback() -> None:
+    """0 operators read is no 0 % fallback (it showed as 100 % coverage, 0 of 0): max_fallback and
+    max_partitions say they judged nothing, as where coverage cannot be read."""
+    from pytest_edge.backends import Coverage
+    from pytest_edge.checks import check_coverage
+
+    (finding,) = check_coverage(Coverage(0, 0, 0, 0), {"max_fallback": 0.05}, "litert")
+    assert finding.check == "max_fallback" and finding.value is None
+    assert "litert: the runtime counted no operators in this model, so max_fallback judged nothing" in finding.message
+    assert check_coverage(Coverage(4, 4, 0, 1), {"max_fallback": 0.0}, "litert") == []
