@@ -238,3 +238,25 @@ def test_the_environment_key_follows_the_requirements(tmp_path: Path) -> None:
     shutil.rmtree(tmp_path)
     with pytest.raises(FileNotFoundError, match="requirements.txt"):
         backend_env.EnvSpec.of(tmp_path)
+
+
+@pytest.mark.slow
+def test_the_toolkit_s_worker_is_bounded_in_memory(pytester: pytest.Pytester, models: Path,
+                                                  rknn_env: backend_env.Environment,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below what the toolkit needs (it maps about 1.1 GB for tiny_cnn), the load fails naming the
+    limit and how to raise it: an error of the test, not a "does not convert" and not the machine's
+    memory taken."""
+    _golden(pytester, "tiny_cnn")
+    monkeypatch.setenv("PYTEST_EDGE_RKNN_MEMORY_MB", "500")
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.edge(model="tiny_cnn", backends=["rknn-rk3588"], atol=5e-3, rtol=0)
+        def test_npu(edge_model):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("test_the_toolkit_s_worker_is_bounded_in_memory.py", "--edge-report=r.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*rknn-rk3588: rknn-toolkit2 ran out of the worker's memory with *tiny_cnn.onnx "
+                                 "(its limit: PYTEST_EDGE_RKNN_MEMORY_MB*"])
+    assert _record(pytester, "rknn-rk3588")["verdict"] != "does not convert"

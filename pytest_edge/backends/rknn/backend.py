@@ -63,6 +63,19 @@ def toolkit_reason(error: BaseException) -> str:
     return lines[-1] if lines else type(error).__name__
 
 
+def _out_of_memory(error: BaseException) -> bool:
+    """Whether the toolkit failed for want of address space (the worker's limit), however it says so:
+    a MemoryError, or an import or allocation that could not map its memory."""
+    text = str(error)
+    return isinstance(error, MemoryError) or any(
+        said in text for said in ("failed to map segment", "Cannot allocate memory", "bad_alloc", "MemoryError"))
+
+
+def _memory_message(name: str, path: Path, error: BaseException) -> str:
+    return (f"{name}: rknn-toolkit2 ran out of the worker's memory with {path} (its limit: {MEMORY_VARIABLE}, "
+            f"default {DEFAULT_MEMORY_MB} MB): {toolkit_reason(error)}")
+
+
 class RknnBackend(Backend):
     runtime_module = "rknn.api"
     distribution = "rknn-toolkit2"
@@ -95,9 +108,14 @@ class RknnBackend(Backend):
         if problem:
             raise BackendError(f"{self.name}: {problem}")
         _limit_memory()
-        model = RknnModel(self, path, InputShapes.of(shapes))
-        if not self.quantized:
-            model.build(None)  # float16 now: a model the toolkit cannot build does not convert at load
+        try:
+            model = RknnModel(self, path, InputShapes.of(shapes))
+            if not self.quantized:
+                model.build(None)  # float16 now: a model the toolkit cannot build does not convert at load
+        except Exception as exc:  # noqa: BLE001 - an import or allocation the memory limit refused
+            if isinstance(exc, BackendError) or not _out_of_memory(exc):
+                raise
+            raise BackendError(_memory_message(self.name, path, exc)) from None
         return model
 
 
@@ -167,14 +185,12 @@ class RknnModel(LoadedModel):
             except DoesNotConvert:
                 rknn.release()
                 raise
-            except MemoryError:
-                rknn.release()
-                raise BackendError(f"{backend.name}: rknn-toolkit2 ran out of the worker's memory building {self.path} "
-                                   f"(its limit: {MEMORY_VARIABLE}, default {DEFAULT_MEMORY_MB} MB)") from None
             except Exception as exc:  # noqa: BLE001 - the toolkit raises ValueError, onnx's errors, its own
                 rknn.release()
-                raise DoesNotConvert(f"does not convert here: rknn-toolkit2 cannot build {self.path} for "
-                                     f"{backend.platform}: {toolkit_reason(exc)}") from None
+                if not _out_of_memory(exc):
+                    raise DoesNotConvert(f"does not convert here: rknn-toolkit2 cannot build {self.path} for "
+                                         f"{backend.platform}: {toolkit_reason(exc)}") from None
+                raise BackendError(_memory_message(backend.name, self.path, exc)) from None
         self.rknn = rknn
         self.details = {"target_platform": backend.platform, "build": self._options(calibration),
                         "rknn_bytes": rknn_bytes, "built": "at load", "executed": SIMULATED}
@@ -209,9 +225,19 @@ class RknnModel(LoadedModel):
                                f"{toolkit_reason(exc)}") from None
         if outputs is None:
             raise BackendError(f"{self.backend.name}: rknn-toolkit2's simulator gave no outputs for {self.path}")
-        return [np.asarray(out).astype(spec.dtype, copy=False).reshape(
-                    [d for d in spec.shape] if all(isinstance(d, int) and d > 0 for d in spec.shape) else np.shape(out))
-                for out, spec in zip(outputs, self.outputs)]
+        return [self._as_declared(np.asarray(out), spec) for out, spec in zip(outputs, self.outputs)]
+
+    def _as_declared(self, array: np.ndarray, spec: TensorSpec) -> np.ndarray:
+        """An output in its declared dtype; where the simulator dropped or added size-1 dimensions, in
+        its declared shape. Another shape is an error naming both, never a silent reshape."""
+        array = array.astype(spec.dtype, copy=False)
+        static = all(isinstance(d, int) and d > 0 for d in spec.shape)
+        if not static or array.shape == tuple(spec.shape):
+            return array
+        if [d for d in array.shape if d != 1] == [d for d in spec.shape if d != 1]:
+            return array.reshape(spec.shape)
+        raise BackendError(f"{self.backend.name}: rknn-toolkit2's simulator gave output {spec.name!r} of {self.path} "
+                           f"in shape {list(array.shape)}, the model declares {list(spec.shape)}")
 
     def runtime_details(self) -> dict[str, Any]:
         return dict(self.details)
