@@ -379,12 +379,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         from .report.outputs import write_outputs
 
         report = build_report(edge.record_json(), edge.machine)  # else no report is built
-        errors = write_outputs(report, settings)
+        sections: list[str] = []
         if settings.openmetrics or settings.history:
             from .report.history import write_over_time
 
             over_time = config.stash[OVER_TIME_KEY] = write_over_time(report, settings)
             errors += [*over_time.errors, *(over_time.lines() if over_time.fail else [])]
+            if settings.html and over_time.runs:  # the page's history section
+                from .report.html_history import history_section
+
+                sections = history_section(over_time.runs, settings.creep_window, over_time.creeps)
+        errors = write_outputs(report, settings, sections) + errors
     nothing = gate_compared_nothing(edge.record_json())  # a gate that compared nothing is no pass
     if errors or nothing:
         edge.report_error = "\n".join([*errors, *([nothing] if nothing else [])])

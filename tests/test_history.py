@@ -4,10 +4,13 @@ staged creep of 1 % per run alerts naming the first run that moved. No test boun
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import platform
 import random
+import re
+import shutil
 import subprocess
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -151,6 +154,56 @@ def test_show_lines_per_model_backend_and_device() -> None:
     assert show_lines(runs, model="other") == ["no measured record in the history for model other"]
 
 
+def test_the_history_page_draws_each_figure_over_the_runs_with_the_creeps_first(tmp_path: Path) -> None:
+    from pytest_edge.report.html_history import render_history_html
+
+    runs = _history(1, creep=0.01, start=3)
+    evil = Run("2026-12-11T00:00:00Z", "e" * 40, "ci-1", (dict(_record([1.0, 1.1, 1.2]), model={"name": "<script>x"}),))
+    creeps = judge_creep(runs, 0.05, 10)
+    page = render_history_html([*runs, evil], 10, creeps)
+    assert "<script" not in page and "&lt;script&gt;x / onnxruntime-cpu / ci-1" in page  # names are escaped
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched
+    assert page.index("Creep over the history") < page.index("<h3>tiny / onnxruntime-cpu / ci-1</h3>")
+    assert page.count("<li><strong>creep</strong>") == len(creeps) >= 3
+    section = page[page.index("<h3>tiny / onnxruntime-cpu / ci-1</h3>"):]
+    labels = re.findall(r'aria-label="([^"]*)"', section)
+    assert labels == ["P50 ms (dashed: processes&#x27; range) against run", "peak memory, MB against run",
+                      "artifact size, bytes against run", "instructions per inference, instructions against run"]
+    # The P50 chart has the run's P50 and the fastest and slowest process's, ten points each.
+    first = section[:section.index("</svg>")]
+    assert first.count("<polyline") == 3 and first.count("<circle") == 30
+    assert main(["history", "html", str(_folder(tmp_path, runs)), "-o", str(tmp_path / "page.html"),
+                 "--max-creep", "5%"]) == 0
+    assert (tmp_path / "page.html").read_text().count("<li><strong>creep</strong>") == len(creeps)
+
+
+def test_the_history_page_renders_in_headless_chromium(tmp_path: Path) -> None:
+    from test_html_report import PROBE, _chromium
+
+    from pytest_edge.report.html_history import render_history_html
+
+    if shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it as root)")
+    runs = _history(1, creep=0.01, start=3)
+    page = render_history_html(runs, 10, judge_creep(runs, 0.05, 10))
+    (tmp_path / "probe.html").write_text(page.replace("</body>", PROBE))
+    dom = _chromium("--dump-dom", (tmp_path / "probe.html").as_uri(), profile=tmp_path / "profile")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    probe = json.loads(html.unescape(re.search(r"<pre id=\"probe\">(.*?)</pre>", dom.stdout, re.S).group(1)))
+    assert len(probe["sizes"]) == page.count("<svg") == 4 and all(w > 0 and h > 0 for w, h in probe["sizes"])
+    assert probe["resources"] == []  # nothing requested: no font, image, stylesheet or script
+    (tmp_path / "page.html").write_text(page)
+    png = tmp_path / "page.png"
+    shot = _chromium(f"--screenshot={png}", (tmp_path / "page.html").as_uri(), profile=tmp_path / "profile")
+    assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", shot.stderr[-2000:]
+
+
+def _folder(tmp_path: Path, runs: list[Run]) -> Path:
+    for run in runs:
+        append_run(tmp_path / "history", run)
+    return tmp_path / "history"
+
+
 TEST = """
 import pytest
 @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu"])
@@ -177,9 +230,13 @@ def test_edge_history_keeps_one_file_per_run_under_the_git_commit(pytester: pyte
     assert len(runs) == 2 and [r.commit for r in runs] == [head, head]
     assert all(r.machine == platform.node() and len(r.records) == 1 for r in runs)
     assert all(r.path is not None and r.path.name.split("-")[1] == head[:12] for r in runs)
-    given = pytester.runpytest_subprocess("--edge-history=hist", "--edge-history-commit=abc1234")
+    given = pytester.runpytest_subprocess("--edge-history=hist", "--edge-history-commit=abc1234", "--edge-html=page.html")
     given.assert_outcomes(passed=1)
     assert load_history(pytester.path / "hist")[-1].commit == "abc1234"
+    page = (pytester.path / "page.html").read_text()
+    # The page's history section: the three runs, this one's commit last.
+    assert '<section id="history">' in page and "3 run(s) in the history" in page
+    assert f"<h3>tiny_mlp / onnxruntime-cpu / {platform.node()}</h3>" in page and "<small>abc1234<br>" in page
 
 
 def test_edge_max_creep_warns_or_fails_naming_the_first_run_that_moved(pytester: pytest.Pytester,

@@ -1,5 +1,5 @@
-"""``pytest-edge history``: a run history's figures over time (show), its creep alert (creep), and its
-runs moved in and out (import, export); docs/monitoring.md."""
+"""``pytest-edge history``: a run history's figures over time (show, html), its creep alert (creep),
+and its runs moved in and out (import, export); docs/monitoring.md."""
 
 from __future__ import annotations
 
@@ -28,6 +28,13 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
     creep.add_argument("--max-creep", default="5%", help="allowed growth over the window (default 5%%)")
     creep.add_argument("--window", type=int, default=10, help="runs judged (default 10)")
     creep.set_defaults(func=creep_command)
+    page = sub.add_parser("html", help="the history's figures over time as one self-contained HTML page")
+    page.add_argument("folder", help="the history folder")
+    page.add_argument("-o", "--output", required=True, help="write the page here")
+    page.add_argument("--last", type=int, default=10, help="how many runs per series (default 10)")
+    page.add_argument("--max-creep", help="also list the figures that crept beyond this (e.g. 5%%)")
+    page.add_argument("--window", type=int, default=10, help="runs the creep alert judges (default 10)")
+    page.set_defaults(func=html_command)
     export = sub.add_parser("export", help="the history's runs as one JSON file")
     export.add_argument("folder", help="the history folder")
     export.add_argument("-o", "--output", required=True, help="write the runs here")
@@ -68,6 +75,25 @@ def creep_command(args: argparse.Namespace) -> int:
         print(creep.message)
     print(json.dumps({"runs": len(runs), "creeps": len(creeps)}))
     return 1 if creeps else 0
+
+
+def html_command(args: argparse.Namespace) -> int:
+    from ..report.html_history import render_history_html
+    from ..report.json_report import write_page
+
+    try:
+        runs = load_history(Path(args.folder))
+        creeps = judge_creep(runs, parse_percent(args.max_creep, "--max-creep"), max(3, args.window)) \
+            if args.max_creep else []
+    except (ValueError, EdgeError) as exc:
+        return _fail("html", exc)
+    try:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        write_page(Path(args.output), render_history_html(runs, max(1, args.last), creeps))
+    except OSError as exc:
+        return _fail("html", exc)
+    print(f"html: {args.output}")
+    return 0
 
 
 def export_command(args: argparse.Namespace) -> int:

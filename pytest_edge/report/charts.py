@@ -139,20 +139,26 @@ class Curve:
     dashed: bool = False
 
 
-def line_chart(curves: Sequence[Curve], x_label: str, y_label: str, width: int = 560, height: int = 270) -> str:
+def line_chart(curves: Sequence[Curve], x_label: str, y_label: str, width: int = 560, height: int = 270,
+               from_zero: bool = True, linear_x: bool = False) -> str:
     """Curves of y against x (a decoder's peak memory and KV-cache estimate against the context
     length): x on a log-2 scale where it spans a factor of 4 or more (the sweep doubles), y
-    linear from 0; each point marked, with its value in a tooltip; dashed curves for estimates."""
+    linear from 0 (``from_zero=False``: from a little below the least y, for a trend of a few
+    percent; its ticks to three digits); x linear always with ``linear_x`` (a run's number); each
+    point marked, with its value in a tooltip; dashed curves for estimates."""
     left, right, top, bottom = 52, 14, 10, 38
     xs = [x for c in curves for x, _ in c.points]
     ys = [y for c in curves for _, y in c.points]
     if not xs:
         return ""
     x_lo, x_hi = min(xs), max(xs)
-    log = x_lo > 0 and x_hi / x_lo >= 4
+    log = x_lo > 0 and x_hi / x_lo >= 4 and not linear_x
     if x_hi == x_lo:
         x_lo, x_hi = x_lo * 0.9 - 1e-9, x_hi * 1.1 + 1e-9
-    y_hi = max(ys) * 1.08 or 1.0
+    y_lo, y_hi = 0.0, max(ys) * 1.08 or 1.0
+    if not from_zero:
+        pad = (max(ys) - min(ys)) * 0.1 or abs(max(ys)) * 0.05 or 1.0
+        y_lo, y_hi = min(ys) - pad, max(ys) + pad
     plot_w, plot_h = width - left - right, height - top - bottom
 
     def px(v: float) -> float:
@@ -161,16 +167,16 @@ def line_chart(curves: Sequence[Curve], x_label: str, y_label: str, width: int =
         return left + plot_w * (v - x_lo) / (x_hi - x_lo)
 
     def py(v: float) -> float:
-        return top + plot_h * (1 - v / y_hi)
+        return top + plot_h * (1 - (v - y_lo) / (y_hi - y_lo))
 
     body = [f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="plot"/>']
     x_ticks = sorted(set(xs)) if log and len(set(xs)) <= 8 else _ticks(x_lo, x_hi, False)
     for tick in x_ticks:
         body.append(f'<line x1="{px(tick):.1f}" y1="{top}" x2="{px(tick):.1f}" y2="{top + plot_h}" class="grid"/>')
         body.append(_text(px(tick), top + plot_h + 13, significant(tick, 2), "middle", "tick"))
-    for tick in _ticks(0.0, y_hi, False):
+    for tick in _ticks(y_lo, y_hi, False):
         body.append(f'<line x1="{left}" y1="{py(tick):.1f}" x2="{left + plot_w}" y2="{py(tick):.1f}" class="grid"/>')
-        body.append(_text(left - 4, py(tick) + 3.5, significant(tick, 2), "end", "tick"))
+        body.append(_text(left - 4, py(tick) + 3.5, significant(tick, 2 if from_zero else 3), "end", "tick"))
     body.append(_text(left + plot_w / 2, height - 6, f"{x_label}" + (" (log scale)" if log else "")
                       + f"; y: {y_label}", "middle", "axis"))
     for c in curves:

@@ -361,6 +361,7 @@ class OverTime:
     errors: tuple[str, ...] = ()
     creeps: tuple[Creep, ...] = ()
     fail: bool = False
+    runs: tuple[Run, ...] = ()  # the history with this run, where a creep or the page needed it
 
     def lines(self) -> list[str]:
         """The creeps as the terminal says them."""
@@ -384,6 +385,7 @@ def write_over_time(report: Mapping[str, Any], settings: "Settings") -> OverTime
         except OSError as exc:
             errors.append(f"pytest-edge: cannot write the OpenMetrics file {target}: {exc.strerror or exc}")
     creeps: list[Creep] = []
+    runs: list[Run] = []
     if settings.history:
         folder = settings.rootdir / settings.history
         try:
@@ -391,9 +393,11 @@ def write_over_time(report: Mapping[str, Any], settings: "Settings") -> OverTime
         except OSError as exc:
             errors.append(f"pytest-edge: cannot append the run to the history {folder}: {exc.strerror or exc}")
         else:
-            if settings.max_creep is not None:
+            if settings.max_creep is not None or settings.html:
                 try:
-                    creeps = judge_creep(load_history(folder), settings.max_creep, settings.creep_window)
+                    runs = load_history(folder)
                 except ValueError as exc:
-                    errors.append(f"pytest-edge: cannot judge creep: {exc}")
-    return OverTime(tuple(errors), tuple(creeps), settings.creep_fail)
+                    errors.append(f"pytest-edge: cannot read the history {folder}: {exc}")
+                if runs and settings.max_creep is not None:
+                    creeps = judge_creep(runs, settings.max_creep, settings.creep_window)
+    return OverTime(tuple(errors), tuple(creeps), settings.creep_fail, tuple(runs))

@@ -116,12 +116,14 @@ def _matrix(records: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = None,
-                max_regression: float = DEFAULT_MAX_REGRESSION, gate_baseline: bool | None = None) -> str:
+                max_regression: float = DEFAULT_MAX_REGRESSION, gate_baseline: bool | None = None,
+                sections: Sequence[str] = ()) -> str:
     """The whole report as one HTML page: overview, device x backend matrix (merged reports),
     then per model latency, load, memory, coverage, accuracy and the change against ``baseline``
     (a report of the same shape; records matched by test, else by model and backend; without one,
     the A/B twins measured in the report's own job). ``gate_baseline``: as for the Markdown summary,
-    whether the gate's verdicts apply to ``baseline`` (default: only to the twins)."""
+    whether the gate's verdicts apply to ``baseline`` (default: only to the twins). ``sections``:
+    HTML lines added after the models (the run history's, report/html_history.py)."""
     gates = baseline is None if gate_baseline is None else gate_baseline
     baseline = report_baseline(report, baseline)
     records = list(report.get("records", []))
@@ -159,6 +161,7 @@ def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = 
                        key=lambda r: (r["backend"], str(r.get("machine", "")), r["test"]))
         skipped = [r for r in by_model[model] if missing_artifact(r) is not None]
         out += model_section(model, shown, skipped, baseline, max_regression, merged, gates)
+    out += sections
     out.append('<p class="muted"><small>pytest-edge · self-contained page: no script, no network</small></p>')
     out.append("</body></html>")
     return "\n".join(out) + "\n"
