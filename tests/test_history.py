@@ -266,3 +266,22 @@ def test_edge_max_creep_warns_or_fails_naming_the_first_run_that_moved(pytester:
     refused = pytester.runpytest_subprocess("--edge-max-creep=5%")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*--edge-max-creep judges the runs of a history: give it --edge-history=DIR*"])
+
+
+def test_the_monitoring_pages_workflow_names_known_options() -> None:
+    """docs/monitoring.md's CI job (restore the history, run, save it) uses options pytest-edge has."""
+    import shlex
+
+    yaml = pytest.importorskip("yaml", reason="pyyaml (the test extra) parses the workflow")
+    from test_readme import ROOT, blocks
+
+    from pytest_edge.core.settings import OPTIONS
+
+    workflow = next(yaml.safe_load(b.code) for b in blocks(ROOT / "docs/monitoring.md")
+                    if b.lang == "yaml" and "jobs:" in b.code)
+    steps = workflow["jobs"]["edge"]["steps"]
+    run = next(step["run"] for step in steps if "--edge-history" in step.get("run", ""))
+    used = {word.partition("=")[0] for word in shlex.split(run.replace("\\\n", " ")) if word.startswith("--edge")}
+    assert used and used <= {o.flag for o in OPTIONS if o.flag}, used
+    cached = [step["with"]["path"] for step in steps if str(step.get("uses", "")).startswith("actions/cache/")]
+    assert cached == [".edge/history", ".edge/history"] and "--edge-history=.edge/history" in run
