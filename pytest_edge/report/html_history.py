@@ -27,7 +27,9 @@ TRENDS = (Trend("peak memory", "MB", ("peak_memory_mb",)), Trend("artifact size"
           Trend("fallback share", "fraction of operators", ("coverage", "fallback")),
           Trend("instructions per inference", "instructions", ("counted", "instructions")),
           Trend("NPU SRAM", "bytes", ("npu", "memories", "sram")),
-          Trend("TTFT P50", "ms", ("llm", "ttft_ms", "p50")), Trend("TPOT P50", "ms", ("llm", "tpot_ms", "p50")))
+          Trend("TTFT P50", "ms", ("llm", "ttft_ms", "p50")), Trend("TPOT P50", "ms", ("llm", "tpot_ms", "p50")),
+          Trend("SNR against the reference", "dB", ("accuracy", "snr_db")),
+          Trend("token agreement", "fraction of tokens", ("accuracy", "token_agreement")))
 
 
 def _points(held: Sequence[tuple[Run, Mapping[str, Any]]], read: Any) -> list[tuple[float, float]]:
