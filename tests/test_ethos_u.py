@@ -164,6 +164,15 @@ def test_the_same_network_on_u55_and_u85_in_one_matrix(pytester: pytest.Pytester
     assert "<h3>Size, throughput, power and temperature" not in page
     assert "### NPU compile-time targets (nothing executed; the time is the compiler's estimate)" in summary
     assert "| tiny\\_cnn\\_int8 | ethos-u55-128 | vela 5.2.0 | Ethos\\_U55\\_High\\_End\\_Embedded |" in summary
+    # The model x target matrix opens both pages: share on the NPU, SRAM, verdict per cell.
+    assert page.index('<section id="targets">') < page.index('<section id="overview">')
+    assert summary.index("### Model × accelerator target") < summary.index("### NPU compile-time targets")
+    matrix = summary.split("### Model × accelerator target")[1].split("###")[0]
+    assert "| model | ethos-u55-128 | ethos-u65-256 | ethos-u85-256 |" in matrix
+    full = next(line for line in matrix.splitlines() if line.startswith("| quant\\_probe\\_int8 |"))
+    assert full.count("100% on the NPU") == 3 and full.count("passed") == 3 and "SRAM " in full
+    cumsum = next(line for line in matrix.splitlines() if line.startswith("| tiny\\_cnn\\_int8 |"))
+    assert cumsum.count("failed") == 3 and "100% on the NPU" not in cumsum
     records = {(r["model"]["name"], r["backend"]): r
                for r in json.loads((pytester.path / "report.json").read_text())["records"]}
     u55, u85 = records[("tiny_cnn_int8", "ethos-u55-128")], records[("tiny_cnn_int8", "ethos-u85-256")]

@@ -18,7 +18,7 @@ from .html_generation import generation_section
 from .html_model import model_section
 from .html_parts import CSS, anchor, table_open
 from .table import (COMPILED_HEADERS, DASH, VERDICT_RANK, compiled_rows, gate_summary, missing_artifact,
-                    worst_per)
+                    target_matrix, worst_per)
 
 
 def _chip(verdict: str, count: int) -> str:
@@ -85,6 +85,21 @@ def _overview(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
     return out
 
 
+def _targets(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Model x accelerator target at the top of the page (table.target_matrix)."""
+    models, targets, cells = target_matrix(records)
+    if not cells:
+        return []
+    out = ['<section id="targets"><h2>Model × accelerator target</h2>',
+           table_open("Share of operators on the accelerator, the memory its compiler planned, the verdict",
+                      ["model", *targets])]
+    for model in models:
+        out.append(f"<tr><td>{escape(model)}</td>" + "".join(
+            f"<td>{escape(cells.get((model, t), DASH))}</td>" for t in targets) + "</tr>")
+    out.append("</table></section>")
+    return out
+
+
 def _matrix(records: Sequence[Mapping[str, Any]]) -> list[str]:
     """Per model, devices (rows) x backends (columns): the worst verdict and its P50."""
     devices = sorted({device_label(r) for r in records})
@@ -141,6 +156,7 @@ def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = 
            f'<p class="muted">{escape(report.get("created", ""))} · {len(records)} record(s)'
            + (f" · {escape(described)}" if described else "")
            + (f" · baseline of {escape(baseline.get('created', '?'))}" if baseline else "") + "</p>"]
+    out += _targets(records)
     out += _overview(report, records, found, max_regression, baseline is not None, gates)
     out += _matrix(records)
     out += generation_section(records)

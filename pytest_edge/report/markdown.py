@@ -11,7 +11,7 @@ from .generation import HEADERS as GENERATION_HEADERS, generation_rows
 from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, gate_judged, regressions
 from ..judging.baseline import find_baseline
 from .table import (COMPILED_HEADERS, DASH, VERDICT_RANK, compiled_rows, figure, fold_line, folded_skips,
-                    gate_summary, missing_artifact, table_footer, worst_per)
+                    gate_summary, missing_artifact, table_footer, target_matrix, worst_per)
 
 _ICON = {Verdict.PASSED: "✅", Verdict.FAILED: "❌", Verdict.ERROR: "❌", Verdict.SKIPPED: "⏭️", Verdict.DOES_NOT_CONVERT: "↪️"}
 
@@ -50,6 +50,12 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
         headline += (f", {len({id(r) for r, _ in beyond})} changed beyond {max_regression:.0%} against the baseline "
                      "(comparison)")
     lines = [f"## pytest-edge conformance: {headline or 'no records'}", ""]
+    models, targets, cells = target_matrix(records)
+    if cells:  # what a team chooses a chip by, first (table.target_matrix)
+        lines += ["### Model × accelerator target", "", "| model | " + " | ".join(_md(t) for t in targets) + " |",
+                  "|---|" + "---|" * len(targets)]
+        lines += ["| " + _md(m) + " | " + " | ".join(_md(cells.get((m, t), "—")) for t in targets) + " |"
+                  for m in models] + [""]
     gate = gate_summary(records)
     if gate:  # what the merge gate compared, A/B or stored, as the terminal says it
         lines += [_md(gate), ""]

@@ -287,6 +287,25 @@ def compiled_rows(records: Iterable[Mapping[str, Any]]) -> list[list[str]]:
     return rows
 
 
+def target_matrix(records: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[str], dict[tuple[str, str], str]]:
+    """Model x accelerator target (the records with a compiler's ``npu`` block): per cell the share of
+    operators the accelerator runs, the SRAM the compiler planned and the verdict, the worst record
+    where several tests check one pair. What a team chooses a chip by: one network fully on one NPU
+    and half on the CPU on another. ``(models, targets, cells)``; no targets, no matrix."""
+    chosen = [r for r in records if isinstance(r.get("npu"), Mapping)]
+    worst = worst_per(chosen, lambda r: (r["model"]["name"], r["backend"]))
+    cells = {}
+    for (model, target), record in worst.items():
+        coverage, npu = record.get("coverage") or {}, record["npu"]
+        total, placed = coverage.get("total_ops"), coverage.get("delegated_ops")
+        share = (f"{placed / total:.0%} on the NPU ({placed} of {total})"
+                 if isinstance(total, int) and isinstance(placed, int) and total > 0 else "placement unknown")
+        sram = npu.get("sram_bytes")
+        memory = f"SRAM {sram / 1024:.2f} KiB" if isinstance(sram, (int, float)) else "SRAM —"
+        cells[(model, target)] = f"{share}, {memory}, {record.get('verdict')}"
+    return sorted({m for m, _ in cells}), sorted({t for _, t in cells}), cells
+
+
 def compiled_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
     """The compile-time targets' figures (docs/npu.md), apart from the measured columns: nothing
     executed, and the time is the compiler's estimate."""
