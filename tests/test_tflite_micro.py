@@ -152,6 +152,38 @@ def test_a_corrupt_or_truncated_file_is_an_error_naming_the_file_and_the_backend
         server.op_load("g", str(garbage), None, {})
 
 
+def test_the_record_keeps_the_arena_block_through_json_and_a_malformed_one_as_it_was() -> None:
+    from pytest_edge.backends.arena import TensorArena
+    from pytest_edge.core.record import Record
+
+    arena = TensorArena(24208, 16000, 8208, "tflite-micro 0.dev (RecordingMicroAllocator)",
+                        {"Persistent buffer data": 5660}, 43464)
+    record = Record("t", {"name": "kws"}, "tflite-micro", accuracy={}, arena=arena, checked=True)
+    data = record.to_json()
+    assert data["arena"]["total_bytes"] == 24208 and data["arena"]["flash_bytes"] == 43464
+    assert Record.from_json(json.loads(json.dumps(data))).arena == arena
+    for bad in ({"total_bytes": "24208", "head_bytes": 16000, "tail_bytes": 8208}, {"total_bytes": True},
+                {"total_bytes": -1, "head_bytes": 0, "tail_bytes": 0}):
+        read = Record.from_json({**data, "arena": bad})
+        assert read.arena is None and read.extra["arena"] == bad and read.to_json()["arena"] == bad
+
+
+def test_check_arena_names_both_figures_and_a_backend_without_an_arena() -> None:
+    from pytest_edge.backends.arena import TensorArena
+    from pytest_edge.checks import BUDGET, check_arena
+
+    arena = TensorArena(24208, 16000, 8208, "tflite-micro 0.dev (RecordingMicroAllocator)")
+    [found] = check_arena(arena, {"max_arena_kb": 22.0}, "tflite-micro")
+    assert found.message == ("tflite-micro: tensor arena 23.64 KiB (24208 bytes: head 16000, tail 8208; tflite-micro "
+                             "0.dev (RecordingMicroAllocator)) > max_arena_kb 22 KiB (22528 bytes)")
+    assert (found.check, found.value, found.budget, found.unit) == ("max_arena_kb", 24208 / 1024, 22.0, "KiB")
+    assert check_arena(arena, {"max_arena_kb": 24.0}, "tflite-micro") == []  # 24576 bytes: it fits
+    assert check_arena(arena, {"max_arena_kb": None}, "tflite-micro") == []
+    [none] = check_arena(None, {"max_arena_kb": 24.0}, "litert")
+    assert none.value is None and "litert reports none" in none.message
+    assert BUDGET["max_arena_kb"].parse("24KB", "max_arena_kb") == 24.0 and not BUDGET["max_arena_kb"].measured
+
+
 # ------------------------------------------------------------ as users meet it (pytester)
 
 
