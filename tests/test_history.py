@@ -266,6 +266,9 @@ def test_edge_max_creep_warns_or_fails_naming_the_first_run_that_moved(pytester:
     refused = pytester.runpytest_subprocess("--edge-max-creep=5%")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*--edge-max-creep judges the runs of a history: give it --edge-history=DIR*"])
+    loud = pytester.runpytest_subprocess("--edge-history=hist", "--edge-creep=loud")
+    assert loud.ret == pytest.ExitCode.USAGE_ERROR
+    loud.stderr.fnmatch_lines(["*--edge-creep: 'loud' is not 'warn' or 'fail'*"])
 
 
 def test_the_monitoring_pages_workflow_names_known_options() -> None:
