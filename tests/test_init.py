@@ -13,6 +13,7 @@ import pytest
 
 from edge_helpers import FIXTURES, onnx_only_outcomes
 
+from pytest_edge.backends import compile_targets
 from pytest_edge.cli.first_tests import Traits, first_test_source
 from pytest_edge.cli.init import find_models
 from pytest_edge.cli.pytest_config import configured_text
@@ -50,8 +51,15 @@ def test_init_makes_a_project_with_the_fixtures_green(pytester: pytest.Pytester,
     assert (pytester.path / "pytest.ini").read_text() == "[pytest]\nedge_model_dirs = models\n"
     source = (pytester.path / "tests/test_edge_models.py").read_text()
     stems = sorted({p.stem for p in models.iterdir() if p.suffix in (".onnx", ".tflite", ".pte")})
-    assert [line for line in source.splitlines() if line.startswith("@pytest.mark.edge")] == [
-        f"@pytest.mark.edge(model={json.dumps(stem)}" + EXPECTED_CHECKS.get(stem, ")") for stem in stems]
+    assert [line for line in source.splitlines() if line.startswith("@pytest.mark.edge") and "backends=" not in line
+            ] == [f"@pytest.mark.edge(model={json.dumps(stem)}" + EXPECTED_CHECKS.get(stem, ")") for stem in stems]
+    # An int8 .tflite gets a test on the NPU targets installed here (vela's: compile-time), no other model.
+    targets = sorted(n for n, b in compile_targets().items() if b.compile_only and b.unavailable_reason() is None)
+    npu = re.findall(r'@pytest.mark.edge\(model="(\w+)", backends=(\[.*\])\)', source)
+    assert all("int8" in model and json.loads(named) == targets for model, named in npu), npu
+    assert ("quant_probe_int8" in dict(npu)) == bool(targets)
+    if targets:
+        assert f"int8 model(s) compiled for the NPU targets {', '.join(targets)}" in done.stdout
     assert "vendored" not in source
     # conv_dynhw's height and width are the user's to choose: skipped with the reason, not guessed.
     assert "@pytest.mark.skip(reason=\"conv_dynhw: dynamic input dimensions ('x': [1, 3, 'height', 'width'])" in source

@@ -22,6 +22,8 @@ class Traits:
     quantized: bool = False  # int8/uint8 arithmetic (float outputs): statistical check
     # Its inputs' (shape, dtype), names aside: a variant is checked against its float model's golden only with the same.
     inputs: tuple = ()
+    # The compile-time NPU targets installed here that compile one of its artifacts (an int8 model's).
+    npu_targets: tuple[str, ...] = ()
 
 
 # The first test's SNR floor for an int8 model: triage quant's threshold of a layer that is fine.
@@ -87,6 +89,16 @@ def first_test_source(models: Sequence[str], traits: Mapping[str, "Traits"] | No
             head += f"@pytest.mark.skip(reason={reason!r})\n"
         tests.append(f"\n\n{head}@pytest.mark.edge(model={json.dumps(model)}{budgets})\n"
                      f"def {name}(edge_model):\n    pass\n")
+        if trait.npu_targets and not trait.dynamic:
+            npu = name + "_npu"
+            while npu in names:
+                npu += "_"
+            names.add(npu)
+            tests.append(f"\n\n# {model} compiled for the NPU targets installed here: compile-time (the compiler's placement,\n"
+                         "# memory and estimated time; nothing executes). max_fallback=0 asks for every operator on\n"
+                         "# the NPU; allowed_cpu_ops=[\"CALL_ONCE\"] lets named ones stay on the CPU; max_sram_kb= ...\n"
+                         f"@pytest.mark.edge(model={json.dumps(model)}, backends={json.dumps(list(trait.npu_targets))})\n"
+                         f"def {npu}(edge_model):\n    pass\n")
     return ('"""Conformance of the project\'s models, written by `pytest-edge init`: edit it freely.\n\n'
             "Each test runs on every installed backend that can load one of the model's artifacts and\n"
             "checks the outputs against the golden outputs (`pytest --edge-update-golden` records them).\n"

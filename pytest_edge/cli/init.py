@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ..backends import recording_suffixes
+from ..backends import compile_targets, recording_suffixes
 from ..backends.decoder_search import WHAT_IS_FOUND, Decoders, find_decoders
 from ..errors import EdgeError, EdgeUsageError
 from ..files import atomic_write
@@ -120,6 +120,10 @@ def model_traits(root: Path, models: Sequence[str]) -> dict[str, Traits]:
     settings = project_settings(["--rootdir", str(root), str(root)])
     session = EdgeSession(settings)
     traits = {}
+    # The compile-time NPU targets installed here (vela's default configuration per family), with the
+    # artifacts each compiles: an int8 model gets a test on them (docs/npu.md).
+    npu = {name: target.artifact_suffixes() for name, target in compile_targets().items()
+           if target.compile_only and target.unavailable_reason() is None}
     try:
         for name in models:
             try:
@@ -127,9 +131,11 @@ def model_traits(root: Path, models: Sequence[str]) -> dict[str, Traits]:
                 info = session.load(session.plan(model, session.golden.reference_backend(model)))
             except EdgeError:
                 continue
+            quantized = info.precision in ("int8", "uint8")
             trait = Traits(int8_outputs=[s.name for s in info.outputs if s.dtype in ("int8", "uint8")],
-                           quantized=info.precision in ("int8", "uint8"),
-                           inputs=tuple((tuple(s.shape), s.dtype) for s in info.inputs))
+                           quantized=quantized, inputs=tuple((tuple(s.shape), s.dtype) for s in info.inputs),
+                           npu_targets=tuple(name for name, target in npu.items() if quantized
+                                             and any(model.artifact(suffix) for suffix in target)))
             if any(not isinstance(d, int) or d < 0 for spec in info.inputs for d in spec.shape[1:]):
                 trait.dynamic = ", ".join(f"{s.name!r}: {list(s.shape)}" for s in info.inputs)
             traits[name] = trait
@@ -165,8 +171,8 @@ def init(root: Path, record_golden: bool = True) -> int:
     atomic_write(config_path, text.encode("utf-8"))
     print(f"{config_path}: edge_model_dirs = {', '.join(dirs)}")
     test_file.parent.mkdir(parents=True, exist_ok=True)
-    source = first_test_source(found.models, model_traits(root, found.models)) if found.models else \
-        first_test_source([])
+    traits = model_traits(root, found.models) if found.models else {}
+    source = first_test_source(found.models, traits)
     source += first_llm_test_source(decoders.found, set(re.findall(r"^def (test_\w+)\(", source, re.M)))
     atomic_write(test_file, source.encode("utf-8"))
     if found.models:
@@ -185,8 +191,11 @@ def init(root: Path, record_golden: bool = True) -> int:
     print(f"recording golden outputs: pytest --edge-update-golden {TEST_FILE}")
     done = subprocess.run([sys.executable, "-m", "pytest", "--edge-update-golden", str(TEST_FILE)], cwd=root)
     if done.returncode == 0:
+        targets = sorted({t for trait in traits.values() for t in trait.npu_targets})
         print(f"done: `pytest` now checks {len(found.models)} tensor model(s) and {len(decoders.found)} decoder(s) "
               "on every backend installed here that runs them, against their goldens"
+              + (f"; {sum(1 for t in traits.values() if t.npu_targets)} int8 model(s) compiled for the NPU targets "
+                 f"{', '.join(targets)}" if targets else "")
               + (f"; {len(decoders.not_covered)} not covered (above)" if decoders.not_covered else ""))
     else:
         print(f"pytest --edge-update-golden {TEST_FILE} failed (exit status {done.returncode}): the messages above "

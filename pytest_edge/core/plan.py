@@ -65,6 +65,12 @@ class Plan:
         """Which check runs it (run.kinds): "compiled" on a compile-time target, else "tensor"."""
         return "compiled" if get_backend(self.backend).compile_only else "tensor"
 
+    @property
+    def reads_golden(self) -> bool:
+        """Its check compares outputs with a golden (a compile-time target's executes nothing, so
+        --edge-update-golden records none for it)."""
+        return self.kind == "tensor"
+
     def tolerance(self, output: str, backend: str | None = None) -> dict[str, Any]:
         """The tolerances for one output on ``backend`` (this plan's by default), overrides applied."""
         return resolve_tolerance(self.defaults, self.marker.tolerances, backend or self.backend, output)
