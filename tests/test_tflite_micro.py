@@ -26,14 +26,6 @@ WAKE_WORD = FIXTURES / "npu" / "wake_word_int8.tflite"  # streaming: its state i
 GELU = FIXTURES / "micro" / "gelu_mlp.tflite"  # GELU: LiteRT runs it, TFLM has no kernel for it
 
 
-# The record's arena block and the max_arena_kb check reach a session through run/pipeline.py (the
-# record's fields and the size budgets): until that hook is in, the two end-to-end tests below must
-# fail (strict); once it is, they run as any test. Delete this mark with the hook's commit.
-AWAITS_PIPELINE_HOOK = pytest.mark.xfail(
-    "check_arena" not in (Path(__file__).resolve().parent.parent / "pytest_edge/run/pipeline.py").read_text(),
-    reason="run/pipeline.py does not yet put info.arena in the record nor call checks.check_arena", strict=True)
-
-
 def _server(name: str) -> WorkerServer:
     reason = get_backend(name).unavailable_reason()
     if reason:
@@ -192,7 +184,6 @@ def _project(models: Path, *paths: Path) -> None:
         shutil.copy(path, models / path.name)
 
 
-@AWAITS_PIPELINE_HOOK
 def test_the_wake_word_outputs_are_judged_and_the_arena_is_in_the_report(pytester: pytest.Pytester,
                                                                         models: Path) -> None:
     _server("tflite-micro")
@@ -218,7 +209,6 @@ def test_the_wake_word_outputs_are_judged_and_the_arena_is_in_the_report(pyteste
     assert "arena" not in records["litert-ref"]  # a runtime that plans no arena has no block
 
 
-@AWAITS_PIPELINE_HOOK
 def test_max_arena_kb_below_the_arena_fails_naming_both_figures(pytester: pytest.Pytester, models: Path) -> None:
     _server("tflite-micro")
     _server("litert-ref")

@@ -15,8 +15,8 @@ from .. import __version__
 from ..golden.alignment import aligned
 from ..backends import Coverage, get_backend, split_device
 from ..backends.compiled import Compilation
-from ..checks import (Finding, check_compiled, check_coverage, check_drift, check_latency, check_load, check_memory,
-                      check_sizes)
+from ..checks import (Finding, check_arena, check_compiled, check_coverage, check_drift, check_latency, check_load,
+                      check_memory, check_sizes)
 from ..accuracy.compare import OutputComparison, compare_output, summarize
 from ..golden import DEFAULT_SET, Golden, GoldenCase
 from ..golden.sets import GoldenSets
@@ -149,16 +149,18 @@ def budgets(plan: Plan, timed: TimedMeasurement | None, load_ms: float | None) -
 
 
 def size_budgets(plan: Plan, info: ModelInfo, rootdir: Path) -> list[Finding]:
-    """max_artifact_mb and max_runtime_mb: sizes, judged on every machine (an emulated device too)."""
+    """max_artifact_mb and max_runtime_mb: sizes, judged on every machine (an emulated device too); and
+    max_arena_kb, the tensor arena a microcontroller runtime reported at load (a size too: planned, not timed)."""
+    arena = check_arena(info.arena, plan.marker.budgets(check_arena), plan.backend)
     budgets = plan.marker.budgets(check_sizes)
     if all(value is None for value in budgets.values()):
-        return []
+        return arena
     package = info.runtime.get("package") or {}
     runtime = f"{info.runtime.get('name')} {info.runtime.get('version') or ''}".strip()
     artifact = model_json(plan.model.name, info.artifact, rootdir)["artifact"]
     size, unreadable = artifact_size(info.artifact, info.backend)
-    return check_sizes(artifact, size, runtime, package.get("bytes"), budgets, plan.backend, package.get("reason"),
-                       unreadable)
+    return [*check_sizes(artifact, size, runtime, package.get("bytes"), budgets, plan.backend, package.get("reason"),
+                         unreadable), *arena]
 
 
 def throughput(latency_ms: dict[str, float] | None) -> float | None:
@@ -207,7 +209,7 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
         artifact_bytes=size,
         runtime_bytes=(info.runtime.get("package") or {}).get("bytes"),
         throughput=throughput(measured.latency_ms),
-        power_and_temperature=measured.power_and_temperature, counted=counted,
+        power_and_temperature=measured.power_and_temperature, counted=counted, arena=info.arena,
         device=({"name": split_device(info.backend)[1], "machine": info.device} if info.device else None),
         accuracy={"reference": golden.reference_backend, "cases": len(golden.cases),
                   **summarize(compared.comparisons),
