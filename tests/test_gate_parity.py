@@ -31,7 +31,7 @@ from pytest_edge.judging import generation
 from pytest_edge.judging.baseline import BaselineKind, choose_baseline
 from pytest_edge.judging.gate import GateResult
 from pytest_edge.judging.measurer import Measurer
-from pytest_edge.judging.regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, GATE_FIGURES, INSTRUCTIONS,
+from pytest_edge.judging.regressions import (ARENA, ARTIFACT_SIZE, DELEGATE_COVERAGE, GATE_FIGURES, INSTRUCTIONS,
                                              NPU_ESTIMATE, NPU_MEMORY, PARTITIONS, PEAK_MEMORY)
 from pytest_edge.run import pipeline
 from pytest_edge.run.compiled_check import CompiledChecker
@@ -123,9 +123,10 @@ def _processes(p50: float, p99: float, count: int = 6) -> list[dict[str, Any]]:
 
 
 def _measured(p50: float = 1.0, p99: float = 1.5, peak: float = 50.0, coverage: dict[str, Any] | None = None,
-              count: int = 6) -> dict[str, Any]:
+              count: int = 6, arena: int = 24208) -> dict[str, Any]:
     return {"processes": _processes(p50, p99, count), "latency_ms": {"p50": p50, "p99": p99}, "measured_runs": 2000 * count,
-            "peak_memory_mb": peak, "coverage": coverage}
+            "peak_memory_mb": peak, "coverage": coverage,
+            "arena": {"total_bytes": arena, "head_bytes": arena - 8208, "tail_bytes": 8208, "reported_by": "tflite-micro"}}
 
 
 TENSOR_COVERAGE = {"total_ops": 4, "delegated_ops": 4, "fallback_ops": 0, "partitions": 1, "fallback": 0.0,
@@ -138,6 +139,7 @@ TENSOR: dict[str, tuple[dict[str, Any], Path]] = {
     PEAK_MEMORY: ({"peak": 80.0}, SMALL),
     ARTIFACT_SIZE: ({}, BIG),
     PARTITIONS: ({"coverage": {**TENSOR_COVERAGE, "partitions": 2}}, SMALL),
+    ARENA: ({"arena": 30000}, SMALL),  # a microcontroller runtime's arena grown by a quarter
     DELEGATE_COVERAGE: ({"coverage": {**TENSOR_COVERAGE, "total_ops": 5, "fallback_ops": 1, "fallback": 0.2,
                                       "fallback_op_names": {"CUMSUM": 1}, "fallback_reasons": {"CUMSUM#4": ""}}},
                         SMALL),
@@ -174,6 +176,7 @@ def tensor_gate(tmp_path: Path, mode: str, changes: dict[str, Any], artifact: Pa
     key = (info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s)
     measurer.twin_results[key] = theirs
     measurer.twin_coverages[(info.backend, str(tmp_path / "base" / "m.tflite"))] = TENSOR_COVERAGE
+    measurer.twin_arenas[(info.backend, str(tmp_path / "base" / "m.tflite"))] = theirs["arena"]  # the twin's load
     measurer.rounds = lambda info, artifacts, feeds, plan, processes=None: (  # type: ignore[method-assign]
         [mine, theirs][:len(artifacts)])
     return measurer.gate(info, [], plan, live)  # type: ignore[arg-type]

@@ -107,6 +107,7 @@ class GateFigures:
     partitions: int | None = None
     npu_memories: Mapping[str, float] = field(default_factory=dict)  # bytes, as written
     npu_estimated_ms: float | None = None  # the compiler's estimate at its clock: exact for one compiler
+    arena_bytes: float | None = None  # a microcontroller runtime's tensor arena (its report: exact)
     counted: CountedMeasurement | None = None
     timing_not_judged: bool = False
     under_load: bool = False
@@ -144,6 +145,7 @@ class GateFigures:
             partitions=int(parts) if is_number(parts := dig(coverage, "partitions")) and parts >= 0 else None,
             npu_estimated_ms=float(est) if is_finite_number(est := dig(record, "npu", "estimated_ms")) and est > 0
             else None,
+            arena_bytes=arena if is_finite_number(arena := dig(record, "arena", "total_bytes")) and arena >= 0 else None,
             npu_memories={k: v for k in NPU_MEMORY_KEYS if is_finite_number(v := dig(record, "npu", "memories", k))},
             counted=CountedMeasurement.of(record),
             timing_not_judged=bool(record.get("timing_not_judged")),
@@ -186,6 +188,10 @@ def invalid_gate_field(record: Mapping[str, Any]) -> str | None:
         for op, count in names.items():
             if not _non_negative(count):
                 return f"'coverage.fallback_op_names.{op}' must be a count >= 0, got {_shown(count)}"
+    arena = record.get("arena")
+    if arena is not None and not (isinstance(arena, Mapping) and all(
+            arena.get(k) is None or _non_negative(arena[k]) for k in ("total_bytes", "head_bytes", "tail_bytes"))):
+        return f"'arena' must be an object of byte counts >= 0 or null, got {_shown(arena)}"
     npu = record.get("npu")
     if npu is None:
         return None

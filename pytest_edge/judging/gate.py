@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 from ..core.acceptance import Acceptance, changed_files, describe, find, stale
 from ..core.record import GateVerdict
 from .figures import GateFigures, ProcessFigures
-from .regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
+from .regressions import (ARENA, ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
                           NPU_ESTIMATE, NPU_MEMORY, PARTITIONS, PEAK_MEMORY, GateFinding, Regression, TimedFigure,
                           compared_figures, latency_regressions, resource_regressions)
 
@@ -112,7 +112,7 @@ def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
     """The rule by which the gate judged ``figure``, in words (docs/gate.md)."""
     if figure == PEAK_MEMORY:
         return f"above the threshold and by more than {MEMORY_FLOOR_MB:g} MB"
-    if figure in (ARTIFACT_SIZE, NPU_MEMORY, NPU_ESTIMATE):
+    if figure in (ARTIFACT_SIZE, NPU_MEMORY, NPU_ESTIMATE, ARENA):
         return "grown beyond the threshold (exact: no noise floor)"
     if figure == PARTITIONS:
         return "any rise of the delegate partitions"

@@ -39,6 +39,7 @@ class Measurer:
         self.results: dict[tuple, dict[str, Any] | CountedMeasurement] = {}
         self.twin_results: dict[tuple, dict[str, Any] | CountedMeasurement] = {}
         self.twin_coverages: dict[tuple[str, str], dict[str, Any] | None] = {}
+        self.twin_arenas: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.under_load = False  # some timed window of this session ran under load
         self.counter = Counter(settings, pool)  # --edge-count=instructions
         self.measured_any = False
@@ -117,6 +118,8 @@ class Measurer:
             loaded = Loaded.from_reply(self.pool.request(info.backend, Load(f"twin|{info.key}", str(twin), info.threads,
                                                                             shapes), twin))
             self.twin_coverages[key] = loaded.coverage.to_json() if loaded.coverage else None
+            # What else the load says that a stored record holds: a microcontroller runtime's arena.
+            self.twin_arenas[key] = loaded.arena.to_json() if loaded.arena else None
         return self.twin_coverages[key]
 
     def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, live: Record) -> GateResult:
@@ -139,6 +142,7 @@ class Measurer:
                 raise RuntimeError(f"the baseline twin {choice.source} of {info.artifact} was not measured")
             baseline, source = twin_baseline(info.backend, twin, twin_measured, self._twin_coverage(info, twin),
                                              self.settings.rootdir)
+            baseline["arena"] = self.twin_arenas.get((info.backend, str(twin)))
 
             def remeasure() -> tuple[GateFigures, GateFigures | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan,

@@ -64,8 +64,10 @@ _NPU_MEMORIES = (("sram", "SRAM"), ("off_chip_flash", "off-chip flash"), ("dram"
 # The compiler's estimated time per inference (exact for one compiler and configuration), and the
 # delegate partitions (each boundary a copy and a layout change).
 NPU_ESTIMATE, PARTITIONS = "estimated NPU time", "delegate partitions"
+# A microcontroller runtime's tensor arena (the RAM the device must have), as it reports it: exact.
+ARENA = "tensor arena"
 GATE_FIGURES = (*(f.name for f in LATENCY_FIGURES), PEAK_MEMORY, ARTIFACT_SIZE, DELEGATE_COVERAGE, PARTITIONS,
-                INSTRUCTIONS, NPU_MEMORY, NPU_ESTIMATE, *(f.name for f in GENERATION_FIGURES))
+                INSTRUCTIONS, NPU_MEMORY, NPU_ESTIMATE, ARENA, *(f.name for f in GENERATION_FIGURES))
 # A P50 (or TTFT/TPOT) that grew by at most this much is not gated, whatever its percentage: between
 # fresh processes on a shared runner an unchanged 8 us model read +65 % then +18 % (2 us) against its
 # A/B twin in CI. Microsecond models are gated by counted mode (--edge-count=instructions) instead.
@@ -179,6 +181,14 @@ def resource_regressions(record: GateFigures, baseline: GateFigures,
                                 f"{new_est / old_est - 1:+.1%} against {what} {old_est:.4g} ms (allowed "
                                 f"+{max_regression:.0%}; an estimate, not a measurement)",
                                 old=old_est, new=new_est, threshold=max_regression))
+    new_arena, old_arena = record.arena_bytes, baseline.arena_bytes
+    if new_arena is not None and old_arena is not None and new_arena > old_arena and (
+            old_arena == 0 or new_arena / old_arena - 1 > max_regression):
+        change = f"{new_arena / old_arena - 1:+.1%}" if old_arena else "none before"
+        found.append(Regression(ARENA, f"{backend}: tensor arena {new_arena / 1024:.2f} KiB ({new_arena:.0f} bytes), "
+                                f"{change} against {what} {old_arena / 1024:.2f} KiB ({old_arena:.0f} bytes) (allowed "
+                                f"+{max_regression:.0%})", old=float(old_arena), new=float(new_arena),
+                                threshold=max_regression))
     if record.partitions is not None and baseline.partitions is not None and record.partitions > baseline.partitions:
         found.append(Regression(PARTITIONS, f"{backend}: {record.partitions} delegate partitions against {what}'s "
                                 f"{baseline.partitions} (each boundary a copy and a layout change)",
@@ -269,6 +279,7 @@ def compared_figures(record: GateFigures, baseline: GateFigures,
              (PARTITIONS, record.partitions, baseline.partitions),
              (NPU_MEMORY, record.npu_memories or None, baseline.npu_memories or None),
              (NPU_ESTIMATE, record.npu_estimated_ms, baseline.npu_estimated_ms),
+             (ARENA, record.arena_bytes, baseline.arena_bytes),
              (INSTRUCTIONS, record.counted, baseline.counted))
     return both + [name for name, new, old in pairs if new is not None and old is not None]
 
