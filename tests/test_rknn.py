@@ -97,6 +97,8 @@ def test_tiny_cnn_float16_on_the_simulator_is_within_the_marker_tolerance(
     assert (runtime["name"], runtime["version"]) == ("rknn-toolkit2", "2.5.0")
     assert runtime["target_platform"] == "rk3588" and runtime["build"] == {"do_quantization": False, "float_dtype": "float16"}
     assert runtime["rknn_bytes"] > 10_000 and "simulator" in runtime["executed"]
+    # The toolkit's intermediate graphs (check0_base_optimize.onnx, ...) stay out of the project.
+    assert not list(pytester.path.rglob("check*_*.onnx"))
     print("float16 max |diff|:", passed["accuracy"])
 
 

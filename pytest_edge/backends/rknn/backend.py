@@ -20,8 +20,9 @@ import re
 import resource
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -69,6 +70,18 @@ def _out_of_memory(error: BaseException) -> bool:
     text = str(error)
     return isinstance(error, MemoryError) or any(
         said in text for said in ("failed to map segment", "Cannot allocate memory", "bad_alloc", "MemoryError"))
+
+
+@contextmanager
+def _inside(folder: Path) -> Iterator[None]:
+    """The worker in ``folder`` while the toolkit builds: it writes its intermediate graphs
+    (check0_base_optimize.onnx, ...) into the working directory, which is the user's project."""
+    previous = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
 
 
 def _memory_message(name: str, path: Path, error: BaseException) -> str:
@@ -126,7 +139,7 @@ class RknnModel(LoadedModel):
     def __init__(self, backend: RknnBackend, path: Path, shapes: InputShapes) -> None:
         import onnx
 
-        self.backend, self.path = backend, path
+        self.backend, self.path = backend, path.absolute()  # the toolkit builds inside a folder of its own
         graph = onnx.load(str(path), load_external_data=False).graph
         initializers = {i.name for i in graph.initializer}
         declared = [(i.name, i.type.tensor_type) for i in graph.input if i.name not in initializers]
@@ -159,7 +172,7 @@ class RknnModel(LoadedModel):
         backend = self.backend
         options: dict[str, Any] = {"target_platform": backend.platform}
         build: dict[str, Any] = {"do_quantization": backend.quantized}
-        with tempfile.TemporaryDirectory(prefix="pytest-edge-rknn-") as folder:
+        with tempfile.TemporaryDirectory(prefix="pytest-edge-rknn-") as folder, _inside(Path(folder)):
             log = Path(folder) / "toolkit.log"
             rknn = RKNN(verbose=True, verbose_file=str(log))  # the file is written only when verbose
             try:
