@@ -110,20 +110,12 @@ def cpu_warnings(stdout: str) -> list[tuple[str, str, str]]:
 
 
 def cpu_reasons(stdout: str) -> dict[str, tuple[str, str]]:
-    """vela's supported-operators warnings: output tensor name -> (operator type, reason). A reason
-    is the ``Reason:`` line and the lines that follow it up to a blank line."""
+    """vela's supported-operators warnings: output tensor name -> (operator type, reason), the first
+    warning of each name (cpu_warnings). A reason is the ``Reason:`` line and the lines that follow it
+    up to a blank line."""
     found: dict[str, tuple[str, str]] = {}
-    lines = stdout.splitlines()
-    for index, line in enumerate(lines):
-        match = _WARNING.match(line)
-        if not match:
-            continue
-        reason: list[str] = []
-        for follow in lines[index + 1:]:
-            if not follow.strip() or _WARNING.match(follow) or (reason and follow.startswith("#")):
-                break
-            reason.append(follow.strip().removeprefix("Reason:").strip())
-        found.setdefault(match.group(2), (match.group(1), ". ".join(r.rstrip(".") for r in reason if r)))
+    for op, name, reason in cpu_warnings(stdout):
+        found.setdefault(name, (op, reason))
     return found
 
 
