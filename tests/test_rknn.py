@@ -250,7 +250,7 @@ def test_the_toolkit_s_worker_is_bounded_in_memory(pytester: pytest.Pytester, mo
     limit and how to raise it: an error of the test, not a "does not convert" and not the machine's
     memory taken."""
     _golden(pytester, "tiny_cnn")
-    monkeypatch.setenv("PYTEST_EDGE_RKNN_MEMORY_MB", "500")
+    monkeypatch.setenv("PYTEST_EDGE_TOOL_MEMORY", "500MB")  # every tool's bound (backends/toolprocess.py)
     pytester.makepyfile("""
         import pytest
         @pytest.mark.edge(model="tiny_cnn", backends=["rknn-rk3588"], atol=5e-3, rtol=0)
@@ -260,5 +260,5 @@ def test_the_toolkit_s_worker_is_bounded_in_memory(pytester: pytest.Pytester, mo
     result = pytester.runpytest_subprocess("test_the_toolkit_s_worker_is_bounded_in_memory.py", "--edge-report=r.json")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*rknn-rk3588: rknn-toolkit2 ran out of the worker's memory with *tiny_cnn.onnx "
-                                 "(its limit: PYTEST_EDGE_RKNN_MEMORY_MB*"])
+                                 "(its limit: 500 MiB; PYTEST_EDGE_TOOL_MEMORY sets it*"])
     assert _record(pytester, "rknn-rk3588")["verdict"] != "does not convert"

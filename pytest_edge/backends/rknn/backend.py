@@ -29,39 +29,40 @@ import numpy as np
 from ...errors import BackendError, DoesNotConvert
 from ..base import Backend, LoadedModel, TensorSpec, file_head, unusable_artifact
 from ..shapes import InputShapes, LoadShapes
+from ..toolprocess import MEMORY_VARIABLE, error_line, memory_limit
 from . import INT8, PLATFORMS, REGISTERED  # the manifest's (__init__.py)
 
 # Every platform rknn-toolkit2 2.5.0 builds for (RKNN.config's target_platform).
 KNOWN = (*PLATFORMS, "rv1103", "rv1103b", "rv1106", "rv1106b", "rv1126b", "rk2118")
-# The worker's address space (the toolkit's build and its simulator run in it): a model that would
-# take more fails its load with a MemoryError instead of taking the machine. The toolkit with torch
-# maps about 1.1 GB for tiny_cnn.
-MEMORY_VARIABLE = "PYTEST_EDGE_RKNN_MEMORY_MB"
-DEFAULT_MEMORY_MB = 8192
+# The worker's address space (the toolkit's build and its simulator run in it), bounded as every tool
+# the product runs is (backends/toolprocess.py: PYTEST_EDGE_TOOL_MEMORY, "0" for none), with a default
+# of its own where that is not set: the worker holds torch, and the toolkit maps about 1.1 GB for
+# tiny_cnn, where vela's 2 GiB default is meant for a compiler alone.
+DEFAULT_MEMORY_BYTES = 8 * 2**30
 SIMULATED = "rknn-toolkit2's simulator on this host: the toolkit's model of the NPU's numerics, this host's time"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the toolkit's log colours its levels
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16",
                 11: "float64"}
 
 
-def _limit_memory() -> None:
-    """Bound this worker's address space once (RLIMIT_AS), to PYTEST_EDGE_RKNN_MEMORY_MB or 8 GiB."""
-    try:
-        limit = int(float(os.environ.get(MEMORY_VARIABLE) or DEFAULT_MEMORY_MB) * 2**20)
-    except ValueError:
-        raise BackendError(f"{MEMORY_VARIABLE}={os.environ[MEMORY_VARIABLE]!r} is not a number of MB") from None
+def _limit_memory() -> int | None:
+    """Bound this worker's address space (RLIMIT_AS): PYTEST_EDGE_TOOL_MEMORY where set, else 8 GiB.
+    Returns the limit (None: none)."""
+    limit = memory_limit() if os.environ.get(MEMORY_VARIABLE, "").strip() else DEFAULT_MEMORY_BYTES
+    if limit is None:
+        return None
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
     if soft == resource.RLIM_INFINITY or soft > limit:
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    return limit
 
 
 def toolkit_reason(error: BaseException) -> str:
-    """The toolkit's own reason, from the exception it raised: its last line (the toolkit raises a
-    ValueError whose text is the traceback it logged, ending with the original error)."""
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else type(error).__name__
+    """The toolkit's own reason, from the exception it raised (a ValueError whose text is the traceback
+    it logged, ending with the original error): its last error line (toolprocess.error_line)."""
+    return error_line(str(error)) if str(error).strip() else type(error).__name__
 
 
 def _out_of_memory(error: BaseException) -> bool:
@@ -85,8 +86,10 @@ def _inside(folder: Path) -> Iterator[None]:
 
 
 def _memory_message(name: str, path: Path, error: BaseException) -> str:
-    return (f"{name}: rknn-toolkit2 ran out of the worker's memory with {path} (its limit: {MEMORY_VARIABLE}, "
-            f"default {DEFAULT_MEMORY_MB} MB): {toolkit_reason(error)}")
+    shown = resource.getrlimit(resource.RLIMIT_AS)[0]
+    limit = "none" if shown == resource.RLIM_INFINITY else f"{shown / 2**20:g} MiB"
+    return (f"{name}: rknn-toolkit2 ran out of the worker's memory with {path} (its limit: {limit}; "
+            f"{MEMORY_VARIABLE} sets it, 8 GiB unless set): {toolkit_reason(error)}")
 
 
 class RknnBackend(Backend):
