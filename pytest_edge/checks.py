@@ -264,6 +264,25 @@ def check_memory(peak_mb: float | None, budgets: Budgets, backend: str) -> list[
     return []
 
 
+def check_memory_growth(kb_per_run: float | None, mb_per_min: float | None, budgets: Budgets,
+                        backend: str) -> list[Finding]:
+    """``max_memory_growth_kb_per_run``: resident memory must not keep growing over the timed runs
+    (a leak: the first on-device incident). Per run, so a machine's speed does not move it."""
+    budget = budgets.get("max_memory_growth_kb_per_run")
+    if budget is None:
+        return []
+    if kb_per_run is None:
+        return [_found("max_memory_growth_kb_per_run", None, budget,
+                       f"{backend}: memory growth could not be measured here (too few readings of resident "
+                       f"memory; max_memory_growth_kb_per_run={budget:g})")]
+    if kb_per_run > budget:
+        per_min = f", {mb_per_min:.1f} MB per minute of runs" if mb_per_min is not None else ""
+        return [_found("max_memory_growth_kb_per_run", kb_per_run, budget,
+                       f"{backend}: resident memory grew {kb_per_run:.1f} KB per run over the timed runs{per_min} "
+                       f"(the median process's slope) > max_memory_growth_kb_per_run {budget:g} KB: a leak")]
+    return []
+
+
 def check_sizes(artifact: str, artifact_bytes: int | None, runtime: str, runtime_bytes: int | None,
                 budgets: Budgets, backend: str, runtime_reason: str | None = None,
                 artifact_reason: str | None = None) -> list[Finding]:
@@ -414,6 +433,8 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("peak_memory_mb", parse_mb, "peak memory", "MB", {EDGE: check_memory, EDGE_LLM: check_generation},
            measured=True),
     Budget("max_drift", parse_drift, "drift", "ratio", {EDGE: check_drift}, measured=True),
+    Budget("max_memory_growth_kb_per_run", parse_kb, "memory growth", "KB per run", {EDGE: check_memory_growth},
+           measured=True),
     Budget("max_artifact_mb", parse_mb, "artifact size", "MB", {EDGE: check_sizes}, measured=False),
     Budget("max_runtime_mb", parse_mb, "runtime package size", "MB", {EDGE: check_sizes}, measured=False),
     # A compile-time target's (an NPU compiler's, docs/npu.md): memory it planned and its estimate.

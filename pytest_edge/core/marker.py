@@ -46,6 +46,8 @@ class MarkerSpec:
     p99_ms: float | None = None
     max_load_ms: float | None = None
     peak_memory_mb: float | None = None
+    # Resident memory's growth over the timed runs, KB per run (a leak; docs/measurement.md).
+    max_memory_growth_kb_per_run: float | None = None
     # Size budgets (MB = 2**20 bytes, as peak_memory_mb): the artifact with its external data, and the
     # runtime's installed package. Neither needs a timed run.
     max_artifact_mb: float | None = None

@@ -246,6 +246,9 @@ class Record:
     latency_quantiles_ms: list[float] | None = None  # pooled runs' 0..100th percentiles
     peak_memory_mb: float | None = None
     steady_memory_mb: float | None = None
+    # Resident memory's growth over the timed runs (the median process's): a leak's figure.
+    memory_growth_kb_per_run: float | None = None
+    memory_growth_mb_per_min: float | None = None
     drift: float | None = None
     timing_under_load: bool | None = None
     other_cores_busy: float | None = None

@@ -92,6 +92,23 @@ def probe_drift(samples_ns: Sequence[int], probe_after: Sequence[int], probes_ns
     return float(np.median(late) / np.median(early))
 
 
+# Resident memory is read this many times (at least) over a process's timed runs, between runs and
+# outside their timing: enough points for a slope that one step of the allocator does not tilt.
+RSS_POINTS = 16
+
+
+def memory_growth_kb_per_run(points: Sequence[Sequence[float]]) -> float | None:
+    """How fast resident memory grew over the timed runs, in KB per run: the Theil-Sen slope (the
+    median of the slopes between every two readings) of RSS (MB) against the run count, robust to
+    the single steps an allocator takes when it extends an arena; None from fewer than 4 readings.
+    Per run, not per minute: a leak of so much per inference reads the same on a machine 3x faster."""
+    pairs = [(float(n), float(mb)) for n, mb in points if mb is not None]
+    if len(pairs) < 4:
+        return None
+    slopes = [(b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(pairs) for b in pairs[i + 1:] if b[0] > a[0]]
+    return float(np.median(slopes)) * 1024 if slopes else None
+
+
 def geometric_mean(values: Sequence[float | None]) -> float | None:
     present = [v for v in values if v is not None and v > 0]
     return float(np.exp(np.mean(np.log(present)))) if present else None
@@ -124,6 +141,11 @@ class ProcessTiming:
     power_and_temperature: dict[str, Any] | None = None
     hwm_reset: bool = False
     process_start: str | None = None
+    # Resident memory during the timed runs, [run count, RSS MB] (RSS_POINTS readings at least), and
+    # its growth: KB per run, and MB per minute of timed runs (the field's unit, for a reader).
+    rss_points: list[list[float]] | None = None
+    memory_growth_kb_per_run: float | None = None
+    memory_growth_mb_per_min: float | None = None
     load_ms: float | None = None
 
     def to_reply(self) -> dict[str, Any]:
@@ -161,6 +183,8 @@ class TimedMeasurement:
     processes: list[dict[str, Any]] | None = None
     process_spread: float | None = None
     power_and_temperature: dict[str, Any] | None = None
+    memory_growth_kb_per_run: float | None = None  # the median over processes
+    memory_growth_mb_per_min: float | None = None
 
     @classmethod
     def from_combined(cls, combined: Mapping[str, Any]) -> "TimedMeasurement":
@@ -188,7 +212,8 @@ def combine_processes(results: Sequence[ProcessTiming], load_threshold_cores: fl
                             "runs": r.measured_runs, "load_ms": r.load_ms,
                             "peak_memory_mb": r.peak_memory_mb, "other_cores_busy": r.other_cores_busy,
                             "probe_us": r.probe_us, "drift": r.drift,
-                            "probe_drift": r.probe_drift, "start": r.process_start})
+                            "probe_drift": r.probe_drift, "start": r.process_start,
+                            "memory_growth_kb_per_run": r.memory_growth_kb_per_run, "rss_points": r.rss_points})
     busy = [r.other_cores_busy for r in results if r.other_cores_busy is not None]
     p50s = [p["p50"] for p in per_process]
     return {
@@ -205,6 +230,9 @@ def combine_processes(results: Sequence[ProcessTiming], load_threshold_cores: fl
         "first_inference_ms": _median([r.first_inference_ms for r in results]),
         "peak_memory_mb": _median([r.peak_memory_mb for r in results]),
         "steady_memory_mb": _median([r.steady_memory_mb for r in results]),
+        # A leak grows in every process: the median process's growth, not one disturbed process's.
+        "memory_growth_kb_per_run": _median([r.memory_growth_kb_per_run for r in results]),
+        "memory_growth_mb_per_min": _median([r.memory_growth_mb_per_min for r in results]),
         "other_cores_busy": max(busy) if busy else None,
         "under_load": (max(busy) > load_threshold_cores) if busy else None,
         "hwm_reset": all(r.hwm_reset for r in results),

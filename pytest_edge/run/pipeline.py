@@ -16,7 +16,7 @@ from ..golden.alignment import aligned
 from ..backends import Coverage, get_backend, split_device
 from ..backends.compiled import Compilation
 from ..checks import (Finding, check_arena, check_compiled, check_coverage, check_drift, check_latency, check_load,
-                      check_memory, check_sizes)
+                      check_memory, check_memory_growth, check_sizes)
 from ..accuracy.compare import OutputComparison, compare_output, summarize
 from ..golden import DEFAULT_SET, Golden, GoldenCase
 from ..golden.sets import GoldenSets
@@ -142,6 +142,8 @@ def budgets(plan: Plan, timed: TimedMeasurement | None, load_ms: float | None) -
     if timed is not None:
         found += check_latency(timed.latency_ms, timed.measured_runs, marker.budgets(check_latency), plan.backend)
         found += check_memory(timed.peak_memory_mb, marker.budgets(check_memory), plan.backend)
+        found += check_memory_growth(timed.memory_growth_kb_per_run, timed.memory_growth_mb_per_min,
+                                     marker.budgets(check_memory_growth), plan.backend)
         found += check_drift(timed.drift, marker.budgets(check_drift), timed.per_process_drift, plan.backend,
                              timed.probe_drift)
     found += check_load(load_ms, marker.budgets(check_load), plan.backend)
@@ -204,6 +206,8 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
         latency_ms=measured.latency_ms, latency_quantiles_ms=measured.latency_quantiles_ms,
         peak_memory_mb=measured.peak_memory_mb,
         steady_memory_mb=measured.steady_memory_mb, drift=measured.drift,
+        memory_growth_kb_per_run=measured.memory_growth_kb_per_run,
+        memory_growth_mb_per_min=measured.memory_growth_mb_per_min,
         timing_under_load=measured.under_load, other_cores_busy=measured.other_cores_busy,
         processes=measured.processes, process_spread=measured.process_spread,
         artifact_bytes=size,

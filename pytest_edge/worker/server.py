@@ -153,6 +153,11 @@ class WorkerServer:
         deadline = clock() + int(min_time_s * 1e9)
         next_probe = clock() + timing.PROBE_EVERY_NS
         count = 0
+        # Resident memory read between runs (outside their timing): every so many runs, and where the
+        # probe runs; a model whose runtime keeps growing shows it as a slope.
+        rss_every = max(1, runs // timing.RSS_POINTS)
+        rss_points = [[0, timing.rss_mb()]]
+        window_start = clock()
         while count < runs or (clock() < deadline and count < len(buffer)):
             start = clock()
             infer()
@@ -163,6 +168,13 @@ class WorkerServer:
                 probes.append(probe())
                 probe_after.append(count)
                 next_probe = clock() + timing.PROBE_EVERY_NS
+                rss_points.append([count, timing.rss_mb()])
+            elif count % rss_every == 0:
+                rss_points.append([count, timing.rss_mb()])
+        window_s = (clock() - window_start) / 1e9
+        if rss_points[-1][0] != count:
+            rss_points.append([count, timing.rss_mb()])
+        growth = timing.memory_growth_kb_per_run(rss_points)
         probes += [probe() for _ in range(timing.PROBE_AROUND)]
         probe_after += [count] * timing.PROBE_AROUND
         samples = buffer[:count]
@@ -182,6 +194,9 @@ class WorkerServer:
             probe_us=float(np.median(probes)) / 1e3,
             power_and_temperature=sensors.window(before, after),
             samples_ns=np.asarray(samples, dtype=np.int64),
+            rss_points=rss_points, memory_growth_kb_per_run=growth,
+            memory_growth_mb_per_min=(growth / 1024 * count / (window_s / 60)
+                                      if growth is not None and window_s > 0 else None),
         ).to_reply()
 
     def _memory_over_load_base(self, key: str, trusted: bool) -> tuple[float | None, float | None]:
