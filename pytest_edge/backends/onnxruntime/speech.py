@@ -1,0 +1,111 @@
+"""ONNX Runtime's speech capability: a Whisper export in Hugging Face Optimum's layout
+(``encoder_model.onnx``: ``input_features`` [batch, mel bins, frames] -> ``last_hidden_state``;
+``decoder_model.onnx``: ``input_ids`` + ``encoder_hidden_states`` -> ``logits``, no past), run on
+the CPU execution provider: log-mel features in NumPy (backends/speech_features.py), the encoder
+once, then greedy decoding from the configuration's forced start tokens, the decoder re-run over
+the whole prefix at each step (the export without past; a tiny model's steps are cheap)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import BackendError
+from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_pick
+from ..speech_features import log_mel
+
+BACKEND = "onnxruntime-cpu"
+
+
+def _session(path: Path, threads: int):
+    import onnxruntime as ort
+
+    if not path.is_file():
+        raise BackendError(f"{path} ({BACKEND}): missing (an Optimum Whisper export has encoder_model.onnx and "
+                           "decoder_model.onnx)")
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own classes
+        raise BackendError(f"{path} ({BACKEND}): cannot load: {exc}") from None
+
+
+class OrtRecognizer:
+    def __init__(self, folder: Path, threads: int) -> None:
+        try:
+            self.config = SpeechConfig.read(folder)
+        except SpeechConfigError as exc:
+            raise BackendError(f"{BACKEND}: {exc}") from None
+        self.encoder_path, self.decoder_path = folder / "encoder_model.onnx", folder / "decoder_model.onnx"
+        self.encoder = _session(self.encoder_path, threads)
+        self.decoder = _session(self.decoder_path, threads)
+        self._check_inputs()
+
+    def _check_inputs(self) -> None:
+        """The configuration against the models' own inputs and outputs: mel bins and frames of the
+        encoder's features, the decoder's inputs, its logits' vocabulary."""
+        encoder = {i.name: i for i in self.encoder.get_inputs()}
+        features = encoder.get("input_features")
+        if features is None:
+            raise BackendError(f"{self.encoder_path} ({BACKEND}): no input_features input (inputs: {list(encoder)}); "
+                               "not an Optimum Whisper encoder")
+        bins, frames = features.shape[1], features.shape[2]
+        if isinstance(bins, int) and bins != self.config.num_mel_bins:
+            raise BackendError(f"{self.encoder_path} ({BACKEND}): takes {bins} mel bins, its config.json says "
+                               f"{self.config.num_mel_bins}")
+        if isinstance(frames, int) and frames != self.config.features.frames:
+            raise BackendError(f"{self.encoder_path} ({BACKEND}): takes {frames} frames, preprocessor_config.json "
+                               f"makes {self.config.features.frames}")
+        decoder = {i.name for i in self.decoder.get_inputs()}
+        if not {"input_ids", "encoder_hidden_states"} <= decoder:
+            raise BackendError(f"{self.decoder_path} ({BACKEND}): inputs {sorted(decoder)}; an Optimum Whisper "
+                               "decoder without past takes input_ids and encoder_hidden_states")
+        vocab = self.decoder.get_outputs()[0].shape[-1]
+        if isinstance(vocab, int) and vocab != self.config.vocab_size:
+            raise BackendError(f"{self.decoder_path} ({BACKEND}): logits over {vocab} ids, config.json's vocab_size "
+                               f"is {self.config.vocab_size}")
+
+    def transcribe(self, audio: np.ndarray, new_tokens: int) -> Transcription:
+        config = self.config
+        audio_s = len(audio) / config.features.sampling_rate
+        if audio_s > config.features.chunk_length:
+            raise BackendError(f"{BACKEND}: {audio_s:.1f} s of audio; one window holds {config.features.chunk_length} s "
+                               "(chunked decoding is not done yet)")
+        clock = Stopwatch()
+        features = log_mel(audio, config.features)
+        features_ms = clock.lap()
+        try:
+            hidden = self.encoder.run(None, {"input_features": features})[0]
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"{self.encoder_path} ({BACKEND}): the encoder failed: {exc}") from None
+        encoder_ms = clock.lap()
+        ids = config.prompt
+        tokens: list[int] = []
+        ended, first_token_ms = False, 0.0
+        for step in range(new_tokens):
+            if len(ids) >= config.max_target_positions:
+                break
+            try:
+                logits = self.decoder.run(None, {"input_ids": np.asarray([ids], np.int64),
+                                                 "encoder_hidden_states": hidden})[0]
+            except Exception as exc:  # noqa: BLE001
+                raise BackendError(f"{self.decoder_path} ({BACKEND}): the decoder failed at step {step}: {exc}") from None
+            token = greedy_pick(logits[0, -1], config, step)
+            if step == 0:
+                first_token_ms = clock.total()
+                clock.lap()
+            if token == config.eos_token_id:
+                ended = True
+                break
+            tokens.append(token)
+            ids = [*ids, token]
+        decode_s = clock.lap() / 1e3 if new_tokens > 1 else 0.0
+        return Transcription(tokens, ended, audio_s, features_ms, encoder_ms, first_token_ms, decode_s, clock.total())
+
+
+def open_recognizer(folder: Path, threads: int) -> OrtRecognizer:
+    return OrtRecognizer(folder, threads)

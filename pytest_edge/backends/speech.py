@@ -1,0 +1,184 @@
+"""Speech recognition (edge_asr tests, docs/speech.md): a Whisper-class encoder-decoder as its
+exporter left it, its configuration read from the export's own files, and what a transcription
+gives. Runtime-free: each runtime's recognizer lives in its backend's folder
+(``onnxruntime/speech.py``) and is found here by backend name (:data:`SPEECH_RUNTIMES`).
+
+A speech runtime: ``open_recognizer(folder, threads) -> Recognizer``; the recognizer's
+``transcribe(audio, new_tokens)`` decodes greedily from the configuration's forced start tokens
+and says how long each stage took."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from .speech_features import FeatureConfig
+
+# Backend name -> the module of its recognizer (its ``open_recognizer``), in preference order: the
+# first available one records the goldens.
+SPEECH_RUNTIMES: dict[str, str] = {"onnxruntime-cpu": "pytest_edge.backends.onnxruntime.speech"}
+# What a speech export folder holds, per runtime: the files that make one.
+SPEECH_FILES: dict[str, tuple[str, ...]] = {"onnxruntime-cpu": ("encoder_model.onnx", "decoder_model.onnx")}
+
+
+class SpeechConfigError(ValueError):
+    """A speech export whose configuration is missing, unreadable or contradicts the model."""
+
+
+@dataclass(frozen=True)
+class SpeechConfig:
+    """A Whisper export's decoding configuration, from its ``config.json`` and
+    ``generation_config.json`` (as ``transformers`` writes them), and its features'
+    (``preprocessor_config.json``)."""
+    vocab_size: int
+    num_mel_bins: int
+    decoder_start_token_id: int
+    eos_token_id: int
+    forced: tuple[int, ...]  # the tokens after the start token, in position order (language, task, no-timestamps)
+    suppress_tokens: tuple[int, ...]
+    begin_suppress_tokens: tuple[int, ...]
+    max_target_positions: int
+    features: FeatureConfig
+
+    @property
+    def prompt(self) -> list[int]:
+        """The decoder's forced start: start-of-transcript, then the forced tokens."""
+        return [self.decoder_start_token_id, *self.forced]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "features": asdict(self.features)}
+
+    @classmethod
+    def read(cls, folder: Path) -> "SpeechConfig":
+        """The configuration of the export in ``folder``; an error naming the file that lacks a key."""
+        def load(name: str) -> dict[str, Any]:
+            path = folder / name
+            try:
+                data = json.loads(path.read_text())
+            except FileNotFoundError:
+                raise SpeechConfigError(f"{path}: missing (a Whisper export has config.json, generation_config.json "
+                                        "and preprocessor_config.json beside its models)") from None
+            except (OSError, ValueError) as exc:
+                raise SpeechConfigError(f"{path}: not readable JSON: {exc}") from None
+            if not isinstance(data, dict):
+                raise SpeechConfigError(f"{path}: not a JSON object")
+            return data
+
+        config, generation = load("config.json"), load("generation_config.json")
+        try:
+            features = FeatureConfig.read(folder / "preprocessor_config.json")
+        except ValueError as exc:
+            raise SpeechConfigError(str(exc)) from None
+
+        def key(name: str, *sources: tuple[str, dict[str, Any]]) -> Any:
+            for _, data in sources:
+                if data.get(name) is not None:
+                    return data[name]
+            raise SpeechConfigError(f"{folder}: no {name} in {' or '.join(f for f, _ in sources)}")
+
+        both = (("generation_config.json", generation), ("config.json", config))
+        forced_ids = generation.get("forced_decoder_ids") or config.get("forced_decoder_ids") or []
+        forced = [int(token) for _, token in sorted((int(p), t) for p, t in forced_ids)]
+        if [int(p) for p, _ in sorted(forced_ids)] != list(range(1, len(forced) + 1)):
+            raise SpeechConfigError(f"{folder / 'generation_config.json'}: forced_decoder_ids {forced_ids} do not follow "
+                                    "the start token position by position")
+        found = cls(vocab_size=int(key("vocab_size", ("config.json", config))),
+                    num_mel_bins=int(key("num_mel_bins", ("config.json", config))),
+                    decoder_start_token_id=int(key("decoder_start_token_id", *both)),
+                    eos_token_id=int(key("eos_token_id", *both)),
+                    forced=tuple(forced),
+                    suppress_tokens=tuple(int(t) for t in generation.get("suppress_tokens") or ()),
+                    begin_suppress_tokens=tuple(int(t) for t in generation.get("begin_suppress_tokens") or ()),
+                    max_target_positions=int(key("max_target_positions", ("config.json", config))),
+                    features=features)
+        outside = [t for t in [*found.prompt, found.eos_token_id] if not 0 <= t < found.vocab_size]
+        if outside:
+            raise SpeechConfigError(f"{folder}: token id {outside[0]} of the start/end tokens is outside the "
+                                    f"vocabulary [0, {found.vocab_size})")
+        if found.num_mel_bins != features.feature_size:
+            raise SpeechConfigError(f"{folder}: config.json's num_mel_bins {found.num_mel_bins} differs from "
+                                    f"preprocessor_config.json's feature_size {features.feature_size}")
+        return found
+
+
+@dataclass(frozen=True)
+class Transcription:
+    """One greedy transcription: the new tokens (the forced start not included; end-of-text ends
+    it and is not kept) and each stage's time, measured around the runtime's own calls."""
+    tokens: list[int]
+    ended: bool  # end-of-text was generated
+    audio_s: float  # the audio's duration
+    features_ms: float
+    encoder_ms: float
+    first_token_ms: float  # audio in to first new token out: features, encoder, first decoder step
+    decode_s: float  # the decoder steps after the first
+    total_ms: float
+
+    @property
+    def real_time_factor(self) -> float:
+        """Processing time over audio duration (< 1: faster than real time)."""
+        return self.total_ms / 1e3 / self.audio_s
+
+    @property
+    def decode_tps(self) -> float | None:
+        """Decoder tokens/s over the tokens after the first (None with one token or none)."""
+        after = len(self.tokens) + int(self.ended) - 1
+        return after / self.decode_s if after > 0 and self.decode_s > 0 else None
+
+
+class Recognizer(Protocol):
+    config: SpeechConfig
+
+    def transcribe(self, audio: np.ndarray, new_tokens: int) -> Transcription:
+        ...
+
+
+class Stopwatch:
+    """Milliseconds since the last lap."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        elapsed, self.last = (now - self.last) * 1e3, now
+        return elapsed
+
+    def total(self) -> float:
+        return (time.perf_counter() - self.start) * 1e3
+
+
+def greedy_pick(logits: np.ndarray, config: SpeechConfig, step: int) -> int:
+    """The next token: the argmax of ``logits`` with the configuration's suppressed tokens (and, at
+    the first step, its begin-suppressed ones) out, as transformers' Whisper generation does."""
+    scores = np.array(logits, np.float32, copy=True)
+    banned = [*config.suppress_tokens, *(config.begin_suppress_tokens if step == 0 else ())]
+    if banned:
+        scores[np.asarray(banned, np.int64)] = -np.inf
+    return int(np.argmax(scores))
+
+
+def speech_backends() -> list[str]:
+    return list(SPEECH_RUNTIMES)
+
+
+def speech_files(backend: str) -> tuple[str, ...]:
+    return SPEECH_FILES[backend]
+
+
+def why_not(backend: str) -> str | None:
+    """Why ``backend`` cannot run speech here (its runtime not installed), or None."""
+    from . import get_backend
+
+    return get_backend(backend).unavailable_reason()
+
+
+def open_recognizer(backend: str, folder: Path, threads: int) -> Recognizer:
+    """``backend``'s recognizer of the export in ``folder``."""
+    return importlib.import_module(SPEECH_RUNTIMES[backend]).open_recognizer(folder, threads)
