@@ -352,6 +352,22 @@ def check_generation(figures: Mapping[str, Any], budgets: Budgets, backend: str)
     return problems
 
 
+def check_speech(figures: Mapping[str, float | None], budgets: Budgets, backend: str) -> list[Finding]:
+    """``max_wer`` and ``max_cer`` against a speech export's worst word and character error rates
+    over its audio files (the record's ``speech`` block), each the transcript's against the
+    reference's. A budgeted rate that was not measured is a finding."""
+    measured = {"max_wer": figures.get("wer"), "max_cer": figures.get("cer")}
+    problems = []
+    for keyword, value, budget, row in _outside(measured, budgets):
+        if value is None:
+            problems.append(_found(keyword, None, budget, f"{backend}: {row.figure} was not measured; budget "
+                                                          f"{keyword}={budget:g}"))
+        else:
+            problems.append(_found(keyword, value, budget, f"{backend}: {row.figure} {value:.4g} {_beyond(row)} the "
+                                                           f"budget {keyword}={budget:g}"))
+    return problems
+
+
 def check_teacher_forced(figures: Mapping[str, Any] | None, budgets: Budgets, backend: str) -> list[Finding]:
     """``min_top1_agreement`` and ``max_kld`` against the teacher-forced figures over every prompt
     (the record's ``llm.teacher_forced``: llama-perplexity's "Same top p" and mean KL divergence).
@@ -396,7 +412,7 @@ def parse_tokens(value: Any, what: str) -> int:
     return parse_int(value, what, 2)
 
 
-EDGE, EDGE_LLM = "edge", "edge_llm"  # the markers a budget belongs to
+EDGE, EDGE_LLM, EDGE_ASR = "edge", "edge_llm", "edge_asr"  # the markers a budget belongs to
 
 Check = Callable[..., list[Finding]]
 
@@ -459,6 +475,10 @@ BUDGETS: tuple[Budget, ...] = (
     # Measured by the context sweep, which stops at the first length over the peak_memory_mb budget.
     Budget("max_context", parse_tokens, "longest stable context", "tokens", {EDGE_LLM: check_generation},
            measured=True, sense="min"),
+    Budget("max_wer", parse_fraction, "word error rate against the reference's transcript", "fraction",
+           {EDGE_ASR: check_speech}, measured=False),
+    Budget("max_cer", parse_fraction, "character error rate against the reference's transcript", "fraction",
+           {EDGE_ASR: check_speech}, measured=False),
 )
 BUDGET = {budget.keyword: budget for budget in BUDGETS}
 

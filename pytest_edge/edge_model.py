@@ -17,6 +17,7 @@ from .measurement.counts import CountedMeasurement
 
 if TYPE_CHECKING:
     from .run.decoder_plan import LlmTarget
+    from .run.speech_plan import SpeechTarget
     from .worker.pool import ModelInfo
     from .run.session import EdgeSession
 
@@ -142,3 +143,22 @@ class LlmHandle:
         return self._session.decoders.generate(self.backend, self.target.artifact, self.config,
                                                self.target.spec.threads, ids, new_tokens,
                                                spec_context(self.target.spec))
+
+
+class SpeechHandle:
+    """The test's speech export on one backend, as a test receives it from the ``edge_asr`` fixture:
+    ``transcribe(wav_path)`` gives the greedy token ids of the marker's ``new_tokens`` (the check
+    after the body judges every audio file of the marker)."""
+
+    def __init__(self, session: "EdgeSession", target: "SpeechTarget") -> None:
+        self._session, self.target = session, target
+        self.backend = target.backend
+
+    def transcribe(self, audio: str | Path) -> list[int]:
+        from .run.speech_check import SpeechChecker
+
+        checker = self._session._strategy("speech")
+        assert isinstance(checker, SpeechChecker)
+        recognizer = checker.recognizer(self.backend, self.target.folder, self.target.spec.threads)
+        path = Path(audio)
+        return recognizer.transcribe(checker.audio(path, self.backend, recognizer), self.target.spec.new_tokens).tokens

@@ -41,9 +41,10 @@ from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, edge_session
 
 if TYPE_CHECKING:
     from .run.decoder_plan import LlmTarget
+    from .run.speech_plan import SpeechTarget
     from .core.plan import Plan
     from .run.session import EdgeSession, Outcome
-    from .edge_model import EdgeModel, LlmHandle
+    from .edge_model import EdgeModel, LlmHandle, SpeechHandle
     from .report.history import OverTime
 
 HANDLE_KEY = pytest.StashKey["EdgeModel"]()
@@ -92,6 +93,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "edge_llm(model, prompts, new_tokens=16, **budgets): greedy generation on every available "
         "backend against golden token ids and first-step logits, TTFT/TPOT/memory budgets (see docs/llm.md)")
+    config.addinivalue_line(
+        "markers", "edge_asr(model, audio, new_tokens=16, max_wer=None, max_cer=None, reference=None): a speech "
+        "export's greedy tokens and transcripts on every available speech backend against the golden's, WER/CER "
+        "budgets against a reference= export (see docs/speech.md)")
     settings = settings_from_config(config)
     # Only names the user typed on this run: listing backends imports onnxruntime, which a
     # session that never uses the marker should not pay for.
@@ -150,7 +155,7 @@ def unresolved(metafunc: pytest.Metafunc, fixture: str, message: str) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # The two kinds of check, each its marker and its fixture: a tensor model's and a decoder's.
-    for marker_name, fixture in (("edge", "edge_model"), ("edge_llm", "edge_llm")):
+    for marker_name, fixture in (("edge", "edge_model"), ("edge_llm", "edge_llm"), ("edge_asr", "edge_asr")):
         markers = list(metafunc.definition.iter_markers(marker_name))
         if len(markers) > 1:
             unresolved(metafunc, fixture, f"{len(markers)} @pytest.mark.{marker_name} markers apply (on the test, its "
@@ -158,7 +163,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         elif markers:
             _parametrize(metafunc, marker_name, fixture, markers[0])
         elif fixture in metafunc.fixturenames:
-            needs = "model=..., prompts=..." if marker_name == "edge_llm" else "model=..."
+            needs = {"edge_llm": "model=..., prompts=...", "edge_asr": "model=..., audio=..."}.get(marker_name, "model=...")
             unresolved(metafunc, fixture, f"{fixture} needs @pytest.mark.{marker_name}({needs})")
 
 
@@ -172,6 +177,10 @@ def _parametrize(metafunc: pytest.Metafunc, marker_name: str, fixture: str, foun
             from .run.decoder_plan import plan_decoder_test
 
             model, test_plans = plan_decoder_test(found.args, found.kwargs, edge.settings, edge.models, test_dir)
+        elif marker_name == "edge_asr":
+            from .run.speech_plan import plan_speech_test
+
+            model, test_plans = plan_speech_test(found.args, found.kwargs, edge.settings, edge.models, test_dir)
         else:
             from .core.plan import plan_tensor_test
 
@@ -186,7 +195,7 @@ def _parametrize(metafunc: pytest.Metafunc, marker_name: str, fixture: str, foun
                            marks=[pytest.mark.skip(reason=plan.unavailable)] if plan.unavailable and not plan.required
                            else []) for plan in test_plans]
     if not params:
-        what = "LLM backend" if marker_name == "edge_llm" else "backend"
+        what = {"edge_llm": "LLM backend", "edge_asr": "speech backend"}.get(marker_name, "backend")
         params.append(pytest.param(None, id=f"{model.name}-none",
                                    marks=[pytest.mark.skip(reason=f"no {what} selected for this test")]))
     metafunc.parametrize(fixture, params, indirect=True)
@@ -203,11 +212,16 @@ def item_plan(item: pytest.Item) -> Plan | None:
     return plan if isinstance(plan, Plan) else None
 
 
-def item_target(item: pytest.Item) -> Plan | LlmTarget | None:
+def item_target(item: pytest.Item) -> Plan | LlmTarget | SpeechTarget | None:
     """The plan of either kind a collected test was parametrized with: a tensor model's Plan or a
     decoder's LlmTarget (None for a test of neither)."""
     callspec = getattr(item, "callspec", None)
     decoder = callspec.params.get("edge_llm") if callspec else None
+    speech = callspec.params.get("edge_asr") if callspec else None
+    if speech is not None:
+        from .run.speech_plan import SpeechTarget
+
+        return speech if isinstance(speech, SpeechTarget) else None
     if decoder is None:
         return item_plan(item)
     from .run.decoder_plan import LlmTarget
@@ -265,6 +279,21 @@ def edge_llm(request: pytest.FixtureRequest) -> LlmHandle:
         pytest.fail(f"{target.backend} is required (--edge-require) but cannot run {target.model.name}: "
                     f"{target.unavailable}", pytrace=False)
     return LlmHandle(edge_session(request.config), target)
+
+
+@pytest.fixture
+def edge_asr(request: pytest.FixtureRequest) -> SpeechHandle:
+    """The test's speech export on one backend (the fixture is parametrized over the speech backends)."""
+    from .core.plan import Unresolved
+    from .edge_model import SpeechHandle
+
+    target: SpeechTarget = request.param
+    if isinstance(target, Unresolved):
+        raise EdgeUsageError(target.message)
+    if target.unavailable:  # only a required backend gets here: the others were skipped
+        pytest.fail(f"{target.backend} is required (--edge-require) but cannot run {target.model.name}: "
+                    f"{target.unavailable}", pytrace=False)
+    return SpeechHandle(edge_session(request.config), target)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -332,9 +361,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         from .core.plan import Unresolved
 
         callspec = getattr(item, "callspec", None)
-        kind = "edge_llm" if callspec is not None and "edge_llm" in callspec.params else "edge"
-        param = callspec.params.get("edge_llm" if kind == "edge_llm" else "edge_model") if callspec else None
-        errors = (EdgeError, pytest.fail.Exception) if kind == "edge_llm" else (EdgeError,)
+        params = callspec.params if callspec is not None else {}
+        kind = next((k for k in ("edge_llm", "edge_asr") if k in params), "edge")
+        param = params.get(kind if kind != "edge" else "edge_model")
+        errors = (EdgeError, pytest.fail.Exception) if kind != "edge" else (EdgeError,)
         if isinstance(excinfo.value, errors) and (plan is not None or isinstance(param, Unresolved)):
             marker = item.get_closest_marker(kind)
             named = marker.kwargs.get("model") if marker is not None else None
@@ -347,7 +377,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """An edge test's report shows a file's or runtime's text with its escapes visible, before the
     terminal, JUnit XML or an xdist worker's channel read it."""
-    if "edge" in report.keywords or "edge_llm" in report.keywords:
+    if "edge" in report.keywords or "edge_llm" in report.keywords or "edge_asr" in report.keywords:
         report.longrepr = visible_longrepr(report.longrepr)
 
 

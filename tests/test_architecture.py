@@ -308,7 +308,8 @@ def _is_marker(node: ast.AST) -> bool:
 # module, where its checks run)}. Its spec module may spell no budget keyword as a text; none of
 # them reads one by name from a marker's spec.
 BUDGET_READERS = {"edge": ("core/marker.py", ("run/pipeline.py", "run/session.py")),
-                  "edge_llm": ("llm/marker.py", ("run/decoder_check.py",))}
+                  "edge_llm": ("llm/marker.py", ("run/decoder_check.py",)),
+                  "edge_asr": ("run/speech_plan.py", ("run/speech_check.py",))}
 
 
 def test_budget_keywords_are_declared_once_in_the_budget_table() -> None:
@@ -318,13 +319,14 @@ def test_budget_keywords_are_declared_once_in_the_budget_table() -> None:
     and every row is a keyword of each marker it belongs to."""
     from dataclasses import fields
 
-    from pytest_edge.checks import BUDGETS, EDGE, EDGE_LLM
+    from pytest_edge.checks import BUDGETS, EDGE, EDGE_ASR, EDGE_LLM
     from pytest_edge.core.marker import MarkerSpec
     from pytest_edge.llm.marker import LlmSpec
+    from pytest_edge.run.speech_plan import SpeechSpec
 
     keywords = {budget.keyword for budget in BUDGETS}
     assert len(keywords) == len(BUDGETS)
-    specs = {EDGE: MarkerSpec, EDGE_LLM: LlmSpec}
+    specs = {EDGE: MarkerSpec, EDGE_LLM: LlmSpec, EDGE_ASR: SpeechSpec}
     assert set(BUDGET_READERS) == set(specs)
     for budget in BUDGETS:
         assert budget.markers and set(budget.markers) <= set(specs), budget.keyword

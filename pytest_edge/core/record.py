@@ -224,6 +224,70 @@ class GenerationRecord:
                    data.get("context"), TimingNotJudged.from_json(data.get("timing_not_judged"), where))
 
 
+@dataclass(frozen=True)
+class SpeechFile:
+    """One audio file of a speech check: the reference's (golden) and this run's tokens and
+    transcripts, where they part, the error rates and this run's timings."""
+
+    audio: str
+    audio_s: float
+    golden_tokens: list[int]
+    tokens: list[int]
+    golden_transcript: str
+    transcript: str
+    first_difference: int | None  # the first position whose token differs; None: equal
+    wer: float
+    cer: float
+    real_time_factor: float
+    features_ms: float
+    encoder_ms: float
+    first_token_ms: float
+    decode_tokens_per_s: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SpeechFile":
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})  # type: ignore[arg-type]
+
+
+@dataclass
+class SpeechRecord:
+    """A speech check's part of the record (``Record.speech``; the report's ``speech`` block): the
+    export's decoding configuration, the new tokens, who made the golden, each audio file's
+    figures, and the worst WER/CER and real-time factor over them (run.speech_check)."""
+
+    config: dict[str, Any]
+    new_tokens: int
+    reference: str
+    transcript_decoding: str  # how token ids became words (a tokenizer, or one word per id)
+    files: list[SpeechFile] = field(default_factory=list)
+
+    @property
+    def wer(self) -> float | None:
+        return max((f.wer for f in self.files), default=None)
+
+    @property
+    def cer(self) -> float | None:
+        return max((f.cer for f in self.files), default=None)
+
+    @property
+    def real_time_factor(self) -> float | None:
+        return max((f.real_time_factor for f in self.files), default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"config": self.config, "new_tokens": self.new_tokens, "reference": self.reference,
+                "transcript_decoding": self.transcript_decoding, "wer": self.wer, "cer": self.cer,
+                "real_time_factor": self.real_time_factor, "files": [f.to_json() for f in self.files]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SpeechRecord":
+        return cls(dict(data.get("config") or {}), int(data.get("new_tokens") or 0), str(data.get("reference")),
+                   str(data.get("transcript_decoding")),
+                   [SpeechFile.from_json(f) for f in data.get("files") or [] if isinstance(f, Mapping)])
+
+
 @dataclass
 class Record:
     test: str
@@ -280,6 +344,8 @@ class Record:
     restarts: list[str] = field(default_factory=list)
     # A decoder's spec, goldens' and run's figures and measurement (edge_llm): the report's "llm" block.
     generation: GenerationRecord | None = None
+    # A speech check's files, tokens, transcripts, WER/CER and timings (edge_asr): the report's "speech" block.
+    speech: SpeechRecord | None = None
     # Why timing and memory are not judged here (an emulated device, a compile-time target); None: judged.
     timing_not_judged: TimingNotJudged | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -327,6 +393,8 @@ class Record:
             blocks["npu"] = self.npu.to_json()
         if self.arena is not None:
             blocks["arena"] = self.arena.to_json()
+        if self.speech is not None:
+            blocks["speech"] = self.speech.to_json()
         if not self.checked:  # skipped, errored, or the body failed: what there is to say
             data: dict[str, Any] = {"test": self.test, "model": self.model, "backend": self.backend,
                                     "verdict": str(self.verdict), "violations": self.violations}
@@ -335,7 +403,7 @@ class Record:
             return {**data, **generation, **self.extra, **blocks}
         data = {f.name: getattr(self, f.name) for f in fields(self)
                 if f.name not in ("extra", "checked", "skip_reason", "counted", "npu", "arena", "generation",
-                                  "timing_not_judged")}
+                                  "timing_not_judged", "speech")}
         data["verdict"] = str(self.verdict)  # the report's string (a plain str for xdist's serializer)
         data["budget_findings"] = [finding.to_json() for finding in self.budget_findings]
         for empty in ("warnings", "restarts", "budget_findings"):
@@ -350,7 +418,7 @@ class Record:
     def from_json(cls, data: Mapping[str, Any], where: str = "a report's record") -> "Record":
         """A record of a report (this version's or another's); ValueError naming ``where`` for a
         verdict that is none of :class:`Verdict`'s."""
-        known = {f.name for f in fields(cls)} - {"extra", "checked", "generation"}
+        known = {f.name for f in fields(cls)} - {"extra", "checked", "generation", "speech"}
         if not isinstance(data.get("counted"), Mapping):  # none, or not a counted block: kept as it was
             known.discard("counted")
         if not isinstance(data.get("npu"), Mapping):
@@ -368,6 +436,9 @@ class Record:
             record.counted = CountedMeasurement.from_json(data["counted"])
         if "npu" in known:
             record.npu = Compilation.from_json(data["npu"], data.get("coverage"))
+        if isinstance(data.get("speech"), Mapping):
+            record.speech = SpeechRecord.from_json(data["speech"])
+            known.add("speech")
         if isinstance(data.get("llm"), Mapping):
             record.generation = GenerationRecord.from_json(data["llm"], where)
             known.add("llm")

@@ -88,6 +88,7 @@ class EdgeSession:
         self.compiler = CompiledChecker(settings)  # compile-time targets: each artifact compiled once
         self._artifacts_checked: set[tuple[str, str]] = set()  # (artifact, backend) whose files were checked
         self._tensors: Check | None = None  # a tensor model's check (run/tensor_check.py), made on first use
+        self._speech: Check | None = None  # a speech model's check (run/speech_check.py), made on first use
         self._machine: dict[str, Any] | None = None
 
     @property
@@ -239,6 +240,12 @@ class EdgeSession:
     def _strategy(self, kind: str) -> Check:
         if kind == "decoder":
             return self.decoders
+        if kind == "speech":  # edge_asr (run/speech_check.py): made by the first speech test
+            if self._speech is None:
+                from .speech_check import SpeechChecker
+
+                self._speech = SpeechChecker(self.settings)
+            return self._speech
         if kind == "compiled":
             return self.compiler
         if self._tensors is None:

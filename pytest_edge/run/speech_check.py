@@ -1,0 +1,179 @@
+"""The check of one ``edge_asr`` test on one backend (docs/speech.md): per audio file, the
+reference's greedy tokens and transcript (the golden, recorded with ``--edge-update-golden`` from the
+reference model's own export by the first speech backend available, stored atomically under the
+golden folder as ``<model>/speech/<audio stem>.json``), this backend's transcription, and the
+judgement: a float export's tokens equal the golden's (the first differing position named with
+both tokens); with ``reference=`` (a quantized export against the float one) the word and character
+error rates of its transcript against the reference's, judged by ``max_wer``/``max_cer``
+(checks.check_speech). Figures recorded, never judged here: real-time factor, encoder time, time to
+first token, decoder tokens/s. Returns the record and every violation; the session's one ending
+concludes it.
+
+Transcripts: the exports here carry no tokenizer; token ids become one word each (``w<id>``), so
+that WER and CER are computable on any export (a trained model's tokenizer would give real words;
+the rates' meaning is the same: how much of the reference's transcript changed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .. import __version__
+from ..backends import get_backend
+from ..backends.speech import Recognizer, open_recognizer, speech_backends, speech_files, why_not
+from ..backends.speech_features import AudioError, read_wav
+from ..checks import Finding, check_speech
+from ..core.models import Model
+from ..core.record import Record, SpeechFile, SpeechRecord, model_json
+from ..core.settings import Settings
+from ..core.sizes import artifact_size
+from ..errors import EdgeUsageError, GoldenError
+from ..files import atomic_write, relative_path, sha256_file
+from .speech_plan import SpeechTarget
+
+WORD_PER_ID = "one word per token id (w<id>): the export has no tokenizer"
+
+
+def transcript(tokens: Sequence[int]) -> str:
+    """The words of ``tokens`` (:data:`WORD_PER_ID`)."""
+    return " ".join(f"w{int(t)}" for t in tokens)
+
+
+def error_rates(reference: str, hypothesis: str) -> tuple[float, float]:
+    """(WER, CER) of ``hypothesis`` against ``reference`` by jiwer (the field's implementation);
+    an empty reference: 0 where the hypothesis is empty too, else 1."""
+    if not reference.strip():
+        return (0.0, 0.0) if not hypothesis.strip() else (1.0, 1.0)
+    import jiwer
+
+    return float(jiwer.wer(reference, hypothesis)), float(jiwer.cer(reference, hypothesis))
+
+
+def golden_path(golden_dir: Path, model_key: str, audio: Path) -> Path:
+    return Path(golden_dir) / model_key / "speech" / f"{audio.stem}.json"
+
+
+def first_difference(expected: Sequence[int], got: Sequence[int]) -> int | None:
+    for index, (a, b) in enumerate(zip(expected, got)):
+        if a != b:
+            return index
+    return None if len(expected) == len(got) else min(len(expected), len(got))
+
+
+class SpeechChecker:
+    """Session-wide: the recognizers opened (one per backend, export and threads) and the goldens
+    recorded this session."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._open: dict[tuple[str, str, int], Recognizer] = {}
+        self._recorded: set[Path] = set()
+
+    def recognizer(self, backend: str, folder: Path, threads: int) -> Recognizer:
+        key = (backend, str(folder.resolve()), threads)
+        if key not in self._open:
+            self._open[key] = open_recognizer(backend, folder, threads)
+        return self._open[key]
+
+    def audio(self, path: Path, backend: str, recognizer: Recognizer) -> Any:
+        try:
+            return read_wav(path, recognizer.config.features.sampling_rate)
+        except AudioError as exc:
+            raise EdgeUsageError(f"{backend}: {exc}") from None
+
+    def reference_backend(self) -> str:
+        for name in speech_backends():
+            if why_not(name) is None:
+                return name
+        raise GoldenError("no speech backend is available here to record goldens (" +
+                          "; ".join(f"{name}: {why_not(name)}" for name in speech_backends()) + ")")
+
+    def golden(self, target: SpeechTarget, audio: Path) -> dict[str, Any]:
+        owner: Model = target.golden_model
+        path = golden_path(self.settings.golden_dir, owner.key, audio)
+        if self.settings.update_golden and path not in self._recorded:
+            backend = self.reference_backend()
+            folder = owner.place
+            assert folder is not None
+            recognizer = self.recognizer(backend, folder, target.spec.threads)
+            run = recognizer.transcribe(self.audio(audio, backend, recognizer), target.spec.new_tokens)
+            meta = {"reference_backend": backend, "model": owner.key,
+                    "path": relative_path(folder, self.settings.rootdir), "new_tokens": target.spec.new_tokens,
+                    "files": {name: sha256_file(folder / name) for name in speech_files(backend)},
+                    "audio": relative_path(audio, self.settings.rootdir), "audio_sha256": sha256_file(audio),
+                    "transcript_decoding": WORD_PER_ID, "plugin_version": __version__}
+            data = {"tokens": run.tokens, "ended": run.ended, "transcript": transcript(run.tokens), "meta": meta}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+            self._recorded.add(path)
+        if not path.is_file():
+            raise GoldenError(f"no speech golden {path} for {audio.name} of {owner.key}: record it with "
+                              "--edge-update-golden")
+        try:
+            data = json.loads(path.read_text())
+            tokens = [int(t) for t in data["tokens"]]
+            meta = dict(data["meta"])
+            ended = bool(data["ended"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise GoldenError(f"{path}: not a speech golden ({type(exc).__name__}: {exc}); re-record it with "
+                              "--edge-update-golden") from None
+        if meta.get("audio_sha256") != sha256_file(audio):
+            raise GoldenError(f"{path}: recorded from another {audio.name} than {audio} holds now: re-record it with "
+                              "--edge-update-golden")
+        if len(tokens) < target.spec.new_tokens and not ended:
+            raise GoldenError(f"{path}: holds {len(tokens)} tokens, the test asks for new_tokens="
+                              f"{target.spec.new_tokens}: re-record it with --edge-update-golden")
+        return {"tokens": tokens[:target.spec.new_tokens], "transcript": transcript(tokens[:target.spec.new_tokens]),
+                "reference": meta.get("reference_backend")}
+
+    def check(self, test_id: str, target: SpeechTarget, step: Callable[[str], None]) -> tuple[Record, list[str]]:
+        spec, backend = target.spec, target.backend
+        budgets = spec.budgets()
+        if target.reference is not None and all(v is None for v in budgets.values()):
+            raise EdgeUsageError(f"edge_asr reference={spec.reference!r}: a model judged against another's transcripts "
+                                 "is judged by max_wer= and/or max_cer=; none is given, so nothing would be judged")
+        step("open the speech model")
+        recognizer = self.recognizer(backend, target.folder, spec.threads)
+        violations: list[str] = []
+        files: list[SpeechFile] = []
+        compared = 0
+        for audio in target.audio:
+            step(f"transcribe {audio.name}")
+            golden = self.golden(target, audio)
+            samples = self.audio(audio, backend, recognizer)
+            run = recognizer.transcribe(samples, spec.new_tokens)
+            got, expected = run.tokens, golden["tokens"]
+            text = transcript(got)
+            wer, cer = error_rates(golden["transcript"], text)
+            first = first_difference(expected, got)
+            compared += max(len(expected), len(got))
+            if target.reference is None and first is not None:
+                said = lambda tokens: str(tokens[first]) if first < len(tokens) else "end of text"  # noqa: E731
+                violations.append(f"{backend}: {audio.name}: tokens differ from the golden's ({golden['reference']}) "
+                                  f"at position {first}: golden {said(expected)}, got {said(got)} "
+                                  f"(golden {expected}, got {got})")
+            files.append(SpeechFile(str(audio.name), run.audio_s, expected, got, golden["transcript"], text, first,
+                                    wer, cer, run.real_time_factor, run.features_ms, run.encoder_ms,
+                                    run.first_token_ms, run.decode_tps))
+        if compared == 0:  # nothing silent: a check that compared no token judged nothing
+            violations.append(f"{backend}: no token was compared: the golden and this run both ended at once on "
+                              f"every audio file ({', '.join(a.name for a in target.audio)})")
+        block = SpeechRecord(recognizer.config.to_json(), spec.new_tokens,
+                             target.golden_model.key, WORD_PER_ID, files)
+        findings: list[Finding] = check_speech({"wer": block.wer, "cer": block.cer}, budgets, backend)
+        for finding in findings:
+            worst = max(files, key=lambda f: f.wer if finding.check == "max_wer" else f.cer)
+            violations.append(f"{finding.message} on {worst.audio}: reference transcript {worst.golden_transcript!r}, "
+                              f"got {worst.transcript!r}")
+        runtime = get_backend(backend)
+        record = Record(
+            test=test_id, backend=backend, model=model_json(target.model.key, target.artifact, self.settings.rootdir),
+            runtime={"name": runtime.distribution, "version": runtime.runtime_version()},
+            plugin={"name": "pytest-edge", "version": __version__}, threads=spec.threads,
+            input={"audio": [relative_path(a, self.settings.rootdir) for a in target.audio]},
+            artifact_bytes=sum(artifact_size(target.folder / name, backend)[0] or 0 for name in speech_files(backend)),
+            accuracy={"reference": target.golden_model.key, "wer": block.wer, "cer": block.cer,
+                      "token_agreement": sum(f.first_difference is None for f in files) / len(files)},
+            speech=block, checked=True, budget_findings=findings)
+        return record, violations
