@@ -140,8 +140,8 @@ class SpeechChecker:
         compared = 0
         for audio in target.audio:
             step(f"transcribe {audio.name}")
+            samples = self.audio(audio, backend, recognizer)  # audio it cannot take: said before any golden
             golden = self.golden(target, audio)
-            samples = self.audio(audio, backend, recognizer)
             run = recognizer.transcribe(samples, spec.new_tokens)
             got, expected = run.tokens, golden["tokens"]
             text = transcript(got)

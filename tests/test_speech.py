@@ -1,0 +1,175 @@
+"""Speech recognition, the edge_asr kind (issue 52, docs/speech.md): a tiny Whisper made by
+fixtures/make_speech.py (transformers, exported by Hugging Face Optimum; an int8 copy by ONNX
+Runtime's quantizer; a perturbed copy), espeak-ng audio; the NumPy features against transformers'
+own, the ONNX pair against PyTorch's greedy tokens, and the marker as users meet it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+from edge_helpers import FIXTURES
+
+from pytest_edge.backends.speech import SpeechConfig, open_recognizer
+from pytest_edge.backends.speech_features import AudioError, FeatureConfig, log_mel, read_wav
+
+SPEECH = FIXTURES / "speech"
+AUDIO = SPEECH / "audio"
+WAVS = ("hello.wav", "weather.wav")
+pytest.importorskip("onnxruntime")
+
+
+@pytest.mark.parametrize("name", WAVS)
+def test_numpy_features_equal_transformers_whisper_feature_extractor(name: str) -> None:
+    """The stored frames are transformers' WhisperFeatureExtractor's (fixtures/make_speech.py)."""
+    config = FeatureConfig.read(SPEECH / "whisper_tiny" / "preprocessor_config.json")
+    ours = log_mel(read_wav(AUDIO / name, config.sampling_rate), config)
+    theirs = np.load(AUDIO / name.replace(".wav", ".mel.npy"))
+    assert ours.shape == (1, 80, 3000)
+    assert np.abs(ours[0, :, :theirs.shape[1]] - theirs).max() < 1e-4
+
+
+def test_numpy_features_equal_transformers_live() -> None:
+    """The same, against transformers itself where it is installed (the fixtures' environment)."""
+    transformers = pytest.importorskip("transformers")
+    samples = read_wav(AUDIO / "hello.wav", 16000)
+    theirs = transformers.WhisperFeatureExtractor(feature_size=80)(samples, sampling_rate=16000,
+                                                                   return_tensors="np").input_features
+    assert np.abs(log_mel(samples, FeatureConfig()) - theirs).max() < 1e-4
+
+
+def test_the_onnx_pair_gives_pytorchs_greedy_tokens() -> None:
+    """The Optimum export run by ONNX Runtime from the configuration's forced tokens gives the tokens
+    PyTorch's greedy decoding of the same network gave (fixtures/speech/pytorch_greedy.json)."""
+    greedy = json.loads((SPEECH / "pytorch_greedy.json").read_text())
+    recognizer = open_recognizer("onnxruntime-cpu", SPEECH / "whisper_tiny", 1)
+    assert recognizer.config.prompt == [60, 61, 62, 63]  # start, language, task, no-timestamps: generation_config.json
+    for name in WAVS:
+        run = recognizer.transcribe(read_wav(AUDIO / name, 16000), greedy["new_tokens"])
+        assert run.tokens == greedy["tokens"][name], name
+        assert run.audio_s == pytest.approx(len(read_wav(AUDIO / name, 16000)) / 16000)
+        assert run.real_time_factor == pytest.approx(run.total_ms / 1e3 / run.audio_s)
+
+
+def test_a_configuration_that_contradicts_the_model_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "whisper"
+    shutil.copytree(SPEECH / "whisper_tiny", folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_mel_bins": 128}))
+    with pytest.raises(ValueError, match="num_mel_bins 128 differs from preprocessor_config.json's feature_size 80"):
+        SpeechConfig.read(folder)
+    (folder / "config.json").write_text(json.dumps(config))
+    preprocessor = json.loads((folder / "preprocessor_config.json").read_text())
+    (folder / "preprocessor_config.json").write_text(json.dumps({**preprocessor, "feature_size": 128}))
+    (folder / "config.json").write_text(json.dumps({**config, "num_mel_bins": 128}))
+    from pytest_edge.errors import BackendError
+
+    with pytest.raises(BackendError, match=r"encoder_model.onnx \(onnxruntime-cpu\): takes 80 mel bins, its config.json "
+                                           "says 128"):
+        open_recognizer("onnxruntime-cpu", folder, 1)
+
+
+def _wav(path: Path, rate: int) -> Path:
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes((np.sin(np.arange(rate) / 10) * 8000).astype("<i2").tobytes())
+    return path
+
+
+def test_audio_at_another_rate_is_named(tmp_path: Path) -> None:
+    with pytest.raises(AudioError, match=r"8k.wav: sampled at 8000 Hz, the model's features take 16000 Hz"):
+        read_wav(_wav(tmp_path / "8k.wav", 8000), 16000)
+
+
+def _project(pytester: pytest.Pytester) -> None:
+    for name in ("whisper_tiny", "whisper_tiny_int8", "whisper_tiny_perturbed"):
+        shutil.copytree(SPEECH / name, pytester.path / "models" / name)
+    shutil.copytree(AUDIO, pytester.path / "audio", ignore=shutil.ignore_patterns("*.npy"))
+    audio = '["audio/hello.wav", "audio/weather.wav"]'
+    pytester.makepyfile(test_asr=f"""
+        import pytest
+
+        @pytest.mark.edge_asr(model="models/whisper_tiny", audio={audio}, new_tokens=12)
+        def test_float(edge_asr):
+            assert len(edge_asr.transcribe("audio/hello.wav")) == 12
+
+        @pytest.mark.edge_asr(model="models/whisper_tiny_int8", audio={audio}, new_tokens=12,
+                              reference="models/whisper_tiny", max_wer=1.0, max_cer=0.6)
+        def test_int8_generous(edge_asr):
+            pass
+
+        @pytest.mark.edge_asr(model="models/whisper_tiny_int8", audio={audio}, new_tokens=12,
+                              reference="models/whisper_tiny", max_wer=0.0)
+        def test_int8_strict(edge_asr):
+            pass
+
+        @pytest.mark.edge_asr(model="models/whisper_tiny_perturbed", audio={audio}, new_tokens=12,
+                              reference=None)
+        def test_perturbed(edge_asr):
+            pass
+    """)
+
+
+def test_golden_recorded_then_float_passes_int8_judged_by_wer_perturbed_named(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=1)
+    golden = json.loads((pytester.path / "golden" / "models" / "whisper_tiny" / "speech" / "hello.json").read_text())
+    assert golden["tokens"] == json.loads((SPEECH / "pytorch_greedy.json").read_text())["tokens"]["hello.wav"]
+    assert golden["transcript"] == " ".join(f"w{t}" for t in golden["tokens"])
+    assert golden["meta"]["reference_backend"] == "onnxruntime-cpu"
+
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(passed=2, failed=2)
+    out = result.stdout.str()
+    # The strict budget names the figure and both transcripts.
+    assert "word error rate against the reference's transcript 1 exceeds the budget max_wer=0" in out
+    assert "reference transcript 'w36 w29 w50" in out and "got 'w41 w25 w41" in out
+    # The perturbed export without reference= is judged against its own golden: none recorded.
+    assert "no speech golden" in out and "whisper_tiny_perturbed" in out
+    records = {r["test"].split("::")[1].split("[")[0]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    float_block = records["test_float"]["speech"]
+    assert [f["first_difference"] for f in float_block["files"]] == [None, None]
+    assert float_block["wer"] == 0.0 and float_block["cer"] == 0.0
+    for figure in ("real_time_factor", "encoder_ms", "first_token_ms", "decode_tokens_per_s"):
+        assert all(f[figure] is not None and f[figure] > 0 for f in float_block["files"]), figure
+    int8 = records["test_int8_generous"]["speech"]
+    assert int8["reference"] == "models/whisper_tiny"
+    assert 0 < int8["wer"] <= 1.0 and 0 < int8["cer"] <= 0.6
+    assert records["test_int8_strict"]["budget_findings"][0]["check"] == "max_wer"
+
+
+def test_a_perturbed_export_fails_naming_the_first_differing_token(pytester: pytest.Pytester) -> None:
+    """The perturbed network judged against the float export's golden, as the float one would be:
+    the golden is copied as the perturbed model's own, so its tokens must equal it."""
+    _project(pytester)
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=1)
+    shutil.copytree(pytester.path / "golden" / "models" / "whisper_tiny",
+                    pytester.path / "golden" / "models" / "whisper_tiny_perturbed")
+    result = pytester.runpytest_subprocess("-k", "perturbed")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: hello.wav: tokens differ from the golden's (onnxruntime-cpu) at "
+                                 "position 1: golden 58, got 42*"])
+
+
+def test_a_damaged_onnx_names_the_file_and_the_backend(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    decoder = pytester.path / "models" / "whisper_tiny" / "decoder_model.onnx"
+    decoder.write_bytes(decoder.read_bytes()[:5000])
+    result = pytester.runpytest_subprocess("-k", "float")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*models/whisper_tiny/decoder_model.onnx (onnxruntime-cpu): cannot load*"])
+
+
+def test_audio_at_the_wrong_rate_is_an_error_naming_the_file(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    _wav(pytester.path / "audio" / "hello.wav", 8000)
+    result = pytester.runpytest_subprocess("-k", "float", "--edge-update-golden")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: *audio/hello.wav: sampled at 8000 Hz, the model's features take "
+                                 "16000 Hz*"])
