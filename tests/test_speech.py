@@ -173,3 +173,34 @@ def test_audio_at_the_wrong_rate_is_an_error_naming_the_file(pytester: pytest.Py
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: *audio/hello.wav: sampled at 8000 Hz, the model's features take "
                                  "16000 Hz*"])
+
+
+def test_what_users_type_is_validated() -> None:
+    from pytest_edge.errors import EdgeUsageError
+    from pytest_edge.run.speech_plan import parse_speech_marker
+
+    with pytest.raises(EdgeUsageError, match="edge_asr: unknown keyword.s. max_werr"):
+        parse_speech_marker((), {"model": "m", "audio": ["a.wav"], "max_werr": 0.1})
+    with pytest.raises(EdgeUsageError, match="edge_asr needs audio="):
+        parse_speech_marker(("m",), {})
+    with pytest.raises(EdgeUsageError, match="edge_asr max_wer"):
+        parse_speech_marker((), {"model": "m", "audio": "a.wav", "max_wer": "lots"})
+    with pytest.raises(EdgeUsageError, match="edge_asr: unknown backend 'whisper.cpp'"):
+        parse_speech_marker((), {"model": "m", "audio": "a.wav", "backends": ["whisper.cpp"]})
+    spec = parse_speech_marker(("m",), {"audio": "a.wav", "max_cer": "5%"})
+    assert spec.audio == ("a.wav",) and spec.budgets() == {"max_wer": None, "max_cer": 0.05}
+
+
+def test_reference_without_a_budget_judges_nothing_and_says_so(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    pytester.makepyfile(test_unjudged="""
+        import pytest
+
+        @pytest.mark.edge_asr(model="models/whisper_tiny_int8", audio=["audio/hello.wav"], new_tokens=4,
+                              reference="models/whisper_tiny")
+        def test_unjudged(edge_asr):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("test_unjudged.py", "--edge-update-golden")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*edge_asr reference='models/whisper_tiny': * none is given, so nothing would be judged*"])
