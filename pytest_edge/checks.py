@@ -469,9 +469,9 @@ BUDGETS: tuple[Budget, ...] = (
            measured=True, sense="min"),
     # Teacher-forced over the golden continuation (llama-perplexity --kl-divergence's figures): not timed.
     Budget("min_top1_agreement", parse_fraction, "teacher-forced top-1 agreement", "fraction",
-           {EDGE_LLM: check_teacher_forced}, measured=False, sense="min"),
-    Budget("max_kld", parse_number, "teacher-forced mean KL divergence", "nats", {EDGE_LLM: check_teacher_forced},
-           measured=False),
+           {EDGE_LLM: check_teacher_forced, EDGE_ASR: check_teacher_forced}, measured=False, sense="min"),
+    Budget("max_kld", parse_number, "teacher-forced mean KL divergence", "nats",
+           {EDGE_LLM: check_teacher_forced, EDGE_ASR: check_teacher_forced}, measured=False),
     # Measured by the context sweep, which stops at the first length over the peak_memory_mb budget.
     Budget("max_context", parse_tokens, "longest stable context", "tokens", {EDGE_LLM: check_generation},
            measured=True, sense="min"),

@@ -100,12 +100,13 @@ def _project(pytester: pytest.Pytester) -> None:
             assert len(edge_asr.transcribe("audio/hello.wav")) == 12
 
         @pytest.mark.edge_asr(model="models/whisper_tiny_int8", audio={audio}, new_tokens=12,
-                              reference="models/whisper_tiny", max_wer=1.0, max_cer=0.6)
+                              reference="models/whisper_tiny", max_wer=1.0, max_cer=0.6,
+                              min_top1_agreement=0.5, max_kld=0.5)
         def test_int8_generous(edge_asr):
             pass
 
         @pytest.mark.edge_asr(model="models/whisper_tiny_int8", audio={audio}, new_tokens=12,
-                              reference="models/whisper_tiny", max_wer=0.0)
+                              reference="models/whisper_tiny", max_wer=0.0, max_kld=0.001)
         def test_int8_strict(edge_asr):
             pass
 
@@ -141,7 +142,14 @@ def test_golden_recorded_then_float_passes_int8_judged_by_wer_perturbed_named(py
     int8 = records["test_int8_generous"]["speech"]
     assert int8["reference"] == "models/whisper_tiny"
     assert 0 < int8["wer"] <= 1.0 and 0 < int8["cer"] <= 0.6
-    assert records["test_int8_strict"]["budget_findings"][0]["check"] == "max_wer"
+    assert [f["check"] for f in records["test_int8_strict"]["budget_findings"]] == ["max_wer", "max_kld"]
+    assert "teacher-forced mean KL divergence" in out and "exceeds the budget max_kld=0.001" in out
+    # Teacher-forced over the golden's tokens: the float export agrees everywhere, the int8 one not.
+    assert float_block["teacher_forced"]["top1_agreement"] == 1.0
+    assert abs(float_block["teacher_forced"]["kld"]["mean"]) < 1e-6
+    assert 0.5 <= int8["teacher_forced"]["top1_agreement"] < 1.0 and 0.001 < int8["teacher_forced"]["kld"]["mean"] <= 0.5
+    golden_top = json.loads((pytester.path / "golden" / "models" / "whisper_tiny" / "speech" / "hello.json").read_text())
+    assert np.asarray(golden_top["top_ids"]).shape == (12, 64)
 
 
 def test_a_perturbed_export_fails_naming_the_first_differing_token(pytester: pytest.Pytester) -> None:
@@ -188,7 +196,8 @@ def test_what_users_type_is_validated() -> None:
     with pytest.raises(EdgeUsageError, match="edge_asr: unknown backend 'whisper.cpp'"):
         parse_speech_marker((), {"model": "m", "audio": "a.wav", "backends": ["whisper.cpp"]})
     spec = parse_speech_marker(("m",), {"audio": "a.wav", "max_cer": "5%"})
-    assert spec.audio == ("a.wav",) and spec.budgets() == {"max_wer": None, "max_cer": 0.05}
+    assert spec.audio == ("a.wav",) and spec.budgets() == {"max_wer": None, "max_cer": 0.05, "min_top1_agreement": None,
+                                                       "max_kld": None}
 
 
 def test_reference_without_a_budget_judges_nothing_and_says_so(pytester: pytest.Pytester) -> None:

@@ -138,6 +138,11 @@ class Recognizer(Protocol):
     def transcribe(self, audio: np.ndarray, new_tokens: int) -> Transcription:
         ...
 
+    def teacher_force(self, audio: np.ndarray, tokens: list[int]) -> np.ndarray:
+        """The decoder's logits [len(tokens), vocab] at each position of ``tokens`` fed after the
+        forced start: row j is what it predicts having seen the start and ``tokens[:j]``."""
+        ...
+
 
 class Stopwatch:
     """Milliseconds since the last lap."""
@@ -162,6 +167,18 @@ def greedy_pick(logits: np.ndarray, config: SpeechConfig, step: int) -> int:
     if banned:
         scores[np.asarray(banned, np.int64)] = -np.inf
     return int(np.argmax(scores))
+
+
+def mask_suppressed(logits: np.ndarray, config: SpeechConfig) -> np.ndarray:
+    """Teacher-forced logits [n, vocab] as greedy decoding sees them: the suppressed tokens (and, at
+    the first position, the begin-suppressed ones) at -1e9, a probability of zero that keeps the KL
+    divergence finite."""
+    masked = np.array(logits, np.float32, copy=True)
+    if config.suppress_tokens:
+        masked[:, np.asarray(config.suppress_tokens, np.int64)] = -1e9
+    if config.begin_suppress_tokens and len(masked):
+        masked[0, np.asarray(config.begin_suppress_tokens, np.int64)] = -1e9
+    return masked
 
 
 def speech_backends() -> list[str]:

@@ -263,6 +263,8 @@ class SpeechRecord:
     reference: str
     transcript_decoding: str  # how token ids became words (a tokenizer, or one word per id)
     files: list[SpeechFile] = field(default_factory=list)
+    # Teacher-forced over the golden's tokens, every file's positions (top-1 agreement, KL divergence).
+    teacher_forced: dict[str, Any] | None = None
 
     @property
     def wer(self) -> float | None:
@@ -279,13 +281,15 @@ class SpeechRecord:
     def to_json(self) -> dict[str, Any]:
         return {"config": self.config, "new_tokens": self.new_tokens, "reference": self.reference,
                 "transcript_decoding": self.transcript_decoding, "wer": self.wer, "cer": self.cer,
-                "real_time_factor": self.real_time_factor, "files": [f.to_json() for f in self.files]}
+                "real_time_factor": self.real_time_factor, "teacher_forced": self.teacher_forced,
+                "files": [f.to_json() for f in self.files]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "SpeechRecord":
         return cls(dict(data.get("config") or {}), int(data.get("new_tokens") or 0), str(data.get("reference")),
                    str(data.get("transcript_decoding")),
-                   [SpeechFile.from_json(f) for f in data.get("files") or [] if isinstance(f, Mapping)])
+                   [SpeechFile.from_json(f) for f in data.get("files") or [] if isinstance(f, Mapping)],
+                   data.get("teacher_forced"))
 
 
 @dataclass

@@ -21,15 +21,19 @@ from typing import Any, Callable, Sequence
 
 from .. import __version__
 from ..backends import get_backend
-from ..backends.speech import Recognizer, open_recognizer, speech_backends, speech_files, why_not
+import numpy as np
+
+from ..backends.speech import Recognizer, mask_suppressed, open_recognizer, speech_backends, speech_files, why_not
 from ..backends.speech_features import AudioError, read_wav
-from ..checks import Finding, check_speech
+from ..checks import Finding, check_speech, check_teacher_forced
 from ..core.models import Model
 from ..core.record import Record, SpeechFile, SpeechRecord, model_json
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
 from ..errors import EdgeUsageError, GoldenError
 from ..files import atomic_write, relative_path, sha256_file
+from ..golden.tokens import TopLogprobs
+from ..llm.metrics import TeacherForced, teacher_forced, top_logprobs
 from .speech_plan import SpeechTarget
 
 WORD_PER_ID = "one word per token id (w<id>): the export has no tokenizer"
@@ -97,13 +101,21 @@ class SpeechChecker:
             folder = owner.place
             assert folder is not None
             recognizer = self.recognizer(backend, folder, target.spec.threads)
-            run = recognizer.transcribe(self.audio(audio, backend, recognizer), target.spec.new_tokens)
+            samples = self.audio(audio, backend, recognizer)
+            run = recognizer.transcribe(samples, target.spec.new_tokens)
+            # The reference's distribution at each of its tokens, teacher-forced (as greedy decoding saw them).
+            found = top_logprobs(mask_suppressed(recognizer.teacher_force(samples, run.tokens), recognizer.config)) \
+                if run.tokens else None
             meta = {"reference_backend": backend, "model": owner.key,
                     "path": relative_path(folder, self.settings.rootdir), "new_tokens": target.spec.new_tokens,
                     "files": {name: sha256_file(folder / name) for name in speech_files(backend)},
                     "audio": relative_path(audio, self.settings.rootdir), "audio_sha256": sha256_file(audio),
                     "transcript_decoding": WORD_PER_ID, "plugin_version": __version__}
-            data = {"tokens": run.tokens, "ended": run.ended, "transcript": transcript(run.tokens), "meta": meta}
+            data = {"tokens": run.tokens, "ended": run.ended, "transcript": transcript(run.tokens), "meta": meta,
+                    "top_ids": found.ids.tolist() if found is not None else [],
+                    "top_logprobs": found.logprobs.tolist() if found is not None else [],
+                    "rest_logprob": [None if not np.isfinite(r) else float(r) for r in found.rest]
+                    if found is not None else []}
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
             self._recorded.add(path)
@@ -115,6 +127,11 @@ class SpeechChecker:
             tokens = [int(t) for t in data["tokens"]]
             meta = dict(data["meta"])
             ended = bool(data["ended"])
+            n = min(len(tokens), target.spec.new_tokens)
+            distributions = TopLogprobs(np.asarray(data["top_ids"], np.int64)[:n].reshape(n, -1),
+                                        np.asarray(data["top_logprobs"], np.float32)[:n].reshape(n, -1),
+                                        np.asarray([-np.inf if r is None else r for r in data["rest_logprob"]],
+                                                   np.float32)[:n]) if data.get("top_ids") else None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise GoldenError(f"{path}: not a speech golden ({type(exc).__name__}: {exc}); re-record it with "
                               "--edge-update-golden") from None
@@ -125,7 +142,7 @@ class SpeechChecker:
             raise GoldenError(f"{path}: holds {len(tokens)} tokens, the test asks for new_tokens="
                               f"{target.spec.new_tokens}: re-record it with --edge-update-golden")
         return {"tokens": tokens[:target.spec.new_tokens], "transcript": transcript(tokens[:target.spec.new_tokens]),
-                "reference": meta.get("reference_backend")}
+                "reference": meta.get("reference_backend"), "distributions": distributions}
 
     def check(self, test_id: str, target: SpeechTarget, step: Callable[[str], None]) -> tuple[Record, list[str]]:
         spec, backend = target.spec, target.backend
@@ -138,6 +155,7 @@ class SpeechChecker:
         violations: list[str] = []
         files: list[SpeechFile] = []
         compared = 0
+        forced: list[TeacherForced] = []
         for audio in target.audio:
             step(f"transcribe {audio.name}")
             samples = self.audio(audio, backend, recognizer)  # audio it cannot take: said before any golden
@@ -147,6 +165,9 @@ class SpeechChecker:
             text = transcript(got)
             wer, cer = error_rates(golden["transcript"], text)
             first = first_difference(expected, got)
+            if expected:
+                logits = mask_suppressed(recognizer.teacher_force(samples, expected), recognizer.config)
+                forced.append(teacher_forced(expected, golden["distributions"], logits))
             compared += max(len(expected), len(got))
             if target.reference is None and first is not None:
                 said = lambda tokens: str(tokens[first]) if first < len(tokens) else "end of text"  # noqa: E731
@@ -159,13 +180,17 @@ class SpeechChecker:
         if compared == 0:  # nothing silent: a check that compared no token judged nothing
             violations.append(f"{backend}: no token was compared: the golden and this run both ended at once on "
                               f"every audio file ({', '.join(a.name for a in target.audio)})")
+        overall = _overall(forced, [a.name for a, f in zip(target.audio, files) if f.golden_tokens])
         block = SpeechRecord(recognizer.config.to_json(), spec.new_tokens,
-                             target.golden_model.key, WORD_PER_ID, files)
+                             target.golden_model.key, WORD_PER_ID, files, overall)
         findings: list[Finding] = check_speech({"wer": block.wer, "cer": block.cer}, budgets, backend)
         for finding in findings:
             worst = max(files, key=lambda f: f.wer if finding.check == "max_wer" else f.cer)
             violations.append(f"{finding.message} on {worst.audio}: reference transcript {worst.golden_transcript!r}, "
                               f"got {worst.transcript!r}")
+        tf_findings = check_teacher_forced(overall, budgets, backend)
+        findings += tf_findings
+        violations += [finding.message for finding in tf_findings]
         runtime = get_backend(backend)
         record = Record(
             test=test_id, backend=backend, model=model_json(target.model.key, target.artifact, self.settings.rootdir),
@@ -174,6 +199,31 @@ class SpeechChecker:
             input={"audio": [relative_path(a, self.settings.rootdir) for a in target.audio]},
             artifact_bytes=sum(artifact_size(target.folder / name, backend)[0] or 0 for name in speech_files(backend)),
             accuracy={"reference": target.golden_model.key, "wer": block.wer, "cer": block.cer,
-                      "token_agreement": sum(f.first_difference is None for f in files) / len(files)},
+                      "token_agreement": sum(f.first_difference is None for f in files) / len(files),
+                      "top1_agreement": (overall or {}).get("top1_agreement"),
+                      "kld_mean": ((overall or {}).get("kld") or {}).get("mean")},
             speech=block, checked=True, budget_findings=findings)
         return record, violations
+
+
+def _overall(parts: Sequence[TeacherForced], names: Sequence[str]) -> dict[str, Any] | None:
+    """The teacher-forced figures over every audio file's positions, where the first top-1
+    difference and the worst KL divergence lie named by audio file (as ``prompt``, the decoders'
+    word) and new token; None where no file had a golden token."""
+    if not parts:
+        return None
+    found = TeacherForced.joined(parts).to_json()
+    starts = np.cumsum([0] + [p.positions for p in parts])
+
+    def where(index: int | None) -> dict[str, Any] | None:
+        if index is None:
+            return None
+        part = int(np.searchsorted(starts, index, side="right") - 1)
+        return {"prompt": names[part], "position": int(index - starts[part])}
+
+    found["first_top1_difference"] = where(found["first_top1_difference"])
+    if "max_kld_at" in found:
+        found["max_kld_at"] = where(found["max_kld_at"])
+    if any(p.kld is None for p in parts):
+        found["not_measured"] = "not measured: a golden keeps no log-probabilities; re-record it with --edge-update-golden"
+    return found

@@ -27,6 +27,10 @@ class SpeechSpec:
     new_tokens: int = 16
     max_wer: float | None = None  # worst word error rate over the audio files, against the reference's transcript
     max_cer: float | None = None
+    # Teacher-forced over the golden's tokens, as for decoders (docs/llm.md): the share of positions whose
+    # argmax is the golden's token, and the mean KL divergence of the reference's distribution to this one's.
+    min_top1_agreement: float | None = None
+    max_kld: float | None = None
     # The model whose goldens this one is judged against (a quantized export against the float one):
     # judged by WER/CER; without it the tokens must equal the model's own golden's.
     reference: str | None = None

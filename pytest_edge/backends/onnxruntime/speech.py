@@ -106,6 +106,20 @@ class OrtRecognizer:
         decode_s = clock.lap() / 1e3 if new_tokens > 1 else 0.0
         return Transcription(tokens, ended, audio_s, features_ms, encoder_ms, first_token_ms, decode_s, clock.total())
 
+    def teacher_force(self, audio: np.ndarray, tokens: list[int]) -> np.ndarray:
+        """Logits [len(tokens), vocab]: one decoder run over the forced start and ``tokens`` (but the
+        last), row j predicting ``tokens[j]``."""
+        config = self.config
+        hidden = self.encoder.run(None, {"input_features": log_mel(audio, config.features)})[0]
+        ids = [*config.prompt, *tokens[:-1]]
+        try:
+            logits = self.decoder.run(None, {"input_ids": np.asarray([ids], np.int64),
+                                             "encoder_hidden_states": hidden})[0][0]
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"{self.decoder_path} ({BACKEND}): the decoder failed teacher-forced: {exc}") from None
+        start = len(config.prompt) - 1
+        return np.asarray(logits[start:start + len(tokens)], np.float32)
+
 
 def open_recognizer(folder: Path, threads: int) -> OrtRecognizer:
     return OrtRecognizer(folder, threads)
