@@ -125,8 +125,10 @@ def test_golden_recorded_then_float_passes_int8_judged_by_wer_perturbed_named(py
     assert golden["transcript"] == " ".join(f"w{t}" for t in golden["tokens"])
     assert golden["meta"]["reference_backend"] == "onnxruntime-cpu"
 
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "--junitxml=j.xml")
     result.assert_outcomes(passed=2, failed=2)
+    junit = (pytester.path / "j.xml").read_text()
+    assert 'name="edge_wer"' in junit and 'name="edge_real_time_factor"' in junit
     out = result.stdout.str()
     # The strict budget names the figure and both transcripts.
     assert "word error rate against the reference's transcript 1 exceeds the budget max_wer=0" in out

@@ -469,4 +469,7 @@ class Record:
                            edge_ttft_p50_ms=(measured.get("ttft_ms") or {}).get("p50"),
                            edge_tpot_p50_ms=(measured.get("tpot_ms") or {}).get("p50"),
                            edge_decode_tokens_per_s=measured.get("decode_tokens_per_s"))
+        if self.speech is not None:  # a speech export's rates and its slowest file's real-time factor
+            figures.update(edge_wer=self.speech.wer, edge_cer=self.speech.cer,
+                           edge_real_time_factor=self.speech.real_time_factor)
         return [(k, v) for k, v in figures.items() if v is not None]
