@@ -136,6 +136,10 @@ def test_golden_recorded_then_float_passes_int8_judged_by_wer_perturbed_named(py
     # The perturbed export without reference= is judged against its own golden: none recorded.
     assert "no speech golden" in out and "whisper_tiny_perturbed" in out
     records = {r["test"].split("::")[1].split("[")[0]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    from pytest_edge.core.record import Record
+
+    for record in records.values():  # the typed speech block reads back as written (xdist, stored reports)
+        assert Record.from_json(record).to_json() == record
     float_block = records["test_float"]["speech"]
     assert [f["first_difference"] for f in float_block["files"]] == [None, None]
     assert float_block["wer"] == 0.0 and float_block["cer"] == 0.0
