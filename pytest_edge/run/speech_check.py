@@ -149,7 +149,8 @@ class SpeechChecker:
         budgets = spec.budgets()
         if target.reference is not None and all(v is None for v in budgets.values()):
             raise EdgeUsageError(f"edge_asr reference={spec.reference!r}: a model judged against another's transcripts "
-                                 "is judged by max_wer= and/or max_cer=; none is given, so nothing would be judged")
+                                 "is judged by max_wer=, max_cer=, min_top1_agreement= or max_kld=; none is given, so nothing "
+                                 "would be judged")
         step("open the speech model")
         recognizer = self.recognizer(backend, target.folder, spec.threads)
         violations: list[str] = []
