@@ -25,8 +25,8 @@ def test_inspect_prints_the_numbers_of_the_report(pytester: pytest.Pytester, mod
         def test_cnn(edge_model):
             pass
     """)
-    # Every installed backend that reads tiny_cnn's .onnx, .tflite or .pte (OpenVINO too where installed).
-    passed = sum(map(installed, ("onnxruntime-cpu", "litert", "litert-ref", "executorch", "openvino")))
+    # Every installed backend that reads tiny_cnn's .onnx, .tflite or .pte (OpenVINO, TFLM too where installed).
+    passed = sum(map(installed, ("onnxruntime-cpu", "litert", "litert-ref", "executorch", "openvino", "tflite-micro")))
     pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json").assert_outcomes(
         passed=passed, skipped=len(tensor_backends()) - passed)
     records = json.loads((pytester.path / "r.json").read_text())["records"]
