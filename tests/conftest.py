@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from edge_helpers import FIXTURES
+from edge_helpers import FIXTURES, install_backend
 
 import measuring
 
@@ -81,16 +81,9 @@ def backends():
 
 @pytest.fixture
 def noopt_backend(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A third-party backend installed the way a distribution is (a dist-info with an entry point
-    in the pytest_edge.backends group): ONNX Runtime with every graph optimisation off, a real
-    runtime behind the same interface. Returns its name."""
-    plugins = pytester.path / "plugins"
-    (plugins / "edge_noopt-0.1.dist-info").mkdir(parents=True)
-    (plugins / "edge_noopt-0.1.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: edge-noopt\nVersion: 0.1\n")
-    (plugins / "edge_noopt-0.1.dist-info/entry_points.txt").write_text(
-        "[pytest_edge.backends]\nnoopt = edge_noopt:backends\n")
-    (plugins / "edge_noopt.py").write_text(NOOPT_BACKEND)
-    monkeypatch.setenv("PYTHONPATH", str(plugins))
+    """ONNX Runtime with every graph optimisation off (install_backend), a real runtime behind the
+    same interface. Returns its name."""
+    install_backend(pytester, monkeypatch, "noopt", NOOPT_BACKEND)
     return "onnxruntime-noopt"
 
 

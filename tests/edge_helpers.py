@@ -190,3 +190,15 @@ def calibrated_chain(target_ms: float = CALIBRATED_P50_MS) -> CalibratedChain:
                 return CalibratedChain(layers, p50)
             layers = max(layers + 1, math.ceil(layers * min(1.2 * target_ms / p50, 8.0)))
     raise AssertionError(f"a chain of {layers} layers still ran faster than {target_ms} ms here: P50 {p50:.4f} ms")
+
+
+def install_backend(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> None:
+    """A third-party backend installed the way a distribution is: a dist-info ``edge_NAME`` with an
+    entry point in the pytest_edge.backends group naming the module ``source``'s ``backends``."""
+    plugins = pytester.path / "plugins"
+    info = plugins / f"edge_{name}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: edge-{name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[pytest_edge.backends]\n{name} = edge_{name}:backends\n")
+    (plugins / f"edge_{name}.py").write_text(source)
+    monkeypatch.setenv("PYTHONPATH", str(plugins))

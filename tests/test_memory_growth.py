@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from edge_helpers import install_backend
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -52,13 +53,7 @@ def backends():
 
 @pytest.fixture
 def leaking_backend(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
-    plugins = pytester.path / "plugins"
-    (plugins / "edge_leak-0.1.dist-info").mkdir(parents=True)
-    (plugins / "edge_leak-0.1.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: edge-leak\nVersion: 0.1\n")
-    (plugins / "edge_leak-0.1.dist-info/entry_points.txt").write_text(
-        "[pytest_edge.backends]\nleak = edge_leak:backends\n")
-    (plugins / "edge_leak.py").write_text(LEAKING_BACKEND)
-    monkeypatch.setenv("PYTHONPATH", str(plugins))
+    install_backend(pytester, monkeypatch, "leak", LEAKING_BACKEND)
     return "onnxruntime-leaking"
 
 
