@@ -10,6 +10,7 @@ minute: a machine 3x faster or slower reads the same."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +69,7 @@ def test_a_leaking_runtime_fails_the_growth_budget_and_an_unchanged_one_passes(
             pass
     """)
     pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1, failed=1)  # budgets judged too
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "--edge-html=r.html")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-leaking: resident memory grew * KB per run over the timed runs, "
                                  "* MB per minute of runs (the median process's slope) > "
@@ -80,6 +81,11 @@ def test_a_leaking_runtime_fails_the_growth_budget_and_an_unchanged_one_passes(
     assert clean["memory_growth_kb_per_run"] < 64 and clean["verdict"] == "passed"
     points = leak["processes"][0]["rss_points"]
     assert len(points) >= 16 and points[-1][0] >= 200 and points[-1][1] > points[0][1]
+    # The page draws the readings: a line per backend, the leaking one rising.
+    page = (pytester.path / "r.html").read_text()
+    assert "<h3>Resident memory during the timed runs</h3>" in page
+    drawn = page.split("Resident memory during the timed runs")[1]
+    assert re.search(r"onnxruntime-leaking: \d+(\.\d+)? KB per run", drawn) and "onnxruntime-cpu: " in drawn
 
 
 @given(st.floats(0, 1000), st.floats(-50, 50), st.integers(0, 3))

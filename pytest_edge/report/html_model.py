@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..core.record import COMPILE_ONLY, Verdict, dig
+from ..core.record import COMPILE_ONLY, Verdict, dig, is_finite_number
 from ..judging.baseline import find_baseline
 from . import deployment
 from . import generation as decoders
 from .changes import FIGURES, figure_changes
-from .charts import PALETTE, Series, bar_chart, coverage_bar, ecdf_chart, escape, significant
+from .charts import PALETTE, Curve, Series, bar_chart, coverage_bar, ecdf_chart, escape, line_chart, significant
 from .html_parts import anchor, table_open
 from .table import DASH, NOT_RUN, VERDICT_RANK, fold_line, folded_skips, timing_policy
 
@@ -87,6 +87,15 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Seq
         if side:
             out.append('<div class="card">' + "".join(side) + "</div>")
         out.append("</div>")
+    # Resident memory during the timed runs, per backend (its first process's readings): a leak is a
+    # line that keeps rising; the record's memory_growth_kb_per_run is its slope.
+    growth = [Curve(f"{label[id(r)]}: {significant(r.get('memory_growth_kb_per_run'))} KB per run", color[id(r)],
+                    points) for r in ran if len(points := _rss_points(r)) > 1]
+    if any(c.points for c in growth):
+        out.append('<div class="card"><h3>Resident memory during the timed runs</h3>'
+                   + line_chart([c for c in growth if c.points], "timed run", "RSS MB", from_zero=False, linear_x=True)
+                   + "<br><small>one process per backend; the slope is the record's memory growth per run</small>"
+                   + "</div>")
 
     # The figures as numbers, the backends' colours as the charts' legend. A compile-time target
     # (docs/npu.md) times nothing: its figures are the page's NPU section, not a row of dashes here.
@@ -190,3 +199,13 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Seq
         out.append(f'<p class="muted">{escape(fold_line(model_name, suffixes, backends))}</p>')
     out.append("</section>")
     return out
+
+
+def _rss_points(record: Mapping[str, Any]) -> list[tuple[float, float]]:
+    """The first process's readings of resident memory (run count, MB) in a report's record, the
+    well-formed ones only (a report is untrusted input)."""
+    processes = record.get("processes")
+    first = processes[0] if isinstance(processes, list) and processes else None
+    points = first.get("rss_points") if isinstance(first, Mapping) else None
+    return [(float(p[0]), float(p[1])) for p in points or [] if isinstance(p, list) and len(p) == 2
+            and all(is_finite_number(v) for v in p)] if isinstance(points, list) else []
