@@ -97,7 +97,7 @@ def test_confirmed_regression_fails_with_both_measurements() -> None:
 def test_the_gates_findings_carry_figure_values_threshold_statistic_and_rule() -> None:
     """What the reports render: one finding per figure the gate failed, as the gate decided it."""
     result = run_gate(_record([2.0, 2.02, 1.98], memory=30.0), _record([1.0, 1.01, 0.99]), paired=False,
-                      max_regression=0.1, strict=False, remeasure=lambda: (_record([2.1, 2.05, 2.08]), None),
+                      max_regression=0.1, strict=False, remeasure=lambda: (_record([2.1, 2.05, 2.08], memory=30.0), None),
                       source="base")
     findings = {f.figure: f.to_json() for f in result.findings}
     assert set(findings) == {"P50 latency", "peak memory"} and len(result.failures) == 2
@@ -156,14 +156,24 @@ def test_busy_machine(strict, paired, outcome) -> None:
         assert "other processes kept 1.0 cores busy" in result.inconclusive[0] and not result.failures
 
 
-def test_memory_and_coverage_fail_without_remeasuring() -> None:
+def test_coverage_fails_at_once_and_memory_when_measured_again() -> None:
+    """Coverage is exact: it fails without a second measurement. Peak memory moves between fresh
+    processes (an unchanged model read +11.8 %, 1.4 MB, against its A/B twin in CI): it fails only
+    where a second measurement in fresh processes is above the threshold too."""
     same = [1.0, 1.0, 1.0]
     small = run_gate(_record(same, memory=10.9), _record(same, memory=10.0), paired=False, max_regression=0.05,
                      strict=False, remeasure=_never, source="base")
     assert not small.failures  # +9 % but under the 1 MB floor
     big = run_gate(_record(same, memory=30.0, fallback=0.2), _record(same, memory=10.0), paired=False,
-                   max_regression=0.1, strict=False, remeasure=_never, source="base")
-    assert [m.split(":")[1].split()[0:2] for m in big.failures] == [["peak", "memory"], ["delegate", "coverage"]]
+                   max_regression=0.1, strict=False, remeasure=lambda: (_record(same, memory=29.0), None),
+                   source="base")
+    assert [m.split(":")[1].split()[0:2] for m in big.failures] == [["delegate", "coverage"], ["peak", "memory"]]
+    assert "measured again in fresh processes: onnxruntime-cpu: peak memory 29.000 MB" in big.failures[1]
+    once = run_gate(_record(same, memory=12.8), _record(same, memory=11.4), paired=True, max_regression=0.1,
+                    strict=False, remeasure=lambda: (_record(same, memory=11.5), _record(same, memory=11.4)),
+                    source="base/m.tflite")
+    assert once.failures == [] and once.summary["remeasured"] and once.summary["verdict"] == "passed"
+    assert any("measured again in fresh processes it was not above the threshold" in n for n in once.notes)
 
 
 def test_p99_needs_enough_runs_per_process() -> None:

@@ -111,7 +111,7 @@ def nothing_to_compare(mode: str, looked_for: str, folder: str) -> GateResult:
 def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
     """The rule by which the gate judged ``figure``, in words (docs/gate.md)."""
     if figure == PEAK_MEMORY:
-        return f"above the threshold and by more than {MEMORY_FLOOR_MB:g} MB"
+        return f"above the threshold and by more than {MEMORY_FLOOR_MB:g} MB, in two measurements of fresh processes"
     if figure in (ARTIFACT_SIZE, NPU_MEMORY, NPU_ESTIMATE, ARENA):
         return "grown beyond the threshold (exact: no noise floor)"
     if figure == PARTITIONS:
@@ -146,13 +146,30 @@ def run_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, max_re
     suspects, result.notes = latency_regressions(record, baseline, max_regression, significant=False, **gated)
     if paired:
         suspects = _ab_suspects(record, baseline, max_regression, suspects, figures)
+    # Peak memory moves between fresh processes too (an unchanged LiteRT tiny_cnn read +11.8 %, 1.4 MB,
+    # against its byte-identical A/B twin in CI): a suspect, measured again like a latency; the other
+    # resource figures are exact and fail at once.
+    memory: list[Regression] = []
     for regression in resource_regressions(record, baseline, max_regression, what):
-        result.fail(regression, rule_of(regression.figure, paired))
-    result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": bool(suspects),
-                      "compared": compared_figures(record, baseline, figures)}
-    if suspects:
+        if regression.figure == PEAK_MEMORY:
+            memory.append(regression)
+        else:
+            result.fail(regression, rule_of(regression.figure, paired))
+    result.summary = {"mode": "ab" if paired else "stored", "baseline": source,
+                      "remeasured": bool(suspects or memory), "compared": compared_figures(record, baseline, figures)}
+    if suspects or memory:
         again, twin_again = remeasure()
         second_baseline = twin_again if paired and twin_again is not None else baseline
+        repeated = {r.figure: r for r in resource_regressions(again, second_baseline, max_regression, what)
+                    if r.figure == PEAK_MEMORY}
+        for first in memory:
+            if PEAK_MEMORY in repeated:
+                result.fail(first, rule_of(PEAK_MEMORY, paired),
+                            f"{first.message}; measured again in fresh processes: {repeated[PEAK_MEMORY].message}")
+            else:
+                result.notes.append(f"{first.message}, but measured again in fresh processes it was not above the "
+                                    "threshold: not a regression")
+    if suspects:
         # The second measurement must stand on its own (above the threshold and significant), as well as
         # both together: an unchanged OpenVINO model read +21.5 % then +17.9 % in CI, significant only pooled.
         second, _ = latency_regressions(again, second_baseline, max_regression, **gated)
