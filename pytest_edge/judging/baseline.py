@@ -49,11 +49,6 @@ class BaselineChoice:
         """A/B: the two sides are measured as pairs in this job."""
         return self.kind is BaselineKind.TWIN
 
-    @property
-    def what(self) -> str:
-        """How a message names the baseline."""
-        return "the baseline twin" if self.paired else "the baseline"
-
     def new_result(self) -> "GateResult":
         """A gated model with neither twin nor stored record: new in this change, measured, not
         judged; the summary says what was looked for (a run where every model is new compared

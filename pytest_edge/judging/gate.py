@@ -100,14 +100,6 @@ class GateResult:
                 GateVerdict.PASSED)
 
 
-def nothing_to_compare(mode: str, looked_for: str, folder: str) -> GateResult:
-    """A gated model with no twin in the A/B ``folder`` (``mode`` "ab") or no record in the stored
-    report (``folder``, "stored"): new in this change, measured, not judged; the summary says what
-    was looked for. A run where every model is new compared nothing and fails
-    (report.table.gate_compared_nothing)."""
-    return GateResult(summary={"mode": mode, "new": True, "looked_for": looked_for, "folder": folder})
-
-
 def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
     """The rule by which the gate judged ``figure``, in words (docs/gate.md)."""
     if figure == PEAK_MEMORY:
