@@ -69,6 +69,7 @@ class ProcessFigures:
     runs: int | None = None
     probe_us: float | None = None
     fastest_ms: float | None = None
+    peak_memory_mb: float | None = None  # this process's peak over its load's base
 
     @classmethod
     def from_json(cls, process: Any) -> "ProcessFigures":
@@ -78,7 +79,8 @@ class ProcessFigures:
         return cls(timed={k: float(process[k]) for k in TIMED_KEYS if _positive(process.get(k))},
                    runs=runs if isinstance(runs, int) else None,
                    probe_us=probe if _positive(probe) else None,
-                   fastest_ms=fastest if _positive(fastest) else None)
+                   fastest_ms=fastest if _positive(fastest) else None,
+                   peak_memory_mb=peak if _positive(peak := process.get("peak_memory_mb")) else None)
 
 
 @dataclass(frozen=True)
