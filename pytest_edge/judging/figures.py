@@ -70,6 +70,7 @@ class ProcessFigures:
     probe_us: float | None = None
     fastest_ms: float | None = None
     peak_memory_mb: float | None = None  # this process's peak over its load's base
+    start: str | None = None  # how the process started: "forked" (from a zygote) or "spawned"
 
     @classmethod
     def from_json(cls, process: Any) -> "ProcessFigures":
@@ -80,7 +81,8 @@ class ProcessFigures:
                    runs=runs if isinstance(runs, int) else None,
                    probe_us=probe if _positive(probe) else None,
                    fastest_ms=fastest if _positive(fastest) else None,
-                   peak_memory_mb=peak if _positive(peak := process.get("peak_memory_mb")) else None)
+                   peak_memory_mb=peak if _positive(peak := process.get("peak_memory_mb")) else None,
+                   start=start if isinstance(start := process.get("start"), str) else None)
 
 
 @dataclass(frozen=True)
