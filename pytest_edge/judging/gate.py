@@ -133,8 +133,8 @@ def _unlike_starts(record: GateFigures, baseline: GateFigures) -> str | None:
 def rule_of(figure: str, paired: bool, counted: bool = False) -> str:
     """The rule by which the gate judged ``figure``, in words (docs/gate.md)."""
     if figure == PEAK_MEMORY:
-        return (f"above the threshold and by more than {MEMORY_FLOOR_MB:g} MB in two measurements of fresh processes, "
-                "every process's peak above every baseline process's, the processes started alike")
+        return (f"A/B only: above the threshold and by more than {MEMORY_FLOOR_MB:g} MB in two measurements of fresh "
+                "process pairs, every process's peak above every twin process's, the processes started alike")
     if figure in (ARTIFACT_SIZE, NPU_MEMORY, NPU_ESTIMATE, ARENA):
         return "grown beyond the threshold (exact: no noise floor)"
     if figure == PARTITIONS:
@@ -174,7 +174,13 @@ def run_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, max_re
     # resource figures are exact and fail at once.
     memory: list[Regression] = []
     for regression in resource_regressions(record, baseline, max_regression, what):
-        if regression.figure == PEAK_MEMORY:
+        if regression.figure == PEAK_MEMORY and not paired:
+            # Against stored numbers peak memory is reported, not gated, as P99 is: another run's
+            # processes peaked differently for reasons no figure of theirs tells (an unchanged ExecuTorch
+            # tiny_cnn read +37 % then +44 %, every process above the stored three, in today's CI).
+            result.notes.append(f"{regression.message}: not gated against stored numbers (A/B mode gates it: "
+                                "--edge-baseline-models)")
+        elif regression.figure == PEAK_MEMORY:
             memory.append(regression)
         else:
             result.fail(regression, rule_of(regression.figure, paired))
