@@ -38,6 +38,7 @@ fi
 # The tflite-runtime lane (NumPy < 2) first: its environment is also the "device" of another NumPy
 # major version that tests/test_devices.py reaches over SSH.
 .venv/bin/tox -e tflite-runtime
-.venv/bin/pytest -n 2 tests "$@"
+# The slowest tests are listed at the end, so that CI minutes can be read off any run's log.
+.venv/bin/pytest -n 2 --durations=30 tests "$@"
 # The demo runs the examples with measurement on: the README's first command, kept working.
 bash scripts/demo.sh
