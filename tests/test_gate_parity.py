@@ -194,10 +194,11 @@ DECODER: dict[str, tuple[dict[str, Any], Path]] = {
 }
 
 
-def _generation(ttft_p50_ms: float = 10.0, tpot_p50_ms: float = 4.0, peak_memory_mb: float = 100.0) -> dict[str, Any]:
-    return {"processes": [{"ttft_p50_ms": ttft_p50_ms * (1 + 0.01 * (i % 3)),
-                           "tpot_p50_ms": tpot_p50_ms * (1 + 0.01 * (i % 2)), "runs": 10} for i in range(6)],
-            "peak_memory_mb": peak_memory_mb}
+def _generation(ttft_p50_ms: float = 10.0, tpot_p50_ms: float = 4.0,
+                peak_memory_mb: float = 100.0) -> generation.GenerationMeasurement:
+    return generation.GenerationMeasurement(
+        processes=[{"ttft_p50_ms": ttft_p50_ms * (1 + 0.01 * (i % 3)), "tpot_p50_ms": tpot_p50_ms * (1 + 0.01 * (i % 2))}
+                   for i in range(6)], peak_memory_mb=peak_memory_mb, runs=[10] * 6)
 
 
 def decoder_gate(tmp_path: Path, mode: str, changes: dict[str, Any], artifact: Path) -> GateResult:
@@ -209,8 +210,8 @@ def decoder_gate(tmp_path: Path, mode: str, changes: dict[str, Any], artifact: P
         settings = _stored(settings, tmp_path, {"test": "t.py::test_llm", "backend": "litert", "verdict": "passed",
                                                 "model": {"name": "m", "artifact": "base.tflite"},
                                                 "artifact_bytes": SMALL.stat().st_size,
-                                                "peak_memory_mb": theirs["peak_memory_mb"],
-                                                "llm": {"processes": theirs["processes"]}})
+                                                "peak_memory_mb": theirs.peak_memory_mb,
+                                                "llm": {"processes": theirs.processes}})
     result = generation.gate_generation(settings, "t.py::test_llm", "litert", model, candidate, twin, mine,
                                         theirs if twin else None, lambda count: [mine, theirs][:2 if twin else 1])
     assert result is not None

@@ -409,7 +409,7 @@ def test_figures_in_the_record_and_budgets_named(pytester: pytest.Pytester, llm_
 def test_the_llm_gate_is_the_one_gate_measuring_a_suspect_again() -> None:
     """TTFT/TPOT go through the package's gate: a figure above the threshold is measured again in
     fresh processes and fails only when it is above it twice and significant over all pairs."""
-    from pytest_edge.judging.generation import as_gated, judge
+    from pytest_edge.judging.generation import GenerationMeasurement as M, as_gated, judge
 
     old = [{"ttft_p50_ms": 1.0, "tpot_p50_ms": 0.50}, {"ttft_p50_ms": 1.02, "tpot_p50_ms": 0.51},
            {"ttft_p50_ms": 0.99, "tpot_p50_ms": 0.49}]
@@ -419,12 +419,12 @@ def test_the_llm_gate_is_the_one_gate_measuring_a_suspect_again() -> None:
     def again(new: list, rounds_old: list):
         def measure(rounds: int) -> list:
             asked.append(rounds)
-            return [{"processes": (new * 2)[:rounds]}, {"processes": (rounds_old * 2)[:rounds]}]
+            return [M(processes=(new * 2)[:rounds]), M(processes=(rounds_old * 2)[:rounds])]
         return measure
 
     common = {"paired": True, "processes": 3, "max_regression": 0.10, "strict": False, "source": "base/m.pte"}
-    twin = as_gated("executorch", {"processes": old})
-    result = judge("executorch", {"processes": slower}, twin, measure_again=again(slower, old), **common)
+    twin = as_gated("executorch", M(processes=old))
+    result = judge("executorch", M(processes=slower), twin, measure_again=again(slower, old), **common)
     assert asked == [5] and [f.figure for f in result.findings] == ["TPOT P50"]
     (failure,) = result.failures
     assert fnmatch.fnmatch(failure, "executorch: TPOT P50 0.75* ms (geometric mean of 8 process TPOT P50s) is +50.0% "
@@ -432,9 +432,9 @@ def test_the_llm_gate_is_the_one_gate_measuring_a_suspect_again() -> None:
     assert "measured twice in fresh processes: +50.0%, then +50.0%" in failure
     assert result.summary["mode"] == "ab" and result.summary["verdict"] == "failed"
     # Slower once, unchanged when measured again: a note, never a failure.
-    blip = judge("executorch", {"processes": slower}, twin, measure_again=again(old, old), **common)
+    blip = judge("executorch", M(processes=slower), twin, measure_again=again(old, old), **common)
     assert blip.failures == [] and any("TPOT P50 looked +50.0% slower" in n for n in blip.notes)
-    unchanged = judge("executorch", {"processes": old}, twin, measure_again=again(old, old), **common)
+    unchanged = judge("executorch", M(processes=old), twin, measure_again=again(old, old), **common)
     assert unchanged.failures == [] and unchanged.summary["remeasured"] is False
 
 
@@ -444,7 +444,7 @@ def test_the_llm_gate_tells_a_slower_machine_from_a_slower_decoder() -> None:
     whose probe ran 30 % slower with the fastest generation unmoved are a slower machine
     (inconclusive: a warning, a failure under strict); a 1.5x slower decoder on that same busy
     machine moves its fastest generation too and fails."""
-    from pytest_edge.judging.generation import as_gated, judge
+    from pytest_edge.judging.generation import GenerationMeasurement as M, as_gated, judge
 
     old = [{"ttft_p50_ms": 1.0, "tpot_p50_ms": 0.50, "probe_us": 100.0, "min": 4.0},
            {"ttft_p50_ms": 1.02, "tpot_p50_ms": 0.51, "probe_us": 101.0, "min": 4.02},
@@ -453,15 +453,15 @@ def test_the_llm_gate_tells_a_slower_machine_from_a_slower_decoder() -> None:
     slower = [{**p, "min": p["min"] * 1.5} for p in busy]
 
     def again(new: list):
-        return lambda rounds: [{"processes": (new * 3)[:rounds]}, {"processes": (old * 3)[:rounds]}]
+        return lambda rounds: [M(processes=(new * 3)[:rounds]), M(processes=(old * 3)[:rounds])]
 
     common = {"paired": True, "processes": 3, "max_regression": 0.10, "source": "base/m.pte"}
-    twin = as_gated("executorch", {"processes": old})
-    excused = judge("executorch", {"processes": busy}, twin, measure_again=again(busy), strict=False, **common)
+    twin = as_gated("executorch", M(processes=old))
+    excused = judge("executorch", M(processes=busy), twin, measure_again=again(busy), strict=False, **common)
     assert excused.failures == [] and excused.summary["verdict"] == "inconclusive" and excused.inconclusive
-    strict = judge("executorch", {"processes": busy}, twin, measure_again=again(busy), strict=True, **common)
+    strict = judge("executorch", M(processes=busy), twin, measure_again=again(busy), strict=True, **common)
     assert strict.failures and "CPU probe +30" in strict.failures[0]
-    caught = judge("executorch", {"processes": slower}, twin, measure_again=again(slower), strict=False, **common)
+    caught = judge("executorch", M(processes=slower), twin, measure_again=again(slower), strict=False, **common)
     assert caught.failures and "fastest runs +50" in caught.failures[0]
 
 

@@ -16,7 +16,7 @@ the threshold both times, the second measurement significant on its own, and bot
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -29,20 +29,51 @@ from ..core.sizes import artifact_size
 from ..errors import BackendCrash, BackendError, EdgeUsageError
 from ..files import relative_path
 from ..worker.pool import WorkerPool
-from ..worker.protocol import (ContextMemory, DecoderLoaded, GenerationTimes, LimitAddressSpace, Load, MeasureGeneration,
-                               ProbeContext)
+from ..worker.protocol import (GENERATION_TIME_CAP_S, ContextMemory, DecoderLoaded, GenerationTimes, LimitAddressSpace,
+                               Load, MeasureGeneration, ProbeContext)
 from .baseline import BaselineKind, choose_baseline
 from .figures import GateFigures
 from .gate import AB_REMEASURE_PAIRS, GateResult, run_gate
 from .regressions import GENERATION_FIGURES
 from ..measurement.stats import mean_sd
 
+
+@dataclass(frozen=True)
+class GenerationMeasurement:
+    """A decoder's generation measured in fresh worker processes (:func:`measure_rounds`), the
+    decoders' counterpart of a tensor model's ``TimedMeasurement``: every timed generation's TTFT,
+    TPOT and decode time pooled over the processes (seconds), each process's own figures
+    (``processes``, what the merge gate compares), the load time as the processes' median, memory
+    as their maximum, the runtime's own counters beside ours and the generations each process
+    timed (fewer than ``runs=`` where the worker's time cap stopped it)."""
+
+    ttft_s: list[float] = field(default_factory=list)
+    tpot_s: list[float] = field(default_factory=list)
+    decode_s: list[float] = field(default_factory=list)  # per generation, with ttft_s
+    # per fresh process, as the report keeps them: ttft_p50_ms, tpot_p50_ms, and where the worker
+    # probed the machine, probe_us and the fastest whole generation ("min", ms), which the gate's
+    # slower-machine rule reads as it reads a tensor model's fastest run
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    load_ms: float | None = None
+    peak_memory_mb: float | None = None
+    steady_memory_mb: float | None = None
+    runtime_timings: dict[str, Any] | None = None
+    runs: list[int] = field(default_factory=list)
+
+    def capped(self, runs: int) -> str | None:
+        """Why fewer than ``runs`` generations were timed in a process (None: every process timed them all)."""
+        if self.runs and min(self.runs) < runs:
+            return (f"{min(self.runs)} of runs={runs} timed generations in a process: the worker stops after "
+                    f"{GENERATION_TIME_CAP_S:g} s")
+        return None
+
+
 # rounds -> one pooled measurement per artifact, this one first, then its twin (measure_rounds)
-MeasureRounds = Callable[[int], "list[dict[str, Any]]"]
+MeasureRounds = Callable[[int], "list[GenerationMeasurement]"]
 
 
 def measure_rounds(pool: WorkerPool, backend: str, models: Sequence[tuple[Path, LlmConfig]], prompt: Sequence[int],
-                   new_tokens: int, warmup: int, runs: int, rounds: int, threads: int = 1) -> list[dict[str, Any]]:
+                   new_tokens: int, warmup: int, runs: int, rounds: int, threads: int = 1) -> list[GenerationMeasurement]:
     """TTFT and TPOT of each model in ``rounds`` fresh worker processes of ``backend`` (the one
     measurement policy of tensor models, measurer.fresh_rounds: A B, B A, ... under the machine's
     measurement lock, forked or spawned or on a device as the session's workers are, each within
@@ -68,26 +99,23 @@ def measure_rounds(pool: WorkerPool, backend: str, models: Sequence[tuple[Path, 
     return [_pooled(r) for r in results]
 
 
-def _pooled(processes: Sequence[tuple[DecoderLoaded, GenerationTimes]]) -> dict[str, Any]:
+def _pooled(processes: Sequence[tuple[DecoderLoaded, GenerationTimes]]) -> GenerationMeasurement:
     results = [times for _, times in processes]
     peaks = [r.peak_memory_mb for r in results if r.peak_memory_mb is not None]
     steadies = [r.steady_memory_mb for r in results if r.steady_memory_mb is not None]
-    return {"ttft_s": [t for r in results for t in r.ttft_s], "tpot_s": [t for r in results for t in r.tpot_s],
-            "decode_s": [t for r in results for t in r.decode_s],  # per generation, with ttft_s
-            # per fresh process: what the merge gate compares
-            # (with the machine probe and the fastest whole generation, "min", which the gate's
-            # slower-machine rule reads as it reads a tensor model's fastest run)
-            "processes": [{"ttft_p50_ms": float(np.median(r.ttft_s)) * 1000.0,
-                           "tpot_p50_ms": float(np.median(r.tpot_s)) * 1000.0 if r.tpot_s else None,
-                           **({"probe_us": r.probe_us, "min": min(r.generation_s) * 1000.0}
-                              if r.probe_us and r.generation_s else {})}
-                          for r in results],
-            "load_ms": float(np.median([loaded.load_ms for loaded, _ in processes])),
-            "peak_memory_mb": max(peaks) if peaks else None, "steady_memory_mb": max(steadies) if steadies else None,
-            "runtime_timings": _runtime_timings([r.runtime_timings for r in results],
-                                                [(r.ttft_s, r.decode_s) for r in results]),
-            # timed generations each process ran (fewer than runs= where the worker's time cap stopped it)
-            "runs": [r.runs for r in results]}
+    return GenerationMeasurement(
+        ttft_s=[t for r in results for t in r.ttft_s], tpot_s=[t for r in results for t in r.tpot_s],
+        decode_s=[t for r in results for t in r.decode_s],
+        processes=[{"ttft_p50_ms": float(np.median(r.ttft_s)) * 1000.0,
+                    "tpot_p50_ms": float(np.median(r.tpot_s)) * 1000.0 if r.tpot_s else None,
+                    **({"probe_us": r.probe_us, "min": min(r.generation_s) * 1000.0}
+                       if r.probe_us and r.generation_s else {})}
+                   for r in results],
+        load_ms=float(np.median([loaded.load_ms for loaded, _ in processes])),
+        peak_memory_mb=max(peaks) if peaks else None, steady_memory_mb=max(steadies) if steadies else None,
+        runtime_timings=_runtime_timings([r.runtime_timings for r in results],
+                                         [(r.ttft_s, r.decode_s) for r in results]),
+        runs=[r.runs for r in results])
 
 
 def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any]] | None],
@@ -139,18 +167,18 @@ def stored_figures(record: Mapping[str, Any], backend: str, test: str) -> GateFi
                                  source=str(record.get("test", test)))
 
 
-def as_gated(backend: str, measured: Mapping[str, Any], artifact: Path | None = None,
+def as_gated(backend: str, measured: GenerationMeasurement, artifact: Path | None = None,
              rootdir: Path | None = None) -> GateFigures:
     """A measurement (measure_rounds) of ``artifact`` as the gate reads a record: with the
     artifact's size, gated as every model's."""
     path = relative_path(artifact, rootdir or Path.cwd()) if artifact is not None else None
     sized = {"artifact_bytes": artifact_size(artifact, backend)[0], "model": {"artifact": path}} if artifact else {}
-    return GateFigures.from_json({"backend": backend, "processes": measured.get("processes") or [],
-                                  "peak_memory_mb": measured.get("peak_memory_mb"), **sized},
+    return GateFigures.from_json({"backend": backend, "processes": measured.processes,
+                                  "peak_memory_mb": measured.peak_memory_mb, **sized},
                                  source=path or "a decoder's measurement")
 
 
-def judge(backend: str, measured: Mapping[str, Any], baseline: GateFigures, *, paired: bool,
+def judge(backend: str, measured: GenerationMeasurement, baseline: GateFigures, *, paired: bool,
           measure_again: MeasureRounds, processes: int, max_regression: float, strict: bool,
           source: str, artifact: Path | None = None, rootdir: Path | None = None) -> GateResult:
     """The gate's decision on one measurement against the twin's (``paired``: ``baseline`` is the
@@ -167,7 +195,7 @@ def judge(backend: str, measured: Mapping[str, Any], baseline: GateFigures, *, p
 
 
 def gate_generation(settings: Settings, test_id: str, backend: str, model: Model, artifact: Path,
-                    twin: Path | None, measured: Mapping[str, Any], twin_measured: Mapping[str, Any] | None,
+                    twin: Path | None, measured: GenerationMeasurement, twin_measured: GenerationMeasurement | None,
                     rounds: MeasureRounds) -> GateResult | None:
     """The merge gate's decision on a decoder's generation figures, against the baseline the one
     rule chooses (baseline.choose_baseline, as for every kind): ``twin`` (measured with it in the

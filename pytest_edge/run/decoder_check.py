@@ -35,7 +35,7 @@ from ..judging import generation
 from ..judging.baseline import twin_of
 from ..judging.gate import GateResult
 from ..worker.pool import WorkerPool
-from ..worker.protocol import GENERATION_TIME_CAP_S, Generate, Load, TeacherForce, TeacherForcedLogits
+from ..worker.protocol import Generate, Load, TeacherForce, TeacherForcedLogits
 from .decoder_plan import LlmTarget, config_of, model_json, run_context, spec_context
 from ..core.external_data import artifact_files
 from ..core.models import Model, ModelKeys
@@ -241,7 +241,7 @@ class LlmChecker:
         block: dict[str, Any] = {"config": config.__dict__, "new_tokens": spec.new_tokens,
                                  "kv_cache": get_backend(target.backend).kv_cache, "prompts": per_prompt,
                                  "teacher_forced": overall}
-        measured: dict[str, Any] = {}
+        measured: generation.GenerationMeasurement | None = None
         judged: GateResult | None = None
         # the budgets' checks.Finding, kept on the record as for tensor models
         findings: list[Finding] = check_teacher_forced(overall, spec.budgets(check_teacher_forced), target.backend)
@@ -278,9 +278,9 @@ class LlmChecker:
             precision=config.dtype, threads=spec.threads,
             input={"input_ids": {"shape": [1, len(prompts[0])], "dtype": "int64"}},
             warmup_runs=spec.warmup if measured else None, measured_runs=spec.runs if measured else None,
-            load_ms=measured.get("load_ms"), peak_memory_mb=measured.get("peak_memory_mb"),
+            load_ms=measured.load_ms if measured else None, peak_memory_mb=measured.peak_memory_mb if measured else None,
             artifact_bytes=artifact_size(artifact, target.backend)[0],
-            steady_memory_mb=measured.get("steady_memory_mb"),
+            steady_memory_mb=measured.steady_memory_mb if measured else None,
             accuracy={"reference": per_prompt[0]["reference"],
                       "token_agreement": min(p["token_agreement"] for p in per_prompt),
                       "top1_agreement": overall["top1_agreement"],
@@ -324,7 +324,7 @@ class LlmChecker:
                                f"pytest-edge golden diff {folder})")
 
     def _measure(self, test_id: str, target: LlmTarget, config: LlmConfig, prompt: list[int],
-                 block: dict[str, Any]) -> tuple[dict, GateResult | None]:
+                 block: dict[str, Any]) -> tuple[generation.GenerationMeasurement, GateResult | None]:
         """The figures into ``block``; returns them and the merge gate's decision (None: no baseline)."""
         spec, artifact, settings = target.spec, target.artifact, self.settings
         twin = twin_of(settings.baseline_models, target.model, artifact)
@@ -332,21 +332,18 @@ class LlmChecker:
         # Each loaded for this generation's context, as the tests' own generations are.
         models = [(path, c.for_context(run_context(len(prompt) + spec.new_tokens, c))) for path, c in models]
 
-        def rounds(count: int) -> list[dict[str, Any]]:
+        def rounds(count: int) -> list[generation.GenerationMeasurement]:
             return generation.measure_rounds(self.pool, target.backend, models, prompt, spec.new_tokens, spec.warmup,
                                              spec.runs, count, spec.threads)
 
         measured, *twin_measured = rounds(settings.processes)
         judged = generation.gate_generation(settings, test_id, target.backend, target.model, artifact, twin, measured,
                                             twin_measured[0] if twin_measured else None, rounds)
-        block.update(timing_figures(len(prompt), measured["ttft_s"], measured["tpot_s"], measured["decode_s"],
-                                    spec.new_tokens))
-        block.update(load_ms=measured["load_ms"], peak_memory_mb=measured["peak_memory_mb"],
-                     steady_memory_mb=measured["steady_memory_mb"], processes=measured["processes"],
-                     runtime_timings=measured["runtime_timings"],
-                     **({"runs_capped": f"{min(measured['runs'])} of runs={spec.runs} timed generations in a "
-                                        f"process: the worker stops after {GENERATION_TIME_CAP_S:g} s"}
-                        if measured.get("runs") and min(measured["runs"]) < spec.runs else {}),
+        block.update(timing_figures(len(prompt), measured.ttft_s, measured.tpot_s, measured.decode_s, spec.new_tokens))
+        capped = measured.capped(spec.runs)
+        block.update(load_ms=measured.load_ms, peak_memory_mb=measured.peak_memory_mb,
+                     steady_memory_mb=measured.steady_memory_mb, processes=measured.processes,
+                     runtime_timings=measured.runtime_timings, **({"runs_capped": capped} if capped else {}),
                      kv_cache_estimate_mb=config.kv_cache_bytes(len(prompt) + spec.new_tokens) / 2**20)
         if spec.needs_context_sweep:
             cap = min(spec.context_cap or config.max_context, config.max_context)
