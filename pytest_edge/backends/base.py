@@ -95,6 +95,11 @@ class LoadedModel(ABC):
     def reset(self) -> None:
         """Forget state kept between runs (variables of stateful models) before a golden case."""
 
+    def calibrate(self, cases: Sequence[Mapping[str, Any]], source: str) -> None:
+        """Quantize on ``cases`` (each ``{"origin", "inputs": {name: array}}``; ``source`` says where
+        they came from, for the record), for a backend whose ``calibrates`` is set (rknn's -int8)."""
+        raise BackendError(f"this backend takes no calibration cases (from {source})")
+
     def arena(self) -> "TensorArena | None":
         """The tensor arena a microcontroller runtime allocated for the model, as the runtime itself
         reports it (backends/arena.py); None for a runtime that plans no arena."""
@@ -217,6 +222,9 @@ class Backend(ABC):
     # this backend's worker runs in, made by pytest-edge (devices/backend_env.py): a runtime whose
     # pins cannot live in the main environment. None: the main environment.
     environment: Path | None = None
+    # A target that quantizes the artifact itself at load (an NPU toolkit's int8 build): its load is
+    # given calibration cases (the golden's every case, or the marker's calibration=), LoadedModel.calibrate.
+    calibrates: bool = False
 
     # What an emulated device (devices/qemu.py) installs to run this runtime, at the host's
     # versions: its own distribution first, then what it needs beside it; empty: none is installed.

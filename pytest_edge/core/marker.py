@@ -71,6 +71,9 @@ class MarkerSpec:
     allowed_cpu_ops: tuple[str, ...] | None = None
     # The tensor arena a microcontroller runtime reports for the model (KiB): the RAM a device must have.
     max_arena_kb: float | None = None
+    # Where a target that quantizes at load (rknn's -int8) takes its calibration cases: an .npz of one
+    # case or a folder of them, relative to the test's folder (run/calibration.py); None: the golden's cases.
+    calibration: str | None = None
 
     @property
     def needs_measurement(self) -> bool:
@@ -143,6 +146,11 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
     spec.tolerances = _check_tolerances(kwargs.get("tolerances") or {})
     spec.inputs = _check_inputs(kwargs.get("inputs"))
     spec.shapes = _check_shapes(kwargs.get("shapes") or {})
+    if kwargs.get("calibration") is not None:
+        if not isinstance(kwargs["calibration"], (str, Path)) or not str(kwargs["calibration"]).strip():
+            raise EdgeUsageError(f"calibration: expected the path of an .npz file or a folder of them, got "
+                                 f"{kwargs['calibration']!r}")
+        spec.calibration = str(kwargs["calibration"])
     return spec
 
 

@@ -166,9 +166,16 @@ class EdgeSession:
             self._artifacts_checked.add((str(artifact), plan.backend))
         shapes = self.input_shapes(plan, backend, artifact)
         key = f"{artifact.resolve()}|{plan.backend}|{plan.threads}|{shapes.to_json()}"
+        calibration = None
+        if backend.calibrates:  # a toolkit's int8 build: quantized on the golden's cases or calibration=
+            from .calibration import calibration_for
+
+            calibration = calibration_for(plan, self.golden, self.settings.rootdir)
+            key += f"|calibration {calibration.identity}" if calibration is not None else ""
         if key not in self.loaded:
-            reply = Loaded.from_reply(self.pool.request(plan.backend, Load(key, str(artifact), plan.threads,
-                                                                           shapes.to_json()), artifact))
+            reply = Loaded.from_reply(self.pool.request(plan.backend, Load(
+                key, str(artifact), plan.threads, shapes.to_json(),
+                calibration=calibration.to_json() if calibration is not None else None), artifact))
             self.loaded[key] = ModelInfo.from_load(key, plan.backend, artifact, reply, plan.threads, shapes,
                                                    self.pool.machine(plan.backend))
         info = self.loaded[key]

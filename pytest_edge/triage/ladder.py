@@ -21,14 +21,16 @@ from ..accuracy.inputs import feed_order
 from ..accuracy.metrics import diverges
 from ..core.plan import Plan
 from .etdump import etdump_triage
+from .layers import layer_triage
 from .nodes import node_triage
 from .quant import pair_formats
 from .runner import Runner
 
 # What triage does for a backend with no delegate-free sibling, by its Backend.triage_method (the
 # Intermediates.method its loaded models record): "nodes", one graph in several configurations
-# compared node by node; "etdump", the runtime's record of each operator call checked.
-TRIAGE_METHODS = {"nodes": node_triage, "etdump": etdump_triage}
+# compared node by node; "etdump", the runtime's record of each operator call checked; "layers", a
+# toolkit's own per-layer accuracy analysis of its quantized build (rknn-toolkit2's).
+TRIAGE_METHODS = {"nodes": node_triage, "etdump": etdump_triage, "layers": layer_triage}
 
 
 def as_seen_by_triage(plan: Plan, golden: Golden) -> Golden:

@@ -50,6 +50,9 @@ class Load(Request):
     # A decoder LLM's configuration (backends.decoder_config.LlmConfig's fields): the artifact is opened as a
     # decoder (Backend.open_decoder), not as a tensor model; Generate and MeasureGeneration run it.
     decoder: dict[str, Any] | None = None
+    # A backend that quantizes at load (Backend.calibrates): {"source": str, "cases": [{"origin": str,
+    # "inputs": {name: array}}]}, given to LoadedModel.calibrate after the load.
+    calibration: dict[str, Any] | None = None
 
 
 @dataclass

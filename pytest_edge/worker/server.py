@@ -66,7 +66,7 @@ class WorkerServer:
 
     def op_load(self, key: str, path: str, threads: int | None, shapes: dict,
                 with_coverage: bool = True, external: dict | None = None,
-                decoder: dict | None = None) -> dict[str, Any]:
+                decoder: dict | None = None, calibration: dict | None = None) -> dict[str, Any]:
         """Load and describe a model (a decoder LLM where ``decoder`` gives its configuration). A
         measuring worker skips coverage: reading a .pte's program in Python would leave its
         allocations in the RSS that the memory figures start from."""
@@ -81,6 +81,8 @@ class WorkerServer:
             model: Any = self.backend.open_decoder(Path(path), LlmConfig(**decoder), threads or 1)
         else:
             model = self.backend.load(Path(path), threads=threads, shapes=InputShapes.from_json(shapes))
+            if calibration is not None:  # a toolkit's int8 build, part of the load (Backend.calibrates)
+                model.calibrate(calibration["cases"], calibration["source"])
         load_ms = (time.perf_counter_ns() - start) / 1e6
         # A peak over the baseline means something only if the high-water mark was reset, or this
         # is the first model of a fresh process.

@@ -22,15 +22,16 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from ...errors import BackendError, DoesNotConvert
-from ..base import Backend, LoadedModel, TensorSpec, file_head, unusable_artifact
+from ..base import Backend, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
 from ..shapes import InputShapes, LoadShapes
 from ..toolprocess import MEMORY_VARIABLE, error_line, memory_limit
 from . import INT8, PLATFORMS, REGISTERED  # the manifest's (__init__.py)
+from .analysis import ANALYSIS_FILE, AnalysisUnreadable, read_analysis
 
 # Every platform rknn-toolkit2 2.5.0 builds for (RKNN.config's target_platform).
 KNOWN = (*PLATFORMS, "rv1103", "rv1103b", "rv1106", "rv1106b", "rv1126b", "rk2118")
@@ -41,6 +42,10 @@ KNOWN = (*PLATFORMS, "rv1103", "rv1103b", "rv1106", "rv1106b", "rv1126b", "rk211
 DEFAULT_MEMORY_BYTES = 8 * 2**30
 SIMULATED = "rknn-toolkit2's simulator on this host: the toolkit's model of the NPU's numerics, this host's time"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the toolkit's log colours its levels
+# Operators of a model quantized before the toolkit (onnxruntime's quantize_static, QDQ): the toolkit
+# imports their scales and builds int8 without a dataset of its own.
+_QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "QLinearAdd", "ConvInteger",
+                  "MatMulInteger", "DynamicQuantizeLinear"}
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16",
                 11: "float64"}
 
@@ -99,11 +104,14 @@ class RknnBackend(Backend):
     threads_supported = False
     named_only = True
     environment = Path(__file__).resolve().parent
+    # A mismatch is triaged by the toolkit's own per-layer accuracy analysis (triage/layers.py).
+    triage_method = "layers"
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.platform = name.removeprefix("rknn-").removesuffix(INT8)
         self.quantized = name.endswith(INT8)
+        self.calibrates = self.quantized  # int8 is quantized on calibration cases the load is given
 
     @classmethod
     def variant(cls, name: str) -> Backend | None:
@@ -136,13 +144,15 @@ class RknnBackend(Backend):
 
 
 class RknnModel(LoadedModel):
-    """An ``.onnx`` built by rknn-toolkit2 for one platform, run in its simulator. int8 is built at
-    the first run, calibrated on that run's inputs (a session runs the golden's cases: its first)."""
+    """An ``.onnx`` built by rknn-toolkit2 for one platform, run in its simulator. int8 is built when
+    the load's calibration cases arrive (:meth:`calibrate`: the golden's every case, or the marker's
+    ``calibration=``); a load given none (a measuring worker's) builds at the first run, on its inputs."""
 
     def __init__(self, backend: RknnBackend, path: Path, shapes: InputShapes) -> None:
         import onnx
 
         self.backend, self.path = backend, path.absolute()  # the toolkit builds inside a folder of its own
+        self.renamed = shapes  # the golden's input names -> this artifact's (calibration cases use the golden's)
         graph = onnx.load(str(path), load_external_data=False).graph
         initializers = {i.name for i in graph.initializer}
         declared = [(i.name, i.type.tensor_type) for i in graph.input if i.name not in initializers]
@@ -162,14 +172,47 @@ class RknnModel(LoadedModel):
                                                 for d in o.type.tensor_type.shape.dim),
                                    _ONNX_DTYPES.get(o.type.tensor_type.elem_type, "float32")) for o in graph.output]
         self.rknn: Any = None
+        self.prequantized = any(node.op_type in _QUANTIZED_OPS for node in graph.node)
         # What the record keeps (the load's reply): an int8 model is built at its first run, after it.
-        self.details: dict[str, Any] = {"target_platform": backend.platform, "build": self._options(None),
+        self.details: dict[str, Any] = {"target_platform": backend.platform, "build": self._options(None, ""),
                                         "rknn_bytes": None, "built": "at the first run (calibrated on its inputs)", "executed": SIMULATED}
 
-    def build(self, calibration: Sequence[np.ndarray] | None) -> None:
-        """Build for the platform (int8: quantized on ``calibration``, written as .npy files and the
-        toolkit's dataset list in a temporary folder), export the ``.rknn`` (its size is recorded)
-        and start the simulator. DoesNotConvert with the toolkit's reason where it cannot build."""
+    def calibrate(self, cases: Sequence[Mapping[str, Any]], source: str) -> None:
+        """Build int8 now, quantized on ``cases`` (each ``{"origin": where it came from, "inputs":
+        {name: array}}``, named by the golden's or this artifact's input names), said in the record as
+        ``source``. A case without one of the model's inputs, or of another shape, is an error naming
+        the case's origin and this backend; no case at all is one too."""
+        if not self.backend.quantized:
+            raise BackendError(f"{self.backend.name}: builds in float16; calibration is for its -int8 target")
+        if not cases:
+            raise BackendError(f"{self.backend.name}: calibration from {source}: no case to calibrate {self.path} on")
+        own = self.renamed.renaming([spec.name for spec in self.inputs])  # golden name -> this artifact's
+        golden_name = {mine: theirs for theirs, mine in own.items()}
+        samples = []
+        for case in cases:
+            origin, given = case.get("origin", source), case.get("inputs") or {}
+            sample = []
+            for spec in self.inputs:
+                array = given.get(spec.name, given.get(golden_name.get(spec.name, spec.name)))
+                if array is None:
+                    raise BackendError(f"{self.backend.name}: calibration case {origin} has no input {spec.name!r} "
+                                       f"of {self.path} (it has {sorted(given)})")
+                array = np.asarray(array)
+                if tuple(array.shape) != tuple(spec.shape):
+                    raise BackendError(f"{self.backend.name}: calibration case {origin}: input {spec.name!r} has shape "
+                                       f"{list(array.shape)}, {self.path} is built for {list(spec.shape)}")
+                if array.dtype.kind not in "fiub":
+                    raise BackendError(f"{self.backend.name}: calibration case {origin}: input {spec.name!r} holds "
+                                       f"{array.dtype}, not numbers")
+                sample.append(array.astype(spec.dtype, copy=False))
+            samples.append(sample)
+        self.build(samples, source)
+
+    def build(self, calibration: Sequence[Sequence[np.ndarray]] | None, source: str = "") -> None:
+        """Build for the platform (int8: quantized on ``calibration``, one list of input arrays per
+        sample, written as .npy files and the toolkit's dataset list, a line per sample, in a
+        temporary folder), export the ``.rknn`` (its size is recorded) and start the simulator.
+        DoesNotConvert with the toolkit's reason where it cannot build."""
         from rknn.api import RKNN
 
         backend = self.backend
@@ -186,12 +229,13 @@ class RknnModel(LoadedModel):
                 self._step(rknn, "load_onnx", rknn.load_onnx(model=str(self.path), **inputs), log)
                 if calibration is not None:
                     lines = []
-                    for index, array in enumerate(calibration):
-                        file = Path(folder) / f"input{index}.npy"
-                        np.save(file, np.asarray(array))
-                        lines.append(str(file))
+                    for index, sample in enumerate(calibration):
+                        files = [Path(folder) / f"sample{index}_input{position}.npy" for position in range(len(sample))]
+                        for file, array in zip(files, sample):
+                            np.save(file, np.asarray(array))
+                        lines.append(" ".join(map(str, files)))  # a sample's inputs side by side
                     dataset = Path(folder) / "dataset.txt"
-                    dataset.write_text(" ".join(lines) + "\n")  # one line per sample, its inputs side by side
+                    dataset.write_text("\n".join(lines) + "\n")
                     build["dataset"] = str(dataset)
                 self._step(rknn, "build", rknn.build(**build), log)
                 exported = Path(folder) / f"{self.path.stem}.rknn"
@@ -208,15 +252,21 @@ class RknnModel(LoadedModel):
                                          f"{backend.platform}: {toolkit_reason(exc)}") from None
                 raise BackendError(_memory_message(backend.name, self.path, exc)) from None
         self.rknn = rknn
-        self.details = {"target_platform": backend.platform, "build": self._options(calibration),
-                        "rknn_bytes": rknn_bytes, "built": "at load", "executed": SIMULATED}
+        built = "at load" if source else "at the first run (calibrated on its inputs)"
+        self.details = {"target_platform": backend.platform, "build": self._options(calibration, source),
+                        "rknn_bytes": rknn_bytes, "built": built, "executed": SIMULATED}
 
-    def _options(self, calibration: Sequence[np.ndarray] | None) -> dict[str, Any]:
-        """The build's options as the record keeps them."""
+    def _options(self, calibration: Sequence[Sequence[np.ndarray]] | None, source: str) -> dict[str, Any]:
+        """The build's options as the record keeps them: for int8, how many samples it was
+        calibrated on and where they came from."""
+        if not self.backend.quantized and self.prequantized:
+            return {"do_quantization": False, "quantization": "the model's own (its quantization operators imported)"}
         if not self.backend.quantized:
             return {"do_quantization": False, "float_dtype": "float16"}
         return {"do_quantization": True, "quantized_dtype": "w8a8", "quantized_algorithm": "normal",
-                "quantized_method": "channel", "calibration": "the first run's inputs (the golden's first case)"}
+                "quantized_method": "channel",
+                "calibration": {"samples": len(calibration) if calibration is not None else None,
+                                "source": source or "the first run's inputs"}}
 
     def _step(self, rknn: Any, step: str, code: Any, log: Path) -> None:
         if code != 0:
@@ -232,7 +282,7 @@ class RknnModel(LoadedModel):
 
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         if self.rknn is None:
-            self.build(feeds)
+            self.build([feeds])
         formats = ["nchw" if np.ndim(feed) == 4 else "nhwc" for feed in feeds]
         try:
             outputs = self.rknn.inference(inputs=[np.ascontiguousarray(feed) for feed in feeds], data_format=formats)
@@ -255,11 +305,43 @@ class RknnModel(LoadedModel):
         raise BackendError(f"{self.backend.name}: rknn-toolkit2's simulator gave output {spec.name!r} of {self.path} "
                            f"in shape {list(array.shape)}, the model declares {list(spec.shape)}")
 
+    def intermediates(self, feeds: Sequence[np.ndarray]) -> Intermediates | None:
+        """The toolkit's per-layer accuracy analysis of the int8 build on ``feeds``
+        (``accuracy_analysis(target=None)``: the float model against the quantized simulator, layer by
+        layer), method "layers": ``details["layers"]`` as the toolkit's file gives them, in its order.
+        Float16 builds are not analysed (said in ``unavailable``); a missing or garbled file too."""
+        method = "layers"
+        tool = f"rknn-toolkit2 {self.backend.runtime_version()}'s accuracy_analysis"
+        if not self.backend.quantized:
+            return Intermediates(method, unavailable=f"{tool} compares a quantized build with the float model; "
+                                                     f"{self.backend.name} builds in float16")
+        if self.rknn is None:
+            self.build([feeds])
+        with tempfile.TemporaryDirectory(prefix="pytest-edge-rknn-analysis-") as folder, _inside(Path(folder)):
+            files = []
+            for position, feed in enumerate(feeds):
+                files.append(str(Path(folder) / f"input{position}.npy"))
+                np.save(files[-1], np.ascontiguousarray(feed))
+            snapshot = Path(folder) / "snapshot"
+            try:
+                code = self.rknn.accuracy_analysis(inputs=files, output_dir=str(snapshot), target=None)
+            except Exception as exc:  # noqa: BLE001 - the toolkit's own error, said
+                return Intermediates(method, unavailable=f"{tool} failed on {self.path}: {toolkit_reason(exc)}")
+            if code != 0:
+                return Intermediates(method, unavailable=f"{tool} returned {code} on {self.path}")
+            try:
+                rows = read_analysis(snapshot)
+            except AnalysisUnreadable as exc:
+                return Intermediates(method, unavailable=f"{tool}: {exc}")
+        return Intermediates(method, details={"layers": [row.to_json() for row in rows], "tool": tool,
+                                              "file": ANALYSIS_FILE, "compared": "the float model against the int8 "
+                                              "simulator"})
+
     def runtime_details(self) -> dict[str, Any]:
         return dict(self.details)
 
     def precision(self) -> str:
-        return "int8" if self.backend.quantized else "float16"
+        return "int8" if self.backend.quantized or self.prequantized else "float16"
 
 
 def backends() -> list[Backend]:
