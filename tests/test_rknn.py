@@ -123,7 +123,9 @@ def test_tiny_cnn_int8_calibrated_on_the_golden_inputs(pytester: pytest.Pytester
     records = json.loads((pytester.path / "r.json").read_text())["records"]
     passed = next(r for r in records if "test_int8[" in r["test"])
     assert passed["verdict"] == "passed" and passed["runtime"]["build"]["do_quantization"] is True
-    assert "golden" in passed["runtime"]["build"]["calibration"]
+    calibration = passed["runtime"]["build"]["calibration"]  # every golden case (one here), at load
+    assert calibration["samples"] == 1 and calibration["source"].startswith("the golden's 1 case(s)")
+    assert passed["runtime"]["built"] == "at load" and passed["runtime"]["rknn_bytes"] > 10_000
     print("int8 accuracy:", passed["accuracy"])
 
 
