@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import EdgeError
 from ..files import atomic_write
-from ..report.history import export_runs, import_file, judge_creep, load_history, show_lines
+from ..report.history import export_runs, import_runs, judge_creep, load_history, runs_of_file, show_lines
 from ..units import parse_percent
 
 
@@ -53,21 +53,28 @@ def _fail(command: str, exc: Exception) -> int:
     return 2
 
 
+def _count(value: int | None, option: str, least: int, why: str) -> None:
+    """A run count given on the command line: below ``least`` is refused, never bent to fit (a
+    --last of -1 would drop the first run; a --window of 1 was judged as 3)."""
+    if value is not None and value < least:
+        raise ValueError(f"{option} {value}: at least {least} ({why})")
+
+
 def show_command(args: argparse.Namespace) -> int:
     try:
+        _count(args.last, "--last", 1, "the runs shown per model, backend and device")
         runs = load_history(Path(args.folder))
     except ValueError as exc:
         return _fail("show", exc)
-    print("\n".join(show_lines(runs, max(1, args.last), args.model)))
+    print("\n".join(show_lines(runs, args.last, args.model)))
     return 0
 
 
 def creep_command(args: argparse.Namespace) -> int:
     try:
-        runs = load_history(Path(args.folder))
         limit = parse_percent(args.max_creep, "--max-creep")
-        if args.window < 3:
-            raise ValueError(f"--window {args.window}: at least 3 runs (a first and a last third)")
+        _count(args.window, "--window", 3, "a first and a last third of runs")
+        runs = load_history(Path(args.folder))
     except (ValueError, EdgeError) as exc:
         return _fail("creep", exc)
     creeps = judge_creep(runs, limit, args.window)
@@ -82,14 +89,16 @@ def html_command(args: argparse.Namespace) -> int:
     from ..report.json_report import write_page
 
     try:
+        _count(args.last, "--last", 1, "the runs drawn per model, backend and device")
+        _count(args.window, "--window", 3, "a first and a last third of runs")
+        limit = parse_percent(args.max_creep, "--max-creep") if args.max_creep else None
         runs = load_history(Path(args.folder))
-        creeps = judge_creep(runs, parse_percent(args.max_creep, "--max-creep"), max(3, args.window)) \
-            if args.max_creep else []
+        creeps = judge_creep(runs, limit, args.window) if limit is not None else []
     except (ValueError, EdgeError) as exc:
         return _fail("html", exc)
     try:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        write_page(Path(args.output), render_history_html(runs, max(1, args.last), creeps))
+        write_page(Path(args.output), render_history_html(runs, args.last, creeps))
     except OSError as exc:
         return _fail("html", exc)
     print(f"html: {args.output}")
@@ -98,6 +107,7 @@ def html_command(args: argparse.Namespace) -> int:
 
 def export_command(args: argparse.Namespace) -> int:
     try:
+        _count(args.last, "--last", 1, "the newest runs exported; leave it out for every run")
         runs = load_history(Path(args.folder))
     except ValueError as exc:
         return _fail("export", exc)
@@ -112,11 +122,11 @@ def export_command(args: argparse.Namespace) -> int:
 
 
 def import_command(args: argparse.Namespace) -> int:
-    written = []
-    try:
-        for name in args.files:
-            written += import_file(Path(args.folder), Path(name), args.commit, args.machine)
+    try:  # every file read and validated before a run is written: a bad file imports nothing
+        runs = [run for name in args.files for run in runs_of_file(Path(name), args.commit, args.machine)]
+        written, held = import_runs(Path(args.folder), runs)
     except (ValueError, OSError) as exc:
         return _fail("import", exc)
-    print(f"imported {len(written)} run(s) into {args.folder}")
+    print(f"imported {len(written)} run(s) into {args.folder}"
+          + (f"; {held} already in the history, left out" if held else ""))
     return 0

@@ -89,7 +89,8 @@ def history_section(runs: Sequence[Run], last: int = 10, creeps: Sequence[Creep]
             for index, trend in enumerate(TRENDS) if (points := _points(held, lambda r, p=trend.path: dig(r, *p)))]
         out.append('<div class="row">' + "".join(f'<div class="card">{chart}</div>' for chart in charts if chart) + "</div>")
     out.append("</section>")
-    return out
+    # A lone surrogate in a run's names (a file name's undecodable byte) has no UTF-8: its escape's text.
+    return [line.encode("utf-8", "backslashreplace").decode("utf-8") for line in out]
 
 
 def render_history_html(runs: Sequence[Run], last: int = 10, creeps: Sequence[Creep] = ()) -> str:

@@ -120,6 +120,9 @@ def samples(records: Sequence[Mapping[str, Any]], commit: str = "", machine: str
 
 
 def _escape(value: str) -> str:
+    # A lone surrogate (a file name's undecodable byte, a report's "\udcff") has no UTF-8: written
+    # as its escape's text, so the file is still UTF-8 and the label still says which it was.
+    value = value.encode("utf-8", "backslashreplace").decode("utf-8")
     return value.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
 
 
