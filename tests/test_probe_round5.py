@@ -103,6 +103,17 @@ def test_run_counts_out_of_range_are_refused_not_bent(tmp_path: Path, capsys: py
     assert said in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", ["export", "html"])
+def test_an_output_under_a_file_names_the_file_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       command: str) -> None:
+    folder = _history(tmp_path)
+    (tmp_path / "file").write_text("")
+    output = tmp_path / "file" / "out"  # it said "[Errno 17] File exists: '.../file'"
+    assert getattr(history_cli, f"{command}_command")(_args(folder=str(folder), output=str(output), last=None
+                                                            if command == "export" else 10)) == 2
+    assert f"cannot write {output}: {tmp_path / 'file'} is not a folder" in capsys.readouterr().err
+
+
 def _export(tmp_path: Path, runs: Any) -> Path:
     path = tmp_path / "export.json"
     path.write_text(json.dumps({"schema": history.EXPORT_SCHEMA, "runs": runs}))

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 from ..errors import EdgeError
 from ..files import atomic_write
@@ -84,6 +85,18 @@ def creep_command(args: argparse.Namespace) -> int:
     return 1 if creeps else 0
 
 
+def _write(output: str, write: Callable[[Path], None]) -> None:
+    """Write ``output`` (its folder made if missing); an OSError naming the file and why."""
+    path = Path(output)
+    if path.parent.exists() and not path.parent.is_dir():
+        raise OSError(f"cannot write {path}: {path.parent} is not a folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(path)
+    except OSError as exc:
+        raise OSError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def html_command(args: argparse.Namespace) -> int:
     from ..report.html_history import render_history_html
     from ..report.json_report import write_page
@@ -97,8 +110,7 @@ def html_command(args: argparse.Namespace) -> int:
     except (ValueError, EdgeError) as exc:
         return _fail("html", exc)
     try:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        write_page(Path(args.output), render_history_html(runs, args.last, creeps))
+        _write(args.output, lambda path: write_page(path, render_history_html(runs, args.last, creeps)))
     except OSError as exc:
         return _fail("html", exc)
     print(f"html: {args.output}")
@@ -113,8 +125,7 @@ def export_command(args: argparse.Namespace) -> int:
         return _fail("export", exc)
     runs = runs[-args.last:] if args.last else runs
     try:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(Path(args.output), (json.dumps(export_runs(runs), indent=1) + "\n").encode())
+        _write(args.output, lambda path: atomic_write(path, (json.dumps(export_runs(runs), indent=1) + "\n").encode()))
     except OSError as exc:
         return _fail("export", exc)
     print(f"exported {len(runs)} run(s) to {args.output}")
