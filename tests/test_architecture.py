@@ -25,7 +25,8 @@ BACKENDS = PACKAGE / "backends"
 
 # Runtime names, as words of an identifier (``TfliteGraph``, ``onnx_divergence``) or of a text.
 RUNTIME_WORDS = ("onnxruntime", "onnx", "ort", "executorch", "litert", "tflite", "tensorflow", "openvino", "ncnn",
-                 "mnn", "llama", "gguf", "genai", "xnnpack", "coreml", "nnapi", "qnn", "ethos", "vela", "tosa", "rknn")
+                 "mnn", "llama", "gguf", "genai", "xnnpack", "coreml", "nnapi", "qnn", "ethos", "vela", "tosa", "rknn",
+                 "whisper", "ctranslate2")
 # Artifact suffixes, anywhere in a text ("tiny_cnn.onnx" too); the registry's are checked to be here.
 SUFFIXES = (".onnx", ".tflite", ".pte", ".gguf", ".litertlm", ".mnn", ".ncnn.param", ".xml", ".tosa")
 

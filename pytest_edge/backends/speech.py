@@ -5,7 +5,9 @@ gives. Runtime-free: each runtime's recognizer lives in its backend's folder
 
 A speech runtime: ``open_recognizer(folder, threads) -> Recognizer``; the recognizer's
 ``transcribe(audio, new_tokens)`` decodes greedily from the configuration's forced start tokens
-and says how long each stage took."""
+and says how long each stage took. A runtime that is no tensor backend of the registry
+(whisper.cpp, CTranslate2: speech only) says itself whether it is installed (its module's
+``unavailable_reason()``, ``runtime_version()`` and ``DISTRIBUTION``)."""
 
 from __future__ import annotations
 
@@ -22,9 +24,15 @@ from .speech_features import FeatureConfig
 
 # Backend name -> the module of its recognizer (its ``open_recognizer``), in preference order: the
 # first available one records the goldens.
-SPEECH_RUNTIMES: dict[str, str] = {"onnxruntime-cpu": "pytest_edge.backends.onnxruntime.speech"}
-# What a speech export folder holds, per runtime: the files that make one.
-SPEECH_FILES: dict[str, tuple[str, ...]] = {"onnxruntime-cpu": ("encoder_model.onnx", "decoder_model.onnx")}
+SPEECH_RUNTIMES: dict[str, str] = {"onnxruntime-cpu": "pytest_edge.backends.onnxruntime.speech",
+                                   "whisper-cpp": "pytest_edge.backends.whisper_cpp.speech",
+                                   "ctranslate2": "pytest_edge.backends.ctranslate2.speech"}
+# What a speech export folder holds, per runtime: the files that make one (the first: what the record
+# names). A folder without them has no export for that runtime: its test is skipped saying so.
+SPEECH_FILES: dict[str, tuple[str, ...]] = {"onnxruntime-cpu": ("encoder_model.onnx", "decoder_model.onnx"),
+                                            "whisper-cpp": ("ggml-model.bin",),
+                                            "ctranslate2": ("ctranslate2/model.bin", "ctranslate2/config.json",
+                                                            "ctranslate2/vocabulary.json")}
 
 
 class SpeechConfigError(ValueError):
@@ -108,6 +116,21 @@ class SpeechConfig:
 
 
 @dataclass(frozen=True)
+class RuntimeTimers:
+    """A runtime's own timers of one transcription (whisper.cpp's whisper_print_timings), beside
+    the figures measured around its calls."""
+    source: str
+    mel_ms: float
+    encode_ms: float
+    decode_ms: float  # every decoder pass: single-token, batched and prompt
+    sample_ms: float
+    total_ms: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Transcription:
     """One greedy transcription: the new tokens (the forced start not included; end-of-text ends
     it and is not kept) and each stage's time, measured around the runtime's own calls."""
@@ -116,9 +139,12 @@ class Transcription:
     audio_s: float  # the audio's duration
     features_ms: float
     encoder_ms: float
-    first_token_ms: float  # audio in to first new token out: features, encoder, first decoder step
-    decode_s: float  # the decoder steps after the first
+    # audio in to first new token out: features, encoder, first decoder step; None where the runtime
+    # generates in one call that no step can be timed in (CTranslate2's generate)
+    first_token_ms: float | None
+    decode_s: float  # the decoder steps after the first (every step where first_token_ms is None)
     total_ms: float
+    runtime_timers: RuntimeTimers | None = None  # the runtime's own, where it keeps them
 
     @property
     def real_time_factor(self) -> float:
@@ -127,8 +153,9 @@ class Transcription:
 
     @property
     def decode_tps(self) -> float | None:
-        """Decoder tokens/s over the tokens after the first (None with one token or none)."""
-        after = len(self.tokens) + int(self.ended) - 1
+        """Decoder tokens/s over the tokens after the first (over every token where the first one's
+        time is not known; None with none to count)."""
+        after = len(self.tokens) + int(self.ended) - (1 if self.first_token_ms is not None else 0)
         return after / self.decode_s if after > 0 and self.decode_s > 0 else None
 
 
@@ -138,9 +165,10 @@ class Recognizer(Protocol):
     def transcribe(self, audio: np.ndarray, new_tokens: int) -> Transcription:
         ...
 
-    def teacher_force(self, audio: np.ndarray, tokens: list[int]) -> np.ndarray:
+    def teacher_force(self, audio: np.ndarray, tokens: list[int]) -> np.ndarray | None:
         """The decoder's logits [len(tokens), vocab] at each position of ``tokens`` fed after the
-        forced start: row j is what it predicts having seen the start and ``tokens[:j]``."""
+        forced start: row j is what it predicts having seen the start and ``tokens[:j]``. None
+        where the runtime gives no logits (the figures are then recorded as not measured)."""
         ...
 
 
@@ -189,13 +217,36 @@ def speech_files(backend: str) -> tuple[str, ...]:
     return SPEECH_FILES[backend]
 
 
+def _runtime(backend: str) -> Any:
+    return importlib.import_module(SPEECH_RUNTIMES[backend])
+
+
 def why_not(backend: str) -> str | None:
     """Why ``backend`` cannot run speech here (its runtime not installed), or None."""
+    module = _runtime(backend)
+    if hasattr(module, "unavailable_reason"):
+        return module.unavailable_reason()
     from . import get_backend
 
     return get_backend(backend).unavailable_reason()
 
 
+def runtime_info(backend: str) -> dict[str, Any]:
+    """The record's ``runtime``: ``backend``'s distribution and its version."""
+    module = _runtime(backend)
+    if hasattr(module, "runtime_version"):
+        return {"name": module.DISTRIBUTION, "version": module.runtime_version()}
+    from . import get_backend
+
+    runtime = get_backend(backend)
+    return {"name": runtime.distribution, "version": runtime.runtime_version()}
+
+
+def missing_files(backend: str, folder: Path) -> list[str]:
+    """The files of ``backend``'s export that ``folder`` lacks."""
+    return [name for name in SPEECH_FILES[backend] if not (folder / name).is_file()]
+
+
 def open_recognizer(backend: str, folder: Path, threads: int) -> Recognizer:
     """``backend``'s recognizer of the export in ``folder``."""
-    return importlib.import_module(SPEECH_RUNTIMES[backend]).open_recognizer(folder, threads)
+    return _runtime(backend).open_recognizer(folder, threads)

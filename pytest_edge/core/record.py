@@ -241,8 +241,10 @@ class SpeechFile:
     real_time_factor: float
     features_ms: float
     encoder_ms: float
-    first_token_ms: float
+    first_token_ms: float | None  # None: the runtime generates in one call (CTranslate2)
     decode_tokens_per_s: float | None
+    # The runtime's own timers of the same run (whisper.cpp's whisper_print_timings), where it keeps them.
+    runtime_timers: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -20,16 +20,15 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .. import __version__
-from ..backends import get_backend
 import numpy as np
 
-from ..backends.speech import Recognizer, mask_suppressed, open_recognizer, speech_backends, speech_files, why_not
+from ..backends.speech import (Recognizer, mask_suppressed, missing_files, open_recognizer, runtime_info, speech_backends,
+                               speech_files, why_not)
 from ..backends.speech_features import AudioError, read_wav
 from ..checks import Finding, check_speech, check_teacher_forced
 from ..core.models import Model
 from ..core.record import Record, SpeechFile, SpeechRecord, model_json
 from ..core.settings import Settings
-from ..core.sizes import artifact_size
 from ..errors import EdgeUsageError, GoldenError
 from ..files import atomic_write, relative_path, sha256_file
 from ..golden.tokens import TopLogprobs
@@ -86,26 +85,28 @@ class SpeechChecker:
         except AudioError as exc:
             raise EdgeUsageError(f"{backend}: {exc}") from None
 
-    def reference_backend(self) -> str:
+    def reference_backend(self, folder: Path) -> str:
+        """The first speech backend installed here with an export in ``folder``."""
         for name in speech_backends():
-            if why_not(name) is None:
+            if why_not(name) is None and not missing_files(name, folder):
                 return name
-        raise GoldenError("no speech backend is available here to record goldens (" +
-                          "; ".join(f"{name}: {why_not(name)}" for name in speech_backends()) + ")")
+        raise GoldenError(f"no speech backend is available here to record goldens of {folder} (" +
+                          "; ".join(f"{name}: {why_not(name) or 'no ' + ', '.join(missing_files(name, folder))}"
+                                    for name in speech_backends()) + ")")
 
     def golden(self, target: SpeechTarget, audio: Path) -> dict[str, Any]:
         owner: Model = target.golden_model
         path = golden_path(self.settings.golden_dir, owner.key, audio)
         if self.settings.update_golden and path not in self._recorded:
-            backend = self.reference_backend()
             folder = owner.place
             assert folder is not None
+            backend = self.reference_backend(folder)
             recognizer = self.recognizer(backend, folder, target.spec.threads)
             samples = self.audio(audio, backend, recognizer)
             run = recognizer.transcribe(samples, target.spec.new_tokens)
             # The reference's distribution at each of its tokens, teacher-forced (as greedy decoding saw them).
-            found = top_logprobs(mask_suppressed(recognizer.teacher_force(samples, run.tokens), recognizer.config)) \
-                if run.tokens else None
+            logits = recognizer.teacher_force(samples, run.tokens) if run.tokens else None
+            found = top_logprobs(mask_suppressed(logits, recognizer.config)) if logits is not None else None
             meta = {"reference_backend": backend, "model": owner.key,
                     "path": relative_path(folder, self.settings.rootdir), "new_tokens": target.spec.new_tokens,
                     "files": {name: sha256_file(folder / name) for name in speech_files(backend)},
@@ -157,6 +158,7 @@ class SpeechChecker:
         files: list[SpeechFile] = []
         compared = 0
         forced: list[TeacherForced] = []
+        not_forced: list[str] = []  # files whose logits this runtime does not give
         for audio in target.audio:
             step(f"transcribe {audio.name}")
             samples = self.audio(audio, backend, recognizer)  # audio it cannot take: said before any golden
@@ -166,9 +168,11 @@ class SpeechChecker:
             text = transcript(got)
             wer, cer = error_rates(golden["transcript"], text)
             first = first_difference(expected, got)
-            if expected:
-                logits = mask_suppressed(recognizer.teacher_force(samples, expected), recognizer.config)
-                forced.append(teacher_forced(expected, golden["distributions"], logits))
+            logits = recognizer.teacher_force(samples, expected) if expected else None
+            if logits is not None:
+                forced.append(teacher_forced(expected, golden["distributions"], mask_suppressed(logits, recognizer.config)))
+            elif expected:
+                not_forced.append(audio.name)
             compared += max(len(expected), len(got))
             if target.reference is None and first is not None:
                 said = lambda tokens: str(tokens[first]) if first < len(tokens) else "end of text"  # noqa: E731
@@ -177,11 +181,15 @@ class SpeechChecker:
                                   f"(golden {expected}, got {got})")
             files.append(SpeechFile(str(audio.name), run.audio_s, expected, got, golden["transcript"], text, first,
                                     wer, cer, run.real_time_factor, run.features_ms, run.encoder_ms,
-                                    run.first_token_ms, run.decode_tps))
+                                    run.first_token_ms, run.decode_tps,
+                                    run.runtime_timers.to_json() if run.runtime_timers is not None else None))
         if compared == 0:  # nothing silent: a check that compared no token judged nothing
             violations.append(f"{backend}: no token was compared: the golden and this run both ended at once on "
                               f"every audio file ({', '.join(a.name for a in target.audio)})")
-        overall = _overall(forced, [a.name for a, f in zip(target.audio, files) if f.golden_tokens])
+        overall = _overall(forced, [a.name for a, f in zip(target.audio, files) if f.golden_tokens and a.name not in not_forced])
+        if not_forced:  # said, never invented: the budgets on these figures then fail (check_teacher_forced)
+            overall = {**(overall or {}), "not_measured": f"not measured: {backend} gives no decoder logits "
+                                                          f"({', '.join(not_forced)})"}
         block = SpeechRecord(recognizer.config.to_json(), spec.new_tokens,
                              target.golden_model.key, WORD_PER_ID, files, overall)
         findings: list[Finding] = check_speech({"wer": block.wer, "cer": block.cer}, budgets, backend)
@@ -192,13 +200,12 @@ class SpeechChecker:
         tf_findings = check_teacher_forced(overall, budgets, backend)
         findings += tf_findings
         violations += [finding.message for finding in tf_findings]
-        runtime = get_backend(backend)
         record = Record(
             test=test_id, backend=backend, model=model_json(target.model.key, target.artifact, self.settings.rootdir),
-            runtime={"name": runtime.distribution, "version": runtime.runtime_version()},
+            runtime=runtime_info(backend),
             plugin={"name": "pytest-edge", "version": __version__}, threads=spec.threads,
             input={"audio": [relative_path(a, self.settings.rootdir) for a in target.audio]},
-            artifact_bytes=sum(artifact_size(target.folder / name, backend)[0] or 0 for name in speech_files(backend)),
+            artifact_bytes=sum((target.folder / name).stat().st_size for name in speech_files(backend)),
             accuracy={"reference": target.golden_model.key, "wer": block.wer, "cer": block.cer,
                       "token_agreement": sum(f.first_difference is None for f in files) / len(files),
                       "top1_agreement": (overall or {}).get("top1_agreement"),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..backends.speech import speech_backends, speech_files, why_not
+from ..backends.speech import missing_files, speech_backends, speech_files, why_not
 from ..checks import EDGE_ASR, budgets_for
 from ..errors import EdgeError, EdgeUsageError
 from ..core.models import Model, ModelKeys
@@ -148,7 +148,10 @@ def plan_speech_test(args: Sequence[Any], kwargs: dict[str, Any], settings: Sett
                 continue
             if settings.backends is not None and name not in settings.backends:
                 continue
-            targets.append(SpeechTarget(spec, model, name, audio, why_not(name), reference, name in settings.require))
+            missing = missing_files(name, model.place) if model.place is not None else []
+            unavailable = why_not(name) or (f"{model.place} holds no {name} export (no {', '.join(missing)})"
+                                            if missing else None)
+            targets.append(SpeechTarget(spec, model, name, audio, unavailable, reference, name in settings.require))
         return model, targets
     except EdgeError:
         raise
