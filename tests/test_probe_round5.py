@@ -152,6 +152,19 @@ def test_an_import_of_a_fifo_is_refused_not_read(tmp_path: Path, capsys: pytest.
     assert "fifo is not a regular file" in capsys.readouterr().err
 
 
+def test_an_environments_folder_that_is_a_file_is_named(tmp_path: Path) -> None:
+    from pytest_edge.devices import backend_env
+
+    (tmp_path / "reqs").mkdir()
+    (tmp_path / "reqs" / "requirements.txt").write_text("nothing-installed==1\n")
+    (tmp_path / "envs").write_text("")
+    with pytest.raises(backend_env.EnvironmentUnmade, match=r"the environments' folder .*envs is a file, not a folder"):
+        backend_env.make(tmp_path / "reqs", tmp_path / "envs", label="probe")
+    (tmp_path / "reqs" / "requirements.txt").write_bytes(b"\xff\xfebad")  # its message named no file
+    with pytest.raises(backend_env.EnvironmentUnmade, match=r"reqs/requirements.txt is not UTF-8 text"):
+        backend_env.make(tmp_path / "reqs", tmp_path / "envs2", label="probe")
+
+
 # ---------------------------------------------------------------------- labels and surrogates
 
 def _unescape(text: str) -> str:
@@ -183,6 +196,14 @@ def test_openmetrics_of_hostile_labels_passes_promtool(tmp_path: Path) -> None:
     done = subprocess.run(["promtool", "check", "metrics"], stdin=path.open("rb"), capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_negative_or_nan_figure_has_no_sample() -> None:
+    record = {**_report()["records"][0], "load_ms": float("nan"), "first_inference_ms": -1, "artifact_bytes": 0}
+    text = render_openmetrics([record])
+    # first_inference_ms -1 was a gauge of -0.001 s; a size of 0 is a measurement
+    assert "edge_first_inference_seconds" not in text and "edge_load_seconds" not in text
+    assert 'edge_artifact_size_bytes{model="m"' in text and text.count("edge_latency_p50_seconds{") == 1
 
 
 def test_the_history_page_of_a_surrogate_model_name_is_written(tmp_path: Path) -> None:

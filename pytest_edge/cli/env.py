@@ -87,7 +87,11 @@ def list_command(args: argparse.Namespace) -> int:
         return 0
     rows = []
     for folder, names in folders.items():
-        state, target = backend_env.state(folder, _root(args))
+        try:
+            state, target = backend_env.state(folder, _root(args))
+        except (OSError, ValueError) as exc:  # a requirements file that cannot be read: said in its row
+            rows.append([", ".join(names), f"unreadable: {exc}", str(folder / backend_env.REQUIREMENTS), "-"])
+            continue
         if state == "absent":
             state = "absent (made on first use or by `pytest-edge env make`)"
         rows.append([", ".join(names), state, str(folder / backend_env.REQUIREMENTS), str(target)])

@@ -65,7 +65,10 @@ class EnvSpec:
     def of(cls, folder: Path) -> "EnvSpec":
         def read(name: str) -> str:
             path = folder / name
-            return path.read_text() if path.is_file() else ""
+            try:
+                return path.read_text(encoding="utf-8") if path.is_file() else ""
+            except UnicodeDecodeError as exc:  # its message names no file
+                raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
         if not (folder / REQUIREMENTS).is_file():
             raise FileNotFoundError(f"{folder / REQUIREMENTS} does not exist: a backend's environment needs one")
@@ -146,9 +149,12 @@ def make(folder: Path, root: Path | None = None, progress: Progress = lambda lin
     root = root or default_root()
     try:
         spec = EnvSpec.of(folder)
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise EnvironmentUnmade(f"{label}: its environment's requirements cannot be read: {exc}") from None
     target = root / spec.key
+    if root.exists() and not root.is_dir():  # mkdir would say "File exists", naming neither
+        raise EnvironmentUnmade(f"{label}: its environment cannot be made: the environments' folder {root} is a file, "
+                                f"not a folder (${ENVS_VARIABLE}, or --dir)")
     try:
         with locked(root / f"{spec.key}.lock", progress, str(target)):
             if not (target / READY).is_file():

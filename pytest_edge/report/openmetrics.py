@@ -45,7 +45,9 @@ class Figure:
         """This figure of a report's record, in the family's unit; None where not measured."""
         for path in self.path:
             value = dig(record, *path)
-            if is_finite_number(value):
+            # Every figure here is a time, a size, a count or a share: below 0 is no measurement (a
+            # hand-edited report's; the product writes none), and a gauge of it would be graphed.
+            if is_finite_number(value) and value >= 0:
                 return float(value) * self.scale
         return None
 
