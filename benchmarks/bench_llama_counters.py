@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=64)
     parser.add_argument("--new", type=int, default=16)
     args = parser.parse_args()
-    config = get_backend("llama.cpp").decoder_config(MODEL)
+    config = get_backend("llama.cpp").decoders.config_of(MODEL)
     prompt = [(7 * i + 3) % config.vocab_size for i in range(args.prompt)]
     pool = WorkerPool(isolated=True, timeout_s=300.0, on_crash=lambda backend: None, fork="off")
     rows = []

@@ -77,8 +77,8 @@ def main() -> None:
     parser.add_argument("--c-floor", action="store_true")
     args = parser.parse_args()
     backend = get_backend("llama.cpp")
-    config = backend.decoder_config(MODEL)
-    decoder: Any = backend.open_decoder(MODEL, config, 1)
+    config = backend.decoders.config_of(MODEL)
+    decoder: Any = backend.decoders.open(MODEL, config, 1)
     prompt = [(7 * i + 3) % config.vocab_size for i in range(args.prompt)]
     for _ in range(3):
         generate(decoder, prompt, 16)

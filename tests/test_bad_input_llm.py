@@ -275,7 +275,7 @@ def test_a_genai_configuration_that_contradicts_its_graph_is_refused(tmp_path: P
     config = read_config(folder / "model.onnx")  # what the file says, within every bound
     with pytest.raises(BackendError, match=r"model\.onnx \(" + backend + r"\): its configuration \(.*genai_config"
                        r"\.json\) does not describe this graph: " + says.replace("(", r"\(").replace(")", r"\)")):
-        get_backend(backend).open_decoder(folder / "model.onnx", config, 1)
+        get_backend(backend).decoders.open(folder / "model.onnx", config, 1)
 
 
 @GENAI

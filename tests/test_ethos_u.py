@@ -58,7 +58,7 @@ def vela_summary(artifact: Path, target: str, tmp_path: Path, *flags: str) -> di
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_recorded_figures_equal_vela_s_own_summary(target: str, model: str, tmp_path: Path) -> None:
     artifact = next(path for path in (FIXTURES / f"{model}.tflite", FIXTURES / "npu" / f"{model}.tflite") if path.is_file())
-    compiled = get_backend(target).compile(artifact, {}, 300)
+    compiled = get_backend(target).compiler.compile(artifact, {}, 300)
     said = vela_summary(artifact, target, tmp_path)
     coverage = compiled.coverage
     assert (coverage.fallback_ops, coverage.delegated_ops) == (int(said["cpu"]), int(said["npu"]))
@@ -82,19 +82,19 @@ def test_the_configuration_is_the_users_and_vela_agrees(tmp_path: Path) -> None:
     equal vela's for the same flags, and differ from the defaults' where the memory does."""
     artifact = FIXTURES / "tiny_cnn_int8.tflite"
     options = {"system_config": "Ethos_U55_Deep_Embedded", "memory_mode": "Shared_Sram"}
-    compiled = get_backend("ethos-u55-128").compile(artifact, options, 300)
+    compiled = get_backend("ethos-u55-128").compiler.compile(artifact, options, 300)
     said = vela_summary(artifact, "ethos-u55-128", tmp_path, "--system-config", "Ethos_U55_Deep_Embedded",
                         "--memory-mode", "Shared_Sram")
     assert compiled.settings["system_config"] == said["system"] == "Ethos_U55_Deep_Embedded"
     assert f"{compiled.sram_bytes / 1024:.2f}" == said["sram_kib"]
     assert compiled.clock_hz == int(said["clock_mhz"]) * 1e6
     with pytest.raises(Exception, match="unknown option.*sram_size"):
-        get_backend("ethos-u55-128").compile(artifact, {"sram_size": "1"}, 300)
+        get_backend("ethos-u55-128").compiler.compile(artifact, {"sram_size": "1"}, 300)
 
 
 def test_a_float_tflite_needs_an_int8_model() -> None:
     with pytest.raises(DoesNotConvert, match=r"tiny_cnn.tflite \(ethos-u55-128\): needs an int8 model"):
-        get_backend("ethos-u55-128").compile(FIXTURES / "tiny_cnn.tflite", {}, 300)
+        get_backend("ethos-u55-128").compiler.compile(FIXTURES / "tiny_cnn.tflite", {}, 300)
 
 
 def test_compile_targets_are_named_never_defaults() -> None:
@@ -290,7 +290,7 @@ def test_a_project_s_own_vela_config_names_its_board(pytester: pytest.Pytester) 
     pytester.runpytest_subprocess("--edge-report=report.json").assert_outcomes(passed=1)
     (record,) = json.loads((pytester.path / "report.json").read_text())["records"]
     assert record["npu"]["settings"]["system_config"] == "My_Board" and record["npu"]["clock_hz"] == 250e6
-    default = get_backend("ethos-u55-128").compile(FIXTURES / "npu" / "kws_dscnn_int8.tflite", {}, 300)
+    default = get_backend("ethos-u55-128").compiler.compile(FIXTURES / "npu" / "kws_dscnn_int8.tflite", {}, 300)
     # Half the clock, the same cycles' worth of compute: a longer estimate.
     assert record["npu"]["estimated_ms"] > default.estimated_ms
 
@@ -307,7 +307,7 @@ def test_an_executorch_program_s_ethos_u_delegates_are_placed_and_sized_from_the
     operators come from that graph, checked to be the delegate's source."""
     from pytest_edge.backends.ethos_u.pte import read_program
 
-    compiled = get_backend("ethos-u55-128").compile(PTE_MLP, {}, 300)
+    compiled = get_backend("ethos-u55-128").compiler.compile(PTE_MLP, {}, 300)
     said = vela_summary(PTE_MLP.with_suffix(".tosa"), "ethos-u55-128", tmp_path, *DELEGATE_FLAGS)
     coverage = compiled.coverage
     assert coverage.fallback_op_names == {"quantized_decomposed::quantize_per_tensor": 1,
@@ -317,16 +317,16 @@ def test_an_executorch_program_s_ethos_u_delegates_are_placed_and_sized_from_the
     assert f"{compiled.flash_bytes / 1024:.2f}" == said["flash_kib"] and compiled.memories["weights"] == compiled.flash_bytes
     assert compiled.estimated_cycles and compiled.settings["tosa"] == "tiny_mlp_ethos_u55.tosa"
 
-    select = get_backend("ethos-u55-128").compile(PTE_SELECT, {}, 300)  # no .tosa beside: no estimate
+    select = get_backend("ethos-u55-128").compiler.compile(PTE_SELECT, {}, 300)  # no .tosa beside: no estimate
     program = read_program(PTE_SELECT)
     assert select.coverage.partitions == len(program.delegates) == 2 and select.coverage.approximate
     assert {"aten::gt", "aten::where"} <= set(select.coverage.fallback_op_names)
     assert select.sram_bytes == sum(d.scratch_bytes for d in program.delegates) and select.estimated_ms is None
     assert "select_mlp_ethos_u55.tosa" in select.estimate_note
     with pytest.raises(DoesNotConvert, match=r"\(ethos-u85-256\): its Ethos-U delegate was compiled for ethos-u55-128"):
-        get_backend("ethos-u85-256").compile(PTE_MLP, {}, 300)
+        get_backend("ethos-u85-256").compiler.compile(PTE_MLP, {}, 300)
     with pytest.raises(DoesNotConvert, match=r"no Ethos-U delegate in this program \(its delegates: XnnpackBackend\)"):
-        get_backend("ethos-u55-128").compile(FIXTURES / "tiny_mlp.pte", {}, 300)
+        get_backend("ethos-u55-128").compiler.compile(FIXTURES / "tiny_mlp.pte", {}, 300)
 
 
 def test_a_tosa_graph_that_is_not_the_delegate_s_is_refused(tmp_path: Path) -> None:
@@ -338,7 +338,7 @@ def test_a_tosa_graph_that_is_not_the_delegate_s_is_refused(tmp_path: Path) -> N
     graph[2500] ^= 0x11
     (tmp_path / "m.tosa").write_bytes(graph)
     with pytest.raises(BackendError, match=r"m.pte \(ethos-u55-128\): m.tosa beside it is not its delegate's TOSA graph"):
-        get_backend("ethos-u55-128").compile(tmp_path / "m.pte", {}, 300)
+        get_backend("ethos-u55-128").compiler.compile(tmp_path / "m.pte", {}, 300)
 
 
 def test_inspect_of_an_ethos_u_pte_on_executorch_names_the_delegate_it_lacks(tmp_path: Path) -> None:
@@ -424,7 +424,7 @@ def test_max_dram_kb_judges_the_dram_vela_reports(tmp_path: Path) -> None:
     from pytest_edge.core.marker import parse_marker
 
     artifact = FIXTURES / "tiny_cnn_int8.tflite"
-    compiled = get_backend("ethos-u65-256").compile(artifact, {}, 300)
+    compiled = get_backend("ethos-u65-256").compiler.compile(artifact, {}, 300)
     out = tmp_path / "vela-dram"
     done = subprocess.run([str(Path(sys.executable).with_name("vela")), str(artifact), "--accelerator-config",
                            "ethos-u65-256", "--output-dir", str(out)], capture_output=True, text=True, timeout=300)
@@ -445,7 +445,7 @@ def test_the_gate_fails_npu_memory_grown_against_the_baseline() -> None:
     from pytest_edge.judging.regressions import NPU_MEMORY, resource_regressions
 
     def record(model: str, target: str) -> dict:
-        compiled = get_backend(target).compile(next(p for p in (FIXTURES / f"{model}.tflite",
+        compiled = get_backend(target).compiler.compile(next(p for p in (FIXTURES / f"{model}.tflite",
                                                                 FIXTURES / "npu" / f"{model}.tflite") if p.is_file()),
                                                {}, 300)
         return {"backend": target, "coverage": compiled.coverage.to_json(), "npu": compiled.to_json()}
@@ -495,7 +495,7 @@ def test_every_cpu_operator_of_every_subgraph_is_named_with_vela_s_reason(target
     operator of both is named by its builtin type (CALL_ONCE, never vela's `None`) with vela's reason,
     counted as vela counts them, the names and the count from one source; the NPU's operators of both
     subgraphs are the delegated ids."""
-    compiled = get_backend(target).compile(WAKE_WORD, {}, 300)
+    compiled = get_backend(target).compiler.compile(WAKE_WORD, {}, 300)
     said = vela_summary(WAKE_WORD, target, tmp_path)
     coverage = compiled.coverage
     written = _cpu_operators_vela_wrote(tmp_path / f"vela-{target}-{WAKE_WORD.stem}")
@@ -587,7 +587,7 @@ def test_a_model_is_checked_before_vela_sees_it(tmp_path: Path, build: str, why:
 
     path = hostile_models.write(tmp_path, f"{build}.tflite", getattr(hostile_models, build)())
     with pytest.raises(BackendError, match=rf"^not a valid model: {re.escape(str(path))}: .*{why}"):
-        get_backend("ethos-u55-128").compile(path, {}, 300)
+        get_backend("ethos-u55-128").compiler.compile(path, {}, 300)
 
 
 def test_inspect_of_a_truncated_tflite_is_a_row_naming_the_file(tmp_path: Path) -> None:
@@ -608,13 +608,13 @@ def test_vela_s_own_error_line_is_the_message_whole(tmp_path: Path) -> None:
 
     artifact = FIXTURES / "quant_probe_int8.tflite"
     with pytest.raises(ToolFailed) as failed:
-        get_backend("ethos-u55-128").compile(artifact, {"optimise": "Fastest"}, 300)
+        get_backend("ethos-u55-128").compiler.compile(artifact, {"optimise": "Fastest"}, 300)
     assert str(failed.value) == f"{artifact} (ethos-u55-128): vela failed (exit status 1): KeyError: 'Fastest'"
     assert isinstance(failed.value.__cause__, ToolOutput) and "Traceback" in str(failed.value.__cause__)
     with pytest.raises(ToolFailed, match=r"vela failed \(exit status 1\): ethosu.vela.errors.CliOptionError: 'Error: "
                                          r"Incorrect argument to CLI option --system-config=Nowhere: Section "
                                          r"System_Config.Nowhere not found in Vela config file'$"):
-        get_backend("ethos-u55-128").compile(artifact, {"system_config": "Nowhere"}, 300)
+        get_backend("ethos-u55-128").compiler.compile(artifact, {"system_config": "Nowhere"}, 300)
 
 
 def test_vela_runs_under_a_memory_limit_set_in_its_process(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -623,7 +623,7 @@ def test_vela_runs_under_a_memory_limit_set_in_its_process(monkeypatch: pytest.M
     monkeypatch.setenv("PYTEST_EDGE_TOOL_MEMORY", "100MB")
     with pytest.raises(BackendError, match=r"quant_probe_int8.tflite \(ethos-u55-128\): vela ran out of memory under "
                                            r"its limit of 100 MiB \(PYTEST_EDGE_TOOL_MEMORY sets it\): MemoryError"):
-        get_backend("ethos-u55-128").compile(FIXTURES / "quant_probe_int8.tflite", {}, 300)
+        get_backend("ethos-u55-128").compiler.compile(FIXTURES / "quant_probe_int8.tflite", {}, 300)
     monkeypatch.setenv("PYTEST_EDGE_TOOL_MEMORY", "0")  # no limit
     from pytest_edge.backends.toolprocess import memory_limit
 
@@ -672,11 +672,11 @@ def test_config_is_confined_to_the_project_and_read_only_as_a_small_regular_file
     assert confined_config("boards/vela.ini", root, "ethos-u55-128") == root / "boards/vela.ini"
     os.mkfifo(root / "fifo.ini")
     with pytest.raises(BackendError, match=r"config= .*fifo.ini: not a regular file"):
-        get_backend("ethos-u55-128").compile(FIXTURES / "quant_probe_int8.tflite", {"config": str(root / "fifo.ini")}, 300)
+        get_backend("ethos-u55-128").compiler.compile(FIXTURES / "quant_probe_int8.tflite", {"config": str(root / "fifo.ini")}, 300)
     with open(root / "huge.ini", "wb") as handle:  # sparse: 1.5 GB that take no disk
         handle.truncate(1500 * 2**20)
     with pytest.raises(BackendError, match=r"huge.ini: 1572864000 bytes, more than the 1048576 bytes allowed"):
-        get_backend("ethos-u55-128").compile(FIXTURES / "quant_probe_int8.tflite", {"config": str(root / "huge.ini")}, 300)
+        get_backend("ethos-u55-128").compiler.compile(FIXTURES / "quant_probe_int8.tflite", {"config": str(root / "huge.ini")}, 300)
 
 
 def test_compile_options_name_a_duplicate_key_and_an_unknown_target_with_the_option(tmp_path: Path) -> None:
@@ -705,9 +705,9 @@ def test_optional_estimates_are_written_as_optional(tmp_path: Path) -> None:
     assert row[5].endswith("DRAM none, no estimate"), row
     (row,) = inspect_rows(str(WAKE_WORD), Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path,
                                                    backends=["ethos-u85-256"]))
-    compiled = get_backend("ethos-u85-256").compile(WAKE_WORD, {}, 300)
+    compiled = get_backend("ethos-u85-256").compiler.compile(WAKE_WORD, {}, 300)
     assert f"DRAM {compiled.dram_kib:.2f} KiB" in row[5] and compiled.dram_kib > 0
-    select = get_backend("ethos-u55-128").compile(PTE_SELECT, {}, 300)
+    select = get_backend("ethos-u55-128").compiler.compile(PTE_SELECT, {}, 300)
     record = {"backend": "ethos-u55-128", "model": {"name": "select"}, "timing_not_judged": COMPILE_ONLY.reason,
               "npu": select.to_json()}
     lines = compiled_lines([record])

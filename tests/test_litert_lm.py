@@ -73,7 +73,7 @@ def test_a_damaged_litertlm_is_an_error_naming_the_file_and_the_backend(tmp_path
     bad = tmp_path / "model.litertlm"
     bad.write_bytes(data[:5000] if damage == "truncated" else b"TFL3" + data[:200])
     with pytest.raises(EdgeUsageError) as raised:
-        get_backend("litert-lm").decoder_config(bad)
+        get_backend("litert-lm").decoders.config_of(bad)
     assert str(bad) in str(raised.value) and "(litert-lm)" in str(raised.value)
 
 
@@ -103,6 +103,6 @@ def test_a_section_offset_outside_the_file_is_refused_before_anything_is_read(tm
     bad = tmp_path / "model.litertlm"
     bad.write_bytes(bytes(data))
     with pytest.raises(EdgeUsageError) as raised:
-        get_backend("litert-lm").decoder_config(bad)
+        get_backend("litert-lm").decoders.config_of(bad)
     assert str(bad) in str(raised.value) and "(litert-lm)" in str(raised.value)
     assert f"spans bytes {begin}-{new_end}, not inside the {len(data)}-byte file" in str(raised.value)

@@ -211,8 +211,8 @@ def test_golden_round_trip_and_bad_files(tmp_path: Path) -> None:
 def test_onnx_and_executorch_decode_the_same_tokens() -> None:
     pytest.importorskip("executorch")
     prompt = [1, 2, 3, 4, 5]
-    ort_run = generate(get_backend(ORT).open_decoder(LLM / "tiny_llm.onnx", CONFIG, 1), prompt, 12)
-    et = get_backend("executorch").open_decoder(LLM / "tiny_llm.pte", CONFIG, 1)
+    ort_run = generate(get_backend(ORT).decoders.open(LLM / "tiny_llm.onnx", CONFIG, 1), prompt, 12)
+    et = get_backend("executorch").decoders.open(LLM / "tiny_llm.pte", CONFIG, 1)
     et_run = generate(et, prompt, 12)
     assert ort_run.tokens == et_run.tokens and len(et_run.step_s) == 11
     assert np.allclose(ort_run.first_logits, et_run.first_logits, atol=1e-4)
@@ -223,7 +223,7 @@ def test_onnx_and_executorch_decode_the_same_tokens() -> None:
 def test_a_model_without_the_llm_signature_names_what_was_expected() -> None:
     with pytest.raises(BackendError, match=r"tiny_mlp.onnx \(onnxruntime-cpu\): not a decoder .* expected inputs "
                                            r"input_ids, \[attention_mask\], \[position_ids\], past_key_values.N.key/value.*found inputs \['x'\]"):
-        get_backend(ORT).open_decoder(FIXTURES / "tiny_mlp.onnx", CONFIG, 1)
+        get_backend(ORT).decoders.open(FIXTURES / "tiny_mlp.onnx", CONFIG, 1)
 
 
 @pytest.fixture(scope="module")

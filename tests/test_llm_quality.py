@@ -317,9 +317,9 @@ def test_our_figures_match_llama_perplexitys_computation_on_the_same_files(tmp_p
     if export == "perturbed":
         perturbed_gguf(LLM / "gguf_llama" / "model.gguf", quantized, 0.03)
     backend = get_backend("llama.cpp")
-    config = backend.decoder_config(LLM / "gguf_llama" / "model.gguf")
-    reference, model = backend.open_decoder(LLM / "gguf_llama" / "model.gguf", config, 1), \
-        backend.open_decoder(quantized, config, 1)
+    config = backend.decoders.config_of(LLM / "gguf_llama" / "model.gguf")
+    reference, model = backend.decoders.open(LLM / "gguf_llama" / "model.gguf", config, 1), \
+        backend.decoders.open(quantized, config, 1)
     ours, theirs_kld, theirs_top = [], [], []
     for prompt in json.loads((LLM / "gguf_llama" / "pytorch_greedy.json").read_text())["prompts"]:
         tokens = generate(reference, prompt, 8).tokens
@@ -403,10 +403,10 @@ def test_a_prompt_longer_than_llama_cpps_batch_is_fed_in_batches() -> None:
 
     backend = get_backend("llama.cpp")
     path = LLM / "gguf_llama" / "model.gguf"
-    config = backend.decoder_config(path)
+    config = backend.decoders.config_of(path)
     prompt = [(7 * i + 3) % 256 for i in range(40)]
-    whole = generate(backend.open_decoder(path, config, 1), prompt, 8)
-    split = backend.open_decoder(path, config, 1)
+    whole = generate(backend.decoders.open(path, config, 1), prompt, 8)
+    split = backend.decoders.open(path, config, 1)
     split._n_batch = 16  # 40 tokens: 16 + 16 + 8
     pieces = generate(split, prompt, 8)
     assert pieces.tokens == whole.tokens

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..errors import UnknownBackend
-from .base import Backend, Coverage, Declared, Intermediates, LoadedModel, TensorSpec
+from .base import Backend, Coverage, Declared, Intermediates, LoadedModel, TensorBackend, TensorSpec
 from .shapes import InputShapes
 from .decoder import Decoder
 
-__all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorSpec", "all_backends",
+__all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorBackend", "TensorSpec",
+           "all_backends",
            "compile_targets", "decoder_backends", "format_backend", "get_backend", "predicted_targets", "recording_suffixes",
            "reference_order", "split_device", "tensor_backends", "UnknownBackend", "Declared", "backend_source"]
 
@@ -138,9 +139,9 @@ def compile_targets() -> dict[str, Backend]:
 
 
 def decoder_backends() -> dict[str, Backend]:
-    """The registered backends of decoder LLMs (edge_llm tests): those that run them, and those that
-    say why they cannot (a skip with the reason), in registry order."""
-    return {name: b for name, b in all_backends().items() if b.decodes or b.decoder_why_not}
+    """The registered backends of decoder LLMs (edge_llm tests): those with the capability
+    (``Backend.decoders``), in registry order."""
+    return {name: b for name, b in all_backends().items() if b.decoders is not None}
 
 
 def all_artifact_suffixes() -> list[str]:

@@ -22,9 +22,9 @@ from .tensors import Coverage, TensorSpec  # noqa: F401 - the interface's names 
 
 if TYPE_CHECKING:
     from .arena import TensorArena
-    from .compiled import Compilation
-    from .decoder import Decoder
-    from .quant_pair import QuantPair
+    from .compiled import Compiler
+    from .decoder import DecoderRuntime
+    from .quant_pair import QuantPairs
 
 @dataclass
 class Intermediates:
@@ -158,7 +158,6 @@ class Declared:
     reference_priority: int | None = None
     predicts_targets: tuple[str, ...] = ()
     decodes: bool = False
-    decoder_why_not: str | None = None
     runs_tensors: bool = True
     compile_only: bool = False
     named_only: bool = False
@@ -168,7 +167,9 @@ class Declared:
 
 
 class Backend(ABC):
-    """A runtime in one configuration. Subclasses set the class attributes and ``load``."""
+    """A runtime in one configuration: a small identity (name, suffixes, version, how its artifact
+    is found) and the capabilities it has (:attr:`tensors`, :attr:`decoders`, :attr:`compiler`,
+    :attr:`quant_pairs`), each present or None."""
 
     name: str  # e.g. "litert-ref"
     suffix: str  # artifact suffix, e.g. ".tflite"
@@ -194,27 +195,16 @@ class Backend(ABC):
     # sibling: read its own intermediates of this ``Intermediates.method`` ("nodes", "etdump");
     # None: nothing more to try.
     triage_method: str | None = None
-    # What the quantized artifact of this format's ``pytest-edge triage quant`` pair is, in words
-    # ("int8", "QDQ"); None: the format is not compared (open_quant_pair opens a pair).
-    quantized_kind: str | None = None
-    # Decoder LLMs (edge_llm tests, docs/llm.md): whether this runtime runs them (open_decoder), or
-    # why it cannot whatever is installed (a skip that says so); neither: not an LLM backend.
-    decodes: bool = False
-    decoder_why_not: str | None = None
-    # False for a runtime that runs decoders only (llama.cpp, ONNX Runtime GenAI): edge tests of
-    # tensor models are not parametrized over it and it records no tensor goldens.
-    runs_tensors: bool = True
-    # How the runtime keeps a decoder's KV cache, in words, for the record's llm.kv_cache.
-    kv_cache: str | None = None
-    # Why this runtime's decoder API gives no logits (LiteRT-LM's Session: text out); None where it
-    # gives them. Its first-step logits and teacher-forced figures are then not measured.
-    decoder_why_no_logits: str | None = None
+    # Capabilities, each an object the backend has or not (None), so that no backend carries a method
+    # that exists only to raise: decoder LLMs (edge_llm tests, docs/llm.md), an NPU compiler that
+    # runs here (a compile-time target, docs/npu.md: nothing executes, so no output is compared and
+    # nothing is timed; named only, never in a test's default parametrization, so installing a
+    # compiler never adds a target nobody asked for), and the float/quantized pair of ``pytest-edge
+    # triage quant``. Running tensor models is the fourth: :attr:`tensors`.
+    decoders: "DecoderRuntime | None" = None
+    compiler: "Compiler | None" = None
+    quant_pairs: "QuantPairs | None" = None
 
-    # A compile-time target (an NPU compiler, docs/npu.md): ``compile`` runs the NPU's own compiler
-    # here; nothing executes, so no output is compared and nothing is timed. Named only (marker
-    # backends=, edge_backends, --edge-backends): never in a test's default parametrization, so
-    # installing a compiler never adds a target nobody asked for.
-    compile_only: bool = False
     # A target that runs tensors but is a test's only where named, like a compile-time one (an NPU's
     # simulator: rknn-rk3588): never in a test's default parametrization.
     named_only: bool = False
@@ -242,18 +232,6 @@ class Backend(ABC):
     def predicted_coverage(self, artifact: Path, target: str) -> Coverage | None:
         """Coverage predicted for ``target`` (one of ``predicts_targets``) in this process."""
         return None
-
-    def open_quant_pair(self, float_model: Path, quant_model: Path) -> "QuantPair":
-        """A float and a quantized artifact of this format, opened for ``pytest-edge triage quant``
-        (backends/quant_pair.py); only where ``quantized_kind`` is set."""
-        raise BackendError(f"{float_model} ({self.name}): this backend names a quantization pair "
-                           f"({self.quantized_kind}) but opens none: it overrides open_quant_pair")
-
-    def compile(self, artifact: Path, options: Mapping[str, str], timeout_s: float) -> "Compilation":
-        """Compile ``artifact`` for this target (``compile_only``) with the user's ``options``
-        (edge_compile_options); a DoesNotConvert where the compiler cannot take the artifact (a
-        float model for an int8 NPU), a BackendError naming the file where the compiler fails."""
-        raise BackendError(f"{artifact} ({self.name}): this backend compiles nothing; it is not a compile-time target")
 
     def artifact_suffixes(self) -> tuple[str, ...]:
         return self.suffixes or (self.suffix,)
@@ -304,42 +282,45 @@ class Backend(ABC):
         """Import the runtime so a worker's memory baseline includes it."""
         importlib.import_module(self.runtime_module)
 
-    def open_decoder(self, path: Path, config: Any, threads: int) -> "Decoder":
-        """Load ``path`` as a decoder LLM described by ``config`` (a decoder_config.LlmConfig); a
-        BackendError naming the file and the convention expected where it is not one."""
-        raise BackendError(f"{path} ({self.name}): this runtime runs no decoder LLMs here")
-
-    def decoder_config(self, artifact: Path) -> Any:
-        """The decoder configuration (a decoder_config.LlmConfig) ``artifact`` carries inside, read
-        without loading it (a GGUF's metadata); None where the format carries none."""
+    @property
+    def tensors(self) -> "TensorBackend | None":
+        """This backend as a runtime of tensor models (edge tests, tensor goldens): a
+        :class:`TensorBackend` has ``load``; None for a runtime of decoders only (llama.cpp, ONNX
+        Runtime GenAI, LiteRT-LM) or a compile-time target, which tensor tests never get."""
         return None
 
-    def folder_decoder(self, folder: Path) -> Path | None:
-        """The decoder artifact (of this backend's suffix) an exporter's output folder holds by its
-        convention, for ``edge_llm(model="folder")``; None where ``folder`` is not such an export.
-        An EdgeUsageError where the folder's own configuration names a file that is not there."""
-        return None
+    @property
+    def runs_tensors(self) -> bool:
+        return self.tensors is not None
 
-    def decoder_refuses(self, artifact: Path) -> str | None:
-        """Why this runtime cannot take ``artifact`` (of its suffix) as a decoder, read without
-        loading it; None where it can."""
-        return None
+    @property
+    def decodes(self) -> bool:
+        return self.decoders is not None
+
+    @property
+    def compile_only(self) -> bool:
+        """A compile-time target: its compiler runs here, nothing executes what it makes."""
+        return self.compiler is not None and self.tensors is None
+
+
+def no_tensors_reason(backend: Backend) -> str:
+    """Why ``backend`` runs no tensor model (it has no ``tensors`` capability), in words."""
+    if backend.compiler is not None:
+        return (f"{backend.name} is a compile-time target: its compiler runs here, nothing runs the model "
+                "(its outputs are not computed; docs/npu.md)")
+    if backend.decoders is not None:
+        return f"{backend.name} runs decoder LLMs only (an edge_llm test), not tensor models"
+    return f"{backend.name} runs no tensor models"
+
+
+class TensorBackend(Backend):
+    """A backend that runs tensor models: ``load`` an artifact into a :class:`LoadedModel`."""
+
+    @property
+    def tensors(self) -> "TensorBackend | None":
+        return self
 
     @abstractmethod
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         """Load ``path`` (with ``InputShapes.of(shapes).for_inputs(...)`` where the runtime fixes
         dynamic dimensions at load); raise an exception with a readable message if the runtime refuses it."""
-
-
-class DecoderOnlyBackend(Backend):
-    """A runtime of decoder LLMs only (llama.cpp, ONNX Runtime GenAI): registered like every
-    runtime, left out of edge tests and tensor goldens (``runs_tensors``), and a clear error where a
-    tensor model is asked of it anyway."""
-
-    decodes = True
-    runs_tensors = False
-    has_delegate = False
-    kind = "runs decoder LLMs"
-
-    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
-        raise BackendError(f"{path} ({self.name}): {self.kind} (edge_llm), not tensor models")

@@ -1,6 +1,6 @@
 """What an NPU compiler made of an artifact (docs/npu.md): a compile-time target's result.
 
-A compile-time target (``Backend.compile_only``) runs the NPU's own compiler on this machine and
+A compile-time target (a backend with a :class:`Compiler`, ``Backend.compiler``) runs the NPU's own compiler on this machine and
 reads back its placement (operators on the NPU and on the CPU, each CPU operator with the
 compiler's reason), the memory it planned and its estimate of the NPU's cycles. Nothing executes:
 the estimate is the compiler's model of the hardware, never a measurement, and is kept apart from
@@ -9,7 +9,9 @@ every measured figure (its own block of the record, its own budget).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from .tensors import Coverage
@@ -88,3 +90,14 @@ class Compilation:
                    data.get("clock_hz"), data.get("estimated_cycles"), data.get("estimated_ms"), data.get("macs"),
                    [CompiledOperator.from_json(op) for op in data.get("operators") or [] if isinstance(op, Mapping)],
                    str(data.get("estimate_note") or ""))
+
+
+class Compiler(ABC):
+    """A backend's capability to compile an artifact for its NPU on this machine (``Backend.compiler``;
+    None on a backend that compiles nothing): what makes it a compile-time target."""
+
+    @abstractmethod
+    def compile(self, artifact: Path, options: Mapping[str, str], timeout_s: float) -> Compilation:
+        """Compile ``artifact`` for this target with the user's ``options`` (edge_compile_options); a
+        DoesNotConvert where the compiler cannot take the artifact (a float model for an int8 NPU), a
+        BackendError naming the file where the compiler fails."""

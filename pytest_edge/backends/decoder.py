@@ -1,5 +1,6 @@
-"""Decoder LLMs as a capability of the Backend interface: what a runtime's ``open_decoder`` returns
-(:class:`Decoder`, each runtime's export convention in its own module), and greedy generation over
+"""Decoder LLMs as a capability of the Backend interface: a runtime that runs them has a
+:class:`DecoderRuntime` (``Backend.decoders``; None where it runs none), whose ``open`` returns a
+:class:`Decoder` (each runtime's export convention in its own module); greedy generation over
 one (:func:`generate`), which the backend's worker runs for ``Generate`` and ``MeasureGeneration``, and
 the teacher-forced pass over a given continuation (:func:`teacher_forced`, for ``TeacherForce``)."""
 
@@ -9,11 +10,43 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..errors import BackendError
+
+
+class DecoderRuntime(ABC):
+    """A backend's capability to run decoder LLMs (edge_llm tests, docs/llm.md): ``Backend.decoders``,
+    None on a backend that runs none, so that no backend has a method that exists only to raise."""
+
+    # How the runtime keeps a decoder's KV cache, in words, for the record's llm.kv_cache.
+    kv_cache: str | None = None
+    # Why this runtime's decoder API gives no logits (LiteRT-LM's Session: text out); None where it
+    # gives them. Its first-step logits and teacher-forced figures are then not measured.
+    why_no_logits: str | None = None
+
+    @abstractmethod
+    def open(self, path: Path, config: Any, threads: int) -> "Decoder":
+        """Load ``path`` as a decoder LLM described by ``config`` (a decoder_config.LlmConfig); a
+        BackendError naming the file and the convention expected where it is not one."""
+
+    def config_of(self, artifact: Path) -> Any:
+        """The decoder configuration (a decoder_config.LlmConfig) ``artifact`` carries inside, read
+        without loading it (a GGUF's metadata); None where the format carries none."""
+        return None
+
+    def folder_decoder(self, folder: Path) -> Path | None:
+        """The decoder artifact an exporter's output folder holds by its convention, for
+        ``edge_llm(model="folder")``; None where ``folder`` is not such an export. An
+        EdgeUsageError where the folder's own configuration names a file that is not there."""
+        return None
+
+    def refuses(self, artifact: Path) -> str | None:
+        """Why this runtime cannot take ``artifact`` (of its suffix) as a decoder, read without
+        loading it; None where it can."""
+        return None
 
 
 class Decoder(ABC):

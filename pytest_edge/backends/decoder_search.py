@@ -81,7 +81,8 @@ def find_decoders(root: Path, base: Path, folders: Callable[[Path], Sequence[Pat
 
     def config(artifact: Path):
         backend = by_suffix.get(artifact.suffix)
-        reader = backend.decoder_config if backend is not None and artifact.suffix != ".onnx" else None
+        reader = backend.decoders.config_of if backend is not None and backend.decoders is not None \
+            and artifact.suffix != ".onnx" else None
         return read_config(artifact, metadata=reader)
 
     for folder in folders(root):
@@ -112,7 +113,8 @@ def find_decoders(root: Path, base: Path, folders: Callable[[Path], Sequence[Pat
                 continue
             if path.suffix in (".pte", ".tflite") and not _hand_written(path):
                 try:
-                    carried = by_suffix[path.suffix].decoder_config(path)
+                    decoders = by_suffix[path.suffix].decoders
+                    carried = decoders.config_of(path) if decoders is not None else None
                 except EdgeError:
                     continue  # not an LLM export: a tensor model
                 if carried is None:  # no LLM metadata (or no runtime to read it): a tensor model

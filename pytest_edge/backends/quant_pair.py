@@ -103,9 +103,20 @@ class Matching:
 # ---------------------------------------------------------------- the pair
 
 
+class QuantPairs(ABC):
+    """A backend's capability to open its format's float/quantized pair for ``pytest-edge triage
+    quant`` (``Backend.quant_pairs``; None for a format that is not compared)."""
+
+    kind: str  # what the quantized artifact of the pair is, in words ("int8", "QDQ")
+
+    @abstractmethod
+    def open(self, float_model: Path, quant_model: Path) -> "QuantPair":
+        """Both artifacts opened by the runtime's graph reader (imported only here, for triage)."""
+
+
 class QuantPair(ABC):
     """A float and a quantized artifact of one network, opened by their format's backend
-    (``Backend.open_quant_pair``). Opening reads both and refuses a pair that cannot be compared
+    (``Backend.quant_pairs``). Opening reads both and refuses a pair that cannot be compared
     (swapped, another quantization scheme), with the files named. ``where`` in the methods names
     the inputs in messages ("inputs from case.npz")."""
 

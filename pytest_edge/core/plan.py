@@ -13,6 +13,7 @@ from ..devices import qemu as qemu_device
 from ..devices.kinds import DeviceKind, device_kind
 from ..backends import (Backend, all_artifact_suffixes, all_backends, compile_targets, get_backend, split_device,
                         tensor_backends)
+from ..backends.base import no_tensors_reason
 from ..errors import EdgeUsageError
 from ..accuracy.compare import resolve_tolerance
 from .marker import MarkerSpec, parse_marker
@@ -203,8 +204,8 @@ def backend_choices(settings: Settings, marker: MarkerSpec, model: Model) -> lis
             continue
         backend = get_backend(name)
         device = known_device(settings, name)
-        if not backend.runs_tensors:
-            choices.append((name, f"{backend.name} runs decoder LLMs only (an edge_llm test), not tensor models"))
+        if backend.tensors is None and backend.compiler is None:  # a runtime of decoders only
+            choices.append((name, no_tensors_reason(backend)))
         elif backend.compile_only and device is not None:
             raise EdgeUsageError(f"{name}: {backend.name} is a compile-time target: its compiler runs on this "
                                  "machine, not on a device; name it without @")

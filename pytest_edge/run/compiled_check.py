@@ -75,7 +75,8 @@ class CompiledChecker:
             options = dict(self.settings.compile_options.get(backend, {}))
             if "config" in options:  # a compiler's configuration file, inside the project's root
                 options["config"] = str(confined_config(options["config"], self.settings.rootdir, backend))
-            self._compiled[key] = target.compile(artifact, options, self.settings.timeout_s)
+            assert target.compiler is not None  # a compiled target's backend is a compile-time one
+            self._compiled[key] = target.compiler.compile(artifact, options, self.settings.timeout_s)
         return self._compiled[key]
 
     def check(self, test_id: str, plan: Plan, step: Callable[[str], None]) -> tuple[Record, list[str]]:

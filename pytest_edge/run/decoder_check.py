@@ -114,8 +114,9 @@ class LlmChecker:
     def reference_backend(self, model: Model) -> str:
         for name, backend in decoder_backends().items():
             artifact = model.artifact(backend.suffix)
-            if artifact is not None and backend.decodes and backend.unavailable_reason() is None \
-                    and backend.decoder_why_no_logits is None and not backend.decoder_refuses(artifact):
+            decoders = backend.decoders
+            if artifact is not None and decoders is not None and backend.unavailable_reason() is None \
+                    and decoders.why_no_logits is None and not decoders.refuses(artifact):
                 return name
         raise GoldenError(f"no LLM backend available here can run any artifact of {model.key} to record goldens"
                           " (a golden keeps logits, which some runtimes do not expose: judge such an export against "
@@ -201,9 +202,11 @@ class LlmChecker:
         forced: list[TeacherForced] = []
         unkept: list[str] = []  # goldens without distributions
         obtained: list[_Produced] = []  # each prompt's, for the obtained files of a failure
-        # A runtime whose API exposes no logits (Backend.decoder_why_no_logits): its tokens are checked, its
+        # A runtime whose API exposes no logits (DecoderRuntime.why_no_logits): its tokens are checked, its
         # logits figures are not measured, said on the record (a budget on them fails as not measured).
-        no_logits = get_backend(target.backend).decoder_why_no_logits
+        decoders = get_backend(target.backend).decoders
+        assert decoders is not None  # a decoder target is planned on decoder_backends() only
+        no_logits = decoders.why_no_logits
         for prompt in prompts:
             golden = self.golden(target, config, prompt)
             run = self.generate(target.backend, artifact, config, spec.threads, prompt, spec.new_tokens,
@@ -239,7 +242,7 @@ class LlmChecker:
             "positions": 0, "top1_agreement": None, "first_top1_difference": None, "kld": None,
             "not_measured": f"not measured on {target.backend}: {no_logits}"}
         block: dict[str, Any] = {"config": config.__dict__, "new_tokens": spec.new_tokens,
-                                 "kv_cache": get_backend(target.backend).kv_cache, "prompts": per_prompt,
+                                 "kv_cache": decoders.kv_cache, "prompts": per_prompt,
                                  "teacher_forced": overall}
         measured: generation.GenerationMeasurement | None = None
         judged: GateResult | None = None

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..backends import decoder_backends, get_backend, split_device
+from ..backends import Backend, decoder_backends, get_backend, split_device
+from ..backends.decoder import DecoderRuntime
 from ..backends.decoder_config import LlmConfig, read_config
 from ..errors import EdgeError, EdgeUsageError
 from ..llm.marker import LlmSpec
@@ -67,9 +68,10 @@ def targets(spec: LlmSpec, model: Model, settings: Settings, reference: Model | 
         backend = registry[base]
         # A runtime without a runner here says so first: that is what holds it back, artifact or not.
         artifact = model.artifact(backend.suffix)
-        reason = backend.decoder_why_not or (f"no {backend.suffix} artifact for {model.name}" if artifact is None else
-                                             unavailable_on(settings, backend, device) or
-                                             backend.decoder_refuses(artifact))
+        decoders = backend.decoders
+        assert decoders is not None  # decoder_backends() has only backends that have it
+        reason = (f"no {backend.suffix} artifact for {model.name}" if artifact is None else
+                  unavailable_on(settings, backend, device) or decoders.refuses(artifact))
         found.append(LlmTarget(spec, model, name, reason, reference, name in settings.require))
     return found
 
@@ -145,8 +147,8 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path]
         if not candidate.is_dir():
             continue
         artifacts: dict[str, Path] = {}
-        for backend in decoder_backends().values():  # an exporter's folder convention (Backend.folder_decoder)
-            decoder = None if backend.suffix in artifacts else backend.folder_decoder(candidate)
+        for backend in decoder_backends().values():  # an exporter's folder convention (DecoderRuntime.folder_decoder)
+            decoder = None if backend.suffix in artifacts else _decoders(backend).folder_decoder(candidate)
             if decoder is not None:
                 artifacts[backend.suffix] = decoder
         for suffix in suffixes:
@@ -157,9 +159,15 @@ def resolve_llm_model(spec: str, dirs: Sequence[Path], key_bases: Sequence[Path]
             return Model(candidate.name, artifacts).placed(candidate, key_bases)
     model = resolve_model(spec, dirs, suffixes, key_bases)
     for artifact in model.artifacts.values():
-        if any(b.folder_decoder(artifact.parent) == artifact for b in decoder_backends().values()):
+        if any(_decoders(b).folder_decoder(artifact.parent) == artifact for b in decoder_backends().values()):
             return model.placed(artifact.parent, key_bases)
     return model
+
+
+def _decoders(backend: Backend) -> DecoderRuntime:
+    """The decoder capability of one of decoder_backends()."""
+    assert backend.decoders is not None
+    return backend.decoders
 
 
 def _whole_artifacts(files: list[Path]) -> list[Path]:
@@ -178,7 +186,7 @@ def _carried(artifact: Path) -> LlmConfig | None:
     """The configuration an artifact carries inside (a GGUF's metadata), as its runtime reads it."""
     for backend in decoder_backends().values():
         if artifact.name.endswith(backend.suffix):
-            found = backend.decoder_config(artifact)
+            found = _decoders(backend).config_of(artifact)
             if found is not None:
                 return found
     return None

@@ -57,7 +57,7 @@ def quant_hint(plan: Plan, golden: Golden) -> list[str]:
     artifact = plan.artifact
     if plan.reference is None or artifact is None:
         return []
-    if artifact.suffix.lower() not in pair_formats():  # a format triage quant compares (Backend.quantized_kind)
+    if artifact.suffix.lower() not in pair_formats():  # a format triage quant compares (Backend.quant_pairs)
         return []
     reference = plan.reference.artifact(artifact.suffix)
     if reference is None:

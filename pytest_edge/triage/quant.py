@@ -1,6 +1,6 @@
 """Per-layer quantization loss between a float model and a quantized model of the same network
 (``pytest-edge triage quant``), whatever the format: the format's backend opens the pair
-(``Backend.open_quant_pair``: its graph reader, in its folder, matches the two graphs' tensors and
+(``Backend.quant_pairs``: its graph reader, in its folder, matches the two graphs' tensors and
 runs both with every tensor kept), quant_layers.py measures the matched tensors, quant_report.py
 prints.
 
@@ -76,17 +76,17 @@ def compare_models(float_model: Path | str, quant_model: Path | str,
 
 def _pair_backends() -> dict[str, Backend]:
     """{artifact suffix: backend} of the formats triage quant compares, in registry order: the first
-    registered backend of a format that has a pair (``Backend.quantized_kind``) opens it."""
+    registered backend of a format that has a pair (``Backend.quant_pairs``) opens it."""
     found: dict[str, Backend] = {}
     for backend in all_backends().values():
-        if backend.quantized_kind is not None:
+        if backend.quant_pairs is not None:
             found.setdefault(backend.suffix, backend)
     return found
 
 
 def pair_formats() -> dict[str, str]:
     """{artifact suffix: what its quantized artifact is ("int8", "QDQ")} of the formats compared."""
-    return {suffix: backend.quantized_kind or "" for suffix, backend in _pair_backends().items()}
+    return {suffix: backend.quant_pairs.kind if backend.quant_pairs else "" for suffix, backend in _pair_backends().items()}
 
 
 def pairs_help() -> str:
@@ -109,7 +109,8 @@ def _open(float_model: Path, quant_model: Path) -> QuantPair:
     if backend is None:
         raise EdgeUsageError(f"{float_model}: triage quant compares a float and a quantized model of "
                              f"{_or_list(list(pair_formats()))}, not {float_model.suffix or 'a file without a suffix'}")
-    return backend.open_quant_pair(float_model, quant_model)
+    assert backend.quant_pairs is not None
+    return backend.quant_pairs.open(float_model, quant_model)
 
 
 # ---------------------------------------------------------------- the command

@@ -48,7 +48,7 @@ class Load(Request):
     # On a device: the external data files of an .onnx, by location, as content names in its cache.
     external: dict[str, str] = field(default_factory=dict)
     # A decoder LLM's configuration (backends.decoder_config.LlmConfig's fields): the artifact is opened as a
-    # decoder (Backend.open_decoder), not as a tensor model; Generate and MeasureGeneration run it.
+    # decoder (Backend.decoders), not as a tensor model; Generate and MeasureGeneration run it.
     decoder: dict[str, Any] | None = None
     # A backend that quantizes at load (Backend.calibrates): {"source": str, "cases": [{"origin": str,
     # "inputs": {name: array}}]}, given to LoadedModel.calibrate after the load.

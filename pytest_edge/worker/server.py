@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..backends import Decoder, InputShapes, LoadedModel, get_backend
+from ..backends.base import no_tensors_reason
+from ..errors import BackendError
 from ..measurement import sensors, timing
 from ..measurement.timing import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 from ..core.sizes import runtime_package
@@ -78,9 +80,15 @@ class WorkerServer:
         if decoder is not None:
             from ..backends.decoder_config import LlmConfig
 
-            model: Any = self.backend.open_decoder(Path(path), LlmConfig(**decoder), threads or 1)
+            decoders = self.backend.decoders
+            if decoders is None:
+                raise BackendError(f"{path} ({self.backend.name}): this runtime runs no decoder LLMs (edge_llm)")
+            model: Any = decoders.open(Path(path), LlmConfig(**decoder), threads or 1)
         else:
-            model = self.backend.load(Path(path), threads=threads, shapes=InputShapes.from_json(shapes))
+            tensors = self.backend.tensors
+            if tensors is None:
+                raise BackendError(f"{path} ({self.backend.name}): {no_tensors_reason(self.backend)}")
+            model = tensors.load(Path(path), threads=threads, shapes=InputShapes.from_json(shapes))
             if calibration is not None:  # a toolkit's int8 build, part of the load (Backend.calibrates)
                 model.calibrate(calibration["cases"], calibration["source"])
         load_ms = (time.perf_counter_ns() - start) / 1e6

@@ -20,5 +20,5 @@ TOSA_PYTHON_VARIABLE = "PYTEST_EDGE_TOSA_PYTHON"
 def manifest() -> list[Declared]:
     """The registered targets, and tosa-ref where its environment is named (backend.py's ``backends``)."""
     load = "pytest_edge.backends.ethos_u.backend:backends"
-    return [*(Declared(name, load, ".tflite", suffixes=(".tflite", ".pte"), compile_only=True) for name in REGISTERED),
+    return [*(Declared(name, load, ".tflite", suffixes=(".tflite", ".pte"), compile_only=True, runs_tensors=False) for name in REGISTERED),
             *([Declared("tosa-ref", load, ".tosa")] if os.environ.get(TOSA_PYTHON_VARIABLE) else [])]

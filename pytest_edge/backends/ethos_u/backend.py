@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Mapping
 
 from ...errors import BackendError
-from ..base import Backend, LoadedModel, unusable_artifact
-from ..compiled import Compilation
-from ..shapes import LoadShapes
+from ..base import Backend, unusable_artifact
+from ..compiled import Compilation, Compiler
 from . import REGISTERED  # the manifest's (__init__.py)
 
 KNOWN = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
@@ -30,17 +29,41 @@ DEFAULTS = {"ethos-u55": ("Ethos_U55_High_End_Embedded", "Shared_Sram"),
             "ethos-u85": ("Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB")}
 
 
+class VelaCompiler(Compiler):
+    """vela for one accelerator configuration: a .tflite compiled with the user's options, an
+    ExecuTorch .pte's Ethos-U delegates read as compiled at export."""
+
+    def __init__(self, backend: "EthosUBackend") -> None:
+        self.backend = backend
+
+    def compile(self, artifact: Path, options: Mapping[str, str], timeout_s: float) -> Compilation:
+        from .vela import compile_with_vela
+
+        name, version = self.backend.name, self.backend.runtime_version() or "?"
+        with open(artifact, "rb") as handle:
+            problem = unusable_artifact(handle.read(1024), artifact)
+        if problem:
+            raise BackendError(f"{name}: {problem}")
+        if artifact.suffix == ".pte":
+            from .pte import compile_pte
+
+            # Compiled at export: the delegate's own flags, not edge_compile_options (docs/npu.md).
+            return compile_pte(artifact, name, timeout_s, version)
+        return compile_with_vela(artifact, name, options, timeout_s, version)
+
+
 class EthosUBackend(Backend):
     runtime_module = "ethosu.vela"
     distribution = "ethos-u-vela"
     suffix = ".tflite"
     # An ExecuTorch program with Ethos-U delegates (ExecuTorch's Arm backend): pte.py.
     suffixes = (".tflite", ".pte")
-    compile_only = True
     threads_supported = False
 
     def __init__(self, name: str) -> None:
         self.name = name
+        # A compile-time target: vela compiles here, nothing runs what it makes (no tensors capability).
+        self.compiler = VelaCompiler(self)
 
     @classmethod
     def variant(cls, name: str) -> Backend | None:
@@ -49,24 +72,6 @@ class EthosUBackend(Backend):
 
             return TosaReferenceBackend()
         return cls(name) if name in KNOWN else None
-
-    def compile(self, artifact: Path, options: Mapping[str, str], timeout_s: float) -> Compilation:
-        from .vela import compile_with_vela
-
-        with open(artifact, "rb") as handle:
-            problem = unusable_artifact(handle.read(1024), artifact)
-        if problem:
-            raise BackendError(f"{self.name}: {problem}")
-        if artifact.suffix == ".pte":
-            from .pte import compile_pte
-
-            # Compiled at export: the delegate's own flags, not edge_compile_options (docs/npu.md).
-            return compile_pte(artifact, self.name, timeout_s, self.runtime_version() or "?")
-        return compile_with_vela(artifact, self.name, options, timeout_s, self.runtime_version() or "?")
-
-    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
-        raise BackendError(f"{path} ({self.name}): a compile-time target: vela compiles the model here, nothing "
-                           "runs it (its outputs are not computed; docs/npu.md)")
 
 
 def backends() -> list[Backend]:

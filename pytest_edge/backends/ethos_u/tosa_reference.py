@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import BackendError
-from ..base import Backend, LoadedModel, TensorSpec
+from ..base import LoadedModel, TensorBackend, TensorSpec
 from ..shapes import LoadShapes
 from . import TOSA_PYTHON_VARIABLE
 
@@ -185,7 +185,7 @@ class TosaReferenceModel(LoadedModel):
             child.wait()
 
 
-class TosaReferenceBackend(Backend):
+class TosaReferenceBackend(TensorBackend):
     name = "tosa-ref"
     suffix = ".tosa"
     runtime_module = "tosa_reference_model"

@@ -5,17 +5,53 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..base import Backend, LoadedModel
+from ..base import Backend, TensorBackend, LoadedModel
 from ..shapes import LoadShapes
-from ..decoder import Decoder
-from ..quant_pair import QuantPair
+from ..decoder import Decoder, DecoderRuntime
+from ..quant_pair import QuantPair, QuantPairs
 from .model import ExecuTorchModel
 # The runtime's helpers, by the backend's name too (tests/test_bad_input.py: explain_error).
 from .runtime import ERROR_CODES, explain_error, import_runtime_alone, program_bytes, pte_problem  # noqa: F401
 from .runtime import data_file, register_quantized_kernels  # noqa: F401
 
 
-class ExecuTorchBackend(Backend):
+class ExecuTorchDecoders(DecoderRuntime):
+    """ExecuTorch's LLM export (executorch/decoder.py)."""
+
+    kv_cache = "static (mutable buffers of max_context positions, allocated at load)"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def config_of(self, artifact: Path) -> Any:
+        """What ExecuTorch's LLM export writes into the .pte (its metadata methods: llm_metadata);
+        None for a .pte without them, whose hand-written ``<stem>.json`` is read instead."""
+        from .llm_metadata import from_pte
+
+        return from_pte(artifact)
+
+    def open(self, path: Path, config: Any, threads: int) -> Decoder:
+        from .decoder import ExecuTorchDecoder
+
+        if threads:
+            from executorch.extension.pybindings import portable_lib
+
+            portable_lib._unsafe_reset_threadpool(threads)
+        return ExecuTorchDecoder(path, config, threads, self.name)
+
+
+class EtdumpPairs(QuantPairs):
+    """Float and int8 programs, not delegated, through ETDump (quant_pair.py)."""
+
+    kind = "int8"
+
+    def open(self, float_model: Path, quant_model: Path) -> QuantPair:
+        from .quant_pair import EtdumpPair  # the runtime's graph reader, only for triage quant
+
+        return EtdumpPair(float_model, quant_model)
+
+
+class ExecuTorchBackend(TensorBackend):
     name = "executorch"
     suffix = ".pte"
     reference_priority = 20
@@ -25,28 +61,11 @@ class ExecuTorchBackend(Backend):
                       "(~430 MB), too slow to install and start under emulation")
     # No delegate-free sibling: triage re-runs the .pte with ETDump (triage.etdump).
     triage_method = "etdump"
-    quantized_kind = "int8"  # float and int8 programs, not delegated, through ETDump (quant_pair.py)
-    decodes = True  # ExecuTorch's LLM export (executorch/decoder.py)
-    kv_cache = "static (mutable buffers of max_context positions, allocated at load)"
+    decoders = ExecuTorchDecoders("executorch")
+    quant_pairs = EtdumpPairs()
 
     def weights_file(self, artifact: Path) -> Path | None:
         return data_file(artifact)
-
-    def decoder_config(self, artifact: Path) -> Any:
-        """What ExecuTorch's LLM export writes into the .pte (its metadata methods: llm_metadata);
-        None for a .pte without them, whose hand-written ``<stem>.json`` is read instead."""
-        from .llm_metadata import from_pte
-
-        return from_pte(artifact)
-
-    def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
-        from .decoder import ExecuTorchDecoder
-
-        if threads:
-            from executorch.extension.pybindings import portable_lib
-
-            portable_lib._unsafe_reset_threadpool(threads)
-        return ExecuTorchDecoder(path, config, threads, self.name)
 
     def import_runtime(self) -> None:
         # The runtime alone: a measuring process (spawned or forked from a zygote that ran this)
@@ -58,11 +77,6 @@ class ExecuTorchBackend(Backend):
 
         Runtime.get()
         register_quantized_kernels()
-
-    def open_quant_pair(self, float_model: Path, quant_model: Path) -> QuantPair:
-        from .quant_pair import EtdumpPair  # the runtime's graph reader, only for triage quant
-
-        return EtdumpPair(float_model, quant_model)
 
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         if threads:

@@ -17,9 +17,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...errors import BackendError
-from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
-from ..decoder import Decoder
-from ..quant_pair import QuantPair
+from ..base import Backend, TensorBackend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
+from ..decoder import Decoder, DecoderRuntime
+from ..quant_pair import QuantPair, QuantPairs
 from ..shapes import InputShapes, LoadShapes
 from .runtime import installed_runtime, interpreter_module  # noqa: F401 - the backend's names too
 
@@ -249,9 +249,43 @@ class LiteRTModel(LoadedModel):
         return delegate_coverage(interpreter._get_ops_details(), outputs, self._delegate_name or "", tensor_name)
 
 
-class LiteRTBackend(Backend):
+class LiteRTDecoders(DecoderRuntime):
+    """Decoder LLMs as litert-torch's generative converter writes them (litert/decoder.py), on the
+    default resolver (XNNPACK), as LiteRT's LLM pipelines run them on a CPU."""
+
+    kv_cache = ("static (external kv_cache_k_N / kv_cache_v_N of kv_cache_max_len positions, fed in "
+                "and returned by each signature call)")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def config_of(self, artifact: Path) -> Any:
+        """What litert-torch's generative converter writes into the .tflite (its prefill/decode
+        signatures: litert/decoder.py); an error naming the file for a .tflite that is no decoder."""
+        from .decoder import from_tflite
+
+        return from_tflite(artifact)
+
+    def open(self, path: Path, config: Any, threads: int) -> Decoder:
+        from .decoder import LiteRTDecoder
+
+        return LiteRTDecoder(path, config, threads, self.name, True)
+
+
+class TensorsPairs(QuantPairs):
+    """Every tensor of both models on the reference kernels (quant_pair.py)."""
+
+    kind = "int8"
+
+    def open(self, float_model: Path, quant_model: Path) -> QuantPair:
+        from .quant_pair import TensorsPair  # the runtime's graph reader, only for triage quant
+
+        return TensorsPair(float_model, quant_model)
+
+
+class LiteRTBackend(TensorBackend):
     suffix = ".tflite"
-    quantized_kind = "int8"  # every tensor on the reference kernels (quant_pair.py)
+    quant_pairs = TensorsPairs()
     device_distributions = ("ai-edge-litert",)  # on a device, whichever LiteRT this host runs
 
     def __init__(self, name: str, with_delegate: bool) -> None:
@@ -261,36 +295,14 @@ class LiteRTBackend(Backend):
         self.reference_sibling = "litert-ref" if with_delegate else None
         # The reference kernels before the delegate: a delegate's numerics are what is under test.
         self.reference_priority = 30 if with_delegate else 10
-        # Decoder LLMs as litert-torch's generative converter writes them (litert/decoder.py), on the
-        # default resolver (XNNPACK), as LiteRT's LLM pipelines run them on a CPU.
-        self.decodes = with_delegate
-        self.kv_cache = ("static (external kv_cache_k_N / kv_cache_v_N of kv_cache_max_len positions, fed in "
-                         "and returned by each signature call)") if with_delegate else None
+        # Decoders on the default resolver only: litert-ref runs none.
+        self.decoders = LiteRTDecoders(name) if with_delegate else None
         found = installed_runtime()
         self.runtime_module, self.distribution = (
             (f"{found[0]}.interpreter", found[1]) if found else ("ai_edge_litert.interpreter", "ai-edge-litert"))
 
     def unavailable_reason(self) -> str | None:
         return None if installed_runtime() else "ai-edge-litert (or tflite-runtime) not installed"
-
-    def decoder_config(self, artifact: Path) -> Any:
-        """What litert-torch's generative converter writes into the .tflite (its prefill/decode
-        signatures: litert/decoder.py); an error naming the file for a .tflite that is no decoder."""
-        from .decoder import from_tflite
-
-        return from_tflite(artifact)
-
-    def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
-        from .decoder import LiteRTDecoder
-
-        if not self.decodes:
-            return super().open_decoder(path, config, threads)
-        return LiteRTDecoder(path, config, threads, self.name, self.with_delegate)
-
-    def open_quant_pair(self, float_model: Path, quant_model: Path) -> QuantPair:
-        from .quant_pair import TensorsPair  # the runtime's graph reader, only for triage quant
-
-        return TensorsPair(float_model, quant_model)
 
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         module = importlib.import_module(self.runtime_module)

@@ -24,8 +24,7 @@ import numpy as np
 from ...errors import BackendError, EdgeUsageError
 from ...files import sha256_file, user_cache
 from ..base import Backend
-from ..base import DecoderOnlyBackend
-from ..decoder import Decoder, Generation
+from ..decoder import Decoder, DecoderRuntime, Generation
 
 BACKEND = "litert-lm"
 WHY_NO_LOGITS = "LiteRT-LM's Session takes text and returns text: it exposes no logits"
@@ -210,16 +209,28 @@ class LiteRtLmDecoder(Decoder):
                 "ttft_ms": sum(t.time_to_first_token_in_second * 1000 for t in self._timings)}
 
 
-class LiteRtLmBackend(DecoderOnlyBackend):
+class LiteRtLmDecoders(DecoderRuntime):
+    kv_cache = ("LiteRT-LM's own (the packed .tflite's external cache of kv_cache_max_len positions, "
+                "allocated at load)")
+    why_no_logits = WHY_NO_LOGITS
+
+    def config_of(self, artifact: Path) -> Any:
+        return from_litertlm(artifact)
+
+    def open(self, path: Path, config: Any, threads: int) -> Decoder:
+        return LiteRtLmDecoder(path, config, threads, BACKEND)
+
+
+class LiteRtLmBackend(Backend):
+    """LiteRT-LM runs decoder LLMs only (edge_llm tests): no tensor models, no delegate."""
+
     name = BACKEND
     suffix = ".litertlm"
     runtime_module = "litert_lm"
     distribution = "litert-lm-api"
-    kind = "LiteRT-LM runs decoder LLMs"
-    kv_cache = ("LiteRT-LM's own (the packed .tflite's external cache of kv_cache_max_len positions, "
-                "allocated at load)")
+    has_delegate = False
     device_why_not = "the emulated device installs no litert-lm-api"
-    decoder_why_no_logits = WHY_NO_LOGITS
+    decoders = LiteRtLmDecoders()
 
     def unavailable_reason(self) -> str | None:
         missing = super().unavailable_reason()
@@ -229,12 +240,6 @@ class LiteRtLmBackend(DecoderOnlyBackend):
             if importlib.util.find_spec("litert_lm_builder") is None:
                 return "litert-lm-builder not installed (it reads a .litertlm's sections)"
         return missing
-
-    def decoder_config(self, artifact: Path) -> Any:
-        return from_litertlm(artifact)
-
-    def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
-        return LiteRtLmDecoder(path, config, threads, self.name)
 
 
 def backends() -> list[Backend]:

@@ -17,8 +17,7 @@ import numpy as np
 
 from ...errors import BackendError
 from ..base import Backend
-from ..base import DecoderOnlyBackend
-from ..decoder import Decoder
+from ..decoder import Decoder, DecoderRuntime
 from .gguf import split_shards
 
 
@@ -115,27 +114,33 @@ class LlamaCppDecoder(Decoder):
         return self._logits.copy()
 
 
-class LlamaCppBackend(DecoderOnlyBackend):
+class LlamaCppDecoders(DecoderRuntime):
+    kv_cache = "llama.cpp's own (float16 K and V for n_ctx positions, allocated at load)"
+
+    def config_of(self, artifact: Path) -> Any:
+        from .gguf import from_gguf
+
+        return from_gguf(artifact)
+
+    def open(self, path: Path, config: Any, threads: int) -> Decoder:
+        return LlamaCppDecoder(path, config, threads, LlamaCppBackend.name)
+
+
+class LlamaCppBackend(Backend):
+    """llama.cpp runs decoder LLMs only (edge_llm tests): no tensor models, no delegate."""
+
     name = "llama.cpp"
     suffix = ".gguf"
     runtime_module = "llama_cpp"
     distribution = "llama-cpp-python"
-    kind = "llama.cpp runs decoder LLMs"
-    kv_cache = "llama.cpp's own (float16 K and V for n_ctx positions, allocated at load)"
+    has_delegate = False
+    decoders = LlamaCppDecoders()
 
     def external_locations(self, artifact: Path) -> tuple[str, ...]:
         """A split GGUF's other shards (llama.cpp's gguf-split and gguf-py name them
         ``<prefix>-%05d-of-%05d.gguf``; llama.cpp loads the model from the first and finds the rest
         by that name): part of the artifact. Naming another shard than the first is refused."""
         return split_shards(Path(artifact), self.name)
-
-    def decoder_config(self, artifact: Path) -> Any:
-        from .gguf import from_gguf
-
-        return from_gguf(artifact)
-
-    def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
-        return LlamaCppDecoder(path, config, threads, self.name)
 
 
 def backends() -> list[Backend]:

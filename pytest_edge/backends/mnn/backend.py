@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import BackendError
-from ..base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from ..base import Backend, TensorBackend, Coverage, LoadedModel, TensorSpec, unusable_artifact
 from ..shapes import InputShapes, LoadShapes
 from ..native_output import native_stderr
 
@@ -116,7 +116,7 @@ class MNNModel(LoadedModel):
                         delegates=["CPU"], method="runtime")
 
 
-class MNNBackend(Backend):
+class MNNBackend(TensorBackend):
     runtime_module = "MNN"
     distribution = "MNN"
     suffix = ".mnn"

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import BackendError, DoesNotConvert
-from ..base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from ..base import Backend, TensorBackend, Coverage, LoadedModel, TensorSpec, unusable_artifact
 from ..shapes import InputShapes, LoadShapes, Shape, oversized_input
 from ..native_output import native_stderr
 
@@ -155,7 +155,7 @@ class NcnnModel(LoadedModel):
         return "float16" if opt.use_fp16_storage or opt.use_fp16_arithmetic else "float32"
 
 
-class NcnnBackend(Backend):
+class NcnnBackend(TensorBackend):
     runtime_module = "ncnn"
     distribution = "ncnn"
     suffix = ".ncnn.param"

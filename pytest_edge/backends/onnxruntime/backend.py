@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from ...errors import BackendError, EdgeUsageError
-from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
+from ..base import Backend, TensorBackend, Coverage, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
 from ..shapes import LoadShapes
-from ..decoder import Decoder
+from ..decoder import Decoder, DecoderRuntime
 from .session import new_session
 from . import _NOT_LOCAL, _local_providers, ep_short_name  # noqa: F401 - the manifest's, named here too
 
-if TYPE_CHECKING:  # triage quant's and decoder folders' only: a check's processes import neither
-    from ..quant_pair import QuantPair
+from ..quant_pair import QuantPair, QuantPairs  # the capability's base (NumPy only); the pair's reader is imported on open
 
 _ORT_DTYPES = {
     "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -100,36 +99,13 @@ class OrtModel(LoadedModel):
                else {}))
 
 
-class OrtBackend(Backend):
-    runtime_module = "onnxruntime"
-    distribution = "onnxruntime"
-    suffix = ".onnx"
-    # onnx beside it: the worker's ONNX paths (intermediates.py, for node triage) import it.
-    device_distributions = ("onnxruntime", "onnx")
+class OrtDecoders(DecoderRuntime):
+    """Decoder LLMs with the KV cache as graph inputs/outputs (onnxruntime/decoder.py), on the CPU EP."""
 
-    predicts_targets = ("nnapi", "coreml")
-    # No delegate-free sibling for the CPU EP: triage compares its own graph node by node
-    # (optimized, unoptimized, onnx.reference; OrtModel.intermediates).
-    triage_method = "nodes"
-    quantized_kind = "QDQ"  # a float .onnx against its QDQ model (quant_pair.py)
+    kv_cache = "dynamic (past/present grow with the context)"
 
-    def __init__(self, provider: str) -> None:
-        self.provider = provider
-        self.name = f"onnxruntime-{ep_short_name(provider)}"
-        cpu = provider == "CPUExecutionProvider"
-        self.reference_sibling = None if cpu else "onnxruntime-cpu"
-        # The CPU EP runs the graph as exported, with no delegate: the default golden recorder.
-        self.reference_priority = 0 if cpu else None
-        self.decodes = cpu  # decoder LLMs with the KV cache as graph inputs/outputs (onnxruntime/decoder.py)
-        self.kv_cache = "dynamic (past/present grow with the context)" if cpu else None
-
-    @classmethod
-    def variant(cls, name: str) -> Backend | None:
-        """``onnxruntime-<ep>`` for a provider the wheel may lack (reported as unavailable)."""
-        if not name.startswith("onnxruntime-"):
-            return None
-        provider = _SHORT_TO_PROVIDER.get(name.removeprefix("onnxruntime-"))
-        return cls(provider) if provider else None
+    def __init__(self, name: str) -> None:
+        self.name = name
 
     def folder_decoder(self, folder: Path) -> Path | None:
         """ONNX Runtime GenAI's export folder: the decoder its ``genai_config.json`` names; else an
@@ -142,6 +118,53 @@ class OrtBackend(Backend):
         if decoder is not None and not decoder.is_file():
             raise EdgeUsageError(f"{folder / GENAI_CONFIG} names the decoder {decoder.name}, which is not there")
         return decoder
+
+    def open(self, path: Path, config: Any, threads: int) -> Decoder:
+        from .decoder import OrtDecoder
+
+        return OrtDecoder(path, config, threads, self.name)
+
+
+class QdqPairs(QuantPairs):
+    """A float .onnx against its QDQ model (quant_pair.py)."""
+
+    kind = "QDQ"
+
+    def open(self, float_model: Path, quant_model: Path) -> QuantPair:
+        from .quant_pair import QdqPair  # the runtime's graph reader, only for triage quant
+
+        return QdqPair(float_model, quant_model)
+
+
+class OrtBackend(TensorBackend):
+    runtime_module = "onnxruntime"
+    distribution = "onnxruntime"
+    suffix = ".onnx"
+    # onnx beside it: the worker's ONNX paths (intermediates.py, for node triage) import it.
+    device_distributions = ("onnxruntime", "onnx")
+
+    predicts_targets = ("nnapi", "coreml")
+    # No delegate-free sibling for the CPU EP: triage compares its own graph node by node
+    # (optimized, unoptimized, onnx.reference; OrtModel.intermediates).
+    triage_method = "nodes"
+    quant_pairs = QdqPairs()
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.name = f"onnxruntime-{ep_short_name(provider)}"
+        cpu = provider == "CPUExecutionProvider"
+        self.reference_sibling = None if cpu else "onnxruntime-cpu"
+        # The CPU EP runs the graph as exported, with no delegate: the default golden recorder.
+        self.reference_priority = 0 if cpu else None
+        self.decoders = OrtDecoders(self.name) if cpu else None
+
+    @classmethod
+    def variant(cls, name: str) -> Backend | None:
+        """``onnxruntime-<ep>`` for a provider the wheel may lack (reported as unavailable)."""
+        if not name.startswith("onnxruntime-"):
+            return None
+        provider = _SHORT_TO_PROVIDER.get(name.removeprefix("onnxruntime-"))
+        return cls(provider) if provider else None
 
     def external_locations(self, artifact: Path) -> tuple[str, ...]:
         """The external data files an ``.onnx`` names (onnxruntime/external_data.py, no onnx import)."""
@@ -161,18 +184,6 @@ class OrtBackend(Backend):
         if self.provider not in _local_providers():
             return f"this onnxruntime wheel has no {self.provider}"
         return None
-
-    def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
-        from .decoder import OrtDecoder
-
-        if not self.decodes:
-            return super().open_decoder(path, config, threads)
-        return OrtDecoder(path, config, threads, self.name)
-
-    def open_quant_pair(self, float_model: Path, quant_model: Path) -> QuantPair:
-        from .quant_pair import QdqPair  # the runtime's graph reader, only for triage quant
-
-        return QdqPair(float_model, quant_model)
 
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         # ONNX Runtime says only "INVALID_PROTOBUF ... Protobuf parsing failed" for these.

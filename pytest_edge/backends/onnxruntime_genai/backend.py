@@ -14,8 +14,7 @@ import numpy as np
 from ...errors import BackendError
 from ..decoder_config import GENAI_CONFIG, genai_decoder
 from ..base import Backend
-from ..base import DecoderOnlyBackend
-from ..decoder import Decoder
+from ..decoder import Decoder, DecoderRuntime
 from ..onnxruntime.decoder import refuse_disagreement
 
 
@@ -48,22 +47,28 @@ class GenAIDecoder(Decoder):
         return np.asarray(self.generator.get_logits(), np.float32).reshape(-1, self.config.vocab_size)[-1].copy()
 
 
-class GenAIBackend(DecoderOnlyBackend):
-    name = "onnxruntime-genai"
-    suffix = ".onnx"
-    runtime_module = "onnxruntime_genai"
-    distribution = "onnxruntime-genai"
-    kind = "ONNX Runtime GenAI runs decoder LLMs"
+class GenAIDecoders(DecoderRuntime):
     kv_cache = "the generator's own (genai_config.json: past_present_share_buffer)"
 
-    def decoder_refuses(self, artifact: Path) -> str | None:
+    def refuses(self, artifact: Path) -> str | None:
         if genai_decoder(Path(artifact).parent) == Path(artifact):
             return None
         return (f"onnxruntime-genai runs a model builder folder: no {GENAI_CONFIG} beside {Path(artifact).name} "
                 "naming it")
 
-    def open_decoder(self, path: Path, config: Any, threads: int) -> Decoder:
-        return GenAIDecoder(path, config, threads, self.name)
+    def open(self, path: Path, config: Any, threads: int) -> Decoder:
+        return GenAIDecoder(path, config, threads, GenAIBackend.name)
+
+
+class GenAIBackend(Backend):
+    """ONNX Runtime GenAI runs decoder LLMs only (edge_llm tests): no tensor models, no delegate."""
+
+    name = "onnxruntime-genai"
+    suffix = ".onnx"
+    runtime_module = "onnxruntime_genai"
+    distribution = "onnxruntime-genai"
+    has_delegate = False
+    decoders = GenAIDecoders()
 
 
 def backends() -> list[Backend]:

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import BackendError, DoesNotConvert
-from ..base import Backend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
+from ..base import Backend, TensorBackend, Coverage, Intermediates, LoadedModel, TensorSpec, unusable_artifact
 from ..shapes import InputShapes, LoadShapes
 
 # Nodes that are graph plumbing rather than operations a device runs.
@@ -163,7 +163,7 @@ class OpenVINOModel(LoadedModel):
         return {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}.get(hint, super().precision())
 
 
-class OpenVINOBackend(Backend):
+class OpenVINOBackend(TensorBackend):
     runtime_module = "openvino"
     distribution = "openvino"
     suffix = ".onnx"

@@ -27,7 +27,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from ...errors import BackendError, DoesNotConvert
-from ..base import Backend, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
+from ..base import Backend, TensorBackend, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
 from ..shapes import InputShapes, LoadShapes
 from ..toolprocess import MEMORY_VARIABLE, error_line, memory_limit
 from . import INT8, PLATFORMS, REGISTERED  # the manifest's (__init__.py)
@@ -97,7 +97,7 @@ def _memory_message(name: str, path: Path, error: BaseException) -> str:
             f"{MEMORY_VARIABLE} sets it, 8 GiB unless set): {toolkit_reason(error)}")
 
 
-class RknnBackend(Backend):
+class RknnBackend(TensorBackend):
     runtime_module = "rknn.api"
     distribution = "rknn-toolkit2"
     suffix = ".onnx"

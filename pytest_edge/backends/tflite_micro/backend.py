@@ -34,7 +34,7 @@ import numpy as np
 
 from ...errors import BackendError, DoesNotConvert
 from ..arena import TensorArena
-from ..base import Backend, Coverage, LoadedModel, TensorSpec, unusable_artifact
+from ..base import Backend, TensorBackend, Coverage, LoadedModel, TensorSpec, unusable_artifact
 from ..native_output import native_stderr
 from ..shapes import InputShapes, LoadShapes
 
@@ -193,7 +193,7 @@ class TFLMModel(LoadedModel):
                         fallback_reasons={op_id: "" for _, op_id in ops})
 
 
-class TFLMBackend(Backend):
+class TFLMBackend(TensorBackend):
     name = NAME
     suffix = ".tflite"
     runtime_module = "tflite_micro"
