@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -163,6 +164,19 @@ def test_an_environments_folder_that_is_a_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "reqs" / "requirements.txt").write_bytes(b"\xff\xfebad")  # its message named no file
     with pytest.raises(backend_env.EnvironmentUnmade, match=r"reqs/requirements.txt is not UTF-8 text"):
         backend_env.make(tmp_path / "reqs", tmp_path / "envs2", label="probe")
+
+
+@pytest.mark.parametrize("npu, said", [({"estimated_ms": 0}, "'npu.estimated_ms' must be above 0"),
+                                       ({"estimated_ms": float("nan")}, "'npu.estimated_ms' must be a finite number"),
+                                       ({"estimated_ms": "48"}, "'npu.estimated_ms' must be a finite number")])
+def test_a_baseline_npu_estimate_the_gate_would_drop_is_refused(tmp_path: Path, npu: dict[str, Any], said: str) -> None:
+    from pytest_edge.report.json_report import load_report
+
+    report = _report(backend="ethos-u55-128", npu=npu)
+    (tmp_path / "base.json").write_text(json.dumps(report))
+    # An estimate of 0 was dropped by the gate's parser: the comparison was off, in silence.
+    with pytest.raises(ValueError, match=rf"base.json is not a valid pytest-edge report: record 0 .*{re.escape(said)}"):
+        load_report(tmp_path / "base.json")
 
 
 # ---------------------------------------------------------------------- labels and surrogates

@@ -210,6 +210,9 @@ def invalid_gate_field(record: Mapping[str, Any]) -> str | None:
     for key in ("sram_bytes", "flash_bytes", "estimated_cycles", "estimated_ms", "clock_hz"):
         if npu.get(key) is not None and not _non_negative(npu[key]):
             return f"'npu.{key}' must be a finite number >= 0 or null, got {_shown(npu[key])}"
+    # The gate divides by the baseline's estimate: one of 0 was dropped, and the comparison with it.
+    if npu.get("estimated_ms") == 0:
+        return "'npu.estimated_ms' must be above 0 or null (no compiler estimates an inference at 0 ms), got 0"
     return None
 
 
