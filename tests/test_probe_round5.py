@@ -179,6 +179,19 @@ def test_a_baseline_npu_estimate_the_gate_would_drop_is_refused(tmp_path: Path, 
         load_report(tmp_path / "base.json")
 
 
+@pytest.mark.parametrize("value", [float("nan"), "48", True, [1]])
+def test_a_stored_memory_growth_that_is_no_number_is_refused(tmp_path: Path, value: Any) -> None:
+    from pytest_edge.report.json_report import load_report
+
+    (tmp_path / "base.json").write_text(json.dumps(_report(memory_growth_kb_per_run=value)))
+    # The page drew "48 KB per run" for a string; a slope below 0 (memory that shrank) is a figure.
+    with pytest.raises(ValueError, match=r"base.json is not a valid pytest-edge report: record 0 .*"
+                                         r"'memory_growth_kb_per_run' must be a finite number or null"):
+        load_report(tmp_path / "base.json")
+    (tmp_path / "base.json").write_text(json.dumps(_report(memory_growth_kb_per_run=-0.5)))
+    assert load_report(tmp_path / "base.json")["records"][0]["memory_growth_kb_per_run"] == -0.5
+
+
 # ---------------------------------------------------------------------- labels and surrogates
 
 def _unescape(text: str) -> str:

@@ -192,6 +192,9 @@ def invalid_gate_field(record: Mapping[str, Any]) -> str | None:
         for op, count in names.items():
             if not _non_negative(count):
                 return f"'coverage.fallback_op_names.{op}' must be a count >= 0, got {_shown(count)}"
+    for key in ("memory_growth_kb_per_run", "memory_growth_mb_per_min"):  # a slope: negative when memory shrank
+        if record.get(key) is not None and not is_finite_number(record[key]):
+            return f"{key!r} must be a finite number or null, got {_shown(record[key])}"
     arena = record.get("arena")
     if arena is not None and not (isinstance(arena, Mapping) and all(
             arena.get(k) is None or _non_negative(arena[k]) for k in ("total_bytes", "head_bytes", "tail_bytes"))):
