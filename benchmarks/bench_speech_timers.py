@@ -4,14 +4,20 @@ and encoder time pytest-edge records for whisper.cpp within 5 % of whisper.cpp's
 (a ratio of two clocks moves with the machine and its load); tests/test_speech_runtimes.py keeps
 what logic guarantees (both figures present, whisper.cpp's inside ours).
 
+Measured on a shared 2-core machine (2 files x 10 trials, 1 thread, load average 7.16), ours over
+whisper.cpp's, median (min-max), runs within 5 %: real-time factor 1.0000 (0.9999-1.0000) 20/20,
+encoder 1.0003 (1.0002-1.0129) 20/20, features 1.0037 (1.0024-1.0054) 20/20. Timed to the first
+logits-filter callback instead (the forced start's decoder pass included), the encoder read 1.0937
+(1.0455-1.1611), 2/20.
+
 What is compared, per ``whisper_full`` run of the recognizer (backends/whisper_cpp/speech.py):
 
 * real-time factor: ours, ``perf_counter`` around ``whisper_full`` over the audio's duration;
   whisper.cpp's, its ``total time`` (since ``whisper_reset_timings``, called just before) over the
   same duration;
-* encoder: ours, from whisper.cpp's encoder-begin callback to its first logits-filter callback
-  (the encoder, then the forced start's decoder pass: no callback comes between them);
-  whisper.cpp's, its ``encode time``;
+* encoder: ours, from whisper.cpp's encoder-begin callback to the first call of its abort
+  callback (whisper_encode_internal asks it as it returns, just after whisper.cpp's encode timer
+  stops); whisper.cpp's, its ``encode time``;
 * features: ours, from the call to the encoder-begin callback; whisper.cpp's, its ``mel time``.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_speech_timers.py [--trials 10] [--threads 1]

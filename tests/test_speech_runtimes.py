@@ -43,10 +43,11 @@ def test_whisper_cpp_reads_its_file_and_its_own_timers() -> None:
     assert run.tokens == GREEDY["weather.wav"]  # PyTorch's greedy tokens of the same model
     timers = run.runtime_timers
     assert timers is not None and timers.source == "whisper_print_timings"
-    # Both clocks saw the same run: whisper.cpp's total since its reset lies inside ours, which began
-    # before it (no bound on either: the figures' agreement is benchmarks/bench_speech_timers.py's).
+    # Both clocks saw the same run: whisper.cpp's encode timer runs between its encoder-begin and abort
+    # callbacks, which bound ours (0.01 ms: whisper_print_timings rounds to two decimals); no bound on
+    # either's size (their agreement is benchmarks/bench_speech_timers.py's).
     assert 0 < timers.encode_ms <= timers.total_ms and 0 < timers.mel_ms and timers.decode_ms > 0
-    assert timers.encode_ms <= run.encoder_ms + run.features_ms and run.total_ms >= timers.encode_ms
+    assert timers.encode_ms <= run.encoder_ms + 0.01 and run.encoder_ms < run.first_token_ms <= run.total_ms
     # Teacher-forced through whisper.h: its argmax (suppressed tokens out) is its own greedy choice.
     logits = recognizer.teacher_force(_samples("weather"), run.tokens)
     assert logits.shape == (12, 51865)

@@ -210,9 +210,12 @@ class WhisperCppRecognizer:
         samples = np.ascontiguousarray(audio, np.float32)
         params = self._params(new_tokens)
         marks: dict[str, float] = {}
-        # whisper.cpp's callbacks mark where its stages begin: the encoder, then each decoder step's
-        # logits (the first: the first token's).
+        # whisper.cpp's callbacks mark its stages: the encoder begins (encoder-begin); it ends where
+        # whisper_encode_internal asks the abort callback, its first call, just after whisper.cpp's own
+        # encode timer stops (each decoder pass asks it again at its end); the first token's logits
+        # (the first logits-filter call).
         pw.assign_encoder_begin_callback(params, lambda *_: marks.setdefault("encoder", time.perf_counter()) and True)
+        pw.assign_abort_callback(params, lambda *_: marks.setdefault("encoded", time.perf_counter()) and False)
         pw.assign_logits_filter_callback(params, lambda *_: marks.setdefault("logits", time.perf_counter()))
         self._log.lines.clear()
         pw.whisper_log_set(self._log)
@@ -235,10 +238,12 @@ class WhisperCppRecognizer:
         ended = eot in found[:new_tokens]
         tokens = found[:found.index(eot)] if eot in found else found
         tokens = tokens[:new_tokens]
-        encoder = marks.get("encoder", start)
-        logits = marks.get("logits", end)
+        missing = [name for name in ("encoder", "encoded", "logits") if name not in marks]
+        if missing:  # nothing silent: a stage whisper.cpp never marked is no figure
+            raise BackendError(f"{self.path} ({BACKEND}): whisper_full ran without its {', '.join(missing)} callback")
+        encoder, encoded, logits = marks["encoder"], marks["encoded"], marks["logits"]
         return Transcription(tokens, ended, audio_s, features_ms=(encoder - start) * 1e3,
-                             encoder_ms=(logits - encoder) * 1e3, first_token_ms=(logits - start) * 1e3,
+                             encoder_ms=(encoded - encoder) * 1e3, first_token_ms=(logits - start) * 1e3,
                              decode_s=end - logits if new_tokens > 1 else 0.0, total_ms=(end - start) * 1e3,
                              runtime_timers=timers)
 
