@@ -93,7 +93,7 @@ def _whisper_ids(n_vocab: int) -> dict[str, int]:
     multilingual = n_vocab >= 51865
     eot = 50257 if multilingual else 50256
     languages = n_vocab - 51765 - int(multilingual)
-    return {"eot": eot, "sot": eot + 1, "first_language": eot + 2, "languages": languages,
+    return {"multilingual": multilingual, "eot": eot, "sot": eot + 1, "first_language": eot + 2, "languages": languages,
             "translate": eot + 2 + languages, "transcribe": eot + 3 + languages,
             "no_timestamps": eot + 7 + languages}
 
@@ -173,6 +173,12 @@ class WhisperCppRecognizer:
                                f"are {ids['sot']} and {ids['eot']}; the export's configuration says "
                                f"{config.decoder_start_token_id} and {config.eos_token_id}")
         forced = list(config.forced)
+        if not ids["multilingual"]:  # an English-only vocabulary: whisper.cpp forces no language, no task
+            if forced != [ids["no_timestamps"]]:
+                raise BackendError(f"{self.path} ({BACKEND}): the forced tokens {forced} are not no-timestamps "
+                                   f"({ids['no_timestamps']}), as whisper.cpp's English-only decoding begins")
+            self.language, self.translate = 0, False
+            return
         if not forced or not ids["first_language"] <= forced[0] < ids["first_language"] + ids["languages"]:
             raise BackendError(f"{self.path} ({BACKEND}): the forced tokens {forced} do not begin with a language "
                                f"token ({ids['first_language']}..{ids['first_language'] + ids['languages'] - 1}); "
