@@ -133,7 +133,7 @@ def test_an_import_validates_every_run_before_writing_any(tmp_path: Path, capsys
     bad.write_text(json.dumps({"schema": history.EXPORT_SCHEMA, "runs": 5}))  # a TypeError traceback
     assert history_cli.import_command(_args(folder=str(new), files=[str(bad)])) == 2
     assert "a history export's 'runs' must be a list of runs, got 5" in capsys.readouterr().err
-    negative = _export(tmp_path, [_report(artifact_bytes=-5)])
+    negative = _export(tmp_path, [_report(peak_memory_mb=float("nan"))])
     assert history_cli.import_command(_args(folder=str(new), files=[str(negative)])) == 2
     assert "run 0 is not a valid pytest-edge report" in capsys.readouterr().err and not new.exists()
 
@@ -190,6 +190,22 @@ def test_a_stored_memory_growth_that_is_no_number_is_refused(tmp_path: Path, val
         load_report(tmp_path / "base.json")
     (tmp_path / "base.json").write_text(json.dumps(_report(memory_growth_kb_per_run=-0.5)))
     assert load_report(tmp_path / "base.json")["records"][0]["memory_growth_kb_per_run"] == -0.5
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"peak_memory_mb": float("nan")}, "'peak_memory_mb' must be a finite number"),
+    ({"peak_memory_mb": float("inf")}, "'peak_memory_mb' must be a finite number"),
+    ({"latency_ms": {"p50": float("nan")}}, "'latency_ms.p50' must be a finite number"),
+    ({"processes": [{"p50": 1.0, "runs": 50}, {"p50": float("nan"), "runs": 50}]}, "'processes[1].p50' must be"),
+])
+def test_a_stored_timed_or_memory_figure_that_is_nan_is_refused(tmp_path: Path, change: dict[str, Any],
+                                                                 said: str) -> None:
+    from pytest_edge.report.json_report import load_report
+
+    # The gate's parser dropped a NaN peak memory: the stored gate compared no memory, in silence.
+    (tmp_path / "base.json").write_text(json.dumps(_report(**change)))
+    with pytest.raises(ValueError, match=rf"base.json is not a valid pytest-edge report: record 0 .*{re.escape(said)}"):
+        load_report(tmp_path / "base.json")
 
 
 # ---------------------------------------------------------------------- labels and surrogates

@@ -192,6 +192,14 @@ def invalid_gate_field(record: Mapping[str, Any]) -> str | None:
         for op, count in names.items():
             if not _non_negative(count):
                 return f"'coverage.fallback_op_names.{op}' must be a count >= 0, got {_shown(count)}"
+    # The timed and memory figures the gate compares: the report's reader takes any float for a figure
+    # (an accuracy figure may be infinite), and the parser above drops a NaN: the comparison was off.
+    for where, block in (("", record), ("latency_ms.", record.get("latency_ms")),
+                         *((f"processes[{i}].", p) for i, p in enumerate(record.get("processes") or ()))):
+        for key in ("peak_memory_mb", "p50", "p99", *TIMED_KEYS):
+            value = block.get(key) if isinstance(block, Mapping) else None
+            if value is not None and not is_finite_number(value):
+                return f"'{where}{key}' must be a finite number or null, got {_shown(value)}"
     for key in ("memory_growth_kb_per_run", "memory_growth_mb_per_min"):  # a slope: negative when memory shrank
         if record.get(key) is not None and not is_finite_number(record[key]):
             return f"{key!r} must be a finite number or null, got {_shown(record[key])}"
