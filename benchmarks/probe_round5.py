@@ -603,6 +603,21 @@ for value, expect, must in (("5", "fail", ("allowed_cpu_ops",)), ("'QUANTIZE'", 
     case("ethos-u", f"allowed_cpu_ops={value} with max_fallback=0", expect, *must, *(("1 passed",) if expect == "fail"
                                                                                    else ()))(
         ethos_case(f", max_fallback=0, allowed_cpu_ops={value}"))
+def ethos_cnn_case(extra: str) -> Callable[[Path], list[str]]:
+    """tiny_cnn_int8 on the U55: QUANTIZE, DEQUANTIZE and CUMSUM left on the CPU by vela."""
+    def stage(d: Path) -> list[str]:
+        shutil.copy(FIXTURES / "tiny_cnn_int8.tflite", d / "models" / "tiny_cnn_int8.tflite")
+        ethos_case(extra)(d)
+        (d / "test_m.py").write_text((d / "test_m.py").read_text().replace("quant_probe_int8", "tiny_cnn_int8"))
+        return pytest_argv()
+    return stage
+
+
+case("ethos-u", "tiny_cnn_int8 (3 CPU ops), allowed_cpu_ops=['quantize', 'QUANTIZE', 'NOT_AN_OP'], max_fallback=0",
+     "fail", "QUANTIZE x1", "NOT_AN_OP, which no CPU operator is", "CUMSUM", "1 passed")(
+    ethos_cnn_case(", max_fallback=0, allowed_cpu_ops=['quantize', 'QUANTIZE', 'NOT_AN_OP']"))
+case("ethos-u", "tiny_cnn_int8, allowed_cpu_ops='CUMSUM, DEQUANTIZE, QUANTIZE', max_fallback=0 (all excused)",
+     "pass")(ethos_cnn_case(", max_fallback=0, allowed_cpu_ops='CUMSUM, DEQUANTIZE, QUANTIZE'"))
 case("ethos-u", "allowed_cpu_ops=['QUANTIZE'] without max_fallback", "fail", "allowed_cpu_ops", "1 passed")(
     ethos_case(", allowed_cpu_ops=['QUANTIZE']"))
 for keyword in ("max_sram_kb", "max_flash_kb"):
