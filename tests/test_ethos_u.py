@@ -559,7 +559,7 @@ def test_allowed_cpu_ops_is_checked_where_the_marker_is_parsed() -> None:
     from pytest_edge.core.marker import parse_marker
     from pytest_edge.errors import EdgeUsageError
 
-    assert parse_marker((), {"max_fallback": 0, "allowed_cpu_ops": "CALL_ONCE, QUANTIZE"}).allowed_cpu_ops == \
+    assert parse_marker((), {"max_fallback": 0, "allowed_cpu_ops": "CALL_ONCE, QUANTIZE"}).budget("allowed_cpu_ops") == \
         ("CALL_ONCE", "QUANTIZE")
     with pytest.raises(EdgeUsageError, match="allowed_cpu_ops qualifies max_fallback, which this marker does not set"):
         parse_marker((), {"allowed_cpu_ops": ["CALL_ONCE"]})

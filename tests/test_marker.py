@@ -43,7 +43,7 @@ def test_fractions_and_percent() -> None:
 def test_parse_marker_canonical_units_and_errors() -> None:
     spec = parse_marker(("tiny",), {"p50_ms": "2s", "peak_memory_mb": "1GB", "max_fallback": "5%",
                                     "backends": "litert, executorch", "shapes": {"x": [1, 3, 8, 8]}})
-    assert (spec.model, spec.p50_ms, spec.peak_memory_mb, spec.max_fallback) == ("tiny", 2000, 1024, 0.05)
+    assert (spec.model, spec.budget("p50_ms"), spec.budget("peak_memory_mb"), spec.budget("max_fallback")) == ("tiny", 2000, 1024, 0.05)
     assert spec.backends == ["litert", "executorch"] and spec.shapes == {"x": (1, 3, 8, 8)}
     assert spec.needs_measurement
     with pytest.raises(EdgeUsageError, match="unknown edge marker keyword"):
@@ -69,8 +69,8 @@ def test_parse_marker_canonical_units_and_errors() -> None:
 @given(st.floats(min_value=1.0, max_value=1e6, exclude_min=True, allow_nan=False))
 def test_max_drift_takes_ratios_above_one(ratio: float) -> None:
     spec = parse_marker(("m",), {"max_drift": ratio})
-    assert spec.max_drift == ratio and spec.needs_measurement
-    assert parse_marker(("m",), {"max_drift": repr(ratio)}).max_drift == pytest.approx(ratio)
+    assert spec.budget("max_drift") == ratio and spec.needs_measurement
+    assert parse_marker(("m",), {"max_drift": repr(ratio)}).budget("max_drift") == pytest.approx(ratio)
 
 
 @given(st.floats(min_value=0, max_value=1e4, exclude_min=True, allow_nan=False))
@@ -80,7 +80,7 @@ def test_max_drift_percent_is_how_much_slower(percent: float) -> None:
         with pytest.raises(EdgeUsageError, match="max_drift"):
             parse_marker(("m",), {"max_drift": f"{percent!r}%"})
         return
-    assert parse_marker(("m",), {"max_drift": f"{percent!r}%"}).max_drift == pytest.approx(expected)
+    assert parse_marker(("m",), {"max_drift": f"{percent!r}%"}).budget("max_drift") == pytest.approx(expected)
 
 
 @given(st.one_of(st.floats(max_value=1.0), st.integers(max_value=1)))
@@ -97,11 +97,11 @@ def test_max_drift_rejects(bad: object) -> None:
 
 
 def test_max_drift_examples() -> None:
-    assert parse_marker(("m",), {"max_drift": "10%"}).max_drift == pytest.approx(1.10)
-    assert parse_marker(("m",), {"max_drift": 2}).max_drift == 2.0
-    assert parse_marker(("m",), {"max_drift": " 1.5 "}).max_drift == 1.5
+    assert parse_marker(("m",), {"max_drift": "10%"}).budget("max_drift") == pytest.approx(1.10)
+    assert parse_marker(("m",), {"max_drift": 2}).budget("max_drift") == 2.0
+    assert parse_marker(("m",), {"max_drift": " 1.5 "}).budget("max_drift") == 1.5
     spec = parse_marker(("m",), {})
-    assert spec.max_drift is None and not spec.needs_measurement
+    assert spec.budget("max_drift") is None and not spec.needs_measurement
     with pytest.raises(EdgeUsageError, match=r"max_drift: 1\.0 must be a ratio above 1"):
         parse_marker(("m",), {"max_drift": 1.0})
 

@@ -103,7 +103,7 @@ def test_sizes_of_an_artifact_and_a_runtime(tmp_path: Path) -> None:
     assert "not installed" in runtime_package("no-such-runtime-distribution")["reason"]
     assert (megabytes(2951), megabytes(80198301), megabytes(None)) == ("0.00281", "76.5", "—")
     marker = parse_marker((), {"model": "m", "max_artifact_mb": "512KB", "max_runtime_mb": 100})
-    assert (marker.max_artifact_mb, marker.max_runtime_mb, marker.needs_measurement) == (0.5, 100.0, False)
+    assert (marker.budget("max_artifact_mb"), marker.budget("max_runtime_mb"), marker.needs_measurement) == (0.5, 100.0, False)
 
 
 def _grown(source: Path, target: Path, factor: float) -> None:

@@ -38,20 +38,7 @@ class MarkerSpec:
     min_snr_db: float | None = None
     topk_agreement: float | None = None
     tolerances: dict[str, Any] = field(default_factory=dict)
-    max_fallback: float | None = None
-    max_partitions: int | None = None
     target: str | None = None
-    p50_ms: float | None = None
-    p90_ms: float | None = None
-    p99_ms: float | None = None
-    max_load_ms: float | None = None
-    peak_memory_mb: float | None = None
-    # Resident memory's growth over the timed runs, KB per run (a leak; docs/measurement.md).
-    max_memory_growth_kb_per_run: float | None = None
-    # Size budgets (MB = 2**20 bytes, as peak_memory_mb): the artifact with its external data, and the
-    # runtime's installed package. Neither needs a timed run.
-    max_artifact_mb: float | None = None
-    max_runtime_mb: float | None = None
     warmup: int | None = None
     runs: int | None = None
     threads: int | None = None
@@ -59,29 +46,27 @@ class MarkerSpec:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # Another model (name or artifact path) whose golden this test's artifact is checked against.
     reference: str | None = None
-    # Largest allowed drift: median run of the last fifth of the timed time over the first fifth.
-    max_drift: float | None = None
-    # A compile-time target's budgets (docs/npu.md): SRAM and off-chip flash the NPU compiler planned
-    # (KiB), and its estimated NPU time at the configured clock (an estimate, apart from p50_ms).
-    max_sram_kb: float | None = None
-    max_flash_kb: float | None = None
-    max_dram_kb: float | None = None  # where U65/U85's memory modes put the weights and the arena
-    max_npu_estimated_ms: float | None = None
-    # Operators expected on the CPU (a streaming model's CALL_ONCE): left out of max_fallback's fraction.
-    allowed_cpu_ops: tuple[str, ...] | None = None
-    # The tensor arena a microcontroller runtime reports for the model (KiB): the RAM a device must have.
-    max_arena_kb: float | None = None
+    # The budgets this marker sets, by keyword: rows of checks.BUDGETS (those of EDGE), parsed by the
+    # row's own parser in canonical units; a row is the one place a budget is spelled
+    # (``budget("p50_ms")``), so adding one is adding a row.
+    budget_values: dict[str, Any] = field(default_factory=dict)
     # Where a target that quantizes at load (rknn's -int8) takes its calibration cases: an .npz of one
     # case or a folder of them, relative to the test's folder (run/calibration.py); None: the golden's cases.
     calibration: str | None = None
 
+    def budget(self, keyword: str) -> Any:
+        """The value this marker gives the budget ``keyword`` (a row of checks.BUDGETS); None: not set."""
+        if keyword not in BUDGET_KEYWORDS:
+            raise KeyError(f"{keyword!r} is no budget of the edge marker")
+        return self.budget_values.get(keyword)
+
     @property
     def needs_measurement(self) -> bool:
-        return any(getattr(self, budget.keyword) is not None for budget in budgets_for(EDGE) if budget.measured)
+        return any(self.budget(budget.keyword) is not None for budget in budgets_for(EDGE) if budget.measured)
 
     def budgets(self, check: Callable[..., list[Finding]]) -> dict[str, float | None]:
         """This marker's budgets that ``check`` judges (a check of :mod:`pytest_edge.checks`)."""
-        return budgets_of(check, lambda keyword: getattr(self, keyword))
+        return budgets_of(check, self.budget)
 
     @property
     def names_tolerance(self) -> bool:
@@ -96,7 +81,8 @@ class MarkerSpec:
                 and any(getattr(self, key) is not None for key in STATISTICAL_KEYS))
 
 
-KEYWORDS = tuple(f.name for f in fields(MarkerSpec))
+BUDGET_KEYWORDS = tuple(budget.keyword for budget in budgets_for(EDGE))
+KEYWORDS = tuple(f.name for f in fields(MarkerSpec) if f.name != "budget_values") + BUDGET_KEYWORDS
 
 
 def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
@@ -124,9 +110,9 @@ def parse_marker(args: tuple, kwargs: Mapping[str, Any]) -> MarkerSpec:
             setattr(spec, key, parse_fraction(kwargs[key], key))
     for budget in budgets_for(EDGE):
         if kwargs.get(budget.keyword) is not None:
-            setattr(spec, budget.keyword, budget.parse(kwargs[budget.keyword], budget.keyword))
+            spec.budget_values[budget.keyword] = budget.parse(kwargs[budget.keyword], budget.keyword)
     for budget in budgets_for(EDGE):  # a keyword that qualifies a budget means nothing without it
-        if budget.qualifies and getattr(spec, budget.keyword) is not None and getattr(spec, budget.qualifies) is None:
+        if budget.qualifies and spec.budget(budget.keyword) is not None and spec.budget(budget.qualifies) is None:
             raise EdgeUsageError(f"{budget.keyword} qualifies {budget.qualifies}, which this marker does not set "
                                  f"(e.g. {budget.qualifies}=0: every other operator on the accelerator)")
     for key, minimum in (("warmup", 0), ("runs", 1), ("threads", 1)):

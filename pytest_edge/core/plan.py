@@ -128,7 +128,7 @@ def plan_for(settings: Settings, marker: MarkerSpec, model: Model, backend: str,
         warmup=marker.warmup if marker.warmup is not None else settings.warmup,
         runs=marker.runs if marker.runs is not None else settings.runs,
         # A drift figure needs two windows long enough to say how fast the model ran in each.
-        min_time_s=max(settings.min_time_s, DRIFT_MIN_TIME_S if marker.max_drift is not None else 0.0),
+        min_time_s=max(settings.min_time_s, DRIFT_MIN_TIME_S if marker.budget("max_drift") is not None else 0.0),
         measure=settings.measure or marker.needs_measurement or settings.gating,
         reference=reference,
         defaults={"atol": marker.atol if marker.atol is not None or own_only else settings.atol,
