@@ -25,7 +25,7 @@ fi
 # converter from it.
 WHISPER_CPP=pywhispercpp==1.5.1
 if ! compgen -G "$wheels/pywhispercpp-1.5.1-*.whl" >/dev/null; then
-  echo "bootstrap: building $WHISPER_CPP from its sdist for x86-64-v3 (once per machine, ~8 CPU-minutes) ..." >&2
+  echo "bootstrap: building $WHISPER_CPP from its sdist for x86-64-v3 (once per machine, about 4 minutes on 2 cores) ..." >&2
   .venv/bin/python -m pip download --quiet --no-deps --no-binary :all: "$WHISPER_CPP" -d "$wheels"
   CMAKE_ARGS='-DGGML_NATIVE=OFF -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON -DCMAKE_INSTALL_RPATH=$ORIGIN' \
     .venv/bin/python -m pip wheel --quiet --no-deps --no-cache-dir "$wheels/pywhispercpp-1.5.1.tar.gz" -w "$wheels"
