@@ -179,6 +179,20 @@ def test_a_baseline_npu_estimate_the_gate_would_drop_is_refused(tmp_path: Path, 
         load_report(tmp_path / "base.json")
 
 
+@pytest.mark.parametrize("value", [float("nan"), "48", True, -1])
+def test_a_stored_arena_figure_is_named_with_its_value(tmp_path: Path, value: Any) -> None:
+    from pytest_edge.report.json_report import load_report
+
+    arena = {"reported_by": "tflite-micro (RecordingMicroAllocator)", "head_bytes": 10, "tail_bytes": 20,
+             "total_bytes": value}
+    (tmp_path / "base.json").write_text(json.dumps(_report(backend="tflite-micro", arena=arena)))
+    # It said "'arena' must be an object of byte counts >= 0 or null, got {'reported_by': 'tflite-m": cut
+    # before the bad figure.
+    with pytest.raises(ValueError, match=rf"'arena.total_bytes' must be a number of bytes >= 0 or null, got "
+                                         rf"{re.escape(repr(value))}$"):
+        load_report(tmp_path / "base.json")
+
+
 @pytest.mark.parametrize("value", [float("nan"), "48", True, [1]])
 def test_a_stored_memory_growth_that_is_no_number_is_refused(tmp_path: Path, value: Any) -> None:
     from pytest_edge.report.json_report import load_report

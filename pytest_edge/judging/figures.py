@@ -204,9 +204,11 @@ def invalid_gate_field(record: Mapping[str, Any]) -> str | None:
         if record.get(key) is not None and not is_finite_number(record[key]):
             return f"{key!r} must be a finite number or null, got {_shown(record[key])}"
     arena = record.get("arena")
-    if arena is not None and not (isinstance(arena, Mapping) and all(
-            arena.get(k) is None or _non_negative(arena[k]) for k in ("total_bytes", "head_bytes", "tail_bytes"))):
+    if arena is not None and not isinstance(arena, Mapping):
         return f"'arena' must be an object of byte counts >= 0 or null, got {_shown(arena)}"
+    for key in ("total_bytes", "head_bytes", "tail_bytes"):  # each named: the whole block's repr was cut at 60
+        if (arena or {}).get(key) is not None and not _non_negative(arena[key]):
+            return f"'arena.{key}' must be a number of bytes >= 0 or null, got {_shown(arena[key])}"
     npu = record.get("npu")
     if npu is None:
         return None
