@@ -30,7 +30,7 @@ import os
 import statistics
 from pathlib import Path
 
-from pytest_edge.backends.speech import open_recognizer
+from pytest_edge.run.speech_plan import open_recognizer
 from pytest_edge.backends.speech_features import read_wav
 
 SPEECH = Path(__file__).resolve().parent.parent / "fixtures" / "speech"

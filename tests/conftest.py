@@ -16,11 +16,14 @@ import measuring
 # (protobuf descriptors); openvino's and MNN's find their cached extension without its submodules
 # ("'openvino._pyopenvino' is not a package", "'_mnncengine' is not a package") when an in-process
 # pytester run imported them first. Every backend's runtime, not a list, so a new one is covered.
+# In registry order: llama.cpp and whisper.cpp each ship a libggml.so.0 (0.25 and 0.13), and a process
+# holds one library of a soname, the first loaded; libllama needs symbols 0.13 lacks, whisper.cpp runs
+# on 0.25 (docs/speech.md). The product keeps them apart: llama.cpp runs in its backend's worker.
 def _import_installed_runtimes() -> None:
     from pytest_edge.backends import all_backends
 
-    modules = {"onnx"} | {backend.runtime_module for backend in all_backends().values() if backend.runtime_module}
-    for module in sorted(modules):
+    modules = ["onnx", *(backend.runtime_module for backend in all_backends().values() if backend.runtime_module)]
+    for module in dict.fromkeys(modules):
         if importlib.util.find_spec(module.split(".")[0]) is not None:  # the tflite-runtime lane lacks some
             importlib.import_module(module)
 

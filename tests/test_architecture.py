@@ -28,7 +28,9 @@ RUNTIME_WORDS = ("onnxruntime", "onnx", "ort", "executorch", "litert", "tflite",
                  "mnn", "llama", "gguf", "genai", "xnnpack", "coreml", "nnapi", "qnn", "ethos", "vela", "tosa", "rknn",
                  "whisper", "ctranslate2")
 # Artifact suffixes, anywhere in a text ("tiny_cnn.onnx" too); the registry's are checked to be here.
-SUFFIXES = (".onnx", ".tflite", ".pte", ".gguf", ".litertlm", ".mnn", ".ncnn.param", ".xml", ".tosa")
+# The speech runtimes' exports are folders: their backends' "suffix" is the file that makes one.
+SUFFIXES = (".onnx", ".tflite", ".pte", ".gguf", ".litertlm", ".mnn", ".ncnn.param", ".xml", ".tosa", "ggml-model.bin",
+            "ctranslate2/model.bin")
 
 # What may stay outside backends/: {file: {word or suffix, or "*" for the whole file: why}}.
 ALLOWED: dict[str, dict[str, str]] = {

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from edge_helpers import FIXTURES
 
-from pytest_edge.backends.speech import SpeechConfig, open_recognizer
+from pytest_edge.backends.speech import SpeechConfig
+from pytest_edge.run.speech_plan import open_recognizer
 from pytest_edge.backends.speech_features import AudioError, FeatureConfig, log_mel, read_wav
 
 SPEECH = FIXTURES / "speech"

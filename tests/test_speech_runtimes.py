@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_edge.backends.speech import why_not
+from pytest_edge.run.speech_plan import why_not
 from pytest_edge.errors import BackendError
 
 pytest_plugins = ["pytester"]
@@ -35,7 +35,8 @@ def _samples(name: str) -> np.ndarray:
 
 @needs_whisper_cpp
 def test_whisper_cpp_reads_its_file_and_its_own_timers() -> None:
-    from pytest_edge.backends.speech import mask_suppressed, open_recognizer
+    from pytest_edge.backends.speech import mask_suppressed
+    from pytest_edge.run.speech_plan import open_recognizer
 
     recognizer = open_recognizer("whisper-cpp", FLOAT, 1)
     assert (recognizer.header.n_vocab, recognizer.header.n_mels, recognizer.header.ftype) == (51865, 80, 1)
@@ -56,7 +57,8 @@ def test_whisper_cpp_reads_its_file_and_its_own_timers() -> None:
 
 @needs_ctranslate2
 def test_ctranslate2_float_gives_pytorch_tokens_and_forced_logits() -> None:
-    from pytest_edge.backends.speech import mask_suppressed, open_recognizer
+    from pytest_edge.backends.speech import mask_suppressed
+    from pytest_edge.run.speech_plan import open_recognizer
 
     recognizer = open_recognizer("ctranslate2", FLOAT, 1)
     for name in ("hello", "weather"):
@@ -78,7 +80,7 @@ def _copy(tmp_path: Path, name: str = "whisper_vocab") -> Path:
 
 @needs_whisper_cpp
 def test_whisper_cpp_refuses_a_file_that_contradicts_the_export(tmp_path: Path) -> None:
-    from pytest_edge.backends.speech import open_recognizer
+    from pytest_edge.run.speech_plan import open_recognizer
 
     folder = _copy(tmp_path)
     config = json.loads((folder / "config.json").read_text())
@@ -97,7 +99,7 @@ def test_whisper_cpp_refuses_a_file_that_contradicts_the_export(tmp_path: Path) 
 
 @needs_whisper_cpp
 def test_a_damaged_ggml_file_names_the_file_and_whisper_cpp(tmp_path: Path) -> None:
-    from pytest_edge.backends.speech import open_recognizer
+    from pytest_edge.run.speech_plan import open_recognizer
 
     folder = _copy(tmp_path)
     model = folder / "ggml-model.bin"
@@ -112,7 +114,7 @@ def test_a_damaged_ggml_file_names_the_file_and_whisper_cpp(tmp_path: Path) -> N
 
 @needs_ctranslate2
 def test_ctranslate2_refuses_a_conversion_that_contradicts_the_export(tmp_path: Path) -> None:
-    from pytest_edge.backends.speech import open_recognizer
+    from pytest_edge.run.speech_plan import open_recognizer
 
     folder = _copy(tmp_path)
     own = folder / "ctranslate2" / "config.json"

@@ -19,7 +19,7 @@ from .decoder import Decoder
 
 __all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorBackend", "TensorSpec",
            "all_backends",
-           "compile_targets", "decoder_backends", "format_backend", "get_backend", "predicted_targets", "recording_suffixes",
+           "compile_targets", "decoder_backends", "speech_backends", "format_backend", "get_backend", "predicted_targets", "recording_suffixes",
            "reference_order", "split_device", "tensor_backends", "UnknownBackend", "Declared", "backend_source"]
 
 ENTRY_POINT_GROUP = "pytest_edge.backends"
@@ -142,6 +142,12 @@ def decoder_backends() -> dict[str, Backend]:
     """The registered backends of decoder LLMs (edge_llm tests): those with the capability
     (``Backend.decoders``), in registry order."""
     return {name: b for name, b in all_backends().items() if b.decoders is not None}
+
+
+def speech_backends() -> dict[str, Backend]:
+    """The registered backends that recognize speech (edge_asr tests: ``Backend.speech``), in
+    registry order: the first available one records the goldens."""
+    return {name: b for name, b in all_backends().items() if b.speech is not None}
 
 
 def all_artifact_suffixes() -> list[str]:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .compiled import Compiler
     from .decoder import DecoderRuntime
     from .quant_pair import QuantPairs
+    from .speech import SpeechRuntime
 
 @dataclass
 class Intermediates:
@@ -200,10 +201,11 @@ class Backend(ABC):
     # runs here (a compile-time target, docs/npu.md: nothing executes, so no output is compared and
     # nothing is timed; named only, never in a test's default parametrization, so installing a
     # compiler never adds a target nobody asked for), and the float/quantized pair of ``pytest-edge
-    # triage quant``. Running tensor models is the fourth: :attr:`tensors`.
+    # triage quant``, speech recognition. Running tensor models is one more: :attr:`tensors`.
     decoders: "DecoderRuntime | None" = None
     compiler: "Compiler | None" = None
     quant_pairs: "QuantPairs | None" = None
+    speech: "SpeechRuntime | None" = None  # Whisper-class speech recognition (edge_asr tests, docs/speech.md)
 
     # A target that runs tensors but is a test's only where named, like a compile-time one (an NPU's
     # simulator: rknn-rk3588): never in a test's default parametrization.
@@ -310,6 +312,8 @@ def no_tensors_reason(backend: Backend) -> str:
                 "(its outputs are not computed; docs/npu.md)")
     if backend.decoders is not None:
         return f"{backend.name} runs decoder LLMs only (an edge_llm test), not tensor models"
+    if backend.speech is not None:
+        return f"{backend.name} recognizes speech only (an edge_asr test), not tensor models"
     return f"{backend.name} runs no tensor models"
 
 

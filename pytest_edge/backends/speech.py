@@ -1,18 +1,17 @@
 """Speech recognition (edge_asr tests, docs/speech.md): a Whisper-class encoder-decoder as its
 exporter left it, its configuration read from the export's own files, and what a transcription
-gives. Runtime-free: each runtime's recognizer lives in its backend's folder
-(``onnxruntime/speech.py``) and is found here by backend name (:data:`SPEECH_RUNTIMES`).
+gives. Runtime-free: a runtime that recognizes speech is a backend of the one registry with the
+:class:`SpeechRuntime` capability (``Backend.speech``: ONNX Runtime's CPU EP, whisper.cpp,
+CTranslate2), its recognizer in its backend's folder (``onnxruntime/speech.py``).
 
-A speech runtime: ``open_recognizer(folder, threads) -> Recognizer``; the recognizer's
+A speech runtime: ``open(folder, threads) -> Recognizer``; the recognizer's
 ``transcribe(audio, new_tokens)`` decodes greedily from the configuration's forced start tokens
-and says how long each stage took. A runtime that is no tensor backend of the registry
-(whisper.cpp, CTranslate2: speech only) says itself whether it is installed (its module's
-``unavailable_reason()``, ``runtime_version()`` and ``DISTRIBUTION``)."""
+and says how long each stage took."""
 
 from __future__ import annotations
 
-import importlib
 import json
+from abc import ABC, abstractmethod
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,19 +20,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from .speech_features import FeatureConfig
-
-# Backend name -> the module of its recognizer (its ``open_recognizer``), in preference order: the
-# first available one records the goldens.
-SPEECH_RUNTIMES: dict[str, str] = {"onnxruntime-cpu": "pytest_edge.backends.onnxruntime.speech",
-                                   "whisper-cpp": "pytest_edge.backends.whisper_cpp.speech",
-                                   "ctranslate2": "pytest_edge.backends.ctranslate2.speech"}
-# What a speech export folder holds, per runtime: the files that make one (the first: what the record
-# names). A folder without them has no export for that runtime: its test is skipped saying so.
-SPEECH_FILES: dict[str, tuple[str, ...]] = {"onnxruntime-cpu": ("encoder_model.onnx", "decoder_model.onnx"),
-                                            "whisper-cpp": ("ggml-model.bin",),
-                                            "ctranslate2": ("ctranslate2/model.bin", "ctranslate2/config.json",
-                                                            "ctranslate2/vocabulary.json")}
-
 
 class SpeechConfigError(ValueError):
     """A speech export whose configuration is missing, unreadable or contradicts the model."""
@@ -209,44 +195,14 @@ def mask_suppressed(logits: np.ndarray, config: SpeechConfig) -> np.ndarray:
     return masked
 
 
-def speech_backends() -> list[str]:
-    return list(SPEECH_RUNTIMES)
+class SpeechRuntime(ABC):
+    """A backend's capability to recognize speech (``Backend.speech``; None on a backend that does not)."""
 
+    # What an export folder holds for this runtime: the files that make one (the first: what the
+    # record names). A folder without them has no export for it: its test is skipped saying so.
+    files: tuple[str, ...]
 
-def speech_files(backend: str) -> tuple[str, ...]:
-    return SPEECH_FILES[backend]
-
-
-def _runtime(backend: str) -> Any:
-    return importlib.import_module(SPEECH_RUNTIMES[backend])
-
-
-def why_not(backend: str) -> str | None:
-    """Why ``backend`` cannot run speech here (its runtime not installed), or None."""
-    module = _runtime(backend)
-    if hasattr(module, "unavailable_reason"):
-        return module.unavailable_reason()
-    from . import get_backend
-
-    return get_backend(backend).unavailable_reason()
-
-
-def runtime_info(backend: str) -> dict[str, Any]:
-    """The record's ``runtime``: ``backend``'s distribution and its version."""
-    module = _runtime(backend)
-    if hasattr(module, "runtime_version"):
-        return {"name": module.DISTRIBUTION, "version": module.runtime_version()}
-    from . import get_backend
-
-    runtime = get_backend(backend)
-    return {"name": runtime.distribution, "version": runtime.runtime_version()}
-
-
-def missing_files(backend: str, folder: Path) -> list[str]:
-    """The files of ``backend``'s export that ``folder`` lacks."""
-    return [name for name in SPEECH_FILES[backend] if not (folder / name).is_file()]
-
-
-def open_recognizer(backend: str, folder: Path, threads: int) -> Recognizer:
-    """``backend``'s recognizer of the export in ``folder``."""
-    return _runtime(backend).open_recognizer(folder, threads)
+    @abstractmethod
+    def open(self, folder: Path, threads: int) -> Recognizer:
+        """The recognizer of the export in ``folder``; a BackendError naming the file and the backend
+        where the export is not one this runtime reads, or contradicts its configuration."""

@@ -22,8 +22,7 @@ from typing import Any, Callable, Sequence
 from .. import __version__
 import numpy as np
 
-from ..backends.speech import (Recognizer, mask_suppressed, missing_files, open_recognizer, runtime_info, speech_backends,
-                               speech_files, why_not)
+from ..backends.speech import Recognizer, mask_suppressed
 from ..backends.speech_features import AudioError, read_wav
 from ..checks import Finding, check_speech, check_teacher_forced
 from ..core.models import Model
@@ -33,7 +32,8 @@ from ..errors import EdgeUsageError, GoldenError
 from ..files import atomic_write, relative_path, sha256_file
 from ..golden.tokens import TopLogprobs
 from ..llm.metrics import TeacherForced, teacher_forced, top_logprobs
-from .speech_plan import SpeechTarget
+from .speech_plan import (SpeechTarget, missing_files, open_recognizer, runtime_info, speech_backends, speech_files,
+                          why_not)
 
 WORD_PER_ID = "one word per token id (w<id>): the export has no tokenizer"
 

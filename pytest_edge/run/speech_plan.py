@@ -11,13 +11,53 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..backends.speech import missing_files, speech_backends, speech_files, why_not
+from ..backends import get_backend, speech_backends as registered_speech_backends
+from ..backends.speech import Recognizer, SpeechRuntime
 from ..checks import EDGE_ASR, budgets_for
 from ..errors import EdgeError, EdgeUsageError
 from ..core.models import Model, ModelKeys
 from ..core.plan import key_bases, search_dirs
 from ..core.settings import Settings
 from ..units import parse_int, shown
+
+
+def speech_backends() -> list[str]:
+    """The names of the backends that recognize speech, in registry order."""
+    return list(registered_speech_backends())
+
+
+def _speech(backend: str) -> SpeechRuntime:
+    found = get_backend(backend).speech
+    if found is None:
+        raise KeyError(f"{backend} recognizes no speech")
+    return found
+
+
+def speech_files(backend: str) -> tuple[str, ...]:
+    """What an export folder holds for ``backend`` (the first: what the record names)."""
+    return _speech(backend).files
+
+
+def why_not(backend: str) -> str | None:
+    """Why ``backend`` cannot run speech here (its runtime not installed), or None."""
+    _speech(backend)
+    return get_backend(backend).unavailable_reason()
+
+
+def runtime_info(backend: str) -> dict[str, Any]:
+    """The record's ``runtime``: ``backend``'s distribution and its version."""
+    runtime = get_backend(backend)
+    return {"name": runtime.distribution, "version": runtime.runtime_version()}
+
+
+def missing_files(backend: str, folder: Path) -> list[str]:
+    """The files of ``backend``'s export that ``folder`` lacks."""
+    return [name for name in speech_files(backend) if not (folder / name).is_file()]
+
+
+def open_recognizer(backend: str, folder: Path, threads: int) -> Recognizer:
+    """``backend``'s recognizer of the export in ``folder``."""
+    return _speech(backend).open(folder, threads)
 
 
 @dataclass(frozen=True)

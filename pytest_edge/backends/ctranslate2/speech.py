@@ -25,27 +25,9 @@ import numpy as np
 from ...errors import BackendError
 from ..speech import SpeechConfig, SpeechConfigError, Transcription
 from ..speech_features import log_mel
+from . import FOLDER
 
 BACKEND = "ctranslate2"
-DISTRIBUTION = "ctranslate2"
-FOLDER = "ctranslate2"
-
-
-def unavailable_reason() -> str | None:
-    try:
-        import ctranslate2  # noqa: F401
-    except ImportError as exc:
-        return f"ctranslate2 is not installed ({exc}): pip install 'pytest-edge[speech]'"
-    return None
-
-
-def runtime_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:
-        return None
 
 
 class Ct2Recognizer:
@@ -140,7 +122,3 @@ class Ct2Recognizer:
                                f"({forced} for {tokens[:-1]}) or gave {len(result.logits[0])} rows of logits for "
                                f"{len(tokens)} positions")
         return np.asarray([np.asarray(row, np.float32).reshape(-1) for row in result.logits[0][:len(tokens)]])
-
-
-def open_recognizer(folder: Path, threads: int) -> Ct2Recognizer:
-    return Ct2Recognizer(folder, threads)

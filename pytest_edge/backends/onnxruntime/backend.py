@@ -15,6 +15,7 @@ from ..decoder import Decoder, DecoderRuntime
 from .session import new_session
 from . import _NOT_LOCAL, _local_providers, ep_short_name  # noqa: F401 - the manifest's, named here too
 
+from ..speech import Recognizer, SpeechRuntime
 from ..quant_pair import QuantPair, QuantPairs  # the capability's base (NumPy only); the pair's reader is imported on open
 
 _ORT_DTYPES = {
@@ -136,6 +137,17 @@ class QdqPairs(QuantPairs):
         return QdqPair(float_model, quant_model)
 
 
+class OrtSpeech(SpeechRuntime):
+    """A Whisper export in Hugging Face Optimum's layout on the CPU EP (onnxruntime/speech.py)."""
+
+    files = ("encoder_model.onnx", "decoder_model.onnx")
+
+    def open(self, folder: Path, threads: int) -> Recognizer:
+        from .speech import OrtRecognizer
+
+        return OrtRecognizer(folder, threads)
+
+
 class OrtBackend(TensorBackend):
     runtime_module = "onnxruntime"
     distribution = "onnxruntime"
@@ -157,6 +169,7 @@ class OrtBackend(TensorBackend):
         # The CPU EP runs the graph as exported, with no delegate: the default golden recorder.
         self.reference_priority = 0 if cpu else None
         self.decoders = OrtDecoders(self.name) if cpu else None
+        self.speech = OrtSpeech() if cpu else None
 
     @classmethod
     def variant(cls, name: str) -> Backend | None:

@@ -119,7 +119,3 @@ class OrtRecognizer:
             raise BackendError(f"{self.decoder_path} ({BACKEND}): the decoder failed teacher-forced: {exc}") from None
         start = len(config.prompt) - 1
         return np.asarray(logits[start:start + len(tokens)], np.float32)
-
-
-def open_recognizer(folder: Path, threads: int) -> OrtRecognizer:
-    return OrtRecognizer(folder, threads)

@@ -26,33 +26,14 @@ import numpy as np
 
 from ...errors import BackendError
 from ..speech import RuntimeTimers, SpeechConfig, SpeechConfigError, Transcription
+from . import MODEL_FILE
 
 BACKEND = "whisper-cpp"
-DISTRIBUTION = "pywhispercpp"
-MODEL_FILE = "ggml-model.bin"
 GGML_MAGIC = 0x67676D6C
 # whisper.cpp's special tokens for a multilingual vocabulary of 51865 ids or more (whisper_vocab:
 # end-of-text 50257, start-of-transcript 50258, the languages from 50259, the rest after them).
 FIELDS = ("n_vocab", "n_audio_ctx", "n_audio_state", "n_audio_head", "n_audio_layer", "n_text_ctx",
           "n_text_state", "n_text_head", "n_text_layer", "n_mels", "ftype")
-
-
-def unavailable_reason() -> str | None:
-    try:
-        import _pywhispercpp  # noqa: F401
-    except ImportError as exc:
-        return (f"pywhispercpp is not installed ({exc}); it has no wheel for this platform: "
-                "scripts/bootstrap.sh builds it from its sdist")
-    return None
-
-
-def runtime_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -309,7 +290,3 @@ def _library(pw: Any) -> ctypes.CDLL:
     lib.whisper_get_logits.restype = ctypes.POINTER(ctypes.c_float)
     lib.whisper_get_logits.argtypes = [ctypes.c_void_p]
     return lib
-
-
-def open_recognizer(folder: Path, threads: int) -> WhisperCppRecognizer:
-    return WhisperCppRecognizer(folder, threads)
