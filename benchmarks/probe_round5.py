@@ -250,7 +250,7 @@ def _(d: Path) -> list[str]:
 def _(d: Path) -> list[str]:
     script = ("a=( " + " ".join(pytest_argv("--edge-history=hist")) + " ); "
               '"${a[@]}" > one.log 2>&1 & "${a[@]}" > two.log 2>&1; wait; '
-              f"{PYTHON} -m pytest_edge history show hist | grep -q '2 run(s)' && cat one.log two.log")
+              f"{PYTHON} -m pytest_edge history show hist > show.log; grep -c '2 run(s)' show.log && cat one.log two.log")
     return ["bash", "-c", script]
 
 
