@@ -235,9 +235,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     import while pytest finishes collecting and starts the first tests (a fixed cost off the clock)."""
     edge = config.stash.get(SESSION_KEY, None)
     if edge is not None and not config.option.collectonly:  # nothing runs: no runtime to start
-        # Speech recognizers run in this process (run/speech_check.py): no worker to start for them.
-        edge.prestart([t.backend for t in map(item_target, items)
-                       if t is not None and not t.unavailable and t.kind != "speech"])
+        edge.prestart([t.backend for t in map(item_target, items) if t is not None and not t.unavailable])
 
 
 def _handle(item: pytest.Item, plan: Plan) -> EdgeModel:

@@ -18,7 +18,7 @@ import measuring
 # pytester run imported them first. Every backend's runtime, not a list, so a new one is covered.
 # In registry order: llama.cpp and whisper.cpp each ship a libggml.so.0 (0.25 and 0.13), and a process
 # holds one library of a soname, the first loaded; libllama needs symbols 0.13 lacks, whisper.cpp runs
-# on 0.25 (docs/speech.md). The product keeps them apart: llama.cpp runs in its backend's worker.
+# on 0.25 (docs/speech.md). The product keeps them apart: each runs in its own backend's worker.
 def _import_installed_runtimes() -> None:
     from pytest_edge.backends import all_backends
 

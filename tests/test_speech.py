@@ -6,6 +6,8 @@ own, the ONNX pair against PyTorch's greedy tokens, and the marker as users meet
 from __future__ import annotations
 
 import json
+import os
+import signal
 import shutil
 import wave
 from pathlib import Path
@@ -54,6 +56,32 @@ def test_the_onnx_pair_gives_pytorchs_greedy_tokens() -> None:
         assert run.tokens == greedy["tokens"][name], name
         assert run.audio_s == pytest.approx(len(read_wav(AUDIO / name, 16000)) / 16000)
         assert run.real_time_factor == pytest.approx(run.total_ms / 1e3 / run.audio_s)
+
+
+def test_recognition_runs_in_the_backends_worker_and_gives_what_the_runtime_gives() -> None:
+    """The check's recognizer lives in the backend's worker (OpenSpeech, Transcribe, ForceSpeech):
+    the same tokens, configuration and teacher-forced logits as the recognizer opened here, and a
+    worker that died is replaced with the recognizer opened again."""
+    from pytest_edge.run.speech_check import WorkerRecognizer
+    from pytest_edge.worker.pool import WorkerPool
+
+    here = open_recognizer("onnxruntime-cpu", SPEECH / "whisper_tiny", 1)
+    audio = read_wav(AUDIO / "hello.wav", 16000)
+    pool = WorkerPool(True, 120.0, on_crash=lambda backend: None)
+    try:
+        there = WorkerRecognizer(pool, "onnxruntime-cpu", SPEECH / "whisper_tiny", 1)
+        assert there.config == here.config
+        run = there.transcribe(audio, 8)
+        assert run.tokens == here.transcribe(audio, 8).tokens and run.audio_s == pytest.approx(len(audio) / 16000)
+        assert np.array_equal(there.teacher_force(audio, run.tokens), here.teacher_force(audio, run.tokens))
+        worker = pool.worker("onnxruntime-cpu")
+        pid = worker.call("ping")
+        os.kill(pid, signal.SIGKILL)  # dies between requests (the OOM killer): replaced, opened again
+        worker._process.wait(timeout=30)
+        assert there.transcribe(audio, 8).tokens == run.tokens and worker.restarted
+        assert worker.call("ping") not in (pid, os.getpid())
+    finally:
+        pool.close()
 
 
 def test_a_configuration_that_contradicts_the_model_is_refused(tmp_path: Path) -> None:

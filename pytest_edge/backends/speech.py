@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 import numpy as np
 
@@ -47,6 +47,15 @@ class SpeechConfig:
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "features": asdict(self.features)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SpeechConfig":
+        """What :meth:`to_json` wrote (a worker's reply)."""
+        tokens = ("forced", "suppress_tokens", "begin_suppress_tokens")
+        return cls(**{key: tuple(int(t) for t in data[key]) if key in tokens else int(data[key])
+                      for key in ("vocab_size", "num_mel_bins", "decoder_start_token_id", "eos_token_id",
+                                  "max_target_positions", *tokens)},
+                   features=FeatureConfig.from_json(data["features"]))
 
     @classmethod
     def read(cls, folder: Path) -> "SpeechConfig":
@@ -115,6 +124,11 @@ class RuntimeTimers:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "RuntimeTimers":
+        return cls(str(data["source"]), *(float(data[k]) for k in ("mel_ms", "encode_ms", "decode_ms", "sample_ms",
+                                                                  "total_ms")))
+
 
 @dataclass(frozen=True)
 class Transcription:
@@ -131,6 +145,21 @@ class Transcription:
     decode_s: float  # the decoder steps after the first (every step where first_token_ms is None)
     total_ms: float
     runtime_timers: RuntimeTimers | None = None  # the runtime's own, where it keeps them
+
+    def to_reply(self) -> dict[str, Any]:
+        """As a worker sends it (Transcribe's reply)."""
+        return {**{key: value for key, value in asdict(self).items() if key != "runtime_timers"},
+                "tokens": [int(t) for t in self.tokens],
+                "runtime_timers": self.runtime_timers.to_json() if self.runtime_timers else None}
+
+    @classmethod
+    def from_reply(cls, reply: Mapping[str, Any]) -> "Transcription":
+        timers = reply.get("runtime_timers")
+        first = reply.get("first_token_ms")
+        return cls([int(t) for t in reply["tokens"]], bool(reply["ended"]), float(reply["audio_s"]),
+                   float(reply["features_ms"]), float(reply["encoder_ms"]), None if first is None else float(first),
+                   float(reply["decode_s"]), float(reply["total_ms"]),
+                   RuntimeTimers.from_json(timers) if timers else None)
 
     @property
     def real_time_factor(self) -> float:

@@ -251,7 +251,7 @@ class EdgeSession:
             if self._speech is None:
                 from .speech_check import SpeechChecker
 
-                self._speech = SpeechChecker(self.settings)
+                self._speech = SpeechChecker(self.settings, self.pool)
             return self._speech
         if kind == "compiled":
             return self.compiler

@@ -32,8 +32,10 @@ from ..errors import EdgeUsageError, GoldenError
 from ..files import atomic_write, relative_path, sha256_file
 from ..golden.tokens import TopLogprobs
 from ..llm.metrics import TeacherForced, teacher_forced, top_logprobs
-from .speech_plan import (SpeechTarget, missing_files, open_recognizer, runtime_info, speech_backends, speech_files,
-                          why_not)
+from ..backends.speech import SpeechConfig, Transcription
+from ..worker.pool import WorkerPool
+from ..worker.protocol import ForceSpeech, OpenSpeech, Transcribe
+from .speech_plan import SpeechTarget, missing_files, runtime_info, speech_backends, speech_files, why_not
 
 WORD_PER_ID = "one word per token id (w<id>): the export has no tokenizer"
 
@@ -64,19 +66,43 @@ def first_difference(expected: Sequence[int], got: Sequence[int]) -> int | None:
     return None if len(expected) == len(got) else min(len(expected), len(got))
 
 
-class SpeechChecker:
-    """Session-wide: the recognizers opened (one per backend, export and threads) and the goldens
-    recorded this session."""
+class WorkerRecognizer:
+    """A recognizer in ``backend``'s worker (Backend.speech, opened there by OpenSpeech), as every
+    runtime runs: a crash or a hang is one test's error, and runtimes whose native libraries cannot
+    share a process (whisper.cpp's and llama.cpp's libggml.so.0) never meet. A worker that died is
+    replaced and the recognizer opened again there, as a Load is (worker/client.py)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, pool: WorkerPool, backend: str, folder: Path, threads: int) -> None:
+        self.pool, self.backend, self.folder, self.threads = pool, backend, folder, threads
+        self.key = f"speech|{folder}|{threads}"
+        reply = pool.request(backend, OpenSpeech(self.key, str(folder), threads), folder)
+        self.config = SpeechConfig.from_json(reply["config"])
+
+    def _request(self, request: Any) -> Any:
+        return self.pool.request(self.backend, request, self.folder)
+
+    def transcribe(self, audio: np.ndarray, new_tokens: int) -> Transcription:
+        return Transcription.from_reply(self._request(Transcribe(self.key, np.asarray(audio, np.float32), new_tokens)))
+
+    def teacher_force(self, audio: np.ndarray, tokens: list[int]) -> np.ndarray | None:
+        logits = self._request(ForceSpeech(self.key, np.asarray(audio, np.float32), [int(t) for t in tokens]))["logits"]
+        return None if logits is None else np.asarray(logits, np.float32)
+
+
+class SpeechChecker:
+    """Session-wide: the recognizers opened in the backends' workers (one per backend, export and
+    threads) and the goldens recorded this session."""
+
+    def __init__(self, settings: Settings, pool: WorkerPool) -> None:
         self.settings = settings
+        self.pool = pool
         self._open: dict[tuple[str, str, int], Recognizer] = {}
         self._recorded: set[Path] = set()
 
     def recognizer(self, backend: str, folder: Path, threads: int) -> Recognizer:
         key = (backend, str(folder.resolve()), threads)
         if key not in self._open:
-            self._open[key] = open_recognizer(backend, folder, threads)
+            self._open[key] = WorkerRecognizer(self.pool, backend, folder.resolve(), threads)
         return self._open[key]
 
     def audio(self, path: Path, backend: str, recognizer: Recognizer) -> Any:

@@ -82,8 +82,8 @@ class BackendWorker:
         # what was lost, until the session takes them into the running test's record.
         self.restarted = False
         self.restart_notes: list[str] = []
-        # Load requests by model key, replayed into a replacement process; keys loaded in this one.
-        self._loads: dict[str, protocol.Load] = {}
+        # Load (and OpenSpeech) requests by key, replayed into a replacement process; keys loaded in this one.
+        self._loads: dict[str, protocol.Load | protocol.OpenSpeech] = {}
         self._live: set[str] = set()
         self._sent: set[str] = set()  # artifacts the device's cache holds (by content name)
         # One log per worker: a measurement's fresh worker must not truncate or remove the log of the
@@ -185,7 +185,7 @@ class BackendWorker:
         if not self.alive and not self._starting:
             self.launch()
         key = getattr(request, "key", None)
-        if isinstance(request, protocol.Load):
+        if isinstance(request, (protocol.Load, protocol.OpenSpeech)):
             self._loads[request.key] = request
         elif key in self._loads and key not in self._live:
             self.request(self._loads[key], artifact=artifact)
@@ -202,7 +202,7 @@ class BackendWorker:
         if isinstance(request, protocol.Load) and self.device is not None:
             wire = self._ship(request, artifact)
         reply = self._exchange(wire, artifact)
-        if isinstance(request, protocol.Load):
+        if isinstance(request, (protocol.Load, protocol.OpenSpeech)):
             self._live.add(request.key)
         return reply
 

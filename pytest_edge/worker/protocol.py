@@ -96,6 +96,44 @@ class MeasureGeneration(Request):
 
 
 @dataclass
+class OpenSpeech(Request):
+    """Open the speech export in ``folder`` under ``key`` (Backend.speech): its recognizer stays in
+    this worker; the reply is its configuration (backends.speech.SpeechConfig.to_json())."""
+
+    op: ClassVar[str] = "open_speech"
+    key: str
+    folder: str
+    threads: int
+
+    @property
+    def path(self) -> str:
+        """What it opens, as a Load's ``path`` says (a worker's restart note names it)."""
+        return self.folder
+
+
+@dataclass
+class Transcribe(Request):
+    """Greedy recognition of ``audio`` (float32 samples at the configuration's rate) for at most
+    ``new_tokens`` tokens; the reply is a backends.speech.Transcription's to_reply()."""
+
+    op: ClassVar[str] = "transcribe"
+    key: str
+    audio: np.ndarray
+    new_tokens: int
+
+
+@dataclass
+class ForceSpeech(Request):
+    """The decoder's logits at each position of ``tokens`` fed after the forced start, on ``audio``:
+    {"logits": [len(tokens), vocab], or None where the runtime gives none}."""
+
+    op: ClassVar[str] = "force_speech"
+    key: str
+    audio: np.ndarray
+    tokens: list[int]
+
+
+@dataclass
 class LimitAddressSpace(Request):
     """Let this worker map at most ``limit_mb`` more than it has now, for the rest of its life (a
     fresh worker of the context sweep, before its decoder is loaded): the limit in bytes."""
@@ -195,7 +233,8 @@ class Exit(Request):
 
 REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure, Count, ReadIntermediates, Start, Has, Put,
                                                                 Ping, Exit, Generate, MeasureGeneration,
-                                                                TeacherForce, LimitAddressSpace, ProbeContext)}
+                                                                TeacherForce, LimitAddressSpace, ProbeContext,
+                                                                OpenSpeech, Transcribe, ForceSpeech)}
 
 
 # ------------------------------------------------------------------ replies

@@ -58,6 +58,7 @@ class WorkerServer:
         self._samples = array("q", bytes(8 * MAX_RUNS))
         self.models: dict[str, LoadedModel] = {}
         self.decoders: dict[str, Decoder] = {}
+        self.recognizers: dict[str, Any] = {}  # OpenSpeech's: backends.speech.Recognizer
         self.first_inference_ms: dict[str, float | None] = {}
         self.load_peak_mb: dict[str, float | None] = {}
         self.load_base_mb: dict[str, float | None] = {}
@@ -124,6 +125,22 @@ class WorkerServer:
             threads_applied=bool(threads) and self.backend.threads_supported,
             arena=model.arena(),
         ).to_reply()
+
+    def op_open_speech(self, key: str, folder: str, threads: int) -> dict[str, Any]:
+        """A speech export's recognizer, kept under ``key`` (Backend.speech): its configuration."""
+        speech = self.backend.speech
+        if speech is None:
+            raise BackendError(f"{folder} ({self.backend.name}): this runtime recognizes no speech (edge_asr)")
+        recognizer = speech.open(Path(folder), threads)
+        self.recognizers[key] = recognizer
+        return {"config": recognizer.config.to_json()}
+
+    def op_transcribe(self, key: str, audio: np.ndarray, new_tokens: int) -> dict[str, Any]:
+        return self.recognizers[key].transcribe(np.asarray(audio, np.float32), new_tokens).to_reply()
+
+    def op_force_speech(self, key: str, audio: np.ndarray, tokens: list[int]) -> dict[str, Any]:
+        logits = self.recognizers[key].teacher_force(np.asarray(audio, np.float32), [int(t) for t in tokens])
+        return {"logits": None if logits is None else np.asarray(logits, np.float32)}
 
     def _run_timed(self, key: str, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         model = self.models[key]
