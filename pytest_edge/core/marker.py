@@ -48,7 +48,7 @@ class MarkerSpec:
     reference: str | None = None
     # The budgets this marker sets, by keyword: rows of checks.BUDGETS (those of EDGE), parsed by the
     # row's own parser in canonical units; a row is the one place a budget is spelled
-    # (``budget("p50_ms")``), so adding one is adding a row.
+    # (``budget(keyword)``), so adding one is adding a row.
     budget_values: dict[str, Any] = field(default_factory=dict)
     # Where a target that quantizes at load (rknn's -int8) takes its calibration cases: an .npz of one
     # case or a folder of them, relative to the test's folder (run/calibration.py); None: the golden's cases.

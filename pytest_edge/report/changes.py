@@ -76,8 +76,8 @@ FIGURES: list[tuple[str, Callable[[Mapping[str, Any]], Any], bool]] = [
     ("fallback", lambda r: dig(r, "coverage", "fallback"), False),
     ("artifact size", lambda r: r.get("artifact_bytes"), True),
     # A decoder's timed figures, as the gate judges them (per fresh process; here the pooled P50)
-    ("TTFT P50", lambda r: generation.p50_ms(r, "ttft"), True),
-    ("TPOT P50", lambda r: generation.p50_ms(r, "tpot"), True),
+    ("TTFT P50", lambda r: generation.median_ms(r, "ttft"), True),
+    ("TPOT P50", lambda r: generation.median_ms(r, "tpot"), True),
 ]
 
 

@@ -134,7 +134,7 @@ def gate_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
             **({"timing_not_judged": llm["timing_not_judged"]} if llm.get("timing_not_judged") else {})}
 
 
-def p50_ms(record: Mapping[str, Any], figure_name: str) -> float | None:
+def median_ms(record: Mapping[str, Any], figure_name: str) -> float | None:
     """``"ttft"`` or ``"tpot"`` P50 of a measured decoder record, in ms; None otherwise."""
     found = distribution(record, figure_name)
     return found.marks.get("p50") if found is not None else None
