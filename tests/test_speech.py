@@ -156,8 +156,15 @@ def test_golden_recorded_then_float_passes_int8_judged_by_wer_perturbed_named(py
     assert golden["transcript"] == " ".join(f"w{t}" for t in golden["tokens"])
     assert golden["meta"]["reference_backend"] == "onnxruntime-cpu"
 
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "--junitxml=j.xml")
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "--junitxml=j.xml", "--edge-html=r.html",
+                                           "--edge-summary=s.md")
     result.assert_outcomes(passed=2, failed=2, skipped=8)
+    # Both pages have the speech section: a row per audio file, where the tokens part and the rates.
+    summary, page = (pytester.path / "s.md").read_text(), (pytester.path / "r.html").read_text()
+    assert "### Speech recognition" in summary and '<section id="speech">' in page
+    rows = [line for line in summary.splitlines() if line.startswith(r"| test\_asr.py::test\_int8\_strict")]
+    assert len(rows) == 2 and any("| weather.wav |" in row and "| 0.917 |" in row and "differ at" in row for row in rows)
+    assert "test_float[whisper_tiny-onnxruntime-cpu]" in page.split('<section id="speech">')[1] and "| hello.wav |" in summary
     junit = (pytester.path / "j.xml").read_text()
     assert 'name="edge_wer"' in junit and 'name="edge_real_time_factor"' in junit
     out = result.stdout.str()

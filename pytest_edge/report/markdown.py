@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from ..core.record import GateVerdict, Verdict
 from .ab_baseline import report_baseline
 from .generation import HEADERS as GENERATION_HEADERS, generation_rows
+from .speech import HEADERS as SPEECH_HEADERS, speech_rows
 from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, gate_judged, regressions
 from ..judging.baseline import find_baseline
 from .table import (COMPILED_HEADERS, DASH, VERDICT_RANK, compiled_rows, figure, fold_line, folded_skips,
@@ -109,6 +110,13 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
                   "|" + "|".join("---" if h in ("test", "model", "backend", "verdict") else "---:" for h in GENERATION_HEADERS)
                   + "|"]
         lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in generation] + [""]
+
+    speech = speech_rows(records)
+    if speech:  # speech recognition (edge_asr): per audio file
+        lines += ["### Speech recognition", "", "| " + " | ".join(SPEECH_HEADERS) + " |",
+                  "|" + "|".join("---" if h in ("test", "model", "backend", "audio", "tokens", "verdict") else "---:"
+                                 for h in SPEECH_HEADERS) + "|"]
+        lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in speech] + [""]
 
     compiled = compiled_rows(records)
     if compiled:  # compile-time targets (docs/npu.md): nothing executed; the time is the compiler's estimate
