@@ -235,3 +235,9 @@ class SpeechRuntime(ABC):
     def open(self, folder: Path, threads: int) -> Recognizer:
         """The recognizer of the export in ``folder``; a BackendError naming the file and the backend
         where the export is not one this runtime reads, or contradicts its configuration."""
+
+    def file_figures(self, folder: Path) -> tuple[tuple[str, int], ...]:
+        """What the export's model file says of itself, read without loading it (``inspect``): a
+        BackendError naming the file where it is not one this runtime reads; () for a runtime whose
+        file is read only when loaded."""
+        return ()

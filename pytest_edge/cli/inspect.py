@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from ..backends import compile_targets, get_backend, tensor_backends
+from ..backends import all_backends, compile_targets, get_backend, tensor_backends
+from ..backends.base import Backend
+from ..backends.decoder_config import read_config
+from ..backends.speech import SpeechConfig, SpeechConfigError
 from ..backends.compiled import Compilation
 from ..errors import EdgeError, EdgeUsageError
 from ..core.marker import MarkerSpec
@@ -44,6 +48,96 @@ def _named_suffix(named: Path, model: Model) -> str | None:
     return next((suffix for suffix, path in model.artifacts.items() if path.resolve() == named.resolve()), None)
 
 
+@dataclass(frozen=True)
+class ExportSummary:
+    """What ``inspect`` says of a decoder LLM's or a speech export's file, which has no tensor graph
+    to place on a delegate: the configuration its backends read (from the file itself where it
+    carries one), and the file's size."""
+
+    path: Path
+    kind: str  # "decoder LLM", "speech recognizer"
+    readers: tuple[str, ...]  # the registered backends that read it
+    size_bytes: int
+    figures: tuple[tuple[str, str], ...]  # (what, value), in reading order
+    source: str  # where the figures were read
+
+    def lines(self) -> list[str]:
+        rows = [["file", str(self.path)], ["size", f"{self.size_bytes:,} bytes"], ["kind", self.kind],
+                ["read by", ", ".join(self.readers)], *([k, v] for k, v in self.figures),
+                ["read from", self.source]]
+        return format_table(rows, ["", ""])[2:]  # a two-column list, no header
+
+
+def _reads(backend: Backend, path: Path) -> bool:
+    """Whether ``path`` is a file of ``backend``'s suffixes (``x.onnx``; an export's own file name, as
+    ``name.bin``; a file within an export folder, as ``folder/name.bin``)."""
+    as_posix = path.resolve().as_posix()
+    return any(path.name.endswith(suffix) if suffix.startswith(".") else
+               (as_posix.endswith("/" + suffix)) for suffix in backend.artifact_suffixes())
+
+
+def _export_root(path: Path, backend: Backend) -> Path:
+    """The export folder a speech runtime's file lies in (its suffix may name a subfolder)."""
+    suffix = next(s for s in backend.artifact_suffixes() if path.resolve().as_posix().endswith("/" + s))
+    return path.resolve().parents[len(Path(suffix).parts) - 1]
+
+
+def _speech_figures(path: Path, folder: Path) -> tuple[tuple[str, str], ...]:
+    """The export's configuration (validated as a recognizer reads it) and its shape from config.json."""
+    try:
+        config = SpeechConfig.read(folder)
+        shape = json.loads((folder / "config.json").read_text())
+    except (SpeechConfigError, OSError, ValueError) as exc:
+        raise EdgeUsageError(f"{path}: not in a speech export inspect can read: {exc}") from None
+    keys = (("encoder layers", "encoder_layers"), ("decoder layers", "decoder_layers"),
+            ("encoder heads", "encoder_attention_heads"), ("decoder heads", "decoder_attention_heads"),
+            ("width", "d_model"))
+    return (("vocabulary", f"{config.vocab_size:,}"), ("mel bins", str(config.num_mel_bins)),
+            ("decoder context", f"{config.max_target_positions:,} positions"),
+            *((label, str(shape[key])) for label, key in keys if isinstance(shape.get(key), int)))
+
+
+def export_summary(path: Path) -> ExportSummary | None:
+    """The summary of ``path`` where every backend that reads its suffix runs decoders or recognizes
+    speech (none places tensors); None for a tensor model's file (the coverage table's). Errors name
+    the file and the backend."""
+    readers = [b for b in all_backends().values() if _reads(b, path)]
+    if not readers or any(b.runs_tensors or b.compile_only for b in readers):
+        return None
+    names = tuple(b.name for b in readers)
+    size = path.stat().st_size
+    decoders = [b for b in readers if b.decoders is not None]
+    if decoders:
+        runtime = decoders[0].decoders
+        assert runtime is not None
+        try:
+            config = read_config(path, metadata=runtime.config_of)
+        except EdgeError as exc:
+            raise EdgeUsageError(f"{path} ({decoders[0].name}): no decoder configuration inspect can read: {exc}") from None
+        figures = (("layers", str(config.n_layers)), ("attention heads", str(config.n_heads)),
+                   ("key/value heads", str(config.n_kv_heads)), ("head width", str(config.head_dim)),
+                   ("vocabulary", f"{config.vocab_size:,}"), ("context", f"{config.max_context:,} positions"),
+                   ("KV cache", f"{config.dtype}, {config.kv_cache_bytes(config.max_context):,} bytes at full context"))
+        return ExportSummary(path, "decoder LLM", names, size, figures, config.source or str(path))
+    speakers = [b for b in readers if b.speech is not None]
+    if not speakers:
+        raise EdgeUsageError(f"{path}: inspect reads tensor models, decoder LLMs and speech exports, not what "
+                             f"{', '.join(names)} read{'s' if len(names) == 1 else ''}")
+    folder = _export_root(path, speakers[0])
+    figures = _speech_figures(path, folder)
+    source = f"{folder}/config.json, generation_config.json, preprocessor_config.json"
+    for backend in speakers:
+        assert backend.speech is not None
+        try:
+            own = backend.speech.file_figures(folder)
+        except EdgeError as exc:
+            raise EdgeUsageError(f"{exc}") from None
+        if own:
+            figures = (*figures, *((f"{name} (the file's header)", str(value)) for name, value in own))
+            source += f"; {path.name}'s own header"
+    return ExportSummary(path, "speech recognizer", names, size, figures, source)
+
+
 def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -> list[list[str]]:
     """Per available backend: coverage, partitions and fallback operators of a model file or stem."""
     session = EdgeSession(settings)
@@ -63,8 +157,12 @@ def inspect_rows(target: str, settings: Settings, predict: Sequence[str] = ()) -
             model = replace(model, artifacts={suffix: model.artifacts[suffix]})
         choices = backend_choices(settings, MarkerSpec(), model)
         if suffix is not None:
+            # A suffix that is no backend's own (a converted format, as OpenVINO's IR) goes to those
+            # that read it without being asked for by --backends.
+            secondary = not any(b.suffix == suffix for b in all_backends().values())
             choices = [(name, reason) for name, reason in choices if get_backend(name).suffix == suffix or
-                       (settings.backends is not None and suffix in get_backend(name).artifact_suffixes())]
+                       ((settings.backends is not None or secondary) and
+                        suffix in get_backend(name).artifact_suffixes())]
             if not choices:  # an empty table would say nothing: which backends there are, said instead
                 readers = [name for name, backend in {**tensor_backends(), **compile_targets()}.items()
                            if suffix in backend.artifact_suffixes()]
@@ -120,6 +218,11 @@ def inspect_command(args: argparse.Namespace) -> int:
         settings.model_dirs = [*settings.model_dirs, *(Path(d).resolve() for d in args.model_dir)]
         if getattr(args, "backends", ""):
             settings.backends = [name.strip() for name in args.backends.split(",") if name.strip()]
+        named = Path(args.model)
+        summary = export_summary(named) if named.is_file() else None
+        if summary is not None:
+            print("\n".join(summary.lines()))
+            return 0
         rows = inspect_rows(args.model, settings, predict=args.target)
     except EdgeError as exc:
         print(f"pytest-edge inspect: {exc}", file=sys.stderr)

@@ -19,6 +19,14 @@ class WhisperCppSpeech(SpeechRuntime):
 
         return WhisperCppRecognizer(folder, threads)
 
+    def file_figures(self, folder: Path) -> tuple[tuple[str, int], ...]:
+        from dataclasses import astuple, fields
+
+        from .speech import GgmlHeader
+
+        header = GgmlHeader.read(folder / MODEL_FILE)
+        return tuple(zip((f.name for f in fields(header)), astuple(header)))
+
 
 class WhisperCppBackend(Backend):
     """whisper.cpp recognizes speech only: no tensor models, no delegate."""

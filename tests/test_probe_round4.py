@@ -1,0 +1,109 @@
+"""Issue 49, round 4's worst cases replayed (benchmarks/probe_round4_replay.py runs them all, through
+pytest and the CLI, capped): the cheap ones as tests here, and ``pytest-edge inspect`` on a file of
+every registered suffix (item 5: a ``.gguf``, a ``.litertlm`` and the speech runtimes' files were
+"not found"). Fast: inspect's own calls, no measured run."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+
+from edge_helpers import FIXTURES
+from pytest_edge.backends import all_backends
+from pytest_edge.cli.inspect import export_summary, inspect_command
+
+# A real file of each registered suffix: the exporters' own outputs (fixtures/); ".xml" is
+# converted in the test by OpenVINO itself.
+REAL_FILES = {
+    ".gguf": FIXTURES / "llm" / "gguf_llama" / "model.gguf",
+    ".litertlm": FIXTURES / "llm" / "litertlm_llama_int8" / "model.litertlm",
+    ".mnn": FIXTURES / "tiny_mlp.mnn",
+    ".ncnn.param": FIXTURES / "tiny_mlp.ncnn.param",
+    ".onnx": FIXTURES / "tiny_mlp.onnx",
+    ".pte": FIXTURES / "tiny_mlp.pte",
+    ".tflite": FIXTURES / "tiny_mlp.tflite",
+    "ctranslate2/model.bin": FIXTURES / "speech" / "whisper_vocab" / "ctranslate2" / "model.bin",
+    "ggml-model.bin": FIXTURES / "speech" / "whisper_vocab" / "ggml-model.bin",
+}
+SUFFIXES = sorted({suffix for backend in all_backends().values() for suffix in backend.artifact_suffixes()})
+
+
+def _inspect(path: Path, backends: str = "") -> tuple[int, str]:
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+        status = inspect_command(argparse.Namespace(model=str(path), model_dir=[], target=[], backends=backends))
+    return status, said.getvalue()
+
+
+def _real(suffix: str, folder: Path) -> Path:
+    if suffix == ".xml":
+        ov = pytest.importorskip("openvino")
+        target = folder / "tiny_mlp.xml"
+        ov.save_model(ov.convert_model(str(REAL_FILES[".onnx"])), str(target))
+        return target
+    assert suffix in REAL_FILES, f"a registered suffix {suffix!r} has no real file here: add one to REAL_FILES"
+    return REAL_FILES[suffix]
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_inspect_answers_a_real_file_of_every_registered_suffix(suffix: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = _real(suffix, tmp_path)
+    status, said = _inspect(path)
+    assert status == 0, said
+    assert "not found" not in said and "Traceback" not in said
+    summary = export_summary(path)
+    if summary is None:  # a tensor model's file: its coverage table, a row per backend reading it
+        assert "delegated" in said.splitlines()[0] and ("delegated" in said.splitlines()[2] or "error:" in said), said
+    else:  # a decoder's or a speech export's: its configuration and size
+        assert f"{path.stat().st_size:,} bytes" in said and "vocabulary" in said, said
+        assert summary.figures and all(value for _, value in summary.figures)
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_inspect_names_a_junk_file_of_every_registered_suffix(suffix: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    junk = tmp_path / "export" / ("m" + suffix if suffix.startswith(".") else suffix)
+    junk.parent.mkdir(parents=True)
+    junk.write_bytes(b"not a model at all " * 10)
+    status, said = _inspect(junk)
+    assert "Traceback" not in said and "not found" not in said
+    assert str(junk) in said, said  # the file named, whatever refused it
+    if status == 0:  # the coverage table: every row an error, none a placement of junk
+        rows = said.splitlines()[2:]
+        assert rows and all("error:" in row for row in rows), said
+    else:
+        assert status == 2 and said.startswith("pytest-edge inspect: "), said
+
+
+def test_the_decoder_summary_is_what_the_gguf_metadata_says(tmp_path: Path) -> None:
+    summary = export_summary(REAL_FILES[".gguf"])
+    assert summary is not None and summary.readers == ("llama.cpp",)
+    figures = dict(summary.figures)
+    # make_llm_exports.py's tiny Llama: 2 layers, 4 heads (2 key/value), a 256-token vocabulary.
+    assert (figures["layers"], figures["attention heads"], figures["key/value heads"], figures["vocabulary"]) == \
+        ("2", "4", "2", "256")
+    assert "GGUF metadata" in summary.source
+
+
+def test_a_cut_gguf_is_an_error_naming_it(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(REAL_FILES[".gguf"].read_bytes()[:3000])
+    status, said = _inspect(cut)
+    assert status == 2 and f"{cut} (llama.cpp)" in said and "truncated" in said, said
+
+
+def test_a_whisper_file_whose_header_is_not_ggml_is_named(tmp_path: Path) -> None:
+    export = tmp_path / "export"
+    shutil.copytree(REAL_FILES["ggml-model.bin"].parent, export,
+                    ignore=shutil.ignore_patterns("*.onnx", "ctranslate2", "ggml-model.bin"))
+    (export / "ggml-model.bin").write_bytes(b"\0" * 100)
+    status, said = _inspect(export / "ggml-model.bin")
+    assert status == 2 and f"{export / 'ggml-model.bin'} (whisper-cpp): magic 0x0" in said, said
