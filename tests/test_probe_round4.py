@@ -107,3 +107,55 @@ def test_a_whisper_file_whose_header_is_not_ggml_is_named(tmp_path: Path) -> Non
     (export / "ggml-model.bin").write_bytes(b"\0" * 100)
     status, said = _inspect(export / "ggml-model.bin")
     assert status == 2 and f"{export / 'ggml-model.bin'} (whisper-cpp): magic 0x0" in said, said
+
+
+# ------------------------------------------------------------------- round 4's Ethos-U .pte cases
+
+ETHOS_PTE = FIXTURES / "npu" / "tiny_mlp_ethos_u55.pte"
+
+
+def _flipped(folder: Path) -> Path:
+    """The .pte with 400 bytes in the middle of its Ethos-U delegate's payload inverted (the probe's)."""
+    from pytest_edge.backends.executorch.program import delegate_payload, forward_plan, read_plans
+
+    data = bytearray(ETHOS_PTE.read_bytes())
+    plan = forward_plan(read_plans(bytes(data)))
+    assert plan is not None
+    payload = delegate_payload(bytes(data), plan.delegate_data[0])
+    start = bytes(data).find(payload) + len(payload) // 2 - 200
+    for index in range(start, start + 400):
+        data[index] ^= 0xFF
+    target = folder / ETHOS_PTE.name
+    target.write_bytes(bytes(data))
+    return target
+
+
+def test_the_projects_own_ethos_u_pte_inspects_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ethosu.vela")
+    monkeypatch.chdir(tmp_path)
+    status, said = _inspect(ETHOS_PTE, backends="ethos-u*")  # round 4: a TypeError formatting None
+    assert status == 0 and "Traceback" not in said and "None" not in said, said
+    assert "ethos-u55-128  2/4 delegated" in said and "compiled by vela" in said, said
+
+
+def test_a_flipped_delegate_beside_its_tosa_is_an_error_naming_the_pte(tmp_path: Path) -> None:
+    pytest.importorskip("ethosu.vela")
+    from pytest_edge.backends.ethos_u.pte import compile_pte
+    from pytest_edge.errors import BackendError
+
+    flipped = _flipped(tmp_path)
+    shutil.copy(ETHOS_PTE.with_suffix(".tosa"), tmp_path)
+    with pytest.raises(BackendError, match=rf"{flipped} \(ethos-u55-128\): .*not its delegate's TOSA graph"):
+        compile_pte(flipped, "ethos-u55-128", 120, "test")
+
+
+def test_a_flipped_delegate_alone_is_judged_on_its_sizes_and_says_so(tmp_path: Path) -> None:
+    """The known limit (docs/npu.md): nothing here reads a command stream's bytes; what is judged
+    (the blocks' sizes) is the intact program's, and the figures say approximate, no estimate."""
+    from pytest_edge.backends.ethos_u.pte import compile_pte
+
+    flipped = compile_pte(_flipped(tmp_path), "ethos-u55-128", 120, "test")
+    (tmp_path / "intact").mkdir()
+    intact = compile_pte(Path(shutil.copy(ETHOS_PTE, tmp_path / "intact")), "ethos-u55-128", 120, "test")
+    assert flipped.coverage.approximate and flipped.estimated_ms is None
+    assert flipped.memories == intact.memories and flipped.memories["command_stream"] > 0
