@@ -436,6 +436,11 @@ class Budget:
         return tuple(self.checks)
 
 
+# Rows other code reads by what they mean: the context sweep runs for the longest-stable-context
+# budget, and each of its lengths must stay within the decoder's memory budget.
+CONTEXT_BUDGET = "max_context"
+MEMORY_BUDGET = "peak_memory_mb"
+
 BUDGETS: tuple[Budget, ...] = (
     Budget("max_fallback", parse_fraction, "delegate fallback", "fraction", {EDGE: check_coverage}, measured=False),
     Budget("max_partitions", parse_int, "delegate partitions", "partitions", {EDGE: check_coverage}, measured=False),

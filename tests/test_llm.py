@@ -19,7 +19,7 @@ from pytest_edge.checks import Finding, check_generation
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.backends.decoder_config import LlmConfig
 from pytest_edge.golden.tokens import TokenGolden, golden_path, read_golden, write_golden
-from pytest_edge.llm.marker import parse_llm_marker
+from pytest_edge.llm.marker import BUDGET_KEYWORDS, parse_llm_marker
 from pytest_edge.llm.metrics import logits_figures, logits_messages, token_agreement, token_message
 from pytest_edge.judging.generation import _ended, context_lengths, context_sweep
 from pytest_edge.backends import get_backend
@@ -121,7 +121,7 @@ def test_marker_parsing() -> None:
     ("memory_limit_mb", "512MB", 512.0), ("max_load_ms", 3, 3.0), ("min_decode_tps", 12, 12.0)])
 def test_llm_budgets_take_the_edge_markers_units(keyword: str, value: object, parsed: float) -> None:
     spec = parse_llm_marker((), {"model": "m", "prompts": [[1]], keyword: value})
-    assert getattr(spec, keyword) == parsed
+    assert (spec.budget(keyword) if keyword in BUDGET_KEYWORDS else getattr(spec, keyword)) == parsed
 
 
 @pytest.mark.parametrize(("keyword", "value", "message"), [
@@ -655,7 +655,7 @@ def test_tolerances_judge_each_backend_by_its_own_accuracy_keywords() -> None:
                                                 "llama.cpp@pi5": {"min_token_agreement": 0.25}}})
     gguf = spec.for_backend("llama.cpp")
     # None switches a keyword off for that backend (as on the edge marker's tolerances=)
-    assert (gguf.logits_atol, gguf.logits_cosine, gguf.min_token_agreement, gguf.max_kld) == (None, 0.999, 0.5, 0.01)
+    assert (gguf.logits_atol, gguf.logits_cosine, gguf.min_token_agreement, gguf.budget("max_kld")) == (None, 0.999, 0.5, 0.01)
     assert spec.for_backend("llama.cpp@pi5").min_token_agreement == 0.25
     off = parse_llm_marker((), {"model": "m", "prompts": [[1]], "tolerances": {"litert-lm": {"min_token_agreement": None}}})
     assert off.for_backend("litert-lm").min_token_agreement is None and off.min_token_agreement == 1.0

@@ -107,7 +107,7 @@ def test_teacher_forced_figures_are_top1_share_mean_p99_max_and_where() -> None:
 
 def test_budgets_judge_the_overall_figures_and_a_golden_without_distributions_is_a_finding() -> None:
     spec = parse_llm_marker((), {"model": "m", "prompts": [[1]], "min_top1_agreement": "95%", "max_kld": 0.01})
-    assert (spec.min_top1_agreement, spec.max_kld) == (0.95, 0.01)
+    assert (spec.budget("min_top1_agreement"), spec.budget("max_kld")) == (0.95, 0.01)
     budgets = spec.budgets(check_teacher_forced)
     figures = {"positions": 16, "top1_agreement": 0.875, "first_top1_difference": {"prompt": 1, "position": 3},
                "kld": {"mean": 0.02, "p99": 0.05, "max": 0.06}, "max_kld_at": {"prompt": 0, "position": 7}}

@@ -12,7 +12,7 @@ import os
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..backends.decoder_config import LlmConfig
-from ..checks import EDGE_LLM, Check, budgets_for, budgets_of
+from ..checks import CONTEXT_BUDGET, EDGE_LLM, MEMORY_BUDGET, Check, budgets_for, budgets_of
 from ..errors import EdgeUsageError
 from ..units import parse_bounded_int, parse_int, parse_mb, parse_number, shown
 
@@ -25,15 +25,6 @@ class LlmSpec:
     min_token_agreement: float | None = 1.0  # None: not judged (a tolerances= entry may say so for one backend)
     logits_atol: float | None = 1e-3  # first-step logits, another runtime of the same float network
     logits_cosine: float | None = None
-    min_top1_agreement: float | None = None  # teacher-forced, over every prompt's positions
-    max_kld: float | None = None  # teacher-forced mean KL divergence (nats)
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    min_decode_tps: float | None = None
-    min_prefill_tps: float | None = None
-    peak_memory_mb: float | None = None
-    max_load_ms: float | None = None
-    max_context: int | None = None  # budget: the longest stable context must reach this
     contexts: tuple[int, ...] | None = None  # lengths to sweep (default: doubling up to the cap)
     context_cap: int | None = None  # highest length the doubling probe tries (default: the model's maximum)
     memory_limit_mb: float | None = None  # the sweep's processes may map this much more than the runtime alone
@@ -48,38 +39,51 @@ class LlmSpec:
     # Per backend (a name, or BACKEND@DEVICE), the accuracy keywords that backend is judged by instead
     # (a GGUF's f16 beside an fp32 ONNX): ((backend, ((keyword, value), ...)), ...), parsed; None: off there.
     tolerances: tuple[tuple[str, tuple[tuple[str, float | None], ...]], ...] = ()
+    # The budgets this marker sets, by keyword: rows of checks.BUDGETS (those of EDGE_LLM), parsed by
+    # the row's own parser ((keyword, value), ...; hashable, as the spec is); budget(keyword) reads one.
+    budget_values: tuple[tuple[str, Any], ...] = ()
+
+    def budget(self, keyword: str) -> Any:
+        """The value this marker gives the budget ``keyword`` (a row of checks.BUDGETS); None: not set."""
+        if keyword not in BUDGET_KEYWORDS:
+            raise KeyError(f"{keyword!r} is no budget of the edge_llm marker")
+        return dict(self.budget_values).get(keyword)
 
     def for_backend(self, backend: str) -> "LlmSpec":
         """This spec as ``backend`` is judged: its tolerances= entry (``BACKEND@DEVICE``'s, else the
         runtime's) over the marker's keywords."""
         entries = dict(self.tolerances)
-        entry = entries.get(backend, entries.get(backend.partition("@")[0], ()))
-        return replace(self, **dict(entry)) if entry else self
+        entry = dict(entries.get(backend, entries.get(backend.partition("@")[0], ())))
+        if not entry:
+            return self
+        budgets = {key: entry.pop(key) for key in list(entry) if key in BUDGET_KEYWORDS}
+        return replace(self, **entry, budget_values=tuple({**dict(self.budget_values), **budgets}.items()))
 
     @property
     def needs_measurement(self) -> bool:
-        return any(getattr(self, budget.keyword) is not None for budget in budgets_for(EDGE_LLM)
+        return any(self.budget(budget.keyword) is not None for budget in budgets_for(EDGE_LLM)
                    if budget.measured) or self.needs_context_sweep
 
     def budgets(self, check: Check) -> dict[str, float | None]:
         """This marker's budgets that ``check`` judges (``checks.check_generation``)."""
-        return budgets_of(check, lambda keyword: getattr(self, keyword))
+        return budgets_of(check, self.budget)
 
     def check_context_budget(self, config: LlmConfig, where: str) -> None:
         """A longest-stable-context budget beyond the model's maximum context is refused before
         anything runs, as contexts= beyond it is: no length the sweep can try reaches it."""
-        if self.max_context is not None and self.max_context > config.max_context:
-            raise EdgeUsageError(f"{where}: max_context={self.max_context} exceeds the model's maximum context of "
+        longest = self.budget(CONTEXT_BUDGET)
+        if longest is not None and longest > config.max_context:
+            raise EdgeUsageError(f"{where}: {CONTEXT_BUDGET}={longest} exceeds the model's maximum context of "
                                  f"{config.max_context}; no context the sweep can try reaches it")
 
     @property
     def sweep_memory_mb(self) -> float | None:
         """The memory budget each length of the context sweep must stay within (``peak_memory_mb``)."""
-        return self.peak_memory_mb
+        return self.budget(MEMORY_BUDGET)
 
     @property
     def needs_context_sweep(self) -> bool:
-        return self.max_context is not None or self.contexts is not None
+        return self.budget(CONTEXT_BUDGET) is not None or self.contexts is not None
 
 
 def _prompts(value: Any) -> tuple[tuple[int, ...], ...]:
@@ -124,8 +128,11 @@ def check_prompt(prompt: Sequence[int], new_tokens: int, config: LlmConfig, wher
     return ids
 
 
+BUDGET_KEYWORDS = tuple(budget.keyword for budget in budgets_for(EDGE_LLM))
+
+
 def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
-    known = {f.name for f in fields(LlmSpec)}
+    known = {f.name for f in fields(LlmSpec) if f.name != "budget_values"} | set(BUDGET_KEYWORDS)
     kwargs = dict(kwargs)
     if args:
         if len(args) > 1 or "model" in kwargs:
@@ -161,7 +168,10 @@ def parse_llm_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> LlmSpec:
     if kwargs.get("contexts") and not all(isinstance(n, int) and not isinstance(n, bool) and n >= 2
                                           for n in kwargs["contexts"]):
         raise EdgeUsageError(f"edge_llm contexts={kwargs['contexts']!r}: lengths are ints of at least 2")
-    return LlmSpec(**kwargs)
+    budgets = tuple((key, kwargs.pop(key)) for key in BUDGET_KEYWORDS if kwargs.get(key) is not None)
+    for key in BUDGET_KEYWORDS:
+        kwargs.pop(key, None)
+    return LlmSpec(**kwargs, budget_values=budgets)
 
 
 
