@@ -159,3 +159,25 @@ def test_a_flipped_delegate_alone_is_judged_on_its_sizes_and_says_so(tmp_path: P
     intact = compile_pte(Path(shutil.copy(ETHOS_PTE, tmp_path / "intact")), "ethos-u55-128", 120, "test")
     assert flipped.coverage.approximate and flipped.estimated_ms is None
     assert flipped.memories == intact.memories and flipped.memories["command_stream"] > 0
+
+
+@pytest.mark.parametrize("npu", [None, {"memories": None}, {"memories": {"sram": None, "off_chip_flash": "same"}}])
+def test_a_baseline_without_npu_figures_is_said_not_compared(npu: object) -> None:
+    """A stored record whose NPU block (or one of its memories) is null compared nothing of it: a
+    note names what was not compared, where the gate said only '1 compared, 0 regressed'."""
+    from pytest_edge.backends import get_backend
+    from pytest_edge.core.record import Record
+    from pytest_edge.run.pipeline import compiled_gate
+
+    compiled = get_backend("ethos-u55-128").compiler.compile(FIXTURES / "npu" / "kws_dscnn_int8.tflite", {}, 300)
+    mine = Record(test="t.py::test_npu", model={"name": "m", "artifact": "m.tflite"}, backend="ethos-u55-128",
+                  artifact_bytes=5568, npu=compiled)
+    if npu and npu["memories"]:  # the candidate's own flash: compared and equal
+        npu = {"memories": {"sram": None, "off_chip_flash": mine.to_json()["npu"]["memories"]["off_chip_flash"]}}
+    stored = {"test": "t.py::test_npu", "backend": "ethos-u55-128", "model": {"name": "m", "artifact": "m.tflite"},
+              "artifact_bytes": 5568, "npu": npu}
+    gate = compiled_gate(mine, stored, "base.json", paired=False, max_regression=0.10)
+    assert gate.failures == [] and ("NPU memory" in gate.summary["compared"]) == bool(npu and npu["memories"])
+    (note,) = gate.notes
+    assert note.startswith("ethos-u55-128: not compared: ") and "SRAM" in note and "the baseline (base.json)" in note
+    assert ("off-chip flash" in note) == (not (npu and npu["memories"]))

@@ -21,7 +21,7 @@ import numpy as np
 from ..measurement.counts import CountedMeasurement
 from .figures import GateFigures
 from .gate import GateResult, rule_of
-from .regressions import INSTRUCTIONS, Regression, compared_figures, resource_regressions
+from .regressions import INSTRUCTIONS, Regression, compared_figures, resource_regressions, uncompared_note
 
 # Per-process counts that lie within this fraction of each other count as exact: one measurement decides.
 AGREE = 0.005
@@ -73,6 +73,7 @@ def run_count_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, 
                       "counted": True, "compared": compared_figures(record, baseline, ())}
     for regression in resource_regressions(record, baseline, max_regression, what):
         result.fail(regression, rule_of(regression.figure, paired))
+    result.notes += uncompared_note(record, baseline, what)
     # Both sides through one typed view: this record's, and the twin's or a stored report's as written.
     mine, theirs = record.counted, baseline.counted
     if theirs is None or not theirs.instructions:

@@ -33,7 +33,7 @@ from ..core.record import GateVerdict
 from .figures import GateFigures, ProcessFigures
 from .regressions import (ARENA, ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
                           NPU_ESTIMATE, NPU_MEMORY, PARTITIONS, PEAK_MEMORY, GateFinding, Regression, TimedFigure,
-                          compared_figures, latency_regressions, resource_regressions)
+                          compared_figures, latency_regressions, resource_regressions, uncompared_note)
 
 # A/B mode (docs/gate.md, "Catching 1.2x"): a P50 above this fraction of the threshold is measured
 # again, in this many pairs (the first measurement has edge_processes pairs, 3 by default).
@@ -186,6 +186,7 @@ def run_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, max_re
             result.fail(regression, rule_of(regression.figure, paired))
     result.summary = {"mode": "ab" if paired else "stored", "baseline": source,
                       "remeasured": bool(suspects or memory), "compared": compared_figures(record, baseline, figures)}
+    result.notes += uncompared_note(record, baseline, what)
     if suspects or memory:
         again, twin_again = remeasure()
         second_baseline = twin_again if paired and twin_again is not None else baseline

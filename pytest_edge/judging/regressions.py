@@ -284,6 +284,24 @@ def compared_figures(record: GateFigures, baseline: GateFigures,
     return both + [name for name, new, old in pairs if new is not None and old is not None]
 
 
+def uncompared_note(record: GateFigures, baseline: GateFigures, what: str = "the baseline") -> list[str]:
+    """A note naming the resource figures the candidate holds and ``baseline`` does not (a record
+    written without them, or with them null), so that a figure the gate could not compare is said,
+    never passed in silence; none where the baseline holds every one."""
+    pairs = ((PEAK_MEMORY, record.peak_memory_mb, baseline.peak_memory_mb),
+             (ARTIFACT_SIZE, record.artifact_bytes, baseline.artifact_bytes),
+             (DELEGATE_COVERAGE, record.fallback, baseline.fallback),
+             (PARTITIONS, record.partitions, baseline.partitions),
+             (NPU_ESTIMATE, record.npu_estimated_ms, baseline.npu_estimated_ms),
+             (ARENA, record.arena_bytes, baseline.arena_bytes),
+             *((name, record.npu_memories.get(key), baseline.npu_memories.get(key)) for key, name in _NPU_MEMORIES))
+    missing = [name for name, new, old in pairs if new is not None and old is None]
+    if not missing:
+        return []
+    return [f"{record.backend}: not compared: {', '.join(missing)}: {what} ({baseline.source}) holds no such figure "
+            "(recorded without it, or null); record the baseline again to gate it"]
+
+
 def check_baseline(record: GateFigures, baseline: GateFigures | None,
                    max_regression: float, figures: tuple[TimedFigure, ...] = LATENCY_FIGURES) -> list[str]:
     """Every regression of ``record`` against a stored ``baseline`` record, as messages (no

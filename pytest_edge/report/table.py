@@ -358,6 +358,11 @@ def summary_lines(records: Sequence[Mapping[str, Any]], *, under_load: bool = Fa
                      "(emulated device: timing and memory are not the target's; edge_emulated_timing = record "
                      "measures them, = judge judges them too)")
     lines += compiled_lines(records)
+    # Figures the candidate holds and its baseline does not: said, never passed in silence.
+    for r in records:
+        check = r.get("baseline_check") if isinstance(r.get("baseline_check"), dict) else {}
+        lines += [f"note: {r.get('test')}: {note}" for note in check.get("notes") or []
+                  if isinstance(note, str) and ": not compared: " in note]
     counted = [r for r in records if isinstance(r.get("counted"), dict)]
     if counted:
         figures = ", ".join(f"{r['model']['name']} on {r['backend']} {r['counted']['instructions']:,.0f}"

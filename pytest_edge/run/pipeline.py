@@ -264,7 +264,7 @@ def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, 
     and estimate, and the artifact's size; nothing was timed, so nothing is re-measured."""
     from ..judging.figures import GateFigures
     from ..judging.gate import GateResult, rule_of
-    from ..judging.regressions import compared_figures, resource_regressions
+    from ..judging.regressions import compared_figures, resource_regressions, uncompared_note
 
     gate = GateResult()
     if baseline is None:
@@ -273,6 +273,7 @@ def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, 
     mine, theirs = GateFigures.of_record(record), GateFigures.from_json(baseline, source=source)
     for regression in resource_regressions(mine, theirs, max_regression, what):
         gate.fail(regression, rule_of(regression.figure, paired))
+    gate.notes += uncompared_note(mine, theirs, what)
     gate.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
                     "compared": compared_figures(mine, theirs, ()),
                     "verdict": gate.verdict()}
