@@ -19,6 +19,7 @@ from typing import Any, Mapping, Protocol
 
 import numpy as np
 
+from ..errors import BackendError
 from .speech_features import FeatureConfig
 
 class SpeechConfigError(ValueError):
@@ -172,6 +173,16 @@ class Transcription:
         time is not known; None with none to count)."""
         after = len(self.tokens) + int(self.ended) - (1 if self.first_token_ms is not None else 0)
         return after / self.decode_s if after > 0 and self.decode_s > 0 else None
+
+
+def one_window(audio: np.ndarray, config: SpeechConfig, backend: str) -> float:
+    """The audio's duration in seconds; a BackendError naming ``backend`` where it is longer than
+    the one window the export reads (chunked decoding is not done yet)."""
+    audio_s = len(audio) / config.features.sampling_rate
+    if audio_s > config.features.chunk_length:
+        raise BackendError(f"{backend}: {audio_s:.1f} s of audio; one window holds {config.features.chunk_length} s "
+                           "(chunked decoding is not done yet)")
+    return audio_s
 
 
 class Recognizer(Protocol):

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import SpeechConfig, SpeechConfigError, Transcription
+from ..speech import SpeechConfig, SpeechConfigError, Transcription, one_window
 from ..speech_features import log_mel
 from . import FOLDER
 
@@ -93,10 +93,7 @@ class Ct2Recognizer:
 
     def transcribe(self, audio: np.ndarray, new_tokens: int) -> Transcription:
         config = self.config
-        audio_s = len(audio) / config.features.sampling_rate
-        if audio_s > config.features.chunk_length:
-            raise BackendError(f"{BACKEND}: {audio_s:.1f} s of audio; one window holds {config.features.chunk_length} s "
-                               "(chunked decoding is not done yet)")
+        audio_s = one_window(audio, config, BACKEND)
         start = time.perf_counter()
         features = self._features(audio)
         features_done = time.perf_counter()

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_pick
+from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_pick, one_window
 from ..speech_features import log_mel
 
 BACKEND = "onnxruntime-cpu"
@@ -71,10 +71,7 @@ class OrtRecognizer:
 
     def transcribe(self, audio: np.ndarray, new_tokens: int) -> Transcription:
         config = self.config
-        audio_s = len(audio) / config.features.sampling_rate
-        if audio_s > config.features.chunk_length:
-            raise BackendError(f"{BACKEND}: {audio_s:.1f} s of audio; one window holds {config.features.chunk_length} s "
-                               "(chunked decoding is not done yet)")
+        audio_s = one_window(audio, config, BACKEND)
         clock = Stopwatch()
         features = log_mel(audio, config.features)
         features_ms = clock.lap()

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import RuntimeTimers, SpeechConfig, SpeechConfigError, Transcription
+from ..speech import RuntimeTimers, SpeechConfig, SpeechConfigError, Transcription, one_window
 from . import MODEL_FILE
 
 BACKEND = "whisper-cpp"
@@ -190,10 +190,7 @@ class WhisperCppRecognizer:
 
     def transcribe(self, audio: np.ndarray, new_tokens: int) -> Transcription:
         pw, config = self.pw, self.config
-        audio_s = len(audio) / config.features.sampling_rate
-        if audio_s > config.features.chunk_length:
-            raise BackendError(f"{BACKEND}: {audio_s:.1f} s of audio; one window holds {config.features.chunk_length} s "
-                               "(chunked decoding is not done yet)")
+        audio_s = one_window(audio, config, BACKEND)
         samples = np.ascontiguousarray(audio, np.float32)
         params = self._params(new_tokens)
         marks: dict[str, float] = {}
