@@ -103,3 +103,33 @@ def test_growth_without_readings_is_not_measured_and_says_so() -> None:
     assert memory_growth_kb_per_run([[0, 10.0], [5, 10.0], [9, 10.0]]) is None
     (finding,) = check_memory_growth(None, None, {"max_memory_growth_kb_per_run": 64}, "litert")
     assert finding.value is None and "memory growth could not be measured here" in finding.message
+
+
+def test_a_microsecond_model_timed_for_min_time_is_read_a_bounded_number_of_times(
+        pytester: pytest.Pytester, models: Path) -> None:
+    """tiny_mlp runs in about 2 us: timed past ``runs`` for ``edge_min_time``, resident memory was read
+    every 3 runs (thousands of readings, whose slope's pairs took 1.6 GB, read as the model's peak, and
+    whose own list read as a leak of 250 MB a minute). The readings past ``runs`` are by time."""
+    pytester.makepyfile(test_fast="""
+        import pytest
+
+        @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu"], runs=50)
+        def test_mlp(edge_model):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--edge-measure", "--edge-min-time=0.5s", "--edge-report=r.json")
+    result.assert_outcomes(passed=1)
+    (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
+    for process in record["processes"]:
+        assert process["runs"] > 1000, process["runs"]  # timed well past runs=50: the case at hand
+        # 16 by count, 16 by time, one per machine probe (5 ms): far from one per 3 runs.
+        assert 16 <= len(process["rss_points"]) <= 16 + 16 + 0.5 / 0.005 + 4, len(process["rss_points"])
+    assert record["peak_memory_mb"] < 200, record["peak_memory_mb"]  # the readings are not the model's peak
+
+
+def test_the_slope_of_a_long_window_is_taken_over_a_bounded_number_of_pairs() -> None:
+    runs = np.arange(0, 100_000, 10)  # 10,000 readings: 50 million pairs unthinned
+    rss = 40 + runs * 2.0 / 1024  # 2 KB per run
+    found = memory_growth_kb_per_run([[n, mb] for n, mb in zip(runs, rss)])
+    assert found == pytest.approx(2.0, rel=1e-6)

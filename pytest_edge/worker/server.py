@@ -180,11 +180,15 @@ class WorkerServer:
         deadline = clock() + int(min_time_s * 1e9)
         next_probe = clock() + timing.PROBE_EVERY_NS
         count = 0
-        # Resident memory read between runs (outside their timing): every so many runs, and where the
-        # probe runs; a model whose runtime keeps growing shows it as a slope.
+        # Resident memory read between runs (outside their timing): every so many of the ``runs``, then
+        # (runs kept going for ``min_time_s``) every so much time, and where the probe runs; a model
+        # whose runtime keeps growing shows it as a slope. Never every few runs of a 2 us model past
+        # ``runs``: thousands of readings slowed the window and their slope's pairs took 1.6 GB.
         rss_every = max(1, runs // timing.RSS_POINTS)
+        rss_interval_ns = max(int(min_time_s * 1e9) // timing.RSS_POINTS, 1)
         rss_points = [[0, timing.rss_mb()]]
         window_start = clock()
+        next_rss = window_start + rss_interval_ns
         while count < runs or (clock() < deadline and count < len(buffer)):
             start = clock()
             infer()
@@ -196,8 +200,9 @@ class WorkerServer:
                 probe_after.append(count)
                 next_probe = clock() + timing.PROBE_EVERY_NS
                 rss_points.append([count, timing.rss_mb()])
-            elif count % rss_every == 0:
+            elif (count % rss_every == 0 and count <= runs) or (count > runs and end > next_rss):
                 rss_points.append([count, timing.rss_mb()])
+                next_rss = clock() + rss_interval_ns
         window_s = (clock() - window_start) / 1e9
         if rss_points[-1][0] != count:
             rss_points.append([count, timing.rss_mb()])
