@@ -131,8 +131,11 @@ def _session(path: Path, *args: str, hold_until: Path | None = None) -> subproce
     env = {**os.environ, "EDGE_TEST_HOLD_UNTIL": str(hold_until or path / "go")}
     if hold_until is None:
         (path / "go").write_text("")
+    # SIGINT as a terminal sends it: a suite started in the background by a shell without job control
+    # inherits SIGINT ignored, and the session held its board to the test's own deadline, passing.
     return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", *args], cwd=path,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _project(tmp_path: Path, name: str, models: Path, farm: Farm, **kwargs) -> Path:
@@ -213,6 +216,7 @@ def test_a_killed_session_frees_its_board(farm: Farm, models: Path, tmp_path: Pa
         # A bound on a hang, not a figure: pytest's own end (SIGINT) releases through labgrid-client,
         # a fresh Python that took over a minute to start on a CI run pinned to one core.
         session.wait(timeout=300)
+        assert session.returncode != 0, session.stdout.read()  # ended by the signal, not by the test's deadline
         _wait_until(lambda: not any(farm.acquired().values()), 30, "the killed session's place released")
     finally:
         session.kill()
