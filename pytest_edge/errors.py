@@ -14,6 +14,31 @@ _SUSPECT_IN_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]|[^\x00-\x7f]")
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
 
 
+# The longest error line quoted whole (a line longer than this is no message, it is data).
+MAX_LINE = 2000
+# Python's exception line ("KeyError: 'Fastest'", "ethosu.vela.errors.CliOptionError: ..."), a C++ abort's
+# ("terminate called after throwing an instance of 'std::bad_alloc'"), a C assertion's (ggml's
+# "ops.cpp:6260: GGML_ASSERT(src0->type == GGML_TYPE_F16) failed", glibc's "Assertion `x' failed."),
+# or a tool's own "Error: ..." line.
+_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?"
+                         r"|terminate called.*|(?:[Ee]rror|ERROR|[Ff]atal|FATAL)\b.*|Failed .*"
+                         r"|.*\b(?:GGML_ASSERT|Assertion)\b.* failed.*)$")
+
+
+def error_line(output: str) -> str:
+    """A process's own error: the last line of ``output`` that reads as one (an exception's last
+    line, "Error: ...", an assertion), else its last line; whole, up to :data:`MAX_LINE` characters."""
+    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
+    found = said_error(output) or (lines[-1].strip() if lines else "it printed nothing")
+    return found if len(found) <= MAX_LINE else found[:MAX_LINE] + f"… ({len(found) - MAX_LINE} more characters)"
+
+
+def said_error(output: str) -> str | None:
+    """The last line of ``output`` that reads as an error (see :func:`error_line`), None if none does."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return next((line for line in reversed(lines) if _ERROR_LINE.match(line)), None)
+
+
 def _escaped(match: re.Match[str]) -> str:
     char = match.group()
     code = ord(char)

@@ -29,18 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from ..errors import BackendError
+from ..errors import MAX_LINE, BackendError, error_line  # noqa: F401 - error_line: the tools' modules import it here
 
 MEMORY_VARIABLE = "PYTEST_EDGE_TOOL_MEMORY"
 DEFAULT_MEMORY_BYTES = 2 * 2**30
 # What is kept of a tool's standard output and error together; beyond it the rest is read and dropped.
 MAX_OUTPUT_BYTES = 32 * 2**20
-# The longest error line quoted whole (a line longer than this is no message, it is data).
-MAX_LINE = 2000
-# Python's exception line ("KeyError: 'Fastest'", "ethosu.vela.errors.CliOptionError: ..."), a C++ abort's
-# ("terminate called after throwing an instance of 'std::bad_alloc'"), or a tool's own "Error: ..." line.
-_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?"
-                         r"|terminate called.*|(?:[Ee]rror|ERROR|[Ff]atal|FATAL)\b.*|Failed .*)$")
 _OUT_OF_MEMORY = re.compile(r"MemoryError|bad_alloc|[Cc]annot allocate memory|out of memory|Unable to allocate")
 
 
@@ -91,15 +85,6 @@ def checked_file(path: Path, what: str, max_bytes: int) -> int:
     if info.st_size > max_bytes:
         raise BackendError(f"{what} {path}: {info.st_size} bytes, more than the {max_bytes} bytes allowed")
     return info.st_size
-
-
-def error_line(output: str) -> str:
-    """The tool's own error: the last line of ``output`` that reads as one (an exception's last line,
-    "Error: ..."), else its last line; whole, up to :data:`MAX_LINE` characters."""
-    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
-    found = next((line for line in reversed(lines) if _ERROR_LINE.match(line.strip())), None)
-    found = (found or (lines[-1] if lines else "it printed nothing")).strip()
-    return found if len(found) <= MAX_LINE else found[:MAX_LINE] + f"… ({len(found) - MAX_LINE} more characters)"
 
 
 def _limited(limit: int | None):  # type: ignore[no-untyped-def]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import BackendCrash, BackendError, DeviceUnreachable, DoesNotConvert
+from ..errors import BackendCrash, BackendError, DeviceUnreachable, DoesNotConvert, said_error
 from ..core.external_data import external_files
 from ..files import sha256_file
 from . import frames, protocol
@@ -276,11 +276,17 @@ class BackendWorker:
         self.hello = hello
 
     def _log_tail(self, lines: int = 8) -> str:
+        """The last ``lines`` the worker printed, and before them its own error line where one is
+        further up (ggml prints a debugger's backtrace after its GGML_ASSERT line)."""
         try:
             text = self.log_path.read_text(errors="replace").strip().splitlines()
         except OSError:
             return ""
-        tail = "\n".join("    " + line for line in text[-lines:])
+        said = said_error("\n".join(text))
+        last = text[-lines:]
+        tail = "\n".join("    " + line for line in last)
+        if said and not any(said in line for line in last):
+            tail = f"    {said}\n    ...\n{tail}"
         return f"\n  last lines the {'device' if self.device else 'runtime'} printed:\n{tail}" if tail else ""
 
     def _crashed(self, op: str, artifact: str | None) -> None:
