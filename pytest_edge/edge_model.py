@@ -147,18 +147,20 @@ class LlmHandle:
 
 class SpeechHandle:
     """The test's speech export on one backend, as a test receives it from the ``edge_asr`` fixture:
-    ``transcribe(wav_path)`` gives the greedy token ids of the marker's ``new_tokens`` (the check
-    after the body judges every audio file of the marker)."""
+    ``transcribe(wav_path)`` gives the greedy token ids of the marker's ``new_tokens`` per window
+    (audio longer than one window: each window's, in order, as the check decodes it; the check after
+    the body judges every audio file of the marker)."""
 
     def __init__(self, session: "EdgeSession", target: "SpeechTarget") -> None:
         self._session, self.target = session, target
         self.backend = target.backend
 
     def transcribe(self, audio: str | Path) -> list[int]:
-        from .run.speech_check import SpeechChecker
+        from .run.speech_check import SpeechChecker, windows
 
         checker = self._session._strategy("speech")
         assert isinstance(checker, SpeechChecker)
         recognizer = checker.recognizer(self.backend, self.target.folder, self.target.spec.threads)
-        path = Path(audio)
-        return recognizer.transcribe(checker.audio(path, self.backend, recognizer), self.target.spec.new_tokens).tokens
+        samples = checker.audio(Path(audio), self.backend, recognizer)
+        return [token for _, window in windows(samples, recognizer.config)
+                for token in recognizer.transcribe(window, self.target.spec.new_tokens).tokens]

@@ -259,3 +259,63 @@ def test_reference_without_a_budget_judges_nothing_and_says_so(pytester: pytest.
     result = pytester.runpytest_subprocess("test_unjudged.py", "--edge-update-golden")
     result.assert_outcomes(failed=1, skipped=2)
     result.stdout.fnmatch_lines(["*edge_asr reference='models/whisper_tiny': * none is given, so nothing would be judged*"])
+
+
+def _long_audio(path: Path) -> None:
+    """hello.wav padded with silence to exactly one 30 s window, then weather.wav: 2 windows, each
+    the samples one of the short files gives the export (it pads a window to 30 s with zeros)."""
+    hello, weather = read_wav(AUDIO / "hello.wav", 16000), read_wav(AUDIO / "weather.wav", 16000)
+    samples = np.concatenate([hello, np.zeros(30 * 16000 - len(hello), np.float32), weather])
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1), wav.setsampwidth(2), wav.setframerate(16000)
+        wav.writeframes(np.round(samples * 32768).astype("<i2").tobytes())
+
+
+def test_audio_longer_than_a_window_is_decoded_window_by_window_each_judged(pytester: pytest.Pytester) -> None:
+    """A 30 s + 2.6 s file: two windows, each decoded from the forced start; the golden keeps both,
+    each window's tokens are the short file's own (PyTorch's greedy tokens), and the record keeps
+    each window's latency; a window that parts from its golden is named by its start."""
+    shutil.copytree(SPEECH / "whisper_tiny", pytester.path / "models" / "whisper_tiny")
+    shutil.copytree(SPEECH / "whisper_tiny_perturbed", pytester.path / "models" / "whisper_tiny_perturbed")
+    (pytester.path / "audio").mkdir()
+    _long_audio(pytester.path / "audio" / "long.wav")
+    pytester.makepyfile(test_long="""
+        import pytest
+
+        @pytest.mark.edge_asr(model="models/whisper_tiny", audio=["audio/long.wav"], new_tokens=12,
+                              backends=["onnxruntime-cpu"])
+        def test_long(edge_asr):
+            assert len(edge_asr.transcribe("audio/long.wav")) == 24  # 12 new tokens in each window
+
+        @pytest.mark.edge_asr(model="models/whisper_tiny_perturbed", audio=["audio/long.wav"], new_tokens=12,
+                              backends=["onnxruntime-cpu"])
+        def test_long_perturbed(edge_asr):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "not perturbed").assert_outcomes(passed=1, deselected=1)
+    golden = json.loads((pytester.path / "golden" / "models" / "whisper_tiny" / "speech" / "long.json").read_text())
+    greedy = json.loads((SPEECH / "pytorch_greedy.json").read_text())["tokens"]
+    assert [w["start_s"] for w in golden["windows"]] == [0.0, 30.0]
+    assert [w["tokens"] for w in golden["windows"]] == [greedy["hello.wav"], greedy["weather.wav"]]
+    assert golden["tokens"] == greedy["hello.wav"] + greedy["weather.wav"]
+
+    shutil.copytree(pytester.path / "golden" / "models" / "whisper_tiny",
+                    pytester.path / "golden" / "models" / "whisper_tiny_perturbed")
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "--edge-summary=s.md")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*onnxruntime-cpu: long.wav window 0 (0 s): tokens differ from the golden's "
+                                 "(onnxruntime-cpu) at position 1*",
+                                 "*onnxruntime-cpu: long.wav window 1 (30 s): tokens differ from the golden's*"])
+    records = {r["test"].split("::")[1].split("[")[0]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    (file,) = records["test_long"]["speech"]["files"]
+    assert file["first_difference"] is None and file["audio_s"] == pytest.approx(30 + len(read_wav(AUDIO / "weather.wav", 16000)) / 16000)
+    first, second = file["windows"]
+    assert (first["start_s"], first["audio_s"], second["start_s"]) == (0.0, 30.0, 30.0)
+    assert first["tokens"] == len(greedy["hello.wav"]) and second["first_difference"] is None
+    assert first["total_ms"] > 0 and second["total_ms"] > 0  # each window's latency: the per-chunk latency
+    assert file["real_time_factor"] == pytest.approx((first["total_ms"] + second["total_ms"]) / 1e3 / file["audio_s"])
+    assert records["test_long"]["speech"]["teacher_forced"]["positions"] == 24
+    from pytest_edge.core.record import Record
+
+    assert Record.from_json(records["test_long"]).to_json() == records["test_long"]
+    assert "long.wav" in (pytester.path / "s.md").read_text()

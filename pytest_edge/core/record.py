@@ -225,6 +225,29 @@ class GenerationRecord:
 
 
 @dataclass(frozen=True)
+class SpeechWindow:
+    """One window of an audio file longer than the export reads at once (Whisper's 30 s), decoded
+    on its own: where it starts, its new tokens, where they part from the golden's window, and its
+    latency (audio in to last token out: the per-chunk latency)."""
+
+    start_s: float
+    audio_s: float
+    tokens: int
+    first_difference: int | None
+    total_ms: float
+    encoder_ms: float | None  # None: not timed apart from the decoder (sherpa-onnx)
+    first_token_ms: float | None
+    real_time_factor: float
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SpeechWindow":
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class SpeechFile:
     """One audio file of a speech check: the reference's (golden) and this run's tokens and
     transcripts, where they part, the error rates and this run's timings."""
@@ -240,18 +263,21 @@ class SpeechFile:
     cer: float
     real_time_factor: float
     features_ms: float
-    encoder_ms: float
-    first_token_ms: float | None  # None: the runtime generates in one call (CTranslate2)
+    encoder_ms: float | None  # None: the runtime runs encoder and decoder in one call (sherpa-onnx)
+    first_token_ms: float | None  # None: the runtime generates in one call (CTranslate2, sherpa-onnx)
     decode_tokens_per_s: float | None
     # The runtime's own timers of the same run (whisper.cpp's whisper_print_timings), where it keeps them.
     runtime_timers: dict[str, Any] | None = None
+    # Audio longer than one window: each window's figures, in order (one window: empty).
+    windows: list[SpeechWindow] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "windows": [w.to_json() for w in self.windows]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "SpeechFile":
-        return cls(**{f.name: data.get(f.name) for f in fields(cls)})  # type: ignore[arg-type]
+        given = {f.name: data.get(f.name) for f in fields(cls) if f.name != "windows"}
+        return cls(**given, windows=[SpeechWindow.from_json(w) for w in data.get("windows") or []])  # type: ignore[arg-type]
 
 
 @dataclass

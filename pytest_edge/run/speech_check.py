@@ -9,6 +9,12 @@ error rates of its transcript against the reference's, judged by ``max_wer``/``m
 first token, decoder tokens/s. Returns the record and every violation; the session's one ending
 concludes it.
 
+Audio longer than the one window the export reads (Whisper: 30 s) is cut into consecutive windows,
+each decoded on its own from the forced start (as Whisper's long-form decoding without timestamps
+or the previous window's text as a prompt does, and as a device decodes a stream chunk by chunk):
+the golden keeps each window's tokens, each window is judged against its own, and the record keeps
+each window's latency (the per-chunk latency) beside the file's totals.
+
 Transcripts: the exports here carry no tokenizer; token ids become one word each (``w<id>``), so
 that WER and CER are computable on any export (a trained model's tokenizer would give real words;
 the rates' meaning is the same: how much of the reference's transcript changed)."""
@@ -26,7 +32,7 @@ from ..backends.speech import Recognizer, mask_suppressed
 from ..backends.speech_features import AudioError, read_wav
 from ..checks import Finding, check_speech, check_teacher_forced
 from ..core.models import Model
-from ..core.record import Record, SpeechFile, SpeechRecord, model_json
+from ..core.record import Record, SpeechFile, SpeechRecord, SpeechWindow, model_json
 from ..core.settings import Settings
 from ..errors import EdgeUsageError, GoldenError
 from ..files import atomic_write, relative_path, sha256_file
@@ -57,6 +63,13 @@ def error_rates(reference: str, hypothesis: str) -> tuple[float, float]:
 
 def golden_path(golden_dir: Path, model_key: str, audio: Path) -> Path:
     return Path(golden_dir) / model_key / "speech" / f"{audio.stem}.json"
+
+
+def windows(samples: np.ndarray, config: SpeechConfig) -> list[tuple[float, np.ndarray]]:
+    """(start in seconds, samples) of each consecutive window of ``samples`` the export reads at once."""
+    rate = config.features.sampling_rate
+    size = int(config.features.chunk_length * rate)
+    return [(start / rate, samples[start:start + size]) for start in range(0, max(len(samples), 1), size)]
 
 
 def first_difference(expected: Sequence[int], got: Sequence[int]) -> int | None:
@@ -129,47 +142,62 @@ class SpeechChecker:
             backend = self.reference_backend(folder)
             recognizer = self.recognizer(backend, folder, target.spec.threads)
             samples = self.audio(audio, backend, recognizer)
-            run = recognizer.transcribe(samples, target.spec.new_tokens)
-            # The reference's distribution at each of its tokens, teacher-forced (as greedy decoding saw them).
-            logits = recognizer.teacher_force(samples, run.tokens) if run.tokens else None
-            found = top_logprobs(mask_suppressed(logits, recognizer.config)) if logits is not None else None
+            parts = []
+            for start_s, window in windows(samples, recognizer.config):
+                run = recognizer.transcribe(window, target.spec.new_tokens)
+                # The reference's distribution at each of its tokens, teacher-forced (as greedy decoding saw them).
+                logits = recognizer.teacher_force(window, run.tokens) if run.tokens else None
+                found = top_logprobs(mask_suppressed(logits, recognizer.config)) if logits is not None else None
+                parts.append({"start_s": start_s, "tokens": run.tokens, "ended": run.ended,
+                              "top_ids": found.ids.tolist() if found is not None else [],
+                              "top_logprobs": found.logprobs.tolist() if found is not None else [],
+                              "rest_logprob": [None if not np.isfinite(r) else float(r) for r in found.rest]
+                              if found is not None else []})
+            tokens = [t for part in parts for t in part["tokens"]]
             meta = {"reference_backend": backend, "model": owner.key,
                     "path": relative_path(folder, self.settings.rootdir), "new_tokens": target.spec.new_tokens,
                     "files": {name: sha256_file(folder / name) for name in speech_files(backend)},
                     "audio": relative_path(audio, self.settings.rootdir), "audio_sha256": sha256_file(audio),
                     "transcript_decoding": WORD_PER_ID, "plugin_version": __version__}
-            data = {"tokens": run.tokens, "ended": run.ended, "transcript": transcript(run.tokens), "meta": meta,
-                    "top_ids": found.ids.tolist() if found is not None else [],
-                    "top_logprobs": found.logprobs.tolist() if found is not None else [],
-                    "rest_logprob": [None if not np.isfinite(r) else float(r) for r in found.rest]
-                    if found is not None else []}
+            # One window: the flat format goldens always had; more: each window's, in order.
+            data = ({**{k: v for k, v in parts[0].items() if k != "start_s"}, "transcript": transcript(tokens)}
+                    if len(parts) == 1 else
+                    {"tokens": tokens, "ended": parts[-1]["ended"], "transcript": transcript(tokens), "windows": parts})
+            data["meta"] = meta
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
             self._recorded.add(path)
         if not path.is_file():
             raise GoldenError(f"no speech golden {path} for {audio.name} of {owner.key}: record it with "
                               "--edge-update-golden")
+        new_tokens = target.spec.new_tokens
         try:
             data = json.loads(path.read_text())
-            tokens = [int(t) for t in data["tokens"]]
             meta = dict(data["meta"])
-            ended = bool(data["ended"])
-            n = min(len(tokens), target.spec.new_tokens)
-            distributions = TopLogprobs(np.asarray(data["top_ids"], np.int64)[:n].reshape(n, -1),
-                                        np.asarray(data["top_logprobs"], np.float32)[:n].reshape(n, -1),
-                                        np.asarray([-np.inf if r is None else r for r in data["rest_logprob"]],
-                                                   np.float32)[:n]) if data.get("top_ids") else None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            stored = data["windows"] if "windows" in data else [data]
+            if not isinstance(stored, list) or not stored:
+                raise ValueError("'windows' is not a list of windows")
+            kept = []
+            for part in stored:
+                tokens = [int(t) for t in part["tokens"]]
+                n = min(len(tokens), new_tokens)
+                distributions = TopLogprobs(np.asarray(part["top_ids"], np.int64)[:n].reshape(n, -1),
+                                            np.asarray(part["top_logprobs"], np.float32)[:n].reshape(n, -1),
+                                            np.asarray([-np.inf if r is None else r for r in part["rest_logprob"]],
+                                                       np.float32)[:n]) if part.get("top_ids") else None
+                if len(tokens) < new_tokens and not bool(part["ended"]):
+                    raise GoldenError(f"{path}: holds {len(tokens)} tokens, the test asks for new_tokens={new_tokens}: "
+                                      "re-record it with --edge-update-golden")
+                kept.append({"tokens": tokens[:new_tokens], "distributions": distributions})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise GoldenError(f"{path}: not a speech golden ({type(exc).__name__}: {exc}); re-record it with "
                               "--edge-update-golden") from None
         if meta.get("audio_sha256") != sha256_file(audio):
             raise GoldenError(f"{path}: recorded from another {audio.name} than {audio} holds now: re-record it with "
                               "--edge-update-golden")
-        if len(tokens) < target.spec.new_tokens and not ended:
-            raise GoldenError(f"{path}: holds {len(tokens)} tokens, the test asks for new_tokens="
-                              f"{target.spec.new_tokens}: re-record it with --edge-update-golden")
-        return {"tokens": tokens[:target.spec.new_tokens], "transcript": transcript(tokens[:target.spec.new_tokens]),
-                "reference": meta.get("reference_backend"), "distributions": distributions}
+        tokens = [t for part in kept for t in part["tokens"]]
+        return {"windows": kept, "tokens": tokens, "transcript": transcript(tokens),
+                "reference": meta.get("reference_backend")}
 
     def check(self, test_id: str, target: SpeechTarget, step: Callable[[str], None]) -> tuple[Record, list[str]]:
         spec, backend = target.spec, target.backend
@@ -185,34 +213,49 @@ class SpeechChecker:
         compared = 0
         forced: list[TeacherForced] = []
         not_forced: list[str] = []  # files whose logits this runtime does not give
+        forced_names: list[str] = []
         for audio in target.audio:
             step(f"transcribe {audio.name}")
             samples = self.audio(audio, backend, recognizer)  # audio it cannot take: said before any golden
             golden = self.golden(target, audio)
-            run = recognizer.transcribe(samples, spec.new_tokens)
-            got, expected = run.tokens, golden["tokens"]
+            pieces = windows(samples, recognizer.config)
+            if len(pieces) != len(golden["windows"]):
+                raise GoldenError(f"{golden_path(self.settings.golden_dir, target.golden_model.key, audio)}: holds "
+                                  f"{len(golden['windows'])} windows of {audio.name}, which {backend}'s export reads in "
+                                  f"{len(pieces)} windows of {recognizer.config.features.chunk_length} s: re-record it "
+                                  "with --edge-update-golden")
+            runs: list[Transcription] = []
+            parts: list[SpeechWindow] = []
+            for index, ((start_s, window), stored) in enumerate(zip(pieces, golden["windows"])):
+                run = recognizer.transcribe(window, spec.new_tokens)
+                runs.append(run)
+                expected_here = stored["tokens"]
+                where = audio.name if len(pieces) == 1 else f"{audio.name} window {index} ({start_s:g} s)"
+                first_here = first_difference(expected_here, run.tokens)
+                logits = recognizer.teacher_force(window, expected_here) if expected_here else None
+                if logits is not None:
+                    forced.append(teacher_forced(expected_here, stored["distributions"],
+                                                 mask_suppressed(logits, recognizer.config)))
+                    forced_names.append(where)
+                elif expected_here:
+                    not_forced.append(where)
+                compared += max(len(expected_here), len(run.tokens))
+                if target.reference is None and first_here is not None:
+                    said = lambda tokens: str(tokens[first_here]) if first_here < len(tokens) else "end of text"  # noqa: E731
+                    violations.append(f"{backend}: {where}: tokens differ from the golden's ({golden['reference']}) at "
+                                      f"position {first_here}: golden {said(expected_here)}, got {said(run.tokens)} "
+                                      f"(golden {expected_here}, got {run.tokens})")
+                parts.append(SpeechWindow(start_s, run.audio_s, len(run.tokens), first_here, run.total_ms,
+                                          run.encoder_ms, run.first_token_ms, run.real_time_factor))
+            got, expected = [t for run in runs for t in run.tokens], golden["tokens"]
             text = transcript(got)
             wer, cer = error_rates(golden["transcript"], text)
-            first = first_difference(expected, got)
-            logits = recognizer.teacher_force(samples, expected) if expected else None
-            if logits is not None:
-                forced.append(teacher_forced(expected, golden["distributions"], mask_suppressed(logits, recognizer.config)))
-            elif expected:
-                not_forced.append(audio.name)
-            compared += max(len(expected), len(got))
-            if target.reference is None and first is not None:
-                said = lambda tokens: str(tokens[first]) if first < len(tokens) else "end of text"  # noqa: E731
-                violations.append(f"{backend}: {audio.name}: tokens differ from the golden's ({golden['reference']}) "
-                                  f"at position {first}: golden {said(expected)}, got {said(got)} "
-                                  f"(golden {expected}, got {got})")
-            files.append(SpeechFile(str(audio.name), run.audio_s, expected, got, golden["transcript"], text, first,
-                                    wer, cer, run.real_time_factor, run.features_ms, run.encoder_ms,
-                                    run.first_token_ms, run.decode_tps,
-                                    run.runtime_timers.to_json() if run.runtime_timers is not None else None))
+            files.append(_file(audio.name, runs, expected, got, golden["transcript"], text,
+                               first_difference(expected, got), wer, cer, parts if len(parts) > 1 else []))
         if compared == 0:  # nothing silent: a check that compared no token judged nothing
             violations.append(f"{backend}: no token was compared: the golden and this run both ended at once on "
                               f"every audio file ({', '.join(a.name for a in target.audio)})")
-        overall = _overall(forced, [a.name for a, f in zip(target.audio, files) if f.golden_tokens and a.name not in not_forced])
+        overall = _overall(forced, forced_names)
         if not_forced:  # said, never invented: the budgets on these figures then fail (check_teacher_forced)
             overall = {**(overall or {}), "not_measured": f"not measured: {backend} gives no decoder logits "
                                                           f"({', '.join(not_forced)})"}
@@ -238,6 +281,26 @@ class SpeechChecker:
                       "kld_mean": ((overall or {}).get("kld") or {}).get("mean")},
             speech=block, checked=True, budget_findings=findings)
         return record, violations
+
+
+def _file(name: str, runs: Sequence[Transcription], expected: list[int], got: list[int], golden_text: str, text: str,
+          first: int | None, wer: float, cer: float, parts: list[SpeechWindow]) -> SpeechFile:
+    """A file's figures over its windows: times summed, the first token the first window's, decoder
+    tokens/s over every window's tokens after its first, the runtime's own timers summed."""
+    audio_s = sum(run.audio_s for run in runs)
+    after = sum(len(run.tokens) + int(run.ended) - (run.first_token_ms is not None) for run in runs)
+    decode_s = sum(run.decode_s for run in runs)
+    timers = [run.runtime_timers for run in runs]
+    summed = None
+    if all(t is not None for t in timers):
+        summed = {**timers[0].to_json(), **{key: sum(t.to_json()[key] for t in timers)  # type: ignore[union-attr]
+                                             for key in ("mel_ms", "encode_ms", "decode_ms", "sample_ms", "total_ms")}}
+    return SpeechFile(name, audio_s, expected, got, golden_text, text, first, wer, cer,
+                      sum(run.total_ms for run in runs) / 1e3 / audio_s if audio_s > 0 else float("inf"),
+                      sum(run.features_ms for run in runs),
+                      # None: a runtime whose encoder is not timed apart (sherpa-onnx's one decode_stream call)
+                      None if any(run.encoder_ms is None for run in runs) else sum(run.encoder_ms for run in runs),
+                      runs[0].first_token_ms, after / decode_s if after > 0 and decode_s > 0 else None, summed, parts)
 
 
 def _overall(parts: Sequence[TeacherForced], names: Sequence[str]) -> dict[str, Any] | None:
