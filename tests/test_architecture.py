@@ -26,11 +26,11 @@ BACKENDS = PACKAGE / "backends"
 # Runtime names, as words of an identifier (``TfliteGraph``, ``onnx_divergence``) or of a text.
 RUNTIME_WORDS = ("onnxruntime", "onnx", "ort", "executorch", "litert", "tflite", "tensorflow", "openvino", "ncnn",
                  "mnn", "llama", "gguf", "genai", "xnnpack", "coreml", "nnapi", "qnn", "ethos", "vela", "tosa", "rknn",
-                 "whisper", "ctranslate2")
+                 "whisper", "ctranslate2", "sherpa")
 # Artifact suffixes, anywhere in a text ("tiny_cnn.onnx" too); the registry's are checked to be here.
 # The speech runtimes' exports are folders: their backends' "suffix" is the file that makes one.
 SUFFIXES = (".onnx", ".tflite", ".pte", ".gguf", ".litertlm", ".mnn", ".ncnn.param", ".xml", ".tosa", "ggml-model.bin",
-            "ctranslate2/model.bin")
+            "ctranslate2/model.bin", "sherpa-onnx/whisper-encoder.onnx")
 
 # What may stay outside backends/: {file: {word or suffix, or "*" for the whole file: why}}.
 ALLOWED: dict[str, dict[str, str]] = {

@@ -29,6 +29,7 @@ REAL_FILES = {
     ".tflite": FIXTURES / "tiny_mlp.tflite",
     "ctranslate2/model.bin": FIXTURES / "speech" / "whisper_vocab" / "ctranslate2" / "model.bin",
     "ggml-model.bin": FIXTURES / "speech" / "whisper_vocab" / "ggml-model.bin",
+    "sherpa-onnx/whisper-encoder.onnx": FIXTURES / "speech" / "whisper_vocab" / "sherpa-onnx" / "whisper-encoder.onnx",
 }
 SUFFIXES = sorted({suffix for backend in all_backends().values() for suffix in backend.artifact_suffixes()})
 

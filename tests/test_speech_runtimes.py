@@ -1,7 +1,8 @@
 """edge_asr on the runtimes beyond ONNX Runtime (issue 52, docs/speech.md): whisper.cpp
-(pywhispercpp) and CTranslate2, on fixtures/speech/whisper_vocab (a random-weight tiny Whisper with
-Whisper's 51865-id vocabulary, exported by Optimum, whisper.cpp's converter and CTranslate2's:
-fixtures/make_speech_runtimes.py) and its CTranslate2 int8 copy, judged against ONNX Runtime's
+(pywhispercpp), CTranslate2 and sherpa-onnx, on fixtures/speech/whisper_vocab (a random-weight tiny
+Whisper with Whisper's 51865-id vocabulary, exported by Optimum, whisper.cpp's converter and
+CTranslate2's: fixtures/make_speech_runtimes.py; by sherpa-onnx's own exporter:
+fixtures/make_speech_sherpa.py) and its CTranslate2 int8 copy, judged against ONNX Runtime's
 golden tokens on the espeak-ng audio. A runtime that is not installed is skipped with the reason."""
 
 from __future__ import annotations
@@ -190,3 +191,198 @@ def test_every_runtime_judged_against_onnx_runtimes_golden(pytester: pytest.Pyte
     assert 0 < int8["speech"]["wer"] <= 1.0 and int8["speech"]["files"][0]["wer"] == 0.0
     assert all(f["first_token_ms"] is None and f["runtime_timers"] is None for f in int8["speech"]["files"])
     assert 0.5 <= int8["speech"]["teacher_forced"]["top1_agreement"] < 1.0
+
+
+# ------------------------------------------------------------------ sherpa-onnx (its own exporter)
+
+needs_sherpa = pytest.mark.skipif(why_not("sherpa-onnx") is not None, reason=str(why_not("sherpa-onnx")))
+SHERPA = FLOAT / "sherpa-onnx"
+
+
+def _sherpa_greedy(mel: np.ndarray, suppress: bool, n: int = 12) -> list[int]:
+    """sherpa-onnx's export run by ONNX Runtime as sherpa-onnx's search runs it (the forced start,
+    then one token a step through the self-attention cache), on ``mel`` [80, frames]; with
+    ``suppress``, the export's suppression as the reference decodes."""
+    import onnxruntime as ort
+
+    from pytest_edge.backends.speech import SpeechConfig, greedy_pick
+
+    config = SpeechConfig.read(FLOAT)
+    encoder = ort.InferenceSession(str(SHERPA / "whisper-encoder.onnx"), providers=["CPUExecutionProvider"])
+    decoder = ort.InferenceSession(str(SHERPA / "whisper-decoder.onnx"), providers=["CPUExecutionProvider"])
+    cross_k, cross_v = encoder.run(None, {"mel": mel[None].astype(np.float32)})
+    cache_k = np.zeros((2, 1, 64, 32), np.float32)
+    cache_v = np.zeros_like(cache_k)
+    step_in, offset, found = config.prompt, 0, []
+    for step in range(n):
+        logits, cache_k, cache_v = decoder.run(None, {
+            "tokens": np.array([step_in], np.int64), "in_n_layer_self_k_cache": cache_k,
+            "in_n_layer_self_v_cache": cache_v, "n_layer_cross_k": cross_k, "n_layer_cross_v": cross_v,
+            "offset": np.array([offset], np.int64)})
+        offset += len(step_in)
+        token = greedy_pick(logits[0, -1], config, step) if suppress else int(np.argmax(logits[0, -1]))
+        if token == config.eos_token_id:
+            break
+        found.append(token)
+        step_in = [token]
+    return found
+
+
+@needs_sherpa
+def test_sherpa_onnx_export_holds_the_reference_model() -> None:
+    """sherpa-onnx's own exporter wrote the same model: its files, run on the reference's features
+    (a 30-second window) with the reference's suppression, give PyTorch's greedy tokens on both
+    files. What sherpa-onnx's runtime then does differently is the next test's."""
+    from pytest_edge.backends.speech import SpeechConfig
+    from pytest_edge.backends.speech_features import log_mel
+
+    config = SpeechConfig.read(FLOAT)
+    for name in ("hello", "weather"):
+        mel = log_mel(_samples(name), config.features)[0]
+        assert mel.shape == (80, 3000)
+        assert _sherpa_greedy(mel, suppress=True) == GREEDY[f"{name}.wav"]
+
+
+@needs_sherpa
+def test_sherpa_onnx_decodes_its_own_way_and_says_what_it_does_not_measure() -> None:
+    from pytest_edge.backends.speech import SpeechConfig
+    from pytest_edge.backends.speech_features import log_mel
+    from pytest_edge.run.speech_plan import open_recognizer
+
+    recognizer = open_recognizer("sherpa-onnx", FLOAT, 1)
+    assert (recognizer.language, recognizer.task) == ("en", "transcribe")  # from the export's forced tokens
+    config = SpeechConfig.read(FLOAT)
+    for name in ("hello", "weather"):
+        samples = _samples(name)
+        run = recognizer.transcribe(samples, 12)
+        assert len(run.tokens) == 12 and not run.ended
+        # Measured: both files part from the reference at position 0 (golden 32923, sherpa-onnx 21172).
+        assert GREEDY[f"{name}.wav"][0] == 32923 and run.tokens[0] == 21172, run.tokens
+        # Why: sherpa-onnx's encoder sees the speech frames and 1000 frames of zeros (the reference: a
+        # 30-second window whose silence is log-mel's floor, not zero). Our features of the speech so
+        # padded, decoded as its search decodes (no suppression), give its tokens: all 12 of
+        # weather.wav, the first 9 of hello.wav (where its own fbank's small differences then tell).
+        frames = len(samples) // 160
+        mel = log_mel(samples, config.features)[0]
+        padded = np.concatenate([mel[:, :frames], np.zeros((80, 1000), np.float32)], axis=1)
+        theirs = _sherpa_greedy(padded, suppress=False)
+        same = next((i for i, (a, b) in enumerate(zip(theirs, run.tokens)) if a != b), 12)
+        assert same >= 9, (name, theirs, run.tokens)
+        # One decode_stream call: the encoder, first token and decoder steps are not timed apart.
+        assert run.encoder_ms is None and run.first_token_ms is None and run.decode_tps is None
+        assert 0 < run.features_ms < run.total_ms and run.real_time_factor > 0
+    assert recognizer.teacher_force(_samples("weather"), GREEDY["weather.wav"]) is None  # no logits in its API
+    # More tokens than its search decodes for the audio (6 a second): an error, not a shorter comparison.
+    with pytest.raises(BackendError, match=r"\(sherpa-onnx\): stopped after 15 tokens, its greedy search's limit "
+                                           r"for 2.63 s of audio"):
+        recognizer.transcribe(_samples("weather"), 20)
+
+
+@needs_sherpa
+def test_sherpa_onnx_ids_are_its_own_tokens_txt_strings() -> None:
+    """The ids the recognizer reads back (a symbol table spelling each id) are the tokens sherpa-onnx
+    gives with the export's own whisper-tokens.txt: each id's bytes there, as its result's strings."""
+    import base64
+
+    import sherpa_onnx
+
+    from pytest_edge.run.speech_plan import open_recognizer
+
+    lines = (SHERPA / "whisper-tokens.txt").read_text().splitlines()
+    table = {int(i): base64.b64decode(t) for t, i in (line.split() for line in lines)}
+    own = sherpa_onnx.OfflineRecognizer.from_whisper(
+        encoder=str(SHERPA / "whisper-encoder.onnx"), decoder=str(SHERPA / "whisper-decoder.onnx"),
+        tokens=str(SHERPA / "whisper-tokens.txt"), language="en", task="transcribe", num_threads=1)
+    ids = open_recognizer("sherpa-onnx", FLOAT, 1)
+    for name in ("hello", "weather"):
+        stream = own.create_stream()
+        stream.accept_waveform(16000, _samples(name))
+        own.decode_stream(stream)
+        spelled = ids.recognizer.create_stream()
+        spelled.accept_waveform(16000, _samples(name))
+        ids.recognizer.decode_stream(spelled)
+        found = [int(t) for t in spelled.result.tokens]
+        assert found and all(i < 50257 for i in found)  # no special token here, so none was left out
+        assert stream.result.tokens == [table[i].decode() for i in found]
+
+
+@needs_sherpa
+def test_a_damaged_or_contradicting_sherpa_export_names_the_file_and_sherpa_onnx(tmp_path: Path) -> None:
+    from pytest_edge.run.speech_plan import missing_files, open_recognizer
+
+    folder = _copy(tmp_path)
+    encoder, decoder, tokens = (folder / "sherpa-onnx" / f"whisper-{p}" for p in ("encoder.onnx", "decoder.onnx",
+                                                                                 "tokens.txt"))
+    data = {path: path.read_bytes() for path in (encoder, decoder, tokens)}
+    decoder.unlink()
+    assert missing_files("sherpa-onnx", folder) == ["sherpa-onnx/whisper-decoder.onnx"]
+    with pytest.raises(BackendError, match=rf"{decoder} \(sherpa-onnx\): missing"):
+        open_recognizer("sherpa-onnx", folder, 1)
+    decoder.write_bytes(data[decoder][:100_000])  # cut: sherpa-onnx's own reason (ONNX Runtime's)
+    with pytest.raises(BackendError, match=r"\(sherpa-onnx\): cannot load .*whisper-decoder.onnx failed:Protobuf "
+                                           r"parsing failed"):
+        open_recognizer("sherpa-onnx", folder, 1)
+    decoder.write_bytes(data[decoder])
+    encoder.write_bytes(data[encoder][:5000])
+    with pytest.raises(BackendError, match=rf"{encoder} \(sherpa-onnx\): not an ONNX model: .*runs past the end"):
+        open_recognizer("sherpa-onnx", folder, 1)
+    encoder.write_bytes(b"not a model at all " * 10)
+    with pytest.raises(BackendError, match=rf"{encoder} \(sherpa-onnx\): "):
+        open_recognizer("sherpa-onnx", folder, 1)
+    encoder.write_bytes(data[encoder])
+    tokens.write_text("\n".join(data[tokens].decode().splitlines()[:1000]) + "\n")
+    with pytest.raises(BackendError, match=rf"{tokens} \(sherpa-onnx\): 1000 tokens, the export's end-of-text is "
+                                           r"50257"):
+        open_recognizer("sherpa-onnx", folder, 1)
+    tokens.write_bytes(data[tokens])
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "max_target_positions": 448}))
+    with pytest.raises(BackendError, match=rf"{encoder} \(sherpa-onnx\): its metadata's n_text_ctx is 64, the "
+                                           r"export's config says max_target_positions 448"):
+        open_recognizer("sherpa-onnx", folder, 1)
+    (folder / "config.json").write_text(json.dumps(config))
+    generation = json.loads((folder / "generation_config.json").read_text())
+    generation["forced_decoder_ids"] = [[1, 50259], [2, 50359]]  # no no-timestamps: sherpa-onnx always adds it
+    (folder / "generation_config.json").write_text(json.dumps(generation))
+    with pytest.raises(BackendError, match=r"\(sherpa-onnx\): sherpa-onnx decodes from \[start 50258, a language"):
+        open_recognizer("sherpa-onnx", folder, 1)
+
+
+@needs_sherpa
+def test_edge_asr_on_sherpa_onnx_judged_against_onnx_runtimes_golden(pytester: pytest.Pytester) -> None:
+    shutil.copytree(FLOAT, pytester.path / "models" / "whisper_vocab")
+    shutil.copytree(AUDIO, pytester.path / "audio", ignore=shutil.ignore_patterns("*.npy"))
+    pytester.makepyfile(test_asr="""
+        import pytest
+
+        BOTH = ["audio/hello.wav", "audio/weather.wav"]
+
+        @pytest.mark.edge_asr(model="models/whisper_vocab", audio=BOTH, new_tokens=12,
+                              backends=["onnxruntime-cpu", "sherpa-onnx"])
+        def test_float(edge_asr):
+            pass
+
+        @pytest.mark.edge_asr(model="models/whisper_vocab", audio=["audio/weather.wav"], new_tokens=12,
+                              min_top1_agreement=0.5, backends=["sherpa-onnx"])
+        def test_forced(edge_asr):
+            pass
+    """)
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float and onnxruntime").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result.assert_outcomes(passed=1, failed=2)
+    out = result.stdout.str()
+    for name in ("hello.wav", "weather.wav"):
+        assert (f"sherpa-onnx: {name}: tokens differ from the golden's (onnxruntime-cpu) at position 0: "
+                f"golden 32923, got 21172") in out
+    # No logits in sherpa-onnx's API: a budget on the teacher-forced figures fails, saying so.
+    assert ("sherpa-onnx: teacher-forced top-1 agreement not measured: sherpa-onnx gives no decoder logits "
+            "(weather.wav); budget min_top1_agreement=0.5") in out
+    records = {(r["test"].split("::")[1].split("[")[0], r["backend"]): r
+               for r in json.loads((pytester.path / "r.json").read_text())["records"]}
+    sherpa = records[("test_float", "sherpa-onnx")]
+    assert sherpa["runtime"]["name"] == "sherpa-onnx" and sherpa["verdict"] == "failed"
+    assert [f["first_difference"] for f in sherpa["speech"]["files"]] == [0, 0]
+    assert all(f["encoder_ms"] is None and f["first_token_ms"] is None and f["real_time_factor"] > 0
+               for f in sherpa["speech"]["files"])
+    assert sherpa["speech"]["teacher_forced"]["not_measured"].startswith("not measured: sherpa-onnx gives no decoder")
+    assert records[("test_forced", "sherpa-onnx")]["verdict"] == "failed"

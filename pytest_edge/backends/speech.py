@@ -2,7 +2,7 @@
 exporter left it, its configuration read from the export's own files, and what a transcription
 gives. Runtime-free: a runtime that recognizes speech is a backend of the one registry with the
 :class:`SpeechRuntime` capability (``Backend.speech``: ONNX Runtime's CPU EP, whisper.cpp,
-CTranslate2), its recognizer in its backend's folder (``onnxruntime/speech.py``).
+CTranslate2, sherpa-onnx), its recognizer in its backend's folder (``onnxruntime/speech.py``).
 
 A speech runtime: ``open(folder, threads) -> Recognizer``; the recognizer's
 ``transcribe(audio, new_tokens)`` decodes greedily from the configuration's forced start tokens
@@ -139,11 +139,15 @@ class Transcription:
     ended: bool  # end-of-text was generated
     audio_s: float  # the audio's duration
     features_ms: float
-    encoder_ms: float
+    # None where the runtime runs its encoder and decoder in one call that nothing times apart
+    # (sherpa-onnx's decode_stream)
+    encoder_ms: float | None
     # audio in to first new token out: features, encoder, first decoder step; None where the runtime
     # generates in one call that no step can be timed in (CTranslate2's generate)
     first_token_ms: float | None
-    decode_s: float  # the decoder steps after the first (every step where first_token_ms is None)
+    # the decoder steps after the first (every step where first_token_ms is None); 0 where the decoder
+    # is not timed apart from the encoder (encoder_ms None): its tokens/s is then not measured
+    decode_s: float
     total_ms: float
     runtime_timers: RuntimeTimers | None = None  # the runtime's own, where it keeps them
 
@@ -156,9 +160,10 @@ class Transcription:
     @classmethod
     def from_reply(cls, reply: Mapping[str, Any]) -> "Transcription":
         timers = reply.get("runtime_timers")
-        first = reply.get("first_token_ms")
+        first, encoder = reply.get("first_token_ms"), reply.get("encoder_ms")
         return cls([int(t) for t in reply["tokens"]], bool(reply["ended"]), float(reply["audio_s"]),
-                   float(reply["features_ms"]), float(reply["encoder_ms"]), None if first is None else float(first),
+                   float(reply["features_ms"]), None if encoder is None else float(encoder),
+                   None if first is None else float(first),
                    float(reply["decode_s"]), float(reply["total_ms"]),
                    RuntimeTimers.from_json(timers) if timers else None)
 
@@ -177,11 +182,12 @@ class Transcription:
 
 def one_window(audio: np.ndarray, config: SpeechConfig, backend: str) -> float:
     """The audio's duration in seconds; a BackendError naming ``backend`` where it is longer than
-    the one window the export reads (chunked decoding is not done yet)."""
+    the one window the export reads (the speech check cuts longer audio into windows first:
+    run.speech_check.windows)."""
     audio_s = len(audio) / config.features.sampling_rate
     if audio_s > config.features.chunk_length:
         raise BackendError(f"{backend}: {audio_s:.1f} s of audio; one window holds {config.features.chunk_length} s "
-                           "(chunked decoding is not done yet)")
+                           "(cut it into windows: run.speech_check.windows)")
     return audio_s
 
 

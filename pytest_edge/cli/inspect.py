@@ -76,6 +76,13 @@ def _reads(backend: Backend, path: Path) -> bool:
                (as_posix.endswith("/" + suffix)) for suffix in backend.artifact_suffixes())
 
 
+def _matched(backend: Backend, path: Path) -> int:
+    """The length of the longest of ``backend``'s suffixes that ``path`` is a file of (0: none)."""
+    as_posix = path.resolve().as_posix()
+    return max((len(suffix) for suffix in backend.artifact_suffixes()
+                if (path.name.endswith(suffix) if suffix.startswith(".") else as_posix.endswith("/" + suffix))), default=0)
+
+
 def _export_root(path: Path, backend: Backend) -> Path:
     """The export folder a speech runtime's file lies in (its suffix may name a subfolder)."""
     suffix = next(s for s in backend.artifact_suffixes() if path.resolve().as_posix().endswith("/" + s))
@@ -102,6 +109,10 @@ def export_summary(path: Path) -> ExportSummary | None:
     speech (none places tensors); None for a tensor model's file (the coverage table's). Errors name
     the file and the backend."""
     readers = [b for b in all_backends().values() if _reads(b, path)]
+    # The longest suffix decides, as format_backend does: sherpa-onnx's "sherpa-onnx/whisper-encoder.onnx"
+    # is its export's file, not a tensor model every ".onnx" reader would take.
+    longest = max((_matched(b, path) for b in readers), default=0)
+    readers = [b for b in readers if _matched(b, path) == longest]
     if not readers or any(b.runs_tensors or b.compile_only for b in readers):
         return None
     names = tuple(b.name for b in readers)
