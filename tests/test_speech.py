@@ -17,11 +17,14 @@ import pytest
 from edge_helpers import FIXTURES
 
 from pytest_edge.backends.speech import SpeechConfig
-from pytest_edge.run.speech_plan import open_recognizer
+from pytest_edge.run.speech_plan import open_recognizer, speech_backends
 from pytest_edge.backends.speech_features import AudioError, FeatureConfig, log_mel, read_wav
 
 SPEECH = FIXTURES / "speech"
 AUDIO = SPEECH / "audio"
+# The speech runtimes besides ONNX Runtime (whisper.cpp, CTranslate2, sherpa-onnx, ...): whisper_tiny
+# holds no export of theirs, so each is skipped in every edge_asr test on it, saying which files.
+OTHERS = len(speech_backends()) - 1
 WAVS = ("hello.wav", "weather.wav")
 pytest.importorskip("onnxruntime")
 
@@ -150,7 +153,7 @@ def _project(pytester: pytest.Pytester) -> None:
 
 def test_golden_recorded_then_float_passes_int8_judged_by_wer_perturbed_named(pytester: pytest.Pytester) -> None:
     _project(pytester)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=1, skipped=2)
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=1, skipped=OTHERS)
     golden = json.loads((pytester.path / "golden" / "models" / "whisper_tiny" / "speech" / "hello.json").read_text())
     assert golden["tokens"] == json.loads((SPEECH / "pytorch_greedy.json").read_text())["tokens"]["hello.wav"]
     assert golden["transcript"] == " ".join(f"w{t}" for t in golden["tokens"])
@@ -158,7 +161,7 @@ def test_golden_recorded_then_float_passes_int8_judged_by_wer_perturbed_named(py
 
     result = pytester.runpytest_subprocess("--edge-report=r.json", "--junitxml=j.xml", "--edge-html=r.html",
                                            "--edge-summary=s.md")
-    result.assert_outcomes(passed=2, failed=2, skipped=8)
+    result.assert_outcomes(passed=2, failed=2, skipped=4 * OTHERS)
     # Both pages have the speech section: a row per audio file, where the tokens part and the rates.
     summary, page = (pytester.path / "s.md").read_text(), (pytester.path / "r.html").read_text()
     assert "### Speech recognition" in summary and '<section id="speech">' in page
@@ -202,11 +205,11 @@ def test_a_perturbed_export_fails_naming_the_first_differing_token(pytester: pyt
     """The perturbed network judged against the float export's golden, as the float one would be:
     the golden is copied as the perturbed model's own, so its tokens must equal it."""
     _project(pytester)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=1, skipped=2)
+    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=1, skipped=OTHERS)
     shutil.copytree(pytester.path / "golden" / "models" / "whisper_tiny",
                     pytester.path / "golden" / "models" / "whisper_tiny_perturbed")
     result = pytester.runpytest_subprocess("-k", "perturbed")
-    result.assert_outcomes(failed=1, skipped=2)
+    result.assert_outcomes(failed=1, skipped=OTHERS)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: hello.wav: tokens differ from the golden's (onnxruntime-cpu) at "
                                  "position 1: golden 58, got 42*"])
 
@@ -216,7 +219,7 @@ def test_a_damaged_onnx_names_the_file_and_the_backend(pytester: pytest.Pytester
     decoder = pytester.path / "models" / "whisper_tiny" / "decoder_model.onnx"
     decoder.write_bytes(decoder.read_bytes()[:5000])
     result = pytester.runpytest_subprocess("-k", "float")
-    result.assert_outcomes(failed=1, skipped=2)
+    result.assert_outcomes(failed=1, skipped=OTHERS)
     result.stdout.fnmatch_lines(["*models/whisper_tiny/decoder_model.onnx (onnxruntime-cpu): cannot load*"])
 
 
@@ -224,7 +227,7 @@ def test_audio_at_the_wrong_rate_is_an_error_naming_the_file(pytester: pytest.Py
     _project(pytester)
     _wav(pytester.path / "audio" / "hello.wav", 8000)
     result = pytester.runpytest_subprocess("-k", "float", "--edge-update-golden")
-    result.assert_outcomes(failed=1, skipped=2)
+    result.assert_outcomes(failed=1, skipped=OTHERS)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: *audio/hello.wav: sampled at 8000 Hz, the model's features take "
                                  "16000 Hz*"])
 
@@ -257,7 +260,7 @@ def test_reference_without_a_budget_judges_nothing_and_says_so(pytester: pytest.
             pass
     """)
     result = pytester.runpytest_subprocess("test_unjudged.py", "--edge-update-golden")
-    result.assert_outcomes(failed=1, skipped=2)
+    result.assert_outcomes(failed=1, skipped=OTHERS)
     result.stdout.fnmatch_lines(["*edge_asr reference='models/whisper_tiny': * none is given, so nothing would be judged*"])
 
 
@@ -301,7 +304,7 @@ def test_audio_longer_than_a_window_is_decoded_window_by_window_each_judged(pyte
 
     shutil.copytree(pytester.path / "golden" / "models" / "whisper_tiny",
                     pytester.path / "golden" / "models" / "whisper_tiny_perturbed")
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "--edge-summary=s.md")
+    result = pytester.runpytest_subprocess("--edge-report=r.json", "--edge-summary=s.md", "--edge-html=r.html")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: long.wav window 0 (0 s): tokens differ from the golden's "
                                  "(onnxruntime-cpu) at position 1*",
@@ -321,3 +324,9 @@ def test_audio_longer_than_a_window_is_decoded_window_by_window_each_judged(pyte
     (row,) = [line for line in (pytester.path / "s.md").read_text().splitlines() if "| long.wav |" in line
               and "test\\_long\\_perturbed" not in line]
     assert f"| {first['total_ms']:.2f} / {second['total_ms']:.2f} |" in row  # each window's latency, in order
+    # The page's speech section draws them: bars per audio file, and the windows' latencies as a line.
+    section = (pytester.path / "r.html").read_text().split('<section id="speech">')[1].split("</section>")[0]
+    for title in ("Real-time factor (processing time / audio duration)", "Encoder time", "Time to first token",
+                  "Latency of each window"):
+        assert f"<h3>{title}</h3><svg" in section, title
+    assert "test_long · onnxruntime-cpu · long.wav" in section

@@ -15,7 +15,7 @@ from .changes import (DEFAULT_MAX_REGRESSION, FigureChange, base_backend, device
 from .charts import escape, significant
 from ..core.record import GateVerdict, Verdict, dig
 from .html_generation import generation_section
-from .speech import HEADERS as SPEECH_HEADERS, speech_rows
+from .html_speech import speech_section
 from .html_model import model_section
 from .html_parts import CSS, anchor, table_open
 from .table import (COMPILED_HEADERS, DASH, VERDICT_RANK, compiled_rows, gate_summary, missing_artifact,
@@ -161,13 +161,7 @@ def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = 
     out += _overview(report, records, found, max_regression, baseline is not None, gates)
     out += _matrix(records)
     out += generation_section(records)
-    speech = speech_rows(records)
-    if speech:  # speech recognition (edge_asr, docs/speech.md): per audio file
-        out += ['<section id="speech"><h2>Speech recognition</h2>',
-                table_open("tokens against the golden, WER/CER against the reference's transcript, real-time factor "
-                           "and stage times per audio file", SPEECH_HEADERS),
-                *("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in speech),
-                "</table>", "</section>"]
+    out += speech_section(records)  # speech recognition (edge_asr, docs/speech.md): per audio file
     compiled = compiled_rows(records)
     if compiled:  # compile-time targets (docs/npu.md): nothing executed; the time is the compiler's estimate
         out.append('<section id="npu"><h2>NPU compile-time targets</h2>')
