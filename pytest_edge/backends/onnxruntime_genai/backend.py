@@ -1,7 +1,8 @@
 """ONNX Runtime GenAI: a model builder folder run by GenAI's own generator, as apps run these
 exports. ``og.Model`` reads ``genai_config.json`` beside the decoder, ``Generator.append_tokens``
 runs the prompt (or the next token) and ``get_logits`` gives the last position's logits. Greedy, no
-sampling; the KV cache is the generator's own. Decoders only: no tensor models."""
+sampling; the KV cache is the generator's own. Decoder LLMs and Whisper speech exports (the
+builder's folder in an export folder's ``genai/``; its recognizer is speech.py): no tensor models."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from ..decoder_config import GENAI_CONFIG, genai_decoder
 from ..base import Backend
 from ..decoder import Decoder, DecoderRuntime
 from ..onnxruntime.decoder import refuse_disagreement
+from ..speech import Recognizer, SpeechRuntime
+from . import SPEECH_FILES  # the manifest's
 
 
 class GenAIDecoder(Decoder):
@@ -60,8 +63,18 @@ class GenAIDecoders(DecoderRuntime):
         return GenAIDecoder(path, config, threads, GenAIBackend.name)
 
 
+class GenAISpeech(SpeechRuntime):
+    files = SPEECH_FILES
+
+    def open(self, folder: Path, threads: int) -> Recognizer:
+        from .speech import GenAIRecognizer
+
+        return GenAIRecognizer(folder, threads)
+
+
 class GenAIBackend(Backend):
-    """ONNX Runtime GenAI runs decoder LLMs only (edge_llm tests): no tensor models, no delegate."""
+    """ONNX Runtime GenAI runs decoder LLMs (edge_llm tests) and recognizes speech (edge_asr, a
+    Whisper export by its model builder): no tensor models, no delegate."""
 
     name = "onnxruntime-genai"
     suffix = ".onnx"
@@ -69,6 +82,7 @@ class GenAIBackend(Backend):
     distribution = "onnxruntime-genai"
     has_delegate = False
     decoders = GenAIDecoders()
+    speech = GenAISpeech()
 
 
 def backends() -> list[Backend]:
