@@ -87,15 +87,15 @@ def user_calibration(spec: str, test_dir: Path, rootdir: Path, backend: str) -> 
     total = 0
     for file in files:
         try:
-            with np.load(file, allow_pickle=False) as data:
-                if not isinstance(data, np.lib.npyio.NpzFile):
-                    raise ValueError("it holds one array, not an .npz archive of the inputs by name")
+            loaded = np.load(file, allow_pickle=False)
+            # A .npy renamed .npz loads as a plain array, which is no context manager (Python 3.11 raises
+            # TypeError at `with`): checked before it.
+            if not isinstance(loaded, np.lib.npyio.NpzFile):
+                raise ValueError("it holds one array, not an .npz archive of the inputs by name")
+            with loaded as data:
                 case = {name: np.array(data[name]) for name in data.files}
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
             raise EdgeUsageError(f"{backend}: cannot read calibration file {file}: {exc}") from None
-        except AttributeError:  # np.load gave a plain array (a .npy renamed .npz): no context manager
-            raise EdgeUsageError(f"{backend}: cannot read calibration file {file}: it holds one array, not an .npz "
-                                 "archive of the inputs by name") from None
         if not case:
             raise EdgeUsageError(f"{backend}: calibration file {file} holds no array")
         total += sum(array.nbytes for array in case.values())

@@ -107,6 +107,9 @@ def compare(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, rootdir
                 failing_outputs = (outputs, out_order)
         if any(c.problems for c in found.comparisons[-len(out_order):]):
             found.violations.append(_obtained(rootdir, plan, index, golden, outputs, out_order))
+    if not found.comparisons:  # nothing silent: a check that compared no output judged nothing
+        found.violations.append(f"{plan.backend}: {against}no output was compared: the golden of {plan.model.name} "
+                                f"holds {len(golden.cases)} case(s) of {len(golden.outputs_spec)} output(s)")
     if failing is not None:
         from ..triage.cross_isa import cross_isa_note
         from ..triage.ladder import as_seen_by_triage, sibling_triage
