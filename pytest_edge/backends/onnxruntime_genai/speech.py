@@ -12,8 +12,9 @@ then the decoder over the prompt, as one ``State::Run``): the encoder is not tim
 
 Suppression: GenAI's search applies no suppressed tokens (its sources have none, and neither has
 ``genai_config.json``'s ``search``; the builder does not carry ``generation_config.json``'s
-``suppress_tokens`` over). Its own ``generate_next_token`` loop, unsuppressed, emits
-``<|transcribe|>`` at position 9 of both test files, which the reference never may. So each step
+``suppress_tokens`` over). Its own ``generate_next_token`` loop, unsuppressed, emitted
+``<|transcribe|>`` at position 9 of both test files on a random network, which the reference never
+may. So each step
 takes the generator's logits (``get_logits``), picks the argmax with the generation configuration's
 suppression (``speech.greedy_pick``, as every runtime here) and feeds it back with
 ``append_tokens``: GenAI's decoder and KV cache, the reference's decoding rules.
