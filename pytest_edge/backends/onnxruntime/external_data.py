@@ -14,6 +14,8 @@ from __future__ import annotations
 import mmap
 from pathlib import Path
 
+from ..protobuf_wire import Malformed, fields
+
 # Which fields of which message hold the messages that can hold a TensorProto (onnx.proto).
 _NESTED: dict[str, dict[int, str]] = {
     "model": {7: "graph", 20: "training", 25: "function"},
@@ -30,65 +32,23 @@ _MAX_DEPTH = 64  # subgraphs nest through attributes; deeper than this is no mod
 _cache: dict[tuple[str, int, int], tuple[str, ...]] = {}
 
 
-class _Malformed(Exception):
-    """Not a protobuf this reader can walk: the runtime will say what is wrong with the file."""
-
-
-def _varint(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise _Malformed("truncated varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _fields(data: memoryview):
-    """(field number, wire type, value) of one message: an int for varints, a memoryview for
-    length-delimited fields, None for the fixed-size ones (skipped)."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-            yield number, wire, value
-        elif wire == 2:
-            size, pos = _varint(data, pos)
-            if pos + size > len(data):
-                raise _Malformed("length past the end")
-            yield number, wire, data[pos:pos + size]
-            pos += size
-        elif wire in (1, 5):
-            pos += 8 if wire == 1 else 4
-            yield number, wire, None
-        else:  # groups (3, 4) are not used by onnx.proto
-            raise _Malformed(f"wire type {wire}")
-    if pos != len(data):
-        raise _Malformed("field past the end")
-
-
 def _walk(data: memoryview, kind: str, depth: int, found: list[str]) -> None:
     if depth > _MAX_DEPTH:
-        raise _Malformed("nested too deeply")
+        raise Malformed("nested too deeply")
     if kind == "tensor":
         external, location = False, None
-        for number, wire, value in _fields(data):
+        for number, wire, value in fields(data):
             if number == _TENSOR_DATA_LOCATION and wire == 0:
                 external = value == _EXTERNAL
             elif number == _TENSOR_EXTERNAL_DATA and wire == 2:
-                entry = {n: bytes(v) for n, w, v in _fields(value) if w == 2}
+                entry = {n: bytes(v) for n, w, v in fields(value) if w == 2}
                 if entry.get(1) == b"location":
                     location = entry.get(2, b"").decode("utf-8", "replace")
         if external and location is not None and location not in found:
             found.append(location)
         return
     nested = _NESTED[kind]
-    for number, wire, value in _fields(data):
+    for number, wire, value in fields(data):
         if wire == 2 and number in nested:
             _walk(value, nested[number], depth + 1, found)
 
@@ -105,7 +65,7 @@ def external_locations(model: Path) -> tuple[str, ...]:
                 view = memoryview(mapped)
                 try:
                     _walk(view, "model", 0, found)
-                except _Malformed:
+                except Malformed:
                     found = []
                 finally:
                     view.release()

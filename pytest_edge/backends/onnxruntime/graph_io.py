@@ -12,7 +12,7 @@ from __future__ import annotations
 import mmap
 from pathlib import Path
 
-from .external_data import _fields, _Malformed
+from ..protobuf_wire import Malformed, fields
 
 Dim = int | str | None  # a static size, a named (symbolic) one, or unknown
 Signature = dict[str, tuple[Dim, ...] | None]  # name -> dims (None: no shape given)
@@ -20,22 +20,22 @@ Signature = dict[str, tuple[Dim, ...] | None]  # name -> dims (None: no shape gi
 
 def _value_info(data: memoryview) -> tuple[str, tuple[Dim, ...] | None]:
     name, dims = "", None
-    for number, wire, value in _fields(data):
+    for number, wire, value in fields(data):
         if number == 1 and wire == 2:
             name = bytes(value).decode("utf-8", "replace")
         elif number == 2 and wire == 2:
-            for t_number, t_wire, tensor in _fields(value):
+            for t_number, t_wire, tensor in fields(value):
                 if t_number != 1 or t_wire != 2:
                     continue
-                for s_number, s_wire, shape in _fields(tensor):
+                for s_number, s_wire, shape in fields(tensor):
                     if s_number != 2 or s_wire != 2:
                         continue
                     found: list[Dim] = []
-                    for d_number, d_wire, dim in _fields(shape):
+                    for d_number, d_wire, dim in fields(shape):
                         if d_number != 1 or d_wire != 2:
                             continue
                         size: Dim = None
-                        for v_number, v_wire, v in _fields(dim):
+                        for v_number, v_wire, v in fields(dim):
                             if v_number == 1 and v_wire == 0:
                                 size = v
                             elif v_number == 2 and v_wire == 2:
@@ -48,10 +48,10 @@ def _value_info(data: memoryview) -> tuple[str, tuple[Dim, ...] | None]:
 def _graph(view: memoryview) -> tuple[Signature, Signature]:
     inputs: Signature = {}
     outputs: Signature = {}
-    for number, wire, graph in _fields(view):
+    for number, wire, graph in fields(view):
         if number != 7 or wire != 2:
             continue
-        for g_number, g_wire, value in _fields(graph):
+        for g_number, g_wire, value in fields(graph):
             if g_wire == 2 and g_number in (11, 12):
                 name, dims = _value_info(value)
                 (inputs if g_number == 11 else outputs)[name] = dims
@@ -67,7 +67,7 @@ def graph_io(model: Path) -> tuple[Signature, Signature] | None:
         view = memoryview(mapped)
         try:
             return _graph(view)  # its slices of the map are gone when it returns, before the map closes
-        except _Malformed:
+        except Malformed:
             return None
         finally:
             view.release()
@@ -75,19 +75,19 @@ def graph_io(model: Path) -> tuple[Signature, Signature] | None:
 
 def _windows(view: memoryview) -> set[int]:
     found: set[int] = set()
-    for number, wire, graph in _fields(view):
+    for number, wire, graph in fields(view):
         if number != 7 or wire != 2:
             continue
-        for g_number, g_wire, node in _fields(graph):
+        for g_number, g_wire, node in fields(graph):
             if g_number != 1 or g_wire != 2:
                 continue
             op_type, window = "", None
-            for n_number, n_wire, value in _fields(node):
+            for n_number, n_wire, value in fields(node):
                 if n_number == 4 and n_wire == 2:
                     op_type = bytes(value).decode("utf-8", "replace")
                 elif n_number == 5 and n_wire == 2:
                     name, size = "", None
-                    for a_number, a_wire, a_value in _fields(value):
+                    for a_number, a_wire, a_value in fields(value):
                         if a_number == 1 and a_wire == 2:
                             name = bytes(a_value).decode("utf-8", "replace")
                         elif a_number == 3 and a_wire == 0:
@@ -109,7 +109,7 @@ def attention_windows(model: Path) -> set[int] | None:
         view = memoryview(mapped)
         try:
             return _windows(view)
-        except _Malformed:
+        except Malformed:
             return None
         finally:
             view.release()

@@ -37,11 +37,11 @@ import tempfile
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ...errors import BackendError
+from .. import protobuf_wire
 from ..speech import SpeechConfig, SpeechConfigError, Transcription, one_window
 from . import DECODER, ENCODER, FOLDER, TOKENS
 
@@ -52,49 +52,19 @@ TOKENS_PER_SECOND = 6
 FRAMES_PER_SECOND = 100
 
 
-def _varint(data: Any, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(data):
-            raise ValueError("truncated varint")
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _fields(data: Any, start: int, end: int):
-    """The protobuf fields of ``data[start:end]``: (number, wire type, value or (start, end))."""
-    at = start
-    while at < end:
-        key, at = _varint(data, at)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, at = _varint(data, at)
-            yield number, wire, value
-        elif wire == 1:
-            at += 8
-        elif wire == 2:
-            length, at = _varint(data, at)
-            if at + length > end:
-                raise ValueError(f"field {number} runs past the end ({at + length} > {end})")
-            yield number, wire, (at, at + length)
-            at += length
-        elif wire == 5:
-            at += 4
-        else:
-            raise ValueError(f"wire type {wire} of field {number}")
-    if at != end:
-        raise ValueError("the last field runs past the end")
-
-
 # The encoder metadata sherpa-onnx's exporter writes and its OfflineWhisperModel reads (ints).
 _INTS = ("n_mels", "n_audio_ctx", "n_vocab", "n_text_ctx", "n_text_state", "n_text_layer", "sot", "eot", "blank_id",
          "transcribe", "translate", "no_timestamps", "no_speech", "is_multilingual")
+
+
+def _metadata(view: memoryview) -> dict[str, str]:
+    """ModelProto.metadata_props (field 14: StringStringEntryProto, key 1, value 2)."""
+    props: dict[str, str] = {}
+    for number, wire, value in protobuf_wire.fields(view):
+        if number == 14 and wire == 2:
+            entry = {n: bytes(v).decode() for n, w, v in protobuf_wire.fields(value) if w == 2}  # type: ignore[arg-type]
+            props[entry.get(1, "")] = entry.get(2, "")
+    return props
 
 
 @dataclass(frozen=True)
@@ -121,12 +91,16 @@ class SherpaMetadata:
     @classmethod
     def read(cls, path: Path) -> "SherpaMetadata":
         try:
-            with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                props: dict[str, str] = {}
-                for number, wire, value in _fields(data, 0, len(data)):
-                    if number == 14 and wire == 2:  # ModelProto.metadata_props: StringStringEntryProto
-                        entry = {n: bytes(data[v[0]:v[1]]).decode() for n, w, v in _fields(data, *value) if w == 2}
-                        props[entry.get(1, "")] = entry.get(2, "")
+            with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)
+                try:
+                    props, problem = _metadata(view), None
+                except (ValueError, UnicodeDecodeError) as exc:  # said after the map closes: the traceback holds slices
+                    props, problem = {}, str(exc)
+                finally:
+                    view.release()  # its slices of the map are gone by now, before the map closes
+            if problem is not None:
+                raise ValueError(problem)
         except FileNotFoundError:
             raise BackendError(f"{path} ({BACKEND}): missing (sherpa-onnx's Whisper exporter writes "
                                f"{Path(ENCODER).name}, {Path(DECODER).name} and {Path(TOKENS).name})") from None
