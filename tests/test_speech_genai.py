@@ -24,7 +24,7 @@ AUDIO = SPEECH / "audio"
 GREEDY = json.loads((SPEECH / "whisper_vocab_greedy.json").read_text())["tokens"]
 GENAI = "onnxruntime-genai"
 # What the other runtimes' exports add to the folder: GenAI's tests need none of it.
-OTHERS = shutil.ignore_patterns("ggml-model.bin", "ctranslate2", "sherpa-onnx")
+OTHERS = shutil.ignore_patterns("ggml-model.bin", "ctranslate2", "sherpa-onnx", "executorch", "pytorch")
 
 pytestmark = pytest.mark.skipif(why_not(GENAI) is not None, reason=str(why_not(GENAI)))
 

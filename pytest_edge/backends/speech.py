@@ -1,8 +1,8 @@
 """Speech recognition (edge_asr tests, docs/speech.md): a Whisper-class encoder-decoder as its
 exporter left it, its configuration read from the export's own files, and what a transcription
 gives. Runtime-free: a runtime that recognizes speech is a backend of the one registry with the
-:class:`SpeechRuntime` capability (``Backend.speech``: ONNX Runtime's CPU EP, whisper.cpp,
-CTranslate2, sherpa-onnx), its recognizer in its backend's folder (``onnxruntime/speech.py``).
+:class:`SpeechRuntime` capability (``Backend.speech``: ONNX Runtime's CPU EP, ExecuTorch, ONNX
+Runtime GenAI, whisper.cpp, CTranslate2, sherpa-onnx), its recognizer in its backend's folder (``onnxruntime/speech.py``).
 
 A speech runtime: ``open(folder, threads) -> Recognizer``; the recognizer's
 ``transcribe(audio, new_tokens)`` decodes greedily from the configuration's forced start tokens

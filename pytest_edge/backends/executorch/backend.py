@@ -9,6 +9,8 @@ from ..base import Backend, TensorBackend, LoadedModel
 from ..shapes import LoadShapes
 from ..decoder import Decoder, DecoderRuntime
 from ..quant_pair import QuantPair, QuantPairs
+from ..speech import Recognizer, SpeechRuntime
+from . import SPEECH_FILES  # the manifest's
 from .model import ExecuTorchModel
 # The runtime's helpers, by the backend's name too (tests/test_bad_input.py: explain_error).
 from .runtime import ERROR_CODES, explain_error, import_runtime_alone, program_bytes, pte_problem  # noqa: F401
@@ -51,6 +53,25 @@ class EtdumpPairs(QuantPairs):
         return EtdumpPair(float_model, quant_model)
 
 
+class ExecuTorchSpeech(SpeechRuntime):
+    """optimum-executorch's Whisper program (executorch/speech.py)."""
+
+    files = SPEECH_FILES
+
+    def open(self, folder: Path, threads: int) -> Recognizer:
+        from .speech import ExecuTorchRecognizer
+
+        return ExecuTorchRecognizer(folder, threads)
+
+    def file_figures(self, folder: Path) -> tuple[tuple[str, int], ...]:
+        """The exporter's constant methods (``get_vocab_size``, ``get_max_seq_len`` ...), read from
+        the program's flatbuffer without loading it."""
+        from .speech import program_figures
+
+        found = program_figures(folder / SPEECH_FILES[0])
+        return tuple((name, int(value)) for name, value in found.items() if isinstance(value, (int, bool)))
+
+
 class ExecuTorchBackend(TensorBackend):
     name = "executorch"
     suffix = ".pte"
@@ -63,6 +84,7 @@ class ExecuTorchBackend(TensorBackend):
     triage_method = "etdump"
     decoders = ExecuTorchDecoders("executorch")
     quant_pairs = EtdumpPairs()
+    speech = ExecuTorchSpeech()  # beside its tensor models and decoders: Whisper (edge_asr)
 
     def weights_file(self, artifact: Path) -> Path | None:
         return data_file(artifact)

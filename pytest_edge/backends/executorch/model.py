@@ -35,12 +35,14 @@ class ExecuTorchModel(LoadedModel):
             raise BackendError(problem)
         try:
             self.program = load_program(data, path)
-            self.method = self.program.load_method("forward")
+            methods = sorted(self.program.method_names)
+            self.method = self.program.load_method("forward") if "forward" in methods else None
         except RuntimeError as exc:  # the bindings give only a hex code
             raise BackendError(f"ExecuTorch could not load {path}: {explain_error(str(exc))}"
                                f"{load_failure_hint(data, path)}") from exc
-        if self.method is None:
-            raise BackendError(f"{path} has no 'forward' method")
+        if self.method is None:  # a speech program (encoder, text_decoder) is an edge_asr model
+            speech = " (a Whisper program: test it with edge_asr, docs/speech.md)" if "text_decoder" in methods else ""
+            raise BackendError(f"{path} has no 'forward' method; its methods: {', '.join(methods) or 'none'}{speech}")
         meta = self.method.metadata
         self.inputs = _specs(meta, meta.num_inputs(), "input_tensor_meta", "input")
         self.outputs = _specs(meta, meta.num_outputs(), "output_tensor_meta", "output")
