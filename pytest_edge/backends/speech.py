@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
@@ -217,6 +217,31 @@ class Stopwatch:
 
     def total(self) -> float:
         return (time.perf_counter() - self.start) * 1e3
+
+
+def greedy_decode(next_logits: Callable[[int, list[int]], np.ndarray | None], config: SpeechConfig,
+                  new_tokens: int, clock: Stopwatch) -> tuple[list[int], bool, float, float]:
+    """Greedy decoding after the forced start, as every recognizer here decodes: ``next_logits(step,
+    tokens)`` runs the runtime's decoder for the next position (the tokens so far fed) and gives its
+    logits, or None where the decoder's context is full (decoding stops there). Returns the new
+    tokens (end-of-text ends them and is not kept), whether it ended, the time to the first token
+    (``clock``'s total at the first pick) and the seconds of the steps after it."""
+    tokens: list[int] = []
+    ended, first_token_ms = False, 0.0
+    for step in range(new_tokens):
+        logits = next_logits(step, tokens)
+        if logits is None:
+            break
+        token = greedy_pick(logits, config, step)
+        if step == 0:
+            first_token_ms = clock.total()
+            clock.lap()
+        if token == config.eos_token_id:
+            ended = True
+            break
+        tokens.append(token)
+    decode_s = clock.lap() / 1e3 if new_tokens > 1 else 0.0
+    return tokens, ended, first_token_ms, decode_s
 
 
 def greedy_pick(logits: np.ndarray, config: SpeechConfig, step: int) -> int:

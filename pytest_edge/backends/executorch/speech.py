@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_pick, one_window
+from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_decode, one_window
 from ..speech_features import log_mel
 from . import SPEECH_FILE
 
@@ -199,25 +199,17 @@ class ExecuTorchRecognizer:
         features_ms = clock.lap()
         hidden = self._encode(features)
         encoder_ms = clock.lap()
-        logits = self._prompt(hidden)
-        position = len(config.prompt)
-        tokens: list[int] = []
-        ended, first_token_ms = False, 0.0
-        for step in range(new_tokens):
-            if step > 0:
-                if position >= self.context:  # as onnxruntime-cpu: the decoder's context is full
-                    break
-                logits = self._step(tokens[-1], hidden, position)
-                position += 1
-            token = greedy_pick(logits, config, step)
+        prompt_logits = self._prompt(hidden)
+
+        def next_logits(step: int, tokens: list[int]) -> np.ndarray | None:
             if step == 0:
-                first_token_ms = clock.total()
-                clock.lap()
-            if token == config.eos_token_id:
-                ended = True
-                break
-            tokens.append(token)
-        decode_s = clock.lap() / 1e3 if new_tokens > 1 else 0.0
+                return prompt_logits
+            position = len(config.prompt) + len(tokens) - 1  # the last token's place in the cache
+            if position >= self.context:  # as onnxruntime-cpu: the decoder's context is full
+                return None
+            return self._step(tokens[-1], hidden, position)
+
+        tokens, ended, first_token_ms, decode_s = greedy_decode(next_logits, config, new_tokens, clock)
         return Transcription(tokens, ended, audio_s, features_ms, encoder_ms, first_token_ms, decode_s, clock.total())
 
     def teacher_force(self, audio: np.ndarray, tokens: list[int]) -> np.ndarray:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_pick, one_window
+from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_decode, one_window
 from ..speech_features import log_mel
 
 BACKEND = "onnxruntime-cpu"
@@ -80,27 +80,18 @@ class OrtRecognizer:
         except Exception as exc:  # noqa: BLE001
             raise BackendError(f"{self.encoder_path} ({BACKEND}): the encoder failed: {exc}") from None
         encoder_ms = clock.lap()
-        ids = config.prompt
-        tokens: list[int] = []
-        ended, first_token_ms = False, 0.0
-        for step in range(new_tokens):
+
+        def next_logits(step: int, tokens: list[int]) -> np.ndarray | None:
+            ids = [*config.prompt, *tokens]  # the whole prefix each step: the export has no cache
             if len(ids) >= config.max_target_positions:
-                break
+                return None
             try:
-                logits = self.decoder.run(None, {"input_ids": np.asarray([ids], np.int64),
-                                                 "encoder_hidden_states": hidden})[0]
+                return self.decoder.run(None, {"input_ids": np.asarray([ids], np.int64),
+                                               "encoder_hidden_states": hidden})[0][0, -1]
             except Exception as exc:  # noqa: BLE001
                 raise BackendError(f"{self.decoder_path} ({BACKEND}): the decoder failed at step {step}: {exc}") from None
-            token = greedy_pick(logits[0, -1], config, step)
-            if step == 0:
-                first_token_ms = clock.total()
-                clock.lap()
-            if token == config.eos_token_id:
-                ended = True
-                break
-            tokens.append(token)
-            ids = [*ids, token]
-        decode_s = clock.lap() / 1e3 if new_tokens > 1 else 0.0
+
+        tokens, ended, first_token_ms, decode_s = greedy_decode(next_logits, config, new_tokens, clock)
         return Transcription(tokens, ended, audio_s, features_ms, encoder_ms, first_token_ms, decode_s, clock.total())
 
     def teacher_force(self, audio: np.ndarray, tokens: list[int]) -> np.ndarray:

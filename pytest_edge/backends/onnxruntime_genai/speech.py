@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_pick, one_window
+from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_decode, one_window
 from . import SPEECH_FOLDER
 
 BACKEND = "onnxruntime-genai"
@@ -192,26 +192,18 @@ class GenAIRecognizer:
             raise
         except Exception as exc:  # noqa: BLE001
             raise BackendError(f"{self.path} ({BACKEND}): the processor or the encoder failed: {exc}") from None
-        length, tokens = len(config.prompt), []
-        ended, first_token_ms = False, 0.0
-        for step in range(new_tokens):
-            if step > 0:
-                if length + 1 >= config.max_target_positions:  # as onnxruntime-cpu: the decoder's context is full
-                    break
+
+        def next_logits(step: int, tokens: list[int]) -> np.ndarray | None:
+            if step > 0:  # the prompt's logits came with set_inputs; then one token a step, cached
+                if len(config.prompt) + len(tokens) >= config.max_target_positions:  # as onnxruntime-cpu
+                    return None
                 try:
                     generator.append_tokens([tokens[-1]])
                 except Exception as exc:  # noqa: BLE001
                     raise BackendError(f"{self.path} ({BACKEND}): the decoder failed at step {step}: {exc}") from None
-                length += 1
-            token = greedy_pick(self._logits(generator, step), config, step)
-            if step == 0:
-                first_token_ms = clock.total()
-                clock.lap()
-            if token == config.eos_token_id:
-                ended = True
-                break
-            tokens.append(token)
-        decode_s = clock.lap() / 1e3 if new_tokens > 1 else 0.0
+            return self._logits(generator, step)
+
+        tokens, ended, first_token_ms, decode_s = greedy_decode(next_logits, config, new_tokens, clock)
         return Transcription(tokens, ended, audio_s, features_ms, None, first_token_ms, decode_s, clock.total())
 
     def teacher_force(self, audio: np.ndarray, tokens: list[int]) -> np.ndarray:
