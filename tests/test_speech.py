@@ -316,6 +316,9 @@ def test_audio_longer_than_a_window_is_decoded_window_by_window_each_judged(pyte
     assert (first["start_s"], first["audio_s"], second["start_s"]) == (0.0, 30.0, 30.0)
     assert first["tokens"] == len(greedy["hello.wav"]) and second["first_difference"] is None
     assert first["total_ms"] > 0 and second["total_ms"] > 0  # each window's latency: the per-chunk latency
+    # Peak memory, measured in the worker around the recognizer's open and each transcription.
+    assert file["peak_memory_mb"] is not None and file["peak_memory_mb"] > 0
+    assert records["test_long"]["peak_memory_mb"] == file["peak_memory_mb"]
     assert file["real_time_factor"] == pytest.approx((first["total_ms"] + second["total_ms"]) / 1e3 / file["audio_s"])
     assert records["test_long"]["speech"]["teacher_forced"]["positions"] == 24
     from pytest_edge.core.record import Record

@@ -150,6 +150,9 @@ class Transcription:
     decode_s: float
     total_ms: float
     runtime_timers: RuntimeTimers | None = None  # the runtime's own, where it keeps them
+    # Peak resident memory over the RSS before the recognizer opened (its open or this run, the
+    # higher), set by the worker; None where the high-water mark cannot be reset, or in-process.
+    peak_memory_mb: float | None = None
 
     def to_reply(self) -> dict[str, Any]:
         """As a worker sends it (Transcribe's reply)."""
@@ -161,11 +164,12 @@ class Transcription:
     def from_reply(cls, reply: Mapping[str, Any]) -> "Transcription":
         timers = reply.get("runtime_timers")
         first, encoder = reply.get("first_token_ms"), reply.get("encoder_ms")
+        peak = reply.get("peak_memory_mb")
         return cls([int(t) for t in reply["tokens"]], bool(reply["ended"]), float(reply["audio_s"]),
                    float(reply["features_ms"]), None if encoder is None else float(encoder),
                    None if first is None else float(first),
                    float(reply["decode_s"]), float(reply["total_ms"]),
-                   RuntimeTimers.from_json(timers) if timers else None)
+                   RuntimeTimers.from_json(timers) if timers else None, None if peak is None else float(peak))
 
     @property
     def real_time_factor(self) -> float:

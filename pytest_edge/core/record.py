@@ -270,6 +270,9 @@ class SpeechFile:
     runtime_timers: dict[str, Any] | None = None
     # Audio longer than one window: each window's figures, in order (one window: empty).
     windows: list[SpeechWindow] = field(default_factory=list)
+    # Peak resident memory over the worker's RSS before the recognizer opened (its open or a
+    # transcription of this file, the higher); None where it cannot be measured.
+    peak_memory_mb: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "windows": [w.to_json() for w in self.windows]}

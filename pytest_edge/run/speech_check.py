@@ -279,7 +279,9 @@ class SpeechChecker:
                       "token_agreement": sum(f.first_difference is None for f in files) / len(files),
                       "top1_agreement": (overall or {}).get("top1_agreement"),
                       "kld_mean": ((overall or {}).get("kld") or {}).get("mean")},
-            speech=block, checked=True, budget_findings=findings)
+            speech=block, checked=True, budget_findings=findings,
+            peak_memory_mb=max(peaks) if (peaks := [f.peak_memory_mb for f in files if f.peak_memory_mb is not None])
+            else None)
         return record, violations
 
 
@@ -300,7 +302,9 @@ def _file(name: str, runs: Sequence[Transcription], expected: list[int], got: li
                       sum(run.features_ms for run in runs),
                       # None: a runtime whose encoder is not timed apart (sherpa-onnx's one decode_stream call)
                       None if any(run.encoder_ms is None for run in runs) else sum(run.encoder_ms for run in runs),
-                      runs[0].first_token_ms, after / decode_s if after > 0 and decode_s > 0 else None, summed, parts)
+                      runs[0].first_token_ms, after / decode_s if after > 0 and decode_s > 0 else None, summed, parts,
+                      peak_memory_mb=max(peaks) if (peaks := [r.peak_memory_mb for r in runs if r.peak_memory_mb is not None])
+                      else None)
 
 
 def _overall(parts: Sequence[TeacherForced], names: Sequence[str]) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ import os
 import signal
 import time
 from array import array
-from dataclasses import fields
+from dataclasses import fields, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -59,6 +59,7 @@ class WorkerServer:
         self.models: dict[str, LoadedModel] = {}
         self.decoders: dict[str, Decoder] = {}
         self.recognizers: dict[str, Any] = {}  # OpenSpeech's: backends.speech.Recognizer
+        self.speech_memory: dict[str, tuple[float, float | None] | None] = {}  # RSS before the open, its peak
         self.first_inference_ms: dict[str, float | None] = {}
         self.load_peak_mb: dict[str, float | None] = {}
         self.load_base_mb: dict[str, float | None] = {}
@@ -131,12 +132,23 @@ class WorkerServer:
         speech = self.backend.speech
         if speech is None:
             raise BackendError(f"{folder} ({self.backend.name}): this runtime recognizes no speech (edge_asr)")
+        # Peak memory over the RSS before the recognizer opened: its open's high-water mark and each
+        # transcription's (the mark reset before each); None where the mark cannot be reset.
+        reset = timing.reset_hwm()
+        base = timing.rss_mb()
         recognizer = speech.open(Path(folder), threads)
         self.recognizers[key] = recognizer
+        self.speech_memory[key] = (base, timing.hwm_mb()) if reset and base is not None else None
         return {"config": recognizer.config.to_json()}
 
     def op_transcribe(self, key: str, audio: np.ndarray, new_tokens: int) -> dict[str, Any]:
-        return self.recognizers[key].transcribe(np.asarray(audio, np.float32), new_tokens).to_reply()
+        reset = timing.reset_hwm()
+        run = self.recognizers[key].transcribe(np.asarray(audio, np.float32), new_tokens)
+        memory, peak = self.speech_memory.get(key), timing.hwm_mb()
+        if reset and memory is not None and peak is not None:
+            base, opened = memory
+            run = replace(run, peak_memory_mb=max(peak, opened or peak) - base)
+        return run.to_reply()
 
     def op_force_speech(self, key: str, audio: np.ndarray, tokens: list[int]) -> dict[str, Any]:
         logits = self.recognizers[key].teacher_force(np.asarray(audio, np.float32), [int(t) for t in tokens])
