@@ -8,7 +8,9 @@ Measured on a shared 2-core machine (2 files x 10 trials, 1 thread, load average
 whisper.cpp's, median (min-max), runs within 5 %: real-time factor 1.0000 (0.9999-1.0000) 20/20,
 encoder 1.0003 (1.0002-1.0129) 20/20, features 1.0037 (1.0024-1.0054) 20/20. Timed to the first
 logits-filter callback instead (the forced start's decoder pass included), the encoder read 1.0937
-(1.0455-1.1611), 2/20.
+(1.0455-1.1611), 2/20. On the trained fixture (one core of its own, load average 0.98): real-time
+factor 0.9999 (0.9998-1.0000), encoder 1.0004 (1.0003-1.0012), features 1.0053 (1.0041-1.0192),
+each 20/20.
 
 What is compared, per ``whisper_full`` run of the recognizer (backends/whisper_cpp/speech.py):
 
