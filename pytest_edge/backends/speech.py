@@ -59,6 +59,14 @@ class SpeechConfig:
                    features=FeatureConfig.from_json(data["features"]))
 
     @classmethod
+    def opened_by(cls, folder: Path, backend: str) -> "SpeechConfig":
+        """:meth:`read`, a configuration it refuses said as ``backend``'s error (every recognizer's start)."""
+        try:
+            return cls.read(folder)
+        except SpeechConfigError as exc:
+            raise BackendError(f"{backend}: {exc}") from None
+
+    @classmethod
     def read(cls, folder: Path) -> "SpeechConfig":
         """The configuration of the export in ``folder``; an error naming the file that lacks a key."""
         def load(name: str) -> dict[str, Any]:

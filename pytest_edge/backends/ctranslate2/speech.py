@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import SpeechConfig, SpeechConfigError, Transcription, one_window
+from ..speech import SpeechConfig, Transcription, one_window
 from ..speech_features import log_mel
 from . import FOLDER
 
@@ -35,10 +35,7 @@ class Ct2Recognizer:
         import ctranslate2
 
         self.ctranslate2 = ctranslate2
-        try:
-            self.config = SpeechConfig.read(folder)
-        except SpeechConfigError as exc:
-            raise BackendError(f"{BACKEND}: {exc}") from None
+        self.config = SpeechConfig.opened_by(folder, BACKEND)
         self.path = folder / FOLDER
         self._check_config()
         try:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_decode, one_window
+from ..speech import SpeechConfig, Stopwatch, Transcription, greedy_decode, one_window
 from ..speech_features import log_mel
 from . import SPEECH_FILE
 
@@ -90,10 +90,7 @@ def _runtime_reason(path: Path) -> str | None:
 
 class ExecuTorchRecognizer:
     def __init__(self, folder: Path, threads: int) -> None:
-        try:
-            self.config = SpeechConfig.read(folder)
-        except SpeechConfigError as exc:
-            raise BackendError(f"{BACKEND}: {exc}") from None
+        self.config = SpeechConfig.opened_by(folder, BACKEND)
         self.path = folder / SPEECH_FILE
         if not self.path.is_file():
             raise BackendError(f"{self.path} ({BACKEND}): missing (optimum-executorch's Whisper export writes "

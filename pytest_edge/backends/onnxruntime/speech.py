@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_decode, one_window
+from ..speech import SpeechConfig, Stopwatch, Transcription, greedy_decode, one_window
 from ..speech_features import log_mel
 
 BACKEND = "onnxruntime-cpu"
@@ -36,10 +36,7 @@ def _session(path: Path, threads: int):
 
 class OrtRecognizer:
     def __init__(self, folder: Path, threads: int) -> None:
-        try:
-            self.config = SpeechConfig.read(folder)
-        except SpeechConfigError as exc:
-            raise BackendError(f"{BACKEND}: {exc}") from None
+        self.config = SpeechConfig.opened_by(folder, BACKEND)
         self.encoder_path, self.decoder_path = folder / "encoder_model.onnx", folder / "decoder_model.onnx"
         self.encoder = _session(self.encoder_path, threads)
         self.decoder = _session(self.decoder_path, threads)

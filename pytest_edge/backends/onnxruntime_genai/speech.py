@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import SpeechConfig, SpeechConfigError, Stopwatch, Transcription, greedy_decode, one_window
+from ..speech import SpeechConfig, Stopwatch, Transcription, greedy_decode, one_window
 from . import SPEECH_FOLDER
 
 BACKEND = "onnxruntime-genai"
@@ -59,10 +59,7 @@ class GenAIRecognizer:
         import onnxruntime_genai as og
 
         self.og = og
-        try:
-            self.config = SpeechConfig.read(folder)
-        except SpeechConfigError as exc:
-            raise BackendError(f"{BACKEND}: {exc}") from None
+        self.config = SpeechConfig.opened_by(folder, BACKEND)
         self.path = folder / SPEECH_FOLDER
         self._check_config(json.loads((folder / "config.json").read_text()))  # SpeechConfig.read has read it
         try:

@@ -42,7 +42,7 @@ import numpy as np
 
 from ...errors import BackendError
 from .. import protobuf_wire
-from ..speech import SpeechConfig, SpeechConfigError, Transcription, one_window
+from ..speech import SpeechConfig, Transcription, one_window
 from . import DECODER, ENCODER, FOLDER, TOKENS
 
 BACKEND = "sherpa-onnx"
@@ -156,10 +156,7 @@ class SherpaRecognizer:
         import sherpa_onnx
 
         self.sherpa_onnx = sherpa_onnx
-        try:
-            self.config = SpeechConfig.read(folder)
-        except SpeechConfigError as exc:
-            raise BackendError(f"{BACKEND}: {exc}") from None
+        self.config = SpeechConfig.opened_by(folder, BACKEND)
         self.path = folder / FOLDER
         self.meta = SherpaMetadata.read(folder / ENCODER)
         self.language, self.task = self._check_config(folder / ENCODER)

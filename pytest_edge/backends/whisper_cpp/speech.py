@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import RuntimeTimers, SpeechConfig, SpeechConfigError, Transcription, one_window
+from ..speech import RuntimeTimers, SpeechConfig, Transcription, one_window
 from . import MODEL_FILE
 
 BACKEND = "whisper-cpp"
@@ -113,10 +113,7 @@ class WhisperCppRecognizer:
         import _pywhispercpp as pw
 
         self.pw, self.threads = pw, threads
-        try:
-            self.config = SpeechConfig.read(folder)
-        except SpeechConfigError as exc:
-            raise BackendError(f"{BACKEND}: {exc}") from None
+        self.config = SpeechConfig.opened_by(folder, BACKEND)
         self.path = folder / MODEL_FILE
         self.header = GgmlHeader.read(self.path)
         self._check_config()
