@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from edge_helpers import FIXTURES, install_backend
+from edge_helpers import FIXTURES, UNUSED_PLUGINS, install_backend
 
 import measuring
 
@@ -39,15 +39,7 @@ def _import_installed_runtimes() -> None:
 _import_installed_runtimes()
 
 
-# Third-party pytest plugins installed in the main environment beside the runtimes (labgrid's,
-# Hydra's, kgb's, anyio's, and hypothesis', which the suite's own tests use in this process) are
-# imported by every pytest process: most of a bare session's start here (2.6 s against 0.35 s on
-# a quiet machine; hypothesis' plugin alone 0.75 s: it imports hypothesis whole), paid by each of
-# the suite's few hundred pytester runs, none of which uses them. Those runs block them; a user's
-# session with them loaded is still run by the walkthrough, the labgrid sessions and the demo.
-UNUSED_PLUGINS = "-p no:labgrid -p no:hydra_pytest -p no:kgb -p no:anyio -p no:hypothesispytest"
-
-
+# The third-party plugins no pytester run uses (edge_helpers.UNUSED_PLUGINS) are blocked in them.
 @pytest.fixture(autouse=True)
 def _pytester_runs_without_unused_plugins(request: pytest.FixtureRequest) -> None:
     if "pytester" in request.fixturenames:

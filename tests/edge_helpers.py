@@ -37,6 +37,15 @@ def onnx_only_outcomes() -> dict[str, int]:
     return {"passed": runs, "skipped": len(tensor_backends()) - runs}
 
 
+# Third-party pytest plugins installed in the main environment beside the runtimes (labgrid's,
+# Hydra's, kgb's, anyio's, and hypothesis', which the suite's own tests use in this process) are
+# imported by every pytest process: most of a bare session's start here (2.6 s against 0.35 s on
+# a quiet machine; hypothesis' plugin alone 0.75 s: it imports hypothesis whole), paid by each
+# pytest the suite starts, none of which uses them. Those runs block them (PYTEST_ADDOPTS); a
+# user's session with them loaded is still run by the walkthrough, the labgrid sessions and the demo.
+UNUSED_PLUGINS = "-p no:labgrid -p no:hydra_pytest -p no:kgb -p no:anyio -p no:hypothesispytest"
+
+
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """``pytest-edge ARGS`` in a fresh interpreter, in ``cwd``."""
     return subprocess.run([sys.executable, "-m", "pytest_edge.cli", *args], cwd=cwd, capture_output=True,

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from edge_helpers import UNUSED_PLUGINS
 
 yaml = pytest.importorskip("yaml", reason="pyyaml (the test extra) parses the CI files")
 
@@ -80,7 +81,8 @@ def _environment(tmp_path: Path) -> dict[str, str]:
         env.pop(key, None)
     # 200 timed runs per process instead of 0.25 s of them keep this test short (the gate's own
     # reliability is benchmarks/bench_gate.py's and tests/test_stats_and_gate.py's to show).
-    env["PYTEST_ADDOPTS"] = "-o edge_runs=200 -o edge_min_time=0s"
+    # The third-party plugins no CI step uses are not loaded (edge_helpers.UNUSED_PLUGINS: 2 s a pytest).
+    env["PYTEST_ADDOPTS"] = f"-o edge_runs=200 -o edge_min_time=0s {UNUSED_PLUGINS}"
     return env
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from edge_helpers import UNUSED_PLUGINS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -85,7 +86,7 @@ def test_command_examples_run_from_the_repository_root() -> None:
     for index, block in commands:
         code = block.code.replace(".venv/bin/python", shlex.quote(sys.executable))
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=ROOT, capture_output=True, text=True,
-                              timeout=300)
+                              timeout=300, env=_environment())
         assert done.returncode == 0, f"{block.page.name} block failed:\n{code}\n{done.stdout}{done.stderr}"
         after = found[index + 1] if index + 1 < len(found) else None
         if after and after.page == block.page and after.lang == "text":
@@ -161,9 +162,15 @@ def _missing(module: str) -> str | None:
     return None if importlib.util.find_spec(module) else f"{module} is not installed here"
 
 
+def _environment() -> dict[str, str]:
+    """This environment, nothing of the outer pytest run, and the third-party plugins no block uses
+    not loaded (edge_helpers.UNUSED_PLUGINS: 2 s a pytest)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID")}
+    return {**env, "PYTEST_ADDOPTS": UNUSED_PLUGINS}
+
+
 def _run(command: list[str], folder: Path, what: str) -> None:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID")}
+    env = _environment()
     done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{what} failed:\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
 
