@@ -13,6 +13,7 @@ The first block of the README is the commands CI runs."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -224,13 +225,44 @@ def test_blocks_that_need_an_optional_package(page: Path, module: str, tmp_path:
     _run_in_a_folder(page, tmp_path, module)
 
 
+def _requirements_of(name: str, extras: frozenset[str]) -> set[str]:
+    """The distributions ``name[extras]`` requires, transitively, as installed here (canonical names)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen: set[tuple[str, frozenset[str]]] = set()
+    todo = [(name, extras)]
+    while todo:
+        dist_name, dist_extras = todo.pop()
+        if (canonicalize_name(dist_name), dist_extras) in seen:
+            continue
+        seen.add((canonicalize_name(dist_name), dist_extras))
+        try:
+            requires = importlib.metadata.distribution(dist_name).requires or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            requirement = Requirement(line)
+            if requirement.marker is None or any(requirement.marker.evaluate({"extra": extra})
+                                                 for extra in dist_extras or {""}):
+                todo.append((requirement.name, frozenset(requirement.extras)))
+    return {dist for dist, _ in seen}
+
+
 def _dependency_view(target: Path) -> Path:
     """This environment's site-packages minus pytest-edge itself, for a new venv to see through a
-    .pth file: the walkthrough then installs pytest-edge for real without downloading runtimes."""
+    .pth file: the walkthrough then installs pytest-edge for real without downloading runtimes. The
+    metadata of distributions ``pytest-edge[all]`` does not pull in is left out, so the venv has the
+    pytest plugins an ``[all]`` install has (labgrid's, of the labgrid extra, not)."""
+    from packaging.utils import canonicalize_name
+
+    wanted = _requirements_of("pytest-edge", frozenset({"all"}))
     view = target / "deps"
     view.mkdir()
     for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
         if entry.name.startswith(("pytest_edge", "__editable__", "_pytest_edge", "pytest-edge")):
+            continue
+        if entry.suffix == ".dist-info" and canonicalize_name(entry.name.split("-")[0]) not in wanted:
             continue
         # pytest itself is installed for real: pip writes the .venv/bin/pytest script only then.
         if entry.name in ("pytest", "_pytest", "py.py") or re.match(r"pytest-\d", entry.name):
