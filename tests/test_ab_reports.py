@@ -132,7 +132,7 @@ def _ab_project(pytester: pytest.Pytester, model: str, backends: str, write: Any
             pass
     """)
     pytester.makeini("[pytest]\nedge_model_dirs = pr\n" + ini)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=len(backends.split(",")))
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=len(backends.split(",")))
 
 
 def test_ab_run_writes_the_baseline_table_and_the_gate_line(pytester: pytest.Pytester) -> None:
@@ -140,7 +140,7 @@ def test_ab_run_writes_the_baseline_table_and_the_gate_line(pytester: pytest.Pyt
     the run itself (--edge-html, --edge-summary) show the change against the twin."""
     _ab_project(pytester, "mlp", "onnxruntime-cpu",
                 lambda folder, side: write_mlp(folder / "mlp.onnx", 256 if side == "main" else 1024))
-    result = pytester.runpytest_subprocess("--edge-baseline-models=main", "--edge-processes=2",
+    result = pytester.runpytest_inprocess("--edge-baseline-models=main", "--edge-processes=2",
                                            "--edge-min-time=0.05s", "--edge-report=r.json", "--edge-html=r.html",
                                            "--edge-summary=r.md")
     result.assert_outcomes(failed=1)
@@ -171,7 +171,7 @@ def test_each_records_twin_is_its_own_backends(pytester: pytest.Pytester) -> Non
     _ab_project(pytester, "tiny_cnn", "litert,litert-ref",
                 lambda folder, side: (folder / "tiny_cnn.tflite").write_bytes(fixture.read_bytes()),
                 ini="edge_reference_backend = litert-ref\n")
-    result = pytester.runpytest_subprocess("--edge-baseline-models=main", "--edge-processes=1",
+    result = pytester.runpytest_inprocess("--edge-baseline-models=main", "--edge-processes=1",
                                            "--edge-min-time=0.02s", "--edge-report=r.json")
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     assert set(records) == {"litert", "litert-ref"}, result.stdout.str()

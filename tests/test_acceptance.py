@@ -34,7 +34,7 @@ def _accept(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 def _gate(pytester: pytest.Pytester) -> pytest.RunResult:
     # Artifact size is exact: a 4x wider model fails it whatever the machine's load (no timing here).
-    return pytester.runpytest_subprocess("--edge-baseline-models=main", "--edge-processes=1", "--edge-min-time=0s",
+    return pytester.runpytest_inprocess("--edge-baseline-models=main", "--edge-processes=1", "--edge-min-time=0s",
                                          "-o", "edge_runs=5", "--edge-report=r.json", "--edge-summary=r.md")
 
 
@@ -55,7 +55,7 @@ def test_an_accepted_change_passes_its_model_only_and_only_for_its_artifacts(pyt
             pass
     """)
     pytester.makeini("[pytest]\nedge_model_dirs = pr\n")
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
     _gate(pytester).assert_outcomes(failed=2)  # both 4x the size of their twins
 
     done = _accept(pytester.path, "kws", "--reason", "4x wider for accuracy (PR #7)")
@@ -84,7 +84,7 @@ def test_an_accepted_change_passes_its_model_only_and_only_for_its_artifacts(pyt
     for name in ("kws.onnx", "other.onnx"):
         shutil.copy(pytester.path / "pr" / name, pytester.path / "main" / name)
     write_mlp(pytester.path / "pr" / "kws.onnx", 1024)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "kws").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "kws").assert_outcomes(passed=1)
     again = _gate(pytester)
     again.assert_outcomes(passed=1, failed=1)  # other: unchanged since the merge; kws: 4x again
     again.stdout.fnmatch_lines(["*onnxruntime-cpu: artifact pr/kws.onnx is * (edge-accept.toml accepts a change of "
@@ -234,7 +234,7 @@ def test_a_deeply_nested_acceptance_file_is_an_error_naming_it(pytester: pytest.
     # Where the gate reads it: a usage error naming the file, not an INTERNALERROR.
     (pytester.path / "main").mkdir()
     pytester.makepyfile("def test_nothing():\n    pass\n")
-    result = pytester.runpytest_subprocess("--edge-baseline-models=main")
+    result = pytester.runpytest_inprocess("--edge-baseline-models=main")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.stderr.fnmatch_lines(["*edge-accept.toml: not valid TOML (nested deeper than the parser's recursion limit)*"])
@@ -265,7 +265,7 @@ def test_an_accepted_external_data_model_whose_data_changes_fails_the_gate(pytes
             pass
     """)
     pytester.makeini("[pytest]\nedge_model_dirs = pr\n")
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     _gate(pytester).assert_outcomes(failed=1)  # 4x the size of main's
     done = _accept(pytester.path, "kws", "--reason", "4x wider")
     assert done.returncode == 0, done.stderr
@@ -282,7 +282,7 @@ def test_an_accepted_external_data_model_whose_data_changes_fails_the_gate(pytes
     weights = np.fromfile(data, np.float32)
     (weights * 0.5).astype(np.float32).tofile(data)
     assert (pytester.path / "pr" / "kws.onnx").read_bytes() == before
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     again = _gate(pytester)
     again.assert_outcomes(failed=1)
     again.stdout.fnmatch_lines(["*edge-accept.toml accepts a change of kws for other artifacts*"])

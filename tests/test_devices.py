@@ -39,7 +39,7 @@ def test_command_device_runs_checks_and_measures_there(pytester: pytest.Pytester
     pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_processes = 2\nedge_min_time = 0\n"
                      f"edge_devices =\n    board = {worker_command(cache)}\n")
     pytester.makepyfile(MLP_TEST.format(backends='"onnxruntime-cpu", "litert@board", "onnxruntime-cpu@board"'))
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-measure", "--edge-report=r.json")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*tiny_mlp*litert@board*passed*", "*tiny_mlp*onnxrunt*@board*passed*"])
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
@@ -54,7 +54,7 @@ def test_command_device_runs_checks_and_measures_there(pytester: pytest.Pytester
     # A second run ships nothing: the device's cache has the artifacts by content (an artifact is
     # shipped when it is loaded, measured or not: no measuring processes needed to see it).
     stamps = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
-    pytester.runpytest_subprocess().assert_outcomes(passed=3)
+    pytester.runpytest_inprocess().assert_outcomes(passed=3)
     assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == stamps
 
 
@@ -62,10 +62,10 @@ def test_unreachable_device_skips_its_backends_unless_required(pytester: pytest.
     pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_devices =\n"
                      "    gone = ssh -o BatchMode=yes -o ConnectTimeout=2 -p 1 nobody@127.0.0.1 true\n")
     pytester.makepyfile(MLP_TEST.format(backends='"onnxruntime-cpu", "litert@gone"'))
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-rs")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-rs")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*device gone cannot be reached: its command ended (exit status 255)*"])
-    required = pytester.runpytest_subprocess("--edge-require=litert@gone")
+    required = pytester.runpytest_inprocess("--edge-require=litert@gone")
     required.assert_outcomes(passed=1, failed=1)
 
 
@@ -81,17 +81,17 @@ def test_a_pattern_selects_every_runtime_of_a_device(pytester: pytest.Pytester, 
         def test_mlp(edge_model):
             assert edge_model(np.ones((1, 16), np.float32)).shape == (1, 4)
     """)
-    result = pytester.runpytest_subprocess("--edge-backends=litert*@board", "--co", "-q")
+    result = pytester.runpytest_inprocess("--edge-backends=litert*@board", "--co", "-q")
     result.stdout.fnmatch_lines(["*test_mlp[[]tiny_mlp-litert-ref@board[]]", "*test_mlp[[]tiny_mlp-litert@board[]]",
                                  "*2 tests collected*"])
-    wrong = pytester.runpytest_subprocess("--edge-backends=*@nowhere")
+    wrong = pytester.runpytest_inprocess("--edge-backends=*@nowhere")
     assert wrong.ret == pytest.ExitCode.TESTS_FAILED
     wrong.stdout.fnmatch_lines(["*backend pattern '*@nowhere' matches no backend (registered: *; devices: board)*"])
 
 
 def test_unknown_device_is_a_usage_error(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(MLP_TEST.format(backends='"litert@nowhere"'))
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*litert@nowhere: no device 'nowhere' in edge_devices*"])
 
@@ -116,7 +116,7 @@ def test_device_that_drops_fails_that_test_and_reconnects(pytester: pytest.Pytes
         def test_after(edge_model):
             assert edge_model(np.ones((1, 16), np.float32)).shape == (1, 4)
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-processes=1")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-processes=1")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*device board dropped the connection*while onnxruntime-cpu@board was trying to*"])
 
@@ -164,7 +164,7 @@ def test_protocol_version_mismatch_names_both_versions(pytester: pytest.Pytester
         "os.write(1, struct.pack('!i', len(frame)) + frame)\n")
     pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_devices =\n    old = {sys.executable} {peer}\n")
     pytester.makepyfile(MLP_TEST.format(backends='"litert@old"'))
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*protocol version 0 from the peer, this side speaks {protocol.PROTOCOL_VERSION}*"])
 
@@ -187,7 +187,7 @@ def test_ssh_device(pytester: pytest.Pytester, models: Path, ssh_device: str) ->
     pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_processes = 2\nedge_min_time = 0\n"
                      f"edge_devices =\n    pi = {ssh_device}\n")
     pytester.makepyfile(MLP_TEST.format(backends='"onnxruntime-cpu", "onnxruntime-cpu@pi", "litert@pi"'))
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-measure", "--edge-report=r.json")
     result.assert_outcomes(passed=3)
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     assert records["litert@pi"]["device"]["name"] == "pi" and records["litert@pi"]["latency_ms"]["p50"] > 0
@@ -202,7 +202,7 @@ def test_ssh_device(pytester: pytest.Pytester, models: Path, ssh_device: str) ->
         def test_mlp(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("-n", "2", "--edge-device", f"pi2={ssh_device}", "--edge-measure",
+    result = pytester.runpytest_inprocess("-n", "2", "--edge-device", f"pi2={ssh_device}", "--edge-measure",
                                            "--edge-backends=onnxruntime-cpu,litert@pi2", "test_any_backend.py")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*tiny_mlp*litert@pi2*passed*"])
@@ -225,8 +225,8 @@ def test_edge_llm_over_the_ssh_device(pytester: pytest.Pytester, ssh_device: str
         def test_qwen(edge_llm):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-backends=onnxruntime-cpu").assert_outcomes(passed=1)
-    result = pytester.runpytest_subprocess("--edge-measure", "--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-backends=onnxruntime-cpu").assert_outcomes(passed=1)
+    result = pytester.runpytest_inprocess("--edge-measure", "--edge-report=r.json")
     result.assert_outcomes(passed=2)
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     remote = records["onnxruntime-cpu@pi"]

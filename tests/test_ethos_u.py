@@ -123,7 +123,7 @@ def test_budgets_fail_naming_vela_s_reason_and_both_numbers(pytester: pytest.Pyt
         def test_npu(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-report=report.json")
+    result = pytester.runpytest_inprocess("--edge-report=report.json")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     said = vela_summary(FIXTURES / "tiny_cnn_int8.tflite", "ethos-u55-128", tmp_path)
@@ -154,7 +154,7 @@ def test_the_same_network_on_u55_and_u85_in_one_matrix(pytester: pytest.Pytester
         def test_cumsum(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-backends=ethos-u*", "--edge-report=report.json",
+    result = pytester.runpytest_inprocess("--edge-backends=ethos-u*", "--edge-report=report.json",
                                            "--edge-summary=summary.md", "--edge-html=page.html")
     result.assert_outcomes(passed=3, failed=3)
     summary = (pytester.path / "summary.md").read_text()
@@ -202,14 +202,14 @@ def test_the_gate_fails_an_operator_that_left_the_npu_at_the_same_fraction(pytes
     if mode == "ab":
         (pytester.path / "base").mkdir()
         shutil.copy(FIXTURES / "npu" / "npu_placement_a.tflite", pytester.path / "base" / "m.tflite")
-        pytester.runpytest_subprocess("--edge-baseline-models=base").assert_outcomes(passed=1)  # unchanged: passes
+        pytester.runpytest_inprocess("--edge-baseline-models=base").assert_outcomes(passed=1)  # unchanged: passes
         gate = ["--edge-baseline-models=base"]
     else:
-        pytester.runpytest_subprocess("--edge-report=base.json").assert_outcomes(passed=1)
-        pytester.runpytest_subprocess("--edge-baseline=base.json").assert_outcomes(passed=1)
+        pytester.runpytest_inprocess("--edge-report=base.json").assert_outcomes(passed=1)
+        pytester.runpytest_inprocess("--edge-baseline=base.json").assert_outcomes(passed=1)
         gate = ["--edge-baseline=base.json"]
     shutil.copy(FIXTURES / "npu" / "npu_placement_b.tflite", folder / "m.tflite")
-    result = pytester.runpytest_subprocess(*gate, "--edge-report=report.json")
+    result = pytester.runpytest_inprocess(*gate, "--edge-report=report.json")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert ("1 operator(s) left the delegate against the baseline" in out
@@ -287,7 +287,7 @@ def test_a_project_s_own_vela_config_names_its_board(pytester: pytest.Pytester) 
         def test_npu(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-report=report.json").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-report=report.json").assert_outcomes(passed=1)
     (record,) = json.loads((pytester.path / "report.json").read_text())["records"]
     assert record["npu"]["settings"]["system_config"] == "My_Board" and record["npu"]["clock_hz"] == 250e6
     default = get_backend("ethos-u55-128").compiler.compile(FIXTURES / "npu" / "kws_dscnn_int8.tflite", {}, 300)
@@ -366,7 +366,7 @@ def test_the_pte_s_cpu_kernels_fail_max_fallback_and_its_delegates_max_partition
         def test_npu(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-report=report.json")
+    result = pytester.runpytest_inprocess("--edge-report=report.json")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "aten::gt" in out and "aten::where" in out and "max_partitions 1" in out
@@ -406,8 +406,8 @@ def test_the_npu_path_s_numerics_on_the_tosa_reference_model_against_the_golden(
         def test_float_tolerance(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "int8_close").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("--edge-report=report.json")
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "int8_close").assert_outcomes(passed=2)
+    result = pytester.runpytest_inprocess("--edge-report=report.json")
     result.assert_outcomes(passed=2, failed=1)
     assert "tosa-ref: output 'y': 4 of 4 elements differ beyond atol=0.0001" in result.stdout.str()  # int8 rounding
     records = {(r["test"].split("::")[-1].split("[")[0], r["backend"]): r
@@ -537,7 +537,7 @@ def test_allowed_cpu_ops_leaves_call_once_out_and_everything_else_must_be_on_the
         def test_strict(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-report=report.json")
+    result = pytester.runpytest_inprocess("--edge-report=report.json")
     result.assert_outcomes(passed=1, failed=2)
     out = result.stdout.str()
     u55 = next(line for line in out.splitlines() if "ethos-u55-128: fallback" in line)

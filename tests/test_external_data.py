@@ -85,7 +85,7 @@ def test_escaping_location_fails_the_test_before_the_runtime_reads(pytester: pyt
     (models / "tiny_ext.onnx.data").rename(pytester.path / "tiny_ext.onnx.data")
     _relocated(models, "../tiny_ext.onnx.data")  # where ONNX Runtime would find the weights
     pytester.makepyfile(EXT_TEST.format(backends='"onnxruntime-cpu"'))
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*names external data at '../tiny_ext.onnx.data', which has a '..' component: "
                                  "refused, not read*"])
@@ -94,7 +94,7 @@ def test_escaping_location_fails_the_test_before_the_runtime_reads(pytester: pyt
 def test_data_change_makes_the_golden_stale_and_golden_list_says_so(pytester: pytest.Pytester,
                                                                     models: Path) -> None:
     pytester.makepyfile(EXT_TEST.format(backends='"onnxruntime-cpu"'))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     meta = (pytester.path / "golden/tiny_ext/meta.json").read_text()
     data = models / "tiny_ext.onnx.data"
     assert hashlib.sha256(data.read_bytes()).hexdigest() in meta
@@ -105,21 +105,21 @@ def test_data_change_makes_the_golden_stale_and_golden_list_says_so(pytester: py
     onnx_bytes = (models / "tiny_ext.onnx").read_bytes()
     data.write_bytes((np.frombuffer(data.read_bytes(), np.float32) * 1.5).tobytes())
     assert (models / "tiny_ext.onnx").read_bytes() == onnx_bytes
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*golden for 'tiny_ext' is stale: the external data file *tiny_ext.onnx.data of "
                                  "tiny_ext.onnx has sha256 *"])
     listed = _cli("golden", "list", cwd=pytester.path)
     assert "tiny_ext.onnx: stale" in listed.stdout, listed.stdout + listed.stderr
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     assert "tiny_ext.onnx: current" in _cli("golden", "list", cwd=pytester.path).stdout
 
 
 def test_missing_data_file_is_a_clear_error(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(EXT_TEST.format(backends='"onnxruntime-cpu"'))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     (models / "tiny_ext.onnx.data").unlink()
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*onnxruntime-cpu: {models / 'tiny_ext.onnx'} keeps its weights in the external "
                                  f"data file {models / 'tiny_ext.onnx.data'}, which is missing*"])
@@ -130,7 +130,7 @@ def test_a_sparse_data_file_is_refused_unread_in_seconds(pytester: pytest.Pytest
     """64 GiB apparent, nothing on disk: refused before the pytest process hashes it (it read the
     zeros for 99 s and more) and before a runtime maps it; the golden of the real file is kept."""
     pytester.makepyfile(EXT_TEST.format(backends='"onnxruntime-cpu"'))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     data = models / "tiny_ext.onnx.data"
     data.unlink()
     with open(data, "wb") as handle:
@@ -149,7 +149,7 @@ def test_device_receives_the_data_beside_the_model(pytester: pytest.Pytester, mo
     pytester.makeini(f"[pytest]\nedge_model_dirs = models\nedge_devices =\n    board = {command}\n")
     pytester.makepyfile(EXT_TEST.format(backends='"onnxruntime-cpu", "onnxruntime-cpu@board"'))
     # The golden comes from this machine; the device's outputs must match it: it ran the real weights.
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-v")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-v")
     result.assert_outcomes(passed=2)
     data_sha = hashlib.sha256((models / "tiny_ext.onnx.data").read_bytes()).hexdigest()
     assert (cache / f"{data_sha}.data").is_file()
@@ -196,10 +196,10 @@ def test_lfs_pointer_onnx_is_named_as_one(tmp_path: Path) -> None:
 def test_golden_list_says_lfs_pointer_not_stale(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(EXT_TEST.format(backends='"onnxruntime-cpu"').replace("tiny_ext", "tiny_mlp")
                         .replace('backends=["onnxruntime-cpu"]', 'backends=["onnxruntime-cpu", "litert"]'))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
     (models / "tiny_mlp.onnx").write_bytes(LFS_POINTER)
     listed = _cli("golden", "list", cwd=pytester.path)
     assert "tiny_mlp.onnx: LFS pointer (run git lfs pull)" in listed.stdout, listed.stdout + listed.stderr
-    result = pytester.runpytest_subprocess("-k", "onnxruntime")
+    result = pytester.runpytest_inprocess("-k", "onnxruntime")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*tiny_mlp.onnx is a Git LFS pointer (* bytes), not the model; run git lfs pull*"])

@@ -303,11 +303,11 @@ def test_a_candidate_needing_more_npu_memory_fails_in_both_modes_and_both_pages_
         shutil.copy(SMALL, pytester.path / "base" / "m.tflite")
         gate = ["--edge-baseline-models=base"]
     else:
-        pytester.runpytest_subprocess("--edge-report=base.json").assert_outcomes(passed=1)
+        pytester.runpytest_inprocess("--edge-report=base.json").assert_outcomes(passed=1)
         gate = ["--edge-baseline=base.json"]
-    pytester.runpytest_subprocess(*gate).assert_outcomes(passed=1)  # unchanged: passes
+    pytester.runpytest_inprocess(*gate).assert_outcomes(passed=1)  # unchanged: passes
     shutil.copy(BIG, models / "m.tflite")
-    result = pytester.runpytest_subprocess(*gate, "--edge-report=r.json", "--edge-html=r.html", "--edge-summary=r.md")
+    result = pytester.runpytest_inprocess(*gate, "--edge-report=r.json", "--edge-html=r.html", "--edge-summary=r.md")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*ethos-u55-128: SRAM used * KiB (* bytes), +*% against the baseline* KiB (* bytes)*"])
     (record,) = json.loads((pytester.path / "r.json").read_text())["records"]

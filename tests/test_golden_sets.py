@@ -53,13 +53,13 @@ def _rewrite_meta(path: Path, **changes: object) -> None:
 
 def test_two_input_sets_keep_their_own_goldens(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(test_sets=HEADER + ONES_TEST + TWOS_TEST + GENERATED_TEST)
-    missing = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    missing = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     missing.assert_outcomes(failed=3)
     missing.stdout.fnmatch_lines([f"*no golden outputs for model 'tiny_mlp', input set {K1} (the inputs= of the "
                                   f"test)*inputs-{K1}*meta.json*--edge-update-golden*"])
     missing.stdout.fnmatch_lines([f"*no golden outputs for model 'tiny_mlp', input set {K2}*"])
 
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=3)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=3)
     golden = pytester.path / "golden/tiny_mlp"
     assert sorted(p.name for p in golden.iterdir() if p.is_dir()) == sorted([f"inputs-{K1}", f"inputs-{K2}"])
     default = json.loads((golden / "meta.json").read_text())
@@ -70,13 +70,13 @@ def test_two_input_sets_keep_their_own_goldens(pytester: pytest.Pytester, models
         (case,) = meta["cases"]
         with np.load(golden / f"inputs-{key}" / case) as data:
             assert data["inputs/x"].tolist() == [[value] * 16]
-    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=3)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=3)
 
     # Mark every set, then refresh one test only: only its set is written again.
     for meta_path in (golden / "meta.json", golden / f"inputs-{K1}/meta.json", golden / f"inputs-{K2}/meta.json"):
         _rewrite_meta(meta_path, plugin_version="0.0.0-marked")
     before = _files(golden)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--edge-update-golden", "-k", "test_ones")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--edge-update-golden", "-k", "test_ones")
     result.assert_outcomes(passed=1)
     after = _files(golden)
     assert {k: v for k, v in after.items() if not k.startswith(f"inputs-{K1}/")} == \
@@ -87,8 +87,8 @@ def test_two_input_sets_keep_their_own_goldens(pytester: pytest.Pytester, models
 
 def test_unused_report_and_prune(pytester: pytest.Pytester, models: Path) -> None:
     test_file = pytester.makepyfile(test_sets=HEADER + ONES_TEST + TWOS_TEST + GENERATED_TEST)
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=3)
-    full = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=3)
+    full = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     full.assert_outcomes(passed=3)
     assert "unused golden" not in full.stdout.str(), "every set is used"
 
@@ -96,13 +96,13 @@ def test_unused_report_and_prune(pytester: pytest.Pytester, models: Path) -> Non
     ghost = pytester.path / "golden/ghost"
     shutil.copytree(pytester.path / "golden/tiny_mlp", ghost, ignore=shutil.ignore_patterns("inputs-*"))
     test_file.write_text(HEADER + ONES_TEST + GENERATED_TEST)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([f"pytest-edge: 2 unused golden sets: ghost/default (no test uses this model), "
                                  f"tiny_mlp/{K2}; remove them with pytest-edge golden prune"])
     for partial in (["-k", "ones"], [f"{test_file.name}::test_ones"], ["--deselect", f"{test_file.name}::test_generated"],
                     ["-m", "edge and not slow", "--ignore", "nothing.py"]):
-        partial_run = pytester.runpytest_subprocess("-p", "no:cacheprovider", *partial)
+        partial_run = pytester.runpytest_inprocess("-p", "no:cacheprovider", *partial)
         assert "unused golden" not in partial_run.stdout.str(), partial
 
     refused = run_cli("golden", "prune", "-k", "ones", cwd=pytester.path)
@@ -122,7 +122,7 @@ def test_unused_report_and_prune(pytester: pytest.Pytester, models: Path) -> Non
     assert not ghost.exists() and not (pytester.path / f"golden/tiny_mlp/inputs-{K2}").exists()
     assert _files(pytester.path / "golden") == {k: v for k, v in before.items()
                                                 if not k.startswith(("ghost/", f"tiny_mlp/inputs-{K2}/"))}
-    clean = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    clean = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     clean.assert_outcomes(passed=2)
     assert "unused golden" not in clean.stdout.str()
     again = run_cli("golden", "prune", cwd=pytester.path)
@@ -132,9 +132,9 @@ def test_unused_report_and_prune(pytester: pytest.Pytester, models: Path) -> Non
 def test_unused_report_with_xdist(pytester: pytest.Pytester, models: Path) -> None:
     pytest.importorskip("xdist")
     test_file = pytester.makepyfile(test_sets=HEADER + ONES_TEST + TWOS_TEST)
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=2)
     test_file.write_text(HEADER + ONES_TEST)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"pytest-edge: 1 unused golden set: tiny_mlp/{K2}; remove it with "
                                  "pytest-edge golden prune"])
@@ -142,7 +142,7 @@ def test_unused_report_with_xdist(pytester: pytest.Pytester, models: Path) -> No
 
 def test_golden_list_shows_each_set(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(test_sets=HEADER + ONES_TEST + GENERATED_TEST)
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=2)
     (models / "tiny_mlp.onnx").write_bytes((models / "tiny_mlp.onnx").read_bytes() + b"\0")
     done = run_cli("golden", "list", cwd=pytester.path)
     assert done.returncode == 0, done.stderr
@@ -157,7 +157,7 @@ def test_committed_layout_still_reads(pytester: pytest.Pytester, models: Path) -
     shutil.copytree(REPO / "golden/tiny_mlp", pytester.path / "golden/tiny_mlp")
     before = _files(pytester.path / "golden")
     pytester.makepyfile(test_old=HEADER + GENERATED_TEST)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert "unused golden" not in result.stdout.str()
     assert _files(pytester.path / "golden") == before
@@ -167,7 +167,7 @@ def test_legacy_user_inputs_golden_reads_until_refreshed(pytester: pytest.Pytest
     """Before input sets, a test's inputs= were recorded in the model's folder: still read, and
     after a refresh that old golden is reported unused."""
     pytester.makepyfile(test_sets=HEADER + ONES_TEST)
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=1)
     golden = pytester.path / "golden/tiny_mlp"
     for path in (golden / f"inputs-{K1}").iterdir():  # back to the layout before input sets
         path.rename(golden / path.name)
@@ -176,13 +176,13 @@ def test_legacy_user_inputs_golden_reads_until_refreshed(pytester: pytest.Pytest
     del meta["input_set"]
     (golden / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
-    legacy = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    legacy = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     legacy.assert_outcomes(passed=1)
     assert "unused golden" not in legacy.stdout.str(), "the legacy golden is in use"
 
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--edge-update-golden").assert_outcomes(passed=1)
     assert (golden / f"inputs-{K1}/meta.json").is_file()
-    migrated = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    migrated = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     migrated.assert_outcomes(passed=1)
     migrated.stdout.fnmatch_lines(["pytest-edge: 1 unused golden set: tiny_mlp/default; remove it with "
                                    "pytest-edge golden prune"])

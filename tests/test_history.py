@@ -223,14 +223,14 @@ def test_edge_history_keeps_one_file_per_run_under_the_git_commit(pytester: pyte
     head = _git(pytester.path, "rev-parse", "HEAD")
     assert read_commit(pytester.path) == head
     xdist = ["-n", "2"] if pytest.importorskip("xdist", reason="pytest-xdist") else []
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-history=hist", *xdist).assert_outcomes(passed=1)
-    pytester.runpytest_subprocess("--edge-history=hist").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-history=hist", *xdist).assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-history=hist").assert_outcomes(passed=1)
     runs = load_history(pytester.path / "hist")
     # Under xdist the controller writes the run once, with the workers' records merged.
     assert len(runs) == 2 and [r.commit for r in runs] == [head, head]
     assert all(r.machine == platform.node() and len(r.records) == 1 for r in runs)
     assert all(r.path is not None and r.path.name.split("-")[1] == head[:12] for r in runs)
-    given = pytester.runpytest_subprocess("--edge-history=hist", "--edge-history-commit=abc1234", "--edge-html=page.html")
+    given = pytester.runpytest_inprocess("--edge-history=hist", "--edge-history-commit=abc1234", "--edge-html=page.html")
     given.assert_outcomes(passed=1)
     assert load_history(pytester.path / "hist")[-1].commit == "abc1234"
     page = (pytester.path / "page.html").read_text()
@@ -242,7 +242,7 @@ def test_edge_history_keeps_one_file_per_run_under_the_git_commit(pytester: pyte
 def test_edge_max_creep_warns_or_fails_naming_the_first_run_that_moved(pytester: pytest.Pytester,
                                                                        models: Path) -> None:
     pytester.makepyfile(test_mlp=TEST)
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-history=run").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-history=run").assert_outcomes(passed=1)
     (measured,) = load_history(pytester.path / "run")
     record = measured.records[0]
     size = record["artifact_bytes"]
@@ -252,21 +252,21 @@ def test_edge_max_creep_warns_or_fails_naming_the_first_run_that_moved(pytester:
         earlier = dict(record, artifact_bytes=round(size / 1.01 ** min(9 - index, 7)))
         append_run(pytester.path / "hist", Run(f"2026-01-{index + 1:02d}T00:00:00Z", f"c{index:02d}" + "0" * 38,
                                                measured.machine, (earlier,)))
-    warned = pytester.runpytest_subprocess("--edge-history=hist", "--edge-max-creep=5%", "--edge-history-commit=c09")
+    warned = pytester.runpytest_inprocess("--edge-history=hist", "--edge-max-creep=5%", "--edge-history-commit=c09")
     warned.assert_outcomes(passed=1)
     assert warned.ret == 0
     warned.stdout.fnmatch_lines([
         "*pytest-edge: creep: tiny_mlp on onnxruntime-cpu (*): artifact size crept +6.*% over the last 10 runs*"
         "first moved in the run of 2026-01-04T00:00:00Z c03*",
         "*1 figure(s) crept over the history: a warning*"])
-    failed = pytester.runpytest_subprocess("--edge-history=hist", "--edge-max-creep=5%", "--edge-creep=fail")
+    failed = pytester.runpytest_inprocess("--edge-history=hist", "--edge-max-creep=5%", "--edge-creep=fail")
     assert failed.ret == 1
     failed.stdout.fnmatch_lines(["*artifact size crept*first moved in the run of 2026-01-04T00:00:00Z c03*",
                                  "*fails the run (--edge-creep=fail)*"])
-    refused = pytester.runpytest_subprocess("--edge-max-creep=5%")
+    refused = pytester.runpytest_inprocess("--edge-max-creep=5%")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*--edge-max-creep judges the runs of a history: give it --edge-history=DIR*"])
-    loud = pytester.runpytest_subprocess("--edge-history=hist", "--edge-creep=loud")
+    loud = pytester.runpytest_inprocess("--edge-history=hist", "--edge-creep=loud")
     assert loud.ret == pytest.ExitCode.USAGE_ERROR
     loud.stderr.fnmatch_lines(["*--edge-creep: 'loud' is not 'warn' or 'fail'*"])
 

@@ -387,7 +387,7 @@ def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_real_report_renders_in_headless_chromium(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(RUN_TEST)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=r.json",
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-measure", "--edge-report=r.json",
                                            "--edge-html=out/r.html", "--edge-summary=r.md")
     result.assert_outcomes(passed=6, failed=1, skipped=2)
     out = result.stdout.str()
@@ -455,7 +455,7 @@ def test_mlp(edge_model):
     pass
 """)
     (pytester.path / "a_file").write_text("")
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-html=a_file/r.html",
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-html=a_file/r.html",
                                            "--edge-summary=s.md")
     result.assert_outcomes(passed=1)
     assert result.ret != 0

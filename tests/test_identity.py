@@ -92,7 +92,7 @@ def _records(path: Path) -> list[dict]:
 
 
 def test_two_models_with_one_file_name_keep_two_goldens(pytester: pytest.Pytester, two_nets: Path) -> None:
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
     metas = {key: json.loads((two_nets / "golden" / key / "meta.json").read_text()) for key in ("a/net", "b/net")}
     assert not (two_nets / "golden" / "net").exists(), "no golden at the shared stem"
     for key, meta in metas.items():
@@ -101,7 +101,7 @@ def test_two_models_with_one_file_name_keep_two_goldens(pytester: pytest.Pyteste
         assert meta["reference"]["path"] == f"{key}.onnx"
         assert meta["reference"]["sha256"] == sha256_file(two_nets / f"{key}.onnx")
     assert metas["a/net"]["cases"] != metas["b/net"]["cases"], "other weights, other outputs"
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     result.assert_outcomes(passed=2)
     assert sorted(r["model"]["name"] for r in _records(two_nets / "r.json")) == ["a/net", "b/net"]
     result.stdout.fnmatch_lines(["*a/net*onnxruntime-cpu*", "*b/net*onnxruntime-cpu*"])  # a row each
@@ -110,7 +110,7 @@ def test_two_models_with_one_file_name_keep_two_goldens(pytester: pytest.Pyteste
 def test_a_key_two_places_share_is_an_error_naming_both(pytester: pytest.Pytester, two_nets: Path) -> None:
     # Keys are relative to the edge_model_dirs folder holding the model: a/net.onnx and b/net.onnx are both "net".
     pytester.makeini("[pytest]\nedge_model_dirs = a b\n")
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines([f"*two models have the key 'net': {two_nets / 'a' / 'net'} and {two_nets / 'b' / 'net'}*"])
     assert sorted(p.name for p in (two_nets / "golden").iterdir()) == ["net"]
@@ -121,26 +121,26 @@ def test_a_golden_at_the_stems_old_place_is_read_until_refreshed(pytester: pytes
     """Goldens written before keys (golden/<stem>/) pass as they are where one model has that stem;
     --edge-update-golden writes the key's place, and the old folder is then reported unused."""
     pytester.makepyfile(test_nets=TWO_NETS.split("@pytest.mark.edge(model=\"b/net\"")[0])  # a only
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     shutil.move(two_nets / "golden/a/net", two_nets / "golden/net")
     shutil.rmtree(two_nets / "golden/a")
-    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+    pytester.runpytest_inprocess().assert_outcomes(passed=1)
     # Another model of that stem in the session: the old folder could be either's, so neither reads it.
     pytester.makepyfile(test_nets=TWO_NETS)
-    missing = pytester.runpytest_subprocess()
+    missing = pytester.runpytest_inprocess()
     missing.assert_outcomes(failed=2)
     missing.stdout.fnmatch_lines(["*no golden outputs for model 'a/net' (looked for *golden/a/net/meta.json)*"])
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess()
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*1 unused golden set: net/default (no test uses this model)*"])
 
 
 def test_update_never_writes_over_another_models_golden(pytester: pytest.Pytester, two_nets: Path) -> None:
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "test_a").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "test_a").assert_outcomes(passed=1)
     shutil.copytree(two_nets / "golden/a/net", two_nets / "golden/b/net")  # as if b's key had been a's folder
     before = (two_nets / "golden/b/net/meta.json").read_text()
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-k", "test_b")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-k", "test_b")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*golden/b/net was recorded from a/net.onnx, which is not an artifact of b/net "
                                  "(b/net.onnx): --edge-update-golden does not write over another model's golden*"])
@@ -153,9 +153,9 @@ GATE = ("--edge-max-regression=1000%", "-o", "edge_warmup=1", "-o", "edge_runs=5
 
 
 def test_an_empty_baseline_folder_fails_the_run_naming_it(pytester: pytest.Pytester, two_nets: Path) -> None:
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
     (two_nets / "empty").mkdir()
-    result = pytester.runpytest_subprocess("--edge-baseline-models=empty", *GATE)
+    result = pytester.runpytest_inprocess("--edge-baseline-models=empty", *GATE)
     result.assert_outcomes(passed=2)
     assert result.ret == 1
     result.stdout.fnmatch_lines([
@@ -168,11 +168,11 @@ def test_an_empty_baseline_folder_fails_the_run_naming_it(pytester: pytest.Pytes
 def test_twins_are_found_by_key_and_a_new_model_is_counted(pytester: pytest.Pytester, two_nets: Path) -> None:
     """A twin lies at the model's path under the baseline folder (a/net.onnx: base/a/net.onnx), never at
     another model's file of the same name; a model with no twin is new: listed, not gated."""
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
     (two_nets / "base" / "a").mkdir(parents=True)
     shutil.copy(two_nets / "a" / "net.onnx", two_nets / "base" / "a" / "net.onnx")
     shutil.copy(two_nets / "b" / "net.onnx", two_nets / "base" / "net.onnx")  # b's by file name: not its twin
-    result = pytester.runpytest_subprocess("--edge-baseline-models=base", "--edge-report=r.json", *GATE)
+    result = pytester.runpytest_inprocess("--edge-baseline-models=base", "--edge-report=r.json", *GATE)
     result.assert_outcomes(passed=2)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*merge gate (A/B against base): 1 compared, 0 regressed, 0 inconclusive, 1 new "
@@ -185,10 +185,10 @@ def test_twins_are_found_by_key_and_a_new_model_is_counted(pytester: pytest.Pyte
 
 def test_a_stored_report_with_no_record_of_any_tested_model_fails_naming_it(pytester: pytest.Pytester,
                                                                              two_nets: Path) -> None:
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    pytester.runpytest_subprocess("-k", "test_a", "--edge-measure", "--edge-report=old.json",
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("-k", "test_a", "--edge-measure", "--edge-report=old.json",
                                   *GATE[1:]).assert_outcomes(passed=1)
-    result = pytester.runpytest_subprocess("-k", "test_b", "--edge-baseline=old.json", *GATE)
+    result = pytester.runpytest_inprocess("-k", "test_b", "--edge-baseline=old.json", *GATE)
     result.assert_outcomes(passed=1)
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*the merge gate compared nothing: --edge-baseline old.json holds no record of any "
@@ -213,11 +213,11 @@ def test_two_genai_exports_named_model_onnx_keep_two_golden_sets(pytester: pytes
     shutil.copytree(LLM / "genai_llama_perturbed", pytester.path / "models" / "tuned")
     pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "models/base/model")
                         + _decoder_test("tuned", "models/tuned/model"))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
     golden = pytester.path / "golden"
     assert sorted(str(p.relative_to(golden)) for p in golden.rglob("prompt-*.npz")) == [
         f"models/{name}/llm/{p.name}" for name in ("base", "tuned") for p in (golden / "models/base/llm").iterdir()]
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     result.assert_outcomes(passed=2)
     assert sorted(r["model"]["name"] for r in _records(pytester.path / "r.json")) == ["models/base", "models/tuned"]
     from pytest_edge.golden.tokens import read_golden
@@ -237,17 +237,17 @@ def test_a_quantized_decoder_is_judged_against_the_float_ones_golden(pytester: p
     pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test(
         "int8", "models/int8", reference="models/float", min_token_agreement=0.0, logits_atol=None,
         logits_cosine=0.5))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     golden = pytester.path / "golden"
     assert sorted(str(p.relative_to(golden).parent) for p in golden.rglob("prompt-*.npz")) == ["models/float/llm"]
     from pytest_edge.golden.tokens import read_golden
 
     (recorded,) = (golden / "models/float/llm").iterdir()
     assert read_golden(recorded, [1, 2, 3, 4]).meta["path"] == "models/float/model.onnx"
-    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+    pytester.runpytest_inprocess().assert_outcomes(passed=1)
     # Naming the tested model as its own reference is refused, naming it.
     pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("self", "models/int8", reference="models/int8"))
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*reference='models/int8' names the tested model 'models/int8' itself*"])
 
@@ -263,9 +263,9 @@ def test_a_folder_of_export_folders_gates_each_export_against_its_own_twin(pytes
     pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_processes = 1\n")
     pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base", warmup=0, runs=1)
                         + _decoder_test("tuned", "tuned", warmup=0, runs=1))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
     # +136 % of bytes fails at 100 %; the timing of one pair stays under it (no timing verdict is asserted).
-    result = pytester.runpytest_subprocess("--edge-baseline-models=main", "--edge-report=r.json",
+    result = pytester.runpytest_inprocess("--edge-baseline-models=main", "--edge-report=r.json",
                                            "--edge-max-regression=100%")
     result.assert_outcomes(passed=1, failed=1)
     records = {r["model"]["name"]: r for r in _records(pytester.path / "r.json")}
@@ -276,7 +276,7 @@ def test_a_folder_of_export_folders_gates_each_export_against_its_own_twin(pytes
                                  "the baseline twin * bytes (allowed +100%)*",
                                  "*merge gate (A/B against main): 2 compared, 1 regressed, 0 inconclusive*"])
     (pytester.path / "empty").mkdir()
-    nothing = pytester.runpytest_subprocess("--edge-baseline-models=empty")
+    nothing = pytester.runpytest_inprocess("--edge-baseline-models=empty")
     nothing.assert_outcomes(passed=2)
     assert nothing.ret == 1
     nothing.stdout.fnmatch_lines(["*the merge gate compared nothing: --edge-baseline-models empty holds no twin of any "
@@ -291,12 +291,12 @@ def test_a_decoder_on_a_device_that_cannot_be_reached_is_skipped_unless_required
                      "    odd = adb-not-installed-here -s 1234 shell python3 -m pytest_edge.worker --stdio\n")
     pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base").replace(
         f'backends=["{ORT}"]', f'backends=["{ORT}", "{ORT}@odd"]'))
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-rs", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-rs", "--edge-report=r.json")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*device odd cannot be reached: its command 'adb-not-installed-here -s 1234 *' "
                                  "cannot be started: *No such file or directory*"])
     assert sorted(r["verdict"] for r in _records(pytester.path / "r.json")) == ["passed", "skipped"]
-    pytester.runpytest_subprocess(f"--edge-require={ORT}@odd").assert_outcomes(passed=1, failed=1)
+    pytester.runpytest_inprocess(f"--edge-require={ORT}@odd").assert_outcomes(passed=1, failed=1)
 
 
 def test_backend_patterns_select_decoder_backends(pytester: pytest.Pytester) -> None:
@@ -304,12 +304,12 @@ def test_backend_patterns_select_decoder_backends(pytester: pytest.Pytester) -> 
     pytester.makeini("[pytest]\nedge_model_dirs = models\n")
     pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base").replace(
         f'backends=["{ORT}"]', 'backends=["onnxruntime-c*"]'))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
-    result = pytester.runpytest_subprocess("--edge-backends=onnxruntime-*", "-v")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
+    result = pytester.runpytest_inprocess("--edge-backends=onnxruntime-*", "-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"*test_base?base-{ORT}? PASSED*"])
     # A tensor-only backend in the run's selection selects no decoder backend (it is no error).
-    skipped = pytester.runpytest_subprocess("--edge-backends=openvino", "-rs")
+    skipped = pytester.runpytest_inprocess("--edge-backends=openvino", "-rs")
     skipped.assert_outcomes(skipped=1)
     skipped.stdout.fnmatch_lines(["*no LLM backend selected for this test*"])
 
@@ -331,7 +331,7 @@ def test_mlp(edge_model):
 def test_base(edge_llm):
     pass
 """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", f"--edge-backends={selection}", "-rs", "-v")
+    result = pytester.runpytest_inprocess("--edge-update-golden", f"--edge-backends={selection}", "-rs", "-v")
     result.assert_outcomes(passed=1, skipped=1)  # was an error of the tensor test for the pattern
     result.stdout.fnmatch_lines(["*test_base?base-onnxruntime-genai? PASSED*"])
     result.stdout.fnmatch_lines(["SKIPPED * onnxruntime-genai runs decoder LLMs only (an edge_llm test), "
@@ -345,7 +345,7 @@ def test_decoder_goldens_are_listed_reported_unused_and_pruned(pytester: pytest.
     shutil.copytree(LLM / "genai_llama_perturbed", pytester.path / "models" / "tuned")
     pytester.makeini("[pytest]\nedge_model_dirs = models\n")
     pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base") + _decoder_test("tuned", "tuned"))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
     listed = run_cli("golden", "list", cwd=pytester.path)
     assert listed.returncode == 0, listed.stdout + listed.stderr
     rows = [line for line in listed.stdout.splitlines() if " llm " in line]
@@ -361,7 +361,7 @@ def test_decoder_goldens_are_listed_reported_unused_and_pruned(pytester: pytest.
     assert "models/base/model.onnx: current" in listed.stdout
     # tuned's test goes: its goldens are named unused at the end of a complete run, then pruned.
     pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("base", "base"))
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*1 unused golden set: tuned/llm (no test uses this model)*"])
     pruned = run_cli("golden", "prune", cwd=pytester.path)

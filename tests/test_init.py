@@ -69,7 +69,7 @@ def test_init_makes_a_project_with_the_fixtures_green(pytester: pytest.Pytester,
     # A variant checked against its float model's golden has none of its own.
     assert sorted(p.name for p in (pytester.path / "golden").iterdir()) == [
         s for s in stems if s not in dynamic and "reference=" not in EXPECTED_CHECKS.get(s, "")]
-    result = pytester.runpytest_subprocess("-rs")
+    result = pytester.runpytest_inprocess("-rs")
     outcomes = result.parseoutcomes()
     assert result.ret == 0 and not outcomes.get("failed") and not outcomes.get("errors"), result.stdout.str()
     assert outcomes["passed"] >= len(stems) - len(dynamic)
@@ -93,7 +93,7 @@ def test_init_writes_into_the_existing_pyproject_table(pytester: pytest.Pytester
     assert config["tool"]["pytest"]["ini_options"] == {"addopts": "-ra", "edge_model_dirs": ["exported"]}
     assert config["project"] == {"name": "kws"} and config["tool"]["other"] == {"x": 1}
     assert (pytester.path / "golden/tiny_ext/meta.json").is_file()
-    pytester.runpytest_subprocess().assert_outcomes(**onnx_only_outcomes())  # no .tflite, no .pte
+    pytester.runpytest_inprocess().assert_outcomes(**onnx_only_outcomes())  # no .tflite, no .pte
 
 
 def test_init_refuses_to_overwrite_the_test_file_and_needs_models(pytester: pytest.Pytester) -> None:
@@ -184,7 +184,7 @@ def test_init_quotes_the_folders_it_writes_and_pytest_reads_them_back(pytester: 
     if config == "pyproject.toml":
         assert tomllib.loads((pytester.path / config).read_text())["tool"]["pytest"]["ini_options"] == {
             "edge_model_dirs": [folder]}
-    result = pytester.runpytest_subprocess("--co", "-q")
+    result = pytester.runpytest_inprocess("--co", "-q")
     result.stdout.fnmatch_lines(["*test_tiny_mlp[[]tiny_mlp-onnxruntime-cpu[]]*"])
 
 
@@ -269,7 +269,7 @@ def test_init_writes_edge_llm_tests_for_the_decoders_and_says_what_it_left_out(p
            "(ExecuTorch LLM export)" in done.stdout
     assert "not covered: models/broken.gguf: " in done.stdout
     assert "now checks 1 tensor model(s) and 2 decoder(s)" in done.stdout and "1 not covered" in done.stdout
-    result = pytester.runpytest_subprocess("-rs", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("-rs", "--edge-report=r.json")
     outcomes = result.parseoutcomes()
     assert result.ret == 0 and not outcomes.get("failed") and not outcomes.get("errors"), result.stdout.str()
     runs = {(r["model"]["name"], r["backend"]) for r in json.loads((pytester.path / "r.json").read_text())["records"]

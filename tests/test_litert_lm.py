@@ -40,8 +40,8 @@ def test_a_litertlm_generates_pytorchs_tokens_through_its_own_session(pytester: 
         def test_asks_for_logits(edge_llm):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "test_tokens").assert_outcomes(passed=1)
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "--edge-measure", "-o", "edge_processes=1")
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "test_tokens").assert_outcomes(passed=1)
+    result = pytester.runpytest_inprocess("--edge-report=r.json", "--edge-measure", "-o", "edge_processes=1")
     result.assert_outcomes(passed=1, failed=1)
     # A budget on a figure this runtime cannot give fails as not measured, never passes in silence.
     result.stdout.fnmatch_lines(["*teacher-forced top-1 agreement not measured on litert-lm*exposes no logits*min_top1_agreement=0.9*"])

@@ -296,14 +296,14 @@ def test_generate(edge_llm):
 def test_golden_lifecycle_missing_then_recorded_then_passing(pytester: pytest.Pytester, llm_project: Path) -> None:
     pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu", "executorch"'))
     # ExecuTorch joins in the last run only (its import is the slow part): checked against ORT's goldens.
-    missing = pytester.runpytest_subprocess("--edge-report=r.json", f"--edge-backends={ORT}")
+    missing = pytester.runpytest_inprocess("--edge-report=r.json", f"--edge-backends={ORT}")
     missing.assert_outcomes(failed=1)
     missing.stdout.fnmatch_lines(["*no LLM golden *golden/tiny_llm/llm/prompt-*.npz for prompt [[]1, 2, 3, 4, 5[]]: "
                                   "record it with --edge-update-golden*"])
     assert not (pytester.path / "golden").exists()
-    pytester.runpytest_subprocess("--edge-update-golden", f"--edge-backends={ORT}").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden", f"--edge-backends={ORT}").assert_outcomes(passed=1)
     assert len(list((pytester.path / "golden/tiny_llm/llm").glob("prompt-*.npz"))) == 2
-    passing = pytester.runpytest_subprocess("--edge-report=r.json")
+    passing = pytester.runpytest_inprocess("--edge-report=r.json")
     have_executorch = importlib.util.find_spec("executorch") is not None  # not in the tflite-runtime lane
     passing.assert_outcomes(passed=2) if have_executorch else passing.assert_outcomes(passed=1, skipped=1)
     records = {r["backend"]: r for r in _report(pytester)}
@@ -317,7 +317,7 @@ def test_golden_lifecycle_missing_then_recorded_then_passing(pytester: pytest.Py
 
 def test_a_required_backend_that_cannot_run_fails(pytester: pytest.Pytester, llm_project: Path) -> None:
     pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu", "litert"'))
-    result = pytester.runpytest_subprocess("--edge-require=litert", "--edge-backends=litert")
+    result = pytester.runpytest_inprocess("--edge-require=litert", "--edge-backends=litert")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*litert is required (--edge-require) but cannot run tiny_llm: no .tflite artifact "
                                  "for tiny_llm*"])
@@ -331,7 +331,7 @@ def test_a_changed_model_fails_naming_the_first_differing_token(pytester: pytest
     from onnx import numpy_helper
 
     pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu"'))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     model = onnx.load(str(llm_project / "tiny_llm.onnx"))
     rng = np.random.default_rng(0)
     for init in model.graph.initializer:  # the same graph with perturbed weights
@@ -343,7 +343,7 @@ def test_a_changed_model_fails_naming_the_first_differing_token(pytester: pytest
     shutil.copy(llm_project / "tiny_llm.json", llm_project / "tuned" / "tiny_llm.json")
     pytester.makepyfile(test_tuned=GENERATE.format(backends='"onnxruntime-cpu"').replace(
         'model="tiny_llm"', 'model="tuned/tiny_llm", reference="tiny_llm"'))
-    result = pytester.runpytest_subprocess("test_tuned.py", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("test_tuned.py", "--edge-report=r.json")
     result.assert_outcomes(failed=1)
     (record,) = _report(pytester)
     prompt = record["llm"]["prompts"][0]
@@ -355,7 +355,7 @@ def test_a_changed_model_fails_naming_the_first_differing_token(pytester: pytest
     assert "4 check(s) failed" in result.stdout.str()  # tokens and logits of 2 prompts
     # The golden's own artifact changed: stale, for its own test and for the tuned one alike.
     onnx.save(model, str(llm_project / "tiny_llm.onnx"))
-    stale = pytester.runpytest_subprocess()
+    stale = pytester.runpytest_inprocess()
     assert stale.ret != 0 and "passed" not in stale.stdout.str().splitlines()[-1]
     stale.stdout.fnmatch_lines(["*golden for 'tiny_llm' is stale: *tiny_llm.onnx has sha256 *, the golden "
                                 "(*prompt-*.npz) was recorded for sha256 *; if the change is intended, refresh it "
@@ -378,8 +378,8 @@ def test_figures_in_the_record_and_budgets_named(pytester: pytest.Pytester, llm_
         def test_impossible():
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1, failed=1)
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1, failed=1)
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: TTFT P50 * ms exceeds the budget ttft_ms=1e-06 ms*",
                                  "*onnxruntime-cpu: TPOT P50 * ms exceeds the budget tpot_ms=1e-06 ms*",
@@ -477,16 +477,16 @@ def test_ab_gate_catches_a_deeper_decoder_and_passes_an_unchanged_one(pytester: 
     base.mkdir()
     for name in ("tiny_llm.onnx", "tiny_llm.json"):  # the twin and its own configuration
         shutil.copy(llm_project / name, base / name)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
-    same = pytester.runpytest_subprocess("--edge-baseline-models=base", "--edge-processes=3", "--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
+    same = pytester.runpytest_inprocess("--edge-baseline-models=base", "--edge-processes=3", "--edge-report=r.json")
     same.assert_outcomes(passed=1)
     (record,) = _report(pytester)
     assert record["baseline_check"]["mode"] == "ab" and len(record["llm"]["processes"]) == 3
     for name in ("tiny_llm.onnx", "tiny_llm.json"):
         shutil.copy(LLM / "deep" / name, llm_project / name)
     # A change of model refreshes its goldens (else they are stale); then only the gate can fail it.
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
-    deeper = pytester.runpytest_subprocess("--edge-baseline-models=base", "--edge-processes=3")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
+    deeper = pytester.runpytest_inprocess("--edge-baseline-models=base", "--edge-processes=3")
     deeper.assert_outcomes(failed=1)
     deeper.stdout.fnmatch_lines(["*onnxruntime-cpu: TPOT P50 * ms (geometric mean of 8 process TPOT P50s) is +* "
                                  "against the baseline twin * ms (allowed +10%; paired t=* over 8 A/B pairs*); "
@@ -574,8 +574,8 @@ def test_generation_runs_in_the_backends_worker_and_survives_its_death(pytester:
     pytest's: a worker killed under one test is restarted for the next, which loads the decoder
     again and passes; the session goes on."""
     pytester.makepyfile(KILLS_ITS_WORKER)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "--edge-report=r.json")
     result.assert_outcomes(passed=2)
     notes = json.dumps(json.loads((pytester.path / "r.json").read_text()))
     assert "its worker process died (signal SIGKILL) between requests" in notes and "tiny_llm.onnx" in notes
@@ -608,8 +608,8 @@ def test_the_html_page_and_the_job_summary_show_the_generation_figures(pytester:
     """#27 item 1: the LLM records' TTFT, TPOT, tokens/s and memory are drawn by the same report
     writers as every record (a table of their own: the conformance table has no columns for them)."""
     pytester.makepyfile(GENERATE.format(backends='"onnxruntime-cpu"'))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
-    result = pytester.runpytest_subprocess("--edge-measure", "--edge-report=r.json", "--edge-html=r.html",
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
+    result = pytester.runpytest_inprocess("--edge-measure", "--edge-report=r.json", "--edge-html=r.html",
                                            "--edge-summary=s.md")
     result.assert_outcomes(passed=1)
     (record,) = _report(pytester)

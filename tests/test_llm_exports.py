@@ -41,8 +41,8 @@ LLAMA_CPP = pytest.mark.skipif(not __import__("importlib.util").util.find_spec("
 def _recorded_then_checked(pytester: pytest.Pytester) -> dict:
     """Goldens recorded, then the same tests checked against them (both prompts pass each time):
     the first record of the checking run."""
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    pytester.runpytest_subprocess("--edge-report=r.json").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-report=r.json").assert_outcomes(passed=2)
     return json.loads((pytester.path / "r.json").read_text())["records"][0]
 
 
@@ -100,8 +100,8 @@ def test_onnxruntime_genai_runs_the_builder_folder_with_its_own_generator(pytest
     genai_config.json is not one it runs (skipped with the reason)."""
     pytest.importorskip("onnxruntime_genai")
     _project(pytester, "genai_llama", backends=("onnxruntime-cpu", "onnxruntime-genai"))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=4)
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "-v")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=4)
+    result = pytester.runpytest_inprocess("--edge-report=r.json", "-v")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*test_against_the_golden[[]decoder-onnxruntime-genai[]] PASSED*"])
     records = json.loads((pytester.path / "r.json").read_text())["records"]
@@ -116,7 +116,7 @@ def test_onnxruntime_genai_runs_the_builder_folder_with_its_own_generator(pytest
         def test_qwen(edge_llm):
             pass
     """)
-    skipped = pytester.runpytest_subprocess("test_qwen.py", "-rs")
+    skipped = pytester.runpytest_inprocess("test_qwen.py", "-rs")
     skipped.assert_outcomes(skipped=1)
     skipped.stdout.fnmatch_lines(["*onnxruntime-genai runs a model builder folder: no genai_config.json*"])
 
@@ -124,10 +124,10 @@ def test_onnxruntime_genai_runs_the_builder_folder_with_its_own_generator(pytest
 def test_the_same_export_slightly_perturbed_fails_naming_the_first_differing_position(
         pytester: pytest.Pytester) -> None:
     greedy = _project(pytester, "genai_llama")
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=1)
     perturbed = json.loads((LLM / "genai_llama_perturbed" / "pytorch_greedy.json").read_text())
     _tuned(pytester, LLM / "genai_llama_perturbed", greedy)
-    result = pytester.runpytest_subprocess("test_tuned.py")
+    result = pytester.runpytest_inprocess("test_tuned.py")
     result.assert_outcomes(failed=1)
     first = next(i for i, (a, b) in enumerate(zip(greedy["tokens"][0], perturbed["tokens"][0])) if a != b)
     result.stdout.fnmatch_lines([f"*first difference at new token {first} (golden {greedy['tokens'][0][first]}, "
@@ -170,7 +170,7 @@ def test_an_artifact_kind_no_runtime_knows_is_one_tests_error(pytester: pytest.P
         def test_other():
             pass
     """)
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*model 'models/weights' not found*"])
     assert "Interrupted" not in result.stdout.str()
@@ -181,8 +181,8 @@ def test_a_gguf_made_by_llama_cpps_converter_runs_on_llama_cpp(pytester: pytest.
     """convert_hf_to_gguf.py's model.gguf alone in a folder: the configuration from its metadata,
     greedy tokens equal PyTorch's on llama.cpp; goldens recorded, then checked."""
     _project(pytester, "gguf_llama", backends=("llama.cpp",))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "-v")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_inprocess("--edge-report=r.json", "-v")
     result.assert_outcomes(passed=2)
     record = json.loads((pytester.path / "r.json").read_text())["records"][0]
     assert record["backend"] == "llama.cpp" and record["llm"]["config"]["source"].endswith("(GGUF metadata)")
@@ -191,7 +191,7 @@ def test_a_gguf_made_by_llama_cpps_converter_runs_on_llama_cpp(pytester: pytest.
     # Measured in fresh workers: llama.cpp's own counters (llama_perf_context) beside our TTFT/TPOT,
     # over the timed generations only: 2 processes x 5 runs (the default), each one prompt batch and
     # new_tokens - 1 one-token evaluations.
-    measured = pytester.runpytest_subprocess("--edge-measure", "--edge-report=m.json", "-k", "golden",
+    measured = pytester.runpytest_inprocess("--edge-measure", "--edge-report=m.json", "-k", "golden",
                                              "-o", "edge_processes=2")
     measured.assert_outcomes(passed=1)
     block = json.loads((pytester.path / "m.json").read_text())["records"][0]["llm"]
@@ -221,8 +221,8 @@ def test_one_network_as_onnx_and_another_export_agrees_across_runtimes(pytester:
     ONNX Runtime's golden."""
     _project(pytester, "genai_llama", backends=("onnxruntime-cpu", backend))
     shutil.copy(LLM / export, pytester.path / "models" / "decoder" / Path(export).name)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=2)
-    pytester.runpytest_subprocess("-k", "golden", "--edge-report=r.json").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("-k", "golden", "--edge-report=r.json").assert_outcomes(passed=2)
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     accuracy = records[backend]["accuracy"]
     assert accuracy["reference"] == "onnxruntime-cpu" and accuracy["token_agreement"] == 1.0
@@ -285,8 +285,8 @@ def test_a_q8_0_gguf_is_judged_by_token_agreement_and_logits_cosine(pytester: py
     from pytest_edge.backends.llama_cpp.gguf import read_metadata
 
     assert read_metadata(LLM / "gguf_llama_q8" / "model.gguf")["general.file_type"] == 7  # LLAMA_FTYPE_MOSTLY_Q8_0
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "quantized").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "quantized").assert_outcomes(passed=2)
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*llama.cpp: prompt * first-step logits max |Δ| 0.00* > logits_atol 1e-05*"])
     records = {(r["test"].split("::")[-1].split("[")[0], r["backend"]): r
@@ -313,8 +313,8 @@ def test_an_int8_onnx_build_is_judged_against_the_float_golden(pytester: pytest.
     # recorded from the float artifact, never from the int8 one.
     shutil.copytree(LLM / "genai_llama_int8", pytester.path / "models" / "int8")
     _quantized_project(pytester, ["onnxruntime-cpu"], ["onnxruntime-cpu"], tested="int8")
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "quantized").assert_outcomes(passed=1)
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "quantized").assert_outcomes(passed=1)
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: prompt * first-step logits max |Δ| 0.0* > logits_atol 1e-05*"])
     (quantized,) = [r["accuracy"] for r in json.loads((pytester.path / "r.json").read_text())["records"]
@@ -374,7 +374,7 @@ def test_a_tensor_model_offered_as_an_llm_is_refused_naming_file_and_backend(
         def test_net(edge_llm):
             pass
     """)
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*net*model{suffix} ({backend}): not a decoder in this runtime's LLM convention: "
                                  f"expected {expected}"])
@@ -408,8 +408,8 @@ def test_a_gemma2_with_a_sliding_window_generates_pytorchs_tokens_on_onnxruntime
     pytest.importorskip("onnxruntime_genai")
     greedy = _project(pytester, "genai_gemma2", backends=("onnxruntime-cpu", "onnxruntime-genai"))
     assert max(map(len, greedy["prompts"])) > 8  # a prompt longer than the window
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=4)
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "-v")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=4)
+    result = pytester.runpytest_inprocess("--edge-report=r.json", "-v")
     result.assert_outcomes(passed=4)
     records = {(r["test"].split("::")[-1].split("[")[0], r["backend"]): r
                for r in json.loads((pytester.path / "r.json").read_text())["records"]}
@@ -454,14 +454,14 @@ def test_the_gemma2_export_slightly_perturbed_fails_naming_the_first_differing_p
     import numpy as np
 
     greedy = _project(pytester, "genai_gemma2")
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=1)
     shutil.copytree(pytester.path / "models" / "decoder", pytester.path / "models" / "tuned")
     data = pytester.path / "models" / "tuned" / "model.onnx.data"
     weights = np.frombuffer(data.read_bytes(), np.float32)  # every tensor float32 (-p fp32)
     noise = np.random.default_rng(27).standard_normal(weights.shape).astype(np.float32)
     data.write_bytes((weights * (1 + 0.1 * noise)).astype(np.float32).tobytes())
     _tuned(pytester, pytester.path / "models" / "tuned", greedy)
-    result = pytester.runpytest_subprocess("test_tuned.py")
+    result = pytester.runpytest_inprocess("test_tuned.py")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: prompt [[]*]: token agreement * < 1: first difference at new "
                                  "token * (golden *, got *)*"])
@@ -478,14 +478,14 @@ def test_the_gemma2_as_gguf_generates_pytorchs_tokens_and_agrees_with_onnxruntim
     assert (config.n_layers, config.n_heads, config.n_kv_heads, config.head_dim) == (2, 4, 2, 32)
     assert read_metadata(LLM / "gguf_gemma2" / "model.gguf")["gemma2.attention.sliding_window"] == 8
     _project(pytester, "gguf_gemma2", backends=("llama.cpp",))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    pytester.runpytest_subprocess().assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess().assert_outcomes(passed=2)
     shutil.rmtree(pytester.path / "golden")
     shutil.copytree(LLM / "genai_gemma2", pytester.path / "models" / "decoder", dirs_exist_ok=True)
     pytester.makepyfile(test_decoder=pytester.path.joinpath("test_decoder.py").read_text().replace(
         "['llama.cpp']", "['onnxruntime-cpu', 'llama.cpp']"))
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("-k", "golden", "--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_inprocess("-k", "golden", "--edge-report=r.json")
     result.assert_outcomes(passed=2)
     on_llama = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}["llama.cpp"]
     assert on_llama["accuracy"]["reference"] == "onnxruntime-cpu" and on_llama["accuracy"]["token_agreement"] == 1.0
@@ -520,7 +520,7 @@ def test_tflite_runtime_refuses_a_litert_torch_export_naming_file_and_backend(py
     writes: each test of the model is an error that names the file, the backend and the runtime's
     own reason, and the session goes on."""
     _project(pytester, "litert_llama", backends=("litert",))
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*model.tflite (litert): cannot read: Op builtin_code out of range*"])
 
@@ -551,8 +551,8 @@ def test_the_litert_export_beside_the_builders_onnx_agrees_with_onnxruntimes_gol
     tokens equal and first-step logits within the default logits_atol."""
     _project(pytester, "genai_llama", backends=("onnxruntime-cpu", "litert"))
     shutil.copy(LLM / "litert_llama" / "model.tflite", pytester.path / "models" / "decoder" / "model.tflite")
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-backends=onnxruntime-cpu").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-backends=onnxruntime-cpu").assert_outcomes(passed=2)
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     result.assert_outcomes(passed=4)
     records = json.loads((pytester.path / "r.json").read_text())["records"]
     litert = next(r for r in records if r["backend"] == "litert" and "golden" in r["test"])
@@ -573,8 +573,8 @@ def test_litert_reads_the_converters_int8_transposed_cache_export_with_two_prefi
     config = from_tflite(LLM / "litert_llama_int8" / "model.tflite")
     assert (config.n_layers, config.n_heads, config.n_kv_heads, config.head_dim, config.max_context) == (2, 4, 2, 16, 128)
     _project(pytester, "litert_llama_int8", backends=("litert",))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    pytester.runpytest_subprocess().assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess().assert_outcomes(passed=2)
 
 
 class _EditedSignatures:

@@ -231,7 +231,7 @@ def _gguf_project(pytester: pytest.Pytester) -> dict:
 
 
 def _records(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict]:
-    result = pytester.runpytest_subprocess("--edge-report=r.json", *args)
+    result = pytester.runpytest_inprocess("--edge-report=r.json", *args)
     records = json.loads((pytester.path / "r.json").read_text())["records"]
     return result, {r["test"].split("::")[-1].split("[")[0]: r for r in records}
 
@@ -242,7 +242,7 @@ def test_quantized_ggufs_are_judged_teacher_forced_against_the_float_golden(pyte
     a 3 %-perturbed f32 fails them naming both figures, and llama.cpp's Q4_0 passes looser ones
     (which the Q8_0 thresholds, an order of magnitude tighter in KLD, fail)."""
     greedy = _gguf_project(pytester)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
     model = pytester.path / "models" / "quant" / "model.gguf"
     figures = {}
     for name, make in (("q8_0", lambda: shutil.copy(LLM / "gguf_llama_q8" / "model.gguf", model)),
@@ -363,7 +363,7 @@ def test_tokens_per_second_agree_with_llama_cpps_counters_over_the_same_generati
         def test_speed(edge_llm):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     result, records = _records(pytester, "--edge-measure", "-o", "edge_processes=2")
     result.assert_outcomes(passed=1)
     block = records["test_speed"]["llm"]
@@ -430,8 +430,8 @@ def test_each_backend_uses_the_configuration_of_the_artifact_it_runs(pytester: p
         def test_both(edge_llm):
             assert edge_llm.config.dtype == {"llama.cpp": "float16"}.get(edge_llm.backend, "float32")
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     result.assert_outcomes(passed=2)
     configs = {r["backend"]: r["llm"]["config"] for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     assert configs["llama.cpp"]["dtype"] == "float16" and "GGUF metadata" in configs["llama.cpp"]["source"]
@@ -464,7 +464,7 @@ def test_tolerances_loosen_one_backend_and_hold_the_other_to_the_markers(pyteste
         def test_other_loosened(edge_llm):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json", "-p", "no:randomly")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-report=r.json", "-p", "no:randomly")
     records = {(r["test"].split("::")[-1].split("[")[0], r["backend"]): r
                for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     gguf_error = records[("test_strict", "llama.cpp")]["accuracy"]["max_abs_err"]

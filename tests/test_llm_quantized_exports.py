@@ -124,12 +124,12 @@ def test_the_quantized_exports_pass_their_budgets_and_wrongly_quantized_ones_fai
             if not (pytester.path / "models" / folder).exists():
                 shutil.copytree(LLM / folder, pytester.path / "models" / folder)
     pytester.makepyfile(test_quantized="import pytest\n" + "".join(_test(e, prompts) for e in exports))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=len(exports))
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=len(exports))
     golden = pytester.path / "golden" / "models"
     assert sorted(p.name for p in golden.iterdir()) == sorted(e.reference for e in exports)  # float goldens only
 
     def figures() -> tuple[pytest.RunResult, dict]:
-        result = pytester.runpytest_subprocess("--edge-report=r.json")
+        result = pytester.runpytest_inprocess("--edge-report=r.json")
         records = json.loads((pytester.path / "r.json").read_text())["records"]
         return result, {r["test"].split("::")[-1].split("[")[0][len("test_"):]: r["llm"]["teacher_forced"]
                         for r in records}

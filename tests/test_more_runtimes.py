@@ -163,7 +163,7 @@ def test_openvino_in_a_pytest_run(pytester: pytest.Pytester, models: Path) -> No
         def test_bf16_at_float32_tolerance(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("-rs", "--edge-update-golden", "--edge-report=report.json")
+    result = pytester.runpytest_inprocess("-rs", "--edge-update-golden", "--edge-report=report.json")
     import openvino as ov
 
     capabilities = ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
@@ -296,7 +296,7 @@ def test_ncnn_and_mnn_in_a_pytest_run(pytester: pytest.Pytester, models: Path) -
         def test_budget(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("-rs", "--edge-update-golden", "--edge-report=report.json")
+    result = pytester.runpytest_inprocess("-rs", "--edge-update-golden", "--edge-report=report.json")
     records = json.loads((pytester.path / "report.json").read_text())["records"]
     verdicts = {(r["test"].split("[")[0].split("::")[-1], r["backend"]): r["verdict"] for r in records}
     assert verdicts[("test_cnn", "ncnn")] == verdicts[("test_cnn", "mnn")] == "passed", result.stdout.str()
@@ -321,7 +321,7 @@ def test_a_runtime_not_installed_skips_only_its_backends(pytester: pytest.Pytest
         def test_mlp(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("-rs", "--edge-update-golden",
+    result = pytester.runpytest_inprocess("-rs", "--edge-update-golden",
                                            "--edge-backends=onnxruntime-cpu,openvino,ncnn,mnn")
     result.assert_outcomes(passed=3, skipped=1)
     result.stdout.fnmatch_lines(["*SKIPPED*ncnn not installed*"])
@@ -369,14 +369,14 @@ def test_weights_files_travel_to_a_device_and_date_the_golden(pytester: pytest.P
     """)
     device = f"here={sys.executable} -m pytest_edge.worker --stdio"
     monkeypatch.setenv("PYTEST_EDGE_CACHE", str(pytester.path / "device-cache"))
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-device", device).assert_outcomes(passed=4)
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-device", device).assert_outcomes(passed=4)
     meta = json.loads((pytester.path / "golden/tiny_mlp/meta.json").read_text())
     assert {"tiny_mlp.ncnn.param", "tiny_mlp.ncnn.bin"} <= set(meta["artifacts"])
     bundles = list((pytester.path / "device-cache/bundles").glob("*/*.bin"))
     assert sorted(p.name for p in bundles) == ["mlp_ir.bin", "tiny_mlp.ncnn.bin"]
     weights = models / "tiny_mlp.ncnn.bin"
     weights.write_bytes(weights.read_bytes()[:-4] + b"\0\0\0\0")
-    stale = pytester.runpytest_subprocess("-k", "test_mlp", "--edge-device", device)
+    stale = pytester.runpytest_inprocess("-k", "test_mlp", "--edge-device", device)
     stale.assert_outcomes(failed=2)
     stale.stdout.fnmatch_lines(["*golden for 'tiny_mlp' is stale*tiny_mlp.ncnn.bin*"])
 
@@ -394,13 +394,13 @@ def test_pnnx_output_with_a_layer_ncnn_lacks_does_not_convert_and_says_what_ncnn
         def test_cumprod(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("-rs", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("-rs", "--edge-report=r.json")
     assert result.ret == 0, result.stdout.str()
     record = next(r for r in json.loads((pytester.path / "r.json").read_text())["records"] if r["backend"] == "ncnn")
     assert record["verdict"] == "does not convert"
     assert "ncnn has no layer torch.cumprod" in record["skip_reason"]
     assert "ncnn said: layer torch.cumprod not exists or registered" in record["skip_reason"]
-    targeted = pytester.runpytest_subprocess("--edge-backends=ncnn")
+    targeted = pytester.runpytest_inprocess("--edge-backends=ncnn")
     targeted.assert_outcomes(failed=1)
     targeted.stdout.fnmatch_lines(["*layer torch.cumprod not exists or registered*"])
 
@@ -443,9 +443,9 @@ def test_a_network_converted_by_pnnx_and_mnnconvert_passes_with_shapes_given_onc
         def test_typo(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json", "-k", "test_net")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-report=r.json", "-k", "test_net")
     result.assert_outcomes(passed=3)
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     records = _records(pytester)
     for backend in ("onnxruntime-cpu", "ncnn", "mnn"):
         assert records[("test_net", backend)]["verdict"] == "passed", result.stdout.str()
@@ -480,7 +480,7 @@ def test_a_cnn_pnnx_cannot_fully_convert_does_not_convert_on_ncnn_with_its_reaso
             pass
     """)
     # The marker names ncnn: it is targeted, so what it cannot run fails, with ncnn's own words.
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json", "-rs")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-report=r.json", "-rs")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["ncnn: ncnn has no layer pnnx.Expression in *cumsum_cnn.ncnn.param (the converter's "
                                  "output keeps operators ncnn cannot run; ncnn said: layer pnnx.Expression not exists "
@@ -495,7 +495,7 @@ def test_a_cnn_pnnx_cannot_fully_convert_does_not_convert_on_ncnn_with_its_reaso
         def test_cnn(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "-rs")
+    result = pytester.runpytest_inprocess("--edge-report=r.json", "-rs")
     assert result.ret == 0, result.stdout.str()
     ncnn = _records(pytester)[("test_cnn", "ncnn")]
     assert ncnn["verdict"] == "does not convert"
@@ -515,14 +515,14 @@ def test_pnnx_output_alone_takes_its_shapes_from_the_pnnx_param_beside_it(pytest
         def test_net(edge_model):
             assert edge_model.inputs[0].shape == (1, 3, 64, 64)
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-report=r.json")
     assert result.ret == 0 and result.parseoutcomes()["passed"] == 1, result.stdout.str()  # the others: no artifact
     record = _records(pytester)[("test_net", "ncnn")]
     assert record["input"]["in0"]["shape_from"] == "mobilenet_v2.pnnx.param"
     assert record["accuracy"]["reference"] == "ncnn"
     (models / "mobilenet_v2.pnnx.param").unlink()
     shutil.rmtree(pytester.path / "golden")
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*does not give the shape of input 'in0'*mobilenet_v2.pnnx.param beside it; "
                                  "give shapes= in the marker*"])
@@ -559,8 +559,8 @@ def test_a_borrowed_artifact_that_does_not_convert_is_reported_and_fails_only_wh
     """)
     # tflite-micro, where installed, runs the stateful model too (its own kernels and variables).
     micro = int(get_backend("tflite-micro").unavailable_reason() is None)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2 + micro, skipped=6 - micro)
-    result = pytester.runpytest_subprocess("-rs", "--edge-report=r.json", "--edge-summary=r.md")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2 + micro, skipped=6 - micro)
+    result = pytester.runpytest_inprocess("-rs", "--edge-report=r.json", "--edge-summary=r.md")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["counter_s*openvino*does not convert [[]1[]]*",
                                  "*1 do(es) not convert here (counter_state on openvino)*"])
@@ -569,7 +569,7 @@ def test_a_borrowed_artifact_that_does_not_convert_is_reported_and_fails_only_wh
     assert record["verdict"] == "does not convert" and "Unexpected type: RESOURCE" in record["skip_reason"]
     assert "1 does not convert" in (pytester.path / "r.md").read_text().splitlines()[0]
     for targeting in (["--edge-backends=openvino,litert"], ["--edge-require=openvino"]):
-        targeted = pytester.runpytest_subprocess(*targeting)
+        targeted = pytester.runpytest_inprocess(*targeting)
         targeted.assert_outcomes(**({"passed": 1} if "--edge-backends" in targeting[0] else
                                     {"passed": 2 + micro, "skipped": 5 - micro}),
                                  failed=1)

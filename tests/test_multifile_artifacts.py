@@ -92,7 +92,7 @@ def test_multifile_artifacts_run_here_and_on_a_device_and_a_changed_part_is_name
         def test_split(edge_llm):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=4)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=4)
     meta = json.loads((pytester.path / "golden" / "tiny_mlp_ext" / "meta.json").read_text())
     assert sorted(meta["artifacts"]) == ["tiny_mlp_ext.ptd", "tiny_mlp_ext.pte"]
     shipped = {p.name for p in (cache / "bundles").rglob("*") if p.is_file()}  # by name, beside content names
@@ -103,7 +103,7 @@ def test_multifile_artifacts_run_here_and_on_a_device_and_a_changed_part_is_name
         data = bytearray(path.read_bytes())
         data[-8:] = bytes(8 - i for i in range(8))
         path.write_bytes(bytes(data))
-    result = pytester.runpytest_subprocess("-rA")
+    result = pytester.runpytest_inprocess("-rA")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) == 0, result.stdout.str()
     text = result.stdout.str()
@@ -123,7 +123,7 @@ def test_a_split_gguf_missing_a_shard_is_one_tests_error_naming_it(pytester: pyt
         def test_split(edge_llm):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) == 0 and outcomes.get("failed", 0) + outcomes.get("errors", 0) == 1
     result.stdout.fnmatch_lines([f"*llama.cpp: *{SHARDS[0]} keeps its weights in the external data file "

@@ -18,7 +18,7 @@ def test_mismatch_writes_obtained_outputs_and_diff_reads_them(pytester: pytest.P
         def test_exact(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(passed=1, failed=1)  # the reference matches itself bit for bit; XNNPACK does not
     result.stdout.fnmatch_lines(["*litert: obtained outputs of case 0 written to .edge/obtained/tiny_cnn/"
                                  "litert-case_000.npz (compare: pytest-edge golden diff tiny_cnn)*"])
@@ -40,7 +40,7 @@ def test_golden_diff_command(pytester: pytest.Pytester, models: Path) -> None:
         def test_exact(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(failed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(failed=1)
     done = subprocess.run([sys.executable, "-m", "pytest_edge.cli", "golden", "diff", "tiny_cnn"], cwd=pytester.path,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -63,7 +63,7 @@ def test_golden_list_shows_cases_and_staleness(pytester: pytest.Pytester, models
         def test_mlp(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     with open(models / "tiny_mlp.tflite", "ab") as handle:
         handle.write(b"\0" * 8)  # the .tflite changed since its golden was recorded
     done = subprocess.run([sys.executable, "-m", "pytest_edge.cli", "golden", "list"], cwd=pytester.path,
@@ -101,7 +101,7 @@ def test_a_failing_decoder_saves_its_tokens_and_golden_diff_shows_where_they_par
         def test_generate(edge_llm):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     path = golden_path(pytester.path / "golden", "tiny_llm", [7, 8])
     recorded = read_golden(path, [7, 8])
     edited = list(recorded.tokens)
@@ -109,7 +109,7 @@ def test_a_failing_decoder_saves_its_tokens_and_golden_diff_shows_where_they_par
     write_golden(path, TokenGolden(recorded.prompt, edited, recorded.first_logits, recorded.meta,
                                    recorded.distributions))
 
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     result.assert_outcomes(failed=1)
     obtained = pytester.path / ".edge/obtained/tiny_llm/llm"
     saved = f"onnxruntime-cpu-{path.name}"

@@ -135,7 +135,7 @@ def _ab_run(pytester: pytest.Pytester) -> dict[str, Any]:
         "@pytest.mark.edge(model='grown')\ndef test_grown(edge_model):\n    pass\n"
         "@pytest.mark.edge(model='tiny_ext', max_artifact_mb='3KB', max_runtime_mb=1)\n"
         "def test_ext(edge_model):\n    pass\n")
-    run = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--edge-update-golden", "--edge-baseline-models=main",
+    run = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--edge-update-golden", "--edge-baseline-models=main",
                                         "--edge-report=r.json", "--edge-html=r.html")
     run.assert_outcomes(passed=1, failed=2)
     report = json.loads((project / "r.json").read_text())

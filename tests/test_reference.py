@@ -149,12 +149,12 @@ def test_int8_impossible(edge_model):
 @pytest.mark.tflite_runtime_lane  # tflite-runtime 2.14's reference kernels lack CUMSUM: its triage line differs
 def test_int8_against_the_float_golden(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(test_int8=INT8_TESTS)
-    missing = pytester.runpytest_subprocess(LIGHT)
+    missing = pytester.runpytest_inprocess(LIGHT)
     missing.assert_outcomes(failed=6, skipped=3)  # no .onnx for tiny_cnn_int8: onnxruntime-cpu skips
     missing.stdout.fnmatch_lines(["*no golden outputs for model 'tiny_cnn'*(the golden of reference='tiny_cnn', "
                                   "against which 'tiny_cnn_int8' is checked)*"])
 
-    refreshed = pytester.runpytest_subprocess(LIGHT, "--edge-update-golden", "--edge-report=report.json")
+    refreshed = pytester.runpytest_inprocess(LIGHT, "--edge-update-golden", "--edge-report=report.json")
     refreshed.assert_outcomes(passed=4, failed=2, skipped=3)
     # Every test ran: the reference model's golden is used by the tests that name it.
     assert "unused golden" not in refreshed.stdout.str(), refreshed.stdout.str()[-2000:]
@@ -186,13 +186,13 @@ def test_int8_against_the_float_golden(pytester: pytest.Pytester, models: Path) 
     assert {r["accuracy"]["reference_model"] for r in checked} == {"tiny_cnn"}
     assert all(r["accuracy"]["cosine"] > 0.99 and r["model"]["name"] == "tiny_cnn_int8" for r in checked)
 
-    pytester.runpytest_subprocess(LIGHT, "-k", "not impossible").assert_outcomes(passed=4, skipped=2)
+    pytester.runpytest_inprocess(LIGHT, "-k", "not impossible").assert_outcomes(passed=4, skipped=2)
 
     # Staleness is the reference model's: a golden recorded for another tiny_cnn.onnx is stale.
     path = pytester.path / "golden/tiny_cnn/meta.json"
     path.write_text(json.dumps({**meta, "artifacts": {**meta["artifacts"], "tiny_cnn.onnx": "0" * 64}},
                                indent=2, sort_keys=True) + "\n")
-    stale = pytester.runpytest_subprocess(LIGHT, "-k", "test_int8_atol")
+    stale = pytester.runpytest_inprocess(LIGHT, "-k", "test_int8_atol")
     stale.assert_outcomes(failed=2, skipped=1)
     stale.stdout.fnmatch_lines(["*golden for 'tiny_cnn' is stale: *tiny_cnn.onnx has sha256 *(the golden of "
                                 "reference='tiny_cnn', against which 'tiny_cnn_int8' is checked)*"])
@@ -205,7 +205,7 @@ def test_unknown_reference_is_an_error_of_that_test(pytester: pytest.Pytester, m
         def test_unknown(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*test_unknown: reference='tiny_cnn_fp32' of model 'tiny_cnn_int8': model "
@@ -232,7 +232,7 @@ def test_max_drift_generous_passes_and_a_drift_test_times_long_enough_whatever_r
         def test_few_runs(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=report.json")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-report=report.json")
     result.assert_outcomes(passed=2)
     records = {r["test"].split("::")[1]: r for r in json.loads((pytester.path / "report.json").read_text())["records"]}
     for name in ("test_generous", "test_few_runs"):

@@ -52,7 +52,7 @@ def _golden(pytester: pytest.Pytester, model: str) -> None:
         def test_golden(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess("golden_of.py", "--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("golden_of.py", "--edge-update-golden").assert_outcomes(passed=1)
 
 
 def test_the_targets_are_named_never_defaults() -> None:
@@ -86,7 +86,7 @@ def test_tiny_cnn_float16_on_the_simulator_is_within_the_marker_tolerance(
         def test_npu_default_tolerance(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("test_tiny_cnn_float16_on_the_simulator_is_within_the_marker_tolerance.py",
+    result = pytester.runpytest_inprocess("test_tiny_cnn_float16_on_the_simulator_is_within_the_marker_tolerance.py",
                                            "--edge-report=r.json")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*test_npu_default_tolerance*rknn-rk3588*"])
@@ -118,7 +118,7 @@ def test_tiny_cnn_int8_calibrated_on_the_golden_inputs(pytester: pytest.Pytester
         def test_int8_float_tolerance(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("test_tiny_cnn_int8_calibrated_on_the_golden_inputs.py", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("test_tiny_cnn_int8_calibrated_on_the_golden_inputs.py", "--edge-report=r.json")
     result.assert_outcomes(passed=1, failed=1)
     records = json.loads((pytester.path / "r.json").read_text())["records"]
     passed = next(r for r in records if "test_int8[" in r["test"])
@@ -148,7 +148,7 @@ def test_a_perturbed_model_fails_naming_the_output(pytester: pytest.Pytester, mo
         def test_npu(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("test_a_perturbed_model_fails_naming_the_output.py", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("test_a_perturbed_model_fails_naming_the_output.py", "--edge-report=r.json")
     result.assert_outcomes(failed=1)
     record = _record(pytester, "rknn-rk3588")
     assert record["verdict"] == "failed"
@@ -168,11 +168,11 @@ def test_a_model_the_toolkit_cannot_build_does_not_convert_with_its_reason(
             pass
     """)
     name = "test_a_model_the_toolkit_cannot_build_does_not_convert_with_its_reason.py"
-    targeted = pytester.runpytest_subprocess(name, "--edge-backends=rknn-rk3588")
+    targeted = pytester.runpytest_inprocess(name, "--edge-backends=rknn-rk3588")
     targeted.assert_outcomes(failed=1)
     targeted.stdout.fnmatch_lines(["*rknn-rk3588: does not convert here: rknn-toolkit2 cannot build*int8_u8s8_matmul.onnx"
                                    " for rk3588: *InferenceError*"])
-    selected = pytester.runpytest_subprocess(name, "--edge-backends=rknn-rk3588*", "--edge-report=r.json")
+    selected = pytester.runpytest_inprocess(name, "--edge-backends=rknn-rk3588*", "--edge-report=r.json")
     assert selected.ret == 0
     record = _record(pytester, "rknn-rk3588")
     assert record["verdict"] == "does not convert" and "rknn-toolkit2 cannot build" in record["skip_reason"]
@@ -219,6 +219,8 @@ def test_an_environment_that_cannot_be_made_skips_with_the_installer_s_message(
         def test_own(edge_model):
             pass
     """)
+    # In a fresh process: the backend is registered by an entry point of this test's folder, and the
+    # registry of backends is read once per process.
     result = pytester.runpytest_subprocess("-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*onnxruntime-ownenv: its environment cannot be made*pip exit status*",
@@ -259,7 +261,7 @@ def test_the_toolkit_s_worker_is_bounded_in_memory(pytester: pytest.Pytester, mo
         def test_npu(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("test_the_toolkit_s_worker_is_bounded_in_memory.py", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("test_the_toolkit_s_worker_is_bounded_in_memory.py", "--edge-report=r.json")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*rknn-rk3588: rknn-toolkit2 ran out of the worker's memory with *tiny_cnn.onnx "
                                  "(its limit: 500 MiB; PYTEST_EDGE_TOOL_MEMORY sets it*"])

@@ -33,7 +33,7 @@ def _golden_of(pytester: pytest.Pytester, model: str, inputs: str = "") -> None:
 def test_golden(edge_model):
     pass
 """)
-    pytester.runpytest_subprocess("golden_of.py", "--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("golden_of.py", "--edge-update-golden").assert_outcomes(passed=1)
 
 
 @pytest.mark.slow
@@ -65,7 +65,7 @@ def test_int8_own_calibration(edge_model):
     pass
 """)
     _golden_of(pytester, "outlier_cnn", inputs="cases")
-    result = pytester.runpytest_subprocess("test_npu.py", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("test_npu.py", "--edge-report=r.json")
     records = {r["test"].split("::")[-1].split("[")[0]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     print(result.stdout.str()[-6000:])
     result.assert_outcomes(passed=2, failed=1)
@@ -105,7 +105,7 @@ def test_{name}(edge_model):
 """ for name, spec in (("outside", "../elsewhere"), ("missing", "nowhere"), ("empty", "empty"),
                        ("garbled", "garbled"), ("named", "named"), ("shaped", "shaped/a.npz")))
     pytester.makepyfile(test_calibration="import pytest\n" + tests)
-    result = pytester.runpytest_subprocess("test_calibration.py")
+    result = pytester.runpytest_inprocess("test_calibration.py")
     result.assert_outcomes(failed=6)
     root = pytester.path.resolve()
     result.stdout.fnmatch_lines_random([
@@ -132,7 +132,7 @@ def test_a_model_quantized_by_onnxruntime_runs_on_rk3588_within_the_tolerance(
         def test_npu(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("test_qdq.py", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("test_qdq.py", "--edge-report=r.json")
     result.assert_outcomes(passed=1)
     record = _record(pytester, "rknn-rk3588")
     assert record["precision"] == "int8"

@@ -153,13 +153,13 @@ def _project(pytester: pytest.Pytester) -> None:
 
 def test_golden_recorded_then_float_passes_int8_judged_by_wer_perturbed_named(pytester: pytest.Pytester) -> None:
     _project(pytester)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=1, skipped=OTHERS)
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=1, skipped=OTHERS)
     golden = json.loads((pytester.path / "golden" / "models" / "whisper_tiny" / "speech" / "hello.json").read_text())
     assert golden["tokens"] == json.loads((SPEECH / "pytorch_greedy.json").read_text())["tokens"]["hello.wav"]
     assert golden["transcript"] == " ".join(f"w{t}" for t in golden["tokens"])
     assert golden["meta"]["reference_backend"] == "onnxruntime-cpu"
 
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "--junitxml=j.xml", "--edge-html=r.html",
+    result = pytester.runpytest_inprocess("--edge-report=r.json", "--junitxml=j.xml", "--edge-html=r.html",
                                            "--edge-summary=s.md")
     result.assert_outcomes(passed=2, failed=2, skipped=4 * OTHERS)
     # Both pages have the speech section: a row per audio file, where the tokens part and the rates.
@@ -205,10 +205,10 @@ def test_a_perturbed_export_fails_naming_the_first_differing_token(pytester: pyt
     """The perturbed network judged against the float export's golden, as the float one would be:
     the golden is copied as the perturbed model's own, so its tokens must equal it."""
     _project(pytester)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=1, skipped=OTHERS)
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=1, skipped=OTHERS)
     shutil.copytree(pytester.path / "golden" / "models" / "whisper_tiny",
                     pytester.path / "golden" / "models" / "whisper_tiny_perturbed")
-    result = pytester.runpytest_subprocess("-k", "perturbed")
+    result = pytester.runpytest_inprocess("-k", "perturbed")
     result.assert_outcomes(failed=1, skipped=OTHERS)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: hello.wav: tokens differ from the golden's (onnxruntime-cpu) at "
                                  "position 1: golden 58, got 42*"])
@@ -218,7 +218,7 @@ def test_a_damaged_onnx_names_the_file_and_the_backend(pytester: pytest.Pytester
     _project(pytester)
     decoder = pytester.path / "models" / "whisper_tiny" / "decoder_model.onnx"
     decoder.write_bytes(decoder.read_bytes()[:5000])
-    result = pytester.runpytest_subprocess("-k", "float")
+    result = pytester.runpytest_inprocess("-k", "float")
     result.assert_outcomes(failed=1, skipped=OTHERS)
     result.stdout.fnmatch_lines(["*models/whisper_tiny/decoder_model.onnx (onnxruntime-cpu): cannot load*"])
 
@@ -226,7 +226,7 @@ def test_a_damaged_onnx_names_the_file_and_the_backend(pytester: pytest.Pytester
 def test_audio_at_the_wrong_rate_is_an_error_naming_the_file(pytester: pytest.Pytester) -> None:
     _project(pytester)
     _wav(pytester.path / "audio" / "hello.wav", 8000)
-    result = pytester.runpytest_subprocess("-k", "float", "--edge-update-golden")
+    result = pytester.runpytest_inprocess("-k", "float", "--edge-update-golden")
     result.assert_outcomes(failed=1, skipped=OTHERS)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: *audio/hello.wav: sampled at 8000 Hz, the model's features take "
                                  "16000 Hz*"])
@@ -259,7 +259,7 @@ def test_reference_without_a_budget_judges_nothing_and_says_so(pytester: pytest.
         def test_unjudged(edge_asr):
             pass
     """)
-    result = pytester.runpytest_subprocess("test_unjudged.py", "--edge-update-golden")
+    result = pytester.runpytest_inprocess("test_unjudged.py", "--edge-update-golden")
     result.assert_outcomes(failed=1, skipped=OTHERS)
     result.stdout.fnmatch_lines(["*edge_asr reference='models/whisper_tiny': * none is given, so nothing would be judged*"])
 
@@ -295,7 +295,7 @@ def test_audio_longer_than_a_window_is_decoded_window_by_window_each_judged(pyte
         def test_long_perturbed(edge_asr):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "not perturbed").assert_outcomes(passed=1, deselected=1)
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "not perturbed").assert_outcomes(passed=1, deselected=1)
     golden = json.loads((pytester.path / "golden" / "models" / "whisper_tiny" / "speech" / "long.json").read_text())
     greedy = json.loads((SPEECH / "pytorch_greedy.json").read_text())["tokens"]
     assert [w["start_s"] for w in golden["windows"]] == [0.0, 30.0]
@@ -304,7 +304,7 @@ def test_audio_longer_than_a_window_is_decoded_window_by_window_each_judged(pyte
 
     shutil.copytree(pytester.path / "golden" / "models" / "whisper_tiny",
                     pytester.path / "golden" / "models" / "whisper_tiny_perturbed")
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "--edge-summary=s.md", "--edge-html=r.html")
+    result = pytester.runpytest_inprocess("--edge-report=r.json", "--edge-summary=s.md", "--edge-html=r.html")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: long.wav window 0 (0 s): tokens differ from the golden's "
                                  "(onnxruntime-cpu) at position 1*",

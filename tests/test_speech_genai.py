@@ -158,12 +158,12 @@ def test_genai_judged_against_onnx_runtimes_golden(pytester: pytest.Pytester) ->
         def test_no_genai_export(edge_asr):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float and onnxruntime-cpu").assert_outcomes(passed=1,
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "float and onnxruntime-cpu").assert_outcomes(passed=1,
                                                                                                        deselected=2)
     golden = json.loads((pytester.path / "golden" / "models" / "whisper_vocab" / "speech" / "hello.json").read_text())
     assert golden["meta"]["reference_backend"] == "onnxruntime-cpu" and golden["tokens"] == GREEDY["hello.wav"]
 
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "-rs")
+    result = pytester.runpytest_inprocess("--edge-report=r.json", "-rs")
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*whisper_tiny holds no onnxruntime-genai export (no genai/encoder.onnx, *"])
     records = {(r["test"].split("::")[1].split("[")[0], r["backend"]): r

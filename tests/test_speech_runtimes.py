@@ -161,11 +161,11 @@ def _project(pytester: pytest.Pytester) -> None:
 @needs_ctranslate2
 def test_every_runtime_judged_against_onnx_runtimes_golden(pytester: pytest.Pytester) -> None:
     _project(pytester)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "float").assert_outcomes(passed=2)
     golden = json.loads((pytester.path / "golden" / "models" / "whisper_vocab" / "speech" / "weather.json").read_text())
     assert golden["meta"]["reference_backend"] == "onnxruntime-cpu" and golden["tokens"] == GREEDY["weather.wav"]
 
-    result = pytester.runpytest_subprocess("-k", "both or int8", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("-k", "both or int8", "--edge-report=r.json")
     result.assert_outcomes(passed=2, failed=1)
     out = result.stdout.str()
     # CTranslate2's int8 conversion: the same transcripts (WER 0 passes), judged by the teacher-forced
@@ -362,8 +362,8 @@ def test_edge_asr_on_sherpa_onnx_judged_against_onnx_runtimes_golden(pytester: p
         def test_forced(edge_asr):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "float and onnxruntime").assert_outcomes(passed=1)
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "float and onnxruntime").assert_outcomes(passed=1)
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     result.assert_outcomes(passed=2, failed=1)
     out = result.stdout.str()
     assert "tokens differ" not in out  # sherpa-onnx gives the reference's tokens on both files

@@ -53,6 +53,6 @@ def test_backends_agree_on_any_input(pytester: pytest.Pytester, models: Path) ->
         def test_bitwise(edge_model, data):
             agree(edge_model, data, 0.0)
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*Not equal to tolerance rtol=0, atol=0*", "*Max absolute difference*"])

@@ -196,8 +196,8 @@ def test_the_wake_word_outputs_are_judged_and_the_arena_is_in_the_report(pyteste
         def test_kws(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     result.assert_outcomes(passed=2)
     records = {r["backend"]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     micro = records["tflite-micro"]
@@ -230,8 +230,8 @@ def test_max_arena_kb_below_the_arena_fails_naming_both_figures(pytester: pytest
         def test_no_arena_here(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-backends=litert-ref")
-    result = pytester.runpytest_subprocess("--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-backends=litert-ref")
+    result = pytester.runpytest_inprocess("--edge-report=r.json")
     result.assert_outcomes(passed=1, failed=2)
     out = result.stdout.str()
     assert (f"tflite-micro: tensor arena {own / 1024:.2f} KiB ({own} bytes: head " in out
@@ -256,12 +256,12 @@ def test_a_model_tflm_cannot_run_is_reported_and_fails_only_where_targeted(pytes
         def test_mlp(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-backends=litert-ref")
-    result = pytester.runpytest_subprocess("-rs", "--edge-report=r.json")
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-backends=litert-ref")
+    result = pytester.runpytest_inprocess("-rs", "--edge-report=r.json")
     assert result.ret == 0, result.stdout.str()
     record = next(r for r in json.loads((pytester.path / "r.json").read_text())["records"] if r["backend"] == "tflite-micro")
     assert record["verdict"] == "does not convert"
     assert "gelu_mlp.tflite" in record["skip_reason"] and "Didn't find op for builtin opcode 'GELU'" in record["skip_reason"]
-    targeted = pytester.runpytest_subprocess("--edge-backends=litert-ref,tflite-micro")
+    targeted = pytester.runpytest_inprocess("--edge-backends=litert-ref,tflite-micro")
     targeted.assert_outcomes(passed=1, failed=1)
     targeted.stdout.fnmatch_lines(["*tflite-micro*does not convert here: TFLM cannot run *gelu_mlp.tflite*GELU*"])

@@ -176,7 +176,7 @@ def test_failure_message_carries_the_etdump_triage(pytester: pytest.Pytester, mo
         def test_mixed(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-reference-backend=onnxruntime-cpu")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-reference-backend=onnxruntime-cpu")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         ("*triage: executorch has no delegate-free sibling, so its mixed.pte was re-run with ETDump: * operator calls "

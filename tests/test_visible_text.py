@@ -66,7 +66,7 @@ def test_planted_escapes_in_a_session_reach_the_terminal_escaped(pytester: pytes
     (models / "decoder" / "genai_config.json").write_text(json.dumps(config))
     pytester.makeini("[pytest]\nedge_model_dirs = models\n")
     pytester.makepyfile(test_planted=SESSION)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-rA", "--junitxml=j.xml")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-rA", "--junitxml=j.xml")
     result.assert_outcomes(failed=1, skipped=1, errors=1)
     text = "\n".join(result.outlines + result.errlines)
     assert ESC not in text and "\x07" not in text and "\u202e" not in text
