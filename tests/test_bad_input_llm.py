@@ -63,8 +63,8 @@ def test_a_gguf_declaring_a_context_of_2_24_runs_a_4_token_test_in_little_memory
         def test_short(edge_llm):
             assert len(edge_llm.generate([5, 6, 7, 8], 4)) == 4
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "-o", "edge_processes=1")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
+    result = pytester.runpytest_inprocess("--edge-report=r.json", "-o", "edge_processes=1")
     result.assert_outcomes(passed=1)
     (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
     peak = record["peak_memory_mb"]
@@ -90,8 +90,8 @@ def test_a_genai_folder_declaring_a_context_of_2_24_runs_a_short_test(pytester: 
         def test_short(edge_llm):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
-    result = pytester.runpytest_subprocess("--edge-report=r.json", "-o", "edge_processes=1")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
+    result = pytester.runpytest_inprocess("--edge-report=r.json", "-o", "edge_processes=1")
     result.assert_outcomes(passed=1)
     (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
     print(f"onnxruntime-genai, context_length 2**24: peak {record['peak_memory_mb']:.1f} MB")
@@ -187,7 +187,7 @@ def test_bad_edge_llm_values_are_each_one_tests_error(pytester: pytest.Pytester,
     (models / "deep_genai").mkdir()
     (models / "deep_genai" / "genai_config.json").write_text(DEEP)
     pytester.makepyfile(test_llm=SESSION)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-rE")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-rE")
     result.assert_outcomes(passed=1, errors=len(SAYS), failed=len(FAILS))
     text = result.stdout.str()
     for test, says in FAILS.items():
@@ -289,7 +289,7 @@ def test_a_genai_configuration_that_contradicts_its_graph_is_not_a_pass(pytester
         def test_it(edge_llm):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) == 0 and outcomes.get("failed", 0) + outcomes.get("errors", 0) == 1
     result.stdout.fnmatch_lines(["*genai_config.json) does not describe this graph: n_layers 1024 (configuration) "
@@ -421,7 +421,7 @@ def test_a_decoder_golden_folder_linked_outside_is_not_written_through(pytester:
         (pytester.path / "golden" / "tiny_llm").mkdir()
         (pytester.path / "golden" / "tiny_llm" / "llm").symlink_to(outside, target_is_directory=True)
     pytester.makepyfile(test_decoder=TINY)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) == 0 and outcomes.get("failed", 0) + outcomes.get("errors", 0) == 1
     result.stdout.fnmatch_lines(["*must be a plain folder, not a symbolic link or a file; nothing is read or written "
@@ -473,7 +473,7 @@ def test_model_never_resolves_outside_the_projects_folders(pytester: pytest.Pyte
 def test_outside(edge_llm):
     pass
 """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines([f"*test_outside: edge_llm model={model!r} *"])
     assert "names a folder by '.' or '..'" in result.stdout.str() or "outside the folders" in result.stdout.str()
@@ -522,7 +522,7 @@ def test_nested_prompt(edge_llm):
 def test_sweep_out_of_memory(edge_llm):
     pass
 """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-o", "edge_processes=1")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-o", "edge_processes=1")
     result.assert_outcomes(passed=1, failed=2)
     text = result.stdout.str()
     assert "tiny_llm (onnxruntime-cpu): a prompt is one list of int token ids, not [[1, 2, 3]]" in text
@@ -578,7 +578,7 @@ def test_a_decoder_golden_with_token_ids_outside_the_vocabulary_is_named_corrupt
 
     _tiny_project(pytester)
     pytester.makepyfile(test_decoder=TINY)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     (npz,) = (pytester.path / "golden" / "tiny_llm" / "llm").glob("*.npz")
     with np.load(npz) as stored:
         items = {k: stored[k] for k in stored.files}
@@ -586,7 +586,7 @@ def test_a_decoder_golden_with_token_ids_outside_the_vocabulary_is_named_corrupt
     buffer = io.BytesIO()
     np.savez(buffer, **items)
     npz.write_bytes(buffer.getvalue())
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     assert result.parseoutcomes().get("passed", 0) == 0
     result.stdout.fnmatch_lines([f"*{npz.name}: a corrupt LLM golden: token id 1000000 is outside the model's "
                                  "vocabulary [[]0, 64); re-record it*"])

@@ -43,14 +43,14 @@ pytestmark = pytest.mark.edge(model="tiny_mlp", backends="onnxruntime-cpu")
 def test_stacked_markers(edge_model):
     pass
 """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-p", "no:cacheprovider")
     # The two bad markers are one error each, naming the test; every other test runs.
     result.assert_outcomes(passed=1, failed=5, errors=2)
     result.stdout.fnmatch_lines(["*test_backend_both_wanted_and_skipped: both backends= and skip_backends= "
                                  "name 'litert'*"])
     result.stdout.fnmatch_lines(["*test_stacked_markers: 2 @pytest.mark.edge markers apply*"])
     # Each bad case fails with its reason, the control passes.
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-p", "no:cacheprovider", "test_runs.py")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-p", "no:cacheprovider", "test_runs.py")
     result.assert_outcomes(passed=1, failed=5)
     text = result.stdout.str()
     for backend in ("onnxruntime-cpu", "litert", "litert-ref"):
@@ -70,7 +70,7 @@ def test_tests_that_error_before_their_check_are_in_the_report(pytester: pytest.
 def test_nan_budget(edge_model):
     pass
 """, test_plain="def test_plain():\n    pass\n")
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json", "--edge-html=r.html")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-report=r.json", "--edge-html=r.html")
     result.assert_outcomes(passed=2, errors=1)
     records = {r["test"].split("::")[-1]: r for r in json.loads((pytester.path / "r.json").read_text())["records"]}
     bad = records["test_nan_budget[error]"]
@@ -78,9 +78,9 @@ def test_nan_budget(edge_model):
     assert records["test_control[tiny_mlp-onnxruntime-cpu]"]["verdict"] == "passed"
     assert "test_nan_budget" in (pytester.path / "r.html").read_text()
     (pytester.path / "r.json").unlink()
-    pytester.runpytest_subprocess("test_runs.py::test_nan_budget", "--edge-report=r.json").assert_outcomes(errors=1)
+    pytester.runpytest_inprocess("test_runs.py::test_nan_budget", "--edge-report=r.json").assert_outcomes(errors=1)
     assert [r["verdict"] for r in json.loads((pytester.path / "r.json").read_text())["records"]] == ["error"]
-    result = pytester.runpytest_subprocess("test_plain.py", "--edge-report=none.json")
+    result = pytester.runpytest_inprocess("test_plain.py", "--edge-report=none.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*pytest-edge: no edge test ran, so nothing was written (report */none.json)*"])
 
@@ -88,7 +88,7 @@ def test_nan_budget(edge_model):
 def test_report_that_cannot_be_written_keeps_the_summary(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile("import pytest\n" + CONTROL)
     (pytester.path / "afile").write_text("not a folder")
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=afile/r.json")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-report=afile/r.json")
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*pytest-edge conformance*", "*tiny_mlp*onnxruntime-cpu*passed*",
                                  "*pytest-edge: cannot write the report */afile/r.json: *",
@@ -105,7 +105,7 @@ def test_baseline_of_the_wrong_shape_is_a_usage_error(pytester: pytest.Pytester,
                                                       content: str, message: str) -> None:
     pytester.makepyfile("import pytest\n" + CONTROL)
     (pytester.path / "b.json").write_text(content)
-    result = pytester.runpytest_subprocess("--edge-baseline=b.json")
+    result = pytester.runpytest_inprocess("--edge-baseline=b.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "b.json" in result.stderr.str() and message in result.stderr.str()
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
@@ -131,7 +131,7 @@ def test_worker_killed_between_tests_is_restarted_quietly(pytester: pytest.Pytes
         def test_after(edge_model):
             assert edge_model(__import__("numpy").ones((1, 16), "float32")).shape == (1, 4)
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-p", "no:randomly")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-p", "no:randomly")
     result.assert_outcomes(passed=3)
 
 
@@ -141,12 +141,12 @@ def test_golden_naming_a_file_outside_its_folder_fails_the_test(pytester: pytest
 def test_cnn(edge_model):
     pass
 """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2)
     meta_path = pytester.path / "golden/tiny_cnn/meta.json"
     meta = json.loads(meta_path.read_text())
     meta["cases"] = ["../../../../etc/passwd"]
     meta_path.write_text(json.dumps(meta))
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*corrupt golden file *meta.json*etc/passwd*"])
 
@@ -170,14 +170,14 @@ def test_an_inputs_callable_of_the_wrong_type_names_the_model_and_many_cases_war
         def test_complex(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-W", "default")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-W", "default")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*model tiny_mlp: inputs=: the callable *<lambda> returned int 42*"])
     result.stdout.fnmatch_lines(["*EdgeManyCases: model tiny_mlp: inputs= gave 101 cases; each is a golden file*"])
     complex_message = "*model tiny_mlp: inputs=: input 'x' holds complex numbers (dtype complex64); a golden holds*"
     result.stdout.fnmatch_lines([complex_message])
     # A check says the same, never "no golden outputs" for a set that could not be recorded.
-    checked = pytester.runpytest_subprocess("-k", "complex")
+    checked = pytester.runpytest_inprocess("-k", "complex")
     checked.assert_outcomes(failed=1)
     checked.stdout.fnmatch_lines([complex_message])
     checked.stdout.no_fnmatch_line("*no golden outputs*")
@@ -215,7 +215,7 @@ def test_absolute(edge_model):
 def test_reference(edge_model):
     pass
 """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(passed=1, errors=5)
     result.stdout.fnmatch_lines(["*test_parent*: model='..' names a folder by '.' or '..', not a model*",
                                  "*test_here*: model='.' names a folder by '.' or '..', not a model*",
