@@ -145,11 +145,13 @@ def lease(request: FarmRequest, settings: FarmSettings, progress: Callable[[str]
     client = LabgridClient(settings.coordinator, env)
     user_token = env.get("LG_TOKEN")
     token: str | None = None
+    allocated: PlaceState | None = None  # ``show`` of the place, where read already: _acquire reads no second
     if user_token:
-        if client.reservation_place(user_token) is None:
+        place = f"+{user_token}"
+        allocated = client.show(place)  # ``-p +TOKEN show`` names the place allocated to the reservation
+        if allocated.name is None:
             raise FarmError(f"LG_TOKEN={user_token}: that reservation has no place allocated at "
                             f"{settings.coordinator}")
-        place = f"+{user_token}"
     elif request.place is None and not request.tags:
         place = env.get("LG_PLACE") or ""
         if not place:
@@ -163,11 +165,11 @@ def lease(request: FarmRequest, settings: FarmSettings, progress: Callable[[str]
             _quietly(client.cancel, token)
             raise FarmError(f"no free {request.describe().removeprefix('a ')} at {settings.coordinator} within "
                             f"{settings.wait_s:g} s (edge_labgrid_wait){_who_holds(client, request)}")
-        place = client.reservation_place(token) or ""
-        progress(f"labgrid: {place} allocated after {time.monotonic() - started:.1f} s")
         place = f"+{token}"
+        allocated = client.show(place)
+        progress(f"labgrid: {allocated.name or ''} allocated after {time.monotonic() - started:.1f} s")
     try:
-        return _acquire(client, place, token, settings, env)
+        return _acquire(client, place, token, settings, env, allocated)
     except (FarmError, ValueError) as exc:
         if token:
             _quietly(client.cancel, token)  # else labgrid holds the allocated place for a minute more
@@ -175,10 +177,11 @@ def lease(request: FarmRequest, settings: FarmSettings, progress: Callable[[str]
 
 
 def _acquire(client: LabgridClient, place: str, token: str | None, settings: FarmSettings,
-             env: dict[str, str]) -> Lease:
+             env: dict[str, str], state: PlaceState | None = None) -> Lease:
     """Acquire ``place`` (a name, or ``+TOKEN``: the place allocated to that reservation) unless this
-    user holds it already, and read its NetworkService."""
-    state = client.show(place)
+    user holds it already, and read its NetworkService. ``state``: its ``show``, where read already
+    (each labgrid-client call is a fresh Python importing grpc: 0.4 s of CPU)."""
+    state = state or client.show(place)
     name = state.name or place
     release_at_end = True
     guard = None

@@ -70,10 +70,6 @@ class LabgridClient:
     def show(self, place: str) -> "PlaceState":
         return PlaceState.parse(self.run("-p", place, "show"))
 
-    def reservation_place(self, token: str) -> str | None:
-        """The place allocated to ``token`` (``labgrid-client -p +TOKEN show`` names it)."""
-        return self.show(f"+{token}").name
-
 
 @dataclass
 class PlaceState:
