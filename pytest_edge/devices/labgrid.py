@@ -157,11 +157,12 @@ def lease(request: FarmRequest, settings: FarmSettings, progress: Callable[[str]
         if not place:
             raise FarmError("labgrid: names no place and no tags, and LG_PLACE is not set")
     else:
-        token = client.reserve(request.filters())
-        progress(f"labgrid: waiting up to {settings.wait_s:g} s for {request.describe()} at {settings.coordinator} "
-                 f"(reservation {token})")
         started = time.monotonic()
-        if not client.wait(token, settings.wait_s):
+        token, allocated_in_time = client.reserve(
+            request.filters(), settings.wait_s,
+            lambda reservation: progress(f"labgrid: waiting up to {settings.wait_s:g} s for {request.describe()} at "
+                                         f"{settings.coordinator} (reservation {reservation})"))
+        if not allocated_in_time:
             _quietly(client.cancel, token)
             raise FarmError(f"no free {request.describe().removeprefix('a ')} at {settings.coordinator} within "
                             f"{settings.wait_s:g} s (edge_labgrid_wait){_who_holds(client, request)}")
