@@ -1,4 +1,9 @@
-"""The plugin as users meet it: pytester runs of markers, options and failure messages."""
+"""The plugin as users meet it: pytester runs of markers, options and failure messages.
+
+The runs are in-process (no interpreter and pytest start each), but where the point is a process:
+what a fresh one imports or rewrites, a backend an entry point of the test's folder registers (the
+registry is read once per process), a warning count (an in-process run adds pytest's own "already
+imported" warning), a verdict on a stored baseline measured in a fresh process."""
 
 from __future__ import annotations
 
@@ -28,26 +33,26 @@ def test_cnn(edge_model):
 
 def test_golden_lifecycle_missing_create_pass_stale_refresh(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(test_cnn=CNN_TEST)
-    missing = pytester.runpytest_subprocess(LIGHT)
+    missing = pytester.runpytest_inprocess(LIGHT)
     missing.assert_outcomes(failed=3)
     missing.stdout.fnmatch_lines(["*no golden outputs for model 'tiny_cnn'*--edge-update-golden*"])
     assert not (pytester.path / "golden").exists(), "nothing may be written without the flag"
 
-    pytester.runpytest_subprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=3)
+    pytester.runpytest_inprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=3)
     meta = json.loads((pytester.path / "golden/tiny_cnn/meta.json").read_text())
     assert meta["reference"]["backend"] == "onnxruntime-cpu"
     assert set(meta["artifacts"]) == {"tiny_cnn.onnx", "tiny_cnn.tflite", "tiny_cnn.pte"}
-    pytester.runpytest_subprocess(LIGHT).assert_outcomes(passed=3)
+    pytester.runpytest_inprocess(LIGHT).assert_outcomes(passed=3)
 
     old = meta["artifacts"]["tiny_cnn.tflite"]
     with open(models / "tiny_cnn.tflite", "ab") as handle:
         handle.write(b"\0" * 16)  # a changed artifact (still loadable)
-    stale = pytester.runpytest_subprocess(LIGHT)
+    stale = pytester.runpytest_inprocess(LIGHT)
     stale.assert_outcomes(passed=1, failed=2)
     stale.stdout.fnmatch_lines([f"*stale*tiny_cnn.tflite has sha256 *, the golden*recorded for sha256 {old}*"])
 
-    pytester.runpytest_subprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=3)
-    pytester.runpytest_subprocess(LIGHT).assert_outcomes(passed=3)
+    pytester.runpytest_inprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=3)
+    pytester.runpytest_inprocess(LIGHT).assert_outcomes(passed=3)
 
 
 def mlp_test(backend: str) -> str:
@@ -70,7 +75,7 @@ def test_exact(edge_model):
 
 def test_exact_tolerance_across_runtimes_reports_worst_element(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(EXACT_TEST)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*litert: output 'y': * of 10 elements differ beyond atol=0, rtol=0; max abs err *, "
@@ -81,7 +86,7 @@ def test_exact_tolerance_across_runtimes_reports_worst_element(pytester: pytest.
 
 def test_suggested_tolerance_really_passes(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(EXACT_TEST)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     line = next(text for text in result.outlines if "would pass with atol=" in text)
     needed = line.split("would pass with atol=")[1].split(" ")[0]
     pytester.makepyfile(f"""
@@ -91,7 +96,7 @@ def test_suggested_tolerance_really_passes(pytester: pytest.Pytester, models: Pa
         def test_exact(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess().assert_outcomes(passed=2)
+    pytester.runpytest_inprocess().assert_outcomes(passed=2)
 
 
 def test_unknown_keyword_is_an_error_of_that_test_alone(pytester: pytest.Pytester, models: Path) -> None:
@@ -106,7 +111,7 @@ def test_unknown_keyword_is_an_error_of_that_test_alone(pytester: pytest.Pyteste
         def test_other():
             pass
     """)
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*test_typo*unknown edge marker keyword(s) 'max_fallbak'*"])
@@ -127,7 +132,7 @@ def test_bad_marker_values_name_the_test_and_keyword(pytester: pytest.Pytester, 
         def test_bad(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([message])
@@ -140,7 +145,7 @@ def test_missing_model_names_where_it_looked(pytester: pytest.Pytester, models: 
         def test_missing(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*test_missing*model 'no_such_model' not found*models/no_such_model*"])
 
@@ -152,11 +157,11 @@ def test_skips_name_the_reason_and_require_turns_them_into_failures(pytester: py
         def test_onnx_only(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1, skipped=3)
-    result = pytester.runpytest_subprocess("-rs")
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1, skipped=3)
+    result = pytester.runpytest_inprocess("-rs")
     result.stdout.fnmatch_lines(["*no .pte artifact for mlp_dynbatch*"])
     result.stdout.fnmatch_lines(["*no .tflite artifact for mlp_dynbatch*"])
-    required = pytester.runpytest_subprocess("--edge-require=executorch")
+    required = pytester.runpytest_inprocess("--edge-require=executorch")
     required.assert_outcomes(passed=1, failed=1, skipped=2)
     required.stdout.fnmatch_lines(["*executorch is required (--edge-require) but unavailable: no .pte artifact*"])
 
@@ -168,12 +173,12 @@ def test_backend_narrowing_by_option_marker_and_ini(pytester: pytest.Pytester, m
         def test_mlp(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-backends=onnxruntime-cpu,litert,litert-ref",
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-backends=onnxruntime-cpu,litert,litert-ref",
                                            "--collect-only", "-q")
     result.stdout.fnmatch_lines(["*test_mlp[[]tiny_mlp-onnxruntime-cpu[]]", "*test_mlp[[]tiny_mlp-litert[]]"])
     assert "litert-ref" not in result.stdout.str()
     pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_backends = litert\n")
-    result = pytester.runpytest_subprocess("--collect-only", "-q")
+    result = pytester.runpytest_inprocess("--collect-only", "-q")
     result.stdout.fnmatch_lines(["*test_mlp[[]tiny_mlp-litert[]]", "1 test collected*"])
 
 
@@ -184,7 +189,7 @@ def test_empty_body_still_checks_golden_and_fixture_is_added(pytester: pytest.Py
         def test_no_fixture():
             pass
     """)
-    result = pytester.runpytest_subprocess("-v")
+    result = pytester.runpytest_inprocess("-v")
     result.stdout.fnmatch_lines(["*test_no_fixture[[]tiny_mlp-onnxruntime-cpu[]] FAILED*",
                                  "*no golden outputs for model 'tiny_mlp'*"])
 
@@ -195,12 +200,12 @@ def test_truncated_artifact_fails_that_test_only(pytester: pytest.Pytester, mode
 def test_mlp(edge_model):
     pass
 """)
-    pytester.runpytest_subprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=6)
+    pytester.runpytest_inprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=6)
     for suffix in (".onnx", ".tflite"):
         data = (models / f"tiny_cnn{suffix}").read_bytes()
         (models / f"tiny_cnn{suffix}").write_bytes(data[: len(data) // 3])
     pytester.makeini("[pytest]\nedge_model_dirs = models\n")
-    result = pytester.runpytest_subprocess(LIGHT, "--edge-update-golden", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess(LIGHT, "--edge-update-golden", "-p", "no:cacheprovider")
     # The golden of tiny_cnn cannot be refreshed from a truncated reference: its tests fail, with the
     # file and backend named; the other model's tests go on and pass.
     result.assert_outcomes(passed=3, failed=3)
@@ -251,7 +256,7 @@ def test_native_crash_fails_one_test_and_the_worker_restarts(pytester: pytest.Py
     """)
     # Spawned workers: the test finds them by their command line (a forked one is the zygote's
     # child and has the zygote's; tests/test_fork.py crashes forked workers).
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-processes=1", "--edge-fork=off")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-processes=1", "--edge-fork=off")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*the litert runtime crashed (signal SIGSEGV) while trying to measure *tiny_mlp.tflite*"])
     # clock bound: the crash must end the measurement instead of the 600 s edge_timeout (its ten
@@ -307,7 +312,7 @@ def test_a_worker_killed_during_a_test_is_restarted_with_a_warning_never_silentl
 @needs_executorch
 def test_report_fields_and_table(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(CNN_TEST)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=out/report.json")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-report=out/report.json")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*pytest-edge conformance*", "model*backend*max |Δ|*coverage*parts*P50 ms*P99 ms*"
                                  "load ms*peak MB*verdict*", "tiny_cnn*executorch*passed*",
@@ -344,13 +349,13 @@ def test_xdist_gives_same_verdicts_and_one_merged_report(pytester: pytest.Pytest
         def test_cnn_strict(edge_model):
             pass
     """)
-    serial = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=serial.json", "--edge-measure")
+    serial = pytester.runpytest_inprocess("--edge-update-golden", "--edge-report=serial.json", "--edge-measure")
     serial.assert_outcomes(passed=8, failed=2)
     # Twice: the second run (without --edge-update-golden) reads what two workers wrote concurrently
     # in the first; it is also the plain `-n 2` run, which a third session only repeated. The second
     # measures (a fresh process a record): its report is the one compared and checked below.
     for flags in (("--edge-update-golden",), ("--edge-measure",)):
-        parallel = pytester.runpytest_subprocess("-n", "2", *flags, "--edge-report=par.json")
+        parallel = pytester.runpytest_inprocess("-n", "2", *flags, "--edge-report=par.json")
         parallel.assert_outcomes(passed=8, failed=2)
     verdicts = lambda name: sorted((r["test"], r["verdict"]) for r in  # noqa: E731
                                    json.loads((pytester.path / name).read_text())["records"])
@@ -374,7 +379,7 @@ def test_fallback_budget_names_operators(pytester: pytest.Pytester, models: Path
         def test_loose(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(passed=3, failed=2)
     result.stdout.fnmatch_lines(
         ["*litert: fallback 16.7% (1 of 6 operators on default CPU kernels) > max_fallback 0.0%; fell back: CUMSUM x1*"])
@@ -390,7 +395,7 @@ def test_predicted_target_coverage(pytester: pytest.Pytester, models: Path) -> N
         def test_coreml(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(failed=1, passed=1)  # litert keeps its runtime figure (16.7 %)
     result.stdout.fnmatch_lines(
         ["*onnxruntime-cpu: fallback 25.0% (predicted) (2 of 8 operators*CumSum x1, Flatten x1*"])
@@ -406,8 +411,8 @@ def test_stateful_tflite_is_reset_before_each_case(pytester: pytest.Pytester, mo
             golden = edge_model.golden
             assert [c.outputs[edge_model.outputs[0].name].tolist() for c in golden.cases] == [[[1.0] * 4], [[2.0] * 4]]
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=2, skipped=2)
-    pytester.runpytest_subprocess().assert_outcomes(passed=2, skipped=2)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=2, skipped=2)
+    pytester.runpytest_inprocess().assert_outcomes(passed=2, skipped=2)
 
 
 def test_user_inputs_with_int_scalar_and_shapes(pytester: pytest.Pytester, models: Path) -> None:
@@ -427,12 +432,12 @@ def test_user_inputs_with_int_scalar_and_shapes(pytester: pytest.Pytester, model
         def test_hw_without_shapes(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "-k", "without_shapes")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "-k", "without_shapes")
     result.assert_outcomes(failed=1, skipped=3)
     result.stdout.fnmatch_lines(["*input 'x' has a dynamic dimension 'height' at axis 2*shapes=*"])
     # Once a golden exists it fixes the shapes, with or without shapes= in the marker.
-    pytester.runpytest_subprocess("--edge-update-golden", "-k", "not without").assert_outcomes(passed=2, skipped=5)
-    pytester.runpytest_subprocess().assert_outcomes(passed=3, skipped=8)
+    pytester.runpytest_inprocess("--edge-update-golden", "-k", "not without").assert_outcomes(passed=2, skipped=5)
+    pytester.runpytest_inprocess().assert_outcomes(passed=3, skipped=8)
 
 
 @pytest.mark.timing
@@ -449,7 +454,7 @@ def test_latency_and_memory_budgets_below_and_above(pytester: pytest.Pytester, m
         def test_impossible(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=report.json")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-report=report.json")
     result.assert_outcomes(passed=2, failed=2)
     # The record keeps what each budget found, typed: the keyword, the figure, its value and budget.
     records = {(r["test"].split("[")[0].split("::")[-1], r["backend"]): r
@@ -499,7 +504,7 @@ def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> No
     can call it interference or a slower machine: it fails without --edge-strict-timing."""
     calibrated_chain().write(models / "chain.onnx")
     pytester.makepyfile(CHAIN_TEST)
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=base.json")
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-measure", "--edge-report=base.json")
     base = json.loads((pytester.path / "base.json").read_text())
     assert len(base["records"][0]["processes"]) == 1  # edge_processes = 1 in this project
     # clock bound: the staging means something here: the chain was grown on this machine to a P50 of
@@ -512,7 +517,7 @@ def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> No
     # Three processes a measurement: against a one-process baseline the test's spread comes from
     # these, and with one process a measurement (two after the re-measure, one degree of freedom)
     # a 100x regression once went undetected in CI when the two processes' P50s lay 3x apart.
-    result = pytester.runpytest_subprocess("--edge-baseline=fast.json", "--edge-max-regression=10%",
+    result = pytester.runpytest_inprocess("--edge-baseline=fast.json", "--edge-max-regression=10%",
                                            "--edge-processes=3")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: P50 latency * ms (geometric mean of 6 process P50s; pooled over the runs, as in "
@@ -523,7 +528,7 @@ def test_baseline_regression_gate(pytester: pytest.Pytester, models: Path) -> No
     slow = _scaled(base, 1000)
     slow["records"][0]["peak_memory_mb"] = 1e6
     (pytester.path / "slow.json").write_text(json.dumps(slow))
-    pytester.runpytest_subprocess("--edge-baseline=slow.json").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-baseline=slow.json").assert_outcomes(passed=1)
 
 
 @pytest.mark.timing
@@ -574,10 +579,10 @@ def test_other_processes_spinning_mark_the_timing_under_load(pytester: pytest.Py
     import sys
 
     pytester.makepyfile(mlp_test("onnxruntime-cpu"))
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
-        pytester.runpytest_subprocess("--edge-measure", "--edge-report=r.json", "--edge-min-time=0.3s")
+        pytester.runpytest_inprocess("--edge-measure", "--edge-report=r.json", "--edge-min-time=0.3s")
     finally:
         for spinner in spinners:
             spinner.kill()
@@ -604,7 +609,7 @@ def test_ab_mode_catches_a_slower_model_and_passes_an_unchanged_one(pytester: py
     gate = ("--edge-baseline-models=main", "--edge-processes=3", "--edge-min-time=0.1s", "--edge-report=r.json")
     for folder, outcome in (("same", "passed"), ("slow", "failed")):
         pytester.makeini(f"[pytest]\nedge_model_dirs = {folder}\nedge_golden_dir = golden_{folder}\n")
-        result = pytester.runpytest_subprocess(*gate, "--edge-update-golden")  # the golden in the same session
+        result = pytester.runpytest_inprocess(*gate, "--edge-update-golden")  # the golden in the same session
         result.assert_outcomes(**{outcome: 1})
         record = json.loads((pytester.path / "r.json").read_text())["records"][0]
         check = record["baseline_check"]
@@ -623,7 +628,7 @@ def test_ab_mode_catches_a_slower_model_and_passes_an_unchanged_one(pytester: py
 
 def test_junit_properties(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(mlp_test("litert"))
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--junitxml=junit.xml")
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-measure", "--junitxml=junit.xml")
     xml = (pytester.path / "junit.xml").read_text()
     for name in ("edge_backend", "edge_p50_ms", "edge_peak_memory_mb", "edge_fallback", "edge_load_ms"):
         assert f'name="{name}"' in xml
@@ -638,15 +643,15 @@ def test_isolation_none_runs_in_process(pytester: pytest.Pytester, models: Path)
             edge_model.inputs
             assert request.config.stash[SESSION_KEY].pool.workers["onnxruntime-cpu"].call("ping") == os.getpid()
     """)
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-isolation=none").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-isolation=none").assert_outcomes(passed=1)
 
 
 def test_corrupt_golden_names_the_file(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(CNN_TEST)
-    pytester.runpytest_subprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=3)
+    pytester.runpytest_inprocess(LIGHT, "--edge-update-golden").assert_outcomes(passed=3)
     (case,) = (pytester.path / "golden/tiny_cnn").glob("case_000-*.npz")
     case.write_bytes(case.read_bytes()[:40])
-    result = pytester.runpytest_subprocess(LIGHT)
+    result = pytester.runpytest_inprocess(LIGHT)
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines([f"*corrupt golden file {case}*--edge-update-golden*"])
 
@@ -660,7 +665,7 @@ def test_edge_benchmark_fills_pytest_benchmark_table(pytester: pytest.Pytester, 
             result = edge_benchmark(edge_model, runs=30, warmup=2)
             assert len(result["samples_ns"]) == 30
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--benchmark-json=bench.json")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--benchmark-json=bench.json")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*benchmark: 2 tests*", "*test_speed[[]tiny_mlp-litert[]]*"])
     bench = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
@@ -688,13 +693,13 @@ def test_third_party_onnx_with_int64_scalar_input(pytester: pytest.Pytester, mod
             assert edge_model.golden.cases[0].inputs["k"].dtype == np.int64
             assert edge_model.run({"x": np.ones((2, 4)), "k": np.int64(2)})["y"].tolist() == [[2.0] * 4] * 2
     """)
-    pytester.runpytest_subprocess("--edge-update-golden").assert_outcomes(passed=1, skipped=3)
-    pytester.runpytest_subprocess().assert_outcomes(passed=1, skipped=3)
+    pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1, skipped=3)
+    pytester.runpytest_inprocess().assert_outcomes(passed=1, skipped=3)
 
 
 def test_misspelt_backend_option_is_a_usage_error(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile("def test_nothing(): pass")
-    result = pytester.runpytest_subprocess("--edge-backends=onnxruntime-cpu,litrt")
+    result = pytester.runpytest_inprocess("--edge-backends=onnxruntime-cpu,litrt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*pytest-edge: unknown backend 'litrt'; known: onnxruntime-cpu, litert-ref, executorch, litert*"])
 
@@ -708,7 +713,7 @@ def test_memory_budget_just_below_and_above_the_measured_peak_on_every_backend(
         def test_cnn(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-measure", "--edge-report=m.json")
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-measure", "--edge-report=m.json")
     # Every backend installed here that runs tiny_cnn (OpenVINO, ncnn, MNN too where installed).
     peaks = {r["backend"]: r["peak_memory_mb"] for r in json.loads((pytester.path / "m.json").read_text())["records"]
              if r["verdict"] == "passed"}
@@ -720,7 +725,7 @@ def test_memory_budget_just_below_and_above_the_measured_peak_on_every_backend(
             tests.append(f"@pytest.mark.edge(model='tiny_cnn', atol=1e-4, rtol=1e-3, backends=['{backend}'], "
                          f"peak_memory_mb={peak * factor!r})\ndef test_{label}_{name}(edge_model):\n    pass\n")
     pytester.makepyfile(test_budgets="\n".join(tests))
-    result = pytester.runpytest_subprocess("test_budgets.py", "-v")
+    result = pytester.runpytest_inprocess("test_budgets.py", "-v")
     for backend in peaks:
         name = backend.replace("-", "_")
         result.stdout.fnmatch_lines([f"*test_below_{name}*FAILED*"], consecutive=False)
@@ -735,7 +740,7 @@ def test_failing_body_keeps_its_row_in_table_and_report(pytester: pytest.Pyteste
         def test_body_fails(edge_model):
             assert edge_model.inputs[0].shape == (2, 16), "wrong shape"
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-report=r.json")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-report=r.json")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AssertionError: wrong shape*", "tiny_mlp*onnxruntime-cpu*failed*"])
     (record,) = json.loads((pytester.path / "r.json").read_text())["records"]
@@ -751,7 +756,7 @@ def test_signature_mismatch_names_artifact_backend_and_golden(pytester: pytest.P
         def test_odd(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*signature mismatch: *odd.tflite on litert does not match the golden signature "
                                  "recorded in *golden/odd/meta.json (from onnxruntime-cpu): "
@@ -774,7 +779,7 @@ def test_nan_outputs_are_a_clear_error(pytester: pytest.Pytester, models: Path) 
         def test_log(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*onnxruntime-cpu: output 'y' of *log.onnx has 4 NaN and 0 Inf values*"])
     assert not (pytester.path / "golden/log").exists(), "no golden may be written from NaN outputs"
@@ -796,7 +801,7 @@ def test_triage_runs_the_same_artifact_without_its_delegate(pytester: pytest.Pyt
         def test_kernels(edge_model):
             pass
     """)
-    result = pytester.runpytest_subprocess("--edge-update-golden")
+    result = pytester.runpytest_inprocess("--edge-update-golden")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([
         "*triage: litert-ref on the same quantized.tflite also differs from the golden (y): the artifact itself "
@@ -809,7 +814,7 @@ def test_triage_runs_the_same_artifact_without_its_delegate(pytester: pytest.Pyt
         result.stdout.fnmatch_lines(["*first divergence: tensor *, the output of CONV_2D (node 1) on XNNPACK "
                                      "(max |Δ| * against litert-ref)*"])
         # A golden recorded by the delegate-free sibling itself: the operator is named too.
-        sibling = pytester.runpytest_subprocess("--edge-update-golden", "--edge-reference-backend=litert-ref",
+        sibling = pytester.runpytest_inprocess("--edge-update-golden", "--edge-reference-backend=litert-ref",
                                                 "-k", "test_kernels")
         sibling.stdout.fnmatch_lines([
             "*triage: the golden comes from litert-ref on the same artifact: the litert delegate's kernels "
@@ -841,7 +846,7 @@ def test_reference_backend_and_golden_dir_options(pytester: pytest.Pytester, mod
         def test_mlp(edge_model):
             pass
     """)
-    pytester.runpytest_subprocess("--edge-update-golden", "--edge-reference-backend=litert-ref",
+    pytester.runpytest_inprocess("--edge-update-golden", "--edge-reference-backend=litert-ref",
                                   "--edge-golden-dir=refs/golden").assert_outcomes(passed=2)
     meta = json.loads((pytester.path / "refs/golden/tiny_mlp/meta.json").read_text())
     assert meta["reference"]["backend"] == "litert-ref" and meta["reference"]["artifact"] == "tiny_mlp.tflite"
@@ -850,7 +855,7 @@ def test_reference_backend_and_golden_dir_options(pytester: pytest.Pytester, mod
     pytester.makeini("[pytest]\nedge_model_dirs = models\nedge_golden_dir = refs/golden\n"
                      "edge_reference_backend = litert-ref\nedge_runs = 7\nedge_warmup = 2\nedge_measure = true\n"
                      "edge_processes = 2\nedge_min_time = 0\n")
-    pytester.runpytest_subprocess("--edge-report=r.json").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("--edge-report=r.json").assert_outcomes(passed=2)
     records = json.loads((pytester.path / "r.json").read_text())["records"]
     # 7 runs in each of 2 fresh processes, pooled
     assert {(r["measured_runs"], r["warmup_runs"]) for r in records} == {(14, 2)}
@@ -860,9 +865,9 @@ def test_reference_backend_and_golden_dir_options(pytester: pytest.Pytester, mod
 
 def test_fixture_without_marker_and_bad_isolation_are_usage_errors(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile("def test_unmarked(edge_model):\n    pass\n")
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.stdout.fnmatch_lines(["*test_unmarked: edge_model needs @pytest.mark.edge(model=...)*"])
-    result = pytester.runpytest_subprocess("--edge-isolation=thread")
+    result = pytester.runpytest_inprocess("--edge-isolation=thread")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--edge-isolation: 'thread' is not 'process' or 'none'*"])
 
@@ -904,6 +909,6 @@ def test_the_package_is_not_assertion_rewritten(pytester: pytest.Pytester, monke
 
 def test_misspelt_reference_backend_fails_with_its_name(pytester: pytest.Pytester, models: Path) -> None:
     pytester.makepyfile(mlp_test("onnxruntime-cpu"))
-    result = pytester.runpytest_subprocess("--edge-update-golden", "--edge-reference-backend=onnxruntime-cpux")
+    result = pytester.runpytest_inprocess("--edge-update-golden", "--edge-reference-backend=onnxruntime-cpux")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*edge_reference_backend: unknown backend 'onnxruntime-cpux'*"])
