@@ -148,9 +148,12 @@ def generation_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
         if not llm.get("ttft_ms"):
             continue
         context = llm.get("context") or {}
-        longest = f", longest stable context {context.get('longest_stable')}" if context else ""
+        longest = f", longest stable context {_shown(context.get('longest_stable'), 'd')}" if context else ""
         decode = (f"{llm['decode_tokens_per_s']:.0f} ± {llm.get('decode_tokens_per_s_sd') or 0:.0f}"
                   if llm.get("decode_tokens_per_s") is not None else "—")
+        # No TPOT sample (one new token) is a null P50: a dash, not a TypeError losing the summary.
+        tpot = (llm.get("tpot_ms") or {}).get("p50")
+        tpot = f"{tpot:.3f} ms" if _number(tpot) else _shown(None, "")
         lines.append(f"{record['test']}: TTFT P50 {llm['ttft_ms']['p50']:.3f} ms ({llm['prompt_tokens']} tokens), "
-                     f"TPOT P50 {llm['tpot_ms']['p50']:.3f} ms, decode {decode} tokens/s{longest}")
+                     f"TPOT P50 {tpot}, decode {decode} tokens/s{longest}")
     return lines
