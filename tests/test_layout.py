@@ -1,5 +1,6 @@
-"""Tests a newcomer can find (issue 48): every module of ``pytest_edge/run/`` and
-``pytest_edge/judging/`` (``__init__`` aside) is imported directly by at least one test file
+"""Tests a newcomer can find (issue 48): every module of the layers ``pytest_edge/run/``,
+``pytest_edge/judging/`` and ``pytest_edge/report/`` (``__init__`` aside) is imported directly by at
+least one test file
 (``tests/test_*.py``), so whoever changes a module finds its tests by grepping its name. Imports are
 read with ``ast`` at any depth (a test's function-level import counts), in the three forms
 ``from pytest_edge.run.X import ...``, ``import pytest_edge.run.X`` and ``from pytest_edge.run import X``;
@@ -11,7 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("pytest_edge.run", "pytest_edge.judging")
+PACKAGES = ("pytest_edge.run", "pytest_edge.judging", "pytest_edge.report")
 
 
 def modules_of(package: str) -> set[str]:
@@ -44,8 +45,8 @@ def test_the_reader_finds_each_form_of_import_and_only_those() -> None:
     assert found == {"pytest_edge.run.kinds", "pytest_edge.judging.gate", "pytest_edge.run.pipeline"}
 
 
-def test_every_run_and_judging_module_is_imported_by_a_test_file() -> None:
-    """Each module of run/ and judging/ has a test file that imports it directly."""
+def test_every_module_of_the_covered_layers_is_imported_by_a_test_file() -> None:
+    """Each module of run/, judging/ and report/ has a test file that imports it directly."""
     wanted = set().union(*(modules_of(package) for package in PACKAGES))
     assert len(wanted) > 10, wanted  # the folders were found
     imported: set[str] = set()
