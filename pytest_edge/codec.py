@@ -135,11 +135,15 @@ def to_json(obj: Any) -> Any:
 Reader = Callable[[Any], Any]  # raises _Invalid
 
 
-def from_json(cls: type[T], data: Any, where: str, *, error: type[Exception] = ValueError) -> T:
+def from_json(cls: type[T], data: Any, where: str, *, error: type[Exception] = ValueError,
+              given: Mapping[str, Any] | None = None) -> T:
     """``data`` (decoded JSON) read as ``cls``, a dataclass or any type :func:`reader` knows;
     ``error`` (ValueError unless the boundary has its own) naming ``where`` and the field's path
-    for anything that does not fit."""
+    for anything that does not fit. ``given``: the values of a dataclass's fields the JSON does not
+    hold (``skip`` ones: a reply's request, a block the report keeps elsewhere)."""
     try:
+        if given is not None:
+            return _plan(cls).decode(data, given)
         return reader(cls)(data)
     except _Invalid as exc:
         raise error(f"{where}: {exc.path}: {exc.message}" if exc.path else f"{where}: {exc.message}") from None
@@ -418,7 +422,7 @@ class _Plan:
             found.update(to_json(getattr(obj, self.rest)))
         return found
 
-    def decode(self, data: Any) -> Any:
+    def decode(self, data: Any, given: Mapping[str, Any] | None = None) -> Any:
         if type(data) is not dict and not isinstance(data, Mapping):
             missing = f"no {', '.join(self.required)}: " if self.required else ""
             raise _Invalid("", f"{missing}expected an object, got {_shown(data)}")
@@ -435,6 +439,8 @@ class _Plan:
                 raise _Invalid(_join(f.key, exc.path), exc.message) from None
         if self.rest is not None:
             values[self.rest] = {k: v for k, v in data.items() if k not in self.known}
+        if given:
+            values.update(given)
         return self.cls(**values)
 
 
