@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from edge_helpers import FIXTURES
 
+from pytest_edge import codec
 from pytest_edge.backends import compile_targets, get_backend, tensor_backends
 from pytest_edge.backends.ethos_u.backend import DEFAULTS
 from pytest_edge.core.record import COMPILE_ONLY, Record
@@ -448,7 +449,7 @@ def test_the_gate_fails_npu_memory_grown_against_the_baseline() -> None:
         compiled = get_backend(target).compiler.compile(next(p for p in (FIXTURES / f"{model}.tflite",
                                                                 FIXTURES / "npu" / f"{model}.tflite") if p.is_file()),
                                                {}, 300)
-        return {"backend": target, "coverage": compiled.coverage.to_json(), "npu": compiled.to_json()}
+        return {"backend": target, "coverage": codec.to_json(compiled.coverage), "npu": compiled.to_json()}
 
     small, big = record("quant_probe_int8", "ethos-u55-128"), record("kws_dscnn_int8", "ethos-u55-128")
     small_figures, big_figures = GateFigures.from_json(small), GateFigures.from_json(big)

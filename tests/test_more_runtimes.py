@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_edge import codec
 from pytest_edge.backends import InputShapes, all_backends, get_backend
 from pytest_edge.errors import BackendError, DoesNotConvert
 from pytest_edge.core.models import resolve_model
@@ -230,7 +231,7 @@ def test_ncnn_names_what_is_missing(tmp_path: Path) -> None:
     param.write_text(param.read_text().replace(" 0=16\n", "\n", 1))
     with pytest.raises(BackendError, match=r"does not give the shape of input 'in0'.*tiny_mlp.pnnx.param.*shapes="):
         server.op_load("b", str(param), 1, {})
-    info = server.op_load("c", str(param), 1, InputShapes(requested={"in0": (1, 16)}).to_json())
+    info = server.op_load("c", str(param), 1, codec.to_json(InputShapes(requested={"in0": (1, 16)})))
     assert info["outputs"][0]["shape"] == [1, 4]
     # A short line or garbage: the line named, not an IndexError.
     good = param.read_text()
@@ -244,7 +245,7 @@ def test_ncnn_names_what_is_missing(tmp_path: Path) -> None:
     # A declared input no machine could hold: refused before ncnn or NumPy allocates it.
     with pytest.raises(BackendError, match=r"input 'in0' \(marker shapes=\): shape \[1, 3, 20000, 20000\] is "
                                            r"1,200,000,000 elements, more than"):
-        server.op_load("g", str(param), 1, InputShapes(requested={"in0": (1, 3, 20000, 20000)}).to_json())
+        server.op_load("g", str(param), 1, codec.to_json(InputShapes(requested={"in0": (1, 3, 20000, 20000)})))
     param.write_text(param.read_text().replace("InnerProduct", "NoSuchLayer", 1))
     # What ncnn printed on stderr, quoted: the layer it does not have.
     with pytest.raises(DoesNotConvert, match=r"ncnn: ncnn has no layer NoSuchLayer in .*tiny_mlp.ncnn.param .*"
@@ -543,7 +544,7 @@ def test_input_shapes_map_the_golden_names_by_position_where_the_artifact_names_
     # A count that differs matches nothing by position (the signature check says what differs).
     assert InputShapes(golden=(("x", (1,)),), beside=((1,), (2,))).resolve(["a"], [None]) == ([(1,)], {"a": "the golden"})
     assert InputShapes(requested={"x": (2,)}, golden=(("x", (1,)), ("y", (1,)))).for_inputs(["a"]) == {"x": (2,)}
-    assert InputShapes.from_json(shapes.to_json()) == shapes
+    assert codec.from_json(InputShapes, codec.to_json(shapes), "x") == shapes
 
 
 def test_a_borrowed_artifact_that_does_not_convert_is_reported_and_fails_only_where_targeted(

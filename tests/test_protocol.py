@@ -49,7 +49,9 @@ def test_replies_keep_int_keys_nan_and_nesting() -> None:
 
 
 def test_typed_replies_round_trip_over_the_codec_and_a_malformed_one_is_a_protocol_error() -> None:
-    """Each request's reply, as Generation is Generate's: to_reply crosses the codec, from_reply types it."""
+    """Each request's reply, as Generation is Generate's: codec.to_json crosses the frame codec,
+    reply_as types it; a missing or mistyped field is a ProtocolError naming the request and the field."""
+    from pytest_edge import codec
     from pytest_edge.backends import Coverage, TensorSpec
 
     loaded = protocol.Loaded([TensorSpec("x", (1, "n"), "float32")], [TensorSpec("y", (1, 4), "float32")],
@@ -59,10 +61,15 @@ def test_typed_replies_round_trip_over_the_codec_and_a_malformed_one_is_a_protoc
                protocol.DecoderLoaded(2.0, {"name": "rt"}),
                protocol.GenerationTimes([0.1], [0.01, 0.02], [0.03], [0.13], 1, 12.5, None, 3.0, [None]),
                protocol.ContextMemory(None, 4.0)]
-    for reply in replies:
-        assert type(reply).from_reply(decode(encode(protocol.ok(reply.to_reply())))["value"]) == reply
-    logits = protocol.TeacherForcedLogits.from_reply(decode(encode(protocol.ok(
-        protocol.TeacherForcedLogits(np.ones((2, 5), np.float64)).to_reply())))["value"]).logits
+    for reply, op in zip(replies, ["load", "load", "load", "measure_generation", "probe_context"]):
+        assert protocol.reply_as(type(reply), op, decode(encode(protocol.ok(codec.to_json(reply))))["value"]) == reply
+    # The reply's keys and order as protocol 6 has always sent them (a device's worker may be older or newer).
+    assert list(codec.to_json(loaded)) == ["inputs", "outputs", "runtime", "coverage", "load_ms", "precision",
+                                           "shape_sources", "threads_applied", "arena"]
+    assert codec.to_json(loaded)["coverage"]["fallback"] == round(1 / 3, 6)
+    assert codec.to_json(loaded)["inputs"] == [{"name": "x", "shape": [1, "n"], "dtype": "float32"}]
+    logits = protocol.reply_as(protocol.TeacherForcedLogits, "teacher_force", decode(encode(protocol.ok(codec.to_json(
+        protocol.TeacherForcedLogits(np.ones((2, 5), np.float64))))))["value"]).logits
     assert logits.dtype == np.float32 and logits.shape == (2, 5)
     timed = ProcessTiming(0.5, {"p50": 1.0, "p99": 2.0, "min": 0.9}, 1.01, None, 2, 3, 4.0, 3.5, 0.1,
                           np.array([10, 20, 30], np.int64), 96.0, None, True, "forked", load_ms=7.0)
@@ -72,9 +79,16 @@ def test_typed_replies_round_trip_over_the_codec_and_a_malformed_one_is_a_protoc
     with pytest.raises(BackendError, match="malformed reply to measure: no samples_ns"):
         ProcessTiming.from_reply({k: v for k, v in timed.to_reply().items() if k != "samples_ns"})
     with pytest.raises(ProtocolError, match="malformed reply to load: no coverage, load_ms"):
-        protocol.Loaded.from_reply({"inputs": [], "outputs": [], "runtime": {}, "precision": "x", "threads_applied": 1})
+        protocol.reply_as(protocol.Loaded, "load", {"inputs": [], "outputs": [], "runtime": {}, "precision": "x",
+                                                    "threads_applied": 1})
     with pytest.raises(ProtocolError, match="malformed reply to probe_context: no peak_memory_mb"):
-        protocol.ContextMemory.from_reply([1, 2])
+        protocol.reply_as(protocol.ContextMemory, "probe_context", [1, 2])
+    with pytest.raises(ProtocolError, match=r"malformed reply to load: inputs\[0\]\.shape: expected a list, got 3"):
+        protocol.reply_as(protocol.Loaded, "load", {**codec.to_json(loaded), "inputs": [{"name": "x", "shape": 3,
+                                                                                          "dtype": "f"}]})
+    with pytest.raises(ProtocolError, match="malformed reply to load: coverage.total_ops: expected an integer, got 'x'"):
+        protocol.reply_as(protocol.Loaded, "load", {**codec.to_json(loaded), "coverage": {
+            **codec.to_json(loaded.coverage), "total_ops": "x"}})
 
 
 def test_typed_requests_reject_unknown_ops_and_fields() -> None:
@@ -163,7 +177,7 @@ def test_a_real_worker_speaks_it() -> None:
     try:
         assert worker.request(protocol.Ping()) not in (None, os.getpid())
         model = FIXTURES / "tiny_mlp.onnx"
-        loaded = protocol.Loaded.from_reply(worker.request(Load("m", str(model), 1, {}), artifact=str(model)))
+        loaded = protocol.reply_as(protocol.Loaded, "load", worker.request(Load("m", str(model), 1, {}), artifact=str(model)))
         assert loaded.inputs[0].name and loaded.coverage is not None and loaded.load_ms > 0
         with pytest.raises(Exception, match="failed to run.*KeyError"):
             worker.request(Run("never-loaded", [np.zeros(3, np.float32)]))

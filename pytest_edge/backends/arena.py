@@ -6,7 +6,16 @@ the ``max_arena_kb`` budget judge it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
+
+from .. import codec
+
+
+def _bytes(value: Any) -> int:
+    """A count of bytes: a whole number, not negative."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a whole number of bytes, got {value!r:.40}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -17,9 +26,9 @@ class TensorArena:
     variables). ``allocations``: the runtime's own breakdown of the tail, by what it holds;
     ``flash_bytes``: the model itself, which the runtime reads in place (flash on the device)."""
 
-    total_bytes: int
-    head_bytes: int
-    tail_bytes: int
+    total_bytes: int = codec.json_field(decode=_bytes)
+    head_bytes: int = codec.json_field(decode=_bytes)
+    tail_bytes: int = codec.json_field(decode=_bytes)
     reported_by: str  # who said so, e.g. "tflite-micro 0.dev2026 (RecordingMicroAllocator)"
     allocations: dict[str, int] = field(default_factory=dict)
     flash_bytes: int | None = None
@@ -28,21 +37,14 @@ class TensorArena:
     def total_kib(self) -> float:
         return self.total_bytes / 1024
 
+    # The record's ``arena`` block is codec.to_json(arena); Record.from_json reads it here.
     def to_json(self) -> dict[str, Any]:
-        """The record's ``arena`` block."""
-        return {"total_bytes": self.total_bytes, "head_bytes": self.head_bytes, "tail_bytes": self.tail_bytes,
-                "reported_by": self.reported_by, "allocations": dict(self.allocations),
-                "flash_bytes": self.flash_bytes}
+        return codec.to_json(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "TensorArena | None":
-        """From :meth:`to_json` (a worker's reply, a stored report: untrusted); None where a figure
-        is missing or not a whole number of bytes."""
-        figures = [data.get(key) for key in ("total_bytes", "head_bytes", "tail_bytes")]
-        if not all(isinstance(value, int) and not isinstance(value, bool) and value >= 0 for value in figures):
+    def from_json(cls, data: Any) -> "TensorArena | None":
+        """A stored report's block (untrusted); None where it is not one (the record keeps it as it was)."""
+        try:
+            return codec.from_json(cls, data, "a report's arena block")
+        except ValueError:
             return None
-        allocations = data.get("allocations")
-        flash = data.get("flash_bytes")
-        return cls(*figures, str(data.get("reported_by") or ""),  # type: ignore[arg-type]
-                   {str(k): v for k, v in allocations.items() if isinstance(v, int)} if isinstance(allocations, Mapping)
-                   else {}, flash if isinstance(flash, int) and not isinstance(flash, bool) else None)

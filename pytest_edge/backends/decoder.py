@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .. import codec
 from ..errors import BackendError
 
 
@@ -97,25 +98,21 @@ def not_a_decoder(path: Path, backend: str, expected: str, found: str) -> Backen
                         f"{expected}; found {found}")
 
 
+def _logits(value: Any) -> np.ndarray | None:
+    return None if value is None else np.asarray(value, np.float32)
+
+
 @dataclass
 class Generation:
-    prompt: list[int]
+    """Generate's value; the worker's reply is ``codec.to_json(generation)``, read back with
+    ``codec.from_json(Generation, reply, ..., given={"prompt": prompt})``: the prompt is the request's."""
+
+    prompt: list[int] = codec.json_field(skip=True)
     tokens: list[int]  # the new tokens, greedy
-    first_logits: np.ndarray | None  # the logits the first new token was chosen from; None: not exposed
+    # the logits the first new token was chosen from; None: not exposed
+    first_logits: np.ndarray | None = codec.json_field(decode=_logits)
     prefill_s: float  # prompt in, first token out (TTFT)
     step_s: list[float] = field(default_factory=list)  # each later token (TPOT samples)
-
-    def to_reply(self) -> dict:
-        """What a worker sends back for Generate (the prompt is the request's)."""
-        return {"tokens": self.tokens, "first_logits": self.first_logits, "prefill_s": self.prefill_s,
-                "step_s": self.step_s}
-
-    @classmethod
-    def from_reply(cls, prompt: Sequence[int], reply: dict) -> "Generation":
-        logits = reply["first_logits"]
-        return cls(list(prompt), [int(t) for t in reply["tokens"]],
-                   None if logits is None else np.asarray(logits, np.float32),
-                   float(reply["prefill_s"]), [float(t) for t in reply["step_s"]])
 
 
 def generate(decoder: Decoder, prompt: Sequence[int], new_tokens: int,

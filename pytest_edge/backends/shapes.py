@@ -5,7 +5,7 @@ tensor names map to an artifact's (by name, else by position)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 Shape = tuple[int, ...]
 
@@ -38,7 +38,7 @@ class InputShapes:
     """The input shapes a load asks for, by the golden's names: the marker's ``shapes=``
     (``requested``), the golden's own inputs (name and concrete shape, in order; empty when no golden
     is known yet) and what a converter wrote beside the artifact (``beside``, by position, with the
-    file it came from). A backend takes them by its own input names (:meth:`for_inputs`); one whose
+    file it came from); a Load carries ``codec.to_json(shapes)``. A backend takes them by its own input names (:meth:`for_inputs`); one whose
     format may not carry shapes (an ncnn ``.param``) fills the gaps in that order (:meth:`resolve`)."""
 
     requested: dict[str, Shape] = field(default_factory=dict)
@@ -74,11 +74,6 @@ class InputShapes:
                 shapes.append(None)
         return shapes, sources
 
-    def to_json(self) -> dict[str, Any]:
-        return {"requested": {k: list(v) for k, v in self.requested.items()},
-                "golden": [[n, list(s)] for n, s in self.golden],
-                "beside": [list(s) for s in self.beside], "beside_source": self.beside_source}
-
     @classmethod
     def of(cls, shapes: "InputShapes | Mapping[str, Sequence[int]] | None") -> "InputShapes":
         """``Backend.load(shapes=...)`` as a caller outside a session gives it too: a plain
@@ -86,13 +81,6 @@ class InputShapes:
         if isinstance(shapes, InputShapes):
             return shapes
         return cls(requested={str(k): tuple(int(d) for d in v) for k, v in (shapes or {}).items()})
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "InputShapes":
-        return cls(requested={k: tuple(v) for k, v in data.get("requested", {}).items()},
-                   golden=tuple((n, tuple(s)) for n, s in data.get("golden", [])),
-                   beside=tuple(tuple(s) for s in data.get("beside", [])),
-                   beside_source=data.get("beside_source", ""))
 
 
 # The largest input pytest-edge allocates (2**28 elements: 1 GiB of float32, a 3 x 9459 x 9459 image):

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from .. import codec
 from ..errors import BackendError
 from .speech_features import FeatureConfig
 
@@ -45,18 +46,6 @@ class SpeechConfig:
     def prompt(self) -> list[int]:
         """The decoder's forced start: start-of-transcript, then the forced tokens."""
         return [self.decoder_start_token_id, *self.forced]
-
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "features": asdict(self.features)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "SpeechConfig":
-        """What :meth:`to_json` wrote (a worker's reply)."""
-        tokens = ("forced", "suppress_tokens", "begin_suppress_tokens")
-        return cls(**{key: tuple(int(t) for t in data[key]) if key in tokens else int(data[key])
-                      for key in ("vocab_size", "num_mel_bins", "decoder_start_token_id", "eos_token_id",
-                                  "max_target_positions", *tokens)},
-                   features=FeatureConfig.from_json(data["features"]))
 
     @classmethod
     def opened_by(cls, folder: Path, backend: str) -> "SpeechConfig":
@@ -130,20 +119,14 @@ class RuntimeTimers:
     sample_ms: float
     total_ms: float
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "RuntimeTimers":
-        return cls(str(data["source"]), *(float(data[k]) for k in ("mel_ms", "encode_ms", "decode_ms", "sample_ms",
-                                                                  "total_ms")))
-
 
 @dataclass(frozen=True)
 class Transcription:
     """One greedy transcription: the new tokens (the forced start not included; end-of-text ends
-    it and is not kept) and each stage's time, measured around the runtime's own calls."""
-    tokens: list[int]
+    it and is not kept) and each stage's time, measured around the runtime's own calls. Transcribe's
+    reply is ``codec.to_json(transcription)``."""
+    # a runtime's ids may be NumPy integers: the reply's are Python's
+    tokens: list[int] = codec.json_field(encode=lambda tokens: [int(t) for t in tokens])
     ended: bool  # end-of-text was generated
     audio_s: float  # the audio's duration
     features_ms: float
@@ -161,23 +144,6 @@ class Transcription:
     # Peak resident memory over the RSS before the recognizer opened (its open or this run, the
     # higher), set by the worker; None where the high-water mark cannot be reset, or in-process.
     peak_memory_mb: float | None = None
-
-    def to_reply(self) -> dict[str, Any]:
-        """As a worker sends it (Transcribe's reply)."""
-        return {**{key: value for key, value in asdict(self).items() if key != "runtime_timers"},
-                "tokens": [int(t) for t in self.tokens],
-                "runtime_timers": self.runtime_timers.to_json() if self.runtime_timers else None}
-
-    @classmethod
-    def from_reply(cls, reply: Mapping[str, Any]) -> "Transcription":
-        timers = reply.get("runtime_timers")
-        first, encoder = reply.get("first_token_ms"), reply.get("encoder_ms")
-        peak = reply.get("peak_memory_mb")
-        return cls([int(t) for t in reply["tokens"]], bool(reply["ended"]), float(reply["audio_s"]),
-                   float(reply["features_ms"]), None if encoder is None else float(encoder),
-                   None if first is None else float(first),
-                   float(reply["decode_s"]), float(reply["total_ms"]),
-                   RuntimeTimers.from_json(timers) if timers else None, None if peak is None else float(peak))
 
     @property
     def real_time_factor(self) -> float:

@@ -16,7 +16,6 @@ import json
 import wave
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
 
 import numpy as np
 
@@ -41,11 +40,6 @@ class FeatureConfig:
     @property
     def frames(self) -> int:
         return self.n_samples // self.hop_length
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "FeatureConfig":
-        return cls(**{name: int(data[name]) for name in ("feature_size", "sampling_rate", "n_fft", "hop_length",
-                                                         "chunk_length")})
 
     @classmethod
     def read(cls, path: Path) -> "FeatureConfig":

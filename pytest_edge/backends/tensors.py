@@ -5,8 +5,9 @@ imports the interface back."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
+
+from .. import codec
 
 Dim = int | str | None  # a fixed size, a symbolic name, or unknown
 
@@ -23,14 +24,9 @@ class TensorSpec:
     def is_dynamic(self) -> bool:
         return any(not isinstance(d, int) or d < 0 for d in self.shape)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TensorSpec":
-        return cls(data["name"], tuple(data["shape"]), data["dtype"])
-
-
+# The JSON's "fallback" is the fraction, rounded (read back from the counts, never from the key).
+@codec.layout(computed={"fallback": lambda coverage: round(coverage.fallback, 6)})
 @dataclass
 class Coverage:
     """How much of a model the delegate took, counted over the runtime's own graph."""
@@ -55,15 +51,3 @@ class Coverage:
     @property
     def fallback(self) -> float:
         return self.fallback_ops / self.total_ops if self.total_ops else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["fallback"] = round(self.fallback, 6)
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "Coverage | None":
-        if data is None:
-            return None
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from .. import codec
 from ..backends import TensorSpec
 from ..errors import GoldenError
 from ..core.external_data import external_files
@@ -83,11 +84,13 @@ class Golden:
 
     @property
     def inputs_spec(self) -> list[TensorSpec]:
-        return [TensorSpec.from_json(s) for s in self.meta["signature"]["inputs"]]
+        return codec.from_json(list[TensorSpec], self.meta["signature"]["inputs"], f"{self.folder}: signature.inputs",
+                               error=GoldenError)
 
     @property
     def outputs_spec(self) -> list[TensorSpec]:
-        return [TensorSpec.from_json(s) for s in self.meta["signature"]["outputs"]]
+        return codec.from_json(list[TensorSpec], self.meta["signature"]["outputs"], f"{self.folder}: signature.outputs",
+                               error=GoldenError)
 
     @property
     def reference_backend(self) -> str:

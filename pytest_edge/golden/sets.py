@@ -10,7 +10,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, codec
 from ..backends import TensorSpec, get_backend, reference_order
 from ..errors import BackendError, EdgeError, EdgeManyCases, EdgeUsageError, GoldenError, UnknownBackend
 from ..core.external_data import artifact_digests
@@ -143,8 +143,7 @@ class GoldenSets:
                           "isa": (info.device or self.runner.machine).get("arch")},
             "seed": self.settings.seed if plan.marker.inputs is None else None,
             "inputs_from": "signature" if plan.marker.inputs is None else "user",
-            "signature": {"inputs": [s.to_json() for s in info.inputs],
-                          "outputs": [s.to_json() for s in info.outputs]},
+            "signature": {"inputs": codec.to_json(info.inputs), "outputs": codec.to_json(info.outputs)},
             "plugin_version": __version__,
         }
         golden = self.store.write(model.key, meta, cases, key)

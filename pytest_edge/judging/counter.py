@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import codec
 from ..backends import split_device
 from ..errors import BackendCrash, CountingUnavailable
 from .counted import run_count_gate
@@ -91,7 +92,7 @@ class Counter:
 
     def _once(self, worker: BackendWorker, info: ModelInfo, artifact: Path, feeds: Sequence[np.ndarray],
               plan: Plan) -> dict[str, Any]:
-        shapes = info.shapes.to_json()
+        shapes = codec.to_json(info.shapes)
         worker.request(Load(info.key, str(artifact), info.threads, shapes, with_coverage=False), artifact=str(artifact))
         return worker.request(Count(info.key, list(feeds), min(plan.warmup, 5), self.settings.count_runs),
                               artifact=str(artifact))

@@ -30,7 +30,7 @@ from ..errors import BackendCrash, BackendError, EdgeUsageError
 from ..files import relative_path
 from ..worker.pool import WorkerPool
 from ..worker.protocol import (GENERATION_TIME_CAP_S, ContextMemory, DecoderLoaded, GenerationTimes, LimitAddressSpace,
-                               Load, MeasureGeneration, ProbeContext)
+                               Load, MeasureGeneration, ProbeContext, reply_as)
 from .baseline import BaselineKind, choose_baseline
 from .figures import GateFigures
 from .gate import AB_REMEASURE_PAIRS, GateResult, run_gate
@@ -86,11 +86,11 @@ def measure_rounds(pool: WorkerPool, backend: str, models: Sequence[tuple[Path, 
     def measure_one(worker: Any, artifact: Path) -> tuple[DecoderLoaded, GenerationTimes]:
         key = f"decoder|{artifact}"
         try:
-            loaded = DecoderLoaded.from_reply(worker.request(Load(key, str(artifact), threads, with_coverage=False,
-                                                                  decoder=asdict(configs[str(artifact)])),
-                                                             artifact=str(artifact)))
-            result = GenerationTimes.from_reply(worker.request(MeasureGeneration(key, list(prompt), new_tokens, warmup,
-                                                                                 runs), artifact=str(artifact)))
+            loaded = reply_as(DecoderLoaded, Load.op, worker.request(
+                Load(key, str(artifact), threads, with_coverage=False, decoder=asdict(configs[str(artifact)])),
+                artifact=str(artifact)))
+            result = reply_as(GenerationTimes, MeasureGeneration.op, worker.request(
+                MeasureGeneration(key, list(prompt), new_tokens, warmup, runs), artifact=str(artifact)))
         except BackendError as exc:
             raise BackendError(f"{artifact} ({backend}): measuring failed: {exc}") from None
         return loaded, result
@@ -251,8 +251,8 @@ def context_point(pool: WorkerPool, backend: str, artifact: Path, config: LlmCon
             worker.request(LimitAddressSpace(float(memory_limit_mb)), artifact=str(artifact))
         worker.request(Load(key, str(artifact), threads, with_coverage=False,
                             decoder=asdict(config.for_context(int(length)))), artifact=str(artifact))
-        reply = ContextMemory.from_reply(worker.request(ProbeContext(key, int(length), config.vocab_size),
-                                                        artifact=str(artifact)))
+        reply = reply_as(ContextMemory, ProbeContext.op, worker.request(ProbeContext(key, int(length), config.vocab_size),
+                                                                        artifact=str(artifact)))
         return {"status": "ok", "peak_memory_mb": reply.peak_memory_mb, "steady_memory_mb": reply.steady_memory_mb}
     except BackendCrash as exc:
         status, error = _ended(exc)

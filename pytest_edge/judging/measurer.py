@@ -8,6 +8,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
+from .. import codec
 from ..backends import split_device
 from .counter import Counter
 from ..measurement.counts import CountedMeasurement
@@ -22,7 +23,7 @@ from ..core.record import Record
 from ..core.settings import Settings
 from ..worker.client import BackendWorker
 from ..worker.pool import ModelInfo, WorkerPool
-from ..worker.protocol import Load, Loaded, Measure
+from ..worker.protocol import Load, Loaded, Measure, reply_as
 
 # CPU the rest of the machine used during the timed runs, in cores, from which a timing counts
 # as taken under load.
@@ -100,9 +101,9 @@ class Measurer:
 
     def _once(self, worker: BackendWorker, info: ModelInfo, artifact: Path, feeds: Sequence[np.ndarray],
               plan: Plan) -> ProcessTiming:
-        shapes = info.shapes.to_json()
-        loaded = Loaded.from_reply(worker.request(Load(info.key, str(artifact), info.threads, shapes, with_coverage=False),
-                                                  artifact=str(artifact)))
+        shapes = codec.to_json(info.shapes)
+        loaded = reply_as(Loaded, Load.op, worker.request(Load(info.key, str(artifact), info.threads, shapes,
+                                                               with_coverage=False), artifact=str(artifact)))
         result = ProcessTiming.from_reply(worker.request(Measure(info.key, list(feeds), plan.warmup, plan.runs,
                                                                  plan.min_time_s), artifact=str(artifact)))
         result.load_ms = loaded.load_ms
@@ -114,12 +115,12 @@ class Measurer:
         record's twin is its own backend's (litert's fallback is not litert-ref's)."""
         key = (info.backend, str(twin))
         if key not in self.twin_coverages:
-            shapes = info.shapes.to_json()
-            loaded = Loaded.from_reply(self.pool.request(info.backend, Load(f"twin|{info.key}", str(twin), info.threads,
-                                                                            shapes), twin))
-            self.twin_coverages[key] = loaded.coverage.to_json() if loaded.coverage else None
+            shapes = codec.to_json(info.shapes)
+            loaded = reply_as(Loaded, Load.op, self.pool.request(info.backend, Load(f"twin|{info.key}", str(twin),
+                                                                                    info.threads, shapes), twin))
+            self.twin_coverages[key] = codec.to_json(loaded.coverage)
             # What else the load says that a stored record holds: a microcontroller runtime's arena.
-            self.twin_arenas[key] = loaded.arena.to_json() if loaded.arena else None
+            self.twin_arenas[key] = codec.to_json(loaded.arena)
         return self.twin_coverages[key]
 
     def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, live: Record) -> GateResult:

@@ -35,7 +35,7 @@ from ..judging import generation
 from ..judging.baseline import twin_of
 from ..judging.gate import GateResult
 from ..worker.pool import WorkerPool
-from ..worker.protocol import Generate, Load, TeacherForce, TeacherForcedLogits
+from ..worker.protocol import Generate, Load, TeacherForce, TeacherForcedLogits, reply_as
 from .decoder_plan import LlmTarget, config_of, model_json, run_context, spec_context
 from ..core.external_data import artifact_files
 from ..core.models import Model, ModelKeys
@@ -79,7 +79,7 @@ class LlmChecker:
         declared maximum; a decoder already loaded with room enough is used."""
         key = self._load(backend, artifact, config, threads, max(len(prompt) + new_tokens, at_least))
         reply = self.pool.request(backend, Generate(key, list(prompt), new_tokens), artifact)
-        return Generation.from_reply(prompt, reply)
+        return reply_as(Generation, Generate.op, reply, given={"prompt": list(prompt)})
 
     def teacher_force(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
                       tokens: Sequence[int], at_least: int = 0) -> np.ndarray:
@@ -87,7 +87,7 @@ class LlmChecker:
         ``backend``'s worker (backends.decoder.teacher_forced)."""
         key = self._load(backend, artifact, config, threads, max(len(prompt) + len(tokens), at_least))
         reply = self.pool.request(backend, TeacherForce(key, list(prompt), [int(t) for t in tokens]), artifact)
-        logits = TeacherForcedLogits.from_reply(reply).logits
+        logits = reply_as(TeacherForcedLogits, TeacherForce.op, reply).logits
         if logits.shape != (len(tokens), config.vocab_size):
             raise BackendError(f"{artifact} ({backend}): teacher-forced logits of shape {list(logits.shape)}, "
                                f"expected [{len(tokens)}, {config.vocab_size}]")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, codec
 from ..golden.alignment import aligned
 from ..backends import Coverage, get_backend, split_device
 from ..backends.compiled import Compilation
@@ -204,7 +204,7 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
                         **({"shape_from": info.shape_sources[s.name]} if s.name in info.shape_sources else {})}
                for s, x in zip(info.inputs, feeds)},
         warmup_runs=measured.warmup_runs, measured_runs=measured.measured_runs,
-        coverage=covered.coverage.to_json() if covered.coverage else None,
+        coverage=codec.to_json(covered.coverage),
         load_ms=load_ms, first_inference_ms=measured.first_inference_ms,
         latency_ms=measured.latency_ms, latency_quantiles_ms=measured.latency_quantiles_ms,
         peak_memory_mb=measured.peak_memory_mb,
@@ -252,7 +252,7 @@ def compiled_record(test_id: str, plan: Plan, compiled: Compilation, distributio
                   runtime={"name": distribution, "version": compiled.compiler.rpartition(" ")[2], "delegates":
                            compiled.coverage.delegates},
                   plugin={"name": "pytest-edge", "version": __version__},
-                  coverage=compiled.coverage.to_json(), artifact_bytes=size, npu=compiled, checked=True)
+                  coverage=codec.to_json(compiled.coverage), artifact_bytes=size, npu=compiled, checked=True)
     made.timing_not_judged = COMPILE_ONLY
     if unreadable:
         made.extra["artifact_bytes_reason"] = unreadable

@@ -19,6 +19,7 @@ import numpy as np
 
 from .compiled_check import CompiledChecker
 from .kinds import Check
+from .. import codec
 from ..backends import Backend, Coverage, InputShapes, Intermediates, get_backend, split_device
 from ..backends.compiled import Compilation
 from ..errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
@@ -34,7 +35,7 @@ from ..core.plan import Plan, Unresolved, plan_for, resolve_reference, resolve_t
 from ..core.record import UNRESOLVED_BACKEND, Record, model_json
 from ..core.settings import Settings
 from ..worker.pool import ModelInfo, WorkerPool
-from ..worker.protocol import Load, Loaded, ReadIntermediates, Run
+from ..worker.protocol import Load, Loaded, ReadIntermediates, Run, reply_as
 
 if TYPE_CHECKING:  # made by the first check that measures: a golden check alone imports no gate
     from ..judging.measurer import Measurer
@@ -165,7 +166,7 @@ class EdgeSession:
             artifact_files(artifact, plan.backend)
             self._artifacts_checked.add((str(artifact), plan.backend))
         shapes = self.input_shapes(plan, backend, artifact)
-        key = f"{artifact.resolve()}|{plan.backend}|{plan.threads}|{shapes.to_json()}"
+        key = f"{artifact.resolve()}|{plan.backend}|{plan.threads}|{codec.to_json(shapes)}"
         calibration = None
         if backend.calibrates:  # a toolkit's int8 build: quantized on the golden's cases or calibration=
             from .calibration import calibration_for
@@ -173,8 +174,8 @@ class EdgeSession:
             calibration = calibration_for(plan, self.golden, self.settings.rootdir)
             key += f"|calibration {calibration.identity}" if calibration is not None else ""
         if key not in self.loaded:
-            reply = Loaded.from_reply(self.pool.request(plan.backend, Load(
-                key, str(artifact), plan.threads, shapes.to_json(),
+            reply = reply_as(Loaded, Load.op, self.pool.request(plan.backend, Load(
+                key, str(artifact), plan.threads, codec.to_json(shapes),
                 calibration=calibration.to_json() if calibration is not None else None), artifact))
             self.loaded[key] = ModelInfo.from_load(key, plan.backend, artifact, reply, plan.threads, shapes,
                                                    self.pool.machine(plan.backend))

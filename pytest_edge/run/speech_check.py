@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .. import __version__
+from .. import __version__, codec
 import numpy as np
 
 from ..backends.speech import Recognizer, mask_suppressed
@@ -40,7 +40,7 @@ from ..golden.tokens import TopLogprobs
 from ..llm.metrics import TeacherForced, teacher_forced, top_logprobs
 from ..backends.speech import SpeechConfig, Transcription
 from ..worker.pool import WorkerPool
-from ..worker.protocol import ForceSpeech, OpenSpeech, Transcribe
+from ..worker.protocol import ForceSpeech, OpenSpeech, Transcribe, reply_as
 from .speech_plan import SpeechTarget, missing_files, runtime_info, speech_backends, speech_files, why_not
 
 WORD_PER_ID = "one word per token id (w<id>): the export has no tokenizer"
@@ -89,13 +89,14 @@ class WorkerRecognizer:
         self.pool, self.backend, self.folder, self.threads = pool, backend, folder, threads
         self.key = f"speech|{folder}|{threads}"
         reply = pool.request(backend, OpenSpeech(self.key, str(folder), threads), folder)
-        self.config = SpeechConfig.from_json(reply["config"])
+        self.config = reply_as(SpeechConfig, OpenSpeech.op, reply["config"])
 
     def _request(self, request: Any) -> Any:
         return self.pool.request(self.backend, request, self.folder)
 
     def transcribe(self, audio: np.ndarray, new_tokens: int) -> Transcription:
-        return Transcription.from_reply(self._request(Transcribe(self.key, np.asarray(audio, np.float32), new_tokens)))
+        return reply_as(Transcription, Transcribe.op,
+                        self._request(Transcribe(self.key, np.asarray(audio, np.float32), new_tokens)))
 
     def teacher_force(self, audio: np.ndarray, tokens: list[int]) -> np.ndarray | None:
         logits = self._request(ForceSpeech(self.key, np.asarray(audio, np.float32), [int(t) for t in tokens]))["logits"]
@@ -259,7 +260,7 @@ class SpeechChecker:
         if not_forced:  # said, never invented: the budgets on these figures then fail (check_teacher_forced)
             overall = {**(overall or {}), "not_measured": f"not measured: {backend} gives no decoder logits "
                                                           f"({', '.join(not_forced)})"}
-        block = SpeechRecord(recognizer.config.to_json(), spec.new_tokens,
+        block = SpeechRecord(codec.to_json(recognizer.config), spec.new_tokens,
                              target.golden_model.key, WORD_PER_ID, files, overall)
         findings: list[Finding] = check_speech({"wer": block.wer, "cer": block.cer}, budgets, backend)
         for finding in findings:
@@ -295,8 +296,8 @@ def _file(name: str, runs: Sequence[Transcription], expected: list[int], got: li
     timers = [run.runtime_timers for run in runs]
     summed = None
     if all(t is not None for t in timers):
-        summed = {**timers[0].to_json(), **{key: sum(t.to_json()[key] for t in timers)  # type: ignore[union-attr]
-                                             for key in ("mel_ms", "encode_ms", "decode_ms", "sample_ms", "total_ms")}}
+        summed = {**codec.to_json(timers[0]), **{key: sum(getattr(t, key) for t in timers)
+                                                 for key in ("mel_ms", "encode_ms", "decode_ms", "sample_ms", "total_ms")}}
     return SpeechFile(name, audio_s, expected, got, golden_text, text, first, wer, cer,
                       sum(run.total_ms for run in runs) / 1e3 / audio_s if audio_s > 0 else float("inf"),
                       sum(run.features_ms for run in runs),

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from .. import codec
 from ..backends.arena import TensorArena
 from ..backends.tensors import Coverage, TensorSpec
 from ..errors import BackendError
@@ -43,7 +44,7 @@ class Load(Request):
     key: str
     path: str
     threads: int | None
-    shapes: dict[str, Any] = field(default_factory=dict)  # backends.InputShapes.to_json()
+    shapes: dict[str, Any] = field(default_factory=dict)  # codec.to_json(backends.InputShapes): JSON on the pipe
     with_coverage: bool = True
     # On a device: the external data files of an .onnx, by location, as content names in its cache.
     external: dict[str, str] = field(default_factory=dict)
@@ -239,17 +240,21 @@ REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure
 
 # ------------------------------------------------------------------ replies
 # A request's value, typed (as backends.decoder.Generation is Generate's): the worker sends
-# ``to_reply()`` (what the codec carries: dicts, lists, numbers, arrays), the pytest side reads it
-# with ``from_reply``; a reply without a field it needs is a ProtocolError naming the request.
+# ``codec.to_json(value)`` (what the frame codec carries: dicts, lists, numbers, arrays), the pytest
+# side reads it with :func:`reply_as`; a reply without a field it needs, or with one of another type,
+# is a ProtocolError naming the request.
+
+R = TypeVar("R")
 
 
-def _reply_fields(op: str, reply: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    missing = [name for name in names if not isinstance(reply, dict) or name not in reply]
-    if missing:
-        raise ProtocolError(f"malformed reply to {op}: no {', '.join(missing)}")
-    return reply
+def reply_as(cls: type[R], op: str, reply: Any, given: Mapping[str, Any] | None = None) -> R:
+    """``reply`` to the request ``op`` read as ``cls`` (``given``: its fields the request holds);
+    ProtocolError naming the request and the field."""
+    return codec.from_json(cls, reply, f"malformed reply to {op}", error=ProtocolError, given=given)
 
 
+@codec.layout(order=("inputs", "outputs", "runtime", "coverage", "load_ms", "precision", "shape_sources",
+                     "threads_applied", "arena"))  # the reply's order since protocol 3
 @dataclass
 class Loaded:
     """Load's reply for a tensor model: its signature, the runtime (delegates and installed package
@@ -259,28 +264,13 @@ class Loaded:
 
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
-    runtime: dict[str, Any]
+    runtime: dict[str, Any]  # what the runtime says of itself: name, version, delegates, package, its details
     coverage: Coverage | None
     load_ms: float
     precision: str
     threads_applied: bool
     shape_sources: dict[str, str] = field(default_factory=dict)  # LoadedModel.shape_sources
     arena: TensorArena | None = None  # LoadedModel.arena()
-
-    def to_reply(self) -> dict[str, Any]:
-        return {"inputs": [s.to_json() for s in self.inputs], "outputs": [s.to_json() for s in self.outputs],
-                "runtime": self.runtime, "coverage": self.coverage.to_json() if self.coverage else None,
-                "load_ms": self.load_ms, "precision": self.precision, "shape_sources": self.shape_sources,
-                "threads_applied": self.threads_applied, "arena": self.arena.to_json() if self.arena else None}
-
-    @classmethod
-    def from_reply(cls, reply: Any) -> "Loaded":
-        reply = _reply_fields(Load.op, reply, ("inputs", "outputs", "runtime", "coverage", "load_ms", "precision",
-                                               "threads_applied"))
-        return cls([TensorSpec.from_json(s) for s in reply["inputs"]], [TensorSpec.from_json(s) for s in reply["outputs"]],
-                   reply["runtime"], Coverage.from_json(reply["coverage"]), float(reply["load_ms"]),
-                   reply["precision"], bool(reply["threads_applied"]), reply.get("shape_sources") or {},
-                   TensorArena.from_json(reply["arena"]) if isinstance(reply.get("arena"), Mapping) else None)
 
 
 @dataclass
@@ -290,27 +280,16 @@ class DecoderLoaded:
     load_ms: float
     runtime: dict[str, Any]
 
-    def to_reply(self) -> dict[str, Any]:
-        return {"load_ms": self.load_ms, "runtime": self.runtime}
 
-    @classmethod
-    def from_reply(cls, reply: Any) -> "DecoderLoaded":
-        reply = _reply_fields(Load.op, reply, ("load_ms", "runtime"))
-        return cls(float(reply["load_ms"]), reply["runtime"])
+def _logits(value: Any) -> np.ndarray:
+    return np.asarray(value, np.float32)
 
 
 @dataclass
 class TeacherForcedLogits:
     """TeacherForce's reply: the logits [len(tokens), vocab] at each position of the forced tokens."""
 
-    logits: np.ndarray
-
-    def to_reply(self) -> dict[str, Any]:
-        return {"logits": self.logits}
-
-    @classmethod
-    def from_reply(cls, reply: Any) -> "TeacherForcedLogits":
-        return cls(np.asarray(_reply_fields(TeacherForce.op, reply, ("logits",))["logits"], np.float32))
+    logits: np.ndarray = codec.json_field(decode=_logits)
 
 
 @dataclass
@@ -328,16 +307,7 @@ class GenerationTimes:
     peak_memory_mb: float | None
     steady_memory_mb: float | None
     probe_us: float | None
-    runtime_timings: list[dict[str, Any] | None] | None = None
-
-    def to_reply(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_reply(cls, reply: Any) -> "GenerationTimes":
-        names = tuple(f.name for f in fields(cls))
-        reply = _reply_fields(MeasureGeneration.op, reply, names[:-1])
-        return cls(**{name: reply.get(name) for name in names})
+    runtime_timings: list[dict[str, Any] | None] | None = None  # a runtime's own counters, as it names them
 
 
 @dataclass
@@ -347,14 +317,6 @@ class ContextMemory:
 
     peak_memory_mb: float | None
     steady_memory_mb: float | None
-
-    def to_reply(self) -> dict[str, Any]:
-        return {"peak_memory_mb": self.peak_memory_mb, "steady_memory_mb": self.steady_memory_mb}
-
-    @classmethod
-    def from_reply(cls, reply: Any) -> "ContextMemory":
-        reply = _reply_fields(ProbeContext.op, reply, ("peak_memory_mb", "steady_memory_mb"))
-        return cls(reply["peak_memory_mb"], reply["steady_memory_mb"])
 
 
 # ------------------------------------------------------------------ the zygote's requests
@@ -430,6 +392,6 @@ def hello(backend: str, machine: dict[str, Any] | None = None, runtime: dict[str
 
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Generate", "MeasureGeneration", "TeacherForce", "LimitAddressSpace", "ProbeContext", "Run", "Measure",
            "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit", "REQUESTS", "Fork", "ProcessStatus",
-           "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok", "Loaded", "DecoderLoaded",
+           "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok", "reply_as", "Loaded", "DecoderLoaded",
            "TeacherForcedLogits", "GenerationTimes", "ContextMemory",
            "failure", "hello"]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from .. import codec
 from ..backends import Decoder, InputShapes, LoadedModel, get_backend
 from ..backends.base import no_tensors_reason
 from ..errors import BackendError
@@ -90,7 +91,8 @@ class WorkerServer:
             tensors = self.backend.tensors
             if tensors is None:
                 raise BackendError(f"{path} ({self.backend.name}): {no_tensors_reason(self.backend)}")
-            model = tensors.load(Path(path), threads=threads, shapes=InputShapes.from_json(shapes))
+            model = tensors.load(Path(path), threads=threads, shapes=codec.from_json(
+                InputShapes, shapes, f"{path}: load's shapes", error=protocol.ProtocolError))
             if calibration is not None:  # a toolkit's int8 build, part of the load (Backend.calibrates)
                 model.calibrate(calibration["cases"], calibration["source"])
         load_ms = (time.perf_counter_ns() - start) / 1e6
@@ -103,11 +105,11 @@ class WorkerServer:
         self.load_peak_mb[key] = timing.hwm_mb() if trusted else None
         if decoder is not None:
             self.decoders[key] = model
-            return protocol.DecoderLoaded(load_ms, {"name": self.backend.distribution,
-                                                    "version": self.backend.runtime_version()}).to_reply()
+            return codec.to_json(protocol.DecoderLoaded(load_ms, {"name": self.backend.distribution,
+                                                                  "version": self.backend.runtime_version()}))
         self.models[key] = model
         coverage = model.coverage() if with_coverage else None
-        return protocol.Loaded(
+        return codec.to_json(protocol.Loaded(
             inputs=list(model.inputs),
             outputs=list(model.outputs),
             runtime={"name": self.backend.distribution, "version": self.backend.runtime_version(),
@@ -125,7 +127,7 @@ class WorkerServer:
             shape_sources=model.shape_sources,
             threads_applied=bool(threads) and self.backend.threads_supported,
             arena=model.arena(),
-        ).to_reply()
+        ))
 
     def op_open_speech(self, key: str, folder: str, threads: int) -> dict[str, Any]:
         """A speech export's recognizer, kept under ``key`` (Backend.speech): its configuration."""
@@ -139,7 +141,7 @@ class WorkerServer:
         recognizer = speech.open(Path(folder), threads)
         self.recognizers[key] = recognizer
         self.speech_memory[key] = (base, timing.hwm_mb()) if reset and base is not None else None
-        return {"config": recognizer.config.to_json()}
+        return {"config": codec.to_json(recognizer.config)}
 
     def op_transcribe(self, key: str, audio: np.ndarray, new_tokens: int) -> dict[str, Any]:
         reset = timing.reset_hwm()
@@ -148,7 +150,7 @@ class WorkerServer:
         if reset and memory is not None and peak is not None:
             base, opened = memory
             run = replace(run, peak_memory_mb=max(peak, opened or peak) - base)
-        return run.to_reply()
+        return codec.to_json(run)
 
     def op_force_speech(self, key: str, audio: np.ndarray, tokens: list[int]) -> dict[str, Any]:
         logits = self.recognizers[key].teacher_force(np.asarray(audio, np.float32), [int(t) for t in tokens])
@@ -257,12 +259,12 @@ class WorkerServer:
     def op_generate(self, key: str, prompt: list[int], new_tokens: int) -> dict[str, Any]:
         from ..backends.decoder import generate
 
-        return generate(self.decoders[key], prompt, new_tokens).to_reply()
+        return codec.to_json(generate(self.decoders[key], prompt, new_tokens))
 
     def op_teacher_force(self, key: str, prompt: list[int], tokens: list[int]) -> dict[str, Any]:
         from ..backends.decoder import teacher_forced
 
-        return protocol.TeacherForcedLogits(teacher_forced(self.decoders[key], prompt, tokens)).to_reply()
+        return codec.to_json(protocol.TeacherForcedLogits(teacher_forced(self.decoders[key], prompt, tokens)))
 
     def op_measure_generation(self, key: str, prompt: list[int], new_tokens: int, warmup: int,
                               runs: int) -> dict[str, Any]:
@@ -294,10 +296,10 @@ class WorkerServer:
                 break  # the runs done are the figures; the reply says how many (a record's note)
         probes += [timing.machine_probe_ns() for _ in range(timing.PROBE_AROUND)]
         peak, steady = self._memory_over_load_base(key, trusted=True)
-        return protocol.GenerationTimes(ttft_s=ttft, tpot_s=tpot, decode_s=decode, generation_s=whole, runs=len(whole),
-                                        peak_memory_mb=peak,
-                                        steady_memory_mb=steady, probe_us=float(np.median(probes)) / 1e3,
-                                        runtime_timings=counted if any(counted) else None).to_reply()
+        return codec.to_json(protocol.GenerationTimes(
+            ttft_s=ttft, tpot_s=tpot, decode_s=decode, generation_s=whole, runs=len(whole), peak_memory_mb=peak,
+            steady_memory_mb=steady, probe_us=float(np.median(probes)) / 1e3,
+            runtime_timings=counted if any(counted) else None))
 
     def op_limit_address_space(self, limit_mb: float) -> int:
         return timing.limit_address_space(limit_mb)
@@ -310,7 +312,7 @@ class WorkerServer:
         prompt = np.random.default_rng(context).integers(0, vocab_size, context - 1).tolist()
         generate(self.decoders[key], prompt, 2)
         peak, steady = self._memory_over_load_base(key, trusted=True)
-        return protocol.ContextMemory(peak, steady).to_reply()
+        return codec.to_json(protocol.ContextMemory(peak, steady))
 
     def op_count(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> dict[str, Any]:
         """Counted mode (a worker under callgrind): instructions per inference of ``runs`` runs."""
