@@ -15,6 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Mapping
 
+from .. import codec
 from ..backends.arena import TensorArena
 from ..backends.compiled import Compilation
 from ..checks import Finding
@@ -239,13 +240,6 @@ class SpeechWindow:
     first_token_ms: float | None
     real_time_factor: float
 
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "SpeechWindow":
-        return cls(**{f.name: data.get(f.name) for f in fields(cls)})  # type: ignore[arg-type]
-
 
 @dataclass(frozen=True)
 class SpeechFile:
@@ -267,35 +261,31 @@ class SpeechFile:
     first_token_ms: float | None  # None: the runtime generates in one call (CTranslate2, sherpa-onnx)
     decode_tokens_per_s: float | None
     # The runtime's own timers of the same run (whisper.cpp's whisper_print_timings), where it keeps them.
-    runtime_timers: dict[str, Any] | None = None
+    runtime_timers: dict[str, float | str] | None = None
     # Audio longer than one window: each window's figures, in order (one window: empty).
     windows: list[SpeechWindow] = field(default_factory=list)
     # Peak resident memory over the worker's RSS before the recognizer opened (its open or a
     # transcription of this file, the higher); None where it cannot be measured.
     peak_memory_mb: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "windows": [w.to_json() for w in self.windows]}
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "SpeechFile":
-        given = {f.name: data.get(f.name) for f in fields(cls) if f.name != "windows"}
-        return cls(**given, windows=[SpeechWindow.from_json(w) for w in data.get("windows") or []])  # type: ignore[arg-type]
-
-
+# The block's worst figures over its files, written before them (read back from the files).
+@codec.layout(order=("config", "new_tokens", "reference", "transcript_decoding", "wer", "cer", "real_time_factor",
+                     "teacher_forced", "files"),
+              computed={"wer": lambda s: s.wer, "cer": lambda s: s.cer, "real_time_factor": lambda s: s.real_time_factor})
 @dataclass
 class SpeechRecord:
     """A speech check's part of the record (``Record.speech``; the report's ``speech`` block): the
     export's decoding configuration, the new tokens, who made the golden, each audio file's
     figures, and the worst WER/CER and real-time factor over them (run.speech_check)."""
 
-    config: dict[str, Any]
+    config: dict[str, Any]  # codec.to_json(backends.speech.SpeechConfig), as the report keeps it
     new_tokens: int
     reference: str
     transcript_decoding: str  # how token ids became words (a tokenizer, or one word per id)
     files: list[SpeechFile] = field(default_factory=list)
     # Teacher-forced over the golden's tokens, every file's positions (top-1 agreement, KL divergence).
-    teacher_forced: dict[str, Any] | None = None
+    teacher_forced: dict[str, Any] | None = None  # llm.metrics.TeacherForced.to_json(): a summary, not read back
 
     @property
     def wer(self) -> float | None:
@@ -309,18 +299,13 @@ class SpeechRecord:
     def real_time_factor(self) -> float | None:
         return max((f.real_time_factor for f in self.files), default=None)
 
+    # Record.to_json and Record.from_json call these (Record is restructured apart): the codec's.
     def to_json(self) -> dict[str, Any]:
-        return {"config": self.config, "new_tokens": self.new_tokens, "reference": self.reference,
-                "transcript_decoding": self.transcript_decoding, "wer": self.wer, "cer": self.cer,
-                "real_time_factor": self.real_time_factor, "teacher_forced": self.teacher_forced,
-                "files": [f.to_json() for f in self.files]}
+        return codec.to_json(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "SpeechRecord":
-        return cls(dict(data.get("config") or {}), int(data.get("new_tokens") or 0), str(data.get("reference")),
-                   str(data.get("transcript_decoding")),
-                   [SpeechFile.from_json(f) for f in data.get("files") or [] if isinstance(f, Mapping)],
-                   data.get("teacher_forced"))
+    def from_json(cls, data: Any, where: str = "a report's speech block") -> "SpeechRecord":
+        return codec.from_json(cls, data, where)
 
 
 @dataclass
