@@ -4,7 +4,7 @@ wheels under QEMU's user-mode emulator, provisioned from Debian's and PyPI's pac
 A device folder (one per recipe, under ``edge_device_cache``) holds a static ``qemu-aarch64``
 (Debian trixie's ``qemu-user-static``), an arm64 root filesystem with Python (Debian's packages,
 extracted by ``mmdebstrap``, nothing run), and a ``site`` folder with the aarch64 wheels of the
-runtimes at this host's versions. It is built in a temporary folder, described by a manifest
+runtimes at this host's versions, all three with their bytecode for the device's Python. It is built in a temporary folder, described by a manifest
 (every file's size and sha256) and renamed into place in one step, under a lock: a half-built or
 damaged folder is never used, and two sessions (or xdist workers) provision once. This package's
 own source travels beside it, keyed by its content, so editing pytest-edge rebuilds nothing big.
@@ -43,7 +43,7 @@ ROOTFS_PACKAGES = ["libstdc++6"]  # beside python3.X (the runtimes' wheels link 
 # Beside the runtimes (each backend's device_distributions), what every device's worker imports.
 WORKER_DISTRIBUTIONS = ["numpy"]
 EMULATED_ENV = "PYTEST_EDGE_EMULATED"  # set by the launcher; the device worker reports it
-RECIPE_VERSION = 2  # bump when the folder layout or the way it is built changes
+RECIPE_VERSION = 3  # bump when the folder layout or the way it is built changes
 Progress = Callable[[str], None]
 
 
@@ -162,6 +162,33 @@ def _run(argv: list[str], what: str) -> str:
     return done.stdout
 
 
+# Compiles the folders named to bytecode beside their sources (never under a pycache prefix: the
+# device's Python looks beside them); a file that does not compile is left to its source.
+_COMPILE = """\
+import compileall, sys
+sys.pycache_prefix = None
+for folder in sys.argv[1:]:
+    compileall.compile_dir(folder, quiet=2, workers=1)
+"""
+
+
+def _compile(recipe: Recipe, folder: Path, paths: list[Path], what: str) -> None:
+    """Bytecode for the device's Python beside the sources under ``paths``. An extracted root
+    filesystem has none (Debian's postinst compiles it; an extract runs nothing) and this
+    package's copy has none: a worker would compile every module it imports at every start (a
+    worker never writes bytecode where PYTHONDONTWRITEBYTECODE is set), under the emulator: 4 of
+    the 7 CPU-seconds an onnxruntime worker takes to start. Bytecode depends on the Python version
+    alone: the host's Python compiles it where it is the device's version, else the device's own
+    Python under ``folder``'s emulator (slower, once)."""
+    if sys.implementation.cache_tag == f"cpython-{recipe.python.replace('.', '')}":
+        python = [sys.executable]
+    else:
+        rootfs = folder / "rootfs"
+        python = [str(folder / "qemu" / f"qemu-{recipe.arch}"), "-L", str(rootfs),
+                  str(rootfs / "usr" / "bin" / f"python{recipe.python}")]
+    _run([*python, "-I", "-c", _COMPILE, *map(str, paths)], what)
+
+
 def _mirror() -> list[str]:
     mirror = os.environ.get("PYTEST_EDGE_DEBIAN_MIRROR")
     return [mirror] if mirror else []
@@ -190,6 +217,9 @@ def _build_rootfs(recipe: Recipe, target: Path, progress: Progress) -> dict:
          "unpacking the arm64 root filesystem")
     for junk in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info", "dev", "var/cache"):
         remove(target / "rootfs" / junk)  # device nodes and documentation: nothing the worker opens
+    progress(f"compiling Python {recipe.python}'s standard library to bytecode ...")
+    _compile(recipe, target, [target / "rootfs" / "usr" / "lib" / f"python{recipe.python}"],
+             "compiling the standard library")
     return {}
 
 
@@ -201,6 +231,8 @@ def _build_site(recipe: Recipe, target: Path, progress: Progress) -> dict:
           "--target", str(target / "site"), "--python-version", recipe.python, "--implementation", "cp",
           "--only-binary=:all:", *(a for p in platforms for a in ("--platform", p)), *pins],
          f"pip install of the {recipe.arch} wheels")
+    # pip compiled them for the host's Python (unless told not to): the device's is what runs them.
+    _compile(recipe, target, [target / "site"], "compiling the wheels")
     return {}
 
 
@@ -261,8 +293,18 @@ def provision(root: Path, arch: str, progress: Progress = lambda line: None, ver
                 raise ProvisionError(tool)
             _rebuild(recipe, root, folder, problem, broken, progress)
         plugin = ship_plugin(root)
+        _compile_plugin(recipe, folder, plugin)
     manifest = read_manifest(folder) or {}
     return Device(folder, plugin, arch, recipe.python, str(manifest.get("qemu_version", "?")), root / "artifacts")
+
+
+def _compile_plugin(recipe: Recipe, folder: Path, plugin: Path) -> None:
+    """This package's copy (shared by every device folder under the cache) compiled once for
+    ``recipe``'s Python: a stamp per Python version says it was."""
+    stamp = plugin / f".compiled-cpython-{recipe.python.replace('.', '')}"
+    if not stamp.exists():
+        _compile(recipe, folder, [plugin / "pytest_edge"], "compiling pytest-edge for the device")
+        stamp.touch()
 
 
 def _rebuild(recipe: Recipe, root: Path, folder: Path, problem: str, broken: set[str], progress: Progress) -> None:
