@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from .. import codec
 from .tensors import Coverage
 
 
@@ -83,7 +84,12 @@ class Compilation:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], coverage: Mapping[str, Any] | None) -> "Compilation":
-        known = Coverage.from_json(dict(coverage)) if isinstance(coverage, Mapping) else None
+        known = None
+        if isinstance(coverage, Mapping):
+            try:
+                known = codec.from_json(Coverage, dict(coverage), "a report's coverage")
+            except ValueError:  # a stored block kept as written, as the other figures here
+                known = None
         return cls(str(data.get("target")), str(data.get("compiler")), dict(data.get("settings") or {}),
                    known or Coverage(0, 0, 0, 0, method="compiler"),
                    data.get("sram_bytes"), data.get("flash_bytes"), dict(data.get("memories") or {}),
