@@ -99,7 +99,7 @@ class MeasureGeneration(Request):
 @dataclass
 class OpenSpeech(Request):
     """Open the speech export in ``folder`` under ``key`` (Backend.speech): its recognizer stays in
-    this worker; the reply is its configuration (backends.speech.SpeechConfig.to_json())."""
+    this worker; the reply is its configuration (its backends.speech.SpeechConfig through the codec)."""
 
     op: ClassVar[str] = "open_speech"
     key: str
