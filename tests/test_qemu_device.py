@@ -196,6 +196,12 @@ def test_killed_provisioning_is_rebuilt_once_by_concurrent_sessions_and_damage_r
     assert sum("provisioning a qemu:aarch64 device" in o for o in outputs) == 1, outputs
     assert sum("waiting for another session" in o for o in outputs) == 1, outputs
     assert not list(cache.glob(".tmp-*")) and qemu_device.state(cache, qemu_device.recipe_for("aarch64")) == "ready"
+    # With the bytecode of the device's Python: a worker compiles nothing under the emulator.
+    python = qemu_device.recipe_for("aarch64").python
+    tag = f"cpython-{python.replace('.', '')}"
+    assert (folder / "rootfs" / "usr" / "lib" / f"python{python}" / "__pycache__" / f"os.{tag}.pyc").is_file()
+    assert (folder / "site" / "numpy" / "__pycache__" / f"__init__.{tag}.pyc").is_file()
+    assert list(cache.glob(f"plugins/*/pytest_edge/worker/__pycache__/server.{tag}.pyc"))
 
     # One repair checks both rules (one rebuild of a part, not two: each downloads it again): the
     # part the cheap check finds damaged (site: a file missing) is rebuilt and an intact one

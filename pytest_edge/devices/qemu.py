@@ -4,8 +4,9 @@ wheels under QEMU's user-mode emulator, provisioned from Debian's and PyPI's pac
 A device folder (one per recipe, under ``edge_device_cache``) holds a static ``qemu-aarch64``
 (Debian trixie's ``qemu-user-static``), an arm64 root filesystem with Python (Debian's packages,
 extracted by ``mmdebstrap``, nothing run), and a ``site`` folder with the aarch64 wheels of the
-runtimes at this host's versions, all three with their bytecode for the device's Python. It is built in a temporary folder, described by a manifest
-(every file's size and sha256) and renamed into place in one step, under a lock: a half-built or
+runtimes at this host's versions, the Python sources of both with their bytecode for the device's
+Python. It is built in a temporary folder, described by a manifest (every file's size and sha256;
+bytecode is not in it) and renamed into place in one step, under a lock: a half-built or
 damaged folder is never used, and two sessions (or xdist workers) provision once. This package's
 own source travels beside it, keyed by its content, so editing pytest-edge rebuilds nothing big.
 """
