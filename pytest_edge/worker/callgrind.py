@@ -104,12 +104,6 @@ def command_prefix(executable: str, out_dir: Path, cache_sim: bool = True) -> li
             f"--callgrind-out-file={out_dir}/callgrind.%p.out"]
 
 
-def latest_dump(out_dir: Path, pid: int) -> Path | None:
-    """This process's newest dump (callgrind names them ``callgrind.<pid>.out.<n>``)."""
-    dumps = [p for p in out_dir.glob(f"callgrind.{pid}.out.*") if p.name.rsplit(".", 1)[1].isdigit()]
-    return max(dumps, key=lambda p: int(p.name.rsplit(".", 1)[1]), default=None)
-
-
 _DUMP_HEAD, _DUMP_TAIL = 16384, 4096
 
 
@@ -169,27 +163,36 @@ def count_runs(infer: Callable[[], Any], warmup: int, runs: int) -> dict[str, An
     the figures are the median run's. One run alone may do extra work now and then (a runtime's
     allocator growing, a lazily built cache: seen as +3.8 % on a 10-run total of ONNX Runtime once in
     six processes); the median run does not see it. The cost of switching collection on and off (a
-    few ctypes calls) is counted with no run in between and subtracted."""
+    few ctypes calls) is counted with no run in between and subtracted.
+
+    Each window's dump is written when it closes and read only once instrumentation is off again:
+    read between the runs, the reading ran instrumented (and cache-simulated), 70 ms a dump, two
+    thirds of a counted process's counting, and its file reads stood between the runs."""
     out_dir = out_dir_from_env()
     requests = ClientRequests()
     if out_dir is None or not requests.running_on_valgrind():
         raise RuntimeError(f"count: this worker does not run under Valgrind's {TOOL} (counted mode starts it so)")
     for _ in range(warmup):
         infer()
+    for stale in _own_dumps(out_dir):  # an earlier count's in this process, left by its failure
+        stale.unlink()
     requests.instrument(True)
-    requests.dump("pytest-edge: before counting")  # zeroes what instrumenting cost
-    _own_dump(out_dir)
+    requests.request(ZERO_STATS)  # nothing instrumenting cost is in the first window
 
-    def window(body: Callable[[], Any], label: str) -> dict[str, int]:
+    def window(body: Callable[[], Any], label: str) -> None:
         requests.toggle_collect()
         body()
         requests.toggle_collect()
         requests.dump(label)
-        return _own_dump(out_dir)
 
-    overhead = window(lambda: None, "pytest-edge: switching only")
-    per_run = [window(infer, f"pytest-edge: run {i + 1}") for i in range(runs)]
+    window(lambda: None, "pytest-edge: switching only")
+    for i in range(runs):
+        window(infer, f"pytest-edge: run {i + 1}")
     requests.instrument(False)
+    dumps = _own_dumps(out_dir)
+    if len(dumps) != runs + 1:
+        raise RuntimeError(f"count: {TOOL} wrote {len(dumps)} dumps into {out_dir}, not the {runs + 1} asked")
+    overhead, *per_run = [_read_once(d) for d in dumps]
     events = {name for totals in per_run for name in totals}
     median = {name: max(0.0, float(np.median([t.get(name, 0) for t in per_run])) - overhead.get(name, 0))
               for name in events}
@@ -199,10 +202,13 @@ def count_runs(infer: Callable[[], Any], warmup: int, runs: int) -> dict[str, An
             "run_instructions": instructions}
 
 
-def _own_dump(out_dir: Path) -> dict[str, int]:
-    dump = latest_dump(out_dir, os.getpid())
-    if dump is None:
-        raise RuntimeError(f"count: {TOOL} wrote no dump into {out_dir}")
+def _own_dumps(out_dir: Path) -> list[Path]:
+    """This process's dumps in the order written (callgrind numbers them ``callgrind.<pid>.out.<n>``)."""
+    dumps = [p for p in out_dir.glob(f"callgrind.{os.getpid()}.out.*") if p.name.rsplit(".", 1)[1].isdigit()]
+    return sorted(dumps, key=lambda p: int(p.name.rsplit(".", 1)[1]))
+
+
+def _read_once(dump: Path) -> dict[str, int]:
     totals = dump_totals(dump)
     dump.unlink()  # read once; the folder holds only what is still to read
     return totals
