@@ -186,15 +186,16 @@ def test_bad_edge_llm_values_are_each_one_tests_error(pytester: pytest.Pytester,
     shutil.copy(LLM / "tiny_llm.json", models / "tiny_llm.json")
     (models / "deep_genai").mkdir()
     (models / "deep_genai" / "genai_config.json").write_text(DEEP)
-    pytester.makepyfile(test_llm=SESSION)
+    # Not test_llm.py: an in-process run would import the suite's own module of that name.
+    pytester.makepyfile(test_bad_llm_values=SESSION)
     result = pytester.runpytest_inprocess("--edge-update-golden", "-rE")
     result.assert_outcomes(passed=1, errors=len(SAYS), failed=len(FAILS))
     text = result.stdout.str()
     for test, says in FAILS.items():
         assert says in text, test
     assert "INTERNALERROR" not in text and "Traceback" not in text and "interrupted" not in text
-    # Each error's message, as its section shows it: "test_llm.py::test_x: <message>".
-    errors = {line.split("::")[1].split(":")[0]: line for line in text.splitlines() if line.startswith("test_llm.py::")}
+    # Each error's message, as its section shows it: "test_bad_llm_values.py::test_x: <message>".
+    errors = {line.split("::")[1].split(":")[0]: line for line in text.splitlines() if line.startswith("test_bad_llm_values.py::")}
     for test, says in SAYS.items():
         assert says in errors[test], (test, errors.get(test))
 

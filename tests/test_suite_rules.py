@@ -165,3 +165,14 @@ def test_a_pytest_run_that_asks_for_measurement_is_found_and_one_that_does_not_i
     assert [value for _, value in item.user_properties] == [
         "a pytest run with --edge-measure", "a pytest run with a measured budget (p50_ms) in test_budget.py",
         "its run's report r.json holds measured figures"]
+
+
+def test_no_pytester_file_is_named_like_a_module_of_the_suite() -> None:
+    """Pytester runs in-process import their test files by basename: one named like a module of
+    tests/ (test_llm.py) is found as the suite's own module once an xdist worker has collected it,
+    and the run fails collecting, in CI's order and not alone."""
+    suite = {path.stem for path in Path(__file__).resolve().parent.glob("*.py")}
+    named = re.compile(r"makepyfile\((?:\*\*\{)?[\"']?(\w+)[\"']?\s*[=:]")
+    clashes = [f"{path.name}: {name}" for path in sorted(Path(__file__).resolve().parent.glob("test_*.py"))
+               for name in named.findall(path.read_text(encoding="utf-8")) if name in suite]
+    assert not clashes, clashes
