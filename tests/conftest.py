@@ -19,21 +19,16 @@ import measuring
 # In registry order: llama.cpp and whisper.cpp each ship a libggml.so.0 (0.25 and 0.13), and a process
 # holds one library of a soname, the first loaded; libllama needs symbols 0.13 lacks, whisper.cpp runs
 # on 0.25 (docs/speech.md). The product keeps them apart: each runs in its own backend's worker.
-# Each through its backend's own import_runtime, as a worker imports it: ExecuTorch's runtime without
-# its exporter (1.4 s, not 4.8 s: every pytest process that loads this file pays it); the exporter, a
-# pure-Python package over torch, is imported by the tests that use it.
+# ExecuTorch's whole package (its exporter with torch's operator registrations) too: imported first
+# inside an in-process run, it would be imported again after pytester's restore, and torch refuses
+# a second TORCH_LIBRARY of a namespace (_inductor_test).
 def _import_installed_runtimes() -> None:
     from pytest_edge.backends import all_backends
 
-    if importlib.util.find_spec("onnx") is not None:
-        importlib.import_module("onnx")
-    imported = set()
-    for backend in all_backends().values():
-        module = backend.runtime_module
-        if not module or module in imported or importlib.util.find_spec(module.split(".")[0]) is None:
-            continue  # the tflite-runtime lane lacks some
-        backend.import_runtime()
-        imported.add(module)
+    modules = ["onnx", *(backend.runtime_module for backend in all_backends().values() if backend.runtime_module)]
+    for module in dict.fromkeys(modules):
+        if importlib.util.find_spec(module.split(".")[0]) is not None:  # the tflite-runtime lane lacks some
+            importlib.import_module(module)
 
 
 _import_installed_runtimes()
