@@ -197,3 +197,108 @@ def test_arbitrary_json_reads_or_is_one_value_error(data: Any) -> None:
         codec.from_json(Outer, data, "where")
     except ValueError as exc:
         assert str(exc).startswith("where: ")
+
+
+# ------------------------------------------------------------------ lenient classes (a stored block kept for the gate)
+
+@codec.layout(lenient=True)
+@dataclass(frozen=True)
+class Process:
+    figure: float | None = None
+    runs: list[float] | None = None
+
+
+@codec.layout(lenient=True, order=("tool", "checked", "figure"), computed={"checked": lambda m: False})
+@dataclass
+class Stored:
+    tool: str = ""
+    figure: float | None = None
+    cache: dict[str, float] | None = codec.json_field(default=None, omit=lambda v: not v)
+    processes: tuple[Process, ...] = ()
+    inner: Inner | None = None
+    elsewhere: str = codec.json_field(default="", skip=True)
+
+
+def test_a_lenient_class_reads_what_fits_and_defaults_the_rest() -> None:
+    value = Stored("t", 1.5, {"r": 2}, (Process(3, [3, 4.0]), Process()), Inner(2, 0.5))
+    data = codec.to_json(value)
+    assert list(data) == ["tool", "checked", "figure", "cache", "processes", "inner"]
+    assert codec.from_json(Stored, json.loads(json.dumps(data)), "x") == value
+    assert json.dumps(codec.to_json(codec.from_json(Stored, json.loads(json.dumps(data)), "x"))) == json.dumps(data)
+    # missing keys, unknown keys and computed ones: defaults, ignored
+    assert codec.from_json(Stored, {"newer": 1, "checked": True}, "x") == Stored()
+    # given fields (kept elsewhere) as for any class
+    assert codec.from_json(Stored, {}, "x", given={"elsewhere": "e"}).elsewhere == "e"
+
+
+@pytest.mark.parametrize("data, expected", [
+    (None, Stored()),
+    ([1, 2], Stored()),
+    ("x" * 1000, Stored()),
+    ({"tool": 3, "figure": "1.5"}, Stored()),
+    ({"tool": "t", "figure": True}, Stored("t")),
+    ({"figure": math.inf, "cache": {"r": "x"}}, Stored(figure=math.inf)),
+    ({"cache": {1: 2.0}}, Stored()),
+    ({"processes": "abc"}, Stored()),
+    ({"processes": {"figure": 1}}, Stored()),
+    ({"processes": [1, None, {"figure": "x", "runs": [1]}, {"runs": [1, "2"]}]},
+     Stored(processes=(Process(), Process(), Process(runs=[1]), Process()))),
+    ({"inner": {"total_ops": "x"}, "tool": "kept"}, Stored("kept")),
+    ({"inner": {"ratio": 1.0}}, Stored()),  # a strict class inside: what does not fit is its field's default
+])
+def test_hostile_input_to_a_lenient_class_is_its_defaults_never_an_error(data: Any, expected: Stored) -> None:
+    assert codec.from_json(Stored, data, "where") == expected
+
+
+def test_a_lenient_class_needs_a_default_for_every_field() -> None:
+    @codec.layout(lenient=True)
+    @dataclass
+    class Careless:
+        figure: float
+
+    with pytest.raises(TypeError, match="Careless.figure has no default"):
+        codec.from_json(Careless, {"figure": 1.0}, "x")
+
+
+def test_deep_nesting_in_a_lenient_class_is_a_default() -> None:
+    deep: Any = 1
+    for _ in range(100_000):
+        deep = [deep]
+    found = codec.from_json(Stored, {"processes": deep, "inner": deep, "cache": deep, "tool": "t"}, "x")
+    assert found == Stored("t", processes=(Process(),))  # a list of one element, which is no process: the defaults
+
+
+def test_a_dict_of_any_keys_takes_the_frames_keys() -> None:
+    @dataclass
+    class Ids:
+        names: dict[Any, str] = field(default_factory=dict)
+        values: dict[Any, np.ndarray] = field(default_factory=dict)
+
+    found = codec.from_json(Ids, {"names": {3: "a", (1, 2): "b"}, "values": {7: np.ones(2)}}, "x")
+    assert found.names == {3: "a", (1, 2): "b"} and list(found.values) == [7]
+    with pytest.raises(ValueError, match="where: names.3: expected a string, got 4"):
+        codec.from_json(Ids, {"names": {3: 4}}, "where")
+    with pytest.raises(ValueError, match="where: counts: expected string keys, got 1"):
+        codec.from_json(Outer, {"name": "n", "inner": {"total_ops": 1}, "counts": {1: 1}}, "where")
+
+
+_process = st.builds(Process, st.none() | st.floats(allow_nan=False) | st.integers(),
+                     st.none() | st.lists(st.floats(allow_nan=False) | st.integers(), max_size=3))
+_stored = st.builds(Stored, _text, st.none() | st.floats(allow_nan=False), st.none() | st.dictionaries(
+    _text, st.floats(allow_nan=False), min_size=1, max_size=3), st.lists(_process, max_size=3).map(tuple),
+    st.none() | _inner)
+
+
+@given(_stored)
+def test_lenient_round_trip_through_json_text(value: Stored) -> None:
+    text = json.dumps(codec.to_json(value))
+    back = codec.from_json(Stored, json.loads(text), "x")
+    assert back == value and json.dumps(codec.to_json(back)) == text
+
+
+@given(st.dictionaries(st.sampled_from(["tool", "figure", "cache", "processes", "inner", "other"]), _json) | _json)
+def test_arbitrary_json_always_reads_as_a_lenient_class(data: Any) -> None:
+    found = codec.from_json(Stored, data, "where")
+    assert isinstance(found.processes, tuple) and all(isinstance(p, Process) for p in found.processes)
+    assert found.figure is None or isinstance(found.figure, (int, float))
+    json.dumps(codec.to_json(found))  # and writes back
