@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from edge_helpers import FIXTURES, write_mlp
 
+from pytest_edge import codec
 from pytest_edge.backends import InputShapes, get_backend
 from pytest_edge.judging.counted import run_count_gate
 from pytest_edge.judging.figures import GateFigures
@@ -173,7 +174,7 @@ def test_the_counted_measurement_is_the_records_counted_block_and_reads_back() -
                                "run_instructions": [100, 110, 99]},
                               {"instructions": 104.0, "runs": 3, "warmup_runs": 5, "cache": {"data_reads": 12.0},
                                "run_spread": 0.0, "run_instructions": [104, 104, 104]}], "callgrind", "valgrind-3.19.0")
-    data = counted.to_json()
+    data = codec.to_json(counted)
     assert data == {"tool": "callgrind", "version": "valgrind-3.19.0", "instructions": 102.0,
                     "cache": {"data_reads": 11.0, "l1_read_misses": 1.0}, "runs": 3, "warmup_runs": 5,
                     "spread": 104.0 / 100.0 - 1,
@@ -182,15 +183,15 @@ def test_the_counted_measurement_is_the_records_counted_block_and_reads_back() -
                                   {"instructions": 104.0, "cache": {"data_reads": 12.0}, "run_spread": 0.0,
                                    "run_instructions": [104, 104, 104]}]}
     assert list(data) == ["tool", "version", "instructions", "cache", "runs", "warmup_runs", "spread", "processes"]
-    assert CountedMeasurement.from_json(json.loads(json.dumps(data))) == counted
+    assert codec.from_json(CountedMeasurement, json.loads(json.dumps(data)), "x") == counted
     # Without the cache simulation: no cache keys, as before.
-    bare = _counted(100, 100).to_json()
+    bare = codec.to_json(_counted(100, 100))
     assert "cache" not in bare and all("cache" not in p for p in bare["processes"])
-    assert CountedMeasurement.from_json(bare).to_json() == bare
+    assert codec.to_json(codec.from_json(CountedMeasurement, bare, "x")) == bare
     # What a stored report may hold instead of processes: none known, or processes of no known figure.
-    assert CountedMeasurement.from_json({"instructions": 5.0, "processes": 7}).processes == ()
-    assert [p.instructions for p in CountedMeasurement.from_json({"instructions": 5.0, "processes": ["x"]}).processes] \
-        == [None]
+    assert codec.from_json(CountedMeasurement, {"instructions": 5.0, "processes": 7}, "x").processes == ()
+    assert [p.instructions for p in codec.from_json(CountedMeasurement, {"instructions": 5.0, "processes": ["x"]},
+                                                    "x").processes] == [None]
 
 
 def test_a_record_holds_the_counted_measurement_and_writes_it_last() -> None:
@@ -201,7 +202,7 @@ def test_a_record_holds_the_counted_measurement_and_writes_it_last() -> None:
                     counted=counted, checked=True)
     record.extra["artifact_bytes_reason"] = "unreadable"
     data = record.to_json()
-    assert data["counted"] == counted.to_json() and list(data)[-2:] == ["artifact_bytes_reason", "counted"]
+    assert data["counted"] == codec.to_json(counted) and list(data)[-2:] == ["artifact_bytes_reason", "counted"]
     again = Record.from_json(json.loads(json.dumps(data)))
     assert again.counted == counted and again.to_json() == data and "counted" not in again.extra
     # A timed record has no counted block; one that is not an object is kept as it was.
@@ -217,7 +218,7 @@ def test_the_gate_reads_a_stored_block_as_the_measurement_it_was() -> None:
     decision, ratios and messages as against the measurement itself."""
     mine, theirs = _one_process(58600, 54000, 49300), _one_process(50528, 52474, 47992)
     typed, _ = _gate(mine, theirs, paired=False)
-    stored, _ = _gate(mine, json.loads(json.dumps(theirs.to_json())), paired=False)
+    stored, _ = _gate(mine, json.loads(json.dumps(codec.to_json(theirs))), paired=False)
     assert (typed.summary, typed.failures, typed.notes) == (stored.summary, stored.failures, stored.notes)
     assert typed.summary["verdict"] == "failed"
 
@@ -271,7 +272,7 @@ def test_a_median_run_that_moved_with_an_unmoved_least_run_is_no_growth() -> Non
     old = _counted(50528)
     assert _gate(_one_process(56890, 52455, 47825), old, paired=False)[0].summary["verdict"] == "failed"
     for runs in (["x", float("nan")], [-1, 50000], [0, 50000], [1e12] * 3):  # the last: above its own median
-        hostile = _one_process(50528, 52474, 47992).to_json()  # as a stored report holds it
+        hostile = codec.to_json(_one_process(50528, 52474, 47992))  # as a stored report holds it
         hostile["processes"][0]["run_instructions"] = runs
         assert _gate(_one_process(56890, 52455, 47825), hostile, paired=False)[0].summary["verdict"] == "failed", runs
 

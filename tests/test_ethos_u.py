@@ -449,7 +449,7 @@ def test_the_gate_fails_npu_memory_grown_against_the_baseline() -> None:
         compiled = get_backend(target).compiler.compile(next(p for p in (FIXTURES / f"{model}.tflite",
                                                                 FIXTURES / "npu" / f"{model}.tflite") if p.is_file()),
                                                {}, 300)
-        return {"backend": target, "coverage": codec.to_json(compiled.coverage), "npu": compiled.to_json()}
+        return {"backend": target, "coverage": codec.to_json(compiled.coverage), "npu": codec.to_json(compiled)}
 
     small, big = record("quant_probe_int8", "ethos-u55-128"), record("kws_dscnn_int8", "ethos-u55-128")
     small_figures, big_figures = GateFigures.from_json(small), GateFigures.from_json(big)
@@ -710,6 +710,6 @@ def test_optional_estimates_are_written_as_optional(tmp_path: Path) -> None:
     assert f"DRAM {compiled.dram_kib:.2f} KiB" in row[5] and compiled.dram_kib > 0
     select = get_backend("ethos-u55-128").compiler.compile(PTE_SELECT, {}, 300)
     record = {"backend": "ethos-u55-128", "model": {"name": "select"}, "timing_not_judged": COMPILE_ONLY.reason,
-              "npu": select.to_json()}
+              "npu": codec.to_json(select)}
     lines = compiled_lines([record])
     assert lines[1].endswith("no estimate") and "None" not in lines[1], lines

@@ -48,6 +48,28 @@ def test_replies_keep_int_keys_nan_and_nesting() -> None:
     assert np.isnan(back["drift"]) and back["scalar"] == 2.5 and isinstance(back["scalar"], float)
 
 
+def test_intermediates_cross_the_frames_through_the_codec() -> None:
+    """Issue #48: a runtime's Intermediates is the reply as codec.to_json writes it (integer tensor ids
+    kept, arrays as arrays, details nested) and reply_as reads it; a walk's flat dict splits into
+    fields and details."""
+    from pytest_edge import codec
+    from pytest_edge.backends import Intermediates
+
+    found = Intermediates("tensors", order=[3, 1], producers={3: "CONV_2D (node 0) on the CPU kernels", 1: "x"},
+                          tensors={3: np.ones((1, 2), np.float32), 1: np.zeros(2, np.int8)}, names={3: "a", 1: "b"},
+                          delegated=True, details={"runs": {"plain": {3: np.ones(1)}}})
+    reply = decode(encode(protocol.ok(codec.to_json(found))))["value"]
+    assert list(reply) == ["method", "order", "producers", "tensors", "names", "delegated", "unavailable", "details"]
+    back = protocol.reply_as(Intermediates, "intermediates", reply)
+    assert back.order == [3, 1] and back.producers == found.producers and back.names == found.names
+    assert all(np.array_equal(back.tensors[k], found.tensors[k]) for k in found.tensors) and back.delegated
+    assert list(back.details["runs"]["plain"]) == [3]
+    with pytest.raises(ProtocolError, match="malformed reply to intermediates: producers.3: expected a string, got 4"):
+        protocol.reply_as(Intermediates, "intermediates", {**reply, "producers": {3: 4}})
+    walked = Intermediates.of_walk("nodes", {"order": ["t"], "tensors": {}, "unavailable": None, "runs": {}, "fused": 1})
+    assert walked == Intermediates("nodes", order=["t"], details={"runs": {}, "fused": 1})
+
+
 def test_typed_replies_round_trip_over_the_codec_and_a_malformed_one_is_a_protocol_error() -> None:
     """Each request's reply, as Generation is Generate's: codec.to_json crosses the frame codec,
     reply_as types it; a missing or mistyped field is a ProtocolError naming the request and the field."""

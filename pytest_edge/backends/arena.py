@@ -33,18 +33,9 @@ class TensorArena:
     allocations: dict[str, int] = field(default_factory=dict)
     flash_bytes: int | None = None
 
+    # The record's ``arena`` block is codec.to_json(arena); Record.from_json reads it with
+    # codec.from_json (a stored block that is not one is kept as it was, in the record's extra).
+
     @property
     def total_kib(self) -> float:
         return self.total_bytes / 1024
-
-    # The record's ``arena`` block is codec.to_json(arena); Record.from_json reads it here.
-    def to_json(self) -> dict[str, Any]:
-        return codec.to_json(self)
-
-    @classmethod
-    def from_json(cls, data: Any) -> "TensorArena | None":
-        """A stored report's block (untrusted); None where it is not one (the record keeps it as it was)."""
-        try:
-            return codec.from_json(cls, data, "a report's arena block")
-        except ValueError:
-            return None

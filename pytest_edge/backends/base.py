@@ -47,16 +47,16 @@ class Intermediates:
     unavailable: str | None = None  # why nothing (or not everything) could be recorded
     details: dict[str, Any] = field(default_factory=dict)  # what the method adds
 
-    def to_json(self) -> dict[str, Any]:
-        """For the worker protocol (arrays travel as arrays)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    # The worker's reply to ReadIntermediates is codec.to_json(found) (arrays travel as arrays); the
+    # host reads it with worker.protocol.reply_as.
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Intermediates":
-        """From :meth:`to_json`, or from a flat dict whose keys other than the fields are details."""
-        known = {f.name for f in fields(cls)} - {"details"}
-        details = {**data.get("details", {}), **{k: v for k, v in data.items() if k not in known and k != "details"}}
-        return cls(**{k: v for k, v in data.items() if k in known}, details=details)
+    def of_walk(cls, method: str, found: Mapping[str, Any]) -> "Intermediates":
+        """What a runtime's walk over its graph found, as one flat dict (in the worker): the keys
+        that name a field are that field, the others its details."""
+        known = {f.name for f in fields(cls)} - {"method", "details"}
+        return cls(method, **{k: v for k, v in found.items() if k in known},
+                   details={k: v for k, v in found.items() if k not in known})
 
 
 class LoadedModel(ABC):

@@ -18,36 +18,38 @@ from .. import codec
 from .tensors import Coverage
 
 
+@codec.layout(lenient=True)  # a stored report's operator: what is missing or does not fit, "" or None
 @dataclass(frozen=True)
 class CompiledOperator:
     """One operator of the compiler's per-operator report: its type and name as the compiler gives
     them, where it was placed, and the compiler's estimated cycles for it (None where it gives none)."""
 
-    op: str  # the operator's type, as the compiler names it ("Conv2D")
-    name: str  # the compiler's name for it (the output tensor's: "Relu;add;Conv2D")
-    placed_on: str  # "NPU" or "CPU"
+    op: str = ""  # the operator's type, as the compiler names it ("Conv2D")
+    name: str = ""  # the compiler's name for it (the output tensor's: "Relu;add;Conv2D")
+    placed_on: str = ""  # "NPU" or "CPU"
     estimated_cycles: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "name": self.name, "placed_on": self.placed_on,
-                "estimated_cycles": self.estimated_cycles}
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "CompiledOperator":
-        return cls(str(data.get("op")), str(data.get("name")), str(data.get("placed_on")),
-                   data.get("estimated_cycles"))
+def _no_coverage() -> Coverage:
+    return Coverage(0, 0, 0, 0, method="compiler")
 
 
+# The record's ``npu`` block (docs/reports.md): codec.to_json(compilation), in this order, saying
+# that nothing executed; a stored report's is read leniently (Compilation.of_record), as the gate
+# checks what it judges. Its coverage is the record's ``coverage``, not repeated.
+@codec.layout(lenient=True, computed={"executed": lambda _: False},
+              order=("target", "compiler", "settings", "executed", "sram_bytes", "flash_bytes", "memories", "clock_hz",
+                     "estimated_cycles", "estimated_ms", "estimate_note", "macs", "operators"))
 @dataclass
 class Compilation:
     """An NPU compiler's result for one artifact and one configuration. Sizes in bytes; the
     estimate at the configured clock; ``coverage`` judged by max_fallback / max_partitions like any
     delegate's (``method="compiler"``)."""
 
-    target: str  # the accelerator configuration, e.g. "ethos-u55-128"
-    compiler: str  # name and version, e.g. "vela 5.2.0"
-    settings: dict[str, str]  # the configuration it compiled for: system_config, memory_mode, ...
-    coverage: Coverage
+    target: str = ""  # the accelerator configuration, e.g. "ethos-u55-128"
+    compiler: str = ""  # name and version, e.g. "vela 5.2.0"
+    settings: dict[str, str] = field(default_factory=dict)  # the configuration it compiled for: system_config, ...
+    coverage: Coverage = codec.json_field(skip=True, default_factory=_no_coverage)  # the record's own
     sram_bytes: int | None = None
     flash_bytes: int | None = None  # off-chip flash (weights in the embedded memory modes)
     memories: dict[str, int] = field(default_factory=dict)  # every memory the compiler reports it used
@@ -73,29 +75,15 @@ class Compilation:
         tensor arena there (U65, U85); None where the compiler reports none."""
         return self.memories["dram"] / 1024 if "dram" in self.memories else None
 
-    def to_json(self) -> dict[str, Any]:
-        """The record's ``npu`` block (its coverage is the record's ``coverage``, not repeated)."""
-        return {"target": self.target, "compiler": self.compiler, "settings": dict(self.settings),
-                "executed": False, "sram_bytes": self.sram_bytes, "flash_bytes": self.flash_bytes,
-                "memories": dict(self.memories), "clock_hz": self.clock_hz,
-                "estimated_cycles": self.estimated_cycles, "estimated_ms": self.estimated_ms,
-                "estimate_note": self.estimate_note, "macs": self.macs,
-                "operators": [op.to_json() for op in self.operators]}
-
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], coverage: Mapping[str, Any] | None) -> "Compilation":
-        known = None
-        if isinstance(coverage, Mapping):
-            try:
-                known = codec.from_json(Coverage, dict(coverage), "a report's coverage")
-            except ValueError:  # a stored block kept as written, as the other figures here
-                known = None
-        return cls(str(data.get("target")), str(data.get("compiler")), dict(data.get("settings") or {}),
-                   known or Coverage(0, 0, 0, 0, method="compiler"),
-                   data.get("sram_bytes"), data.get("flash_bytes"), dict(data.get("memories") or {}),
-                   data.get("clock_hz"), data.get("estimated_cycles"), data.get("estimated_ms"), data.get("macs"),
-                   [CompiledOperator.from_json(op) for op in data.get("operators") or [] if isinstance(op, Mapping)],
-                   str(data.get("estimate_note") or ""))
+    def of_record(cls, npu: Any, coverage: Any) -> "Compilation":
+        """A stored record's ``npu`` block with the record's ``coverage`` (the compiler's empty one
+        where that is missing or does not read: the report's reader judges it, not this)."""
+        try:
+            known = codec.from_json(Coverage, coverage, "a report's coverage") if isinstance(coverage, Mapping) else None
+        except ValueError:
+            known = None
+        return codec.from_json(cls, npu, "a report's npu block", given={"coverage": known or _no_coverage()})
 
 
 class Compiler(ABC):

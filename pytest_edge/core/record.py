@@ -405,14 +405,14 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         # Typed blocks, written after the other fields: counted mode's, a compile-time target's.
-        blocks = {"counted": self.counted.to_json()} if self.counted is not None else {}
+        blocks = {"counted": codec.to_json(self.counted)} if self.counted is not None else {}
         generation = {"llm": self.generation.to_json()} if self.generation is not None else {}
         if self.timing_not_judged is not None:  # where the report has always had it: after the llm block
             generation["timing_not_judged"] = self.timing_not_judged.reason
         if self.npu is not None:
-            blocks["npu"] = self.npu.to_json()
+            blocks["npu"] = codec.to_json(self.npu)
         if self.arena is not None:
-            blocks["arena"] = self.arena.to_json()
+            blocks["arena"] = codec.to_json(self.arena)
         if self.speech is not None:
             blocks["speech"] = self.speech.to_json()
         if not self.checked:  # skipped, errored, or the body failed: what there is to say
@@ -443,7 +443,11 @@ class Record:
             known.discard("counted")
         if not isinstance(data.get("npu"), Mapping):
             known.discard("npu")
-        arena = TensorArena.from_json(data["arena"]) if isinstance(data.get("arena"), Mapping) else None
+        try:
+            arena = codec.from_json(TensorArena, data["arena"], f"{where}: arena") \
+                if isinstance(data.get("arena"), Mapping) else None
+        except ValueError:  # a stored report's block (untrusted) that is no arena's
+            arena = None
         if arena is None:  # none, or not an arena block: kept as it was
             known.discard("arena")
         record = cls(**{k: v for k, v in data.items()
@@ -453,9 +457,9 @@ class Record:
         record.timing_not_judged = TimingNotJudged.from_json(data.get("timing_not_judged"), where)
         record.budget_findings = [Finding.from_json(f) for f in data.get("budget_findings") or [] if isinstance(f, Mapping)]
         if "counted" in known:
-            record.counted = CountedMeasurement.from_json(data["counted"])
+            record.counted = codec.from_json(CountedMeasurement, data["counted"], f"{where}: counted")
         if "npu" in known:
-            record.npu = Compilation.from_json(data["npu"], data.get("coverage"))
+            record.npu = Compilation.of_record(data["npu"], data.get("coverage"))
         if isinstance(data.get("speech"), Mapping):
             record.speech = SpeechRecord.from_json(data["speech"])
             known.add("speech")

@@ -107,7 +107,7 @@ class Counter:
             if twin_measured is None:
                 raise RuntimeError(f"the baseline twin {choice.source} of {info.artifact} was not counted")
             # The twin's figures as the record a stored report would hold.
-            baseline, source = twin_baseline(info.backend, twin, {"counted": twin_measured.to_json()}, twin_coverage,
+            baseline, source = twin_baseline(info.backend, twin, {"counted": codec.to_json(twin_measured)}, twin_coverage,
                                              self.settings.rootdir)
             paired = True
 

@@ -1,11 +1,13 @@
 """Counted mode's measurement as types: instructions per inference counted under Valgrind's callgrind
 in fresh processes (docs/measurement.md, "Counted mode"), as the counter returns it, the gate judges
 it and the record keeps it. A primitive, as :class:`~pytest_edge.measurement.timing.TimedMeasurement`
-is: no pytest, nothing of the package.
+is: no pytest, nothing of the package but its codec (a leaf).
 
-The record's ``counted`` block is :meth:`CountedMeasurement.to_json`; a stored report's is read back
-with :meth:`CountedMeasurement.from_json`, which keeps its figures as they were written (a report
-of an older pytest-edge, or an edited one, may hold anything there: the gate checks what it judges).
+The record's ``counted`` block is ``codec.to_json(counted)``; a stored report's is read back with
+``codec.from_json(CountedMeasurement, block, where)``, leniently (``codec.layout(lenient=True)``): a
+report of an older pytest-edge, or an edited one, may hold anything there, and what is missing or
+does not fit a field's type is its default (None: no known figure), never an error; the gate checks
+what it judges.
 """
 
 from __future__ import annotations
@@ -15,62 +17,40 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import codec
 
+
+def _empty(cache: dict[str, float] | None) -> bool:
+    return not cache  # no cache simulation: no ``cache`` key, as counted mode has always written
+
+
+@codec.layout(lenient=True)
 @dataclass(frozen=True)
 class ProcessCount:
     """One counted process: its median run's instructions (and, with the cache simulation, its data
     reads, writes and simulated misses), how far its runs lay apart, and each run's count."""
 
     instructions: float | None = None
-    cache: dict[str, float] | None = None
+    cache: dict[str, float] | None = codec.json_field(default=None, omit=_empty)
     run_spread: float | None = None  # largest over smallest run, minus one
     run_instructions: list[float] | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"instructions": self.instructions, **({"cache": self.cache} if self.cache else {}),
-                "run_spread": self.run_spread, "run_instructions": self.run_instructions}
 
-    @classmethod
-    def from_json(cls, data: Any) -> "ProcessCount":
-        """A report's process as written; anything but an object is a process of no known figure."""
-        if not isinstance(data, Mapping):
-            return cls()
-        return cls(instructions=data.get("instructions"), cache=data.get("cache") or None,
-                   run_spread=data.get("run_spread"), run_instructions=data.get("run_instructions"))
-
-
+@codec.layout(lenient=True)  # a stored report's block: anything but an object is a process of no known figure
 @dataclass(frozen=True)
 class CountedMeasurement:
     """Instructions per inference of one artifact, the median over its fresh processes (each
     process's figure is its median run), their cache figures' medians, how far the processes lie
     apart (``spread``), and each process's own (``processes``)."""
 
-    tool: str | None
-    version: str | None
-    instructions: float | None
-    cache: dict[str, float] | None = None
+    tool: str | None = None
+    version: str | None = None
+    instructions: float | None = None
+    cache: dict[str, float] | None = codec.json_field(default=None, omit=_empty)
     runs: int | None = None
     warmup_runs: int | None = None
     spread: float | None = None  # largest over smallest process, minus one
-    processes: tuple[ProcessCount, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        """The record's ``counted`` block (docs/reports.md)."""
-        return {"tool": self.tool, "version": self.version, "instructions": self.instructions,
-                **({"cache": self.cache} if self.cache else {}),
-                "runs": self.runs, "warmup_runs": self.warmup_runs, "spread": self.spread,
-                "processes": [p.to_json() for p in self.processes]}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "CountedMeasurement":
-        """A record's ``counted`` block (a stored report's, the baseline twin's), figures as written."""
-        try:
-            processes = list(data.get("processes") or [])
-        except TypeError:  # not a list of processes: none known
-            processes = []
-        return cls(tool=data.get("tool"), version=data.get("version"), instructions=data.get("instructions"),
-                   cache=data.get("cache") or None, runs=data.get("runs"), warmup_runs=data.get("warmup_runs"),
-                   spread=data.get("spread"), processes=tuple(ProcessCount.from_json(p) for p in processes))
+    processes: tuple[ProcessCount, ...] = ()  # the record's ``counted`` block (docs/reports.md): these, in order
 
     @classmethod
     def of(cls, figures: Mapping[str, Any]) -> "CountedMeasurement | None":
@@ -79,7 +59,7 @@ class CountedMeasurement:
         counted = figures.get("counted")
         if isinstance(counted, CountedMeasurement):
             return counted
-        return cls.from_json(counted) if isinstance(counted, Mapping) else None
+        return codec.from_json(cls, counted, "a record's counted block") if isinstance(counted, Mapping) else None
 
 
 def combine_counts(per_process: Sequence[Mapping[str, Any]], tool: str, version: str) -> CountedMeasurement:

@@ -203,7 +203,7 @@ class EdgeSession:
 
     def intermediates(self, info: ModelInfo, feeds: Sequence[Any]) -> Intermediates | None:
         reply = self.pool.request(info.backend, ReadIntermediates(info.key, info.feeds(feeds)), info.artifact)
-        return Intermediates.from_json(reply) if reply is not None else None
+        return reply_as(Intermediates, "intermediates", reply) if reply is not None else None
 
     def measure(self, info: ModelInfo, feeds: Sequence[Any], plan: Plan) -> dict[str, Any] | CountedMeasurement:
         """Timing and memory of ``info`` by the measurement protocol (cached per session); in counted

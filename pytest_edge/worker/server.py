@@ -324,7 +324,7 @@ class WorkerServer:
 
     def op_intermediates(self, key: str, feeds: list[np.ndarray]) -> dict[str, Any] | None:
         found = self.models[key].intermediates(feeds)
-        return found.to_json() if found is not None else None
+        return codec.to_json(found) if found is not None else None
 
     def op_ping(self) -> int:
         return os.getpid()

@@ -174,7 +174,7 @@ def etdump_intermediates(data: bytes, feeds: Sequence[np.ndarray]) -> Intermedia
     "reference": {...} (non-delegated kernels: PyTorch's kernel on the same inputs),
     "reference_note"}], "program_outputs": [arrays], "partitions", "kernels", "unlogged", "unavailable"}``
     """
-    return Intermediates.from_json({"method": "etdump", **_etdump_run(data, feeds)})
+    return Intermediates.of_walk("etdump", _etdump_run(data, feeds))
 
 
 def _etdump_run(data: bytes, feeds: Sequence[np.ndarray]) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def node_intermediates(path: Path, provider: str, feeds: dict[str, np.ndarray], 
     -> why not); "unavailable" with a reason where it cannot be done.
     """
     found = _node_runs(path, provider, feeds, threads=threads, final=final, level=level)
-    return Intermediates.from_json({"method": "nodes", **found})
+    return Intermediates.of_walk("nodes", found)
 
 
 def _node_runs(path: Path, provider: str, feeds: dict[str, np.ndarray], *, threads: int | None,
