@@ -20,8 +20,10 @@ from typing import Any, Callable
 import pytest
 from edge_helpers import FIXTURES
 
+from pytest_edge import codec
 from pytest_edge.backends import Coverage, get_backend
 from pytest_edge.backends.compiled import Compilation
+from pytest_edge.core.generation_figures import GenerationProcessFigures
 from pytest_edge.core.marker import MarkerSpec
 from pytest_edge.core.models import Model
 from pytest_edge.core.plan import Plan
@@ -197,8 +199,8 @@ DECODER: dict[str, tuple[dict[str, Any], Path]] = {
 def _generation(ttft_p50_ms: float = 10.0, tpot_p50_ms: float = 4.0,
                 peak_memory_mb: float = 100.0) -> generation.GenerationMeasurement:
     return generation.GenerationMeasurement(
-        processes=[{"ttft_p50_ms": ttft_p50_ms * (1 + 0.01 * (i % 3)), "tpot_p50_ms": tpot_p50_ms * (1 + 0.01 * (i % 2))}
-                   for i in range(6)], peak_memory_mb=peak_memory_mb, runs=[10] * 6)
+        processes=tuple(GenerationProcessFigures(ttft_p50_ms * (1 + 0.01 * (i % 3)), tpot_p50_ms * (1 + 0.01 * (i % 2)))
+                        for i in range(6)), peak_memory_mb=peak_memory_mb, runs=[10] * 6)
 
 
 def decoder_gate(tmp_path: Path, mode: str, changes: dict[str, Any], artifact: Path) -> GateResult:
@@ -211,7 +213,7 @@ def decoder_gate(tmp_path: Path, mode: str, changes: dict[str, Any], artifact: P
                                                 "model": {"name": "m", "artifact": "base.tflite"},
                                                 "artifact_bytes": SMALL.stat().st_size,
                                                 "peak_memory_mb": theirs.peak_memory_mb,
-                                                "llm": {"processes": theirs.processes}})
+                                                "llm": {"processes": codec.to_json(theirs.processes)}})
     result = generation.gate_generation(settings, "t.py::test_llm", "litert", model, candidate, twin, mine,
                                         theirs if twin else None, lambda count: [mine, theirs][:2 if twin else 1])
     assert result is not None

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,8 @@ from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.backends.decoder_config import LlmConfig
 from pytest_edge.golden.tokens import TokenGolden, golden_path, read_golden, write_golden
 from pytest_edge.llm.marker import BUDGET_KEYWORDS, parse_llm_marker
-from pytest_edge.llm.metrics import logits_figures, logits_messages, token_agreement, token_message
+from pytest_edge.llm.metrics import FirstStepLogits, logits_figures, logits_messages, token_agreement, token_message
+from pytest_edge.core.generation_figures import ContextStop, GenerationProcessFigures
 from pytest_edge.judging.generation import _ended, context_lengths, context_sweep
 from pytest_edge.backends import get_backend
 from pytest_edge.backends.decoder import generate
@@ -55,16 +57,16 @@ def test_first_step_logits_are_judged_by_the_tensor_figures_rules() -> None:
     """One metrics module: the decoder's logits figures are accuracy.metrics', with its NaN and
     underflow handling (a tiny vector's cosine with itself is 1, not 0.9997)."""
     tiny = np.array([1.6e-161, 3.2e-161, -1.6e-161])
-    assert logits_figures(tiny, tiny) == {"max_abs_err": 0.0, "cosine": 1.0}
+    assert logits_figures(tiny, tiny) == FirstStepLogits(max_abs_err=0.0, cosine=1.0)
     both_nan = np.array([np.nan, 1.0, 2.0])
-    assert logits_figures(both_nan, both_nan.copy())["max_abs_err"] == 0.0
+    assert logits_figures(both_nan, both_nan.copy()).max_abs_err == 0.0
     one_nan = logits_figures(np.array([0.5, 1.0, 2.0]), both_nan)
-    assert one_nan == {"max_abs_err": None, "cosine": None}  # as a tensor record keeps it: no NaN in JSON
+    assert one_nan == FirstStepLogits(None, None)  # as a tensor record keeps it: no NaN in JSON
     assert logits_messages(one_nan, atol=1e-3, min_cosine=0.99) == [
         "first-step logits max |Δ| not a number (NaN or Inf in the logits) > logits_atol 0.001",
         "first-step logits cosine not a number (NaN or Inf in the logits) < logits_cosine 0.99"]
     assert logits_messages(one_nan, atol=None, min_cosine=None) == []
-    assert "shape" in logits_figures(np.zeros(4), np.zeros(5))
+    assert logits_figures(np.zeros(4), np.zeros(5)).shape == ((4,), (5,))
 
 
 @given(st.integers(1, 4096), st.integers(1, 8))
@@ -238,20 +240,20 @@ def sweep_pool():
 
 def test_context_sweep_stops_where_the_memory_budget_is_exceeded(sweep_pool) -> None:
     sweep = context_sweep(sweep_pool, ORT, LLM / "tiny_llm.onnx", CONFIG, [32, 64], memory_budget_mb=1e-6)
-    assert sweep["longest_stable"] is None and sweep["stopped"] == {"tokens": 32, "reason": "over memory budget"}
-    assert [p["tokens"] for p in sweep["points"]] == [32]  # nothing longer is tried
-    assert sweep["points"][0]["kv_cache_estimate_mb"] == CONFIG.kv_cache_bytes(32) / 2**20
-    assert sweep["os_killed"] is False
+    assert sweep.longest_stable is None and sweep.stopped == ContextStop(tokens=32, reason="over memory budget")
+    assert [p.tokens for p in sweep.points] == [32]  # nothing longer is tried
+    assert sweep.points[0].kv_cache_estimate_mb == CONFIG.kv_cache_bytes(32) / 2**20
+    assert sweep.os_killed is False
 
 
 def test_context_sweep_reports_a_failed_allocation_as_where_it_stopped(sweep_pool) -> None:
     # 30 MB more than the runtime alone: a 1024-token prefill's attention scores do not fit.
     sweep = context_sweep(sweep_pool, ORT, LLM / "tiny_llm.onnx", CONFIG, [16, 1024], None, memory_limit_mb=30)
-    assert [p["status"] for p in sweep["points"]] == ["ok", "out of memory"]
-    assert sweep["longest_stable"] == 16 and sweep["stopped"]["tokens"] == 1024
+    assert [p.status for p in sweep.points] == ["ok", "out of memory"]
+    assert sweep.longest_stable == 16 and sweep.stopped is not None and sweep.stopped.tokens == 1024
     # Which allocation fails first varies (a std::bad_alloc, or ONNX Runtime's arena saying so).
-    reason = sweep["stopped"]["reason"]
-    assert ("bad_alloc" in reason or "Failed to allocate memory" in reason) and sweep["points"][0]["peak_memory_mb"] > 0
+    reason = sweep.stopped.reason
+    assert ("bad_alloc" in reason or "Failed to allocate memory" in reason) and (sweep.points[0].peak_memory_mb or 0) > 0
 
 
 @pytest.mark.parametrize("ended, printed, status, error", [
@@ -411,20 +413,20 @@ def test_the_llm_gate_is_the_one_gate_measuring_a_suspect_again() -> None:
     fresh processes and fails only when it is above it twice and significant over all pairs."""
     from pytest_edge.judging.generation import GenerationMeasurement as M, as_gated, judge
 
-    old = [{"ttft_p50_ms": 1.0, "tpot_p50_ms": 0.50}, {"ttft_p50_ms": 1.02, "tpot_p50_ms": 0.51},
-           {"ttft_p50_ms": 0.99, "tpot_p50_ms": 0.49}]
-    slower = [{"ttft_p50_ms": p["ttft_p50_ms"], "tpot_p50_ms": p["tpot_p50_ms"] * 1.5} for p in old]
+    old = [GenerationProcessFigures(1.0, 0.50), GenerationProcessFigures(1.02, 0.51),
+           GenerationProcessFigures(0.99, 0.49)]
+    slower = [replace(p, tpot_p50_ms=p.tpot_p50_ms * 1.5) for p in old]
     asked: list[int] = []
 
     def again(new: list, rounds_old: list):
         def measure(rounds: int) -> list:
             asked.append(rounds)
-            return [M(processes=(new * 2)[:rounds]), M(processes=(rounds_old * 2)[:rounds])]
+            return [M(processes=tuple((new * 2)[:rounds])), M(processes=tuple((rounds_old * 2)[:rounds]))]
         return measure
 
     common = {"paired": True, "processes": 3, "max_regression": 0.10, "strict": False, "source": "base/m.pte"}
-    twin = as_gated("executorch", M(processes=old))
-    result = judge("executorch", M(processes=slower), twin, measure_again=again(slower, old), **common)
+    twin = as_gated("executorch", M(processes=tuple(old)))
+    result = judge("executorch", M(processes=tuple(slower)), twin, measure_again=again(slower, old), **common)
     assert asked == [5] and [f.figure for f in result.findings] == ["TPOT P50"]
     (failure,) = result.failures
     assert fnmatch.fnmatch(failure, "executorch: TPOT P50 0.75* ms (geometric mean of 8 process TPOT P50s) is +50.0% "
@@ -432,9 +434,9 @@ def test_the_llm_gate_is_the_one_gate_measuring_a_suspect_again() -> None:
     assert "measured twice in fresh processes: +50.0%, then +50.0%" in failure
     assert result.summary["mode"] == "ab" and result.summary["verdict"] == "failed"
     # Slower once, unchanged when measured again: a note, never a failure.
-    blip = judge("executorch", M(processes=slower), twin, measure_again=again(old, old), **common)
+    blip = judge("executorch", M(processes=tuple(slower)), twin, measure_again=again(old, old), **common)
     assert blip.failures == [] and any("TPOT P50 looked +50.0% slower" in n for n in blip.notes)
-    unchanged = judge("executorch", M(processes=old), twin, measure_again=again(old, old), **common)
+    unchanged = judge("executorch", M(processes=tuple(old)), twin, measure_again=again(old, old), **common)
     assert unchanged.failures == [] and unchanged.summary["remeasured"] is False
 
 
@@ -446,22 +448,22 @@ def test_the_llm_gate_tells_a_slower_machine_from_a_slower_decoder() -> None:
     machine moves its fastest generation too and fails."""
     from pytest_edge.judging.generation import GenerationMeasurement as M, as_gated, judge
 
-    old = [{"ttft_p50_ms": 1.0, "tpot_p50_ms": 0.50, "probe_us": 100.0, "min": 4.0},
-           {"ttft_p50_ms": 1.02, "tpot_p50_ms": 0.51, "probe_us": 101.0, "min": 4.02},
-           {"ttft_p50_ms": 0.99, "tpot_p50_ms": 0.49, "probe_us": 99.0, "min": 3.98}]
-    busy = [{**p, "tpot_p50_ms": p["tpot_p50_ms"] * 1.5, "probe_us": p["probe_us"] * 1.3} for p in old]
-    slower = [{**p, "min": p["min"] * 1.5} for p in busy]
+    old = [GenerationProcessFigures(1.0, 0.50, probe_us=100.0, fastest_ms=4.0),
+           GenerationProcessFigures(1.02, 0.51, probe_us=101.0, fastest_ms=4.02),
+           GenerationProcessFigures(0.99, 0.49, probe_us=99.0, fastest_ms=3.98)]
+    busy = [replace(p, tpot_p50_ms=p.tpot_p50_ms * 1.5, probe_us=p.probe_us * 1.3) for p in old]
+    slower = [replace(p, fastest_ms=p.fastest_ms * 1.5) for p in busy]
 
     def again(new: list):
-        return lambda rounds: [M(processes=(new * 3)[:rounds]), M(processes=(old * 3)[:rounds])]
+        return lambda rounds: [M(processes=tuple((new * 3)[:rounds])), M(processes=tuple((old * 3)[:rounds]))]
 
     common = {"paired": True, "processes": 3, "max_regression": 0.10, "source": "base/m.pte"}
-    twin = as_gated("executorch", M(processes=old))
-    excused = judge("executorch", M(processes=busy), twin, measure_again=again(busy), strict=False, **common)
+    twin = as_gated("executorch", M(processes=tuple(old)))
+    excused = judge("executorch", M(processes=tuple(busy)), twin, measure_again=again(busy), strict=False, **common)
     assert excused.failures == [] and excused.summary["verdict"] == "inconclusive" and excused.inconclusive
-    strict = judge("executorch", M(processes=busy), twin, measure_again=again(busy), strict=True, **common)
+    strict = judge("executorch", M(processes=tuple(busy)), twin, measure_again=again(busy), strict=True, **common)
     assert strict.failures and "CPU probe +30" in strict.failures[0]
-    caught = judge("executorch", M(processes=slower), twin, measure_again=again(slower), strict=False, **common)
+    caught = judge("executorch", M(processes=tuple(slower)), twin, measure_again=again(slower), strict=False, **common)
     assert caught.failures and "fastest runs +50" in caught.failures[0]
 
 
@@ -628,22 +630,29 @@ def test_the_html_page_and_the_job_summary_show_the_generation_figures(pytester:
 
 
 def test_a_decoders_part_of_the_record_is_typed_and_reads_back_as_written() -> None:
-    """Record.generation, not a dict in extra: the report's llm block is its to_json, read back by
-    from_json (an xdist worker's records, a stored baseline) to the same JSON."""
+    """Record.generation, not a dict in extra: the report's llm block is its to_json (the run's keys,
+    the measured figures flat, the sweep, the policy's sentence), read back by from_json (an xdist
+    worker's records, a stored baseline) to the same record and the same JSON."""
+    from pytest_edge.core.generation_figures import (ContextSweep, GenerationFigures, PromptResult,
+                                                     TeacherForcedOverall, TimingPercentiles)
     from pytest_edge.core.record import NOT_MEASURED, GenerationRecord, Record
 
-    block = {"config": {"vocab_size": 8}, "new_tokens": 3, "kv_cache": "positions", "prompts": [{"tokens": [1]}],
-             "teacher_forced": {"top1_agreement": 1.0}, "ttft_ms": {"p50": 1.5, "p90": 2.0}, "load_ms": 4.0,
-             "context": {"longest_stable": 64}, "timing_not_judged": NOT_MEASURED.reason}
-    record = Record("t::x", {"name": "m"}, "onnxruntime-cpu", generation=GenerationRecord.from_json(block),
-                    checked=True, accuracy={})
+    generation = GenerationRecord(
+        config={"vocab_size": 8}, new_tokens=3, kv_cache="positions",
+        prompts=(PromptResult(2, (1,), (1,), 1.0, None, 0.0, 1.0),),
+        teacher_forced=TeacherForcedOverall(1, 1.0, None, None),
+        measured=GenerationFigures(ttft_ms=TimingPercentiles(1.5, 2.0), load_ms=4.0),
+        context=ContextSweep((), 64, None, False), timing_not_judged=NOT_MEASURED)
+    record = Record("t::x", {"name": "m"}, "onnxruntime-cpu", generation=generation, checked=True, accuracy={})
     data = record.to_json()
-    assert data["llm"] == block and list(data["llm"]) == list(block) and "generation" not in data
+    llm = data["llm"]
+    assert "generation" not in data and list(llm)[:6] == ["config", "new_tokens", "kv_cache", "prompts",
+                                                          "teacher_forced", "prompt_tokens"]
+    assert list(llm)[-2:] == ["context", "timing_not_judged"] and llm["timing_not_judged"] == NOT_MEASURED.reason
+    assert llm["ttft_ms"] == {"p50": 1.5, "p90": 2.0} and llm["load_ms"] == 4.0 and llm["tpot_ms"] is None
     again = Record.from_json(data)
-    assert isinstance(again.generation, GenerationRecord) and again.extra == {} and again.to_json() == data
+    assert again.generation == generation and again.extra == {} and again.to_json() == data
     assert again.generation.timing_not_judged is NOT_MEASURED  # the policy, read back from its sentence
-    assert again.generation.figures() == {"ttft_ms": {"p50": 1.5, "p90": 2.0}, "load_ms": 4.0,
-                                          "context": {"longest_stable": 64}}
 
 
 def test_tolerances_judge_each_backend_by_its_own_accuracy_keywords() -> None:
@@ -673,8 +682,10 @@ def test_tolerances_judge_each_backend_by_its_own_accuracy_keywords() -> None:
 def test_a_decoders_junit_properties_carry_its_generation_figures() -> None:
     from pytest_edge.core.record import GenerationRecord, Record
 
-    generation = GenerationRecord({}, 3, None, [], {}, {"ttft_ms": {"p50": 2.5}, "tpot_ms": {"p50": 0.5},
-                                                        "decode_tokens_per_s": 2000.0})
+    from pytest_edge.core.generation_figures import GenerationFigures, TimingPercentiles
+
+    generation = GenerationRecord(new_tokens=3, measured=GenerationFigures(
+        ttft_ms=TimingPercentiles(2.5, None), tpot_ms=TimingPercentiles(0.5, None), decode_tokens_per_s=2000.0))
     record = Record("t", {"name": "m"}, "llama.cpp", generation=generation, checked=True, load_ms=3.0,
                     accuracy={"token_agreement": 1.0, "max_abs_err": 1e-4})
     properties = dict(record.junit_properties())

@@ -6,8 +6,10 @@ latency), a figure a runtime does not give drawn as "not measured", and hostile 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
+from pytest_edge.core.generation_figures import ContextLength, ContextSweep
 from pytest_edge.core.record import GenerationRecord, Record, SpeechFile, SpeechRecord, SpeechWindow
 from pytest_edge.llm.metrics import timing_figures
 from pytest_edge.report.generation import HEADERS as GENERATION_HEADERS
@@ -24,11 +26,10 @@ TENSOR = Record("tests/test_m.py::test_m[net-cpu]", {"name": "net"}, "cpu", late
 def decoder(backend: str = "llama.cpp", test: str = "test_short", *, new_tokens: int = 3, swept: bool = True) -> dict:
     tpot_s = [0.002, 0.003] if new_tokens > 1 else []
     figures = timing_figures(6, [0.010, 0.011, 0.012], tpot_s, [0.005] * 3, new_tokens)
-    figures.update(load_ms=20.0, peak_memory_mb=6.0, kv_cache_estimate_mb=0.0075)
-    context = {"points": [{"tokens": n, "status": "ok", "peak_memory_mb": 5.0 + n / 64, "kv_cache_estimate_mb": n / 2048}
-                          for n in (64, 128, 256)], "longest_stable": 256} if swept else None
-    block = GenerationRecord(config={}, new_tokens=new_tokens, kv_cache="runtime", prompts=[], teacher_forced={},
-                             measured=figures, context=context)
+    figures = replace(figures, load_ms=20.0, peak_memory_mb=6.0, kv_cache_estimate_mb=0.0075)
+    context = ContextSweep(tuple(ContextLength(n, "ok", 5.0 + n / 64, n / 2048) for n in (64, 128, 256)), 256, None,
+                           False) if swept else None
+    block = GenerationRecord(config={}, new_tokens=new_tokens, kv_cache="runtime", measured=figures, context=context)
     return Record(f"tests/test_llm.py::{test}[tiny_llm-{backend}]", {"name": "tiny_llm"}, backend,
                   accuracy={"token_agreement": 1.0}, generation=block, checked=True).conclude([]).to_json()
 

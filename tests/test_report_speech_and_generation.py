@@ -5,10 +5,12 @@ figures from llm.metrics.timing_figures), then written to JSON as the report hol
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from pytest_edge.core.generation_figures import ContextLength, ContextStop, ContextSweep, GenerationProcessFigures
 from pytest_edge.core.record import GenerationRecord, Record, SpeechFile, SpeechRecord, SpeechWindow, Verdict
 from pytest_edge.llm.metrics import timing_figures
 from pytest_edge.report import generation, speech
@@ -30,17 +32,16 @@ def decoder_record(backend: str = "onnxruntime-genai", test: str = "test_short",
     worker's samples (TPOT samples: one per token after the first, so none for ``new_tokens=1``),
     load and memory, the context sweep's points (the first one failed where not ``stable``)."""
     tpot_s = [0.002, 0.003] * (new_tokens - 1) if new_tokens > 1 else []
-    figures = timing_figures(6, list(ttft_s), tpot_s, [0.005] * len(ttft_s), new_tokens)
-    figures.update(load_ms=20.04, peak_memory_mb=6.25, kv_cache_estimate_mb=0.0075,
-                   processes=[{"ttft_p50_ms": 11.0, "tpot_p50_ms": 2.5 if tpot_s else None}])
+    figures = replace(timing_figures(6, list(ttft_s), tpot_s, [0.005] * len(ttft_s), new_tokens),
+                      load_ms=20.04, peak_memory_mb=6.25, kv_cache_estimate_mb=0.0075,
+                      processes=(GenerationProcessFigures(11.0, 2.5 if tpot_s else None),))
     context = None
     if swept is not None:
-        points = [{"tokens": n, "status": "ok" if stable else "killed", "peak_memory_mb": 5.0 + n / 64,
-                   "kv_cache_estimate_mb": n / 2048} for n in swept]
-        context = {"points": points, "longest_stable": max(swept) if stable and swept else None,
-                   "stopped": None if stable else {"tokens": swept[0], "reason": "killed"}, "os_killed": not stable}
+        points = tuple(ContextLength(n, "ok" if stable else "killed", 5.0 + n / 64, n / 2048) for n in swept)
+        context = ContextSweep(points, max(swept) if stable and swept else None,
+                               None if stable else ContextStop(swept[0], "killed"), not stable)
     block = GenerationRecord(config={"vocab_size": 32, "n_layers": 2}, new_tokens=new_tokens, kv_cache="runtime",
-                             prompts=[], teacher_forced={}, measured=figures, context=context)
+                             measured=figures, context=context)
     record = Record(f"tests/test_llm.py::{test}[{model}-{backend}]",
                     {"name": model, "artifact": f"models/{model}.onnx", "sha256": "1" * 64}, backend,
                     accuracy={"reference": "onnxruntime-cpu", "token_agreement": 0.875, "top1_agreement": 1.0,
@@ -51,7 +52,7 @@ def decoder_record(backend: str = "onnxruntime-genai", test: str = "test_short",
 
 def unmeasured_decoder_record() -> dict[str, Any]:
     """A decoder checked for its tokens only (no measurement asked): a block with no timed figures."""
-    block = GenerationRecord(config={}, new_tokens=3, kv_cache="runtime", prompts=[], teacher_forced={})
+    block = GenerationRecord(config={}, new_tokens=3, kv_cache="runtime")
     return Record("tests/test_llm.py::test_tokens[tiny_llm-llama.cpp]", {"name": "tiny_llm"}, "llama.cpp",
                   accuracy={"token_agreement": 1.0}, generation=block, checked=True).conclude([]).to_json()
 

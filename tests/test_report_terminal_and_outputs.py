@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import pytest_edge.report.html
+from pytest_edge.core.generation_figures import GenerationFigures, TimingPercentiles
 from pytest_edge.core.record import GenerationRecord, Record
 from pytest_edge.core.settings import Settings
 from pytest_edge.golden.use import GoldenUse
@@ -54,10 +55,11 @@ def tensor_record(model: str = "net", backend: str = "onnxruntime-cpu", *, peak:
 
 
 def decoder_record(tpot_p50: float | None = 2.5) -> dict[str, Any]:
-    measured = {"prompt_tokens": 6, "ttft_ms": {"p50": 11.0, "p90": 12.0}, "tpot_ms": {"p50": tpot_p50, "p90": tpot_p50},
-                "decode_tokens_per_s": 400.0 if tpot_p50 else None, "decode_tokens_per_s_sd": 3.2 if tpot_p50 else None}
-    block = GenerationRecord(config={}, new_tokens=3 if tpot_p50 else 1, kv_cache="runtime", prompts=[],
-                             teacher_forced={}, measured=measured)
+    measured = GenerationFigures(prompt_tokens=6, ttft_ms=TimingPercentiles(11.0, 12.0),
+                                 tpot_ms=TimingPercentiles(tpot_p50, tpot_p50),
+                                 decode_tokens_per_s=400.0 if tpot_p50 else None,
+                                 decode_tokens_per_s_sd=3.2 if tpot_p50 else None)
+    block = GenerationRecord(config={}, new_tokens=3 if tpot_p50 else 1, kv_cache="runtime", measured=measured)
     return Record("tests/test_llm.py::test_short[tiny_llm-llama.cpp]", {"name": "tiny_llm"}, "llama.cpp",
                   accuracy={"token_agreement": 1.0}, generation=block, checked=True).conclude([]).to_json()
 

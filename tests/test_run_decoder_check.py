@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from fake_backend import PEAK, VOCAB, counted, registered, write_decoder
 
+from pytest_edge.core.generation_figures import TokenPosition
 from pytest_edge.core.record import GenerationRecord, Record
 from pytest_edge.core.settings import Settings
 from pytest_edge.errors import BackendError, GoldenError
@@ -80,12 +81,13 @@ def test_equal_tokens_pass_with_a_typed_record(edge: EdgeSession) -> None:
     assert isinstance(record, Record) and isinstance(record.generation, GenerationRecord)
     assert record.checked and record.backend == "fake-counter"
     for prompt, row in zip(PROMPTS, record.generation.prompts):
-        assert row["tokens"] == row["golden_tokens"] == counted(prompt, NEW)
-        assert row["token_agreement"] == 1.0 and row["first_difference"] is None
+        assert list(row.tokens) == list(row.golden_tokens) == counted(prompt, NEW)
+        assert row.token_agreement == 1.0 and row.first_difference is None
     assert record.accuracy is not None
     assert record.accuracy["token_agreement"] == 1.0 and record.accuracy["top1_agreement"] == 1.0
     assert record.accuracy["max_abs_err"] == 0.0 and record.accuracy["reference"] == "fake-counter"
-    assert record.generation.teacher_forced["positions"] == NEW * len(PROMPTS)
+    assert record.generation.teacher_forced is not None
+    assert record.generation.teacher_forced.positions == NEW * len(PROMPTS)
     assert record.budget_findings == []
 
 
@@ -114,9 +116,10 @@ def test_a_decoder_that_parts_at_position_k_fails_naming_position_k(edge: EdgeSe
             f"fake-counter: prompt {prompt}: token agreement {k / NEW:.3f} < 1: first difference at new token {k} "
             f"(golden {golden[k]}, got {got[k]}); golden {golden}, got {got}; obtained tokens written to ")
     assert record.generation is not None
-    assert [row["first_difference"] for row in record.generation.prompts] == [k, k]
-    assert record.generation.teacher_forced["first_top1_difference"] == {"prompt": 0, "position": k}
-    assert record.generation.teacher_forced["top1_agreement"] == pytest.approx(1 - 2 / (NEW * 2))
+    assert [row.first_difference for row in record.generation.prompts] == [k, k]
+    forced = record.generation.teacher_forced
+    assert forced is not None and forced.first_top1_difference == TokenPosition(prompt=0, position=k)
+    assert forced.top1_agreement == pytest.approx(1 - 2 / (NEW * 2))
     assert record.accuracy is not None and record.accuracy["token_agreement"] == pytest.approx(k / NEW)
     # Before k the logits were the golden's: the first step's are identical.
     assert record.accuracy["max_abs_err"] == 0.0
@@ -152,10 +155,11 @@ def test_a_runtime_without_logits_has_its_tokens_checked_and_its_logits_said_not
     record, violations = check(edge, target(edge, "ref", backend="fake-counter-text"))
     assert violations == []
     assert record.generation is not None
-    assert all(row["not_measured"] == "a fake whose API gives tokens only" and row["cosine"] is None
+    assert all(row.not_measured == "a fake whose API gives tokens only" and row.cosine is None
                for row in record.generation.prompts)
-    assert record.generation.teacher_forced["top1_agreement"] is None
-    assert "a fake whose API gives tokens only" in record.generation.teacher_forced["not_measured"]
+    forced = record.generation.teacher_forced
+    assert forced is not None and forced.top1_agreement is None
+    assert "a fake whose API gives tokens only" in (forced.not_measured or "")
 
     _, violations = check(edge, target(edge, "ref", backend="fake-counter-text", logits_cosine=0.99))
     assert len(violations) == len(PROMPTS)
@@ -221,24 +225,24 @@ def test_overall_names_the_first_top1_difference_by_prompt_and_position() -> Non
     """Over every prompt's positions joined, the first difference (index 4 of 5) is said as prompt 1,
     position 1, and the worst KL divergence where it lies; top-1 agreement 4 of 5."""
     found = _overall([_forced([1, 2, 3], [1, 2, 3], kept=True), _forced([4, 5], [4, 9], kept=True)], [])
-    assert found["positions"] == 5 and found["top1_agreement"] == pytest.approx(0.8)
-    assert found["first_top1_difference"] == {"prompt": 1, "position": 1}
-    assert found["max_kld_at"] == {"prompt": 1, "position": 1}
-    assert found["kld"]["max"] > 1.0 and "not_measured" not in found
+    assert found.positions == 5 and found.top1_agreement == pytest.approx(0.8)
+    assert found.first_top1_difference == TokenPosition(prompt=1, position=1)
+    assert found.max_kld_at == TokenPosition(prompt=1, position=1)
+    assert found.kld is not None and found.kld.maximum > 1.0 and found.not_measured is None
 
 
 def test_overall_of_agreeing_prompts_names_no_difference() -> None:
     found = _overall([_forced([1, 2], [1, 2]), _forced([3], [3])], [])
-    assert found["first_top1_difference"] is None and found["top1_agreement"] == 1.0 and found["kld"] is None
+    assert found.first_top1_difference is None and found.top1_agreement == 1.0 and found.kld is None
 
 
 def test_overall_says_a_golden_without_distributions_leaves_the_divergence_unmeasured() -> None:
     """A golden recorded without log-probabilities: the KL divergence is not measured, said naming it."""
     found = _overall([_forced([1, 2], [1, 2])], ["golden/ref/llm/prompt-1.npz"])
-    assert found["kld"] is None
-    assert found["not_measured"].startswith("not measured: the golden golden/ref/llm/prompt-1.npz keeps no "
-                                            "log-probabilities")
-    assert "--edge-update-golden" in found["not_measured"]
+    assert found.kld is None and found.not_measured is not None
+    assert found.not_measured.startswith("not measured: the golden golden/ref/llm/prompt-1.npz keeps no "
+                                         "log-probabilities")
+    assert "--edge-update-golden" in found.not_measured
 
 
 def test_file_digests_hash_each_file_of_the_artifact(project: Path) -> None:

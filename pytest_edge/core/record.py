@@ -23,6 +23,8 @@ from ..errors import EdgeError
 from ..files import relative_path, sha256_file
 from ..measurement.counts import CountedMeasurement
 from .external_data import identity_files
+from .generation_figures import (GENERATION_FIGURE_KEYS, ContextSweep, GenerationFigures, PromptResult,
+                                 TeacherForcedOverall)
 
 # The backend of a record whose test errored before any backend was chosen (its marker unresolved).
 UNRESOLVED_BACKEND = "(unresolved)"
@@ -103,11 +105,19 @@ class TimingNotJudged(Enum):
     def from_json(cls, value: Any, where: str) -> "TimingNotJudged | None":
         """The policy a report's ``timing_not_judged`` says (None for none); ValueError naming
         ``where`` for a sentence of no policy: a stored report is untrusted input."""
+        try:
+            return cls.read(value)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+
+    @classmethod
+    def read(cls, value: Any) -> "TimingNotJudged | None":
+        """:meth:`from_json` without the place (the codec adds it)."""
         if value is None or isinstance(value, cls):
             return value
         if isinstance(value, str) and value in _BY_REASON:
             return _BY_REASON[value]
-        raise ValueError(f"{where}: unknown timing_not_judged {str(value)[:60]!r} (expected null or one of the "
+        raise ValueError(f"unknown timing_not_judged {str(value)[:60]!r} (expected null or one of the "
                          "sentences pytest-edge writes: an emulated device's, recorded or not measured, or a "
                          "compile-time target's)")
 
@@ -181,48 +191,56 @@ def artifact_identity(model: Mapping[str, Any] | None) -> tuple[str, ...]:
     return (model["sha256"],) if isinstance(model.get("sha256"), str) else ()
 
 
-# The keys of a decoder's block that are its spec and accuracy as run (the rest: measured figures).
+# The keys of a decoder's block before its measured figures (its spec and accuracy as run).
 _GENERATION_RUN = ("config", "new_tokens", "kv_cache", "prompts", "teacher_forced")
 
 
-@dataclass
+@dataclass(frozen=True)
 class GenerationRecord:
     """A decoder's part of the record (``Record.generation``; the report's ``llm`` block): its
     configuration, new tokens and how the runtime holds the cache; per prompt the golden's and this
     run's tokens and first-step logits figures; the teacher-forced figures over every prompt; and,
     when measured, the figures of its fresh processes (``measured``: TTFT, TPOT, tokens/s, load,
-    memory, per-process figures, the runtime's own counters), the context sweep (``context``) and
-    why an emulator's timing was not judged (``timing_not_judged``)."""
+    memory, per-process figures, the runtime's own counters, written flat in the block), the
+    context sweep (``context``) and why an emulator's timing was not judged (``timing_not_judged``).
+    The keys of another version's block that this one does not know are kept (``unknown``) and
+    written back after the others."""
 
-    config: dict[str, Any]
-    new_tokens: int
-    kv_cache: Any
-    prompts: list[dict[str, Any]]
-    teacher_forced: dict[str, Any]
-    measured: dict[str, Any] = field(default_factory=dict)
-    context: dict[str, Any] | None = None
-    timing_not_judged: TimingNotJudged | None = None
-
-    def figures(self) -> dict[str, Any]:
-        """What the budgets of edge_llm judge (checks.check_generation): the measured figures and the sweep."""
-        return {**self.measured, **({"context": self.context} if self.context is not None else {})}
+    # backends.decoder_config.LlmConfig as the report keeps it: an older report's may lack keys.
+    config: dict[str, Any] = field(default_factory=dict)
+    new_tokens: int = 0
+    kv_cache: str | None = None  # how the runtime keeps the cache, in words
+    prompts: tuple[PromptResult, ...] = ()
+    teacher_forced: TeacherForcedOverall | None = codec.json_field(default=None, omit=lambda v: v is None)
+    measured: GenerationFigures | None = codec.json_field(default=None, skip=True)  # None: not measured
+    context: ContextSweep | None = codec.json_field(default=None, omit=lambda v: v is None)
+    timing_not_judged: TimingNotJudged | None = codec.json_field(
+        default=None, omit=lambda v: v is None, encode=lambda policy: policy.reason, decode=TimingNotJudged.read)
+    unknown: dict[str, Any] = codec.json_field(default_factory=dict, skip=True)
 
     def to_json(self) -> dict[str, Any]:
-        data = {key: getattr(self, key) for key in _GENERATION_RUN}
-        data.update(self.figures())
-        if self.timing_not_judged is not None:
-            data["timing_not_judged"] = self.timing_not_judged.reason
-        return data
+        """The block in the report's order: the run's keys, the measured figures, the sweep, the
+        policy, then what another version wrote that this one does not know."""
+        data = codec.to_json(self)
+        if self.measured is not None:
+            run = {key: data.pop(key) for key in _GENERATION_RUN if key in data}
+            data = {**run, **codec.to_json(self.measured), **data}
+        return {**data, **self.unknown}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], where: str = "a report's llm block") -> "GenerationRecord":
-        """A block of a report (this version's or another's: what it lacks is empty, what this
-        version does not know is kept with the measured figures); ValueError naming ``where`` for a
-        ``timing_not_judged`` of no policy."""
-        rest = {k: v for k, v in data.items() if k not in (*_GENERATION_RUN, "context", "timing_not_judged")}
-        return cls(data.get("config") or {}, data.get("new_tokens") or 0, data.get("kv_cache"),
-                   list(data.get("prompts") or []), dict(data.get("teacher_forced") or {}), rest,
-                   data.get("context"), TimingNotJudged.from_json(data.get("timing_not_judged"), where))
+    def from_json(cls, data: Any, where: str = "a report's llm block") -> "GenerationRecord":
+        """A block of a report (this version's or another's: what it lacks is empty or not
+        measured, what this version does not know is kept); ValueError naming ``where`` and the
+        field's path for anything that does not fit."""
+        if not isinstance(data, Mapping):
+            return codec.from_json(cls, data, where)  # says: expected an object
+        measured = (codec.from_json(GenerationFigures, data, where)
+                    if any(key in data for key in GENERATION_FIGURE_KEYS) else None)
+        unknown = {k: v for k, v in data.items() if k not in _GENERATION_KEYS}
+        return codec.from_json(cls, data, where, given={"measured": measured, "unknown": unknown})
+
+
+_GENERATION_KEYS = {f.name for f in fields(GenerationRecord)} - {"measured", "unknown"} | GENERATION_FIGURE_KEYS
 
 
 @dataclass(frozen=True)
@@ -464,7 +482,7 @@ class Record:
             record.speech = SpeechRecord.from_json(data["speech"])
             known.add("speech")
         if isinstance(data.get("llm"), Mapping):
-            record.generation = GenerationRecord.from_json(data["llm"], where)
+            record.generation = GenerationRecord.from_json(data["llm"], f"{where}: llm")
             known.add("llm")
         record.extra = {k: v for k, v in data.items() if k not in known}
         record.checked = "accuracy" in data
@@ -485,10 +503,11 @@ class Record:
                    "edge_throughput": self.throughput}
         if self.generation is not None:  # a decoder's figures, as a tensor model's latency
             measured = self.generation.measured
-            figures.update(edge_token_agreement=(self.accuracy or {}).get("token_agreement"),
-                           edge_ttft_p50_ms=(measured.get("ttft_ms") or {}).get("p50"),
-                           edge_tpot_p50_ms=(measured.get("tpot_ms") or {}).get("p50"),
-                           edge_decode_tokens_per_s=measured.get("decode_tokens_per_s"))
+            figures.update(edge_token_agreement=(self.accuracy or {}).get("token_agreement"))
+            if measured is not None:
+                figures.update(edge_ttft_p50_ms=measured.ttft_ms.p50 if measured.ttft_ms else None,
+                               edge_tpot_p50_ms=measured.tpot_ms.p50 if measured.tpot_ms else None,
+                               edge_decode_tokens_per_s=measured.decode_tokens_per_s)
         if self.speech is not None:  # a speech export's rates and its slowest file's real-time factor
             figures.update(edge_wer=self.speech.wer, edge_cer=self.speech.cer,
                            edge_real_time_factor=self.speech.real_time_factor)

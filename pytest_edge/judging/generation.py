@@ -22,7 +22,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from .. import codec
 from ..backends.decoder_config import LlmConfig, read_config
+from ..core.generation_figures import (ContextLength, ContextStop, ContextSweep, CountedShare, GenerationProcessFigures,
+                                       MeanSd, RuntimePerGeneration, RuntimeTimings)
 from ..core.models import Model
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
@@ -35,7 +38,6 @@ from .baseline import BaselineKind, choose_baseline
 from .figures import GateFigures
 from .gate import AB_REMEASURE_PAIRS, GateResult, run_gate
 from .regressions import GENERATION_FIGURES
-from ..measurement.stats import mean_sd
 
 
 @dataclass(frozen=True)
@@ -50,14 +52,14 @@ class GenerationMeasurement:
     ttft_s: list[float] = field(default_factory=list)
     tpot_s: list[float] = field(default_factory=list)
     decode_s: list[float] = field(default_factory=list)  # per generation, with ttft_s
-    # per fresh process, as the report keeps them: ttft_p50_ms, tpot_p50_ms, and where the worker
-    # probed the machine, probe_us and the fastest whole generation ("min", ms), which the gate's
-    # slower-machine rule reads as it reads a tensor model's fastest run
-    processes: list[dict[str, Any]] = field(default_factory=list)
+    # per fresh process: its TTFT and TPOT P50s and, where the worker probed the machine, the probe
+    # and the fastest whole generation, which the gate's slower-machine rule reads as it reads a
+    # tensor model's fastest run
+    processes: tuple[GenerationProcessFigures, ...] = ()
     load_ms: float | None = None
     peak_memory_mb: float | None = None
     steady_memory_mb: float | None = None
-    runtime_timings: dict[str, Any] | None = None
+    runtime_timings: RuntimeTimings | None = None
     runs: list[int] = field(default_factory=list)
 
     def capped(self, runs: int) -> str | None:
@@ -106,11 +108,7 @@ def _pooled(processes: Sequence[tuple[DecoderLoaded, GenerationTimes]]) -> Gener
     return GenerationMeasurement(
         ttft_s=[t for r in results for t in r.ttft_s], tpot_s=[t for r in results for t in r.tpot_s],
         decode_s=[t for r in results for t in r.decode_s],
-        processes=[{"ttft_p50_ms": float(np.median(r.ttft_s)) * 1000.0,
-                    "tpot_p50_ms": float(np.median(r.tpot_s)) * 1000.0 if r.tpot_s else None,
-                    **({"probe_us": r.probe_us, "min": min(r.generation_s) * 1000.0}
-                       if r.probe_us and r.generation_s else {})}
-                   for r in results],
+        processes=tuple(_process_figures(r) for r in results),
         load_ms=float(np.median([loaded.load_ms for loaded, _ in processes])),
         peak_memory_mb=max(peaks) if peaks else None, steady_memory_mb=max(steadies) if steadies else None,
         runtime_timings=_runtime_timings([r.runtime_timings for r in results],
@@ -118,8 +116,17 @@ def _pooled(processes: Sequence[tuple[DecoderLoaded, GenerationTimes]]) -> Gener
         runs=[r.runs for r in results])
 
 
-def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any]] | None],
-                     ours: Sequence[tuple[Sequence[float], Sequence[float]]] = ()) -> dict[str, Any] | None:
+def _process_figures(times: GenerationTimes) -> GenerationProcessFigures:
+    probed = bool(times.probe_us and times.generation_s)  # a probe of 0 is none
+    return GenerationProcessFigures(
+        ttft_p50_ms=float(np.median(times.ttft_s)) * 1000.0,
+        tpot_p50_ms=float(np.median(times.tpot_s)) * 1000.0 if times.tpot_s else None,
+        probe_us=times.probe_us if probed else None, fastest_ms=min(times.generation_s) * 1000.0 if probed else None)
+
+
+# The worker's per-generation counters are JSON as the pipe carries them (worker.protocol.GenerationTimes).
+def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any] | None] | None],
+                     ours: Sequence[tuple[Sequence[float], Sequence[float]]] = ()) -> RuntimeTimings | None:
     """The runtime's own counters (llama.cpp's llama_perf_context), read per timed generation: summed
     over every process's generations, with the tokens per second the sums give, and per generation
     (``per_generation``) the field's speeds as ours are taken (metrics.timing_figures), mean and
@@ -140,12 +147,13 @@ def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any]] | None],
         total["ttft_ms"] = sum(t["ttft_ms"] for t in found)
     prefill = [t["prompt_tokens"] / t["prompt_eval_ms"] * 1000 for t in found if t["prompt_eval_ms"] > 0]
     decode = [t["eval_tokens"] / t["eval_ms"] * 1000 for t in found if t["eval_ms"] > 0]
-    return {"source": found[0]["source"], **total,
-            "prompt_tokens_per_s": total["prompt_tokens"] / total["prompt_eval_ms"] * 1000 if total["prompt_eval_ms"] else None,
-            "eval_tokens_per_s": total["eval_tokens"] / total["eval_ms"] * 1000 if total["eval_ms"] else None,
-            "per_generation": {"generations": len(found), "prefill_tokens_per_s": mean_sd(prefill),
-                               "decode_tokens_per_s": mean_sd(decode),
-                               "counted": {key: float(np.median(v)) if v else None for key, v in shares.items()}}}
+    counted = {key: float(np.median(v)) if v else None for key, v in shares.items()}
+    return RuntimeTimings(
+        source=found[0]["source"], **total,
+        prompt_tokens_per_s=total["prompt_tokens"] / total["prompt_eval_ms"] * 1000 if total["prompt_eval_ms"] else None,
+        eval_tokens_per_s=total["eval_tokens"] / total["eval_ms"] * 1000 if total["eval_ms"] else None,
+        per_generation=RuntimePerGeneration(len(found), MeanSd.of(prefill), MeanSd.of(decode),
+                                            CountedShare(counted["prefill"], counted["decode"])))
 
 
 def twin_config(twin: Path, fallback: LlmConfig) -> LlmConfig:
@@ -173,7 +181,7 @@ def as_gated(backend: str, measured: GenerationMeasurement, artifact: Path | Non
     artifact's size, gated as every model's."""
     path = relative_path(artifact, rootdir or Path.cwd()) if artifact is not None else None
     sized = {"artifact_bytes": artifact_size(artifact, backend)[0], "model": {"artifact": path}} if artifact else {}
-    return GateFigures.from_json({"backend": backend, "processes": measured.processes,
+    return GateFigures.from_json({"backend": backend, "processes": codec.to_json(measured.processes),
                                   "peak_memory_mb": measured.peak_memory_mb, **sized},
                                  source=path or "a decoder's measurement")
 
@@ -206,17 +214,17 @@ def gate_generation(settings: Settings, test_id: str, backend: str, model: Model
         return None
     if choice.kind is BaselineKind.NEW:
         return choice.new_result()
-    judging: dict[str, Any] = {"measure_again": rounds, "processes": settings.processes,
-                               "max_regression": settings.max_regression, "strict": settings.strict_timing,
-                               "artifact": artifact, "rootdir": settings.rootdir}
+    def against(baseline: GateFigures, paired: bool) -> GateResult:
+        return judge(backend, measured, baseline, paired=paired, measure_again=rounds, processes=settings.processes,
+                     max_regression=settings.max_regression, strict=settings.strict_timing, source=choice.source,
+                     artifact=artifact, rootdir=settings.rootdir)
+
     if choice.twin is not None:
         if twin_measured is None or twin != choice.twin:
             raise RuntimeError(f"the baseline twin {choice.source} of {artifact} was not measured")
-        judged = judge(backend, measured, as_gated(backend, twin_measured, twin, settings.rootdir),
-                       paired=True, source=choice.source, **judging)
+        judged = against(as_gated(backend, twin_measured, twin, settings.rootdir), paired=True)
     else:
-        judged = judge(backend, measured, stored_figures(choice.stored or {}, backend, test_id), paired=False,
-                       source=choice.source, **judging)
+        judged = against(stored_figures(choice.stored or {}, backend, test_id), paired=False)
     judged.summary["folder"] = choice.folder
     return judged
 
@@ -236,8 +244,19 @@ def context_lengths(start: int, cap: int) -> list[int]:
     return lengths + [cap]
 
 
+@dataclass(frozen=True)
+class ContextProbe:
+    """How one length of the sweep ended in its worker (:func:`context_point`): its status, the
+    memory where it ran, the worker's or the runtime's reason where it did not."""
+
+    status: str
+    peak_memory_mb: float | None = None
+    steady_memory_mb: float | None = None
+    error: str | None = None
+
+
 def context_point(pool: WorkerPool, backend: str, artifact: Path, config: LlmConfig, length: int,
-                  memory_limit_mb: float | None, threads: int = 1) -> dict[str, Any]:
+                  memory_limit_mb: float | None, threads: int = 1) -> ContextProbe:
     """One length of the sweep in a fresh worker of ``backend`` (this machine's or a device's), under
     an address-space limit of ``memory_limit_mb`` over what it maps before the load: the decoder
     loaded with a cache for ``length`` positions (llama.cpp's n_ctx, GenAI's max_length, not the
@@ -253,13 +272,13 @@ def context_point(pool: WorkerPool, backend: str, artifact: Path, config: LlmCon
                             decoder=asdict(config.for_context(int(length)))), artifact=str(artifact))
         reply = reply_as(ContextMemory, ProbeContext.op, worker.request(ProbeContext(key, int(length), config.vocab_size),
                                                                         artifact=str(artifact)))
-        return {"status": "ok", "peak_memory_mb": reply.peak_memory_mb, "steady_memory_mb": reply.steady_memory_mb}
+        return ContextProbe("ok", reply.peak_memory_mb, reply.steady_memory_mb)
     except BackendCrash as exc:
         status, error = _ended(exc)
-        return {"status": status, "error": error}
+        return ContextProbe(status, error=error)
     except BackendError as exc:  # the runtime raised: its reason, after the worker's words for the request
         reason = str(exc).partition(f"{artifact}: ")[2] or str(exc)
-        return {"status": "out of memory" if any(w in reason for w in _OUT_OF_MEMORY) else "failed", "error": reason}
+        return ContextProbe("out of memory" if any(w in reason for w in _OUT_OF_MEMORY) else "failed", error=reason)
     finally:
         worker.close()
 
@@ -283,23 +302,21 @@ def _ended(crash: BackendCrash) -> tuple[str, str]:
 
 def context_sweep(pool: WorkerPool, backend: str, artifact: Path, config: LlmConfig, lengths: Sequence[int],
                   memory_budget_mb: float | None, memory_limit_mb: float | None = None,
-                  threads: int = 1) -> dict[str, Any]:
+                  threads: int = 1) -> ContextSweep:
     """Each length in a fresh worker (:func:`context_point`), shortest first, until one fails (an
     allocation past ``memory_limit_mb`` fails), is killed, or goes over ``memory_budget_mb``: the
     longest stable length and where it stopped (its length and the reason, as recorded)."""
-    points, longest, stopped = [], None, None
+    points: list[ContextLength] = []
+    longest, stopped = None, None
     for length in sorted(int(n) for n in lengths):
         result = context_point(pool, backend, artifact, config, length, memory_limit_mb, threads)
-        point = {"tokens": length, "status": result["status"], "peak_memory_mb": result.get("peak_memory_mb"),
-                 "kv_cache_estimate_mb": config.kv_cache_bytes(length) / 2**20}
-        if "error" in result:
-            point["error"] = result["error"]
-        elif memory_budget_mb is not None and (result.get("peak_memory_mb") or 0.0) > memory_budget_mb:
-            point["status"] = "over memory budget"
-        points.append(point)
-        if point["status"] != "ok":
-            stopped = {"tokens": length, "reason": point.get("error") or point["status"]}
+        status = result.status
+        if result.error is None and memory_budget_mb is not None and (result.peak_memory_mb or 0.0) > memory_budget_mb:
+            status = "over memory budget"
+        points.append(ContextLength(length, status, result.peak_memory_mb, config.kv_cache_bytes(length) / 2**20,
+                                    result.error))
+        if status != "ok":
+            stopped = ContextStop(length, result.error or status)
             break
         longest = length
-    return {"points": points, "longest_stable": longest, "stopped": stopped,
-            "os_killed": any(p["status"] == "killed" for p in points)}
+    return ContextSweep(tuple(points), longest, stopped, any(p.status == "killed" for p in points))

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
+from .. import codec
 from ..accuracy.metrics import cosine, max_abs_diff, token_agreement  # noqa: F401  (token_agreement: imported from here too)
+from ..core.generation_figures import (GenerationFigures, KlDivergence, MeanSd, TeacherForcedFigures,
+                                       TimingPercentiles)
 from ..golden.tokens import TopLogprobs
-from ..measurement.stats import mean_sd
 
 
 def token_message(expected: Sequence[int], got: Sequence[int], agreement: float, first: int | None,
@@ -28,21 +30,31 @@ def token_message(expected: Sequence[int], got: Sequence[int], agreement: float,
             f"(golden {at(expected, first)}, got {at(got, first)}); golden {list(expected)}, got {list(got)}")
 
 
-def logits_figures(expected: np.ndarray, got: np.ndarray) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FirstStepLogits:
+    """The first step's logits against the golden's: the largest absolute difference and the cosine
+    (None where NaN or Inf made one meaningless), or where the shapes differ, both shapes."""
+
+    max_abs_err: float | None
+    cosine: float | None
+    shape: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # (the golden's, this run's)
+
+
+def logits_figures(expected: np.ndarray, got: np.ndarray) -> FirstStepLogits:
     """The first step's logits against the golden's by the tensor figures' rules (accuracy.metrics:
     a NaN on both sides counts as equal, tiny values scaled before the norm so nothing underflows);
     a figure that NaN or Inf made meaningless is None, as the tensor records keep it, and fails."""
     if np.shape(expected) != np.shape(got):
-        return {"max_abs_err": None, "cosine": None, "shape": [list(np.shape(expected)), list(np.shape(got))]}
-    figures = {"max_abs_err": max_abs_diff(expected, got), "cosine": cosine(expected, got)}
-    return {name: value if math.isfinite(value) else None for name, value in figures.items()}
+        return FirstStepLogits(None, None, (tuple(np.shape(expected)), tuple(np.shape(got))))
+    worst, similar = max_abs_diff(expected, got), cosine(expected, got)
+    return FirstStepLogits(worst if math.isfinite(worst) else None, similar if math.isfinite(similar) else None)
 
 
-def logits_messages(figures: Mapping[str, Any], atol: float | None, min_cosine: float | None) -> list[str]:
-    if "shape" in figures:
-        return [f"first-step logits shape {figures['shape'][1]} differs from the golden's {figures['shape'][0]}"]
+def logits_messages(figures: FirstStepLogits, atol: float | None, min_cosine: float | None) -> list[str]:
+    if figures.shape is not None:
+        return [f"first-step logits shape {list(figures.shape[1])} differs from the golden's {list(figures.shape[0])}"]
     found, not_a_number = [], "not a number (NaN or Inf in the logits)"
-    worst, least = figures["max_abs_err"], figures["cosine"]
+    worst, least = figures.max_abs_err, figures.cosine
     if atol is not None and (worst is None or worst > atol):
         found.append(f"first-step logits max |Δ| {not_a_number if worst is None else f'{worst:.3g}'} > "
                      f"logits_atol {atol:g}")
@@ -57,36 +69,35 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def timing_figures(prompt_tokens: int, ttft_s: Sequence[float], tpot_s: Sequence[float],
-                   decode_s: Sequence[float] | None = None, new_tokens: int | None = None) -> dict[str, Any]:
+                   decode_s: Sequence[float] | None = None, new_tokens: int | None = None) -> GenerationFigures:
     """TTFT and TPOT in ms (P50/P90: what the gate compares), and the field's speeds per timed
     generation, mean and standard deviation over the generations (llama-bench's pp and tg, MLPerf
     Client's TTFT and TPS): prefill tokens/s = prompt tokens / TTFT; decode tokens/s = (generated
-    tokens - 1) / the time after the first token (``decode_s``, one per generation, with ``ttft_s``)."""
-    ms = 1000.0
-    ttft50, tpot50 = percentile(ttft_s, 50), percentile(tpot_s, 50)
-    prefill = mean_sd([prompt_tokens / t for t in ttft_s if t > 0])
-    decode = mean_sd([(new_tokens - 1) / t for t in (decode_s or []) if t > 0]
-                      if new_tokens is not None and new_tokens > 1 else [])
-    return {
-        "prompt_tokens": prompt_tokens,
-        "ttft_ms": {"p50": ttft50 * ms if ttft50 is not None else None,
-                    "p90": percentile(ttft_s, 90) * ms if len(ttft_s) else None},
-        "tpot_ms": {"p50": tpot50 * ms if tpot50 is not None else None,
-                    "p90": percentile(tpot_s, 90) * ms if len(tpot_s) else None},
-        "prefill_tokens_per_s": prefill["mean"], "prefill_tokens_per_s_sd": prefill["sd"],
-        "decode_tokens_per_s": decode["mean"], "decode_tokens_per_s_sd": decode["sd"],
-        "timed_generations": len(ttft_s),
-        "ttft_samples": len(ttft_s), "tpot_samples": len(tpot_s),
+    tokens - 1) / the time after the first token (``decode_s``, one per generation, with ``ttft_s``).
+    The timing part of the measured block: load, memory and the rest are the caller's to add."""
+    prefill = MeanSd.of([prompt_tokens / t for t in ttft_s if t > 0])
+    decode = MeanSd.of([(new_tokens - 1) / t for t in (decode_s or []) if t > 0]
+                       if new_tokens is not None and new_tokens > 1 else [])
+    return GenerationFigures(
+        prompt_tokens=prompt_tokens,
+        ttft_ms=TimingPercentiles(_in_ms(percentile(ttft_s, 50)), _in_ms(percentile(ttft_s, 90))),
+        tpot_ms=TimingPercentiles(_in_ms(percentile(tpot_s, 50)), _in_ms(percentile(tpot_s, 90))),
+        prefill_tokens_per_s=prefill.mean, prefill_tokens_per_s_sd=prefill.sd,
+        decode_tokens_per_s=decode.mean, decode_tokens_per_s_sd=decode.sd,
+        timed_generations=len(ttft_s), ttft_samples=len(ttft_s), tpot_samples=len(tpot_s),
         # 0th..100th percentiles, as a tensor record's latency_quantiles_ms: the page's distributions
-        "ttft_quantiles_ms": quantiles_ms(ttft_s), "tpot_quantiles_ms": quantiles_ms(tpot_s),
-    }
+        ttft_quantiles_ms=quantiles_ms(ttft_s), tpot_quantiles_ms=quantiles_ms(tpot_s))
 
 
-def quantiles_ms(samples_s: Sequence[float]) -> list[float] | None:
+def _in_ms(seconds: float | None) -> float | None:
+    return seconds * 1000.0 if seconds is not None else None
+
+
+def quantiles_ms(samples_s: Sequence[float]) -> tuple[float, ...] | None:
     """The 0th..100th percentiles of ``samples_s`` in ms (101 values); None without samples."""
     if not len(samples_s):
         return None
-    return [float(v) * 1000.0 for v in np.percentile(np.asarray(samples_s, np.float64), np.arange(101))]
+    return tuple(float(v) * 1000.0 for v in np.percentile(np.asarray(samples_s, np.float64), np.arange(101)))
 
 
 # ------------------------------------------------------------ teacher-forced quality
@@ -146,16 +157,21 @@ class TeacherForced:
     def top1_agreement(self) -> float:
         return float(self.top1.mean()) if self.top1.size else 1.0
 
-    def to_json(self) -> dict[str, Any]:
+    def figures(self) -> TeacherForcedFigures:
+        """The record's figures: top-1 agreement, the first position that differs and, where the
+        golden keeps distributions, the KL divergence's mean, P99 and maximum (and where it is)."""
         first = int(np.argmin(self.top1)) if not self.top1.all() else None
-        found: dict[str, Any] = {"positions": self.positions, "top1_agreement": self.top1_agreement,
-                                 "first_top1_difference": first}
         if self.kld is None:
-            return {**found, "kld": None}
+            return TeacherForcedFigures(self.positions, self.top1_agreement, first, None)
         worst = int(np.argmax(self.kld))
         rest = float(self.rest_mass.max()) if self.rest_mass is not None and self.rest_mass.size else None
-        return {**found, "kld": {"mean": float(self.kld.mean()), "p99": float(np.percentile(self.kld, 99)),
-                                 "max": float(self.kld[worst])}, "max_kld_at": worst, "golden_rest_mass_max": rest}
+        return TeacherForcedFigures(self.positions, self.top1_agreement, first,
+                                    KlDivergence(float(self.kld.mean()), float(np.percentile(self.kld, 99)),
+                                                 float(self.kld[worst])), worst, rest)
+
+    def to_json(self) -> dict[str, Any]:
+        """:meth:`figures` as JSON (the speech block keeps it so)."""
+        return codec.to_json(self.figures())
 
     @classmethod
     def joined(cls, parts: Sequence["TeacherForced"]) -> "TeacherForced":

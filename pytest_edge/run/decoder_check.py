@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, codec
 from ..accuracy.compare import worst
 from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation
@@ -29,7 +29,7 @@ from ..golden.layout import changed_files
 from ..golden.tokens import (TokenGolden, TopLogprobs, golden_files, golden_path, read_golden, recorded_files,
                              write_golden)
 from ..llm.marker import LlmSpec, check_prompt
-from ..llm.metrics import (TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures,
+from ..llm.metrics import (FirstStepLogits, TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures,
                            token_agreement, token_message, top_logprobs)
 from ..judging import generation
 from ..judging.baseline import twin_of
@@ -40,6 +40,8 @@ from .decoder_plan import LlmTarget, config_of, model_json, run_context, spec_co
 from ..core.external_data import artifact_files
 from ..core.models import Model, ModelKeys
 from .pipeline import gate_into
+from ..core.generation_figures import (ContextSweep, GenerationFigures, PromptResult, TeacherForcedOverall,
+                                       TokenPosition)
 from ..core.record import NOT_MEASURED, GenerationRecord, Record, timing_not_judged
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
@@ -224,7 +226,7 @@ class LlmChecker:
                 logits = logits_figures(golden.first_logits, run.first_logits)
                 found += logits_messages(logits, spec.logits_atol, spec.logits_cosine)
             else:
-                logits = {"max_abs_err": None, "cosine": None, "not_measured": no_logits}
+                logits = FirstStepLogits(None, None)
                 if spec.logits_cosine is not None:  # asked for, and nothing to compare: said, never passed
                     found.append(f"first-step logits cosine not measured (logits_cosine={spec.logits_cosine:g}): "
                                  f"{no_logits}")
@@ -234,20 +236,22 @@ class LlmChecker:
             obtained.append(_Produced(golden, run, None if forced_logits is None else np.argmax(forced_logits, -1).tolist(),
                                       None if kept is None else top_logprobs(forced_logits, int(kept.ids.shape[1])),
                                       len(violations) - 1 if found else None))
-            per_prompt.append({"prompt_tokens": len(prompt), "golden_tokens": expected, "tokens": run.tokens,
-                               "token_agreement": agreement, "first_difference": first, **logits,
-                               "teacher_forced": forced[-1].to_json() if forced else None,
-                               "reference": golden.meta.get("reference_backend")})
-        overall = _overall(forced, unkept) if no_logits is None else {
-            "positions": 0, "top1_agreement": None, "first_top1_difference": None, "kld": None,
-            "not_measured": f"not measured on {target.backend}: {no_logits}"}
-        block: dict[str, Any] = {"config": config.__dict__, "new_tokens": spec.new_tokens,
-                                 "kv_cache": decoders.kv_cache, "prompts": per_prompt,
-                                 "teacher_forced": overall}
+            per_prompt.append(PromptResult(
+                prompt_tokens=len(prompt), golden_tokens=tuple(expected), tokens=tuple(run.tokens),
+                token_agreement=agreement, first_difference=first, max_abs_err=logits.max_abs_err,
+                cosine=logits.cosine, shape=logits.shape, not_measured=no_logits,
+                teacher_forced=forced[-1].figures() if forced else None,
+                reference=golden.meta.get("reference_backend")))
+        overall = _overall(forced, unkept) if no_logits is None else TeacherForcedOverall(
+            positions=0, top1_agreement=None, first_top1_difference=None, kld=None,
+            not_measured=f"not measured on {target.backend}: {no_logits}")
+        block = GenerationRecord(config=dict(config.__dict__), new_tokens=spec.new_tokens, kv_cache=decoders.kv_cache,
+                                 prompts=tuple(per_prompt), teacher_forced=overall)
         measured: generation.GenerationMeasurement | None = None
         judged: GateResult | None = None
-        # the budgets' checks.Finding, kept on the record as for tensor models
-        findings: list[Finding] = check_teacher_forced(overall, spec.budgets(check_teacher_forced), target.backend)
+        # the budgets' checks.Finding, kept on the record as for tensor models (checks reads JSON)
+        findings: list[Finding] = check_teacher_forced(codec.to_json(overall), spec.budgets(check_teacher_forced),
+                                                       target.backend)
         violations += [finding.message for finding in findings]
         if findings or any(p.last_message is not None for p in obtained):
             self._write_obtained(target, spec, obtained, no_logits, forced, violations, bool(findings))
@@ -259,21 +263,21 @@ class LlmChecker:
         # measured by default, recorded but not judged with edge_emulated_timing = record.
         not_judged = timing_not_judged(self.pool.machine(target.backend), self.settings.emulated_timing)
         if (spec.needs_measurement or self.settings.measure or gated) and not_judged != NOT_MEASURED:
-            measured, judged = self._measure(test_id, target, config, prompts[0], block)
+            measured, judged, figures, sweep = self._measure(test_id, target, config, prompts[0])
+            block = replace(block, measured=figures, context=sweep)
             if not_judged is None:
-                timed = check_generation(block, spec.budgets(check_generation), target.backend)
+                timed = check_generation(block.to_json(), spec.budgets(check_generation), target.backend)
                 findings += timed
                 violations += [finding.message for finding in timed]
             else:
                 judged = None
-            sweep = block.get("context") or {}
-            if sweep.get("points") and sweep.get("longest_stable") is None:
+            if sweep is not None and sweep.points and sweep.longest_stable is None and sweep.stopped is not None:
                 # A sweep none of whose lengths ran compared nothing: said, not passed in silence.
                 violations.append(f"{target.backend}: the context sweep ran none of its lengths "
-                                  f"({', '.join(str(p['tokens']) for p in sweep['points'])}): stopped at "
-                                  f"{sweep['stopped']['tokens']} tokens: {sweep['stopped']['reason']}")
+                                  f"({', '.join(str(p.tokens) for p in sweep.points)}): stopped at "
+                                  f"{sweep.stopped.tokens} tokens: {sweep.stopped.reason}")
         if not_judged is not None:
-            block["timing_not_judged"] = not_judged
+            block = replace(block, timing_not_judged=not_judged)
         record = Record(
             test=test_id, backend=target.backend,
             model=model_json(target, rootdir),
@@ -284,15 +288,15 @@ class LlmChecker:
             load_ms=measured.load_ms if measured else None, peak_memory_mb=measured.peak_memory_mb if measured else None,
             artifact_bytes=artifact_size(artifact, target.backend)[0],
             steady_memory_mb=measured.steady_memory_mb if measured else None,
-            accuracy={"reference": per_prompt[0]["reference"],
-                      "token_agreement": min(p["token_agreement"] for p in per_prompt),
-                      "top1_agreement": overall["top1_agreement"],
-                      "kld_mean": (overall.get("kld") or {}).get("mean"),
-                      "max_abs_err": worst([r.get("max_abs_err") for r in per_prompt], max),
-                      "cosine": worst([r.get("cosine") for r in per_prompt], min)},
+            accuracy={"reference": per_prompt[0].reference,
+                      "token_agreement": min(p.token_agreement for p in per_prompt),
+                      "top1_agreement": overall.top1_agreement,
+                      "kld_mean": overall.kld.mean if overall.kld is not None else None,
+                      "max_abs_err": worst([r.max_abs_err for r in per_prompt], max),
+                      "cosine": worst([r.cosine for r in per_prompt], min)},
             device=({"name": split_device(target.backend)[1], "machine": self.pool.machine(target.backend)}
                     if split_device(target.backend)[1] else None),
-            generation=GenerationRecord.from_json(block), checked=True, budget_findings=findings)
+            generation=block, checked=True, budget_findings=findings)
         if judged is not None:
             violations += gate_into(record, judged, self.settings)
         return record, violations  # the session's one ending concludes it (restarts, verdict, failure)
@@ -326,9 +330,10 @@ class LlmChecker:
             violations[-1] += (f"; obtained tokens of every prompt written to {written[0].parent} (compare: "
                                f"pytest-edge golden diff {folder})")
 
-    def _measure(self, test_id: str, target: LlmTarget, config: LlmConfig, prompt: list[int],
-                 block: dict[str, Any]) -> tuple[generation.GenerationMeasurement, GateResult | None]:
-        """The figures into ``block``; returns them and the merge gate's decision (None: no baseline)."""
+    def _measure(self, test_id: str, target: LlmTarget, config: LlmConfig, prompt: list[int]
+                 ) -> tuple[generation.GenerationMeasurement, GateResult | None, GenerationFigures, ContextSweep | None]:
+        """The measurement, the merge gate's decision (None: no baseline), the record's measured
+        figures and the context sweep (None: not asked for)."""
         spec, artifact, settings = target.spec, target.artifact, self.settings
         twin = twin_of(settings.baseline_models, target.model, artifact)
         models = [(artifact, config)] + ([(twin, generation.twin_config(twin, config))] if twin is not None else [])
@@ -342,12 +347,12 @@ class LlmChecker:
         measured, *twin_measured = rounds(settings.processes)
         judged = generation.gate_generation(settings, test_id, target.backend, target.model, artifact, twin, measured,
                                             twin_measured[0] if twin_measured else None, rounds)
-        block.update(timing_figures(len(prompt), measured.ttft_s, measured.tpot_s, measured.decode_s, spec.new_tokens))
-        capped = measured.capped(spec.runs)
-        block.update(load_ms=measured.load_ms, peak_memory_mb=measured.peak_memory_mb,
-                     steady_memory_mb=measured.steady_memory_mb, processes=measured.processes,
-                     runtime_timings=measured.runtime_timings, **({"runs_capped": capped} if capped else {}),
-                     kv_cache_estimate_mb=config.kv_cache_bytes(len(prompt) + spec.new_tokens) / 2**20)
+        timing = timing_figures(len(prompt), measured.ttft_s, measured.tpot_s, measured.decode_s, spec.new_tokens)
+        figures = replace(timing, load_ms=measured.load_ms, peak_memory_mb=measured.peak_memory_mb,
+                          steady_memory_mb=measured.steady_memory_mb, processes=measured.processes,
+                          runtime_timings=measured.runtime_timings, runs_capped=measured.capped(spec.runs),
+                          kv_cache_estimate_mb=config.kv_cache_bytes(len(prompt) + spec.new_tokens) / 2**20)
+        sweep = None
         if spec.needs_context_sweep:
             cap = min(spec.context_cap or config.max_context, config.max_context)
             lengths = list(spec.contexts) if spec.contexts else generation.context_lengths(64, cap)
@@ -357,9 +362,9 @@ class LlmChecker:
                                      f"context of {config.max_context}")
             # Each length in a fresh worker of the backend under the address-space limit, on this
             # machine or the device the backend runs on.
-            block["context"] = generation.context_sweep(self.pool, target.backend, artifact, config, lengths,
-                                                        spec.sweep_memory_mb, spec.memory_limit_mb, spec.threads)
-        return measured, judged
+            sweep = generation.context_sweep(self.pool, target.backend, artifact, config, lengths,
+                                             spec.sweep_memory_mb, spec.memory_limit_mb, spec.threads)
+        return measured, judged, figures, sweep
 
 
 def _file_digests(artifact: Path) -> dict[str, str]:
@@ -367,25 +372,24 @@ def _file_digests(artifact: Path) -> dict[str, str]:
     return {name: sha256_file(path) for name, path in golden_files(artifact).items()}
 
 
-def _overall(parts: Sequence[TeacherForced], unkept: Sequence[str]) -> dict[str, Any]:
+def _overall(parts: Sequence[TeacherForced], unkept: Sequence[str]) -> TeacherForcedOverall:
     """The teacher-forced figures over every prompt's positions, where the worst KL divergence and
     the first top-1 difference lie named by prompt and new token."""
-    found = TeacherForced.joined(parts).to_json()
+    found = TeacherForced.joined(parts).figures()
     starts = np.cumsum([0] + [p.positions for p in parts])
 
-    def where(index: int | None) -> dict[str, int] | None:
+    def where(index: int | None) -> TokenPosition | None:
         if index is None:
             return None
         prompt = int(np.searchsorted(starts, index, side="right") - 1)
-        return {"prompt": prompt, "position": int(index - starts[prompt])}
+        return TokenPosition(prompt, int(index - starts[prompt]))
 
-    found["first_top1_difference"] = where(found["first_top1_difference"])
-    if "max_kld_at" in found:
-        found["max_kld_at"] = where(found["max_kld_at"])
-    if unkept:
-        found["not_measured"] = (f"not measured: the golden {unkept[0]} keeps no log-probabilities (recorded by an "
-                                 "earlier version): re-record it with --edge-update-golden")
-    return found
+    return TeacherForcedOverall(
+        positions=found.positions, top1_agreement=found.top1_agreement,
+        first_top1_difference=where(found.first_top1_difference), kld=found.kld, max_kld_at=where(found.max_kld_at),
+        golden_rest_mass_max=found.golden_rest_mass_max,
+        not_measured=(f"not measured: the golden {unkept[0]} keeps no log-probabilities (recorded by an earlier "
+                      "version): re-record it with --edge-update-golden") if unkept else None)
 
 
 def _short(prompt: list[int]) -> str:
