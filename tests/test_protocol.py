@@ -4,7 +4,7 @@ every malformed frame is a ProtocolError (never pickle, never another exception)
 from __future__ import annotations
 
 import struct
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 import pytest
@@ -95,11 +95,15 @@ def test_typed_replies_round_trip_over_the_codec_and_a_malformed_one_is_a_protoc
     assert logits.dtype == np.float32 and logits.shape == (2, 5)
     timed = ProcessTiming(0.5, {"p50": 1.0, "p99": 2.0, "min": 0.9}, 1.01, None, 2, 3, 4.0, 3.5, 0.1,
                           np.array([10, 20, 30], np.int64), 96.0, None, True, "forked", load_ms=7.0)
-    back = ProcessTiming.from_reply(decode(encode(protocol.ok(timed.to_reply())))["value"])
+    back = protocol.reply_as(ProcessTiming, Measure.op, decode(encode(protocol.ok(codec.to_json(timed))))["value"])
     np.testing.assert_array_equal(back.samples_ns, timed.samples_ns)
     assert replace(back, samples_ns=timed.samples_ns, load_ms=7.0) == timed and back.load_ms is None  # Load's figure
+    # The reply as ProcessTiming.to_reply() wrote it: every field in order but the Load reply's load_ms.
+    assert list(codec.to_json(timed)) == [f.name for f in fields(ProcessTiming) if f.name != "load_ms"]
     with pytest.raises(BackendError, match="malformed reply to measure: no samples_ns"):
-        ProcessTiming.from_reply({k: v for k, v in timed.to_reply().items() if k != "samples_ns"})
+        protocol.reply_as(ProcessTiming, Measure.op, {k: v for k, v in codec.to_json(timed).items() if k != "samples_ns"})
+    with pytest.raises(ProtocolError, match="malformed reply to measure: latency_ms.p50: expected a number, got 'x'"):
+        protocol.reply_as(ProcessTiming, Measure.op, {**codec.to_json(timed), "latency_ms": {"p50": "x"}})
     with pytest.raises(ProtocolError, match="malformed reply to load: no coverage, load_ms"):
         protocol.reply_as(protocol.Loaded, "load", {"inputs": [], "outputs": [], "runtime": {}, "precision": "x",
                                                     "threads_applied": 1})

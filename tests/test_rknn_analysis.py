@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from edge_helpers import FIXTURES
 
+from pytest_edge import codec
 from pytest_edge.backends.rknn.analysis import AnalysisUnreadable, parse_analysis, read_analysis
 from pytest_edge.triage.layers import LayerFigure, first_jump, worst_layers
 
@@ -33,13 +34,18 @@ def read_analysis_file(path: Path):
 
 
 def test_the_worst_layer_and_the_first_jump() -> None:
-    layers = [LayerFigure.from_json(row.to_json()) for row in read_analysis_file(REAL)]
+    layers = codec.from_json(list[LayerFigure], codec.to_json(read_analysis_file(REAL)), "x")
     worst = worst_layers(layers)
     assert [layer.name for layer in worst] == ["/head/Conv_output_0", "/Relu_1_output_0", "/Relu_output_0"]
     assert worst[0].said() == "'/head/Conv_output_0' [Conv] cosine 0.97480 (accumulated 0.97413, euclidean 1.756)"
     jump = first_jump(layers)
     assert jump is not None and jump.name == "/head/Conv_output_0"
     assert first_jump(layers, below=0.9) is None
+    # A row of the worker's reply that is not one: a ValueError naming the row and field (the triage says it).
+    with pytest.raises(ValueError, match=r"the per-layer analysis: \[1\]: no name"):
+        codec.from_json(list[LayerFigure], [{"name": "a"}, {"op": "Conv"}], "the per-layer analysis")
+    with pytest.raises(ValueError, match=r"the per-layer analysis: \[0\].cosine: expected a number, got 'x'"):
+        codec.from_json(list[LayerFigure], [{"name": "a", "cosine": "x"}], "the per-layer analysis")
 
 
 def test_the_colours_the_toolkit_prints_are_read_through() -> None:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from edge_helpers import record
 
+from pytest_edge import codec
 from pytest_edge.judging.figures import GateFigures
 from pytest_edge.judging.gate import run_gate
 from pytest_edge.measurement.stats import MIN_LOG_SD, compare_groups, compare_pairs, spread, t_critical
@@ -99,7 +100,7 @@ def test_the_gates_findings_carry_figure_values_threshold_statistic_and_rule() -
     result = run_gate(_record([2.0, 2.02, 1.98], memory=30.0), _record([1.0, 1.01, 0.99]), paired=False,
                       max_regression=0.1, strict=False, remeasure=lambda: (_record([2.1, 2.05, 2.08], memory=30.0), None),
                       source="base")
-    findings = {f.figure: f.to_json() for f in result.findings}
+    findings = {f.figure: codec.to_json(f) for f in result.findings}
     # Peak memory against stored numbers is a note, not a finding (A/B mode gates it).
     assert set(findings) == {"P50 latency"} and len(result.failures) == 1
     assert any(n.startswith("onnxruntime-cpu: peak memory 30.000 MB") for n in result.notes)

@@ -100,3 +100,24 @@ def test_the_npu_block_read_is_the_compilation_written() -> None:
 def test_an_older_or_edited_npu_block_still_reads(block: dict[str, Any], coverage: Any, expected: Compilation) -> None:
     found = Compilation.of_record(block, coverage)
     assert found == expected and found.coverage == Coverage(0, 0, 0, 0, method="compiler")
+
+
+# What the other hand-written writers wrote at 41a1c88: GateFinding.to_json() (baseline_check.findings)
+# and AnalysisRow.to_json() (an rknn backend's Intermediates.details["layers"]).
+FINDING = ('{"figure": "P50 latency", "verdict": "passed", "old": 1.0, "new": 1.5, "threshold": 0.1, '
+           '"statistic": "Mann-Whitney U p=0.001", "rule": "stored", "message": "slower"}')
+ROW = '{"name": "a", "op": "Conv", "cosine": 0.99, "euclidean": 0.1, "entire_cosine": 0.98, "entire_euclidean": null}'
+
+
+def test_the_gates_finding_and_an_analysis_row_write_as_before() -> None:
+    from pytest_edge.backends.rknn.analysis import AnalysisRow
+    from pytest_edge.core.record import GateVerdict
+    from pytest_edge.judging.regressions import GateFinding
+    from pytest_edge.triage.layers import LayerFigure
+
+    finding = GateFinding("P50 latency", GateVerdict.PASSED, 1.0, 1.5, 0.1, "Mann-Whitney U p=0.001", "stored", "slower")
+    assert json.dumps(codec.to_json(finding)) == FINDING
+    assert codec.from_json(GateFinding, json.loads(FINDING), "x") == finding
+    row = AnalysisRow("a", "Conv", 0.99, 0.1, 0.98, None)
+    assert json.dumps(codec.to_json(row)) == ROW and codec.from_json(AnalysisRow, json.loads(ROW), "x") == row
+    assert codec.from_json(LayerFigure, json.loads(ROW), "x") == LayerFigure("a", "Conv", 0.99, 0.1, 0.98)

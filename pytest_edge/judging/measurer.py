@@ -82,9 +82,8 @@ class Measurer:
 
     def _in_process(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan) -> dict[str, Any]:
         with machine_measurement_lock(self.pool.board(split_device(info.backend)[1])):
-            result = ProcessTiming.from_reply(self.pool.request(info.backend, Measure(info.key, list(feeds), plan.warmup,
-                                                                                      plan.runs, plan.min_time_s),
-                                                                info.artifact))
+            result = reply_as(ProcessTiming, Measure.op, self.pool.request(
+                info.backend, Measure(info.key, list(feeds), plan.warmup, plan.runs, plan.min_time_s), info.artifact))
             result.load_ms = info.load_ms
             if result.peak_memory_mb is None and not result.hwm_reset:
                 (fresh,) = self.rounds(info, [info.artifact], feeds, plan, processes=1)
@@ -104,8 +103,8 @@ class Measurer:
         shapes = codec.to_json(info.shapes)
         loaded = reply_as(Loaded, Load.op, worker.request(Load(info.key, str(artifact), info.threads, shapes,
                                                                with_coverage=False), artifact=str(artifact)))
-        result = ProcessTiming.from_reply(worker.request(Measure(info.key, list(feeds), plan.warmup, plan.runs,
-                                                                 plan.min_time_s), artifact=str(artifact)))
+        result = reply_as(ProcessTiming, Measure.op, worker.request(Measure(info.key, list(feeds), plan.warmup, plan.runs,
+                                                                            plan.min_time_s), artifact=str(artifact)))
         result.load_ms = loaded.load_ms
         return result
 

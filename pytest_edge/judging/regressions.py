@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from ..core.record import GateVerdict
 from ..measurement.stats import Change, compare_groups, compare_pairs
@@ -48,11 +47,7 @@ class GateFinding:
     statistic: str | None
     rule: str
     message: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"figure": self.figure, "verdict": str(self.verdict), "old": self.old, "new": self.new,
-                "threshold": self.threshold, "statistic": self.statistic, "rule": self.rule,
-                "message": self.message}
+    # The record keeps codec.to_json(finding): these keys in this order, the verdict as its string.
 
 
 # The gate's other figures, by the names its findings, an acceptance's "figures" and the pages use.

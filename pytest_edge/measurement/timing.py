@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import platform
 import time
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import BackendError
+from .. import codec
 from . import sensors
 
 _KB_PER_MB = 1024.0
@@ -155,19 +155,9 @@ class ProcessTiming:
     rss_points: list[list[float]] | None = None
     memory_growth_kb_per_run: float | None = None
     memory_growth_mb_per_min: float | None = None
-    load_ms: float | None = None
-
-    def to_reply(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "load_ms"}
-
-    @classmethod
-    def from_reply(cls, reply: Any) -> "ProcessTiming":
-        """A reply without a figure this needs is a BackendError naming the request (the protocol's)."""
-        required = [f.name for f in fields(cls) if f.default is MISSING]
-        missing = [name for name in required if not isinstance(reply, dict) or name not in reply]
-        if missing:
-            raise BackendError(f"malformed reply to measure: no {', '.join(missing)}")
-        return cls(**{f.name: reply[f.name] for f in fields(cls) if f.name in reply and f.name != "load_ms"})
+    # The Load reply's, set by the caller: not in the reply (codec.to_json(timing); the host reads it
+    # with worker.protocol.reply_as, a ProtocolError naming the request and the field).
+    load_ms: float | None = codec.json_field(default=None, skip=True)
 
 
 @dataclass(frozen=True)

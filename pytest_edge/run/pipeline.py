@@ -183,7 +183,7 @@ def gate_into(record: Record, gate: GateResult, settings: Settings | None = None
         gate.accept(settings.acceptances, (record.model or {}).get("name", ""), artifact_identity(record.model), where)
     if gate.summary:
         record.baseline_check = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes,
-                                 "findings": [f.to_json() for f in gate.findings]}
+                                 "findings": codec.to_json(gate.findings)}
     record.warnings = gate.inconclusive
     return gate.failures
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import codec
 from ..errors import EdgeError
 from ..golden import Golden, GoldenCase
 from ..core.plan import Plan
@@ -23,18 +24,15 @@ JUMP_COSINE = 0.99
 @dataclass(frozen=True)
 class LayerFigure:
     """One layer of the analysis: its own (single-layer) cosine and Euclidean distance, and the
-    accumulated cosine from the input; None for a layer fused into the next (no figures of its own)."""
+    accumulated cosine from the input; None for a layer fused into the next (no figures of its own).
+    Read with the codec from the backend's rows (``Intermediates.details["layers"]``, each an
+    AnalysisRow's JSON: its ``entire_euclidean`` is not told here)."""
 
     name: str
-    op: str
-    cosine: float | None
-    euclidean: float | None
-    entire_cosine: float | None
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "LayerFigure":
-        return cls(str(data["name"]), str(data.get("op", "")), data.get("cosine"), data.get("euclidean"),
-                   data.get("entire_cosine"))
+    op: str = ""
+    cosine: float | None = None
+    euclidean: float | None = None
+    entire_cosine: float | None = None
 
     def said(self) -> str:
         return (f"{self.name!r} [{self.op}] cosine {self.cosine:.5f} (accumulated {self.entire_cosine:.5f}, "
@@ -65,7 +63,10 @@ def layer_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], c
         return [f"triage: {backend}: the runtime gave no per-layer accuracy analysis"]
     if found.unavailable:
         return [f"triage: {backend}: no per-layer accuracy analysis: {found.unavailable}"]
-    layers = [LayerFigure.from_json(layer) for layer in found.details.get("layers", [])]
+    try:
+        layers = codec.from_json(list[LayerFigure], found.details.get("layers", []), "the per-layer analysis")
+    except ValueError as exc:  # the worker's reply, not a file this parsed: said, never a crash of the triage
+        return [f"triage: {backend}: {exc}"]
     worst = worst_layers(layers)
     if not worst:  # the backend's parser refuses such a file; said, never a silent pass
         return [f"triage: {backend}: the per-layer accuracy analysis named no layer with figures"]

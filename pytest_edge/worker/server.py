@@ -227,7 +227,7 @@ class WorkerServer:
         other_cores = load.other_cores()
         after = sensors.read()  # at the end of the timed runs: "steady"
         peak, steady = self._memory_over_load_base(key, trusted=reset or self.loads == 1)
-        return timing.ProcessTiming(
+        return codec.to_json(timing.ProcessTiming(
             hwm_reset=reset,
             process_start=PROCESS_START,
             first_inference_ms=self.first_inference_ms[key],
@@ -243,7 +243,7 @@ class WorkerServer:
             rss_points=rss_points, memory_growth_kb_per_run=growth,
             memory_growth_mb_per_min=(growth / 1024 * count / (window_s / 60)
                                       if growth is not None and window_s > 0 else None),
-        ).to_reply()
+        ))
 
     def _memory_over_load_base(self, key: str, trusted: bool) -> tuple[float | None, float | None]:
         """Peak (the load's or the runs' high-water mark, the higher) and steady memory over the RSS

@@ -11,9 +11,8 @@ an error naming the file and the line, never a layer silently dropped."""
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 ANALYSIS_FILE = "error_analysis.txt"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the toolkit colours a poor figure
@@ -37,9 +36,7 @@ class AnalysisRow:
     euclidean: float | None
     entire_cosine: float | None
     entire_euclidean: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    # Intermediates.details["layers"] holds codec.to_json(row); triage/layers.py reads it back.
 
 
 def parse_analysis(text: str, path: Path | str) -> list[AnalysisRow]:

@@ -26,6 +26,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from ... import codec
 from ...errors import BackendError, DoesNotConvert
 from ..base import Backend, TensorBackend, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
 from ..shapes import InputShapes, LoadShapes
@@ -333,7 +334,7 @@ class RknnModel(LoadedModel):
                 rows = read_analysis(snapshot)
             except AnalysisUnreadable as exc:
                 return Intermediates(method, unavailable=f"{tool}: {exc}")
-        return Intermediates(method, details={"layers": [row.to_json() for row in rows], "tool": tool,
+        return Intermediates(method, details={"layers": codec.to_json(rows), "tool": tool,
                                               "file": ANALYSIS_FILE, "compared": "the float model against the int8 "
                                               "simulator"})
 
