@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import shutil
@@ -11,7 +12,7 @@ from edge_helpers import FIXTURES, UNUSED_PLUGINS, install_backend
 
 import measuring
 
-# Every installed runtime is imported once, before any pytester test: pytester restores sys.modules
+# Every installed runtime is imported once, before the first pytester test: pytester restores sys.modules
 # after each test, and a second import of a C extension in the same process breaks: onnx's aborts it
 # (protobuf descriptors); openvino's and MNN's find their cached extension without its submodules
 # ("'openvino._pyopenvino' is not a package", "'_mnncengine' is not a package") when an in-process
@@ -22,6 +23,10 @@ import measuring
 # ExecuTorch's whole package (its exporter with torch's operator registrations) too: imported first
 # inside an in-process run, it would be imported again after pytester's restore, and torch refuses
 # a second TORCH_LIBRARY of a namespace (_inductor_test).
+# At the first pytester test, not when this file is imported: pytest imports it in xdist's controller,
+# which runs no test, and for `pytest --help` from the repository root (docs/cli.md's block): 8 CPU-s
+# each, ExecuTorch's exporter and torch most of it.
+@functools.cache
 def _import_installed_runtimes() -> None:
     from pytest_edge.backends import all_backends
 
@@ -31,13 +36,13 @@ def _import_installed_runtimes() -> None:
             importlib.import_module(module)
 
 
-_import_installed_runtimes()
-
-
 # The third-party plugins no pytester run uses (edge_helpers.UNUSED_PLUGINS) are blocked in them.
+# Autouse fixtures are set up before the test's own, so the runtimes are imported before pytester
+# takes its snapshot of sys.modules.
 @pytest.fixture(autouse=True)
 def _pytester_runs_without_unused_plugins(request: pytest.FixtureRequest) -> None:
     if "pytester" in request.fixturenames:
+        _import_installed_runtimes()
         request.getfixturevalue("pytester")  # it clears PYTEST_ADDOPTS for its runs: set it after
         request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", UNUSED_PLUGINS)
 
