@@ -1,8 +1,11 @@
 """Budget checks as pure functions: measurements and budgets in, findings out (the regressions
 against a baseline are in :mod:`.judging.regressions`). The budgets of both markers, ``edge``
-and ``edge_llm``, are declared once, in :data:`BUDGETS` (keyword, unit parser, figure, unit, the
-check that judges it on each marker it belongs to, sense): each marker parses its keywords from it,
-the pipelines ask each check for the budgets of the table's rows, and a finding names its row."""
+and ``edge_llm``, are declared once, in :data:`BUDGETS`: a budget is one row (keyword, unit parser,
+figure, unit, the check that judges it on each marker it belongs to, sense, how its figure is read
+from what its check is given, and where a report's record keeps that figure: :class:`Kept`). Each
+marker parses its keywords from it, the pipelines ask each check for the budgets of the table's rows,
+a finding names its row, and the reports that follow figures over time (OpenMetrics, the run
+history's table and trend charts) list the rows' kept figures: adding a budget is adding a row."""
 
 from __future__ import annotations
 
@@ -317,6 +320,21 @@ def _outside(measured: Mapping[str, float | None], budgets: Budgets) -> Iterator
             yield keyword, value, budget, row
 
 
+def _read(check: "Check", figures: Any) -> dict[str, float | None]:
+    """The figure of each row ``check`` judges, read by the row from what the check is given (a
+    block of the record), in the table's order: {keyword: figure}."""
+    return {row.keyword: row.read(figures) for row in BUDGETS if check in row.checks.values() and row.read}
+
+
+def _at(*path: str) -> Callable[[Any], Any]:
+    """A reader of the figure at ``path`` in a block (None where the block does not hold it)."""
+    def read(block: Any) -> Any:
+        for key in path:
+            block = block.get(key) if isinstance(block, Mapping) else None
+        return block
+    return read
+
+
 def _beyond(row: "Budget") -> str:
     return "exceeds" if row.sense == "max" else "is under"
 
@@ -331,17 +349,8 @@ def check_generation(figures: Mapping[str, Any], budgets: Budgets, backend: str)
     ``llm`` block): TTFT and TPOT P50, decode and prefill tokens/s, peak memory, load time, the
     longest stable context. A budgeted figure that was not measured is a finding too (a budget is
     never passed by silence)."""
-    measured = {  # budget keyword: the figure it judges, in the row's unit
-        "ttft_ms": (figures.get("ttft_ms") or {}).get("p50"),
-        "tpot_ms": (figures.get("tpot_ms") or {}).get("p50"),
-        "min_decode_tps": figures.get("decode_tokens_per_s"),
-        "min_prefill_tps": figures.get("prefill_tokens_per_s"),
-        "peak_memory_mb": figures.get("peak_memory_mb"),
-        "max_load_ms": figures.get("load_ms"),
-        "max_context": (figures.get("context") or {}).get("longest_stable"),
-    }
     problems = []
-    for keyword, value, budget, row in _outside(measured, budgets):
+    for keyword, value, budget, row in _outside(_read(check_generation, figures), budgets):
         if value is None:
             problems.append(_found(keyword, None, budget, f"{backend}: {row.figure} was not measured; budget "
                                                           f"{keyword}={_shown(budget, row.unit, 'g')} {row.unit}"))
@@ -356,9 +365,8 @@ def check_speech(figures: Mapping[str, float | None], budgets: Budgets, backend:
     """``max_wer`` and ``max_cer`` against a speech export's worst word and character error rates
     over its audio files (the record's ``speech`` block), each the transcript's against the
     reference's. A budgeted rate that was not measured is a finding."""
-    measured = {"max_wer": figures.get("wer"), "max_cer": figures.get("cer")}
     problems = []
-    for keyword, value, budget, row in _outside(measured, budgets):
+    for keyword, value, budget, row in _outside(_read(check_speech, figures), budgets):
         if value is None:
             problems.append(_found(keyword, None, budget, f"{backend}: {row.figure} was not measured; budget "
                                                           f"{keyword}={budget:g}"))
@@ -373,21 +381,13 @@ def check_teacher_forced(figures: Mapping[str, Any] | None, budgets: Budgets, ba
     (the record's ``llm.teacher_forced``: llama-perplexity's "Same top p" and mean KL divergence).
     A budgeted figure the golden cannot give (a golden recorded without distributions) is a finding."""
     figures = figures or {}
-    kld = figures.get("kld") or {}
-    measured = {"min_top1_agreement": figures.get("top1_agreement"), "max_kld": kld.get("mean")}
     problems = []
-    for keyword, value, budget, row in _outside(measured, budgets):
+    for keyword, value, budget, row in _outside(_read(check_teacher_forced, figures), budgets):
         if value is None:
             why = figures.get("not_measured") or "not measured"
             problems.append(_found(keyword, None, budget, f"{backend}: {row.figure} {why}; budget {keyword}={budget:g}"))
         else:
-            where = ""
-            if keyword == "max_kld":
-                where = (f" (P99 {kld['p99']:.4g}, max {kld['max']:.4g} at prompt {figures['max_kld_at']['prompt']} "
-                         f"new token {figures['max_kld_at']['position']})")
-            elif figures.get("first_top1_difference") is not None:
-                at = figures["first_top1_difference"]
-                where = f" (first at prompt {at['prompt']} new token {at['position']})"
+            where = row.detail(figures) if row.detail else ""
             problems.append(_found(keyword, value, budget,
                                    f"{backend}: {row.figure} {value:.4g} over {figures.get('positions')} positions"
                                    f"{where} {_beyond(row)} the budget {keyword}={budget:g}"))
@@ -418,9 +418,34 @@ Check = Callable[..., list[Finding]]
 
 
 @dataclass(frozen=True)
+class Kept:
+    """Where a report's record keeps the figure a budget judges (``paths``: the first holding a
+    number wins; the run history reads the first) and how the reports that follow figures over time
+    show it: its OpenMetrics family (``metric``, unit last, with its help, its unit and the factor
+    from the record's unit to the family's), its row in ``history show`` and the HTML history table
+    (``shown``, in ``fmt``) and its trend chart (``trend``, in ``trend_unit``); None: not shown
+    there. ``place``: where it stands among each report's figures (theirs too: report.openmetrics,
+    report.history, report.html_history), so the reports keep their order."""
+
+    paths: tuple[tuple[str, ...], ...]
+    place: float
+    metric: str | None = None
+    help: str = ""
+    metric_unit: str | None = None
+    scale: float = 1.0
+    shown: str | None = None
+    fmt: str = ".3f"
+    trend: str | None = None
+    trend_unit: str = ""
+
+
+@dataclass(frozen=True)
 class Budget:
-    """One budget keyword: how its value is written, what it limits, and on each marker it belongs
-    to (``edge``, ``edge_llm``, or both) the check that judges it."""
+    """One budget keyword: how its value is written, what it limits, on each marker it belongs to
+    (``edge``, ``edge_llm``, or both) the check that judges it, how that check reads its figure
+    from the block it is given (``read``, for the checks that judge a block's figures alike) and
+    words where the figure lies (``detail``), and where a report's record keeps the figure
+    (``kept``)."""
 
     keyword: str
     parse: Callable[..., float]  # (value, what) -> the value in ``unit``; an EdgeUsageError naming ``what``
@@ -430,60 +455,117 @@ class Budget:
     measured: bool  # judged on timed runs: a test with this budget is measured
     sense: str = "max"  # "max": the figure must not exceed the budget; "min": it must reach it
     qualifies: str | None = None  # the budget this keyword qualifies, which a marker must set beside it
+    read: Callable[[Any], "float | None"] | None = None  # the figure, in ``unit``, of the block its check judges
+    detail: Callable[[Any], str] | None = None  # " (where it lies)" in the block, for the finding's message
+    kept: Kept | None = None
 
     @property
     def markers(self) -> tuple[str, ...]:
         return tuple(self.checks)
 
 
+def _worst_kld(figures: Mapping[str, Any]) -> str:
+    kld, at = figures["kld"], figures["max_kld_at"]
+    return f" (P99 {kld['p99']:.4g}, max {kld['max']:.4g} at prompt {at['prompt']} new token {at['position']})"
+
+
+def _first_difference(figures: Mapping[str, Any]) -> str:
+    at = figures.get("first_top1_difference")
+    return "" if at is None else f" (first at prompt {at['prompt']} new token {at['position']})"
+
+
 # Rows other code reads by what they mean: the context sweep runs for the longest-stable-context
-# budget, and each of its lengths must stay within the decoder's memory budget.
+# budget, and each of its lengths must stay within the decoder's memory budget; the generation
+# reports read the decoder's timed figures where the TTFT and TPOT budgets' rows keep them; a drift
+# budget times each process longer.
 CONTEXT_BUDGET = "max_context"
 MEMORY_BUDGET = "peak_memory_mb"
+TTFT_BUDGET, TPOT_BUDGET = "ttft_ms", "tpot_ms"
+DRIFT_BUDGET = "max_drift"
+
+MS, MIB = 1e-3, 2.0 ** 20  # a record's ms in seconds; its MB (MiB: VmHWM's kB / 1024) in bytes
 
 BUDGETS: tuple[Budget, ...] = (
-    Budget("max_fallback", parse_fraction, "delegate fallback", "fraction", {EDGE: check_coverage}, measured=False),
-    Budget("max_partitions", parse_int, "delegate partitions", "partitions", {EDGE: check_coverage}, measured=False),
+    Budget("max_fallback", parse_fraction, "delegate fallback", "fraction", {EDGE: check_coverage}, measured=False,
+           kept=Kept((("coverage", "fallback"),), 50, "fallback_ratio",
+                     "share of the model's operators outside the delegate", "ratio", shown="fallback",
+                     trend="fallback share", trend_unit="fraction of operators")),
+    Budget("max_partitions", parse_int, "delegate partitions", "partitions", {EDGE: check_coverage}, measured=False,
+           kept=Kept((("coverage", "partitions"),), 51, "delegate_partitions", "partitions the delegate took")),
     # Not a figure: the operators max_fallback leaves out (expected on the CPU), named in its message.
     Budget("allowed_cpu_ops", parse_operator_names, "operators allowed on the CPU", "operators",
            {EDGE: check_coverage}, measured=False, qualifies="max_fallback"),
-    Budget("p50_ms", parse_ms, "P50 latency", "ms", {EDGE: check_latency}, measured=True),
-    Budget("p90_ms", parse_ms, "P90 latency", "ms", {EDGE: check_latency}, measured=True),
-    Budget("p99_ms", parse_ms, "P99 latency", "ms", {EDGE: check_latency}, measured=True),
-    Budget("max_load_ms", parse_ms, "load time", "ms", {EDGE: check_load, EDGE_LLM: check_generation}, measured=True),
-    Budget("peak_memory_mb", parse_mb, "peak memory", "MB", {EDGE: check_memory, EDGE_LLM: check_generation},
-           measured=True),
+    Budget("p50_ms", parse_ms, "P50 latency", "ms", {EDGE: check_latency}, measured=True,
+           kept=Kept((("latency_ms", "p50"),), 10, "latency_p50_seconds", "median latency of the timed runs",
+                     "seconds", MS, shown="P50 ms")),
+    Budget("p90_ms", parse_ms, "P90 latency", "ms", {EDGE: check_latency}, measured=True,
+           kept=Kept((("latency_ms", "p90"),), 11, "latency_p90_seconds", "90th percentile latency of the timed runs",
+                     "seconds", MS)),
+    Budget("p99_ms", parse_ms, "P99 latency", "ms", {EDGE: check_latency}, measured=True,
+           kept=Kept((("latency_ms", "p99"),), 12, "latency_p99_seconds", "99th percentile latency of the timed runs",
+                     "seconds", MS, shown="P99 ms")),
     Budget("max_drift", parse_drift, "drift", "ratio", {EDGE: check_drift}, measured=True),
     Budget("max_memory_growth_kb_per_run", parse_kb, "memory growth", "KB per run", {EDGE: check_memory_growth},
            measured=True),
-    Budget("max_artifact_mb", parse_mb, "artifact size", "MB", {EDGE: check_sizes}, measured=False),
+    Budget("max_artifact_mb", parse_mb, "artifact size", "MB", {EDGE: check_sizes}, measured=False,
+           kept=Kept((("artifact_bytes",),), 40, "artifact_size_bytes", "size of the model's files", "bytes",
+                     shown="artifact B", fmt=".0f", trend="artifact size", trend_unit="bytes")),
     Budget("max_runtime_mb", parse_mb, "runtime package size", "MB", {EDGE: check_sizes}, measured=False),
     # A compile-time target's (an NPU compiler's, docs/npu.md): memory it planned and its estimate.
-    Budget("max_sram_kb", parse_kb, "SRAM used", "KiB", {EDGE: check_compiled}, measured=False),
-    Budget("max_flash_kb", parse_kb, "off-chip flash used", "KiB", {EDGE: check_compiled}, measured=False),
-    Budget("max_dram_kb", parse_kb, "DRAM used", "KiB", {EDGE: check_compiled}, measured=False),
+    Budget("max_sram_kb", parse_kb, "SRAM used", "KiB", {EDGE: check_compiled}, measured=False,
+           kept=Kept((("npu", "memories", "sram"),), 60, "npu_sram_bytes", "SRAM the NPU compiler planned", "bytes",
+                     shown="SRAM B", fmt=".0f", trend="NPU SRAM", trend_unit="bytes")),
+    Budget("max_flash_kb", parse_kb, "off-chip flash used", "KiB", {EDGE: check_compiled}, measured=False,
+           kept=Kept((("npu", "memories", "off_chip_flash"),), 61, "npu_off_chip_flash_bytes",
+                     "off-chip flash the NPU compiler planned", "bytes", shown="flash B", fmt=".0f")),
+    Budget("max_dram_kb", parse_kb, "DRAM used", "KiB", {EDGE: check_compiled}, measured=False,
+           kept=Kept((("npu", "memories", "dram"),), 62, "npu_dram_bytes", "DRAM the NPU compiler planned", "bytes")),
     Budget("max_npu_estimated_ms", parse_ms, "estimated NPU inference time", "ms", {EDGE: check_compiled},
            measured=False),
     # A microcontroller runtime's tensor arena, as the runtime reports it (backends/arena.py).
     Budget("max_arena_kb", parse_kb, "tensor arena", "KiB", {EDGE: check_arena}, measured=False),
-    Budget("ttft_ms", parse_ms, "TTFT P50", "ms", {EDGE_LLM: check_generation}, measured=True),
-    Budget("tpot_ms", parse_ms, "TPOT P50", "ms", {EDGE_LLM: check_generation}, measured=True),
+    # A decoder's timed figures, read from its record's llm block (what check_generation is given).
+    Budget("ttft_ms", parse_ms, "TTFT P50", "ms", {EDGE_LLM: check_generation}, measured=True,
+           read=_at("ttft_ms", "p50"),
+           kept=Kept((("llm", "ttft_ms", "p50"),), 70, "llm_ttft_p50_seconds", "decoder: median time to first token",
+                     "seconds", MS, shown="TTFT ms", trend="TTFT P50", trend_unit="ms")),
+    Budget("tpot_ms", parse_ms, "TPOT P50", "ms", {EDGE_LLM: check_generation}, measured=True,
+           read=_at("tpot_ms", "p50"),
+           kept=Kept((("llm", "tpot_ms", "p50"),), 71, "llm_tpot_p50_seconds", "decoder: median time per output token",
+                     "seconds", MS, shown="TPOT ms", trend="TPOT P50", trend_unit="ms")),
     Budget("min_decode_tps", parse_number, "decode tokens/s", "tokens/s", {EDGE_LLM: check_generation},
-           measured=True, sense="min"),
+           measured=True, sense="min", read=_at("decode_tokens_per_s"),
+           kept=Kept((("llm", "decode_tokens_per_s"),), 81, "llm_decode_tokens_per_second", "decoder: decode throughput",
+                     shown="decode tok/s", fmt=".0f")),
     Budget("min_prefill_tps", parse_number, "prefill tokens/s", "tokens/s", {EDGE_LLM: check_generation},
-           measured=True, sense="min"),
+           measured=True, sense="min", read=_at("prefill_tokens_per_s"),
+           kept=Kept((("llm", "prefill_tokens_per_s"),), 80, "llm_prefill_tokens_per_second",
+                     "decoder: prefill throughput")),
+    # Both markers': a tensor model's from its pipeline, a decoder's from its llm block.
+    Budget("peak_memory_mb", parse_mb, "peak memory", "MB", {EDGE: check_memory, EDGE_LLM: check_generation},
+           measured=True, read=_at("peak_memory_mb"),
+           kept=Kept((("peak_memory_mb",), ("llm", "peak_memory_mb")), 30, "peak_memory_bytes",
+                     "peak resident memory of the measuring process", "bytes", MIB, shown="peak MB", fmt=".1f",
+                     trend="peak memory", trend_unit="MB")),
+    Budget("max_load_ms", parse_ms, "load time", "ms", {EDGE: check_load, EDGE_LLM: check_generation}, measured=True,
+           read=_at("load_ms"),
+           kept=Kept((("load_ms",), ("llm", "load_ms")), 20, "load_seconds", "time to load the model", "seconds", MS,
+                     shown="load ms", fmt=".1f")),
     # Teacher-forced over the golden continuation (llama-perplexity --kl-divergence's figures): not timed.
     Budget("min_top1_agreement", parse_fraction, "teacher-forced top-1 agreement", "fraction",
-           {EDGE_LLM: check_teacher_forced, EDGE_ASR: check_teacher_forced}, measured=False, sense="min"),
+           {EDGE_LLM: check_teacher_forced, EDGE_ASR: check_teacher_forced}, measured=False, sense="min",
+           read=_at("top1_agreement"), detail=_first_difference),
     Budget("max_kld", parse_number, "teacher-forced mean KL divergence", "nats",
-           {EDGE_LLM: check_teacher_forced, EDGE_ASR: check_teacher_forced}, measured=False),
+           {EDGE_LLM: check_teacher_forced, EDGE_ASR: check_teacher_forced}, measured=False,
+           read=_at("kld", "mean"), detail=_worst_kld),
     # Measured by the context sweep, which stops at the first length over the peak_memory_mb budget.
     Budget("max_context", parse_tokens, "longest stable context", "tokens", {EDGE_LLM: check_generation},
-           measured=True, sense="min"),
+           measured=True, sense="min", read=_at("context", "longest_stable")),
+    # A speech export's worst error rates over its audio files (the record's speech block).
     Budget("max_wer", parse_fraction, "word error rate against the reference's transcript", "fraction",
-           {EDGE_ASR: check_speech}, measured=False),
+           {EDGE_ASR: check_speech}, measured=False, read=_at("wer")),
     Budget("max_cer", parse_fraction, "character error rate against the reference's transcript", "fraction",
-           {EDGE_ASR: check_speech}, measured=False),
+           {EDGE_ASR: check_speech}, measured=False, read=_at("cer")),
 )
 BUDGET = {budget.keyword: budget for budget in BUDGETS}
 

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ..checks import BUDGET, TPOT_BUDGET, TTFT_BUDGET
 from .table import figure
 
 HEADERS = ["test", "model", "backend", "prompt tokens", "TTFT P50 ms", "TPOT P50 ms", "prefill tokens/s",
@@ -20,6 +21,18 @@ HEADERS = ["test", "model", "backend", "prompt tokens", "TTFT P50 ms", "TPOT P50
 # The decoder's quality columns of the accuracy table: (header, the record's accuracy key, format)
 QUALITY = (("token agreement", "token_agreement", ".3f"), ("top-1 agreement", "top1_agreement", ".3f"),
            ("KLD mean", "kld_mean", ".2e"))
+
+
+def _block_key(keyword: str) -> str:
+    """The llm block's key of the timed figure the budget ``keyword`` judges (where its row keeps it:
+    ``llm``, the key, ``p50``)."""
+    kept = BUDGET[keyword].kept
+    assert kept is not None, keyword
+    return kept.paths[0][1]
+
+
+# The TTFT and TPOT percentiles ({"p50": ...}) in the llm block.
+TTFT, TPOT = _block_key(TTFT_BUDGET), _block_key(TPOT_BUDGET)
 
 
 def generation_of(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -41,7 +54,7 @@ def _shown(value: Any, fmt: str) -> str:
 def measured(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The decoder's block where it holds measured figures (TTFT at least); None otherwise."""
     llm = generation_of(record)
-    if not llm or not isinstance(llm.get("ttft_ms"), Mapping) or not isinstance(llm.get("tpot_ms"), (Mapping, type(None))):
+    if not llm or not isinstance(llm.get(TTFT), Mapping) or not isinstance(llm.get(TPOT), (Mapping, type(None))):
         return None
     return llm
 
@@ -56,8 +69,8 @@ def generation_rows(records: Sequence[Mapping[str, Any]]) -> list[list[str]]:
         context = llm.get("context") if isinstance(llm.get("context"), Mapping) else {}
         rows.append([str(record.get("test", "")), str(record["model"]["name"]), str(record["backend"]),
                      _shown(llm.get("prompt_tokens"), ".0f"),
-                     _shown(llm["ttft_ms"].get("p50"), ".3f"),
-                     _shown((llm.get("tpot_ms") or {}).get("p50"), ".3f"),
+                     _shown(llm[TTFT].get("p50"), ".3f"),
+                     _shown((llm.get(TPOT) or {}).get("p50"), ".3f"),
                      _shown(llm.get("prefill_tokens_per_s"), ".0f"), _shown(llm.get("decode_tokens_per_s"), ".0f"),
                      _shown(llm.get("load_ms"), ".1f"), _shown(llm.get("peak_memory_mb"), ".1f"),
                      _shown(llm.get("kv_cache_estimate_mb"), ".4f"), _shown(context.get("longest_stable"), ".0f"),
@@ -145,15 +158,15 @@ def generation_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
     for record in records:
         llm = generation_of(record) or {}
-        if not llm.get("ttft_ms"):
+        if not llm.get(TTFT):
             continue
         context = llm.get("context") or {}
         longest = f", longest stable context {_shown(context.get('longest_stable'), 'd')}" if context else ""
         decode = (f"{llm['decode_tokens_per_s']:.0f} ± {llm.get('decode_tokens_per_s_sd') or 0:.0f}"
                   if llm.get("decode_tokens_per_s") is not None else "—")
         # No TPOT sample (one new token) is a null P50: a dash, not a TypeError losing the summary.
-        tpot = (llm.get("tpot_ms") or {}).get("p50")
+        tpot = (llm.get(TPOT) or {}).get("p50")
         tpot = f"{tpot:.3f} ms" if _number(tpot) else _shown(None, "")
-        lines.append(f"{record['test']}: TTFT P50 {llm['ttft_ms']['p50']:.3f} ms ({llm['prompt_tokens']} tokens), "
+        lines.append(f"{record['test']}: TTFT P50 {llm[TTFT]['p50']:.3f} ms ({llm['prompt_tokens']} tokens), "
                      f"TPOT P50 {tpot}, decode {decode} tokens/s{longest}")
     return lines

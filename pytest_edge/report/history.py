@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from ..checks import BUDGETS
 from ..core.record import dig, is_finite_number
 from ..files import atomic_write
 from ..judging.counted import AGREE
@@ -202,21 +203,24 @@ def series(runs: Sequence[Run]) -> dict[SeriesKey, list[tuple[Run, Mapping[str, 
 
 @dataclass(frozen=True)
 class Shown:
-    """A figure ``history show`` prints: its row's name, where a record holds it, its format."""
+    """A figure ``history show`` prints: its row's name, where a record holds it, its format, and its
+    place among the rows."""
 
     name: str
     path: tuple[str, ...]
     fmt: str
+    place: float = 0.0
 
 
-SHOWN = (Shown("P50 ms", ("latency_ms", "p50"), ".3f"), Shown("P50 spread", ("process_spread",), ".2f"),
-         Shown("P99 ms", ("latency_ms", "p99"), ".3f"), Shown("load ms", ("load_ms",), ".1f"),
-         Shown("peak MB", ("peak_memory_mb",), ".1f"), Shown("artifact B", ("artifact_bytes",), ".0f"),
-         Shown("fallback", ("coverage", "fallback"), ".3f"), Shown("instr/inf", ("counted", "instructions"), ".0f"),
-         Shown("SRAM B", ("npu", "memories", "sram"), ".0f"), Shown("flash B", ("npu", "memories", "off_chip_flash"), ".0f"),
-         Shown("TTFT ms", ("llm", "ttft_ms", "p50"), ".3f"), Shown("TPOT ms", ("llm", "tpot_ms", "p50"), ".3f"),
-         Shown("decode tok/s", ("llm", "decode_tokens_per_s"), ".0f"), Shown("max |diff|", ("accuracy", "max_abs_err"), ".1e"),
-         Shown("cosine", ("accuracy", "cosine"), ".5f"), Shown("tokens agree", ("accuracy", "token_agreement"), ".3f"))
+# The figures no budget judges; a budgeted one is its row's (checks.BUDGETS, its kept figure's
+# ``shown``), so a new row's figure is shown here without another edit.
+OWN_SHOWN = (Shown("P50 spread", ("process_spread",), ".2f", 10.5),
+             Shown("instr/inf", ("counted", "instructions"), ".0f", 55),
+             Shown("max |diff|", ("accuracy", "max_abs_err"), ".1e", 90), Shown("cosine", ("accuracy", "cosine"), ".5f", 91),
+             Shown("tokens agree", ("accuracy", "token_agreement"), ".3f", 92))
+SHOWN = tuple(sorted((*OWN_SHOWN, *(Shown(row.kept.shown, row.kept.paths[0], row.kept.fmt, row.kept.place)
+                                    for row in BUDGETS if row.kept and row.kept.shown)),
+                     key=lambda shown: shown.place))
 
 
 def show_lines(runs: Sequence[Run], last: int = 10, model: str | None = None) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ..checks import BUDGETS
 from ..core.record import dig, is_finite_number
 from .charts import PALETTE, Curve, escape, line_chart
 from .history import SHOWN, Creep, Run, series
@@ -16,20 +17,23 @@ from .html_parts import CSS
 
 @dataclass(frozen=True)
 class Trend:
-    """A trend chart: its title, the y axis, and where a record holds its figure."""
+    """A trend chart: its title, the y axis, where a record holds its figure, and its place among
+    the charts."""
 
     title: str
     unit: str
     path: tuple[str, ...]
+    place: float = 0.0
 
 
-TRENDS = (Trend("peak memory", "MB", ("peak_memory_mb",)), Trend("artifact size", "bytes", ("artifact_bytes",)),
-          Trend("fallback share", "fraction of operators", ("coverage", "fallback")),
-          Trend("instructions per inference", "instructions", ("counted", "instructions")),
-          Trend("NPU SRAM", "bytes", ("npu", "memories", "sram")),
-          Trend("TTFT P50", "ms", ("llm", "ttft_ms", "p50")), Trend("TPOT P50", "ms", ("llm", "tpot_ms", "p50")),
-          Trend("SNR against the reference", "dB", ("accuracy", "snr_db")),
-          Trend("token agreement", "fraction of tokens", ("accuracy", "token_agreement")))
+# The charts of figures no budget judges; a budgeted figure's is its row's (checks.BUDGETS, its kept
+# figure's ``trend``), so a new row's figure gets a chart without another edit.
+OWN_TRENDS = (Trend("instructions per inference", "instructions", ("counted", "instructions"), 55),
+              Trend("SNR against the reference", "dB", ("accuracy", "snr_db"), 90),
+              Trend("token agreement", "fraction of tokens", ("accuracy", "token_agreement"), 92))
+TRENDS = tuple(sorted((*OWN_TRENDS, *(Trend(row.kept.trend, row.kept.trend_unit, row.kept.paths[0], row.kept.place)
+                                      for row in BUDGETS if row.kept and row.kept.trend)),
+                      key=lambda trend: trend.place))
 
 
 def _points(held: Sequence[tuple[Run, Mapping[str, Any]]], read: Any) -> list[tuple[float, float]]:

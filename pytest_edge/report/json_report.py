@@ -18,6 +18,7 @@ from ..core.record import GateVerdict, TimingNotJudged, Verdict, is_finite_numbe
 from .deployment import invalid_field
 from ..judging.figures import invalid_gate_field
 from .generation import gate_view
+from .table import matrix_cell
 
 SCHEMA = "pytest-edge/report/1"
 
@@ -176,8 +177,7 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             row = f"{label} / {device}" if device else label
             records.append({**record, "machine": label})
             cell = matrix.setdefault(record["model"]["name"], {}).setdefault(row, {})
-            cell[split_device(record["backend"])[0]] = {"verdict": record["verdict"],
-                                                          "p50_ms": (record.get("latency_ms") or {}).get("p50")}
+            cell[split_device(record["backend"])[0]] = matrix_cell(record)
     return {"schema": SCHEMA, "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "machines": machines, "records": records, "matrix": matrix}
 

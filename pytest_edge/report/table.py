@@ -190,6 +190,16 @@ def format_table(rows: Sequence[Sequence[str]], header: Sequence[str] = HEADER) 
     return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
+# A merged report's matrix cell: a record's verdict and P50 latency, under this key (the report's format).
+_CELL_P50 = "p50_ms"
+
+
+def matrix_cell(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The cell of the device x backend matrix a merged report keeps for ``record`` (read by
+    :func:`matrix_lines`)."""
+    return {"verdict": record["verdict"], _CELL_P50: (record.get("latency_ms") or {}).get("p50")}
+
+
 def matrix_lines(merged: Mapping[str, Any]) -> list[str]:
     lines = []
     for model, per_machine in sorted(merged["matrix"].items()):
@@ -200,7 +210,7 @@ def matrix_lines(merged: Mapping[str, Any]) -> list[str]:
             for backend in backends:
                 cell = cells.get(backend)
                 row.append(DASH if cell is None else
-                           f"{cell['verdict']} {figure(cell['p50_ms'], '.3f')}ms")
+                           f"{cell['verdict']} {figure(cell[_CELL_P50], '.3f')}ms")
             rows.append(row)
         lines.append(f"model {model}")
         lines.extend(format_table(rows, ["machine", *backends]))
