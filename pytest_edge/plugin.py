@@ -94,7 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "edge_llm(model, prompts, new_tokens=16, **budgets): greedy generation on every available "
         "backend against golden token ids and first-step logits, TTFT/TPOT/memory budgets (see docs/llm.md)")
     config.addinivalue_line(
-        "markers", "edge_asr(model, audio, new_tokens=16, max_wer=None, max_cer=None, reference=None): a speech "
+        "markers", "edge_asr(model, audio, new_tokens=16, reference=None, **budgets): a speech "
         "export's greedy tokens and transcripts on every available speech backend against the golden's, WER/CER "
         "budgets against a reference= export (see docs/speech.md)")
     settings = settings_from_config(config)

@@ -325,7 +325,7 @@ def test_budget_keywords_are_declared_once_in_the_budget_table() -> None:
     from pytest_edge.checks import BUDGETS, EDGE, EDGE_ASR, EDGE_LLM
     from pytest_edge.core.marker import KEYWORDS as EDGE_KEYWORDS, MarkerSpec
     from pytest_edge.llm.marker import BUDGET_KEYWORDS as LLM_BUDGETS, LlmSpec
-    from pytest_edge.run.speech_plan import SpeechSpec
+    from pytest_edge.run.speech_plan import BUDGET_KEYWORDS as SPEECH_BUDGETS, SpeechSpec
 
     keywords = {budget.keyword for budget in BUDGETS}
     assert len(keywords) == len(BUDGETS)
@@ -333,10 +333,10 @@ def test_budget_keywords_are_declared_once_in_the_budget_table() -> None:
     assert set(BUDGET_READERS) == set(specs)
     for budget in BUDGETS:
         assert budget.markers and set(budget.markers) <= set(specs), budget.keyword
-        # The edge and edge_llm markers keep their budgets by keyword (MarkerSpec.budget, LlmSpec.budget).
-        keywords_of = {EDGE: set(EDGE_KEYWORDS), EDGE_LLM: set(LLM_BUDGETS)}
-        assert all(budget.keyword in keywords_of.get(m, {f.name for f in fields(specs[m])})
-                   for m in budget.markers), budget.keyword
+        # Each marker keeps its budgets by keyword (MarkerSpec.budget, LlmSpec.budget, SpeechSpec.budget).
+        keywords_of = {EDGE: set(EDGE_KEYWORDS), EDGE_LLM: set(LLM_BUDGETS), EDGE_ASR: set(SPEECH_BUDGETS)}
+        assert all(budget.keyword in keywords_of[m] for m in budget.markers), budget.keyword
+        assert all(budget.keyword not in {f.name for f in fields(specs[m])} for m in budget.markers), budget.keyword
         assert budget.sense in ("max", "min"), budget.keyword
     spelled = []
     for marker_module, runners in BUDGET_READERS.values():

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..backends.speech import Recognizer, mask_suppressed
 from ..backends.speech_features import AudioError, read_wav
-from ..checks import Finding, check_speech, check_teacher_forced
+from ..checks import BUDGET, Finding, check_speech, check_teacher_forced
 from ..core.models import Model
 from ..core.record import Record, SpeechFile, SpeechRecord, SpeechWindow, model_json
 from ..core.settings import Settings
@@ -101,6 +101,11 @@ class WorkerRecognizer:
     def teacher_force(self, audio: np.ndarray, tokens: list[int]) -> np.ndarray | None:
         logits = self._request(ForceSpeech(self.key, np.asarray(audio, np.float32), [int(t) for t in tokens]))["logits"]
         return None if logits is None else np.asarray(logits, np.float32)
+
+
+def _rates(rated: Any) -> dict[str, float | None]:
+    """The error rates check_speech judges, of the record's speech block or of one audio file."""
+    return {"wer": rated.wer, "cer": rated.cer}
 
 
 class SpeechChecker:
@@ -204,9 +209,9 @@ class SpeechChecker:
         spec, backend = target.spec, target.backend
         budgets = spec.budgets()
         if target.reference is not None and all(v is None for v in budgets.values()):
+            judged_by = ", ".join(f"{keyword}=" for keyword in budgets)
             raise EdgeUsageError(f"edge_asr reference={spec.reference!r}: a model judged against another's transcripts "
-                                 "is judged by max_wer=, max_cer=, min_top1_agreement= or max_kld=; none is given, so nothing "
-                                 "would be judged")
+                                 f"is judged by {judged_by}; none is given, so nothing would be judged")
         step("open the speech model")
         recognizer = self.recognizer(backend, target.folder, spec.threads)
         violations: list[str] = []
@@ -262,9 +267,11 @@ class SpeechChecker:
                                                           f"({', '.join(not_forced)})"}
         block = SpeechRecord(codec.to_json(recognizer.config), spec.new_tokens,
                              target.golden_model.key, WORD_PER_ID, files, overall)
-        findings: list[Finding] = check_speech({"wer": block.wer, "cer": block.cer}, budgets, backend)
-        for finding in findings:
-            worst = max(files, key=lambda f: f.wer if finding.check == "max_wer" else f.cer)
+        findings: list[Finding] = check_speech(_rates(block), budgets, backend)
+        for finding in findings:  # the audio file of the worst figure the finding's row reads
+            read = BUDGET[finding.check].read
+            assert read is not None
+            worst = max(files, key=lambda f: read(_rates(f)))
             violations.append(f"{finding.message} on {worst.audio}: reference transcript {worst.golden_transcript!r}, "
                               f"got {worst.transcript!r}")
         tf_findings = check_teacher_forced(overall, budgets, backend)

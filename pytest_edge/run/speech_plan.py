@@ -1,5 +1,6 @@
 """The plan of an ``edge_asr`` test (docs/speech.md): ``@pytest.mark.edge_asr(model=..., audio=[...],
-new_tokens=..., max_wer=..., max_cer=..., reference=...)`` parsed into a :class:`SpeechSpec`, its
+new_tokens=..., reference=..., **budgets)`` (the budgets: the rows of :data:`pytest_edge.checks.BUDGETS`
+of ``EDGE_ASR``, parsed by the table's parsers) parsed into a :class:`SpeechSpec`, its
 export folder resolved, and one :class:`SpeechTarget` per speech backend (the ``edge_asr``
 fixture's parametrization value), with why it cannot run here. The target's ``kind`` is
 ``"speech"``: the session runs it with :class:`~pytest_edge.run.speech_check.SpeechChecker`."""
@@ -65,20 +66,26 @@ class SpeechSpec:
     model: str
     audio: tuple[str, ...]
     new_tokens: int = 16
-    max_wer: float | None = None  # worst word error rate over the audio files, against the reference's transcript
-    max_cer: float | None = None
-    # Teacher-forced over the golden's tokens, as for decoders (docs/llm.md): the share of positions whose
-    # argmax is the golden's token, and the mean KL divergence of the reference's distribution to this one's.
-    min_top1_agreement: float | None = None
-    max_kld: float | None = None
+    # The budgets this marker sets, by keyword: rows of checks.BUDGETS (those of EDGE_ASR: the worst
+    # word and character error rates over the audio files against the reference's transcripts; teacher-
+    # forced over the golden's tokens, as for decoders, docs/llm.md: the share of positions whose argmax is
+    # the golden's token and the mean KL divergence of the reference's distribution to this one's).
+    budget_values: tuple[tuple[str, float], ...] = ()
     # The model whose goldens this one is judged against (a quantized export against the float one):
     # judged by WER/CER; without it the tokens must equal the model's own golden's.
     reference: str | None = None
     backends: tuple[str, ...] | None = None
     threads: int = 1
 
+    def budget(self, keyword: str) -> float | None:
+        """The value this marker gives the budget ``keyword`` (a row of checks.BUDGETS); None: not set."""
+        return dict(self.budget_values).get(keyword)
+
     def budgets(self) -> dict[str, float | None]:
-        return {budget.keyword: getattr(self, budget.keyword) for budget in budgets_for(EDGE_ASR)}
+        return {budget.keyword: self.budget(budget.keyword) for budget in budgets_for(EDGE_ASR)}
+
+
+BUDGET_KEYWORDS = tuple(budget.keyword for budget in budgets_for(EDGE_ASR))
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,7 @@ class SpeechTarget:
 
 
 def parse_speech_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> SpeechSpec:
-    known = {f.name for f in fields(SpeechSpec)}
+    known = {f.name for f in fields(SpeechSpec) if f.name != "budget_values"} | set(BUDGET_KEYWORDS)
     kwargs = dict(kwargs)
     if args:
         if len(args) > 1 or "model" in kwargs:
@@ -135,9 +142,9 @@ def parse_speech_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Speec
     for name in ("new_tokens", "threads"):
         if name in kwargs:
             kwargs[name] = parse_int(kwargs[name], f"edge_asr {name}", 1)
-    for budget in budgets_for(EDGE_ASR):
-        if kwargs.get(budget.keyword) is not None:
-            kwargs[budget.keyword] = budget.parse(kwargs[budget.keyword], f"edge_asr {budget.keyword}")
+    values = {budget.keyword: kwargs.pop(budget.keyword) for budget in budgets_for(EDGE_ASR) if budget.keyword in kwargs}
+    kwargs["budget_values"] = tuple((budget.keyword, budget.parse(values[budget.keyword], f"edge_asr {budget.keyword}"))
+                                    for budget in budgets_for(EDGE_ASR) if values.get(budget.keyword) is not None)
     if kwargs.get("backends") is not None:
         value = kwargs["backends"]
         kwargs["backends"] = (value,) if isinstance(value, str) else tuple(value)
