@@ -458,6 +458,7 @@ class Budget:
     read: Callable[[Any], "float | None"] | None = None  # the figure, in ``unit``, of the block its check judges
     detail: Callable[[Any], str] | None = None  # " (where it lies)" in the block, for the finding's message
     kept: Kept | None = None
+    hint: str = ""  # after "keyword=" where a first test suggests it (cli.first_tests): an example value
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -487,6 +488,7 @@ MS, MIB = 1e-3, 2.0 ** 20  # a record's ms in seconds; its MB (MiB: VmHWM's kB /
 
 BUDGETS: tuple[Budget, ...] = (
     Budget("max_fallback", parse_fraction, "delegate fallback", "fraction", {EDGE: check_coverage}, measured=False,
+           hint="0 (every operator on the accelerator)",
            kept=Kept((("coverage", "fallback"),), 50, "fallback_ratio",
                      "share of the model's operators outside the delegate", "ratio", shown="fallback",
                      trend="fallback share", trend_unit="fraction of operators")),
@@ -494,7 +496,8 @@ BUDGETS: tuple[Budget, ...] = (
            kept=Kept((("coverage", "partitions"),), 51, "delegate_partitions", "partitions the delegate took")),
     # Not a figure: the operators max_fallback leaves out (expected on the CPU), named in its message.
     Budget("allowed_cpu_ops", parse_operator_names, "operators allowed on the CPU", "operators",
-           {EDGE: check_coverage}, measured=False, qualifies="max_fallback"),
+           {EDGE: check_coverage}, measured=False, qualifies="max_fallback",
+           hint='["CALL_ONCE"] (named operators may stay on the CPU)'),
     Budget("p50_ms", parse_ms, "P50 latency", "ms", {EDGE: check_latency}, measured=True,
            kept=Kept((("latency_ms", "p50"),), 10, "latency_p50_seconds", "median latency of the timed runs",
                      "seconds", MS, shown="P50 ms")),

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..backends.decoder_search import FoundDecoder
+from ..checks import EDGE, EDGE_LLM, Budget, budgets_for, check_compiled, check_coverage
 
 
 @dataclass
@@ -31,6 +33,16 @@ QUANTIZED_MIN_SNR_DB = 20
 # How exporters and teams name a quantized variant of a model: kws_int8, kws-qdq, kws_q8, kws_quant,
 # kws_int8_qdq (optimum, onnxruntime.quantization, ai-edge-torch and ExecuTorch examples use these).
 QUANTIZED_SUFFIX = re.compile(r"[_.-](u?int8|qdq|q8|i8|quant|quantized|ptq|qat|w8a8|dynamic_quant)$", re.I)
+
+
+def budget_hint(rows: Sequence[Budget], lead: str) -> str:
+    """``lead`` then each row's keyword as a marker takes it (``KEYWORD=``), with the hint its row gives
+    (``max_fallback=0: ...``): the budgets a first test may add, read from the table."""
+    return lead + ", ".join(f"{row.keyword}={row.hint}" for row in rows)
+
+
+def _comment(text: str) -> str:
+    return textwrap.fill(text, 100, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False) + "\n"
 
 
 def quantized_base(stem: str, stems: Sequence[str]) -> str | None:
@@ -94,15 +106,17 @@ def first_test_source(models: Sequence[str], traits: Mapping[str, "Traits"] | No
             while npu in names:
                 npu += "_"
             names.add(npu)
-            tests.append(f"\n\n# {model} compiled for the NPU targets installed here: compile-time (the compiler's placement,\n"
-                         "# memory and estimated time; nothing executes). max_fallback=0 asks for every operator on\n"
-                         "# the NPU; allowed_cpu_ops=[\"CALL_ONCE\"] lets named ones stay on the CPU; max_sram_kb= ...\n"
+            compiled = [row for row in budgets_for(EDGE) if row.checks[EDGE] in (check_coverage, check_compiled)]
+            tests.append("\n\n" + _comment(f"{model} compiled for the NPU targets installed here: compile-time (the "
+                                            "compiler's placement, memory and estimated time; nothing executes). "
+                                            + budget_hint(compiled, "Its budgets: ")) +
                          f"@pytest.mark.edge(model={json.dumps(model)}, backends={json.dumps(list(trait.npu_targets))})\n"
                          f"def {npu}(edge_model):\n    pass\n")
     return ('"""Conformance of the project\'s models, written by `pytest-edge init`: edit it freely.\n\n'
             "Each test runs on every installed backend that can load one of the model's artifacts and\n"
             "checks the outputs against the golden outputs (`pytest --edge-update-golden` records them).\n"
-            "Budgets go in the marker: atol=, max_fallback=, p50_ms=, peak_memory_mb= ...\n"
+            + textwrap.fill(budget_hint(budgets_for(EDGE), "Tolerances and budgets go in the marker: atol=, rtol=, "),
+                            100, break_on_hyphens=False) + "\n"
             '"""\n\nimport pytest\n' + "".join(tests))
 
 
@@ -121,8 +135,8 @@ def first_llm_test_source(decoders: Sequence[FoundDecoder], taken: set[str]) -> 
             name += "_"
         taken.add(name)
         prompt = [i % decoder.vocab_size for i in range(1, 5)]
-        tests.append(f"\n\n# {decoder.what}: put your own prompts' token ids; budgets: ttft_ms=, tpot_ms=, "
-                     f"min_top1_agreement=, max_kld= ...\n"
+        tests.append("\n\n" + _comment(budget_hint(budgets_for(EDGE_LLM), f"{decoder.what}: put your own prompts' "
+                                                                          "token ids; budgets: ")) +
                      f"@pytest.mark.edge_llm(model={json.dumps(decoder.model)}, prompts=[{prompt!r}], new_tokens=8)\n"
                      f"def {name}(edge_llm):\n    pass\n")
     return "".join(tests)
