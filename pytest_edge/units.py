@@ -77,7 +77,7 @@ def parse_fraction(value: Any, what: str = "fraction") -> float:
     return number
 
 
-def parse_drift(value: Any, what: str = "max_drift") -> float:
+def parse_drift(value: Any, what: str = "drift") -> float:
     """A drift budget as a ratio > 1: ``1.10``, ``"1.10"`` or ``"10%"`` (10 % slower at the end)."""
     # One message for every refusal (a ratio of 1 or less would fail every run that got no faster).
     refused = EdgeUsageError(f"{what}: {value!r} must be a ratio above 1 (1.10, or '10%' for 10 % slower "

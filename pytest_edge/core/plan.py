@@ -16,6 +16,7 @@ from ..backends import (Backend, all_artifact_suffixes, all_backends, compile_ta
 from ..backends.base import no_tensors_reason
 from ..errors import EdgeUsageError
 from ..accuracy.compare import resolve_tolerance
+from ..checks import DRIFT_BUDGET
 from .marker import MarkerSpec, parse_marker
 from ..measurement.timing import DRIFT_MIN_TIME_S
 from .models import Model, ModelKeys, resolve_model
@@ -128,7 +129,7 @@ def plan_for(settings: Settings, marker: MarkerSpec, model: Model, backend: str,
         warmup=marker.warmup if marker.warmup is not None else settings.warmup,
         runs=marker.runs if marker.runs is not None else settings.runs,
         # A drift figure needs two windows long enough to say how fast the model ran in each.
-        min_time_s=max(settings.min_time_s, DRIFT_MIN_TIME_S if marker.budget("max_drift") is not None else 0.0),
+        min_time_s=max(settings.min_time_s, DRIFT_MIN_TIME_S if marker.budget(DRIFT_BUDGET) is not None else 0.0),
         measure=settings.measure or marker.needs_measurement or settings.gating,
         reference=reference,
         defaults={"atol": marker.atol if marker.atol is not None or own_only else settings.atol,

@@ -25,7 +25,7 @@ import numpy as np
 from .. import codec
 from ..backends.decoder_config import LlmConfig, read_config
 from ..core.generation_figures import (ContextLength, ContextStop, ContextSweep, CountedShare, GenerationProcessFigures,
-                                       MeanSd, RuntimePerGeneration, RuntimeTimings)
+                                       MeanSd, RuntimePerGeneration, RuntimeTimings, summed_counters)
 from ..core.models import Model
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
@@ -142,9 +142,7 @@ def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any] | None] | Non
             if counted and ttft > 0 and decode > 0:
                 shares["prefill"].append(counted["prompt_eval_ms"] / 1000 / ttft)
                 shares["decode"].append(counted["eval_ms"] / 1000 / decode)
-    total = {key: sum(t[key] for t in found) for key in ("prompt_eval_ms", "prompt_tokens", "eval_ms", "eval_tokens")}
-    if all("ttft_ms" in t for t in found):  # a runtime that keeps its own time to first token
-        total["ttft_ms"] = sum(t["ttft_ms"] for t in found)
+    total = summed_counters(found)
     prefill = [t["prompt_tokens"] / t["prompt_eval_ms"] * 1000 for t in found if t["prompt_eval_ms"] > 0]
     decode = [t["eval_tokens"] / t["eval_ms"] * 1000 for t in found if t["eval_ms"] > 0]
     counted = {key: float(np.median(v)) if v else None for key, v in shares.items()}

@@ -219,7 +219,7 @@ def _tolerances(tolerances: Any) -> tuple[tuple[str, tuple[tuple[str, float | No
 
 
 def _parse_values(kwargs: dict[str, Any], prefix: str = "edge_llm ") -> None:
-    """Budgets and settings parsed in place, each error naming its keyword ("edge_llm ttft_ms")."""
+    """Budgets and settings parsed in place, each error naming its keyword ("edge_llm KEYWORD")."""
     for budget in budgets_for(EDGE_LLM):
         if kwargs.get(budget.keyword) is not None:
             kwargs[budget.keyword] = budget.parse(kwargs[budget.keyword], f"{prefix}{budget.keyword}")

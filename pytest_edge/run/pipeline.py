@@ -231,9 +231,8 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
 
 
 def compiled_budgets(plan: Plan, compiled: Compilation, rootdir: Path) -> list[Finding]:
-    """A compile-time target's budgets: the compiler's placement (max_fallback, max_partitions), the
-    memory it planned and its estimate (max_sram_kb, max_flash_kb, max_npu_estimated_ms), the
-    artifact's size. Timed budgets are not judged: nothing executed (the record says so)."""
+    """A compile-time target's budgets: the compiler's placement (check_coverage's), the memory it
+    planned and its estimate (check_compiled's), the artifact's size. Timed budgets are not judged: nothing executed (the record says so)."""
     marker = plan.marker
     artifact = model_json(plan.model.key, plan.artifact, rootdir)["artifact"]
     size, unreadable = artifact_size(plan.artifact, plan.backend) if plan.artifact else (None, "no artifact")

@@ -3,9 +3,9 @@ accelerator configuration vela knows), compile-time targets of an int8 ``.tflite
 
 vela compiles the model for the target here (vela.py); nothing executes the command stream, so a
 test on such a target compares no outputs and times nothing: what it judges is the compiler's
-placement (max_fallback, max_partitions, each CPU operator with vela's reason), the memory it
-planned (max_sram_kb, max_flash_kb) and its estimated NPU time at the configured clock
-(max_npu_estimated_ms, an estimate kept apart from measured latency). The system configuration and
+placement (the delegate budgets, each CPU operator with vela's reason), the memory it planned
+(the SRAM and flash budgets) and its estimated NPU time at the configured clock (an estimate kept
+apart from measured latency: the budgets checks.check_compiled judges). The system configuration and
 memory mode are vela's defaults for the accelerator unless ``edge_compile_options`` names them
 (docs/npu.md).
 """
