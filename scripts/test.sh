@@ -42,7 +42,12 @@ fi
 # The tflite-runtime lane (NumPy < 2) first: its environment is also the "device" of another NumPy
 # major version that tests/test_devices.py reaches over SSH.
 .venv/bin/tox -e tflite-runtime
+# One xdist worker per core this job may run on (its CPU affinity: taskset), at most 2: measured
+# tests take a machine-wide lock, so more workers mostly wait. On one core a second worker only
+# shares it, its start (the runtimes' imports) and its caches with the first.
+workers=$(.venv/bin/python -c 'import os; print(len(os.sched_getaffinity(0)))')
+if (( workers > 2 )); then workers=2; fi
 # The slowest tests are listed at the end, so that CI minutes can be read off any run's log.
-.venv/bin/pytest -n 2 --durations=30 tests "$@"
+.venv/bin/pytest -n "$workers" --durations=30 tests "$@"
 # The demo runs the examples with measurement on: the README's first command, kept working.
 bash scripts/demo.sh
