@@ -194,6 +194,23 @@ def test_a_row_added_to_the_table_appears_where_the_lists_derive_from_it() -> No
     assert "max_widget_ms=5" in seen["first_test"]
 
 
+def test_each_check_is_given_the_rows_that_name_it() -> None:
+    """The table gives each check, when it is called, the rows that name it: its findings take their
+    figure and unit from them, and a check of one budget its keyword (it spells none); given two
+    rows, such a check says so rather than judge one of them."""
+    from pytest_edge.checks import BUDGET, check_coverage, check_memory
+    from pytest_edge.checks.rows import one_row
+
+    (finding,) = check_memory(12.0, {"peak_memory_mb": 10.0}, "rt")
+    row = BUDGET["peak_memory_mb"]
+    assert (finding.check, finding.figure, finding.unit, finding.value) == (row.keyword, row.figure, row.unit, 12.0)
+    assert "peak_memory_mb 10 MB" in finding.message
+    (finding,) = check_coverage(None, {"max_partitions": 1}, "rt")
+    assert (finding.figure, finding.unit) == (BUDGET["max_partitions"].figure, BUDGET["max_partitions"].unit)
+    with pytest.raises(ValueError, match="p50_ms, p90_ms"):
+        one_row({keyword: BUDGET[keyword] for keyword in ("p50_ms", "p90_ms")})
+
+
 @pytest.mark.parametrize("keyword", sorted(KEYWORDS))
 def test_each_row_that_a_block_check_judges_reads_its_own_figure(keyword: str) -> None:
     """The checks that judge a block's figures alike (generation, speech, teacher-forced) ask each row

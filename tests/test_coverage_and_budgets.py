@@ -1,4 +1,4 @@
-"""Delegate coverage and the budget checks (checks.py, backends)."""
+"""Delegate coverage and the budget checks (checks/, backends)."""
 
 
 from __future__ import annotations
