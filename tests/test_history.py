@@ -1,4 +1,5 @@
-"""The run history (report/history.py, --edge-history, ``pytest-edge history``) and its creep alert
+"""The run history (report/history.py and the modules it gathers: history_runs.py, history_series.py,
+history_creep.py; --edge-history, ``pytest-edge history``) and its creep alert
 (--edge-max-creep), judged on synthetic histories: an unchanged model with noise never alerts, a
 staged creep of 1 % per run alerts naming the first run that moved. No test bounds a time."""
 
@@ -19,8 +20,9 @@ from typing import Any
 import pytest
 
 from pytest_edge.cli import main
-from pytest_edge.report.history import (Run, append_run, judge_creep, load_history, read_commit, series,
-                                        show_lines)
+from pytest_edge.report.history_creep import judge_creep
+from pytest_edge.report.history_runs import Run, append_run, load_history, read_commit
+from pytest_edge.report.history_series import series, show_lines
 
 
 def _record(p50s: list[float], instructions: float | None = None, peak: float = 10.0,
@@ -99,6 +101,18 @@ def test_a_run_file_is_written_once_under_a_unique_name(tmp_path: Path) -> None:
     (tmp_path / "h" / "broken.json").write_text("{")
     with pytest.raises(ValueError, match="broken.json"):
         load_history(tmp_path / "h")
+
+
+def test_the_history_names_are_importable_where_the_plugin_and_the_cli_import_them() -> None:
+    """report.history gathers the names of the modules that own them (the run files, the series,
+    the creep alert): each is the owner's object."""
+    from pytest_edge.report import history, history_creep, history_runs, history_series
+
+    owners = (history_creep, history_runs, history_series)
+    for name in history.__all__:
+        value = getattr(history, name)
+        owner = [module for module in owners if getattr(module, name, None) is value]
+        assert owner or value.__module__ == history.__name__, name
 
 
 def _append_one(folder: str, index: int) -> str:

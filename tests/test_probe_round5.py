@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_edge.cli import history as history_cli
-from pytest_edge.report import history
+from pytest_edge.report import history, history_runs
 from pytest_edge.report.html_history import render_history_html
 from pytest_edge.report.openmetrics import _escape, render_openmetrics
 
@@ -66,7 +66,7 @@ def test_a_link_out_of_the_history_is_refused_naming_it(tmp_path: Path) -> None:
 
 def test_an_oversized_run_file_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = _history(tmp_path)
-    monkeypatch.setattr(history, "MAX_RUN_BYTES", 100)  # the probe's 400 MB file parsed to 3.6 GB
+    monkeypatch.setattr(history_runs, "MAX_RUN_BYTES", 100)  # the probe's 400 MB file parsed to 3.6 GB
     with pytest.raises(ValueError, match=r"r0.json is \d+ bytes, more than the 100 bytes a run file may be"):
         history.load_history(folder)
 

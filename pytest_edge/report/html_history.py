@@ -11,7 +11,9 @@ from typing import Any, Mapping, Sequence
 from ..checks import BUDGETS
 from ..core.record import dig, is_finite_number
 from .charts import PALETTE, Curve, escape, line_chart
-from .history import SHOWN, Creep, Run, series
+from .history_creep import Creep
+from .history_runs import Run
+from .history_series import SHOWN, series
 from .html_parts import CSS
 
 
