@@ -19,6 +19,7 @@ from pytest_edge.checks import Finding
 from pytest_edge.core.marker import parse_marker
 from pytest_edge.core.plan import Plan
 from pytest_edge.core.record import Record
+from pytest_edge.core.record_blocks import InputTensor
 from pytest_edge.core.settings import Settings
 from pytest_edge.errors import EdgeError, GoldenError
 from pytest_edge.run.session import EdgeSession
@@ -77,7 +78,7 @@ def test_a_golden_that_matches_passes_with_no_violations_and_a_typed_record(edge
     assert record.accuracy["reference"] == "fake-double" and record.accuracy["cases"] == 1
     assert record.accuracy["max_abs_err"] == 0.0 and record.accuracy["cosine"] == 1.0
     assert record.budget_findings == [] and isinstance(record.budget_findings, list)
-    assert record.input == {"x": {"shape": [4], "dtype": "float32"}}
+    assert record.input == {"x": InputTensor([4], "float32")}  # typed (core/record_blocks.py)
     assert steps == [*LOAD_TO_COMPARE, "refresh the golden of", "compare"]
     # Not measured (no budget, no gate): nothing timed is invented.
     assert record.latency_ms is None and record.measured_runs is None

@@ -36,13 +36,14 @@ from ..judging.baseline import twin_of
 from ..judging.gate import GateResult
 from ..worker.pool import WorkerPool
 from ..worker.protocol import Generate, Load, TeacherForce, TeacherForcedLogits, reply_as
-from .decoder_plan import LlmTarget, config_of, model_json, run_context, spec_context
+from .decoder_plan import LlmTarget, config_of, model_identity, run_context, spec_context
 from ..core.external_data import artifact_files
 from ..core.models import Model, ModelKeys
 from .pipeline import gate_into
 from ..core.generation_figures import (ContextSweep, GenerationFigures, PromptResult, TeacherForcedOverall,
                                        TokenPosition)
 from ..core.record import NOT_MEASURED, GenerationRecord, Record, timing_not_judged
+from ..core.record_blocks import DeviceRun, InputTensor, PluginIdentity, RuntimeIdentity
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
 
@@ -280,10 +281,10 @@ class LlmChecker:
             block = replace(block, timing_not_judged=not_judged)
         record = Record(
             test=test_id, backend=target.backend,
-            model=model_json(target, rootdir),
-            runtime=_runtime(target.backend), plugin={"name": "pytest-edge", "version": __version__},
+            model=model_identity(target, rootdir),
+            runtime=_runtime(target.backend), plugin=PluginIdentity.this(),
             precision=config.dtype, threads=spec.threads,
-            input={"input_ids": {"shape": [1, len(prompts[0])], "dtype": "int64"}},
+            input={"input_ids": InputTensor([1, len(prompts[0])], "int64")},
             warmup_runs=spec.warmup if measured else None, measured_runs=spec.runs if measured else None,
             load_ms=measured.load_ms if measured else None, peak_memory_mb=measured.peak_memory_mb if measured else None,
             artifact_bytes=artifact_size(artifact, target.backend)[0],
@@ -294,7 +295,7 @@ class LlmChecker:
                       "kld_mean": overall.kld.mean if overall.kld is not None else None,
                       "max_abs_err": worst([r.max_abs_err for r in per_prompt], max),
                       "cosine": worst([r.cosine for r in per_prompt], min)},
-            device=({"name": split_device(target.backend)[1], "machine": self.pool.machine(target.backend)}
+            device=(DeviceRun(split_device(target.backend)[1], self.pool.machine(target.backend))
                     if split_device(target.backend)[1] else None),
             generation=block, checked=True, budget_findings=findings)
         if judged is not None:
@@ -396,6 +397,6 @@ def _short(prompt: list[int]) -> str:
     return str(prompt) if len(prompt) <= 8 else f"[{', '.join(map(str, prompt[:6]))}, … ({len(prompt)} tokens)]"
 
 
-def _runtime(backend: str) -> dict[str, Any]:
+def _runtime(backend: str) -> RuntimeIdentity:
     runtime = get_backend(backend)
-    return {"name": runtime.distribution, "version": runtime.runtime_version()}
+    return RuntimeIdentity(runtime.distribution, runtime.runtime_version())

@@ -18,7 +18,7 @@ from ..llm.marker import LlmSpec
 from ..core.external_data import external_files
 from ..core.models import Model, ModelKeys, refuse_outside, resolve_model
 from ..core.plan import expand_patterns, is_pattern, key_bases, known_device, search_dirs, unavailable_on
-from ..core.record import model_json as record_model_json
+from ..core.record_blocks import ModelIdentity
 from ..core.settings import Settings
 
 
@@ -224,7 +224,7 @@ def run_context(tokens: int, config: LlmConfig) -> int:
     return min(config.max_context, max(MIN_RUN_CONTEXT, 1 << max(0, int(tokens) - 1).bit_length()))
 
 
-def model_json(target: LlmTarget, rootdir: Path) -> dict[str, Any]:
-    """The record's ``model`` as for every model (record.model_json): name, artifact (relative to the
+def model_identity(target: LlmTarget, rootdir: Path) -> ModelIdentity:
+    """The record's ``model`` as for every model (ModelIdentity.of): name, artifact (relative to the
     rootdir), its sha256 (None without one) and each of its files' where it has more than one."""
-    return record_model_json(target.model.key, target.artifact, rootdir)
+    return ModelIdentity.of(target.model.key, target.artifact, rootdir)

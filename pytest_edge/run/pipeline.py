@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .. import __version__, codec
+from .. import codec
 from ..golden.alignment import aligned
 from ..backends import Coverage, get_backend, split_device
 from ..backends.compiled import Compilation
@@ -23,9 +23,11 @@ from ..golden.sets import GoldenSets
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement
 from ..core.plan import Plan
-from ..core.record import COMPILE_ONLY, Record, artifact_identity, model_json
+from ..core.record import COMPILE_ONLY, Record
+from ..core.record_blocks import DeviceRun, InputTensor, ModelIdentity, PluginIdentity, RuntimeIdentity
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
+from ..files import relative_path
 from ..worker.pool import ModelInfo
 
 if TYPE_CHECKING:  # the gate and the triage are imported where they run (a baseline, a mismatch)
@@ -160,12 +162,12 @@ def size_budgets(plan: Plan, info: ModelInfo, rootdir: Path) -> list[Finding]:
     budgets = plan.marker.budgets(check_sizes)
     if all(value is None for value in budgets.values()):
         return arena
-    package = info.runtime.get("package") or {}
-    runtime = f"{info.runtime.get('name')} {info.runtime.get('version') or ''}".strip()
-    artifact = model_json(plan.model.name, info.artifact, rootdir)["artifact"]
+    runtime = RuntimeIdentity.from_json(info.runtime)  # the worker's reply, JSON from the pipe
+    package = runtime.package or {}
+    artifact = relative_path(info.artifact, rootdir) if info.artifact else None
     size, unreadable = artifact_size(info.artifact, info.backend)
-    return [*check_sizes(artifact, size, runtime, package.get("bytes"), budgets, plan.backend, package.get("reason"),
-                         unreadable), *arena]
+    return [*check_sizes(artifact, size, runtime.label, package.get("bytes"), budgets, plan.backend,
+                         package.get("reason"), unreadable), *arena]
 
 
 def throughput(latency_ms: dict[str, float] | None) -> float | None:
@@ -180,7 +182,7 @@ def gate_into(record: Record, gate: GateResult, settings: Settings | None = None
     changes ``settings`` accepts for this model's artifact (edge-accept.toml); its failures."""
     if settings is not None and settings.acceptances:
         where = settings.accept_file.name if settings.accept_file is not None else "the acceptance file"
-        gate.accept(settings.acceptances, (record.model or {}).get("name", ""), artifact_identity(record.model), where)
+        gate.accept(settings.acceptances, record.model.name, record.model.identity(), where)
     if gate.summary:
         record.baseline_check = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes,
                                  "findings": codec.to_json(gate.findings)}
@@ -196,12 +198,12 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
     feeds = compared.first_feeds
     measured = timed or TimedMeasurement()
     size, unreadable = artifact_size(info.artifact, info.backend)
+    runtime = RuntimeIdentity.from_json(info.runtime)  # the worker's reply, JSON from the pipe
     made = Record(
-        test=test_id, model=model_json(plan.model.key, info.artifact, rootdir), backend=info.backend,
-        runtime=info.runtime, plugin={"name": "pytest-edge", "version": __version__},
+        test=test_id, model=ModelIdentity.of(plan.model.key, info.artifact, rootdir), backend=info.backend,
+        runtime=runtime, plugin=PluginIdentity.this(),
         precision=info.precision, threads=info.threads,
-        input={s.name: {"shape": list(np.shape(x)), "dtype": s.dtype,
-                        **({"shape_from": info.shape_sources[s.name]} if s.name in info.shape_sources else {})}
+        input={s.name: InputTensor(list(np.shape(x)), s.dtype, info.shape_sources.get(s.name))
                for s, x in zip(info.inputs, feeds)},
         warmup_runs=measured.warmup_runs, measured_runs=measured.measured_runs,
         coverage=codec.to_json(covered.coverage),
@@ -214,10 +216,10 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
         timing_under_load=measured.under_load, other_cores_busy=measured.other_cores_busy,
         processes=measured.processes, process_spread=measured.process_spread,
         artifact_bytes=size,
-        runtime_bytes=(info.runtime.get("package") or {}).get("bytes"),
+        runtime_bytes=(runtime.package or {}).get("bytes"),
         throughput=throughput(measured.latency_ms),
         power_and_temperature=measured.power_and_temperature, counted=counted, arena=info.arena,
-        device=({"name": split_device(info.backend)[1], "machine": info.device} if info.device else None),
+        device=DeviceRun(split_device(info.backend)[1], info.device) if info.device else None,
         accuracy={"reference": golden.reference_backend, "cases": len(golden.cases),
                   **summarize(compared.comparisons),
                   **({"renamed": compared.renamed} if compared.renamed else {}),
@@ -234,7 +236,7 @@ def compiled_budgets(plan: Plan, compiled: Compilation, rootdir: Path) -> list[F
     """A compile-time target's budgets: the compiler's placement (check_coverage's), the memory it
     planned and its estimate (check_compiled's), the artifact's size. Timed budgets are not judged: nothing executed (the record says so)."""
     marker = plan.marker
-    artifact = model_json(plan.model.key, plan.artifact, rootdir)["artifact"]
+    artifact = relative_path(plan.artifact, rootdir) if plan.artifact else None
     size, unreadable = artifact_size(plan.artifact, plan.backend) if plan.artifact else (None, "no artifact")
     sizes = marker.budgets(check_sizes)
     return [*check_coverage(compiled.coverage, marker.budgets(check_coverage), plan.backend),
@@ -247,10 +249,10 @@ def compiled_record(test_id: str, plan: Plan, compiled: Compilation, distributio
     """The record of a compile-time target: the compiler's placement as the coverage, its result as
     the ``npu`` block; accuracy, latency, load and memory null (nothing executed: timing_not_judged)."""
     size, unreadable = artifact_size(plan.artifact, plan.backend) if plan.artifact else (None, "no artifact")
-    made = Record(test=test_id, model=model_json(plan.model.key, plan.artifact, rootdir), backend=plan.backend,
-                  runtime={"name": distribution, "version": compiled.compiler.rpartition(" ")[2], "delegates":
-                           compiled.coverage.delegates},
-                  plugin={"name": "pytest-edge", "version": __version__},
+    made = Record(test=test_id, model=ModelIdentity.of(plan.model.key, plan.artifact, rootdir), backend=plan.backend,
+                  runtime=RuntimeIdentity(distribution, compiled.compiler.rpartition(" ")[2],
+                                          list(compiled.coverage.delegates)),
+                  plugin=PluginIdentity.this(),
                   coverage=codec.to_json(compiled.coverage), artifact_bytes=size, npu=compiled, checked=True)
     made.timing_not_judged = COMPILE_ONLY
     if unreadable:

@@ -32,7 +32,8 @@ from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import machine_info
 from ..core.models import Model, ModelKeys
 from ..core.plan import Plan, Unresolved, plan_for, resolve_reference, resolve_tested
-from ..core.record import UNRESOLVED_BACKEND, Record, model_json
+from ..core.record import UNRESOLVED_BACKEND, Record
+from ..core.record_blocks import ModelIdentity
 from ..core.settings import Settings
 from ..worker.pool import ModelInfo, WorkerPool
 from ..worker.protocol import Load, Loaded, ReadIntermediates, Run, reply_as
@@ -284,8 +285,8 @@ class EdgeSession:
 
     # ------------------------------------------------------------ outcomes the plugin reports
 
-    def _model(self, plan: Plan | LlmTarget) -> dict[str, Any]:
-        return model_json(plan.model.key, plan.artifact, self.settings.rootdir)
+    def _model(self, plan: Plan | LlmTarget) -> ModelIdentity:
+        return ModelIdentity.of(plan.model.key, plan.artifact, self.settings.rootdir)
 
     def _keep(self, record: Record) -> Record:
         self.records.append(record)
@@ -310,7 +311,7 @@ class EdgeSession:
         yet, ``model`` as the marker names it), kept with the reason."""
         if not isinstance(plan, Unresolved):
             return self._keep(Record.errored(test_id, self._model(plan), plan.backend, message))
-        return self._keep(Record.errored(test_id, {"name": model or "?", "artifact": None, "sha256": None},
+        return self._keep(Record.errored(test_id, ModelIdentity(model or "?"),
                                          UNRESOLVED_BACKEND, message))
 
     def body_failed(self, test_id: str, plan: Plan | LlmTarget, error: BaseException) -> Record:

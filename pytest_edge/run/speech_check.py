@@ -32,7 +32,8 @@ from ..backends.speech import Recognizer, mask_suppressed
 from ..backends.speech_features import AudioError, read_wav
 from ..checks import BUDGET, Finding, check_speech, check_teacher_forced
 from ..core.models import Model
-from ..core.record import Record, SpeechFile, SpeechRecord, SpeechWindow, model_json
+from ..core.record import Record, SpeechFile, SpeechRecord, SpeechWindow
+from ..core.record_blocks import AudioInput, ModelIdentity, PluginIdentity
 from ..core.settings import Settings
 from ..errors import EdgeUsageError, GoldenError
 from ..files import atomic_write, relative_path, sha256_file
@@ -278,10 +279,10 @@ class SpeechChecker:
         findings += tf_findings
         violations += [finding.message for finding in tf_findings]
         record = Record(
-            test=test_id, backend=backend, model=model_json(target.model.key, target.artifact, self.settings.rootdir),
-            runtime=runtime_info(backend),
-            plugin={"name": "pytest-edge", "version": __version__}, threads=spec.threads,
-            input={"audio": [relative_path(a, self.settings.rootdir) for a in target.audio]},
+            test=test_id, backend=backend,
+            model=ModelIdentity.of(target.model.key, target.artifact, self.settings.rootdir),
+            runtime=runtime_info(backend), plugin=PluginIdentity.this(), threads=spec.threads,
+            input=AudioInput([relative_path(a, self.settings.rootdir) for a in target.audio]),
             artifact_bytes=sum((target.folder / name).stat().st_size for name in speech_files(backend)),
             accuracy={"reference": target.golden_model.key, "wer": block.wer, "cer": block.cer,
                       "token_agreement": sum(f.first_difference is None for f in files) / len(files),

@@ -18,6 +18,7 @@ from ..checks import EDGE_ASR, budgets_for
 from ..errors import EdgeError, EdgeUsageError
 from ..core.models import Model, ModelKeys
 from ..core.plan import key_bases, search_dirs
+from ..core.record_blocks import RuntimeIdentity
 from ..core.settings import Settings
 from ..units import parse_int, shown
 
@@ -45,10 +46,10 @@ def why_not(backend: str) -> str | None:
     return get_backend(backend).unavailable_reason()
 
 
-def runtime_info(backend: str) -> dict[str, Any]:
+def runtime_info(backend: str) -> RuntimeIdentity:
     """The record's ``runtime``: ``backend``'s distribution and its version."""
     runtime = get_backend(backend)
-    return {"name": runtime.distribution, "version": runtime.runtime_version()}
+    return RuntimeIdentity(runtime.distribution, runtime.runtime_version())
 
 
 def missing_files(backend: str, folder: Path) -> list[str]:
