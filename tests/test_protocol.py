@@ -209,3 +209,62 @@ def test_a_real_worker_speaks_it() -> None:
             worker.request(Run("never-loaded", [np.zeros(3, np.float32)]))
     finally:
         worker.close()
+
+
+@pytest.mark.parametrize("size", [0, 1, 16384, 16385, 300_000])
+def test_the_channel_frames_as_multiprocessing_connection_does(size: int) -> None:
+    """frames.Channel (the worker's and the client's, without importing multiprocessing) writes and
+    reads multiprocessing.Connection's framing byte for byte, both ways: a device's worker, an older
+    peer or a test may speak Connection."""
+    import socket
+    from multiprocessing.connection import Connection
+
+    from pytest_edge.worker.frames import Channel
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    ours, theirs = socket.socketpair()
+    channel, connection = Channel(ours.detach()), Connection(theirs.detach())
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    try:
+        with ThreadPoolExecutor(1) as reader:  # a frame larger than the socket's buffer needs a reader meanwhile
+            received = reader.submit(connection.recv_bytes)
+            channel.send_bytes(data)
+            assert received.result(timeout=30) == data
+            received = reader.submit(channel.recv_bytes, size)
+            connection.send_bytes(data)
+            assert received.result(timeout=30) == data
+    finally:
+        channel.close()
+        connection.close()
+
+
+def test_the_channel_says_a_closed_stream_and_an_oversized_frame_as_connection_does() -> None:
+    import os
+    import socket
+
+    from pytest_edge.worker.frames import Channel
+
+    ours, theirs = socket.socketpair()
+    channel = Channel(ours.detach())
+    theirs.sendall(struct.pack("!i", 10) + b"abc")  # a frame cut short
+    theirs.close()
+    with pytest.raises(OSError, match="end of file during message"):
+        channel.recv_bytes(100)
+    with pytest.raises(EOFError):  # then nothing: the stream ended between frames
+        channel.recv_bytes(100)
+    channel.close()
+    channel.close()  # twice: nothing
+    ours, theirs = socket.socketpair()
+    channel = Channel(ours.detach())
+    theirs.sendall(struct.pack("!i", 101))
+    with pytest.raises(OSError, match="bad message length"):
+        channel.recv_bytes(100)
+    with pytest.raises(OSError, match="closed"):  # closed then, as a Connection is
+        channel.fileno()
+    theirs.close()
+    read, write = os.pipe()
+    Channel(write).close()
+    assert os.read(read, 1) == b""  # the descriptor was closed
+    os.close(read)
+

@@ -6,8 +6,8 @@ imports that module alone instead of reading the entry points (a device's instal
 
 import os
 import sys
-from multiprocessing.connection import Connection
 
+from .frames import Channel
 from .server import die_with_parent, serve, serve_stdio
 
 if sys.argv[1:2] == ["--zygote"]:
@@ -21,7 +21,7 @@ die_with_parent()
 if sys.argv[1:] == ["--stdio"]:
     serve_stdio()
 else:
-    connection = Connection(int(sys.argv[2]))
+    connection = Channel(int(sys.argv[2]))
     serve(connection, connection, sys.argv[1], source=(sys.argv[3:4] or [None])[0])
 # Served: end without the interpreter's teardown. Unloading torch's modules and libraries takes
 # ~0.8 s of CPU in an ExecuTorch worker, which the host waits for when it closes a measuring

@@ -15,7 +15,6 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,8 +70,8 @@ class BackendWorker:
         self._process: subprocess.Popen | ForkedProcess | None = None
         # Set by WorkerPool.fresh: a local worker is forked by this backend's zygote, not spawned.
         self.zygote: Zygote | None = None
-        self._reader: Connection | None = None
-        self._writer: Connection | None = None
+        self._reader: frames.Channel | None = None
+        self._writer: frames.Channel | None = None
         self._server: WorkerServer | None = None
         self._starting = False
         self.hello: dict[str, Any] = {}
@@ -119,8 +118,8 @@ class BackendWorker:
                     raise DeviceUnreachable(f"device {self.device[0]} cannot be reached: its command "
                                             f"{self.device[1]!r} cannot be started: {exc}") from None
                 assert self._process.stdin is not None and self._process.stdout is not None
-                self._reader = Connection(os.dup(self._process.stdout.fileno()), writable=False)
-                self._writer = Connection(os.dup(self._process.stdin.fileno()), readable=False)
+                self._reader = frames.Channel(os.dup(self._process.stdout.fileno()))
+                self._writer = frames.Channel(os.dup(self._process.stdin.fileno()))
                 self._process.stdin.close()
                 self._process.stdout.close()
                 self._sent = set()
@@ -144,7 +143,7 @@ class BackendWorker:
                          str(child.fileno()), *source_args(self.backend_name)],
                         pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
                 child.close()
-                self._reader = self._writer = Connection(parent.detach())
+                self._reader = self._writer = frames.Channel(parent.detach())
         self._starting = True
 
     @property

@@ -13,7 +13,6 @@ import signal
 import time
 from array import array
 from dataclasses import fields, replace
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -342,7 +341,7 @@ class WorkerServer:
         return self.cache
 
 
-def serve(reader: Connection, writer: Connection, backend_name: str | None, cache_dir: Path | None = None,
+def serve(reader: frames.Channel, writer: frames.Channel, backend_name: str | None, cache_dir: Path | None = None,
           source: str | None = None) -> None:
     """The worker's loop: typed requests in, replies out, as frames of the pickle-free codec. A
     device worker (``backend_name`` None) learns its backend from the first request, Start."""
@@ -408,4 +407,4 @@ def serve_stdio() -> None:
     out = os.dup(1)
     os.dup2(2, 1)
     cache = Path(os.environ.get("PYTEST_EDGE_CACHE") or Path.home() / ".cache" / "pytest-edge" / "artifacts")
-    serve(Connection(os.dup(0), writable=False), Connection(out, readable=False), None, cache)
+    serve(frames.Channel(os.dup(0)), frames.Channel(out), None, cache)

@@ -24,9 +24,8 @@ from .zygote import MESSAGE_BYTES, _message, thread_count
 def _child(control: socket.socket, backend_name: str, connection_fd: int, log_fd: int, zygote_pid: int,
            resident: list[tuple[int, int]], source: str | None = None) -> None:
     """In the forked child: a worker of its own, then exit without running the zygote's code."""
-    from multiprocessing.connection import Connection
-
     from . import server
+    from .frames import Channel
 
     code = 0
     try:
@@ -38,7 +37,7 @@ def _child(control: socket.socket, backend_name: str, connection_fd: int, log_fd
         os.close(log_fd)
         populate(resident)
         server.PROCESS_START = "forked"
-        connection = Connection(connection_fd)
+        connection = Channel(connection_fd)
         server.serve(connection, connection, backend_name, source=source)
     except BaseException:  # noqa: BLE001 - printed to the worker's log, which a crash message quotes
         traceback.print_exc()
