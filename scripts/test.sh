@@ -39,15 +39,16 @@ if [[ $(id -u) == 0 ]] && ! command -v promtool >/dev/null && command -v apt-get
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus \
     >/dev/null 2>&1) || echo "prometheus could not be installed: the OpenMetrics tests against Prometheus will be skipped"
 fi
-# The tflite-runtime lane (NumPy < 2) first: its environment is also the "device" of another NumPy
-# major version that tests/test_devices.py reaches over SSH.
-.venv/bin/tox -e tflite-runtime
 # One xdist worker per core this job may run on (its CPU affinity: taskset), at most 2: measured
 # tests take a machine-wide lock, so more workers mostly wait. On one core a second worker only
 # shares it, its start (the runtimes' imports) and its caches with the first.
-workers=$(.venv/bin/python -c 'import os; print(len(os.sched_getaffinity(0)))')
-if (( workers > 2 )); then workers=2; fi
+EDGE_XDIST_WORKERS=$(.venv/bin/python -c 'import os; print(len(os.sched_getaffinity(0)))')
+if (( EDGE_XDIST_WORKERS > 2 )); then EDGE_XDIST_WORKERS=2; fi
+export EDGE_XDIST_WORKERS  # tox.ini's lanes read it too
+# The tflite-runtime lane (NumPy < 2) first: its environment is also the "device" of another NumPy
+# major version that tests/test_devices.py reaches over SSH.
+.venv/bin/tox -e tflite-runtime
 # The slowest tests are listed at the end, so that CI minutes can be read off any run's log.
-.venv/bin/pytest -n "$workers" --durations=30 tests "$@"
+.venv/bin/pytest -n "$EDGE_XDIST_WORKERS" --durations=30 tests "$@"
 # The demo runs the examples with measurement on: the README's first command, kept working.
 bash scripts/demo.sh
