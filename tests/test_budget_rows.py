@@ -48,7 +48,8 @@ SPREAD: dict[str, dict[str, str]] = {
         "backends/llama_cpp/gguf.py": "the model's maximum context (LlmConfig.max_context)",
     },
     "peak_memory_mb": {module: _RECORD_KEY for module in (
-        "backends/speech.py", "bench.py", "core/generation_figures.py", "judging/baseline.py", "judging/figures.py",
+        "backends/speech.py", "bench.py", "core/generation_figures.py", "core/speech_record.py", "judging/baseline.py",
+        "judging/figures.py",
         "judging/generation.py", "judging/measurer.py", "measurement/timing.py", "report/changes.py",
         "report/generation.py", "report/history_creep.py", "report/html_model.py", "report/json_report.py",
         "report/markdown.py", "report/table.py", "worker/protocol.py")},
