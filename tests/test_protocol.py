@@ -268,3 +268,18 @@ def test_the_channel_says_a_closed_stream_and_an_oversized_frame_as_connection_d
     assert os.read(read, 1) == b""  # the descriptor was closed
     os.close(read)
 
+
+def test_a_local_worker_imports_no_multiprocessing_and_not_the_runtimes_other_capabilities() -> None:
+    """A local ONNX Runtime worker, as ``python -m pytest_edge.worker`` starts it: its frames need
+    no multiprocessing (~11 ms of CPU at every worker's start), and a tensor model's worker no speech
+    or triage-quant modules (made on first use: OrtBackend.speech, .quant_pairs)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pytest_edge.worker import frames, server; "
+            "s = server.WorkerServer('onnxruntime-cpu', source='pytest_edge.backends.onnxruntime.backend:backends'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'multiprocessing' "
+            "or m in ('pytest_edge.backends.speech', 'pytest_edge.backends.quant_pair'))); "
+            "print(type(s.backend.speech).__name__, s.backend.quant_pairs.kind)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split("\n")[:2] == ["[]", "OrtSpeech QDQ"], done.stderr

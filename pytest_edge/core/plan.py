@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..devices import qemu as qemu_device
 from ..devices.kinds import DeviceKind, device_kind
 from ..backends import (Backend, all_artifact_suffixes, all_backends, compile_targets, get_backend, split_device,
                         tensor_backends)
@@ -235,6 +234,8 @@ def unavailable_on(settings: Settings, backend: Backend, device: str | None) -> 
         return backend.unavailable_reason()
     command = settings.devices[device]
     if device_kind(command) is DeviceKind.QEMU:
+        from ..devices import qemu as qemu_device  # an emulated device's modules: only where one is configured
+
         return qemu_device.unavailable_reason(command, backend, settings.device_cache)
     return None
 

@@ -7,7 +7,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -17,10 +17,11 @@ from ..errors import BackendCrash, DeviceUnreachable, EdgeUsageError
 from .protocol import Loaded, Request
 from ..devices.kinds import DeviceKind, device_kind
 from ..devices.labgrid import FarmError, FarmRequest, FarmSettings, Lease, lease, release
-from ..devices.qemu import ProvisionError, default_cache, parse_kind, provision
-from ..devices import backend_env
 from .client import BackendWorker, remove_stale_logs
 from .zygote import Zygote, fork_supported
+
+if TYPE_CHECKING:  # an emulated device's and a backend's own environment: imported where one is used
+    from ..devices import backend_env
 
 FORK_MODES = ("auto", "on", "off")
 
@@ -138,6 +139,8 @@ class WorkerPool:
         folder = get_backend(backend).environment
         if folder is None:
             return None
+        from ..devices import backend_env
+
         key = str(folder)  # one environment for the backends of one runtime (rknn-rk3588, rknn-rk3576, ...)
         if key not in self._environments:
             try:
@@ -156,6 +159,8 @@ class WorkerPool:
             configured = self.devices[device]
             kind = device_kind(configured)
             if kind is DeviceKind.QEMU:
+                from ..devices.qemu import ProvisionError, default_cache, parse_kind, provision
+
                 try:
                     emulated = provision(self.device_cache or default_cache(), parse_kind(configured), self.progress)
                     self._commands[device] = emulated.command()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -15,8 +15,10 @@ from ..decoder import Decoder, DecoderRuntime
 from .session import new_session
 from . import _NOT_LOCAL, _local_providers, ep_short_name  # noqa: F401 - the manifest's, named here too
 
-from ..speech import Recognizer, SpeechRuntime
-from ..quant_pair import QuantPair, QuantPairs  # the capability's base (NumPy only); the pair's reader is imported on open
+if TYPE_CHECKING:  # the speech and triage-quant capabilities are made on first use (OrtBackend.speech, .quant_pairs):
+    # their modules (backends/speech.py, quant_pair.py) are not a tensor check's, in the pytest process or its worker
+    from ..quant_pair import QuantPairs
+    from ..speech import SpeechRuntime
 
 _ORT_DTYPES = {
     "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -126,28 +128,6 @@ class OrtDecoders(DecoderRuntime):
         return OrtDecoder(path, config, threads, self.name)
 
 
-class QdqPairs(QuantPairs):
-    """A float .onnx against its QDQ model (quant_pair.py)."""
-
-    kind = "QDQ"
-
-    def open(self, float_model: Path, quant_model: Path) -> QuantPair:
-        from .quant_pair import QdqPair  # the runtime's graph reader, only for triage quant
-
-        return QdqPair(float_model, quant_model)
-
-
-class OrtSpeech(SpeechRuntime):
-    """A Whisper export in Hugging Face Optimum's layout on the CPU EP (onnxruntime/speech.py)."""
-
-    files = ("encoder_model.onnx", "decoder_model.onnx")
-
-    def open(self, folder: Path, threads: int) -> Recognizer:
-        from .speech import OrtRecognizer
-
-        return OrtRecognizer(folder, threads)
-
-
 class OrtBackend(TensorBackend):
     runtime_module = "onnxruntime"
     distribution = "onnxruntime"
@@ -159,7 +139,6 @@ class OrtBackend(TensorBackend):
     # No delegate-free sibling for the CPU EP: triage compares its own graph node by node
     # (optimized, unoptimized, onnx.reference; OrtModel.intermediates).
     triage_method = "nodes"
-    quant_pairs = QdqPairs()
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
@@ -169,7 +148,33 @@ class OrtBackend(TensorBackend):
         # The CPU EP runs the graph as exported, with no delegate: the default golden recorder.
         self.reference_priority = 0 if cpu else None
         self.decoders = OrtDecoders(self.name) if cpu else None
-        self.speech = OrtSpeech() if cpu else None
+
+    # Made on first use, each from its module (a subclass may set either, as it could before).
+    @property
+    def speech(self) -> SpeechRuntime | None:
+        """Whisper exports in Optimum's layout on the CPU EP (onnxruntime/speech.py's OrtSpeech)."""
+        if "_speech" not in self.__dict__:
+            from .speech import OrtSpeech
+
+            self._speech = OrtSpeech() if self.provider == "CPUExecutionProvider" else None
+        return self._speech
+
+    @speech.setter
+    def speech(self, value: SpeechRuntime | None) -> None:
+        self._speech = value
+
+    @property
+    def quant_pairs(self) -> QuantPairs | None:
+        """A float .onnx against its QDQ model (onnxruntime/quant_pair.py's QdqPairs)."""
+        if "_quant_pairs" not in self.__dict__:
+            from .quant_pair import QdqPairs
+
+            self._quant_pairs = QdqPairs()
+        return self._quant_pairs
+
+    @quant_pairs.setter
+    def quant_pairs(self, value: QuantPairs | None) -> None:
+        self._quant_pairs = value
 
     @classmethod
     def variant(cls, name: str) -> Backend | None:

@@ -20,7 +20,8 @@ import numpy as np
 
 from ...errors import BackendError, EdgeUsageError
 from ..base import TensorSpec
-from ..quant_pair import Case, Matching, QuantPair, QuantParams, TensorPair, WeightPair, case_input, dequantize
+from ..quant_pair import (Case, Matching, QuantPair, QuantPairs, QuantParams, TensorPair, WeightPair, case_input,
+                          dequantize)
 
 DQ_SUFFIX = "_DequantizeLinear_Output"  # what onnxruntime.quantization names a dequantized tensor
 _QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -253,3 +254,12 @@ class QdqPair(QuantPair):
 
     def folded(self, unmatched: Sequence[str], measured_ops: Mapping[str, str]) -> dict[str, list[str]]:
         return _folded(self.fmodel, self.qmodel, unmatched, measured_ops)
+
+
+class QdqPairs(QuantPairs):
+    """A float .onnx against its QDQ model (``OrtBackend.quant_pairs``)."""
+
+    kind = "QDQ"
+
+    def open(self, float_model: Path, quant_model: Path) -> QuantPair:
+        return QdqPair(float_model, quant_model)

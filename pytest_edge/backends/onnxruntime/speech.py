@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import SpeechConfig, Stopwatch, Transcription, greedy_decode, one_window
+from ..speech import Recognizer, SpeechConfig, SpeechRuntime, Stopwatch, Transcription, greedy_decode, one_window
 from ..speech_features import log_mel
 
 BACKEND = "onnxruntime-cpu"
@@ -104,3 +104,12 @@ class OrtRecognizer:
             raise BackendError(f"{self.decoder_path} ({BACKEND}): the decoder failed teacher-forced: {exc}") from None
         start = len(config.prompt) - 1
         return np.asarray(logits[start:start + len(tokens)], np.float32)
+
+
+class OrtSpeech(SpeechRuntime):
+    """A Whisper export in Hugging Face Optimum's layout on the CPU EP (``OrtBackend.speech``)."""
+
+    files = ("encoder_model.onnx", "decoder_model.onnx")
+
+    def open(self, folder: Path, threads: int) -> Recognizer:
+        return OrtRecognizer(folder, threads)
