@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_edge.core.record import Record, artifact_identity, model_json
+from pytest_edge.core.record_accuracy import DecoderAccuracy, SpeechAccuracy, TensorAccuracy
 from pytest_edge.core.record_blocks import (AudioInput, DeviceRun, InputTensor, ModelIdentity, PluginIdentity,
                                             RuntimeIdentity, read_input)
 
@@ -382,6 +383,9 @@ def test_a_record_of_the_code_before_reads_back_typed_and_writes_byte_for_byte(n
         assert value is None or isinstance(value, kind), (block, value)
     assert record.input is None or isinstance(record.input, AudioInput) or all(
         isinstance(spec, InputTensor) for spec in record.input.values())
+    kind = {"decoder": DecoderAccuracy, "speech": SpeechAccuracy}.get(name, TensorAccuracy)
+    assert record.accuracy is None if name in ("skipped", "errored_unresolved", "compiled_ethos_u") else \
+        type(record.accuracy) is kind, (name, record.accuracy)
     assert json.dumps(record.to_json()) == text
 
 
@@ -395,6 +399,7 @@ def test_a_block_given_as_its_json_is_read_as_its_type() -> None:
     assert record.runtime == RuntimeIdentity("onnxruntime", "1.20.1", ["CPUExecutionProvider"])
     assert record.input == {"x": InputTensor([1, 3], "float32")}
     assert record.device == DeviceRun("pi5", {"arch": "aarch64"})
+    assert record.accuracy == TensorAccuracy()  # a tensor model's: no generation or speech block
     data = record.to_json()
     assert data["runtime"] == {"name": "onnxruntime", "version": "1.20.1", "delegates": ["CPUExecutionProvider"]}
     assert data["input"] == {"x": {"shape": [1, 3], "dtype": "float32"}}
@@ -435,3 +440,18 @@ def test_the_model_identity_of_an_artifact(tmp_path: Path) -> None:
     assert artifact_identity(identity) == artifact_identity(identity.to_json()) == (identity.sha256,)
     missing = ModelIdentity.of("a/n", None, tmp_path)
     assert missing.to_json() == {"name": "a/n", "artifact": None, "sha256": None} and missing.identity() == ()
+
+
+def test_the_accuracy_is_the_type_of_the_records_kind() -> None:
+    """A decoder's and a speech check's figures are not a tensor model's: each kind its own type,
+    chosen by the record's block when a stored record is read back."""
+    decoder = json.loads(RECORDS["decoder"])
+    decoder["accuracy"]["from_the_future"] = 1
+    record = Record.from_json(decoder)
+    assert type(record.accuracy) is DecoderAccuracy and record.accuracy.unknown == {"from_the_future": 1}
+    assert record.to_json()["accuracy"] == decoder["accuracy"]
+    speech = Record.from_json(json.loads(RECORDS["speech"]))
+    assert type(speech.accuracy) is SpeechAccuracy and speech.accuracy.wer == speech.speech.wer
+    tensor = Record.from_json({**json.loads(RECORDS["two_inputs"]), "accuracy": {"cosine": "x", "cases": 2}})
+    assert tensor.accuracy == TensorAccuracy(cases=2)  # a hand-edited figure: null, as a page shows it
+    assert dict(tensor.junit_properties())["edge_backend"] == "onnxruntime-cpu"

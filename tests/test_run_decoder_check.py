@@ -84,8 +84,8 @@ def test_equal_tokens_pass_with_a_typed_record(edge: EdgeSession) -> None:
         assert list(row.tokens) == list(row.golden_tokens) == counted(prompt, NEW)
         assert row.token_agreement == 1.0 and row.first_difference is None
     assert record.accuracy is not None
-    assert record.accuracy["token_agreement"] == 1.0 and record.accuracy["top1_agreement"] == 1.0
-    assert record.accuracy["max_abs_err"] == 0.0 and record.accuracy["reference"] == "fake-counter"
+    assert record.accuracy.token_agreement == 1.0 and record.accuracy.top1_agreement == 1.0
+    assert record.accuracy.max_abs_err == 0.0 and record.accuracy.reference == "fake-counter"
     assert record.generation.teacher_forced is not None
     assert record.generation.teacher_forced.positions == NEW * len(PROMPTS)
     assert record.budget_findings == []
@@ -96,7 +96,7 @@ def test_an_export_that_decodes_the_same_passes_against_the_reference(edge: Edge
     record_goldens(edge)
     write_decoder(project / "models", "same")
     record, violations = check(edge, target(edge, "same", reference="ref"))
-    assert violations == [] and record.accuracy is not None and record.accuracy["token_agreement"] == 1.0
+    assert violations == [] and record.accuracy is not None and record.accuracy.token_agreement == 1.0
 
 
 @pytest.mark.parametrize("k", [1, 3, 5])
@@ -120,9 +120,9 @@ def test_a_decoder_that_parts_at_position_k_fails_naming_position_k(edge: EdgeSe
     forced = record.generation.teacher_forced
     assert forced is not None and forced.first_top1_difference == TokenPosition(prompt=0, position=k)
     assert forced.top1_agreement == pytest.approx(1 - 2 / (NEW * 2))
-    assert record.accuracy is not None and record.accuracy["token_agreement"] == pytest.approx(k / NEW)
+    assert record.accuracy is not None and record.accuracy.token_agreement == pytest.approx(k / NEW)
     # Before k the logits were the golden's: the first step's are identical.
-    assert record.accuracy["max_abs_err"] == 0.0
+    assert record.accuracy.max_abs_err == 0.0
 
 
 def test_parting_at_the_first_token_also_fails_the_first_step_logits(edge: EdgeSession, project: Path) -> None:
@@ -135,9 +135,9 @@ def test_parting_at_the_first_token_also_fails_the_first_step_logits(edge: EdgeS
     assert "first difference at new token 0 " in first[0]
     assert first[1].startswith(f"fake-counter: prompt {PROMPTS[0]}: first-step logits max |Δ| {2 * PEAK:g} > "
                                "logits_atol 0.001")
-    assert record.accuracy is not None and record.accuracy["max_abs_err"] == 2 * PEAK
+    assert record.accuracy is not None and record.accuracy.max_abs_err == 2 * PEAK
     # two vectors of +PEAK at one id and -PEAK elsewhere, the ids one apart: (VOCAB - 4) / VOCAB
-    assert record.accuracy["cosine"] == pytest.approx((VOCAB - 4) / VOCAB)
+    assert record.accuracy.cosine == pytest.approx((VOCAB - 4) / VOCAB)
 
 
 def test_a_runtime_without_logits_has_its_tokens_checked_and_its_logits_said_not_measured(

@@ -75,8 +75,8 @@ def test_a_golden_that_matches_passes_with_no_violations_and_a_typed_record(edge
     assert isinstance(record, Record) and isinstance(violations, list)
     assert record.checked and record.backend == "fake-double" and record.test == "tests/test_m.py::test_m"
     assert record.accuracy is not None
-    assert record.accuracy["reference"] == "fake-double" and record.accuracy["cases"] == 1
-    assert record.accuracy["max_abs_err"] == 0.0 and record.accuracy["cosine"] == 1.0
+    assert record.accuracy.reference == "fake-double" and record.accuracy.cases == 1
+    assert record.accuracy.max_abs_err == 0.0 and record.accuracy.cosine == 1.0
     assert record.budget_findings == [] and isinstance(record.budget_findings, list)
     assert record.input == {"x": InputTensor([4], "float32")}  # typed (core/record_blocks.py)
     assert steps == [*LOAD_TO_COMPARE, "refresh the golden of", "compare"]
@@ -132,8 +132,8 @@ def test_a_perturbed_output_fails_naming_the_output_and_both_figures(edge: EdgeS
     with np.load(project / written) as saved:
         assert any(np.float32(got) in saved[name] for name in saved.files)
     assert isinstance(record, Record) and record.accuracy is not None
-    assert record.accuracy["max_abs_err"] == pytest.approx(DRIFT, rel=1e-6)
-    assert record.accuracy["reference"] == "fake-double"
+    assert record.accuracy.max_abs_err == pytest.approx(DRIFT, rel=1e-6)
+    assert record.accuracy.reference == "fake-double"
 
 
 def test_violations_come_accuracy_first_then_the_budgets_as_typed_findings(edge: EdgeSession) -> None:
@@ -195,5 +195,5 @@ def test_a_check_that_compared_nothing_is_not_a_silent_pass(edge: EdgeSession, p
         record, violations, _ = run_check(edge, plan_of(edge, "fake-double-drift"))
     except EdgeError:
         return  # said as the test's error: nothing silent
-    assert record.accuracy is not None and record.accuracy["max_abs_err"] is None  # nothing was compared...
+    assert record.accuracy is not None and record.accuracy.max_abs_err is None  # nothing was compared...
     assert violations == ["fake-double-drift: no output was compared: the golden of m holds 1 case(s) of 0 output(s)"]

@@ -20,6 +20,7 @@ from ..backends.compiled import Compilation
 from ..checks import Finding
 from ..measurement.counts import CountedMeasurement
 from .generation_record import GenerationRecord
+from .record_accuracy import Accuracy, DecoderAccuracy, SpeechAccuracy, TensorAccuracy, read_accuracy
 from .record_blocks import (AudioInput, DeviceRun, InputTensor, ModelIdentity, PluginIdentity, RecordInput,
                             RuntimeIdentity, read_block, read_input)
 from .speech_record import SpeechFile, SpeechRecord, SpeechWindow
@@ -91,7 +92,7 @@ class Record:
     other_cores_busy: float | None = None
     processes: list[dict[str, Any]] | None = None
     process_spread: float | None = None
-    accuracy: dict[str, Any] | None = None
+    accuracy: Accuracy | None = None  # the type of the record's kind (accuracy_kind)
     # What ships (docs/measurement.md, "Sizes"): the artifact with its external data, and the
     # runtime's installed package where the worker ran (None with the reason in runtime["package"]).
     artifact_bytes: int | None = None
@@ -135,6 +136,13 @@ class Record:
         self.device = read_block(DeviceRun, self.device)
         if not _typed_input(self.input):
             self.input = read_input(self.input)
+        self.accuracy = read_accuracy(self.accuracy, self.accuracy_kind)
+
+    @property
+    def accuracy_kind(self) -> type[Accuracy]:
+        """The type of this record's ``accuracy``: a decoder's, a speech export's, else a tensor model's."""
+        return DecoderAccuracy if self.generation is not None else SpeechAccuracy if self.speech is not None \
+            else TensorAccuracy
 
     # ------------------------------------------------------------ constructors
 
@@ -216,7 +224,7 @@ class Record:
         if arena is None:  # none, or not an arena block: kept as it was
             known.discard("arena")
         record = cls(**{k: v for k, v in data.items()
-                        if k in known and k not in ("budget_findings", "counted", "npu", "arena")})
+                        if k in known and k not in ("budget_findings", "counted", "npu", "arena", "accuracy")})
         record.arena = arena
         record.verdict = Verdict.from_json(data.get("verdict", Verdict.PASSED), where)
         record.timing_not_judged = TimingNotJudged.from_json(data.get("timing_not_judged"), where)
@@ -231,6 +239,7 @@ class Record:
         if isinstance(data.get("llm"), Mapping):
             record.generation = GenerationRecord.from_json(data["llm"], f"{where}: llm")
             known.add("llm")
+        record.accuracy = read_accuracy(data.get("accuracy"), record.accuracy_kind)  # its kind known now
         record.extra = {k: v for k, v in data.items() if k not in known}
         record.checked = "accuracy" in data
         return record
@@ -242,7 +251,7 @@ class Record:
         latency = self.latency_ms or {}
         coverage = self.coverage or {}
         figures = {"edge_backend": self.backend, "edge_verdict": str(self.verdict),  # a plain str: xdist sends it
-                   "edge_max_abs_err": (self.accuracy or {}).get("max_abs_err"),
+                   "edge_max_abs_err": getattr(self.accuracy, "max_abs_err", None),  # a speech export has none
                    "edge_fallback": coverage.get("fallback"), "edge_partitions": coverage.get("partitions"),
                    "edge_p50_ms": latency.get("p50"), "edge_p99_ms": latency.get("p99"),
                    "edge_load_ms": self.load_ms, "edge_peak_memory_mb": self.peak_memory_mb,
@@ -250,7 +259,7 @@ class Record:
                    "edge_throughput": self.throughput}
         if self.generation is not None:  # a decoder's figures, as a tensor model's latency
             measured = self.generation.measured
-            figures.update(edge_token_agreement=(self.accuracy or {}).get("token_agreement"))
+            figures.update(edge_token_agreement=getattr(self.accuracy, "token_agreement", None))
             if measured is not None:
                 figures.update(edge_ttft_p50_ms=measured.ttft_ms.p50 if measured.ttft_ms else None,
                                edge_tpot_p50_ms=measured.tpot_ms.p50 if measured.tpot_ms else None,
@@ -262,7 +271,7 @@ class Record:
 
 
 # The record's typed blocks the package builds (core/record_blocks.py), written as their JSON.
-_TYPED_BLOCKS = ("model", "runtime", "plugin", "input", "device")
+_TYPED_BLOCKS = ("model", "runtime", "plugin", "input", "accuracy", "device")
 
 
 def _typed_input(value: Any) -> bool:

@@ -43,6 +43,7 @@ from .pipeline import gate_into
 from ..core.generation_figures import (ContextSweep, GenerationFigures, PromptResult, TeacherForcedOverall,
                                        TokenPosition)
 from ..core.record import NOT_MEASURED, GenerationRecord, Record, timing_not_judged
+from ..core.record_accuracy import DecoderAccuracy
 from ..core.record_blocks import DeviceRun, InputTensor, PluginIdentity, RuntimeIdentity
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
@@ -289,12 +290,12 @@ class LlmChecker:
             load_ms=measured.load_ms if measured else None, peak_memory_mb=measured.peak_memory_mb if measured else None,
             artifact_bytes=artifact_size(artifact, target.backend)[0],
             steady_memory_mb=measured.steady_memory_mb if measured else None,
-            accuracy={"reference": per_prompt[0].reference,
-                      "token_agreement": min(p.token_agreement for p in per_prompt),
-                      "top1_agreement": overall.top1_agreement,
-                      "kld_mean": overall.kld.mean if overall.kld is not None else None,
-                      "max_abs_err": worst([r.max_abs_err for r in per_prompt], max),
-                      "cosine": worst([r.cosine for r in per_prompt], min)},
+            accuracy=DecoderAccuracy(reference=per_prompt[0].reference,
+                                     token_agreement=min(p.token_agreement for p in per_prompt),
+                                     top1_agreement=overall.top1_agreement,
+                                     kld_mean=overall.kld.mean if overall.kld is not None else None,
+                                     max_abs_err=worst([r.max_abs_err for r in per_prompt], max),
+                                     cosine=worst([r.cosine for r in per_prompt], min)),
             device=(DeviceRun(split_device(target.backend)[1], self.pool.machine(target.backend))
                     if split_device(target.backend)[1] else None),
             generation=block, checked=True, budget_findings=findings)

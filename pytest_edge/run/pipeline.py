@@ -24,6 +24,7 @@ from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import TimedMeasurement
 from ..core.plan import Plan
 from ..core.record import COMPILE_ONLY, Record
+from ..core.record_accuracy import TensorAccuracy
 from ..core.record_blocks import DeviceRun, InputTensor, ModelIdentity, PluginIdentity, RuntimeIdentity
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
@@ -220,11 +221,10 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
         throughput=throughput(measured.latency_ms),
         power_and_temperature=measured.power_and_temperature, counted=counted, arena=info.arena,
         device=DeviceRun(split_device(info.backend)[1], info.device) if info.device else None,
-        accuracy={"reference": golden.reference_backend, "cases": len(golden.cases),
-                  **summarize(compared.comparisons),
-                  **({"renamed": compared.renamed} if compared.renamed else {}),
-                  # Only for reference= tests: the model whose golden was used (else the test's own).
-                  **({"reference_model": golden.model} if plan.reference is not None else {})},
+        accuracy=TensorAccuracy(golden.reference_backend, len(golden.cases), **summarize(compared.comparisons),
+                                renamed=compared.renamed or None,
+                                # Only for reference= tests: the model whose golden was used (else the test's own).
+                                reference_model=golden.model if plan.reference is not None else None),
         checked=True,
     )
     if unreadable:  # null with the reason, as runtime.package says why runtime_bytes is null

@@ -33,6 +33,7 @@ from ..backends.speech_features import AudioError, read_wav
 from ..checks import BUDGET, Finding, check_speech, check_teacher_forced
 from ..core.models import Model
 from ..core.record import Record, SpeechFile, SpeechRecord, SpeechWindow
+from ..core.record_accuracy import SpeechAccuracy
 from ..core.record_blocks import AudioInput, ModelIdentity, PluginIdentity
 from ..core.settings import Settings
 from ..errors import EdgeUsageError, GoldenError
@@ -284,10 +285,10 @@ class SpeechChecker:
             runtime=runtime_info(backend), plugin=PluginIdentity.this(), threads=spec.threads,
             input=AudioInput([relative_path(a, self.settings.rootdir) for a in target.audio]),
             artifact_bytes=sum((target.folder / name).stat().st_size for name in speech_files(backend)),
-            accuracy={"reference": target.golden_model.key, "wer": block.wer, "cer": block.cer,
-                      "token_agreement": sum(f.first_difference is None for f in files) / len(files),
-                      "top1_agreement": (overall or {}).get("top1_agreement"),
-                      "kld_mean": ((overall or {}).get("kld") or {}).get("mean")},
+            accuracy=SpeechAccuracy(reference=target.golden_model.key, wer=block.wer, cer=block.cer,
+                                    token_agreement=sum(f.first_difference is None for f in files) / len(files),
+                                    top1_agreement=(overall or {}).get("top1_agreement"),
+                                    kld_mean=((overall or {}).get("kld") or {}).get("mean")),
             speech=block, checked=True, budget_findings=findings,
             peak_memory_mb=max(peaks) if (peaks := [f.peak_memory_mb for f in files if f.peak_memory_mb is not None])
             else None)
