@@ -263,6 +263,12 @@ def test_the_channel_says_a_closed_stream_and_an_oversized_frame_as_connection_d
     with pytest.raises(OSError, match="closed"):  # closed then, as a Connection is
         channel.fileno()
     theirs.close()
+    ours, theirs = socket.socketpair()  # a negative length other than -1: refused, not an empty frame
+    channel = Channel(ours.detach())
+    theirs.sendall(struct.pack("!i", -5))
+    with pytest.raises(OSError, match="bad message length"):
+        channel.recv_bytes(100)
+    theirs.close()
     read, write = os.pipe()
     Channel(write).close()
     assert os.read(read, 1) == b""  # the descriptor was closed

@@ -69,7 +69,7 @@ class Channel:
         (size,) = _LENGTH.unpack(self._read(_LENGTH.size))
         if size == -1:
             (size,) = _LONG_LENGTH.unpack(self._read(_LONG_LENGTH.size))
-        if size > limit:
+        if size < 0 or size > limit:  # a negative length (not -1) is no frame: Connection would read it as empty
             self.close()
             raise OSError("bad message length")
         return self._read(size)
