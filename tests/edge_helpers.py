@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import math
 import subprocess
@@ -211,3 +212,15 @@ def install_backend(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, 
     (info / "entry_points.txt").write_text(f"[pytest_edge.backends]\n{name} = edge_{name}:backends\n")
     (plugins / f"edge_{name}.py").write_text(source)
     monkeypatch.setenv("PYTHONPATH", str(plugins))
+
+
+def docstring_ids(tree: ast.AST) -> set[int]:
+    """The ``id`` of every docstring constant in ``tree`` (a module's, a class's, a function's): what
+    the source scans of the suite read as documentation, not as code."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                found.add(id(first.value))
+    return found

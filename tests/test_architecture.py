@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 import pytest
+from edge_helpers import docstring_ids
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_edge"
 BACKENDS = PACKAGE / "backends"
@@ -51,16 +52,6 @@ def _identifier_words(name: str) -> set[str]:
     return {w.lower() for part in re.split(r"[_.]", name) for w in _IDENTIFIER_WORD.findall(part)}
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-                found.add(id(first.value))
-    return found
-
-
 def _names(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Name):
         return [node.id]
@@ -82,7 +73,7 @@ def _names(node: ast.AST) -> list[str]:
 def runtime_mentions(source: str) -> list[tuple[int, str]]:
     """(line, word or suffix) of each runtime name or artifact suffix in the code of ``source``."""
     tree = ast.parse(source)
-    docstrings = _docstrings(tree)
+    docstrings = docstring_ids(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):

@@ -24,6 +24,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from edge_helpers import docstring_ids
 
 from pytest_edge.checks import BUDGETS
 
@@ -56,16 +57,6 @@ SPREAD: dict[str, dict[str, str]] = {
 }
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-                found.add(id(first.value))
-    return found
-
-
 def _words(node: ast.AST, docstrings: set[int]) -> list[str]:
     """The texts and names of ``node`` that spell something in this module (see the module's docstring)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -86,7 +77,7 @@ def _words(node: ast.AST, docstrings: set[int]) -> list[str]:
 def spelled(source: str, keywords: set[str]) -> set[str]:
     """The keywords of ``keywords`` that ``source`` spells, each as a whole word of a text or a name."""
     tree = ast.parse(source)
-    docstrings = _docstrings(tree)
+    docstrings = docstring_ids(tree)
     pattern = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, sorted(keywords))) + r")(?![A-Za-z0-9_])")
     return {m.group(1) for node in ast.walk(tree) for word in _words(node, docstrings) for m in pattern.finditer(word)}
 
