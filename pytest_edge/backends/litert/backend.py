@@ -21,12 +21,13 @@ from ..base import Backend, TensorBackend, Coverage, Intermediates, LoadedModel,
 from ..decoder import Decoder, DecoderRuntime
 from ..quant_pair import QuantPair, QuantPairs
 from ..shapes import InputShapes, LoadShapes
+from .details import OpDetail, TensorDetail
 from .runtime import installed_runtime, interpreter_module  # noqa: F401 - the backend's names too
 
 _STATEFUL_OPS = {"VAR_HANDLE", "ASSIGN_VARIABLE", "READ_VARIABLE"}
 
 
-def _spec(detail: dict[str, Any], names: dict[int, str]) -> TensorSpec:
+def _spec(detail: TensorDetail, names: dict[int, str]) -> TensorSpec:
     signature = detail.get("shape_signature")
     dims = signature if signature is not None and len(signature) else detail["shape"]
     shape = tuple(int(d) if d >= 0 else None for d in dims)
@@ -46,7 +47,7 @@ def _signature_names(interpreter) -> dict[int, str]:
     return {int(d["index"]): name for name, d in details.items()}
 
 
-def _inside_partition(op: dict[str, Any], inside: set[int], boundary_in: set[int], boundary_out: set[int],
+def _inside_partition(op: OpDetail, inside: set[int], boundary_in: set[int], boundary_out: set[int],
                       producer: dict[int, int], consumers: dict[int, set[int]], graph_outputs: set[int]) -> bool:
     if not len(op["inputs"]) and not len(op["outputs"]):
         return False  # no tensor ties it to the partition (CALL_ONCE): not claimed
@@ -63,7 +64,7 @@ def _inside_partition(op: dict[str, Any], inside: set[int], boundary_in: set[int
     return True
 
 
-def delegate_partitions(ops: list[dict[str, Any]], graph_outputs: set[int]) -> dict[int, set[int]]:
+def delegate_partitions(ops: list[OpDetail], graph_outputs: set[int]) -> dict[int, set[int]]:
     """For each DELEGATE node (by index), the original nodes it replaced. See delegate_coverage."""
     delegate_nodes = [op for op in ops if op["op_name"] == "DELEGATE"]
     original = [op for op in ops if op["op_name"] != "DELEGATE"]
@@ -89,7 +90,7 @@ def delegate_partitions(ops: list[dict[str, Any]], graph_outputs: set[int]) -> d
     return partitions
 
 
-def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delegate_name: str,
+def delegate_coverage(ops: list[OpDetail], graph_outputs: set[int], delegate_name: str,
                       tensor_names: Callable[[int], str] | None = None) -> Coverage:
     """Which original nodes the DELEGATE nodes replaced.
 
@@ -109,7 +110,7 @@ def delegate_coverage(ops: list[dict[str, Any]], graph_outputs: set[int], delega
     fallback = [op["op_name"] for op in original if op["index"] not in replaced]
     # Each node by its type and first output tensor's name ("CUMSUM Identity", as the converter
     # named it): what stays the same node across a re-export, where its index may not.
-    def node_id(op: dict[str, Any]) -> str:
+    def node_id(op: OpDetail) -> str:
         outputs = list(op.get("outputs", []))
         named = tensor_names(int(outputs[0])) if tensor_names is not None and outputs else ""
         return f"{op['op_name']} {named}" if named else f"{op['op_name']} #{op['index']}"

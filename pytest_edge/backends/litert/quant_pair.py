@@ -20,6 +20,7 @@ import numpy as np
 from ...errors import BackendError, EdgeUsageError
 from ..base import TensorSpec
 from ..quant_pair import Case, Matching, QuantPair, QuantParams, TensorPair, WeightPair, case_input, dequantize, quantize
+from .details import QuantizationParameters, TensorDetail
 from .runtime import interpreter_module
 
 INPUT_OP = "(input)"  # the "producing op" of a graph input
@@ -30,10 +31,10 @@ WEIGHT_AXIS = {"FULLY_CONNECTED": 0, "CONV_2D": 0, "CONV_3D": 4, "DEPTHWISE_CONV
 _QUANTIZED_KINDS = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}
 
 
-def quant_params(details: Mapping[str, Any]) -> QuantParams | None:
+def quant_params(details: TensorDetail) -> QuantParams | None:
     """A tensor's quantization from one entry of ``Interpreter.get_tensor_details()``; None for an
     unquantized tensor."""
-    params = details.get("quantization_parameters") or {}
+    params: QuantizationParameters = details.get("quantization_parameters") or {}
     scales = np.asarray(params.get("scales", []), dtype=np.float64)
     if scales.size == 0:
         return None
@@ -110,7 +111,7 @@ class TfliteGraph:
                 self.interpreter.resize_tensor_input(d["index"], [max(int(s), 1) for s in signature])
 
     @staticmethod
-    def _tensor(details: Mapping[str, Any], op: str) -> GraphTensor:
+    def _tensor(details: TensorDetail, op: str) -> GraphTensor:
         return GraphTensor(int(details["index"]), str(details["name"]), np.dtype(details["dtype"]),
                        tuple(int(s) for s in details["shape"]), quant_params(details), op)
 

@@ -28,7 +28,7 @@ import re
 import struct
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 import numpy as np
 
@@ -140,6 +140,14 @@ def read_arena(text: str, reported_by: str, flash_bytes: int) -> TensorArena | N
                        {what: int(used) for what, used in _ALLOCATION_LINE.findall(text)}, flash_bytes)
 
 
+class _TensorDetail(TypedDict):
+    """The keys read of what ``tflite_micro.runtime.Interpreter.get_input_details(i)`` (and
+    ``get_output_details(i)``) return."""
+
+    shape: np.ndarray
+    dtype: type[np.generic]
+
+
 class TFLMModel(LoadedModel):
     def __init__(self, interpreter: Any, graph: _Graph, arena: TensorArena | None, path: Path) -> None:
         self.interpreter, self.graph, self._arena, self.path = interpreter, graph, arena, path
@@ -147,7 +155,7 @@ class TFLMModel(LoadedModel):
         self.outputs = [self._spec(interpreter.get_output_details(i), name) for i, name in enumerate(graph.output_names)]
 
     @staticmethod
-    def _spec(detail: dict[str, Any], name: str) -> TensorSpec:
+    def _spec(detail: _TensorDetail, name: str) -> TensorSpec:
         return TensorSpec(name, tuple(int(d) for d in detail["shape"]), np.dtype(detail["dtype"]).name)
 
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
