@@ -19,7 +19,7 @@ import sys
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 import numpy as np
 
@@ -55,8 +55,24 @@ def _spec(var: Any, name: str) -> TensorSpec:
     return TensorSpec(name, shape, dtypes.get(var.dtype, str(var.dtype)))
 
 
+class _ModuleInfo(TypedDict):
+    """The keys read of what ``MNN.nn`` module's ``get_info()`` returns."""
+
+    inputs: list[Any]  # MNN.expr variables, one per input, in order
+    inputNames: list[str]
+    outputNames: list[str]
+
+
+class _RuntimeConfig(TypedDict, total=False):
+    """What ``MNN.nn.create_runtime_manager`` is given: the forward type, its precision, threads."""
+
+    backend: str
+    precision: str
+    numThread: int
+
+
 class MNNModel(LoadedModel):
-    def __init__(self, module: Any, info: dict[str, Any], forward: str, path: Path,
+    def __init__(self, module: Any, info: _ModuleInfo, forward: str, path: Path,
                  shapes: InputShapes) -> None:
         import MNN.expr as F
 
@@ -148,7 +164,7 @@ class MNNBackend(TensorBackend):
             missing = forward_type_missing(self.forward)
             if missing:
                 raise BackendError(f"{self.name}: {missing}")
-        config: dict[str, Any] = {"backend": self.forward, "precision": "high"}
+        config: _RuntimeConfig = {"backend": self.forward, "precision": "high"}
         if threads:
             config["numThread"] = threads
         runtime = nn.create_runtime_manager((config,))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
@@ -111,8 +112,24 @@ def _detail(exc: Exception) -> str:
     return " ".join(line for line in str(exc).splitlines() if line.strip() and "Exception from" not in line)
 
 
+@dataclass(frozen=True)
+class CpuConfig:
+    """How the CPU plugin compiles a model: the arithmetic it uses, for latency, on how many threads
+    (None: OpenVINO's choice)."""
+
+    precision_hint: str  # "f32", "bf16", "f16"
+    threads: int | None = None
+
+    def properties(self) -> dict[str, str | int]:
+        """As ``Core.compile_model`` takes them, by OpenVINO's property names."""
+        found: dict[str, str | int] = {"INFERENCE_PRECISION_HINT": self.precision_hint, "PERFORMANCE_HINT": "LATENCY"}
+        if self.threads:
+            found["INFERENCE_NUM_THREADS"] = self.threads
+        return found
+
+
 class OpenVINOModel(LoadedModel):
-    def __init__(self, core: Any, model: Any, compiled: Any, config: dict[str, Any],
+    def __init__(self, core: Any, model: Any, compiled: Any, config: CpuConfig,
                  signature: tuple[list[TensorSpec], list[TensorSpec]]) -> None:
         self.core, self.model, self.compiled, self.config = core, model, compiled, config
         self.request = compiled.create_infer_request()
@@ -142,7 +159,7 @@ class OpenVINOModel(LoadedModel):
         # Tensor names as the artifact has them (adding outputs names the unnamed ones Result_*).
         tensor_names = {(op.get_friendly_name(), i): min(op.output(i).get_names(), default=None) for op, i in ports}
         added = model.add_outputs([op.output(i) for op, i in ports])
-        request = self.core.compile_model(model, "CPU", self.config).create_infer_request()
+        request = self.core.compile_model(model, "CPU", self.config.properties()).create_infer_request()
         request.infer(list(feeds))
         order, producers, tensors, names = [], {}, {}, {}
         for (op, i), port in zip(ports, added):
@@ -210,11 +227,9 @@ class OpenVINOBackend(TensorBackend):
             names = {n for port in model.inputs for n in port.get_names()}
             model.reshape({n: list(s) for n, s in wanted.items() if n in names})
         # Set explicitly: on a CPU with BF16 units OpenVINO's default is bf16, not the graph's f32.
-        config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": self.hint, "PERFORMANCE_HINT": "LATENCY"}
-        if threads:
-            config["INFERENCE_NUM_THREADS"] = threads
+        config = CpuConfig(self.hint, threads)
         try:
-            compiled = core.compile_model(model, "CPU", config)
+            compiled = core.compile_model(model, "CPU", config.properties())
         except RuntimeError as exc:
             if Path(path).suffix == ".xml":
                 raise BackendError(f"{self.name}: OpenVINO's CPU plugin cannot compile {path}: {_detail(exc)}") from exc
