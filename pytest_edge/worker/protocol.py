@@ -1,241 +1,30 @@
 """The messages between the pytest process and a backend worker: typed requests (one dataclass per
-operation, fields by name, as pytest-xdist's controller sends named commands) and replies,
-versioned; and the requests to a backend's zygote (worker/zygote.py), in a registry of their own.
-The worker's frames, a codec that executes nothing (no pickle, so the same protocol crosses a
-machine boundary, a device over SSH or adb, without a peer being able to run code on the other
-side), are :mod:`.frames`; the zygote's messages are JSON, as bounded and as free of pickle.
+operation, fields by name, as pytest-xdist's controller sends named commands: :mod:`.requests`,
+re-exported here) and replies, versioned; and the requests to a backend's zygote (worker/zygote.py),
+in a registry of their own. The worker's frames, a codec that executes nothing (no pickle, so the
+same protocol crosses a machine boundary, a device over SSH or adb, without a peer being able to run
+code on the other side), are :mod:`.frames`; the zygote's messages are JSON, as bounded and as free
+of pickle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .. import codec
 from ..backends.arena import TensorArena
 from ..backends.tensors import Coverage, TensorSpec
-from ..errors import BackendError
+from .requests import (GENERATION_TIME_CAP_S, REQUESTS, ZYGOTE_REQUESTS, Count, Exit, ForceSpeech, Fork, Generate, Has,
+                       KillProcess, LimitAddressSpace, Load, Measure, MeasureGeneration, OpenSpeech, Ping,
+                       ProbeContext, ProcessStatus, ProtocolError, Put, ReadIntermediates, Request, Run, Start,
+                       TeacherForce, Transcribe, request_from, request_json)
 
 PROTOCOL_VERSION = 6  # 2: Load.external (an .onnx's external data files on a device); 3: Load.shapes an InputShapes;
 # 4: Load.decoder, Generate, MeasureGeneration (decoder LLMs); 5: TeacherForce; 6: LimitAddressSpace, ProbeContext
-
-
-class ProtocolError(BackendError):
-    """A frame that is malformed, oversized, of another protocol version, or holds what the codec
-    refuses (pickled objects, unknown dtypes)."""
-
-
-# ------------------------------------------------------------------ requests
-
-
-@dataclass
-class Request:
-    op: ClassVar[str]
-
-
-@dataclass
-class Load(Request):
-    """Load an artifact under ``key``; describe it (coverage unless a measuring worker)."""
-
-    op: ClassVar[str] = "load"
-    key: str
-    path: str
-    threads: int | None
-    shapes: dict[str, Any] = field(default_factory=dict)  # codec.to_json(backends.InputShapes): JSON on the pipe
-    with_coverage: bool = True
-    # On a device: the external data files of an .onnx, by location, as content names in its cache.
-    external: dict[str, str] = field(default_factory=dict)
-    # A decoder LLM's configuration (backends.decoder_config.LlmConfig's fields): the artifact is opened as a
-    # decoder (Backend.decoders), not as a tensor model; Generate and MeasureGeneration run it.
-    decoder: dict[str, Any] | None = None
-    # A backend that quantizes at load (Backend.calibrates): {"source": str, "cases": [{"origin": str,
-    # "inputs": {name: array}}]}, given to LoadedModel.calibrate after the load.
-    calibration: dict[str, Any] | None = None
-
-
-@dataclass
-class Generate(Request):
-    """Greedy decoding of ``new_tokens`` after ``prompt`` on the decoder loaded under ``key``: the
-    tokens, the logits the first was chosen from, the prefill and per-token times."""
-
-    op: ClassVar[str] = "generate"
-    key: str
-    prompt: list[int]
-    new_tokens: int
-
-
-# The timed generations of one MeasureGeneration stop after this many seconds (warm-up: half of it),
-# whatever ``runs`` asks: a measurement is bounded by time as well as count (docs/llm.md).
-GENERATION_TIME_CAP_S = 60.0
-
-
-@dataclass
-class TeacherForce(Request):
-    """The logits at each position of ``tokens`` after ``prompt`` on the decoder loaded under ``key``,
-    the tokens fed whatever the decoder would choose (backends.decoder.teacher_forced)."""
-
-    op: ClassVar[str] = "teacher_force"
-    key: str
-    prompt: list[int]
-    tokens: list[int]
-
-
-@dataclass
-class MeasureGeneration(Request):
-    """``warmup`` discarded generations, then ``runs`` timed ones (TTFT and TPOT samples), and the
-    memory the decoder took over this process's baseline (a fresh measuring worker)."""
-
-    op: ClassVar[str] = "measure_generation"
-    key: str
-    prompt: list[int]
-    new_tokens: int
-    warmup: int
-    runs: int
-
-
-@dataclass
-class OpenSpeech(Request):
-    """Open the speech export in ``folder`` under ``key`` (Backend.speech): its recognizer stays in
-    this worker; the reply is its configuration (its backends.speech.SpeechConfig through the codec)."""
-
-    op: ClassVar[str] = "open_speech"
-    key: str
-    folder: str
-    threads: int
-
-    @property
-    def path(self) -> str:
-        """What it opens, as a Load's ``path`` says (a worker's restart note names it)."""
-        return self.folder
-
-
-@dataclass
-class Transcribe(Request):
-    """Greedy recognition of ``audio`` (float32 samples at the configuration's rate) for at most
-    ``new_tokens`` tokens; the reply is a backends.speech.Transcription's to_reply()."""
-
-    op: ClassVar[str] = "transcribe"
-    key: str
-    audio: np.ndarray
-    new_tokens: int
-
-
-@dataclass
-class ForceSpeech(Request):
-    """The decoder's logits at each position of ``tokens`` fed after the forced start, on ``audio``:
-    {"logits": [len(tokens), vocab], or None where the runtime gives none}."""
-
-    op: ClassVar[str] = "force_speech"
-    key: str
-    audio: np.ndarray
-    tokens: list[int]
-
-
-@dataclass
-class LimitAddressSpace(Request):
-    """Let this worker map at most ``limit_mb`` more than it has now, for the rest of its life (a
-    fresh worker of the context sweep, before its decoder is loaded): the limit in bytes."""
-
-    op: ClassVar[str] = "limit_address_space"
-    limit_mb: float
-
-
-@dataclass
-class ProbeContext(Request):
-    """One point of the context sweep on the decoder loaded under ``key`` (in a fresh worker, loaded
-    for ``context`` positions): a prompt of ``context`` - 1 tokens and one decode step, and the
-    memory it took over the worker's RSS before the load."""
-
-    op: ClassVar[str] = "probe_context"
-    key: str
-    context: int
-    vocab_size: int  # the prompt's ids are drawn below it
-
-
-@dataclass
-class Run(Request):
-    op: ClassVar[str] = "run"
-    key: str
-    feeds: list[np.ndarray]
-    reset: bool = True
-
-
-@dataclass
-class Measure(Request):
-    """The timing and memory protocol in this worker: ``warmup`` runs, then at least ``runs`` timed
-    runs taking at least ``min_time_s`` together."""
-
-    op: ClassVar[str] = "measure"
-    key: str
-    feeds: list[np.ndarray]
-    warmup: int
-    runs: int
-    min_time_s: float = 0.0
-
-
-@dataclass
-class Count(Request):
-    """Counted mode, in a worker running under Valgrind's callgrind: ``warmup`` runs uncounted, then
-    the instructions (and simulated cache misses) of ``runs`` runs, per inference."""
-
-    op: ClassVar[str] = "count"
-    key: str
-    feeds: list[np.ndarray]
-    warmup: int
-    runs: int
-
-
-@dataclass
-class ReadIntermediates(Request):
-    """One run of ``key`` that keeps the tensors computed on the way (a backend's ``Intermediates``)."""
-
-    op: ClassVar[str] = "intermediates"
-    key: str
-    feeds: list[np.ndarray]
-
-
-@dataclass
-class Start(Request):
-    """The first request to a device worker (``--stdio``): which backend to serve."""
-
-    op: ClassVar[str] = "start"
-    backend: str
-
-
-@dataclass
-class Has(Request):
-    """Does the device's artifact cache hold ``name`` (``<sha256><suffix>``)?"""
-
-    op: ClassVar[str] = "has"
-    name: str
-
-
-@dataclass
-class Put(Request):
-    """Store an artifact in the device's cache under its content name (checked on arrival)."""
-
-    op: ClassVar[str] = "put"
-    name: str
-    data: np.ndarray  # uint8
-
-
-@dataclass
-class Ping(Request):
-    op: ClassVar[str] = "ping"
-
-
-@dataclass
-class Exit(Request):
-    op: ClassVar[str] = "exit"
-
-
-REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Load, Run, Measure, Count, ReadIntermediates, Start, Has, Put,
-                                                                Ping, Exit, Generate, MeasureGeneration,
-                                                                TeacherForce, LimitAddressSpace, ProbeContext,
-                                                                OpenSpeech, Transcribe, ForceSpeech)}
 
 
 # ------------------------------------------------------------------ replies
@@ -319,61 +108,6 @@ class ContextMemory:
     steady_memory_mb: float | None
 
 
-# ------------------------------------------------------------------ the zygote's requests
-# From the host to a backend's zygote (worker/zygote.py), as JSON over its Unix socket: a registry
-# of their own, so a worker refuses a zygote's op and the zygote a worker's (Exit, ending either, aside).
-
-
-@dataclass
-class Fork(Request):
-    """Fork a fresh worker on the two file descriptors sent with this request (SCM_RIGHTS): its
-    connection and its log. Replies its pid."""
-
-    op: ClassVar[str] = "fork"
-
-
-@dataclass
-class ProcessStatus(Request):
-    """The exit code of the zygote's child ``pid`` (negative: the signal that ended it), None while it
-    runs, after waiting up to ``timeout_s`` for it to end."""
-
-    op: ClassVar[str] = "status"
-    pid: int
-    timeout_s: float
-
-
-@dataclass
-class KillProcess(Request):
-    """SIGKILL the zygote's child ``pid``, if it still runs."""
-
-    op: ClassVar[str] = "kill"
-    pid: int
-
-
-ZYGOTE_REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Fork, ProcessStatus, KillProcess, Exit)}
-
-
-def request_json(request: Request) -> dict[str, Any]:
-    return {"op": request.op, "args": {f.name: getattr(request, f.name) for f in fields(request)}}
-
-
-def request_from(message: Any, registry: Mapping[str, type[Request]] = REQUESTS) -> Request:
-    """The typed request of ``registry`` (a worker's, or ZYGOTE_REQUESTS) a decoded message names;
-    ProtocolError for anything else."""
-    if (not isinstance(message, dict) or not isinstance(message.get("op"), str) or message["op"] not in registry
-            or not isinstance(message.get("args"), dict)):
-        raise ProtocolError(f"not a request: {str(message)[:200]}")
-    cls = registry[message["op"]]
-    names = {f.name for f in fields(cls)}
-    unknown = set(message["args"]) - names
-    if unknown:
-        raise ProtocolError(f"{cls.op}: unknown field(s) {sorted(unknown)}")
-    try:
-        return cls(**message["args"])
-    except TypeError as exc:
-        raise ProtocolError(f"{cls.op}: {exc}") from None
-
-
 def ok(value: Any) -> dict[str, Any]:
     return {"ok": True, "value": value}
 
@@ -390,8 +124,9 @@ def hello(backend: str, machine: dict[str, Any] | None = None, runtime: dict[str
                                   "machine": machine, "runtime": runtime}}
 
 
-__all__ = ["PROTOCOL_VERSION", "ProtocolError", "Request", "Load", "Generate", "MeasureGeneration", "TeacherForce", "LimitAddressSpace", "ProbeContext", "Run", "Measure",
-           "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit", "REQUESTS", "Fork", "ProcessStatus",
-           "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok", "reply_as", "Loaded", "DecoderLoaded",
-           "TeacherForcedLogits", "GenerationTimes", "ContextMemory",
+__all__ = ["PROTOCOL_VERSION", "GENERATION_TIME_CAP_S", "ProtocolError", "Request", "Load", "Generate",
+           "MeasureGeneration", "TeacherForce", "LimitAddressSpace", "ProbeContext", "OpenSpeech", "Transcribe",
+           "ForceSpeech", "Run", "Measure", "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit",
+           "REQUESTS", "Fork", "ProcessStatus", "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok",
+           "reply_as", "Loaded", "DecoderLoaded", "TeacherForcedLogits", "GenerationTimes", "ContextMemory",
            "failure", "hello"]
