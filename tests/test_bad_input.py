@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from pytest_edge.backends import TensorSpec, get_backend
 from pytest_edge.backends.executorch.backend import explain_error
-from pytest_edge.accuracy.compare import compare_output, needed_tolerances
+from pytest_edge.accuracy.compare import (ScopedTolerances, Tolerance, ToleranceOverride, compare_output,
+                                          needed_tolerances)
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.golden.store import tidy_leftovers
 from pytest_edge.golden import Golden, GoldenCase, GoldenStore
@@ -583,7 +584,8 @@ def test_marker_tolerances_are_parsed_to_floats() -> None:
     spec = parse_marker(("m",), {"tolerances": {"y": {"atol": "1e-3"}, "litert": {"y": {"min_cosine": "99%"}}},
                                  "shapes": {"x": np.array([1, 3, 8, 8])}, "backends": "litert",
                                  "skip_backends": "executorch"})
-    assert spec.tolerances == {"y": {"atol": 1e-3}, "litert": {"y": {"min_cosine": 0.99}}}
+    assert spec.tolerances == {"y": ScopedTolerances(ToleranceOverride(Tolerance(atol=1e-3))),
+                               "litert": ScopedTolerances(outputs={"y": ToleranceOverride(Tolerance(min_cosine=0.99))})}
     assert spec.shapes == {"x": (1, 3, 8, 8)} and all(type(d) is int for d in spec.shapes["x"])
 
 
@@ -681,7 +683,7 @@ def test_unknown_signature_dtype_is_a_usage_error() -> None:
 def test_nan_golden_is_reported_not_turned_into_a_nan_tolerance() -> None:
     expected = np.array([1.0, np.nan, 3.0], np.float32)
     (problem,) = compare_output("y", expected, np.array([1.0, 2.0, 3.0], np.float32),
-                                {"atol": 1e-4, "rtol": 0.0}).problems
+                                Tolerance(atol=1e-4, rtol=0.0)).problems
     assert "golden output 'y' has 1 NaN and 0 Inf of 3 elements" in problem
     assert "would pass with" not in problem and "=nan" not in problem
     need = needed_tolerances(expected, np.array([1.0, 2.0, 3.0], np.float32), 0.0, 0.0)

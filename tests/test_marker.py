@@ -56,10 +56,10 @@ def test_parse_marker_canonical_units_and_errors() -> None:
         parse_marker((), {"tolerances": {"litert": {"y": {"atoll": 1}}}})
     assert parse_marker((), {"tolerances": {"litert": {"atol": 1, "y": {"rtol": 2}}}}).tolerances
     # None switches a keyword off in its scope: the marker's min_cosine is not applied on litert
-    from pytest_edge.accuracy.compare import resolve_tolerance
+    from pytest_edge.accuracy.compare import Tolerance, resolve_tolerance
     off = parse_marker((), {"tolerances": {"litert": {"min_cosine": None, "atol": None, "rtol": None}}}).tolerances
-    marker_level = {"atol": 1e-5, "rtol": 1e-4, "min_cosine": 0.99}
-    assert resolve_tolerance(marker_level, off, "litert", "y") == {}
+    marker_level = Tolerance(atol=1e-5, rtol=1e-4, min_cosine=0.99)
+    assert resolve_tolerance(marker_level, off, "litert", "y") == Tolerance()
     assert resolve_tolerance(marker_level, off, "onnxruntime-cpu", "y") == marker_level
 
 

@@ -83,7 +83,7 @@ def test_plan_resolves_marker_and_settings(tmp_path: Path) -> None:
                                "p50_ms": 5})
     plan = plan_for(settings, marker, model, "onnxruntime-cpu", tmp_path)
     assert (plan.runs, plan.warmup, plan.threads, plan.measure) == (7, 5, 1, True)
-    assert plan.tolerance("y")["atol"] == 0.5 and plan.tolerance("y", "litert")["atol"] == 2
+    assert plan.tolerance("y").atol == 0.5 and plan.tolerance("y", "litert").atol == 2
     assert plan.on("litert").backend == "litert" and plan.on("litert").runs == 7
     choices = dict(backend_choices(settings, marker, model))
     assert choices["onnxruntime-cpu"] is None and choices["litert"] == "no .tflite artifact for m"

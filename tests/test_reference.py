@@ -14,6 +14,7 @@ import pytest
 
 from edge_helpers import FIXTURES, LIGHT, calibrated_chain
 
+from pytest_edge.accuracy.compare import Tolerance
 from pytest_edge.golden.alignment import quantized_io_hint, reference_problems
 from pytest_edge.backends import TensorSpec
 from pytest_edge.errors import EdgeUsageError
@@ -75,19 +76,19 @@ def test_unknown_or_self_reference_is_a_usage_error(session: EdgeSession) -> Non
 
 def test_reference_tolerances_are_the_markers_own(session: EdgeSession) -> None:
     # Statistical checks only: the ini's atol/rtol (1e-4) would fail any quantized artifact.
-    assert _plan(session, reference="tiny_cnn", min_cosine=0.99).tolerance("y") == {"min_cosine": 0.99}
-    assert _plan(session, reference="tiny_cnn", atol=0.1).tolerance("y") == {"atol": 0.1}
-    assert _plan(session, reference="tiny_cnn", tolerances={"y": {"min_snr_db": 20}}).tolerance("y") == {
-        "min_snr_db": 20.0}
+    assert _plan(session, reference="tiny_cnn", min_cosine=0.99).tolerance("y") == Tolerance(min_cosine=0.99)
+    assert _plan(session, reference="tiny_cnn", atol=0.1).tolerance("y") == Tolerance(atol=0.1)
+    assert _plan(session, reference="tiny_cnn", tolerances={"y": {"min_snr_db": 20}}).tolerance("y") == Tolerance(
+        min_snr_db=20.0)
     # Naming none keeps the defaults; without reference=, the same: statistical checks alone are the
     # marker's own, element-wise ones keep the ini's other tolerance.
-    assert _plan(session, reference="tiny_cnn").tolerance("y") == {"atol": 1e-4, "rtol": 1e-4}
-    assert _plan(session, min_cosine=0.99).tolerance("y") == {"min_cosine": 0.99}
-    assert _plan(session, min_cosine=0.99, atol=0.1).tolerance("y") == {"atol": 0.1, "rtol": 1e-4, "min_cosine": 0.99}
+    assert _plan(session, reference="tiny_cnn").tolerance("y") == Tolerance(atol=1e-4, rtol=1e-4)
+    assert _plan(session, min_cosine=0.99).tolerance("y") == Tolerance(min_cosine=0.99)
+    assert _plan(session, min_cosine=0.99, atol=0.1).tolerance("y") == Tolerance(atol=0.1, rtol=1e-4, min_cosine=0.99)
     settings = Settings(golden_dir=Path("g"), rootdir=Path("."))
     plain = plan_for(settings, parse_marker(("m",), {"atol": 0.5}), session.resolve("tiny_cnn"), "litert",
                      Path("."))
-    assert plain.reference is None and plain.golden_plan is plain and plain.tolerance("y")["rtol"] == 1e-4
+    assert plain.reference is None and plain.golden_plan is plain and plain.tolerance("y").rtol == 1e-4
 
 
 def _golden(model: str, producer: str, outputs: list[dict]) -> Golden:

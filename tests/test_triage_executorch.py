@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_edge.backends import Intermediates, get_backend
+from pytest_edge.accuracy.compare import Tolerance
 from pytest_edge.triage import etdump_divergence
 
 pytestmark = [
@@ -95,7 +96,7 @@ def test_intermediates_hold_kernel_outputs_and_partition_boundaries(mixed_pte: P
 def test_triage_line_says_what_it_can_and_cannot_name(mixed_found: Intermediates) -> None:
     output = mixed_found.details["program_outputs"][0]
     golden = output + np.float32(0.5)
-    message = etdump_divergence(mixed_found, [("y", golden, 0, {"atol": 1e-5, "rtol": 0.0})], 1e-5, 0.0, [X])
+    message = etdump_divergence(mixed_found, [("y", golden, 0, Tolerance(atol=1e-5, rtol=0.0))], 1e-5, 0.0, [X])
     assert "operator calls recorded (2 XNNPACK partition calls, " in message
     assert ("the runtime's own record of its outputs already differs from the golden (y, max |Δ| 0.5): the divergence "
             "is inside the runtime") in message
@@ -106,7 +107,7 @@ def test_triage_line_says_what_it_can_and_cannot_name(mixed_found: Intermediates
     # Output statistics of the first calls, in execution order, scalar-constant copies left out.
     assert "; recorded: XNNPACK partition at instruction" in message and "(Multiply (ND)) -> [2, 4] float32 in [-4, 4]" in message
     # The runtime's record matching the golden points away from the runtime.
-    same = etdump_divergence(mixed_found, [("y", output, 0, {"atol": 1e-5, "rtol": 0.0})], 1e-5, 0.0, [X])
+    same = etdump_divergence(mixed_found, [("y", output, 0, Tolerance(atol=1e-5, rtol=0.0))], 1e-5, 0.0, [X])
     assert "the runtime's own record of its outputs matches the golden" in same
 
 
@@ -137,7 +138,7 @@ def test_first_non_finite_output_names_the_partition(tmp_path: Path) -> None:
     (partition,) = [e for e in found.details["events"] if e["kind"] == "delegate"]
     (doubled,) = partition["outputs"].values()
     assert np.isinf(doubled).sum() == 2
-    message = etdump_divergence(found, [("y", np.zeros((1, 3), np.float32), 0, {"atol": 1e-3})], 1e-3, 0.0, [huge])
+    message = etdump_divergence(found, [("y", np.zeros((1, 3), np.float32), 0, Tolerance(atol=1e-3))], 1e-3, 0.0, [huge])
     key = next(iter(partition["outputs"]))
     assert (f"first non-finite output: value {key[1:]} of {partition['label']} (0 NaN, 2 Inf of 3)") in message
     assert "first magnitude jump" not in message  # the input was already huge

@@ -6,8 +6,8 @@ Pure functions: they take arrays and tolerances and return figures and messages.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -17,6 +17,46 @@ from .metrics import as_float
 # The marker's tolerance keywords, which the comparison resolves and applies.
 STATISTICAL_KEYS = ("min_cosine", "min_snr_db", "topk_agreement")  # the checks for quantized artifacts
 TOLERANCE_KEYS = ("atol", "rtol", *STATISTICAL_KEYS)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """The checks one output is compared by, a field per keyword of :data:`TOLERANCE_KEYS`:
+    element-wise (``atol``, ``rtol``: NumPy ``isclose``, the one not given 0) and statistical (the
+    quantized artifacts'). None: that check is not made."""
+
+    atol: float | None = None
+    rtol: float | None = None
+    min_cosine: float | None = None
+    min_snr_db: float | None = None
+    topk_agreement: float | None = None
+
+    @property
+    def elementwise(self) -> bool:
+        return self.atol is not None or self.rtol is not None
+
+
+@dataclass(frozen=True)
+class ToleranceOverride:
+    """One scope's entry of the marker's ``tolerances=``: the keywords it sets, and those it switches
+    off (given as None there, so no outer scope's value applies)."""
+
+    values: Tolerance = Tolerance()
+    off: frozenset[str] = frozenset()
+
+    def over(self, base: Tolerance) -> Tolerance:
+        """``base`` with this scope's keywords set and switched off."""
+        given = {key: getattr(self.values, key) for key in TOLERANCE_KEYS if getattr(self.values, key) is not None}
+        return replace(base, **{key: None for key in self.off}, **given)
+
+
+@dataclass(frozen=True)
+class ScopedTolerances:
+    """``tolerances[scope]``, a scope being an output or a backend: its own keywords, and where it is
+    a backend, each output's on it (``{backend: {output: {...}}}``)."""
+
+    own: ToleranceOverride = ToleranceOverride()
+    outputs: Mapping[str, ToleranceOverride] = field(default_factory=dict)
 
 
 @dataclass
@@ -122,9 +162,9 @@ def likely_cause(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: fl
 
 
 def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
-                   tolerance: Mapping[str, Any]) -> OutputComparison:
-    atol = float(tolerance.get("atol", 0.0))
-    rtol = float(tolerance.get("rtol", 0.0))
+                   tolerance: Tolerance) -> OutputComparison:
+    atol = float(tolerance.atol or 0.0)
+    rtol = float(tolerance.rtol or 0.0)
     problems: list[str] = []
     actual, expected = np.asarray(actual), np.asarray(expected)
     for side, array in (("golden", expected), ("output", actual)):
@@ -153,8 +193,8 @@ def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
         rel = np.where(np.abs(e) > 0, diff / np.abs(e), np.where(diff > 0, np.inf, 0.0))
     max_rel = float(rel.max(initial=0.0))
     cos, snr = cosine(expected, actual), snr_db(expected, actual)
-    top = topk_agreement(expected, actual) if "topk_agreement" in tolerance else None
-    if "atol" in tolerance or "rtol" in tolerance:
+    top = topk_agreement(expected, actual) if tolerance.topk_agreement is not None else None
+    if tolerance.elementwise:
         close = np.isclose(a, e, rtol=rtol, atol=atol)
         bad = int(close.size - np.count_nonzero(close))
         if bad:
@@ -167,36 +207,35 @@ def compare_output(name: str, expected: np.ndarray, actual: np.ndarray,
                 f"would pass with atol={_fmt(need_atol)} (rtol={rtol:g}) or rtol={_fmt(need_rtol)} "
                 f"(atol={atol:g}); look first at {likely_cause(expected, actual, atol, rtol)}")
     # A figure that cannot be computed (values overflow float64) fails its check rather than passing.
-    if "min_cosine" in tolerance and (cos is None or cos < float(tolerance["min_cosine"])):
+    if tolerance.min_cosine is not None and (cos is None or cos < float(tolerance.min_cosine)):
         problems.append(f"output {name!r}: cosine similarity {'not computable' if cos is None else f'{cos:.6f}'} "
-                        f"< min_cosine {tolerance['min_cosine']}")
-    if "min_snr_db" in tolerance and (snr is None or snr < float(tolerance["min_snr_db"])):
+                        f"< min_cosine {tolerance.min_cosine}")
+    if tolerance.min_snr_db is not None and (snr is None or snr < float(tolerance.min_snr_db)):
         problems.append(f"output {name!r}: SNR {'not computable' if snr is None else f'{snr:.1f} dB'} "
-                        f"< min_snr_db {tolerance['min_snr_db']}")
-    if "topk_agreement" in tolerance:
+                        f"< min_snr_db {tolerance.min_snr_db}")
+    if tolerance.topk_agreement is not None:
         if top is None:
             problems.append(f"output {name!r}: top-1 agreement needs a last axis of classes")
-        elif top < float(tolerance["topk_agreement"]):
+        elif top < float(tolerance.topk_agreement):
             problems.append(f"output {name!r}: top-1 agreement {top:.3f} < topk_agreement "
-                            f"{tolerance['topk_agreement']}")
+                            f"{tolerance.topk_agreement}")
     return OutputComparison(name, max_abs, max_rel, cos, snr, top, problems)
 
 
-def resolve_tolerance(defaults: Mapping[str, Any], tolerances: Mapping[str, Any] | None,
-                      backend: str, output: str) -> dict[str, Any]:
+def resolve_tolerance(defaults: Tolerance, tolerances: Mapping[str, ScopedTolerances] | None,
+                      backend: str, output: str) -> Tolerance:
     """Marker-level values, then ``tolerances[output]``, ``tolerances[backend]``, and
     ``tolerances[backend][output]``, each overriding the one before; a None in a layer switches its
     keyword off (``{"atol": None, "rtol": None}``: no element-wise check there)."""
-    resolved = {k: v for k, v in defaults.items() if k in TOLERANCE_KEYS and v is not None}
     tolerances = tolerances or {}
-    layers = [tolerances.get(output), tolerances.get(backend)]
-    backend_entry = tolerances.get(backend)
-    if isinstance(backend_entry, Mapping):
-        layers.append(backend_entry.get(output))
-    for layer in layers:
-        if isinstance(layer, Mapping):
-            resolved.update({k: v for k, v in layer.items() if k in TOLERANCE_KEYS})
-    return {k: v for k, v in resolved.items() if v is not None}
+    resolved = defaults
+    for scope in (tolerances.get(output), tolerances.get(backend)):
+        if scope is not None:
+            resolved = scope.own.over(resolved)
+    backend_scope = tolerances.get(backend)
+    if backend_scope is not None and output in backend_scope.outputs:
+        resolved = backend_scope.outputs[output].over(resolved)
+    return resolved
 
 
 def worst(values: Iterable[float | None], pick: Callable[[list[float]], float]) -> float | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..accuracy.compare import STATISTICAL_KEYS, TOLERANCE_KEYS
+from ..accuracy.compare import STATISTICAL_KEYS, TOLERANCE_KEYS, ScopedTolerances, Tolerance, ToleranceOverride
 from ..backends import predicted_targets
 from ..checks import EDGE, Finding, budgets_for, budgets_of
 from ..errors import EdgeUsageError
@@ -37,7 +37,7 @@ class MarkerSpec:
     min_cosine: float | None = None
     min_snr_db: float | None = None
     topk_agreement: float | None = None
-    tolerances: dict[str, Any] = field(default_factory=dict)
+    tolerances: dict[str, ScopedTolerances] = field(default_factory=dict)  # tolerances=, by scope (output or backend)
     target: str | None = None
     warmup: int | None = None
     runs: int | None = None
@@ -198,14 +198,14 @@ def _tolerance_value(key: str, value: Any, what: str) -> float | None:
     return parse_value(value, {"": 1.0}, what, "")
 
 
-def _check_tolerances(tolerances: Any) -> dict[str, Any]:
+def _check_tolerances(tolerances: Any) -> dict[str, ScopedTolerances]:
     """{backend or output: {key: value}} or {backend: {output: {key: value}}}; typos are errors.
     Values are parsed here (so ``{"atol": "loose"}`` fails at collection, not mid-comparison) and
-    returned as floats."""
+    kept as floats."""
     shape = "tolerances: expected {backend or output: {atol: ..., rtol: ...}}"
     if not isinstance(tolerances, Mapping):
         raise EdgeUsageError(f"{shape}; got {tolerances!r}")
-    checked: dict[str, Any] = {}
+    checked: dict[str, ScopedTolerances] = {}
     for scope, entry in tolerances.items():
         if not isinstance(scope, str):
             raise EdgeUsageError(f"{shape}; the key {scope!r} is not a backend or output name")
@@ -218,12 +218,19 @@ def _check_tolerances(tolerances: Any) -> dict[str, Any]:
         if unknown:
             raise EdgeUsageError(f"tolerances[{scope!r}]: unknown key(s) {', '.join(map(repr, unknown))}; "
                                  f"known: {', '.join(TOLERANCE_KEYS)}")
-        parsed: dict[str, Any] = {}
+        own: dict[str, float | None] = {}
+        outputs: dict[str, ToleranceOverride] = {}
         for key, value in entry.items():
             if isinstance(value, Mapping):  # {backend: {output: {...}}}
-                parsed[str(key)] = {k: _tolerance_value(k, v, f"tolerances[{scope!r}][{key!r}].{k}")
-                                    for k, v in value.items()}
+                outputs[str(key)] = _override({k: _tolerance_value(k, v, f"tolerances[{scope!r}][{key!r}].{k}")
+                                               for k, v in value.items()})
             else:
-                parsed[key] = _tolerance_value(key, value, f"tolerances[{scope!r}].{key}")
-        checked[scope] = parsed
+                own[key] = _tolerance_value(key, value, f"tolerances[{scope!r}].{key}")
+        checked[scope] = ScopedTolerances(_override(own), outputs)
     return checked
+
+
+def _override(parsed: Mapping[str, float | None]) -> ToleranceOverride:
+    """One scope's parsed keywords: a value sets one, None switches it off there."""
+    return ToleranceOverride(Tolerance(**{key: value for key, value in parsed.items() if value is not None}),
+                             frozenset(key for key, value in parsed.items() if value is None))

@@ -14,7 +14,7 @@ from ..backends import (Backend, all_artifact_suffixes, all_backends, compile_ta
                         tensor_backends)
 from ..backends.base import no_tensors_reason
 from ..errors import EdgeUsageError
-from ..accuracy.compare import resolve_tolerance
+from ..accuracy.compare import Tolerance, resolve_tolerance
 from ..checks import DRIFT_BUDGET
 from .marker import MarkerSpec, parse_marker
 from ..measurement.timing import DRIFT_MIN_TIME_S
@@ -38,7 +38,7 @@ class Plan:
     runs: int = 50
     min_time_s: float = 0.0  # least time each measuring process spends on timed runs
     measure: bool = False  # time and measure memory after the golden check
-    defaults: dict[str, Any] = field(default_factory=dict, compare=False)  # tolerances before overrides
+    defaults: Tolerance = field(default_factory=Tolerance, compare=False)  # tolerances before overrides
     # ``reference=``: the model whose golden this plan's artifact is checked against (None: its own).
     reference: Model | None = None
 
@@ -72,7 +72,7 @@ class Plan:
         --edge-update-golden records none for it)."""
         return self.kind == "tensor"
 
-    def tolerance(self, output: str, backend: str | None = None) -> dict[str, Any]:
+    def tolerance(self, output: str, backend: str | None = None) -> Tolerance:
         """The tolerances for one output on ``backend`` (this plan's by default), overrides applied."""
         return resolve_tolerance(self.defaults, self.marker.tolerances, backend or self.backend, output)
 
@@ -131,10 +131,10 @@ def plan_for(settings: Settings, marker: MarkerSpec, model: Model, backend: str,
         min_time_s=max(settings.min_time_s, DRIFT_MIN_TIME_S if marker.budget(DRIFT_BUDGET) is not None else 0.0),
         measure=settings.measure or marker.needs_measurement or settings.gating,
         reference=reference,
-        defaults={"atol": marker.atol if marker.atol is not None or own_only else settings.atol,
-                  "rtol": marker.rtol if marker.rtol is not None or own_only else settings.rtol,
-                  "min_cosine": marker.min_cosine, "min_snr_db": marker.min_snr_db,
-                  "topk_agreement": marker.topk_agreement})
+        defaults=Tolerance(atol=marker.atol if marker.atol is not None or own_only else settings.atol,
+                           rtol=marker.rtol if marker.rtol is not None or own_only else settings.rtol,
+                           min_cosine=marker.min_cosine, min_snr_db=marker.min_snr_db,
+                           topk_agreement=marker.topk_agreement))
 
 
 
