@@ -119,7 +119,7 @@ def first_divergence(runner: Runner, plan: Plan, sibling: str, feeds: list[Any],
         return ("; this runtime does not delegate when intermediate tensors are preserved, so the "
                 "diverging operator cannot be named")
     tolerance = plan.tolerance(golden.outputs_spec[0].name)
-    atol, rtol = float(tolerance.get("atol", 0.0)), float(tolerance.get("rtol", 0.0))
+    atol, rtol = float(tolerance.atol or 0.0), float(tolerance.rtol or 0.0)
     for tensor in theirs.order:
         err = diverges(mine.tensors.get(tensor), theirs.tensors.get(tensor), atol, rtol)
         if err is not None:

@@ -26,4 +26,4 @@ class Runner(Protocol):
 def first_tolerance(plan: Plan, golden: Golden) -> tuple[float, float]:
     # The first output's tolerance, as first_divergence uses: intermediates have no tolerance of their own.
     tolerance = plan.tolerance(golden.outputs_spec[0].name)
-    return float(tolerance.get("atol") or 0.0), float(tolerance.get("rtol") or 0.0)
+    return float(tolerance.atol or 0.0), float(tolerance.rtol or 0.0)
