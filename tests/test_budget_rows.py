@@ -186,6 +186,39 @@ def test_a_row_added_to_the_table_appears_where_the_lists_derive_from_it() -> No
     assert "max_widget_ms=5" in seen["first_test"]
 
 
+def _kept_samples() -> list[dict]:
+    """A report's records holding every kept figure: a tensor model's, a compile-time target's and a
+    decoder's (its measured llm block), each as Record.to_json writes it."""
+    from edge_helpers import record
+
+    from pytest_edge.core.record import Record
+
+    llm = {"config": {}, "new_tokens": 8, "kv_cache": None, "prompts": [],
+           "ttft_ms": {"p50": 12.5, "p90": 14.0}, "tpot_ms": {"p50": 3.25, "p90": 3.5}, "prefill_tokens_per_s": 800.0,
+           "decode_tokens_per_s": 307.7, "load_ms": 40.0, "peak_memory_mb": 64.0}
+    records = (record("tiny_cnn", "litert", p50=0.41, artifact_bytes=5816),
+               record("tiny_cnn", "ethos-u55-128", p50=None,
+                      npu={"target": "ethos-u55-128", "memories": {"sram": 2048, "off_chip_flash": 9000, "dram": 7}}),
+               record("tiny_llm", "onnxruntime-cpu", p50=None, peak_memory_mb=None, llm=llm))
+    return [Record.from_json(data).to_json() for data in records]
+
+
+def test_each_kept_figure_is_read_from_the_typed_record_where_its_path_says() -> None:
+    """A row's kept figure has one reader per path (the reports over time read typed records); each
+    reads of a record what its path names in the record's JSON."""
+    from pytest_edge.core.record import Record, dig
+
+    samples = _kept_samples()
+    for row in BUDGETS:
+        if row.kept is None:
+            continue
+        assert len(row.kept.readers) == len(row.kept.paths), row.keyword
+        for path, read in zip(row.kept.paths, row.kept.readers):
+            assert any(dig(data, *path) is not None for data in samples), (row.keyword, path)  # each one tried
+            for data in samples:
+                assert read(Record.from_json(data)) == dig(data, *path), (row.keyword, path, data["backend"])
+
+
 def test_each_check_is_given_the_rows_that_name_it() -> None:
     """The table gives each check, when it is called, the rows that name it: its findings take their
     figure and unit from them, and a check of one budget its keyword (it spells none); given two

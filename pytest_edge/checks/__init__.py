@@ -131,43 +131,69 @@ DRIFT_BUDGET = "max_drift"
 
 MS, MIB = 1e-3, 2.0 ** 20  # a record's ms in seconds; its MB (MiB: VmHWM's kB / 1024) in bytes
 
+
+# Where a typed record (core.record.Record) keeps a row's figure: each reader takes one and reads what
+# its row's path names in the record's JSON (Kept.readers).
+def _latency(key: str) -> Callable[[Any], "float | None"]:
+    return lambda record: record.latency_ms.get(key) if record.latency_ms is not None else None
+
+
+def _coverage(read: Callable[[Any], "float | None"]) -> Callable[[Any], "float | None"]:
+    return lambda record: read(record.coverage) if record.coverage is not None else None
+
+
+def _npu_memory(key: str) -> Callable[[Any], "float | None"]:
+    return lambda record: record.npu.memories.get(key) if record.npu is not None else None
+
+
+def _decoder(read: Callable[[Any], "float | None"]) -> Callable[[Any], "float | None"]:
+    """A figure of a decoder record's measured generation (GenerationFigures), None where not measured."""
+    return lambda record: read(record.generation.measured) \
+        if record.generation is not None and record.generation.measured is not None else None
+
+
 BUDGETS: tuple[Budget, ...] = (
     Budget("max_fallback", parse_fraction, "delegate fallback", "fraction", {EDGE: check_coverage}, measured=False,
            hint="0 (every operator on the accelerator)",
            kept=Kept((("coverage", "fallback"),), 50, "fallback_ratio",
                      "share of the model's operators outside the delegate", "ratio", shown="fallback",
-                     trend="fallback share", trend_unit="fraction of operators")),
+                     trend="fallback share", trend_unit="fraction of operators",
+                     readers=(_coverage(lambda coverage: coverage.fallback),))),
     Budget("max_partitions", parse_int, "delegate partitions", "partitions", {EDGE: check_coverage}, measured=False,
-           kept=Kept((("coverage", "partitions"),), 51, "delegate_partitions", "partitions the delegate took")),
+           kept=Kept((("coverage", "partitions"),), 51, "delegate_partitions", "partitions the delegate took",
+                     readers=(_coverage(lambda coverage: coverage.partitions),))),
     # Not a figure: the operators max_fallback leaves out (expected on the CPU), named in its message.
     Budget("allowed_cpu_ops", parse_operator_names, "operators allowed on the CPU", "operators",
            {EDGE: check_coverage}, measured=False, qualifies="max_fallback",
            hint='["CALL_ONCE"] (named operators may stay on the CPU)'),
     Budget("p50_ms", parse_ms, "P50 latency", "ms", {EDGE: check_latency}, measured=True,
            kept=Kept((("latency_ms", "p50"),), 10, "latency_p50_seconds", "median latency of the timed runs",
-                     "seconds", MS, shown="P50 ms")),
+                     "seconds", MS, shown="P50 ms", readers=(_latency("p50"),))),
     Budget("p90_ms", parse_ms, "P90 latency", "ms", {EDGE: check_latency}, measured=True,
            kept=Kept((("latency_ms", "p90"),), 11, "latency_p90_seconds", "90th percentile latency of the timed runs",
-                     "seconds", MS)),
+                     "seconds", MS, readers=(_latency("p90"),))),
     Budget("p99_ms", parse_ms, "P99 latency", "ms", {EDGE: check_latency}, measured=True,
            kept=Kept((("latency_ms", "p99"),), 12, "latency_p99_seconds", "99th percentile latency of the timed runs",
-                     "seconds", MS, shown="P99 ms")),
+                     "seconds", MS, shown="P99 ms", readers=(_latency("p99"),))),
     Budget("max_drift", parse_drift, "drift", "ratio", {EDGE: check_drift}, measured=True),
     Budget("max_memory_growth_kb_per_run", parse_kb, "memory growth", "KB per run", {EDGE: check_memory_growth},
            measured=True),
     Budget("max_artifact_mb", parse_mb, "artifact size", "MB", {EDGE: check_sizes}, measured=False,
            kept=Kept((("artifact_bytes",),), 40, "artifact_size_bytes", "size of the model's files", "bytes",
-                     shown="artifact B", fmt=".0f", trend="artifact size", trend_unit="bytes")),
+                     shown="artifact B", fmt=".0f", trend="artifact size", trend_unit="bytes",
+                     readers=(lambda record: record.artifact_bytes,))),
     Budget("max_runtime_mb", parse_mb, "runtime package size", "MB", {EDGE: check_sizes}, measured=False),
     # A compile-time target's (an NPU compiler's, docs/npu.md): memory it planned and its estimate.
     Budget("max_sram_kb", parse_kb, "SRAM used", "KiB", {EDGE: check_compiled}, measured=False,
            kept=Kept((("npu", "memories", "sram"),), 60, "npu_sram_bytes", "SRAM the NPU compiler planned", "bytes",
-                     shown="SRAM B", fmt=".0f", trend="NPU SRAM", trend_unit="bytes")),
+                     shown="SRAM B", fmt=".0f", trend="NPU SRAM", trend_unit="bytes", readers=(_npu_memory("sram"),))),
     Budget("max_flash_kb", parse_kb, "off-chip flash used", "KiB", {EDGE: check_compiled}, measured=False,
            kept=Kept((("npu", "memories", "off_chip_flash"),), 61, "npu_off_chip_flash_bytes",
-                     "off-chip flash the NPU compiler planned", "bytes", shown="flash B", fmt=".0f")),
+                     "off-chip flash the NPU compiler planned", "bytes", shown="flash B", fmt=".0f",
+                     readers=(_npu_memory("off_chip_flash"),))),
     Budget("max_dram_kb", parse_kb, "DRAM used", "KiB", {EDGE: check_compiled}, measured=False,
-           kept=Kept((("npu", "memories", "dram"),), 62, "npu_dram_bytes", "DRAM the NPU compiler planned", "bytes")),
+           kept=Kept((("npu", "memories", "dram"),), 62, "npu_dram_bytes", "DRAM the NPU compiler planned", "bytes",
+                     readers=(_npu_memory("dram"),))),
     Budget("max_npu_estimated_ms", parse_ms, "estimated NPU inference time", "ms", {EDGE: check_compiled},
            measured=False),
     # A microcontroller runtime's tensor arena, as the runtime reports it (backends/arena.py).
@@ -176,29 +202,36 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("ttft_ms", parse_ms, "TTFT P50", "ms", {EDGE_LLM: check_generation}, measured=True,
            read=_at("ttft_ms", "p50"),
            kept=Kept((("llm", "ttft_ms", "p50"),), 70, "llm_ttft_p50_seconds", "decoder: median time to first token",
-                     "seconds", MS, shown="TTFT ms", trend="TTFT P50", trend_unit="ms")),
+                     "seconds", MS, shown="TTFT ms", trend="TTFT P50", trend_unit="ms",
+                     readers=(_decoder(lambda measured: measured.ttft_ms and measured.ttft_ms.p50),))),
     Budget("tpot_ms", parse_ms, "TPOT P50", "ms", {EDGE_LLM: check_generation}, measured=True,
            read=_at("tpot_ms", "p50"),
            kept=Kept((("llm", "tpot_ms", "p50"),), 71, "llm_tpot_p50_seconds", "decoder: median time per output token",
-                     "seconds", MS, shown="TPOT ms", trend="TPOT P50", trend_unit="ms")),
+                     "seconds", MS, shown="TPOT ms", trend="TPOT P50", trend_unit="ms",
+                     readers=(_decoder(lambda measured: measured.tpot_ms and measured.tpot_ms.p50),))),
     Budget("min_decode_tps", parse_number, "decode tokens/s", "tokens/s", {EDGE_LLM: check_generation},
            measured=True, sense="min", read=_at("decode_tokens_per_s"),
            kept=Kept((("llm", "decode_tokens_per_s"),), 81, "llm_decode_tokens_per_second", "decoder: decode throughput",
-                     shown="decode tok/s", fmt=".0f")),
+                     shown="decode tok/s", fmt=".0f",
+                     readers=(_decoder(lambda measured: measured.decode_tokens_per_s),))),
     Budget("min_prefill_tps", parse_number, "prefill tokens/s", "tokens/s", {EDGE_LLM: check_generation},
            measured=True, sense="min", read=_at("prefill_tokens_per_s"),
            kept=Kept((("llm", "prefill_tokens_per_s"),), 80, "llm_prefill_tokens_per_second",
-                     "decoder: prefill throughput")),
+                     "decoder: prefill throughput",
+                     readers=(_decoder(lambda measured: measured.prefill_tokens_per_s),))),
     # Both markers': a tensor model's from its pipeline, a decoder's from its llm block.
     Budget("peak_memory_mb", parse_mb, "peak memory", "MB", {EDGE: check_memory, EDGE_LLM: check_generation},
            measured=True, read=_at("peak_memory_mb"),
            kept=Kept((("peak_memory_mb",), ("llm", "peak_memory_mb")), 30, "peak_memory_bytes",
                      "peak resident memory of the measuring process", "bytes", MIB, shown="peak MB", fmt=".1f",
-                     trend="peak memory", trend_unit="MB")),
+                     trend="peak memory", trend_unit="MB",
+                     readers=(lambda record: record.peak_memory_mb,
+                              _decoder(lambda measured: measured.peak_memory_mb)))),
     Budget("max_load_ms", parse_ms, "load time", "ms", {EDGE: check_load, EDGE_LLM: check_generation}, measured=True,
            read=_at("load_ms"),
            kept=Kept((("load_ms",), ("llm", "load_ms")), 20, "load_seconds", "time to load the model", "seconds", MS,
-                     shown="load ms", fmt=".1f")),
+                     shown="load ms", fmt=".1f",
+                     readers=(lambda record: record.load_ms, _decoder(lambda measured: measured.load_ms)))),
     # Teacher-forced over the golden continuation (llama-perplexity --kl-divergence's figures): not timed.
     Budget("min_top1_agreement", parse_fraction, "teacher-forced top-1 agreement", "fraction",
            {EDGE_LLM: check_teacher_forced, EDGE_ASR: check_teacher_forced}, measured=False, sense="min",

@@ -45,7 +45,9 @@ class Kept:
     from the record's unit to the family's), its row in ``history show`` and the HTML history table
     (``shown``, in ``fmt``) and its trend chart (``trend``, in ``trend_unit``); None: not shown
     there. ``place``: where it stands among each report's figures (theirs too: report.openmetrics,
-    report.history_series, report.html_history), so the reports keep their order."""
+    report.history_series, report.html_history), so the reports keep their order. ``readers``: the
+    figure at each path, read from the typed record (the reports over time read records, not their
+    JSON); tests/test_budget_rows.py holds each reader to its path."""
 
     paths: tuple[tuple[str, ...], ...]
     place: float
@@ -57,6 +59,8 @@ class Kept:
     fmt: str = ".3f"
     trend: str | None = None
     trend_unit: str = ""
+    # Each takes a core.record.Record: a layer above the table's, so named here in words only.
+    readers: tuple[Callable[[Any], "float | None"], ...] = ()
 
 
 @dataclass(frozen=True)
