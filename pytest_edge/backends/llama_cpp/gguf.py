@@ -14,7 +14,7 @@ import os
 import re
 import struct
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from ...errors import BackendError, EdgeError, EdgeUsageError
 from ..decoder_config import LlmConfig, _checked
@@ -35,11 +35,16 @@ class Length(int):
     """An array read as its length only (``tokenizer.ggml.tokens``: the vocabulary)."""
 
 
+# One metadata value as the header holds it: a scalar, a string, a short array, or a long one's
+# Length (an int). Keys are open (each architecture names its own), so the metadata is a mapping.
+Scalar = int | float | bool
+MetadataValue = Scalar | str | list[Scalar] | list[str]
+
 MAX_TENSORS = 1 << 20
 MAX_DIMS = 8
 
 
-def read_metadata(path: Path, tensor_names: list[str] | None = None) -> dict[str, Any]:
+def read_metadata(path: Path, tensor_names: list[str] | None = None) -> dict[str, MetadataValue]:
     """The key/value metadata of a GGUF file. EdgeUsageError naming the file where it is not one.
     With ``tensor_names``, the tensor infos after the metadata are read too and their names added."""
     try:
@@ -51,7 +56,7 @@ def read_metadata(path: Path, tensor_names: list[str] | None = None) -> dict[str
                 raise EdgeUsageError(f"{path}: GGUF version {version}; pytest-edge reads versions 2 and 3")
             if count > MAX_KEYS:
                 raise EdgeUsageError(f"{path}: {count} metadata keys (more than {MAX_KEYS}): not a GGUF header")
-            found: dict[str, Any] = {}
+            found: dict[str, MetadataValue] = {}
             for _ in range(count):
                 key = _string(handle, path)
                 (kind,) = _unpack(handle, "<I", path)
@@ -88,7 +93,7 @@ def _string(handle: BinaryIO, path: Path) -> str:
     return data.decode("utf-8", "replace")
 
 
-def _value(handle: BinaryIO, kind: int, path: Path, key: str) -> Any:
+def _value(handle: BinaryIO, kind: int, path: Path, key: str) -> MetadataValue:
     if kind in _SCALARS:
         return _unpack(handle, _SCALARS[kind], path)[0]
     if kind == _STRING:
@@ -137,7 +142,7 @@ def from_gguf(path: Path) -> LlmConfig | None:
     if not isinstance(arch, str):
         raise EdgeUsageError(f"{path}: GGUF metadata lacks general.architecture")
 
-    def number(name: str, default: Any = None) -> Any:
+    def number(name: str, default: int | None = None) -> int | None:
         value = data.get(f"{arch}.{name}", default)
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -175,7 +180,7 @@ def _blocks(path: Path, names: list[str]) -> int | None:
     return max(numbers) + 1 if numbers else None
 
 
-def _length(value: Any) -> int | None:
+def _length(value: MetadataValue | None) -> int | None:
     if isinstance(value, list):
         return len(value)
     return int(value) if isinstance(value, Length) else None
