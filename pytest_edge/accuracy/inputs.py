@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..backends import TensorSpec
 from ..backends.shapes import matched_positions, oversized_input
@@ -15,6 +16,9 @@ from ..errors import EdgeError, EdgeUsageError
 from . import DEFAULT_SEED  # noqa: F401 - its name here too (triage, tests)
 
 Case = dict[str, np.ndarray]
+# One case of inputs= as the user gave it, by input name: arrays, NumPy scalars, Python numbers or
+# nested lists, kept as given (check_case converts each to the model's dtype, or refuses it).
+UserCase = dict[str, ArrayLike]
 
 
 def concrete_shape(spec: TensorSpec, shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...]:
@@ -91,7 +95,7 @@ def generate_case(specs: Sequence[TensorSpec], shapes: Mapping[str, Sequence[int
     return case
 
 
-def _as_case(value: Any, origin: str) -> dict[str, Any]:
+def _as_case(value: Any, origin: str) -> UserCase:
     # Values stay as given: check_case needs to tell a NumPy array's chosen dtype from a Python
     # number's default one.
     if not isinstance(value, Mapping):
@@ -119,7 +123,7 @@ def _call(source: Any) -> Any:
     return produced
 
 
-def user_cases(source: Any, base_dir: Path) -> list[dict[str, Any]]:
+def user_cases(source: Any, base_dir: Path) -> list[UserCase]:
     """The marker's ``inputs=``: an .npz path, a dict of arrays, a list of dicts, or a callable
     returning a dict or a list of dicts (one per case). Values are checked by :func:`check_case`."""
     if isinstance(source, (str, Path)):
@@ -148,7 +152,7 @@ def user_cases(source: Any, base_dir: Path) -> list[dict[str, Any]]:
     return cases
 
 
-def _cases_of(value: Any, origin: str) -> list[dict[str, Any]] | None:
+def _cases_of(value: Any, origin: str) -> list[UserCase] | None:
     """A dict is one case, a list or tuple of dicts one case each; None for anything else."""
     if isinstance(value, Mapping):
         return [_as_case(value, origin)]
@@ -161,7 +165,7 @@ _KIND_NAMES = {"U": "strings", "S": "bytes", "O": "Python objects", "V": "record
                "m": "timedeltas", "c": "complex numbers"}
 
 
-def refuse_non_numbers(cases: Sequence[Mapping[str, Any]]) -> None:
+def refuse_non_numbers(cases: Sequence[UserCase]) -> None:
     """An inputs= case holding values no golden can hold (complex, strings, objects) is refused
     with the input's name and dtype, before a set key is made of it: a check would otherwise look
     for a golden set that can never exist and say "no golden outputs"."""
@@ -177,7 +181,7 @@ def refuse_non_numbers(cases: Sequence[Mapping[str, Any]]) -> None:
                                      f"(dtype {kind}); a golden holds numbers only (bool, int, uint, float)")
 
 
-def convert_input(value: Any, spec: TensorSpec, origin: str) -> np.ndarray:
+def convert_input(value: ArrayLike, spec: TensorSpec, origin: str) -> np.ndarray:
     """One user-given input as an array of the model's dtype, refusing conversions that lose values.
 
     - A NumPy array (or NumPy scalar) of another dtype is converted when NumPy calls the cast
@@ -236,7 +240,7 @@ def convert_input(value: Any, spec: TensorSpec, origin: str) -> np.ndarray:
                          f"intended, give it as {spec.name}.astype(np.{expected.name}){scaling}")
 
 
-def check_case(case: Mapping[str, Any], specs: Sequence[TensorSpec], origin: str) -> Case:
+def check_case(case: UserCase, specs: Sequence[TensorSpec], origin: str) -> Case:
     """Put a case in signature order with the declared dtypes (see :func:`convert_input` for
     which conversions are made and which are errors)."""
     names = [s.name for s in specs]

@@ -48,13 +48,13 @@ class MarkerSpec:
     reference: str | None = None
     # The budgets this marker sets, by keyword: rows of checks.BUDGETS (those of EDGE), parsed by the
     # row's own parser in canonical units; a row is the one place a budget is spelled
-    # (``budget(keyword)``), so adding one is adding a row.
-    budget_values: dict[str, Any] = field(default_factory=dict)
+    # (``budget(keyword)``), so adding one is adding a row. A number, or names (allowed_cpu_ops).
+    budget_values: dict[str, float | tuple[str, ...]] = field(default_factory=dict)
     # Where a target that quantizes at load (rknn's -int8) takes its calibration cases: an .npz of one
     # case or a folder of them, relative to the test's folder (run/calibration.py); None: the golden's cases.
     calibration: str | None = None
 
-    def budget(self, keyword: str) -> Any:
+    def budget(self, keyword: str) -> float | tuple[str, ...] | None:
         """The value this marker gives the budget ``keyword`` (a row of checks.BUDGETS); None: not set."""
         if keyword not in BUDGET_KEYWORDS:
             raise KeyError(f"{keyword!r} is no budget of the edge marker")
