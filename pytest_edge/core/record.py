@@ -17,12 +17,13 @@ from typing import Any, Mapping
 from .. import codec
 from ..backends.arena import TensorArena
 from ..backends.compiled import Compilation
+from ..backends.tensors import Coverage
 from ..checks import Finding
 from ..measurement.counts import CountedMeasurement
 from .generation_record import GenerationRecord
 from .record_accuracy import Accuracy, DecoderAccuracy, SpeechAccuracy, TensorAccuracy, read_accuracy
-from .record_blocks import (AudioInput, DeviceRun, InputTensor, ModelIdentity, PluginIdentity, RecordInput,
-                            RuntimeIdentity, read_block, read_input)
+from .record_blocks import (AudioInput, DeviceRun, InputTensor, ModelIdentity, PluginIdentity, RecordCoverage,
+                            RecordInput, RuntimeIdentity, read_block, read_input)
 from .speech_record import SpeechFile, SpeechRecord, SpeechWindow
 from .verdicts import (COMPILE_ONLY, NOT_JUDGED, NOT_MEASURED, GateVerdict, TimingNotJudged, Verdict,
                        timing_not_judged)
@@ -77,7 +78,7 @@ class Record:
     input: RecordInput | None = None
     warmup_runs: int | None = None
     measured_runs: int | None = None
-    coverage: dict[str, Any] | None = None
+    coverage: RecordCoverage | None = None  # a Coverage given is kept as its JSON reads (RecordCoverage.of)
     load_ms: float | None = None
     first_inference_ms: float | None = None
     latency_ms: dict[str, float] | None = None
@@ -134,6 +135,8 @@ class Record:
         self.runtime = read_block(RuntimeIdentity, self.runtime)
         self.plugin = read_block(PluginIdentity, self.plugin)
         self.device = read_block(DeviceRun, self.device)
+        self.coverage = RecordCoverage.of(self.coverage) if isinstance(self.coverage, Coverage) \
+            else read_block(RecordCoverage, self.coverage)
         if not _typed_input(self.input):
             self.input = read_input(self.input)
         self.accuracy = read_accuracy(self.accuracy, self.accuracy_kind)
@@ -249,10 +252,10 @@ class Record:
     def junit_properties(self) -> list[tuple[str, Any]]:
         """Key figures as JUnit XML properties (``--junitxml``); unmeasured ones left out."""
         latency = self.latency_ms or {}
-        coverage = self.coverage or {}
+        coverage = self.coverage or RecordCoverage()
         figures = {"edge_backend": self.backend, "edge_verdict": str(self.verdict),  # a plain str: xdist sends it
                    "edge_max_abs_err": getattr(self.accuracy, "max_abs_err", None),  # a speech export has none
-                   "edge_fallback": coverage.get("fallback"), "edge_partitions": coverage.get("partitions"),
+                   "edge_fallback": coverage.fallback, "edge_partitions": coverage.partitions,
                    "edge_p50_ms": latency.get("p50"), "edge_p99_ms": latency.get("p99"),
                    "edge_load_ms": self.load_ms, "edge_peak_memory_mb": self.peak_memory_mb,
                    "edge_artifact_bytes": self.artifact_bytes, "edge_runtime_bytes": self.runtime_bytes,
@@ -271,7 +274,7 @@ class Record:
 
 
 # The record's typed blocks the package builds (core/record_blocks.py), written as their JSON.
-_TYPED_BLOCKS = ("model", "runtime", "plugin", "input", "accuracy", "device")
+_TYPED_BLOCKS = ("model", "runtime", "plugin", "input", "coverage", "accuracy", "device")
 
 
 def _typed_input(value: Any) -> bool:

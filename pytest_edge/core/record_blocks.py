@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, codec
+from ..backends.tensors import Coverage
 from ..errors import EdgeError
 from ..files import relative_path, sha256_file
 from .external_data import identity_files
@@ -162,6 +163,32 @@ class DeviceRun:
     unknown: dict[str, Any] = field(default_factory=dict)
 
 
+@codec.layout(rest="unknown", lenient=True)
+@dataclass(frozen=True)
+class RecordCoverage:
+    """A record's ``coverage``: :class:`~pytest_edge.backends.tensors.Coverage` as the record keeps
+    it. The strict type reads the worker's reply; a stored report's block is read leniently and
+    keeps its ``fallback`` as written (the gate reads that key), so a record writes back what it read."""
+
+    total_ops: int | None = None
+    delegated_ops: int | None = None
+    fallback_ops: int | None = None
+    partitions: int | None = None
+    fallback_op_names: dict[str, int] = field(default_factory=dict)
+    delegates: list[str] = field(default_factory=list)
+    method: str | None = None
+    approximate: bool | None = None
+    delegated_op_ids: list[str] = field(default_factory=list)
+    fallback_reasons: dict[str, str] = field(default_factory=dict)
+    fallback: float | None = None
+    unknown: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, coverage: Coverage) -> "RecordCoverage":
+        """The runtime's (or compiler's) coverage as the record keeps it: its JSON, fallback rounded."""
+        return codec.from_json(cls, codec.to_json(coverage), "a record's coverage")
+
+
 def read_block(kind: type, data: Any) -> Any:
     """A block given as its JSON (a stored record, a test's literal) read as ``kind``; a block
     already typed as it is; None as None."""
@@ -170,5 +197,5 @@ def read_block(kind: type, data: Any) -> Any:
     return codec.from_json(kind, data, f"a record's {kind.__name__}")
 
 
-__all__ = ["AudioInput", "DeviceRun", "InputTensor", "ModelIdentity", "PluginIdentity", "RecordInput",
+__all__ = ["AudioInput", "DeviceRun", "InputTensor", "ModelIdentity", "PluginIdentity", "RecordCoverage", "RecordInput",
            "RuntimeIdentity", "read_block", "read_input"]
