@@ -74,11 +74,11 @@ def settings_from_config(config: pytest.Config) -> Settings:
     try:
         settings = edge_settings.from_config(config)
         if settings.baseline_path is not None:
-            from .report.json_report import load_report
+            from .report.json_report import read_report
 
-            settings.baseline = load_report(settings.baseline_path)
+            settings.baseline = read_report(settings.baseline_path)  # JSON: the gate's layers read it
         return settings
-    except (EdgeError, ValueError) as exc:  # ValueError: load_report's, naming the file
+    except (EdgeError, ValueError) as exc:  # ValueError: read_report's, naming the file
         raise pytest.UsageError(f"pytest-edge: {exc}") from exc
 
 
@@ -408,7 +408,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         from .report.json_report import build_report
         from .report.outputs import write_outputs
 
-        report = build_report(edge.record_json(), edge.machine)  # else no report is built
+        report = build_report(edge.records, edge.machine)  # else no report is built
         sections: list[str] = []
         if settings.openmetrics or settings.history:
             from .report.history import write_over_time

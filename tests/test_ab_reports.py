@@ -13,7 +13,8 @@ from edge_helpers import write_mlp
 
 from pytest_edge.report.ab_baseline import twin_baseline
 from pytest_edge.report.html import render_html
-from pytest_edge.report import build_report
+from pytest_edge.core.record import Record
+from pytest_edge.report import Report, build_report
 from pytest_edge.report.markdown import markdown_summary
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -45,15 +46,15 @@ def _record(p50: float, twin_p50: float | None, failed: tuple[str, ...] = (), pe
     return record
 
 
-def _report(*records: dict[str, Any]) -> dict[str, Any]:
-    return build_report(list(records), {"cpu": "Test CPU", "cores": 2})
+def _report(*records: dict[str, Any]) -> Report:
+    return build_report([Record.from_json(r) for r in records], {"cpu": "Test CPU", "cores": 2})
 
 
 def test_twins_become_the_pages_baseline() -> None:
     report = _report(_record(1.5, 1.0, failed=("P50 latency",)))
     baseline = twin_baseline(report)
-    assert baseline is not None and baseline["records"][0]["latency_ms"]["p50"] == 1.0
-    assert baseline["created"] == "this job (A/B against main)"
+    assert baseline is not None and baseline.records[0].latency_ms == {**_record(1.0, None)["latency_ms"]}
+    assert baseline.created == "this job (A/B against main)"
     page = render_html(report)
     assert "Against the baseline" in page and "+50.0%" in page
     assert "Regressions against the baseline (1)" in page and 'class="n bad"' in page

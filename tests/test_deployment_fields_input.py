@@ -23,7 +23,8 @@ def _new(**fields: Any) -> dict[str, Any]:
 
 
 def _write(path: Path, *records: dict[str, Any]) -> Path:
-    path.write_text(json.dumps(build_report(list(records), {"cpu": "x86"})))
+    # A report file's JSON with these records as they are (some of a shape no Record holds).
+    path.write_text(json.dumps({**build_report([], {"cpu": "x86"}).to_json(), "records": list(records)}))
     return path
 
 
@@ -62,9 +63,9 @@ def test_garbage_in_the_deployment_fields_is_refused_by_name(tmp_path: Path, fie
 
 def test_old_and_new_reports_are_read(tmp_path: Path) -> None:
     old = _write(tmp_path / "old.json", record("m", "onnxruntime-cpu"))
-    assert "artifact_bytes" not in load_report(old)["records"][0]
+    assert load_report(old).records[0].artifact_bytes is None
     new = _write(tmp_path / "new.json", _new(), _new(power_and_temperature=None, runtime_bytes=None, throughput=0))
-    assert load_report(new)["records"][0]["power_and_temperature"] == POWER
+    assert load_report(new).records[0].power_and_temperature == POWER
 
 
 def test_report_commands_on_old_and_garbage_reports(tmp_path: Path) -> None:
@@ -76,7 +77,7 @@ def test_report_commands_on_old_and_garbage_reports(tmp_path: Path) -> None:
     compared = run_cli("report", "compare", "old.json", "new.json", cwd=tmp_path)
     assert compared.returncode == 0, compared.stderr
     merged = run_cli("report", "merge", "old.json", "new.json", "-o", "m.json", cwd=tmp_path)
-    assert merged.returncode == 0 and len(load_report(tmp_path / "m.json")["records"]) == 2, merged.stderr
+    assert merged.returncode == 0 and len(load_report(tmp_path / "m.json").records) == 2, merged.stderr
     for command in (("compare", "new.json", "bad.json"), ("html", "bad.json", "-o", "bad.html"),
                     ("merge", "new.json", "bad.json", "-o", "bad-merged.json")):
         refused = run_cli("report", *command, cwd=tmp_path)

@@ -130,7 +130,7 @@ def test_json_examples_are_reports_pytest_edge_reads(tmp_path: Path) -> None:
     for index, code in enumerate(examples):
         path = tmp_path / f"example{index}.json"
         path.write_text(code)
-        assert load_report(path)["records"]
+        assert load_report(path).records
 
 
 def test_toml_examples_are_configurations_pytest_edge_reads() -> None:

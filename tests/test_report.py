@@ -10,7 +10,8 @@ from edge_helpers import record
 
 from pytest_edge.judging.figures import GateFigures
 from pytest_edge.judging.regressions import check_baseline
-from pytest_edge.report import compare_reports, format_table, merge_reports, table_rows
+from pytest_edge.core.record import Record
+from pytest_edge.report import Report, compare_reports, format_table, merge_reports, table_rows
 
 # Also run by tox -e tflite-runtime: the report on NumPy 1.x there.
 pytestmark = pytest.mark.tflite_runtime_lane
@@ -26,14 +27,14 @@ def test_baseline_and_compare() -> None:
     # P50 and coverage; a tail (P99) is not gated against stored numbers
     assert len(problems) == 2 and "P50 latency" in problems[0] and "+20.0%" in problems[0]
     assert "coverage dropped" in problems[1]
-    old, new = {"records": [_record(1.0, 0.1)]}, {"records": [_record(2.0, 0.1)]}
+    old, new = Report([Record.from_json(_record(1.0, 0.1))]), Report([Record.from_json(_record(2.0, 0.1))])
     assert len(compare_reports(old, new, 0.5)) == 1 and compare_reports(new, old, 0.5) == []
 
 
 def test_merge_builds_device_backend_matrix() -> None:
-    a = {"machine": {"cpu": "x86"}, "records": [_record(1.0, 0.1)]}
-    b = {"machine": {"cpu": "arm"}, "records": [_record(3.0, 0.1)]}
-    merged = merge_reports([a, b])
+    a = Report([Record.from_json(_record(1.0, 0.1))], {"cpu": "x86"})
+    b = Report([Record.from_json(_record(3.0, 0.1))], {"cpu": "arm"})
+    merged = merge_reports([a, b]).to_json()
     assert len(merged["records"]) == 2 and set(merged["matrix"]["m"]) == {"x86 [0]", "arm [1]"}
     json.dumps(merged)
 
@@ -62,6 +63,7 @@ def test_a_narrow_table_never_cuts_two_backends_to_the_same_text() -> None:
 
 def test_merge_puts_device_records_in_device_rows() -> None:
     device_record = {**_record(5.0, 0.1), "backend": "litert@pi5", "device": {"name": "pi5", "machine": {}}}
-    merged = merge_reports([{"machine": {"name": "ci"}, "records": [_record(1.0, 0.1), device_record]}])
+    merged = merge_reports([Report([Record.from_json(_record(1.0, 0.1)), Record.from_json(device_record)],
+                                   {"name": "ci"})]).to_json()
     assert set(merged["matrix"]["m"]) == {"ci", "ci / pi5"}
     assert merged["matrix"]["m"]["ci / pi5"]["litert"]["p50_ms"] == 5.0

@@ -16,7 +16,7 @@ from pytest_edge.core.generation_figures import GenerationFigures, TimingPercent
 from pytest_edge.core.record import GenerationRecord, Record
 from pytest_edge.core.settings import Settings
 from pytest_edge.golden.use import GoldenUse
-from pytest_edge.report.json_report import build_report
+from pytest_edge.report.json_report import Report, build_report
 from pytest_edge.report.outputs import write_outputs
 from pytest_edge.report.terminal import write_golden_use, write_nothing_ran, write_summary
 from pytest_edge.report.table import DASH
@@ -165,8 +165,8 @@ def test_golden_use_error_is_said_in_yellow() -> None:
 # ------------------------------------------------------------------ outputs
 
 
-def report_of(*records: dict[str, Any]) -> dict[str, Any]:
-    return build_report(list(records), {"cpu": "Test CPU", "cores": 2, "os": "Linux", "python": "3.11"})
+def report_of(*records: dict[str, Any]) -> Report:
+    return build_report([Record.from_json(r) for r in records], {"cpu": "Test CPU", "cores": 2, "os": "Linux", "python": "3.11"})
 
 
 def test_write_outputs_writes_each_report_asked_for(tmp_path: Path) -> None:
@@ -174,7 +174,7 @@ def test_write_outputs_writes_each_report_asked_for(tmp_path: Path) -> None:
     errors = write_outputs(report, settings(tmp_path, report="out/edge.json", html="out/edge.html",
                                             summary="out/summary.md"), ["<section id='history'></section>"])
     assert errors == []
-    assert json.loads((tmp_path / "out/edge.json").read_text())["records"] == report["records"]
+    assert json.loads((tmp_path / "out/edge.json").read_text())["records"] == report.to_json()["records"]
     page = (tmp_path / "out/edge.html").read_text()
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
     assert "<section id='history'></section>" in page  # the sections the page adds after the models

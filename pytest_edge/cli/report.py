@@ -11,7 +11,7 @@ from typing import Callable
 
 from ..errors import EdgeError
 from ..units import parse_percent
-from ..report.json_report import compare_reports, load_report, merge_reports, write_page, write_report
+from ..report.json_report import Report, compare_reports, load_report, merge_reports, read_report, write_page, write_report
 from ..report.table import matrix_lines
 
 
@@ -23,7 +23,7 @@ def merge_command(args: argparse.Namespace) -> int:
         return 2
     if args.output:
         write_report(Path(args.output), merged)
-    print("\n".join(matrix_lines(merged)))
+    print("\n".join(matrix_lines(merged.matrix or {})))
     return 0
 
 
@@ -41,7 +41,7 @@ def compare_command(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def _load_pair(command: str, args: argparse.Namespace) -> tuple[dict, dict | None, float] | None:
+def _load_pair(command: str, args: argparse.Namespace) -> tuple[Report, Report | None, float] | None:
     """The report, the optional baseline and the threshold, or None after saying what is wrong."""
     try:
         report = load_report(Path(args.report))
@@ -106,8 +106,7 @@ def openmetrics_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"pytest-edge report openmetrics: {exc}", file=sys.stderr)
         return 2
-    machine = report.get("machine") if isinstance(report.get("machine"), dict) else {}
-    text = render_openmetrics(report["records"], args.commit or "", str(machine.get("name") or "local"))
+    text = render_openmetrics(report.records, args.commit or "", str((report.machine or {}).get("name") or "local"))
     if not args.output:
         sys.stdout.write(text)
         return 0

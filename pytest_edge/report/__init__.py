@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .json_report import SCHEMA, build_report, compare_reports, find_baseline, load_report, merge_reports, write_report
+    from .json_report import (SCHEMA, Report, build_report, compare_reports, find_baseline, load_report, merge_reports,
+                              read_report, write_report)
     from .table import format_table, gate_summary, matrix_lines, table_footer, table_rows
 
-__all__ = ["SCHEMA", "build_report", "compare_reports", "find_baseline", "format_table", "gate_summary", "load_report",
-           "matrix_lines", "merge_reports", "table_footer", "table_rows", "write_report"]
+__all__ = ["SCHEMA", "Report", "build_report", "compare_reports", "find_baseline", "format_table", "gate_summary", "load_report",
+           "matrix_lines", "merge_reports", "read_report", "table_footer", "table_rows",
+           "write_report"]
 _TABLE = ("format_table", "gate_summary", "matrix_lines", "table_footer", "table_rows")
 
 

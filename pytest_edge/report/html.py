@@ -18,6 +18,7 @@ from .html_generation import generation_section
 from .html_speech import speech_section
 from .html_model import model_section
 from .html_parts import CSS, anchor, table_open
+from .json_report import Report
 from .table import (COMPILED_HEADERS, DASH, VERDICT_RANK, compiled_rows, gate_summary, missing_artifact,
                     target_matrix, worst_per)
 
@@ -131,7 +132,7 @@ def _matrix(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = None,
+def render_html(typed: Report, typed_baseline: Report | None = None,
                 max_regression: float = DEFAULT_MAX_REGRESSION, gate_baseline: bool | None = None,
                 sections: Sequence[str] = ()) -> str:
     """The whole report as one HTML page: overview, device x backend matrix (merged reports),
@@ -140,8 +141,11 @@ def render_html(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = 
     the A/B twins measured in the report's own job). ``gate_baseline``: as for the Markdown summary,
     whether the gate's verdicts apply to ``baseline`` (default: only to the twins). ``sections``:
     HTML lines added after the models (the run history's, report/html_history.py)."""
-    gates = baseline is None if gate_baseline is None else gate_baseline
-    baseline = report_baseline(report, baseline)
+    # The sections below read the report's JSON until each is moved to the typed records.
+    gates = typed_baseline is None if gate_baseline is None else gate_baseline
+    typed_baseline = report_baseline(typed, typed_baseline)
+    report = typed.to_json()
+    baseline = typed_baseline.to_json() if typed_baseline is not None else None
     records = list(report.get("records", []))
     merged = bool(report.get("machines")) or any(r.get("machine") for r in records)
     found = regressions(report, baseline, max_regression, gates)

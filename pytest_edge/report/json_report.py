@@ -1,38 +1,106 @@
 """The JSON report (SPEC §6): build, write and read it back, merge reports from several machines,
-and compare a report with a baseline report."""
+and compare a report with a baseline report. A report is a :class:`Report` of typed
+:class:`~pytest_edge.core.record.Record` s; its JSON is read (:func:`read_report`, validated) and
+written (:func:`write_report`) here only."""
 
 from __future__ import annotations
 
 import json
 import stat
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .. import codec
 from ..backends import split_device
 from ..files import atomic_write
 from ..judging.baseline import find_baseline  # noqa: F401 - the report's name for it too
 from ..judging.figures import GateFigures
 from ..judging.regressions import GENERATION_FIGURES, check_baseline
-from ..core.record import GateVerdict, TimingNotJudged, Verdict, is_finite_number
+from ..core.record import GateVerdict, Record, TimingNotJudged, Verdict, is_finite_number
 from .deployment import invalid_field
 from ..judging.figures import invalid_gate_field
 from .generation import gate_view
-from .table import matrix_cell
+from .table import Matrix, MatrixCell, matrix_cell
 
 SCHEMA = "pytest-edge/report/1"
+# The report's own keys, in the order written; a report's other keys (another version's) follow.
+_KEYS = ("schema", "created", "machine", "machines", "records", "matrix")
+# A record's keys beyond what every record says (who, what, why): a check's figures.
+_MEASURED = frozenset(f.name for f in fields(Record)) - {"test", "model", "backend", "verdict", "violations",
+                                                        "skip_reason", "extra", "checked", "timing_not_judged"}
 
 
-def build_report(records: Sequence[Mapping[str, Any]], machine: Mapping[str, Any]) -> dict[str, Any]:
-    return {"schema": SCHEMA,
-            "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "machine": dict(machine),
-            "records": sorted(records, key=lambda r: r["test"])}
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def write_report(path: Path, report: Mapping[str, Any]) -> None:
+@dataclass
+class Report:
+    """A JSON report: its records, when it was made, and the machine that ran them; a merged report
+    (:func:`merge_reports`) has each report's machine (``machines``, each with its ``label``, which
+    its records name under ``machine``) and the device x backend matrix instead."""
+
+    records: list[Record]
+    # measurement.timing.machine_info() (and a merged report's per machine): a machine's free-form
+    # description, written as it was given.
+    machine: dict[str, Any] | None = None
+    created: str = field(default_factory=_now)
+    schema: str = SCHEMA
+    machines: list[dict[str, Any]] | None = None
+    matrix: Matrix | None = None
+    unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, written back
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"schema": self.schema, "created": self.created}
+        if self.machine is not None:
+            data["machine"] = self.machine
+        if self.machines is not None:
+            data["machines"] = self.machines
+        data["records"] = [record.to_json() for record in self.records]
+        if self.matrix is not None:
+            data["matrix"] = codec.to_json(self.matrix)
+        return {**data, **self.unknown}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "a report") -> "Report":
+        """A report as :func:`read_report` validated it; ValueError naming ``where`` and the record
+        for a record :class:`Record` cannot read."""
+        records = []
+        for index, record in enumerate(data.get("records") or []):
+            test = f" ({record['test']})" if isinstance(record.get("test"), str) else ""
+            try:
+                typed = Record.from_json(record, f"{where}: record {index}{test}")
+            except (TypeError, KeyError, AttributeError) as exc:  # a block no reader here checks the shape of
+                raise ValueError(f"{where}: record {index}{test}: {type(exc).__name__}: {exc}") from None
+            # A record written by hand or by another tool may hold figures and no accuracy key (what
+            # Record.from_json tells a check that ran by): its figures are kept, not dropped when written.
+            typed.checked = typed.checked or any(key in record for key in _MEASURED)
+            records.append(typed)
+        matrix = codec.from_json(dict[str, dict[str, dict[str, MatrixCell]]], data["matrix"], f"{where}: matrix") \
+            if isinstance(data.get("matrix"), Mapping) else None
+        machine = data.get("machine")
+        machines = data.get("machines")
+        return cls(records, dict(machine) if isinstance(machine, Mapping) else None, str(data.get("created", "")),
+                   str(data.get("schema", SCHEMA)),
+                   [dict(m) for m in machines if isinstance(m, Mapping)] if isinstance(machines, list) else None,
+                   matrix, {k: v for k, v in data.items() if k not in _KEYS})
+
+
+def machine_label(record: Record) -> str | None:
+    """The machine a merged report's record ran on (its label in ``machines``); None elsewhere."""
+    label = record.extra.get("machine")
+    return str(label) if label else None
+
+
+def build_report(records: Sequence[Record], machine: Mapping[str, Any]) -> Report:
+    return Report(sorted(records, key=lambda r: r.test), dict(machine))
+
+
+def write_report(path: Path, report: Report) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, (json.dumps(report, indent=2) + "\n").encode())
+    atomic_write(path, (json.dumps(report.to_json(), indent=2) + "\n").encode())
 
 
 def write_page(path: Path, text: str) -> None:
@@ -48,11 +116,17 @@ def write_page(path: Path, text: str) -> None:
     atomic_write(path, text.encode("utf-8"))
 
 
-def load_report(path: Path) -> dict[str, Any]:
-    """Read a report written by ``write_report`` or ``merge_reports``; anything else (not JSON, not
-    an object, another schema, records of the wrong shape, non-numeric figures) is a ValueError
-    naming the file and the offending record, which callers report instead of a traceback.
-    Unknown fields are accepted, and every figure may be ``null`` (not measured)."""
+def load_report(path: Path) -> Report:
+    """Read a report written by ``write_report`` or ``merge_reports`` (:func:`read_report`) as a
+    :class:`Report`; ValueError naming the file and the offending record."""
+    return Report.from_json(read_report(path), f"{path} is not a valid pytest-edge report")
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """The JSON of a report written by ``write_report`` or ``merge_reports``; anything else (not
+    JSON, not an object, another schema, records of the wrong shape, non-numeric figures) is a
+    ValueError naming the file and the offending record, which callers report instead of a
+    traceback. Unknown fields are accepted, and every figure may be ``null`` (not measured)."""
     try:
         report = json.loads(Path(path).read_text())
     except RecursionError as exc:  # nested deeper than the interpreter's stack
@@ -159,38 +233,39 @@ def load_report(path: Path) -> dict[str, Any]:
     return report
 
 
-def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def merge_reports(reports: Sequence[Report]) -> Report:
     """Join reports from several machines: all records, each tagged with its machine, and a
     device x backend matrix of verdicts and P50s per model."""
-    records: list[dict[str, Any]] = []
-    machines: list[dict[str, Any]] = []
-    matrix: dict[str, dict[str, dict[str, Any]]] = {}
+    records: list[Record] = []
+    machines = []
+    matrix: Matrix = {}
     for index, report in enumerate(reports):
-        machine = dict(report.get("machine", {}))
+        machine = dict(report.machine or {})
         label = machine.get("name") or f"{machine.get('cpu', '?')} [{index}]"
         machine["label"] = label
         machines.append(machine)
-        for record in report.get("records", []):
+        for record in report.records:
             # A record of a device (litert@pi5) belongs to the device's row ("host / pi5"), under its
             # backend's column.
-            device = (record.get("device") or {}).get("name")
+            device = record.device.name if record.device is not None else None
             row = f"{label} / {device}" if device else label
-            records.append({**record, "machine": label})
-            cell = matrix.setdefault(record["model"]["name"], {}).setdefault(row, {})
-            cell[split_device(record["backend"])[0]] = matrix_cell(record)
-    return {"schema": SCHEMA, "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "machines": machines, "records": records, "matrix": matrix}
+            records.append(replace(record, extra={**record.extra, "machine": label}))
+            cell = matrix.setdefault(record.model.name, {}).setdefault(row, {})
+            cell[split_device(record.backend)[0]] = matrix_cell(record)
+    return Report(records, machines=machines, matrix=matrix)
 
 
-def compare_reports(old: Mapping[str, Any], new: Mapping[str, Any], max_regression: float) -> list[str]:
+def compare_reports(old: Report, new: Report, max_regression: float) -> list[str]:
     problems = []
-    for record in new.get("records", []):
-        if record.get("verdict") in (Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT):
+    stored = old.to_json()  # the gate's baseline as the gate reads one (judging.baseline)
+    for typed in new.records:
+        if typed.verdict in (Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT):
             continue
-        baseline = find_baseline(old, record)
+        record = typed.to_json()
+        baseline = find_baseline(stored, record)
         decoder, old_decoder = gate_view(record), gate_view(baseline) if baseline is not None else None
         # Both reports' records parsed once into what the gate reads, and judged by its rules.
-        source = str(record.get("test", ""))
+        source = typed.test
         if decoder is not None and old_decoder is not None:  # judged by the gate's decoder figures
             found = check_baseline(GateFigures.from_json(decoder, source=source),
                                    GateFigures.from_json(old_decoder, source=f"baseline of {source}"), max_regression,
@@ -200,5 +275,5 @@ def compare_reports(old: Mapping[str, Any], new: Mapping[str, Any], max_regressi
                                    GateFigures.from_json(baseline, source=f"baseline of {source}")
                                    if baseline is not None else None,
                                    max_regression)
-        problems += [f"{record['test']}: {p}" for p in found]
+        problems += [f"{typed.test}: {p}" for p in found]
     return problems

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from ..core.record import GateVerdict, Verdict
 from .ab_baseline import report_baseline
+from .json_report import Report
 from .generation import HEADERS as GENERATION_HEADERS, generation_rows
 from .speech import HEADERS as SPEECH_HEADERS, speech_rows
 from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, gate_judged, regressions
@@ -26,7 +27,7 @@ def _md(value: Any) -> str:
     return text
 
 
-def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | None = None,
+def markdown_summary(typed: Report, typed_baseline: Report | None = None,
                      max_regression: float = DEFAULT_MAX_REGRESSION, gate_baseline: bool | None = None) -> str:
     """The report as Markdown: verdict counts, one table row per model x backend (x device in a
     merged report) that ran, the backends skipped for a missing artifact folded into one line per
@@ -34,8 +35,11 @@ def markdown_summary(report: Mapping[str, Any], baseline: Mapping[str, Any] | No
     any rise of fallback). Without ``baseline``, the A/B twins measured in the report's own job.
     ``gate_baseline``: ``baseline`` is the one the run's merge gate used, so its verdicts are shown
     (default: only for the twins; another report is compared, not judged)."""
-    gates = baseline is None if gate_baseline is None else gate_baseline
-    baseline = report_baseline(report, baseline)
+    # The summary reads the report's JSON until it is moved to the typed records.
+    gates = typed_baseline is None if gate_baseline is None else gate_baseline
+    typed_baseline = report_baseline(typed, typed_baseline)
+    report = typed.to_json()
+    baseline = typed_baseline.to_json() if typed_baseline is not None else None
     records = list(report.get("records", []))
     counts: dict[str, int] = {}
     for record in records:

@@ -4,19 +4,21 @@ baseline the gate used. Plain logic: the plugin's ``pytest_sessionfinish`` calls
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-from .json_report import write_page, write_report
+from .json_report import Report, write_page, write_report
 
 if TYPE_CHECKING:  # settings imports report modules for its defaults
     from ..core.settings import Settings
 
 
-def write_outputs(report: Mapping[str, Any], settings: "Settings", page_sections: Sequence[str] = ()) -> list[str]:
+def write_outputs(report: Report, settings: "Settings", page_sections: Sequence[str] = ()) -> list[str]:
     """Write every output ``settings`` asks for; the errors, one line each (the table and pytest's
     summary still print, and the exit status says something failed). ``page_sections``: HTML lines
     the page adds after the models (the run history's)."""
     errors = []
+    # The baseline the gate used (read at configure: its JSON, which judging/ reads).
+    baseline = Report.from_json(settings.baseline) if settings.baseline is not None else None
     if settings.report:
         target = settings.rootdir / settings.report
         try:
@@ -31,7 +33,7 @@ def write_outputs(report: Mapping[str, Any], settings: "Settings", page_sections
         try:
             # The baseline the gate used: the pages show the gate's verdicts, judged once.
             extra = {"sections": page_sections} if what == "HTML report" and page_sections else {}
-            text = render(report, settings.baseline, settings.max_regression, gate_baseline=True, **extra)
+            text = render(report, baseline, settings.max_regression, gate_baseline=True, **extra)
         except Exception as exc:  # noqa: BLE001 - a rendering bug must not hide the run's results
             errors.append(f"pytest-edge: cannot render the {what}: {type(exc).__name__}: {exc}")
             continue

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from .. import codec
 from ..backends import split_device
-from ..core.record import COMPILE_ONLY, NOT_JUDGED, NOT_MEASURED, GateVerdict, TimingNotJudged, Verdict
+from ..core.record import COMPILE_ONLY, NOT_JUDGED, NOT_MEASURED, GateVerdict, Record, TimingNotJudged, Verdict
 
 DASH = "—"
 
@@ -194,23 +196,36 @@ def format_table(rows: Sequence[Sequence[str]], header: Sequence[str] = HEADER) 
 _CELL_P50 = "p50_ms"
 
 
-def matrix_cell(record: Mapping[str, Any]) -> dict[str, Any]:
+@codec.layout(lenient=True)  # a merged report read back: a cell that does not fit shows dashes
+@dataclass(frozen=True)
+class MatrixCell:
+    """The cell of the device x backend matrix a merged report keeps for a record."""
+
+    verdict: str = ""
+    p50: float | None = codec.json_field(key=_CELL_P50, default=None)
+
+
+# A merged report's matrix: model -> machine (or "machine / device") -> backend -> cell.
+Matrix = dict[str, dict[str, dict[str, MatrixCell]]]
+
+
+def matrix_cell(record: Record) -> MatrixCell:
     """The cell of the device x backend matrix a merged report keeps for ``record`` (read by
     :func:`matrix_lines`)."""
-    return {"verdict": record["verdict"], _CELL_P50: (record.get("latency_ms") or {}).get("p50")}
+    return MatrixCell(str(record.verdict), (record.latency_ms or {}).get("p50"))
 
 
-def matrix_lines(merged: Mapping[str, Any]) -> list[str]:
+def matrix_lines(matrix: Matrix) -> list[str]:
+    """A merged report's matrix, one table per model."""
     lines = []
-    for model, per_machine in sorted(merged["matrix"].items()):
+    for model, per_machine in sorted(matrix.items()):
         backends = sorted({b for cells in per_machine.values() for b in cells})
         rows = []
         for label, cells in sorted(per_machine.items()):
             row = [label]
             for backend in backends:
                 cell = cells.get(backend)
-                row.append(DASH if cell is None else
-                           f"{cell['verdict']} {figure(cell[_CELL_P50], '.3f')}ms")
+                row.append(DASH if cell is None else f"{cell.verdict} {figure(cell.p50, '.3f')}ms")
             rows.append(row)
         lines.append(f"model {model}")
         lines.extend(format_table(rows, ["machine", *backends]))
