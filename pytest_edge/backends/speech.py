@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypedDict
 
 import numpy as np
 
@@ -25,6 +25,25 @@ from .speech_features import FeatureConfig
 
 class SpeechConfigError(ValueError):
     """A speech export whose configuration is missing, unreadable or contradicts the model."""
+
+
+class ExportJson(TypedDict, total=False):
+    """The keys read of a Whisper export's ``config.json`` and ``generation_config.json`` (the files
+    ``transformers`` writes; the two share the token keys, either may hold them)."""
+
+    vocab_size: int
+    num_mel_bins: int
+    max_target_positions: int
+    decoder_start_token_id: int
+    eos_token_id: int
+    forced_decoder_ids: list[list[int]]  # [position, token] pairs
+    suppress_tokens: list[int]
+    begin_suppress_tokens: list[int]
+    encoder_layers: int
+    encoder_attention_heads: int
+    decoder_layers: int
+    decoder_attention_heads: int
+    d_model: int
 
 
 @dataclass(frozen=True)
@@ -58,7 +77,7 @@ class SpeechConfig:
     @classmethod
     def read(cls, folder: Path) -> "SpeechConfig":
         """The configuration of the export in ``folder``; an error naming the file that lacks a key."""
-        def load(name: str) -> dict[str, Any]:
+        def load(name: str) -> ExportJson:
             path = folder / name
             try:
                 data = json.loads(path.read_text())
@@ -77,10 +96,10 @@ class SpeechConfig:
         except ValueError as exc:
             raise SpeechConfigError(str(exc)) from None
 
-        def key(name: str, *sources: tuple[str, dict[str, Any]]) -> Any:
+        def key(name: str, *sources: tuple[str, ExportJson]) -> int:
             for _, data in sources:
                 if data.get(name) is not None:
-                    return data[name]
+                    return int(data[name])
             raise SpeechConfigError(f"{folder}: no {name} in {' or '.join(f for f, _ in sources)}")
 
         both = (("generation_config.json", generation), ("config.json", config))
@@ -89,14 +108,14 @@ class SpeechConfig:
         if [int(p) for p, _ in sorted(forced_ids)] != list(range(1, len(forced) + 1)):
             raise SpeechConfigError(f"{folder / 'generation_config.json'}: forced_decoder_ids {forced_ids} do not follow "
                                     "the start token position by position")
-        found = cls(vocab_size=int(key("vocab_size", ("config.json", config))),
-                    num_mel_bins=int(key("num_mel_bins", ("config.json", config))),
-                    decoder_start_token_id=int(key("decoder_start_token_id", *both)),
-                    eos_token_id=int(key("eos_token_id", *both)),
+        found = cls(vocab_size=key("vocab_size", ("config.json", config)),
+                    num_mel_bins=key("num_mel_bins", ("config.json", config)),
+                    decoder_start_token_id=key("decoder_start_token_id", *both),
+                    eos_token_id=key("eos_token_id", *both),
                     forced=tuple(forced),
                     suppress_tokens=tuple(int(t) for t in generation.get("suppress_tokens") or ()),
                     begin_suppress_tokens=tuple(int(t) for t in generation.get("begin_suppress_tokens") or ()),
-                    max_target_positions=int(key("max_target_positions", ("config.json", config))),
+                    max_target_positions=key("max_target_positions", ("config.json", config)),
                     features=features)
         outside = [t for t in [*found.prompt, found.eos_token_id] if not 0 <= t < found.vocab_size]
         if outside:

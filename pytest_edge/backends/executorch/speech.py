@@ -26,7 +26,7 @@ inputs and its logits' vocabulary, and the exporter's constant methods (``get_vo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from ...errors import BackendError
 from ..speech import SpeechConfig, Stopwatch, Transcription, greedy_decode, one_window
 from ..speech_features import log_mel
 from . import SPEECH_FILE
+
+if TYPE_CHECKING:
+    from .program import TensorValue
 
 BACKEND = "executorch"
 ENCODER, DECODER = "encoder", "text_decoder"
@@ -43,9 +46,12 @@ METADATA = {"get_vocab_size": "vocab_size", "get_eos_id": "eos_token_id",
             "decoder_start_token_id": "decoder_start_token_id"}
 MAX_SEQ_LEN = "get_max_seq_len"  # the decoder's static self-attention cache, in positions
 FLOAT32, INT64 = 6, 4  # ExecuTorch ScalarType codes
+# What program_figures says of one method: a constant method's value (get_vocab_size ...), else its
+# (inputs, outputs), None for a value that is no tensor.
+MethodFigure = int | bool | tuple[list["TensorValue | None"], list["TensorValue | None"]]
 
 
-def program_figures(path: Path) -> dict[str, Any]:
+def program_figures(path: Path) -> dict[str, MethodFigure]:
     """What ``path`` (a .pte) says of itself without the runtime: each method's input and output
     sizes and each constant method's value. A BackendError naming the file where it is no program."""
     from .program import UNREADABLE, read_plans
@@ -62,7 +68,7 @@ def program_figures(path: Path) -> dict[str, Any]:
         plans = read_plans(data)
     except UNREADABLE as exc:
         raise BackendError(f"{path} ({BACKEND}): cannot load: {_runtime_reason(path) or exc}") from None
-    found: dict[str, Any] = {}
+    found: dict[str, MethodFigure] = {}
     for plan in plans:
         constant = plan.constant()
         if constant is not None:
@@ -98,7 +104,7 @@ class ExecuTorchRecognizer:
         self.context = self._check(program_figures(self.path))
         self._load(threads)
 
-    def _check(self, figures: dict[str, Any]) -> int:
+    def _check(self, figures: dict[str, MethodFigure]) -> int:
         """The export's configuration against the program's own methods and constants; the
         decoder's context in positions (the shorter of its cache and config.json's
         max_target_positions, the position embeddings' length)."""

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BackendError
-from ..speech import SpeechConfig, Stopwatch, Transcription, greedy_decode, one_window
+from ..speech import ExportJson, SpeechConfig, Stopwatch, Transcription, greedy_decode, one_window
 from . import SPEECH_FOLDER
 
 BACKEND = "onnxruntime-genai"
@@ -85,7 +85,7 @@ class GenAIRecognizer:
             raise BackendError(f"{path} ({BACKEND}): not a JSON object")
         return data
 
-    def _check_config(self, export: dict[str, Any]) -> None:
+    def _check_config(self, export: ExportJson) -> None:
         """GenAI's own configuration (the builder's ``genai_config.json`` and
         ``audio_processor_config.json``) against the export's: the model's type, vocabulary,
         end-of-text, context and shape, the features' mel bins, FFT, hop and window."""
