@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from edge_helpers import record, run_cli
 
+from pytest_edge import codec
 from pytest_edge.report import build_report, load_report
 
 POWER = {"tool": "linux-sysfs", "initial": {"temperature_c": {"cpu": 41.0}, "cpu_mhz": {"mean": 2400.0}},
@@ -65,7 +66,7 @@ def test_old_and_new_reports_are_read(tmp_path: Path) -> None:
     old = _write(tmp_path / "old.json", record("m", "onnxruntime-cpu"))
     assert load_report(old).records[0].artifact_bytes is None
     new = _write(tmp_path / "new.json", _new(), _new(power_and_temperature=None, runtime_bytes=None, throughput=0))
-    assert load_report(new).records[0].power_and_temperature == POWER
+    assert codec.to_json(load_report(new).records[0].power_and_temperature) == POWER
 
 
 def test_report_commands_on_old_and_garbage_reports(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,14 @@ import pytest
 
 from edge_helpers import FIXTURES
 
+from pytest_edge import codec
 from pytest_edge.core.marker import parse_marker
 from pytest_edge.measurement import sensors
 from pytest_edge.judging.figures import GateFigures
 from pytest_edge.judging.regressions import check_baseline
 from pytest_edge.report.deployment import megabytes
 from pytest_edge.report.html import render_html
-from pytest_edge.report.json_report import merge_reports
+from pytest_edge.report.json_report import Report, merge_reports
 from pytest_edge.core.sizes import artifact_bytes, runtime_package
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -53,45 +55,50 @@ def test_sysfs_readings_of_a_fake_root(tmp_path: Path) -> None:
     before = sensors.read(tmp_path)
     _fake_sysfs(tmp_path, package_uj=19_000_000, temps=(55_250, 60_000), khz=(1_800_000, 1_800_000))
     after = sensors.read(tmp_path)
-    after["t_ns"] = before["t_ns"] + 2_000_000_000  # 2 s window: 20 J used across the wrap -> 10 W
+    after = replace(after, t_ns=before.t_ns + 2_000_000_000)  # 2 s window: 20 J used across the wrap -> 10 W
     found = sensors.window(before, after, tmp_path)
-    assert found["tool"] == "linux-sysfs" and found["reason"] is None
-    assert found["initial"]["temperature_c"] == {"acpitz": 41.0, "acpitz (thermal_zone1)": 43.5}
-    assert found["steady"]["temperature_c"] == {"acpitz": 55.25, "acpitz (thermal_zone1)": 60.0}
-    assert found["initial"]["cpu_mhz"] == {"mean": 2200.0, "min": 2000.0, "max": 2400.0, "cpus": 2}
-    assert found["steady"]["cpu_mhz"]["mean"] == 1800.0
-    assert found["initial"]["power_w"] == {"BAT0": 7.5}
-    assert found["steady"]["power_w"] == {"BAT0": 7.5, "rapl package-0": 10.0}
+    assert found.tool == "linux-sysfs" and found.reason is None
+    assert found.initial.temperature_c == {"acpitz": 41.0, "acpitz (thermal_zone1)": 43.5}
+    assert found.steady.temperature_c == {"acpitz": 55.25, "acpitz (thermal_zone1)": 60.0}
+    assert found.initial.cpu_mhz == sensors.CpuMhz(2200.0, 2000.0, 2400.0, 2)
+    assert found.steady.cpu_mhz.mean == 1800.0
+    assert found.initial.power_w == {"BAT0": 7.5}
+    assert found.steady.power_w == {"BAT0": 7.5, "rapl package-0": 10.0}
+    # The record's JSON, as the hand-written dicts wrote it.
+    assert codec.to_json(found)["initial"] == {"temperature_c": {"acpitz": 41.0, "acpitz (thermal_zone1)": 43.5},
+                                               "cpu_mhz": {"mean": 2200.0, "min": 2000.0, "max": 2400.0, "cpus": 2},
+                                               "power_w": {"BAT0": 7.5}}
     # Several measuring processes: the first one's initial, the last one's steady readings.
-    combined = sensors.combine([found, None, {**found, "steady": {"temperature_c": {"acpitz": 70.0}}}])
-    assert combined["initial"] == found["initial"] and combined["steady"] == {"temperature_c": {"acpitz": 70.0}}
+    hotter = sensors.Readings(temperature_c={"acpitz": 70.0})
+    combined = sensors.combine([found, None, replace(found, steady=hotter)])
+    assert combined.initial == found.initial and combined.steady == hotter
     assert sensors.combine([None]) is None
 
 
 def test_sysfs_without_sensors_says_why(tmp_path: Path) -> None:
     (tmp_path / sensors.THERMAL).mkdir(parents=True)
     empty = sensors.window(sensors.read(tmp_path), sensors.read(tmp_path), tmp_path)
-    assert empty["initial"] is None and empty["steady"] is None
-    assert f"no readable thermal zones in {tmp_path / sensors.THERMAL}" in empty["reason"]
-    assert "no CPU frequency" in empty["reason"] and "no power readings" in empty["reason"]
+    assert empty.initial is None and empty.steady is None
+    assert f"no readable thermal zones in {tmp_path / sensors.THERMAL}" in empty.reason
+    assert "no CPU frequency" in empty.reason and "no power readings" in empty.reason
     elsewhere = tmp_path / "mac"
     elsewhere.mkdir()
-    assert "not Linux" in sensors.window(sensors.read(elsewhere), sensors.read(elsewhere), elsewhere)["reason"]
+    assert "not Linux" in sensors.window(sensors.read(elsewhere), sensors.read(elsewhere), elsewhere).reason
     # Only temperatures: the readings are there, and the reason names what is missing.
     _write(tmp_path / sensors.THERMAL / "thermal_zone0" / "temp", "30000\n")
     partial = sensors.window(sensors.read(tmp_path), sensors.read(tmp_path), tmp_path)
-    assert partial["steady"] == {"temperature_c": {"thermal_zone0": 30.0}}
-    assert "thermal" not in partial["reason"] and "no power readings" in partial["reason"]
+    assert codec.to_json(partial.steady) == {"temperature_c": {"thermal_zone0": 30.0}}
+    assert "thermal" not in partial.reason and "no power readings" in partial.reason
 
 
 def test_this_machines_sysfs_gives_readings_or_the_reason() -> None:
     """The real /sys of the machine running the suite: whatever it exposes is read, the rest named."""
     found = sensors.window(sensors.read(), sensors.read())
     zones = [z for z in Path("/sys/class/thermal").glob("thermal_zone*") if sensors._number(z / "temp") is not None]
-    assert ("temperature_c" in (found["steady"] or {})) == bool(zones)
+    assert (found.steady is not None and found.steady.temperature_c is not None) == bool(zones)
     if not zones:
-        assert "no readable thermal zones" in found["reason"] or "not Linux" in found["reason"]
-    assert found["steady"] is not None or found["reason"]
+        assert "no readable thermal zones" in found.reason or "not Linux" in found.reason
+    assert found.steady is not None or found.reason
 
 
 def test_sizes_of_an_artifact_and_a_runtime(tmp_path: Path) -> None:
@@ -168,7 +175,7 @@ def _records_carry_sizes_throughput_and_power(ab_run: dict[str, Any]) -> None:
     page = (project / "r.html").read_text()
     assert "Size, throughput, power and temperature" in page and megabytes(same["artifact_bytes"]) in page
     # A merged report keeps the new fields as they are.
-    merged = merge_reports([ab_run["report"], ab_run["report"]])
+    merged = merge_reports([Report.from_json(ab_run["report"])] * 2).to_json()
     assert {r["artifact_bytes"] for r in merged["records"] if r["model"]["name"] == "same"} == {same["artifact_bytes"]}
 
 
@@ -197,4 +204,4 @@ def _a_grown_artifact_fails_the_gate_and_an_unchanged_one_passes(ab_run: dict[st
     assert any("+20.0% against the baseline" in m for m in check_baseline(GateFigures.from_json(bigger),
                                                                           GateFigures.from_json(same), 0.10))
     # The pages show the change against the twin.
-    assert "artifact size" in render_html(ab_run["report"])
+    assert "artifact size" in render_html(Report.from_json(ab_run["report"]))

@@ -20,6 +20,7 @@ from ..backends.compiled import Compilation
 from ..backends.tensors import Coverage
 from ..checks import Finding
 from ..measurement.counts import CountedMeasurement
+from ..measurement.sensors import SensorWindow
 from .generation_record import GenerationRecord
 from .record_accuracy import Accuracy, DecoderAccuracy, SpeechAccuracy, TensorAccuracy, read_accuracy
 from .record_blocks import (AudioInput, DeviceRun, InputTensor, ModelIdentity, PluginIdentity, RecordCoverage,
@@ -99,8 +100,8 @@ class Record:
     artifact_bytes: int | None = None
     runtime_bytes: int | None = None
     throughput: float | None = None  # inferences/s over the timed runs: 1000 / mean latency in ms
-    # {"tool", "initial", "steady", "reason"} around the timed runs; None when nothing was timed.
-    power_and_temperature: dict[str, Any] | None = None
+    # The sensors' readings around the timed runs; None when nothing was timed.
+    power_and_temperature: SensorWindow | None = None
     baseline_check: dict[str, Any] | None = None
     # What the budget checks found (pytest_edge.checks.Finding), in the order of the violations.
     budget_findings: list[Finding] = field(default_factory=list)
@@ -135,6 +136,7 @@ class Record:
         self.runtime = read_block(RuntimeIdentity, self.runtime)
         self.plugin = read_block(PluginIdentity, self.plugin)
         self.device = read_block(DeviceRun, self.device)
+        self.power_and_temperature = read_block(SensorWindow, self.power_and_temperature)
         self.coverage = RecordCoverage.of(self.coverage) if isinstance(self.coverage, Coverage) \
             else read_block(RecordCoverage, self.coverage)
         if not _typed_input(self.input):
@@ -273,8 +275,8 @@ class Record:
         return [(k, v) for k, v in figures.items() if v is not None]
 
 
-# The record's typed blocks the package builds (core/record_blocks.py), written as their JSON.
-_TYPED_BLOCKS = ("model", "runtime", "plugin", "input", "coverage", "accuracy", "device")
+# The record's typed blocks (core/record_blocks.py, record_accuracy.py, measurement/sensors.py), written as their JSON.
+_TYPED_BLOCKS = ("model", "runtime", "plugin", "input", "coverage", "accuracy", "power_and_temperature", "device")
 
 
 def _typed_input(value: Any) -> bool:

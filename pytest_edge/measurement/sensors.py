@@ -11,8 +11,11 @@ reason instead of a number.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
+
+from .. import codec
 
 TOOL = "linux-sysfs"
 THERMAL = "sys/class/thermal"
@@ -50,13 +53,13 @@ def _temperatures(root: Path) -> dict[str, float]:
     return found
 
 
-def _cpu_mhz(root: Path) -> dict[str, float] | None:
+def _cpu_mhz(root: Path) -> "CpuMhz | None":
     """Current frequency over the CPUs that report one: mean, min and max in MHz."""
     khz = [_number(f) for f in sorted((root / CPUS).glob("cpu[0-9]*/cpufreq/scaling_cur_freq"))]
     mhz = [k / 1000 for k in khz if k is not None]
     if not mhz:
         return None
-    return {"mean": round(sum(mhz) / len(mhz), 1), "min": min(mhz), "max": max(mhz), "cpus": len(mhz)}
+    return CpuMhz(round(sum(mhz) / len(mhz), 1), min(mhz), max(mhz), len(mhz))
 
 
 def _energy_uj(root: Path) -> dict[str, tuple[float, float | None]]:
@@ -81,48 +84,99 @@ def _power_now_w(root: Path) -> dict[str, float]:
     return found
 
 
-def read(root: Path | str = "/") -> dict[str, Any]:
+@dataclass(frozen=True)
+class Reading:
+    """One reading of every sensor found (:func:`read`), with the time it was taken: inside the worker
+    only (a window of two readings is what leaves it)."""
+
+    t_ns: int
+    temperature_c: dict[str, float] | None = None
+    cpu_mhz: CpuMhz | None = None
+    power_w: dict[str, float] | None = None  # power_now, by supply
+    energy_uj: dict[str, tuple[float, float | None]] | None = None  # RAPL: (counter, wrap-around range)
+
+    def readings(self) -> "Readings | None":
+        """What a record keeps of this reading (RAPL needs two); None where nothing was read."""
+        if self.temperature_c is None and self.cpu_mhz is None and self.power_w is None:
+            return None
+        return Readings(self.temperature_c, self.cpu_mhz, self.power_w)
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+@codec.layout(rest="unknown", lenient=True)
+@dataclass(frozen=True)
+class CpuMhz:
+    """Current frequency over the CPUs that report one: mean, min and max in MHz, and how many
+    (a figure a stored block lacks stays out of it)."""
+
+    mean: float | None = codec.json_field(default=None, omit=_absent)
+    min: float | None = codec.json_field(default=None, omit=_absent)
+    max: float | None = codec.json_field(default=None, omit=_absent)
+    cpus: int | None = codec.json_field(default=None, omit=_absent)
+    unknown: dict[str, Any] = field(default_factory=dict)
+
+
+@codec.layout(rest="unknown", lenient=True)
+@dataclass(frozen=True)
+class Readings:
+    """The readings of a window's ``initial`` or ``steady``: each kind only where it was read."""
+
+    temperature_c: dict[str, float] | None = codec.json_field(default=None, omit=_absent)
+    cpu_mhz: CpuMhz | None = codec.json_field(default=None, omit=_absent)
+    power_w: dict[str, float] | None = codec.json_field(default=None, omit=_absent)
+    unknown: dict[str, Any] = field(default_factory=dict)  # another version's kinds, written back
+
+
+@codec.layout(rest="unknown", lenient=True)
+@dataclass(frozen=True)
+class SensorWindow:
+    """The record's ``power_and_temperature``: the readings before the warm-up (``initial``) and at
+    the end of the timed runs (``steady``, with RAPL power over the window), each None where nothing
+    was read, and ``reason`` saying what could not be read (None when everything was)."""
+
+    tool: str | None = None  # TOOL
+    initial: Readings | None = None
+    steady: Readings | None = None
+    reason: str | None = None
+    unknown: dict[str, Any] = field(default_factory=dict)
+
+
+def read(root: Path | str = "/") -> Reading:
     """One reading of every sensor found under ``root``: ``temperature_c``, ``cpu_mhz``,
-    ``power_w`` (power_now), ``energy_uj`` (RAPL) and the time it was taken; empty parts left out."""
+    ``power_w`` (power_now), ``energy_uj`` (RAPL) and the time it was taken; empty parts None."""
     root = Path(root)
-    reading: dict[str, Any] = {"t_ns": time.monotonic_ns()}
+    t_ns = time.monotonic_ns()
     temperatures, mhz, power, energy = _temperatures(root), _cpu_mhz(root), _power_now_w(root), _energy_uj(root)
-    if temperatures:
-        reading["temperature_c"] = temperatures
-    if mhz:
-        reading["cpu_mhz"] = mhz
-    if power:
-        reading["power_w"] = power
-    if energy:
-        reading["energy_uj"] = {k: list(v) for k, v in energy.items()}
-    return reading
+    return Reading(t_ns, temperatures or None, mhz, power or None, energy or None)
 
 
-def _missing(root: Path, found: dict[str, Any]) -> str | None:
+def _missing(root: Path, initial: Readings | None, steady: Readings | None) -> str | None:
     """What the machine does not expose, in words naming where it was looked for."""
     if not (root / "sys").is_dir():
         return f"no sysfs at {root / 'sys'} (not Linux): no temperature, frequency or power readings"
+    found = [r for r in (initial, steady) if r is not None]
     missing = []
-    if "temperature_c" not in found:
+    if not any(r.temperature_c is not None for r in found):
         missing.append(f"no readable thermal zones in {root / THERMAL}")
-    if "cpu_mhz" not in found:
+    if not any(r.cpu_mhz is not None for r in found):
         missing.append(f"no CPU frequency in {root / CPUS}/cpu*/cpufreq/scaling_cur_freq")
-    if "power_w" not in found:
+    if not any(r.power_w is not None for r in found):
         missing.append(f"no power readings: neither a readable RAPL energy_uj in {root / POWERCAP} "
                        f"nor power_now in {root / POWER_SUPPLY}")
     return "; ".join(missing) or None
 
 
-def window(before: dict[str, Any], after: dict[str, Any], root: Path | str = "/") -> dict[str, Any]:
-    """``{"tool", "initial", "steady", "reason"}`` of a run between two readings: the readings
-    themselves (RAPL power, the mean over the window, is in ``steady``), and ``reason`` saying what
-    could not be read (None when everything was). ``initial`` and ``steady`` are None when nothing was."""
-    initial = {k: v for k, v in before.items() if k in ("temperature_c", "cpu_mhz", "power_w")}
-    steady = {k: v for k, v in after.items() if k in ("temperature_c", "cpu_mhz", "power_w")}
-    seconds = (after["t_ns"] - before["t_ns"]) / 1e9
+def window(before: Reading, after: Reading, root: Path | str = "/") -> SensorWindow:
+    """The window of a run between two readings: the readings themselves (RAPL power, the mean over
+    the window, is in ``steady``), and ``reason`` saying what could not be read (None when
+    everything was). ``initial`` and ``steady`` are None when nothing was."""
+    seconds = (after.t_ns - before.t_ns) / 1e9
     rapl = {}
-    for name, (end, wrap) in (after.get("energy_uj") or {}).items():
-        start = (before.get("energy_uj") or {}).get(name)
+    for name, (end, wrap) in (after.energy_uj or {}).items():
+        start = (before.energy_uj or {}).get(name)
         if start is None or seconds <= 0:
             continue
         used = end - start[0]
@@ -130,18 +184,17 @@ def window(before: dict[str, Any], after: dict[str, Any], root: Path | str = "/"
             used += wrap
         if used >= 0:
             rapl[f"rapl {name}"] = round(used / 1e6 / seconds, 3)
-    if rapl:
-        steady["power_w"] = {**steady.get("power_w", {}), **rapl}  # a counter has no figure before an interval
-    found = {**initial, **steady}
-    return {"tool": TOOL, "initial": initial or None, "steady": steady or None, "reason": _missing(Path(root), found)}
+    initial, steady = before.readings(), after.readings()
+    if rapl:  # a counter has no figure before an interval
+        steady = replace(steady or Readings(), power_w={**((steady and steady.power_w) or {}), **rapl})
+    return SensorWindow(TOOL, initial, steady, _missing(Path(root), initial, steady))
 
 
-def combine(windows: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+def combine(windows: Sequence[SensorWindow | None]) -> SensorWindow | None:
     """One figure for the measuring processes, taken one after another: the first one's initial
     readings and the last one's steady readings (the machine over the whole measurement)."""
-    seen = [w for w in windows if isinstance(w, dict)]
+    seen = [w for w in windows if w is not None]
     if not seen:
         return None
     first, last = seen[0], seen[-1]
-    return {"tool": last.get("tool"), "initial": first.get("initial"), "steady": last.get("steady"),
-            "reason": last.get("reason")}
+    return SensorWindow(last.tool, first.initial, last.steady, last.reason)

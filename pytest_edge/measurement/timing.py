@@ -147,7 +147,7 @@ class ProcessTiming:
     other_cores_busy: float | None
     samples_ns: np.ndarray
     probe_us: float | None = None
-    power_and_temperature: dict[str, Any] | None = None
+    power_and_temperature: sensors.SensorWindow | None = None
     hwm_reset: bool = False
     process_start: str | None = None
     # Resident memory during the timed runs, [run count, RSS MB] (RSS_POINTS readings at least), and
@@ -181,7 +181,7 @@ class TimedMeasurement:
     under_load: bool | None = None
     processes: list[dict[str, Any]] | None = None
     process_spread: float | None = None
-    power_and_temperature: dict[str, Any] | None = None
+    power_and_temperature: sensors.SensorWindow | None = None
     memory_growth_kb_per_run: float | None = None  # the median over processes
     memory_growth_mb_per_min: float | None = None
 
