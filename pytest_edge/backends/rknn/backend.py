@@ -33,6 +33,7 @@ from ..shapes import InputShapes, LoadShapes
 from ..toolprocess import MEMORY_VARIABLE, error_line, memory_limit
 from . import INT8, PLATFORMS, REGISTERED  # the manifest's (__init__.py)
 from .analysis import ANALYSIS_FILE, AnalysisUnreadable, read_analysis
+from .details import BuildOptions, CalibrationFigures, RknnDetails
 
 # Every platform rknn-toolkit2 2.5.0 builds for (RKNN.config's target_platform).
 KNOWN = (*PLATFORMS, "rv1103", "rv1103b", "rv1106", "rv1106b", "rv1126b", "rk2118")
@@ -175,8 +176,8 @@ class RknnModel(LoadedModel):
         self.rknn: Any = None
         self.prequantized = any(node.op_type in _QUANTIZED_OPS for node in graph.node)
         # What the record keeps (the load's reply): an int8 model is built at its first run, after it.
-        self.details: dict[str, Any] = {"target_platform": backend.platform, "build": self._options(None, ""),
-                                        "rknn_bytes": None, "built": "at the first run (calibrated on its inputs)", "executed": SIMULATED}
+        self.details = RknnDetails(backend.platform, self._options(None, ""), None,
+                                   "at the first run (calibrated on its inputs)", SIMULATED)
 
     def calibrate(self, cases: Sequence[Mapping[str, Any]], source: str) -> None:
         """Build int8 now, quantized on ``cases`` (each ``{"origin": where it came from, "inputs":
@@ -217,13 +218,12 @@ class RknnModel(LoadedModel):
         from rknn.api import RKNN
 
         backend = self.backend
-        options: dict[str, Any] = {"target_platform": backend.platform}
-        build: dict[str, Any] = {"do_quantization": backend.quantized}
+        dataset: str | None = None  # the samples' list, for an int8 build calibrated here
         with tempfile.TemporaryDirectory(prefix="pytest-edge-rknn-") as folder, _inside(Path(folder)):
             log = Path(folder) / "toolkit.log"
             rknn = RKNN(verbose=True, verbose_file=str(log))  # the file is written only when verbose
             try:
-                self._step(rknn, "config", rknn.config(**options), log)
+                self._step(rknn, "config", rknn.config(target_platform=backend.platform), log)
                 inputs = {}
                 if self.fixed:
                     inputs = {"inputs": [s.name for s in self.inputs], "input_size_list": [list(s.shape) for s in self.inputs]}
@@ -235,10 +235,10 @@ class RknnModel(LoadedModel):
                         for file, array in zip(files, sample):
                             np.save(file, np.asarray(array))
                         lines.append(" ".join(map(str, files)))  # a sample's inputs side by side
-                    dataset = Path(folder) / "dataset.txt"
-                    dataset.write_text("\n".join(lines) + "\n")
-                    build["dataset"] = str(dataset)
-                self._step(rknn, "build", rknn.build(**build), log)
+                    listed = Path(folder) / "dataset.txt"
+                    listed.write_text("\n".join(lines) + "\n")
+                    dataset = str(listed)
+                self._step(rknn, "build", rknn.build(do_quantization=backend.quantized, dataset=dataset), log)
                 exported = Path(folder) / f"{self.path.stem}.rknn"
                 self._step(rknn, "export_rknn", rknn.export_rknn(str(exported)), log)
                 rknn_bytes = exported.stat().st_size
@@ -254,20 +254,18 @@ class RknnModel(LoadedModel):
                 raise BackendError(_memory_message(backend.name, self.path, exc)) from None
         self.rknn = rknn
         built = "at load" if source else "at the first run (calibrated on its inputs)"
-        self.details = {"target_platform": backend.platform, "build": self._options(calibration, source),
-                        "rknn_bytes": rknn_bytes, "built": built, "executed": SIMULATED}
+        self.details = RknnDetails(backend.platform, self._options(calibration, source), rknn_bytes, built, SIMULATED)
 
-    def _options(self, calibration: Sequence[Sequence[np.ndarray]] | None, source: str) -> dict[str, Any]:
+    def _options(self, calibration: Sequence[Sequence[np.ndarray]] | None, source: str) -> BuildOptions:
         """The build's options as the record keeps them: for int8, how many samples it was
         calibrated on and where they came from."""
         if not self.backend.quantized and self.prequantized:
-            return {"do_quantization": False, "quantization": "the model's own (its quantization operators imported)"}
+            return BuildOptions(False, quantization="the model's own (its quantization operators imported)")
         if not self.backend.quantized:
-            return {"do_quantization": False, "float_dtype": "float16"}
-        return {"do_quantization": True, "quantized_dtype": "w8a8", "quantized_algorithm": "normal",
-                "quantized_method": "channel",
-                "calibration": {"samples": len(calibration) if calibration is not None else None,
-                                "source": source or "the first run's inputs"}}
+            return BuildOptions(False, float_dtype="float16")
+        return BuildOptions(True, quantized_dtype="w8a8", quantized_algorithm="normal", quantized_method="channel",
+                            calibration=CalibrationFigures(len(calibration) if calibration is not None else None,
+                                                           source or "the first run's inputs"))
 
     def _step(self, rknn: Any, step: str, code: Any, log: Path) -> None:
         if code != 0:
@@ -339,7 +337,7 @@ class RknnModel(LoadedModel):
                                               "simulator"})
 
     def runtime_details(self) -> dict[str, Any]:
-        return dict(self.details)
+        return codec.to_json(self.details)
 
     def precision(self) -> str:
         return "int8" if self.backend.quantized or self.prequantized else "float16"
