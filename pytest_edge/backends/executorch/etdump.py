@@ -6,13 +6,17 @@ executorch worker only, on a mismatch."""
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, Union
 
 import numpy as np
 
 from ..base import Intermediates
 from .dtypes import INTERMEDIATE_TYPES
+
+if TYPE_CHECKING:
+    import torch
 
 # ---------------------------------------------------------------- intermediates through ETDump
 #
@@ -39,6 +43,25 @@ def _padded(nbytes: int) -> int:
     return -(-nbytes // _ALIGNMENT) * _ALIGNMENT + _ALIGNMENT
 
 
+@dataclass
+class _Step:
+    """One instruction of the plan: the values it passes (``args``, in order), the tensors it writes
+    first (``outputs``) and reads (``inputs``), and what it calls: an operator (name, overload) for a
+    KernelCall, a delegate's short name (XNNPACK) for a DelegateCall."""
+
+    instruction: int
+    kind: str  # the instruction's kind: "KernelCall", "DelegateCall", "MoveCall", ...
+    args: list[int]
+    outputs: list[int]
+    inputs: list[int]
+    operator: tuple[str, str] = ("", "")
+    delegate: str = ""
+
+
+# What an operator's argument is when PyTorch re-runs it (_aten_reference): a value of the plan decoded.
+_Argument = Union["torch.Tensor", "torch.dtype", int, float, bool, str, None, list[Any]]
+
+
 class _Layout:
     """The "forward" plan of a .pte as the runtime executes it: which value each instruction writes
     and reads, so that the logged tensors can be given value ids and producers."""
@@ -52,7 +75,7 @@ class _Layout:
         self.values = [v.val for v in self.plan.values]
         self.instructions = list(self.plan.chains[0].instructions) if self.plan.chains else []
         defined = set(self.plan.inputs) | {i for i, v in enumerate(self.values) if self._is_constant(v)}
-        self.steps: list[dict[str, Any]] = []
+        self.steps: list[_Step] = []
         for index, instruction in enumerate(self.instructions):
             args = instruction.instr_args
             kind = type(args).__name__
@@ -62,14 +85,13 @@ class _Layout:
             # and delegate results are preallocated values written here first).
             outputs = [i for i in tensor_ids if i not in defined]
             defined.update(outputs)
-            step = {"instruction": index, "kind": kind, "args": arg_ids, "outputs": outputs,
-                    "inputs": [i for i in tensor_ids if i not in outputs]}
+            step = _Step(index, kind, arg_ids, outputs, [i for i in tensor_ids if i not in outputs])
             if kind == "KernelCall":
                 operator = self.plan.operators[args.op_index]
-                step["operator"] = (operator.name, operator.overload)
+                step.operator = (operator.name, operator.overload)
             elif kind == "DelegateCall":
                 delegate = self.plan.delegates[args.delegate_index]
-                step["delegate"] = delegate.id.removesuffix("Backend").upper() if delegate.id.endswith(
+                step.delegate = delegate.id.removesuffix("Backend").upper() if delegate.id.endswith(
                     "Backend") else delegate.id
             self.steps.append(step)
 
@@ -83,10 +105,10 @@ class _Layout:
     def unloggable(self) -> str | None:
         """Why logging this program would abort the runtime, or None."""
         for step in self.steps:
-            if step["kind"] == "DelegateCall":
-                bad = sorted({self.kind(i) for i in step["args"]} - _LOGGABLE)
+            if step.kind == "DelegateCall":
+                bad = sorted({self.kind(i) for i in step.args} - _LOGGABLE)
                 if bad:
-                    return (f"instruction {step['instruction']} passes {', '.join(bad)} values to its delegate, which "
+                    return (f"instruction {step.instruction} passes {', '.join(bad)} values to its delegate, which "
                             "ETDump cannot log (the runtime would abort)")
         return None
 
@@ -94,7 +116,7 @@ class _Layout:
         """An upper bound of what the run logs: every argument of every call, the outputs again."""
         total = 1 << 20
         for step in self.steps:
-            for value_id in step["args"]:
+            for value_id in step.args:
                 value = self.values[value_id]
                 if self.kind(value_id) == "Tensor":
                     total += _padded(_nbytes(value))
@@ -185,8 +207,8 @@ def _etdump_run(data: bytes, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
     result: dict[str, Any] = {"runtime": "ETDump", "events": [], "program_outputs": [], "unlogged": [],
                               "unnamed_because": "a .pte keeps no tensor names, the golden holds only the model's "
                                                  "outputs, and no ETRecord is at hand",
-                              "partitions": sum(s["kind"] == "DelegateCall" for s in layout.steps),
-                              "kernels": sum(s["kind"] == "KernelCall" for s in layout.steps),
+                              "partitions": sum(s.kind == "DelegateCall" for s in layout.steps),
+                              "kernels": sum(s.kind == "KernelCall" for s in layout.steps),
                               "order": [], "producers": {}, "tensors": {}, "names": {}, "unavailable": None}
     result["delegated"] = result["partitions"] > 0
     problem = layout.unloggable()
@@ -218,30 +240,30 @@ def _etdump_run(data: bytes, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
             logged.setdefault(debug.instruction_id, []).append(tensor)
     known: dict[int, np.ndarray] = {vid: np.asarray(x) for vid, x in zip(layout.plan.inputs, feeds)}
     for step in layout.steps:
-        if step["kind"] not in ("KernelCall", "DelegateCall"):
+        if step.kind not in ("KernelCall", "DelegateCall"):
             continue
-        index = step["instruction"]
+        index = step.instruction
         entries = logged.get(index, [])
-        if step["kind"] == "DelegateCall":
+        if step.kind == "DelegateCall":
             ops = xnn_ops.get(index, [])
-            label = (f"{step['delegate']} partition at instruction {index}"
+            label = (f"{step.delegate} partition at instruction {index}"
                      + (f" ({', '.join(dict.fromkeys(ops))})" if ops else ""))
             # Every argument is logged, in order: inputs and outputs are told apart by the plan.
-            by_id = dict(zip(step["args"], entries)) if len(entries) == len(step["args"]) else {}
+            by_id = dict(zip(step.args, entries)) if len(entries) == len(step.args) else {}
         else:
-            name, overload = step["operator"]
+            name, overload = step.operator
             label = f"{name}.{overload} at instruction {index} (ExecuTorch's CPU kernel)" if overload else \
                 f"{name} at instruction {index} (ExecuTorch's CPU kernel)"
-            by_id = dict(zip(step["outputs"][-len(entries):], entries)) if entries else {}
+            by_id = dict(zip(step.outputs[-len(entries):], entries)) if entries else {}
         if not entries:
             result["unlogged"].append(label)
             continue
-        inputs = {vid: by_id.get(vid, known.get(vid)) for vid in step["inputs"]}
-        outputs = {vid: by_id[vid] for vid in step["outputs"] if by_id.get(vid) is not None}
-        event = {"instruction": index, "kind": "delegate" if step["kind"] == "DelegateCall" else "kernel",
+        inputs = {vid: by_id.get(vid, known.get(vid)) for vid in step.inputs}
+        outputs = {vid: by_id[vid] for vid in step.outputs if by_id.get(vid) is not None}
+        event = {"instruction": index, "kind": "delegate" if step.kind == "DelegateCall" else "kernel",
                  "label": label, "inputs": {f"v{k}": v for k, v in inputs.items() if v is not None},
                  "outputs": {f"v{k}": v for k, v in outputs.items()}, "reference": {}, "reference_note": None}
-        if step["kind"] == "KernelCall":
+        if step.kind == "KernelCall":
             event["reference"], event["reference_note"] = _aten_reference(layout, step, known, outputs)
         known.update(outputs)
         result["events"].append(event)
@@ -254,13 +276,13 @@ def _etdump_run(data: bytes, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
     return result
 
 
-def _aten_reference(layout: _Layout, step: dict[str, Any], known: dict[int, np.ndarray],
+def _aten_reference(layout: _Layout, step: _Step, known: dict[int, np.ndarray],
                     outputs: dict[int, np.ndarray]) -> tuple[dict[str, np.ndarray], str | None]:
     """The same operator run by PyTorch's own kernel on the inputs ExecuTorch's kernel received:
     ``({value id: output}, None)``, or ``({}, why not)``."""
     import torch
 
-    name, overload = step["operator"]
+    name, overload = step.operator
     namespace, _, op_name = name.partition("::")
     try:
         op = getattr(getattr(getattr(torch.ops, namespace), op_name), overload or "default")
@@ -269,7 +291,7 @@ def _aten_reference(layout: _Layout, step: dict[str, Any], known: dict[int, np.n
     schema = op._schema
     torch_dtypes = {code: getattr(torch, dtype) for code, dtype in INTERMEDIATE_TYPES.items()}
 
-    def tensor(vid: int) -> Any:
+    def tensor(vid: int) -> torch.Tensor:
         if vid not in known:
             constant = layout.constant(vid)
             if constant is None:
@@ -277,7 +299,7 @@ def _aten_reference(layout: _Layout, step: dict[str, Any], known: dict[int, np.n
             known[vid] = constant
         return torch.from_numpy(np.array(known[vid]))
 
-    def decode(vid: int, type_name: str) -> Any:
+    def decode(vid: int, type_name: str) -> _Argument:
         value, kind = layout.values[vid], layout.kind(vid)
         if kind == "Tensor":
             return tensor(vid)
@@ -301,11 +323,11 @@ def _aten_reference(layout: _Layout, step: dict[str, Any], known: dict[int, np.n
             return [None if i < 0 or layout.kind(i) == "Null" else tensor(i) for i in value.items]
         raise LookupError(f"argument of kind {kind}")
 
-    positional: list[Any] = []
-    keywords: dict[str, Any] = {}
-    fresh: dict[int, Any] = {}
+    positional: list[_Argument] = []
+    keywords: dict[str, _Argument] = {}
+    fresh: dict[int, torch.Tensor] = {}
     try:
-        for argument, vid in zip(schema.arguments, step["args"]):
+        for argument, vid in zip(schema.arguments, step.args):
             written = argument.alias_info is not None and argument.alias_info.is_write
             if written and vid in outputs:
                 # A fresh out tensor: PyTorch must not see ExecuTorch's result in it.
