@@ -52,7 +52,7 @@ SPREAD: dict[str, dict[str, str]] = {
         "backends/speech.py", "bench.py", "core/generation_figures.py", "core/speech_record.py", "judging/baseline.py",
         "judging/figures.py",
         "judging/generation.py", "judging/measurer.py", "measurement/timing.py", "report/changes.py",
-        "report/generation.py", "report/history_creep.py", "report/html_model.py", "report/json_report.py",
+        "report/generation.py", "report/html_model.py", "report/json_report.py",
         "report/markdown.py", "report/table.py", "worker/protocol.py")},
 }
 
@@ -144,7 +144,8 @@ _ADDED_ROW = textwrap.dedent('''
     row = Budget("max_widget_ms", checks.parse_ms, "widget time", "ms", {EDGE_LLM: check_generation}, measured=True,
                  read=checks._at("widget_ms"), hint="5",
                  kept=Kept((("llm", "widget_ms"),), 99, "llm_widget_seconds", "decoder: widget time", "seconds", 1e-3,
-                           shown="widget ms", trend="widget time", trend_unit="ms"))
+                           shown="widget ms", trend="widget time", trend_unit="ms",
+                           readers=(lambda record: record.generation.unknown.get("widget_ms"),)))
     checks.BUDGETS = (*checks.BUDGETS, row)
     checks.BUDGET = {budget.keyword: budget for budget in checks.BUDGETS}
 
@@ -154,6 +155,7 @@ _ADDED_ROW = textwrap.dedent('''
     from pytest_edge.report.history import SHOWN
     from pytest_edge.report.html_history import TRENDS
     from pytest_edge.cli.first_tests import first_llm_test_source
+    from pytest_edge.core.record import Record
     from pytest_edge.backends.decoder_search import FoundDecoder
 
     spec = parse_llm_marker((), {"model": "m", "prompts": [[1]], "max_widget_ms": "20ms"})
@@ -162,7 +164,7 @@ _ADDED_ROW = textwrap.dedent('''
     print(json.dumps({
         "llm_keywords": list(BUDGET_KEYWORDS), "edge_keywords": list(EDGE_KEYWORDS),
         "budget": spec.budget("max_widget_ms"), "findings": [dataclasses.asdict(f) for f in found],
-        "families": [f.name for f in FIGURES], "text": render_openmetrics([record]),
+        "families": [f.name for f in FIGURES], "text": render_openmetrics([Record.from_json(record)]),
         "shown": [s.name for s in SHOWN], "trends": [t.title for t in TRENDS],
         "first_test": first_llm_test_source([FoundDecoder("m", "a decoder", 8)], set())}))
 ''')

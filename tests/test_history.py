@@ -14,12 +14,15 @@ import re
 import shutil
 import subprocess
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_edge.cli import main
+from pytest_edge.core.record import Record
+from pytest_edge.measurement.combined import MeasuredProcess
 from pytest_edge.report.history_creep import judge_creep
 from pytest_edge.report.history_runs import Run, append_run, load_history, read_commit
 from pytest_edge.report.history_series import series, show_lines
@@ -27,9 +30,10 @@ from pytest_edge.report.history_series import series, show_lines
 
 def _record(p50s: list[float], instructions: float | None = None, peak: float = 10.0,
             artifact: int = 5000) -> dict[str, Any]:
-    """A measured record as the plugin writes it: one P50 per fresh process (50 runs each)."""
+    """A measured record as the plugin writes it (a check that ran: its accuracy, here none): one P50
+    per fresh process (50 runs each)."""
     record = {"test": "tests/test_m.py::test_m[tiny-onnxruntime-cpu]", "model": {"name": "tiny"},
-              "backend": "onnxruntime-cpu", "verdict": "passed",
+              "backend": "onnxruntime-cpu", "verdict": "passed", "accuracy": None,
               "latency_ms": {"p50": sorted(p50s)[len(p50s) // 2]}, "measured_runs": 50 * len(p50s),
               "processes": [{"p50": v, "runs": 50} for v in p50s], "peak_memory_mb": peak, "artifact_bytes": artifact}
     if instructions is not None:
@@ -49,7 +53,8 @@ def _history(seed: int, creep: float = 0.0, start: int = 1, runs: int = 10, nois
         p50s = [level * math.exp(rng.gauss(0, noise) + machine) for _ in range(3)]
         record = _record(p50s, instructions=1e6 * level * (1 + rng.gauss(0, 1e-4)),
                          peak=40.0 * level + rng.uniform(-0.3, 0.3), artifact=round(5000 * level))
-        found.append(Run(f"2026-12-{index + 1:02d}T00:00:00Z", f"c{index:02d}" + "0" * 38, "ci-1", (record,)))
+        found.append(Run(f"2026-12-{index + 1:02d}T00:00:00Z", f"c{index:02d}" + "0" * 38, "ci-1",
+                         (Record.from_json(record),)))
     return found
 
 
@@ -84,7 +89,7 @@ def test_a_step_outside_the_window_and_too_few_runs_are_not_creep() -> None:
     old_step = _history(0, creep=0.0, runs=20)
     for run in old_step[:10]:  # 20 % faster long ago, flat since: the window of 10 sees no change
         for record in run.records:
-            record["processes"] = [{"p50": p["p50"] / 1.2, "runs": 50} for p in record["processes"]]
+            record.processes = [MeasuredProcess(p.p50 / 1.2, runs=50) for p in record.processes]
     assert judge_creep(old_step, 0.05, 10) == []
     assert [c.figure for c in judge_creep(old_step, 0.05, 20)] == ["P50 latency"]
     assert judge_creep(_history(0, creep=0.5)[:2], 0.05, 10) == []  # two runs: not judged
@@ -162,7 +167,8 @@ def test_history_show_creep_export_and_import_commands(tmp_path: Path, capsys: p
 
 def test_show_lines_per_model_backend_and_device() -> None:
     runs = _history(0, runs=3)
-    pi = Run("2026-12-04T00:00:00Z", "d" * 40, "ci-1", (dict(_record([2.0]), backend="onnxruntime-cpu@pi5"),))
+    pi = Run("2026-12-04T00:00:00Z", "d" * 40, "ci-1",
+             (Record.from_json(dict(_record([2.0]), backend="onnxruntime-cpu@pi5")),))
     keys = set(series([*runs, pi]))
     assert keys == {("tiny", "onnxruntime-cpu", "ci-1"), ("tiny", "onnxruntime-cpu", "pi5")}
     assert show_lines(runs, model="other") == ["no measured record in the history for model other"]
@@ -172,7 +178,8 @@ def test_the_history_page_draws_each_figure_over_the_runs_with_the_creeps_first(
     from pytest_edge.report.html_history import render_history_html
 
     runs = _history(1, creep=0.01, start=3)
-    evil = Run("2026-12-11T00:00:00Z", "e" * 40, "ci-1", (dict(_record([1.0, 1.1, 1.2]), model={"name": "<script>x"}),))
+    evil = Run("2026-12-11T00:00:00Z", "e" * 40, "ci-1",
+               (Record.from_json(dict(_record([1.0, 1.1, 1.2]), model={"name": "<script>x"})),))
     creeps = judge_creep(runs, 0.05, 10)
     page = render_history_html([*runs, evil], 10, creeps)
     assert "<script" not in page and "&lt;script&gt;x / onnxruntime-cpu / ci-1" in page  # names are escaped
@@ -259,11 +266,11 @@ def test_edge_max_creep_warns_or_fails_naming_the_first_run_that_moved(pytester:
     pytester.runpytest_inprocess("--edge-update-golden", "--edge-history=run").assert_outcomes(passed=1)
     (measured,) = load_history(pytester.path / "run")
     record = measured.records[0]
-    size = record["artifact_bytes"]
+    size = record.artifact_bytes
     assert isinstance(size, int) and size > 0
     # Nine earlier runs of the same model on this machine: flat, then 1 % smaller per run before this one.
     for index in range(9):
-        earlier = dict(record, artifact_bytes=round(size / 1.01 ** min(9 - index, 7)))
+        earlier = replace(record, artifact_bytes=round(size / 1.01 ** min(9 - index, 7)))
         append_run(pytester.path / "hist", Run(f"2026-01-{index + 1:02d}T00:00:00Z", f"c{index:02d}" + "0" * 38,
                                                measured.machine, (earlier,)))
     warned = pytester.runpytest_inprocess("--edge-history=hist", "--edge-max-creep=5%", "--edge-history-commit=c09")

@@ -24,6 +24,7 @@ from edge_helpers import record
 from loopback import free_port
 
 from pytest_edge.cli import main
+from pytest_edge.core.record import Record
 from pytest_edge.report.openmetrics import CONTENT_TYPE, FIGURES, render_openmetrics, samples
 
 PROMTOOL = shutil.which("promtool")
@@ -35,17 +36,18 @@ NO_PROMETHEUS = "Debian's prometheus package (promtool, prometheus) is not insta
 WAIT_S = 180.0
 
 
-def _rich() -> list[dict[str, Any]]:
+def _rich() -> list[Record]:
     """A tensor model's record with every figure, a compile-time target's with NPU memories, a
     decoder's, and one that measured nothing."""
     tensor = record("tiny_cnn", "litert", p50=0.41, artifact_bytes=5816, steady_memory_mb=11.0,
                     counted={"instructions": 123456.0})
     npu = record("tiny_cnn", "ethos-u55-128", p50=None, npu={"memories": {"sram": 2048, "off_chip_flash": 9000}})
     decoder = record("tiny_llm", "onnxruntime-cpu@pi5", p50=None,
-                     llm={"ttft_ms": {"p50": 12.5}, "tpot_ms": {"p50": 3.25}, "prefill_tokens_per_s": 800.0,
+                     llm={"ttft_ms": {"p50": 12.5, "p90": 14.0}, "tpot_ms": {"p50": 3.25, "p90": 3.5},
+                          "prefill_tokens_per_s": 800.0,
                           "decode_tokens_per_s": 307.7, "load_ms": 40.0, "peak_memory_mb": 64.0})
     bare = record("quiet", "litert", p50=None, coverage=None, test='tests/t.py::t["odd\\name"\n]')
-    return [tensor, npu, decoder, bare]
+    return [Record.from_json(data) for data in (tensor, npu, decoder, bare)]
 
 
 def test_each_figure_is_one_family_in_base_units_and_an_unmeasured_one_is_left_out() -> None:
@@ -71,12 +73,12 @@ def test_each_figure_is_one_family_in_base_units_and_an_unmeasured_one_is_left_o
         "test": "tests/test_m.py::test_m[tiny_cnn-litert]"}
     assert not any(key[1] == "quiet" for key in found)  # measured nothing: in no family
     # A label value is escaped as OpenMetrics says: backslash, double quote, newline.
-    bare = record("quiet", "litert", p50=1.0, test='t["a\\b"\n]')
+    bare = Record.from_json(record("quiet", "litert", p50=1.0, test='t["a\\b"\n]'))
     assert 'test="t[\\"a\\\\b\\"\\n]"' in render_openmetrics([bare])
 
 
 def test_nothing_measured_is_an_empty_exposition() -> None:
-    assert render_openmetrics([record("m", "litert", p50=None, coverage=None)]) == "# EOF\n"
+    assert render_openmetrics([Record.from_json(record("m", "litert", p50=None, coverage=None))]) == "# EOF\n"
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason=NO_PROMETHEUS)
@@ -213,7 +215,7 @@ def test_node_exporter_textfile_collector_reads_the_file(tmp_path: Path) -> None
 def _report(tmp_path: Path) -> Path:
     path = tmp_path / "report.json"
     path.write_text(json.dumps({"schema": "pytest-edge/report/1", "created": "2026-12-03T00:00:00Z",
-                                "machine": {"cpu": "x", "name": "ci-1"}, "records": _rich()}))
+                                "machine": {"cpu": "x", "name": "ci-1"}, "records": [r.to_json() for r in _rich()]}))
     return path
 
 

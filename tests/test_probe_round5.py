@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_edge.cli import history as history_cli
+from pytest_edge.core.record import Record
 from pytest_edge.report import history, history_runs
 from pytest_edge.report.html_history import render_history_html
 from pytest_edge.report.openmetrics import _escape, render_openmetrics
@@ -203,7 +204,7 @@ def test_a_stored_memory_growth_that_is_no_number_is_refused(tmp_path: Path, val
                                          r"'memory_growth_kb_per_run' must be a finite number or null"):
         load_report(tmp_path / "base.json")
     (tmp_path / "base.json").write_text(json.dumps(_report(memory_growth_kb_per_run=-0.5)))
-    assert load_report(tmp_path / "base.json")["records"][0]["memory_growth_kb_per_run"] == -0.5
+    assert load_report(tmp_path / "base.json").records[0].memory_growth_kb_per_run == -0.5
 
 
 @pytest.mark.parametrize("change, said", [
@@ -243,7 +244,8 @@ def test_a_label_value_is_utf8_and_reads_back_as_its_text(value: str) -> None:
 def test_openmetrics_of_hostile_labels_passes_promtool(tmp_path: Path) -> None:
     labels = ['q"uote', "back\\slash", "new\nline", "unicodé ✓ 模型", "{brace}=", "# EOF", "cr\rhere", "nul\x00",
               "lone\udcffsurrogate"]
-    records = [{**_report()["records"][0], "test": f"t[{text}]", "model": {"name": text}} for text in labels]
+    records = [Record.from_json({**_report()["records"][0], "test": f"t[{text}]", "model": {"name": text}})
+               for text in labels]
     text = render_openmetrics(records, commit='a"b\\c')
     path = tmp_path / "m.om"
     path.write_bytes(text.encode("utf-8"))
@@ -257,15 +259,15 @@ def test_openmetrics_of_hostile_labels_passes_promtool(tmp_path: Path) -> None:
 
 def test_a_negative_or_nan_figure_has_no_sample() -> None:
     record = {**_report()["records"][0], "load_ms": float("nan"), "first_inference_ms": -1, "artifact_bytes": 0}
-    text = render_openmetrics([record])
+    text = render_openmetrics([Record.from_json(record)])
     # first_inference_ms -1 was a gauge of -0.001 s; a size of 0 is a measurement
     assert "edge_first_inference_seconds" not in text and "edge_load_seconds" not in text
     assert 'edge_artifact_size_bytes{model="m"' in text and text.count("edge_latency_p50_seconds{") == 1
 
 
 def test_the_history_page_of_a_surrogate_model_name_is_written(tmp_path: Path) -> None:
-    runs = [history.Run(f"2026-12-0{i + 1}T00:00:00Z", f"c{i}", "ci", tuple(_report(model={"name": "m\udcff"})["records"]))
-            for i in range(3)]
+    runs = [history.Run(f"2026-12-0{i + 1}T00:00:00Z", f"c{i}", "ci",
+                        tuple(map(Record.from_json, _report(model={"name": "m\udcff"})["records"]))) for i in range(3)]
     page = render_history_html(runs)
     page.encode("utf-8")
     assert "m\\udcff" in page

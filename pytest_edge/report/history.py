@@ -8,7 +8,7 @@ logic, no pytest."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING
 
 # The history's names, from the modules that own them (the plugin, the CLI and the tests import them here).
 from .history_creep import CREEP_FIGURES, Creep, CreepFigure, judge_creep
@@ -19,6 +19,7 @@ from .history_series import OWN_SHOWN, SHOWN, SeriesKey, Shown, series, series_k
 
 if TYPE_CHECKING:
     from ..core.settings import Settings
+    from .json_report import Report
 
 __all__ = ["CREEP_FIGURES", "EXPORT_SCHEMA", "MAX_RUN_BYTES", "OWN_SHOWN", "SHOWN", "Creep", "CreepFigure", "OverTime",
            "Run", "SeriesKey", "Shown", "append_run", "check_readable", "export_runs", "file_name", "import_file",
@@ -43,7 +44,7 @@ class OverTime:
             [f"pytest-edge: {len(self.creeps)} figure(s) crept over the history: {how}"] if self.creeps else [])
 
 
-def write_over_time(report: Mapping[str, Any], settings: "Settings") -> OverTime:
+def write_over_time(report: "Report", settings: "Settings") -> OverTime:
     """``--edge-openmetrics`` and ``--edge-history`` (with its creep alert) of a finished session's
     report; each on its own, as the other outputs are."""
     errors: list[str] = []
@@ -54,7 +55,7 @@ def write_over_time(report: Mapping[str, Any], settings: "Settings") -> OverTime
 
         target = settings.rootdir / settings.openmetrics
         try:
-            write_openmetrics(target, report.get("records", []), commit, machine)
+            write_openmetrics(target, report.records, commit, machine)
         except OSError as exc:
             errors.append(f"pytest-edge: cannot write the OpenMetrics file {target}: {exc.strerror or exc}")
     creeps: list[Creep] = []

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Callable, Sequence
 
-from ..core.record import dig, is_finite_number
+from ..core.record import Record, is_finite_number
 from ..judging.counted import AGREE
 from ..judging.figures import GENERATION_FIGURES, LATENCY_FIGURES, GateFigures, TimedFigure
 from ..judging.regressions import LATENCY_FLOOR_MS, MEMORY_FLOOR_MB
@@ -16,39 +16,52 @@ from ..measurement.stats import Change, compare_groups
 from .generation import gate_view
 from .history_runs import Run
 from .history_series import SeriesKey, series
+from .record_figures import instructions
 
 
 @dataclass(frozen=True)
 class CreepFigure:
     """A figure the creep alert judges: its name (the gate's), how (``timed``: significance over the
     per-process figures, as the gate; ``memory``: the threshold and the gate's 1 MB floor; ``exact``:
-    the threshold alone), and where a record holds it (a timed figure: its TimedFigure)."""
+    the threshold alone), and how it is read from a record (a timed figure: by the gate, its
+    TimedFigure)."""
 
     name: str
     kind: str
-    path: tuple[str, ...] = ()
+    read: Callable[[Record], float | None] | None = None
     timed: TimedFigure | None = None
+
+
+def _npu_memory(key: str) -> Callable[[Record], float | None]:
+    return lambda record: record.npu.memories.get(key) if record.npu is not None else None
 
 
 CREEP_FIGURES = (
     CreepFigure(LATENCY_FIGURES[0].name, "timed", timed=LATENCY_FIGURES[0]),
     *(CreepFigure(f.name, "timed", timed=f) for f in GENERATION_FIGURES),
-    CreepFigure("peak memory", "memory", ("peak_memory_mb",)),
-    CreepFigure("artifact size", "exact", ("artifact_bytes",)),
-    CreepFigure("instructions", "exact", ("counted", "instructions")),
-    CreepFigure("SRAM", "exact", ("npu", "memories", "sram")),
-    CreepFigure("off-chip flash", "exact", ("npu", "memories", "off_chip_flash")),
-    CreepFigure("DRAM", "exact", ("npu", "memories", "dram")),
+    CreepFigure("peak memory", "memory", lambda record: record.peak_memory_mb),
+    CreepFigure("artifact size", "exact", lambda record: record.artifact_bytes),
+    CreepFigure("instructions", "exact", instructions),
+    CreepFigure("SRAM", "exact", _npu_memory("sram")),
+    CreepFigure("off-chip flash", "exact", _npu_memory("off_chip_flash")),
+    CreepFigure("DRAM", "exact", _npu_memory("dram")),
 )
 
 
-def _values(figure: CreepFigure, record: Mapping[str, Any]) -> list[float]:
-    """The figure's values in one run: a timed figure's one per fresh process (the run's pooled
-    figure where it kept none per process), else the one figure; [] where not measured."""
+def _gated(record: Record) -> GateFigures:
+    """What the merge gate reads of ``record``, by its own parser (GateFigures reads a record's JSON,
+    as it reads a stored report's): a decoder's, its generation's view."""
+    data = record.to_json()
+    return GateFigures.from_json(gate_view(data) or data)
+
+
+def _values(figure: CreepFigure, record: Record, figures: GateFigures) -> list[float]:
+    """The figure's values in one run (``figures``: what the gate reads of its record): a timed
+    figure's one per fresh process (the run's pooled figure where it kept none per process), else
+    the one figure; [] where not measured."""
     if figure.timed is None:
-        value = dig(record, *figure.path)
+        value = figure.read(record) if figure.read is not None else None
         return [float(value)] if is_finite_number(value) and value > 0 else []
-    figures = GateFigures.from_json(gate_view(record) or record)
     key = figure.timed.key
     per_process = [p.timed[key] for p in figures.processes if key in p.timed]
     fewest = min((p.runs for p in figures.processes if p.runs is not None), default=figures.measured_runs)
@@ -102,8 +115,9 @@ def judge_creep(runs: Sequence[Run], max_creep: float, window: int = 10) -> list
     (counted mode's agreement between processes, :data:`~pytest_edge.judging.counted.AGREE`)."""
     found = []
     for key, held in sorted(series(runs).items()):
+        gated = [(run, record, _gated(record)) for run, record in held]
         for figure in CREEP_FIGURES:
-            measured = [(run, values) for run, record in held if (values := _values(figure, record))]
+            measured = [(run, values) for run, record, figures in gated if (values := _values(figure, record, figures))]
             measured = measured[-window:]
             if len(measured) < 3:
                 continue

@@ -23,9 +23,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..core.record import dig
+from ..core.record import Record
 from ..files import atomic_write
-from .json_report import SCHEMA, load_report
+from .json_report import SCHEMA, Report, read_report
 
 EXPORT_SCHEMA = "pytest-edge/history-export/1"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -43,9 +43,10 @@ class Run:
     created: str
     commit: str
     machine: str
-    records: tuple[Mapping[str, Any], ...]
+    records: tuple[Record, ...]
     path: Path | None = None
-    machine_info: Mapping[str, Any] = field(default_factory=dict)  # the report's machine block
+    # The report's machine block (Report.machine: a machine's free-form description), written back as it was.
+    machine_info: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -53,18 +54,15 @@ class Run:
         return f"{self.created} {self.commit[:12] or '(no commit)'}"
 
     def report(self) -> dict[str, Any]:
-        """The run's file: a report with its ``run`` block."""
+        """The run's file (JSON): a report with its ``run`` block, before its records."""
         return {"schema": SCHEMA, "created": self.created, "machine": {**self.machine_info, "name": self.machine},
                 "run": {"commit": self.commit, "machine": self.machine, "created": self.created},
-                "records": [dict(r) for r in self.records]}
+                "records": [record.to_json() for record in self.records]}
 
     @classmethod
-    def of_report(cls, report: Mapping[str, Any], commit: str, machine: str, path: Path | None = None) -> "Run":
-        created = report.get("created")
-        info = report.get("machine")
-        return cls(created=created if isinstance(created, str) and created else created_now(), commit=commit,
-                   machine=machine, records=tuple(report.get("records", [])), path=path,
-                   machine_info=dict(info) if isinstance(info, Mapping) else {})
+    def of_report(cls, report: Report, commit: str, machine: str, path: Path | None = None) -> "Run":
+        return cls(created=report.created or created_now(), commit=commit, machine=machine,
+                   records=tuple(report.records), path=path, machine_info=dict(report.machine or {}))
 
 
 def created_now() -> str:
@@ -134,7 +132,7 @@ def load_run(path: Path, inside: Path | None = None) -> Run:
     ValueError naming the file for one that is no report, a special or oversized file, or (with
     ``inside``, its history) a link out of the history."""
     check_readable(path, inside=inside)
-    report = load_report(path)
+    report = read_report(path)  # the file's JSON: its run block is read here, its records as Records below
     block = report.get("run")
     if block is None:
         block = {}
@@ -144,8 +142,9 @@ def load_run(path: Path, inside: Path | None = None) -> Run:
         if block.get(key) is not None and not isinstance(block[key], str):
             raise ValueError(f"{path} is not a valid run of a history: 'run.{key}' must be a string, "
                              f"got {repr(block[key])[:60]}")
-    machine = block.get("machine") or dig(report, "machine", "name") or ""
-    return Run.of_report(report, str(block.get("commit") or ""), str(machine), Path(path))
+    typed = Report.from_json(report, f"{path} is not a valid pytest-edge report")
+    machine = block.get("machine") or (typed.machine or {}).get("name") or ""
+    return Run.of_report(typed, str(block.get("commit") or ""), str(machine), Path(path))
 
 
 def load_history(folder: Path) -> list[Run]:
@@ -206,7 +205,7 @@ def runs_of_file(path: Path, commit: str | None = None, machine: str | None = No
 
 
 def _identity(run: Run) -> str:
-    return json.dumps([run.created, run.commit, run.machine, [dict(r) for r in run.records]], sort_keys=True,
+    return json.dumps([run.created, run.commit, run.machine, [r.to_json() for r in run.records]], sort_keys=True,
                       default=str)
 
 

@@ -6,52 +6,56 @@ and ``--edge-html`` with ``--edge-history`` call it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Callable, Sequence
 
 from ..checks import BUDGETS
-from ..core.record import dig, is_finite_number
+from ..core.record import Record, is_finite_number
 from .charts import PALETTE, Curve, escape, line_chart
 from .history_creep import Creep
 from .history_runs import Run
-from .history_series import SHOWN, series
+from .history_series import SHOWN, Held, series
 from .html_parts import CSS
+from .record_figures import instructions, snr_db, token_agreement
 
 
 @dataclass(frozen=True)
 class Trend:
-    """A trend chart: its title, the y axis, where a record holds its figure, and its place among
-    the charts."""
+    """A trend chart: its title, the y axis, how its figure is read from a record, and its place
+    among the charts."""
 
     title: str
     unit: str
-    path: tuple[str, ...]
+    read: Callable[[Record], float | None]
     place: float = 0.0
 
 
 # The charts of figures no budget judges; a budgeted figure's is its row's (checks.BUDGETS, its kept
 # figure's ``trend``), so a new row's figure gets a chart without another edit.
-OWN_TRENDS = (Trend("instructions per inference", "instructions", ("counted", "instructions"), 55),
-              Trend("SNR against the reference", "dB", ("accuracy", "snr_db"), 90),
-              Trend("token agreement", "fraction of tokens", ("accuracy", "token_agreement"), 92))
-TRENDS = tuple(sorted((*OWN_TRENDS, *(Trend(row.kept.trend, row.kept.trend_unit, row.kept.paths[0], row.kept.place)
+OWN_TRENDS = (Trend("instructions per inference", "instructions", instructions, 55),
+              Trend("SNR against the reference", "dB", snr_db, 90),
+              Trend("token agreement", "fraction of tokens", token_agreement, 92))
+TRENDS = tuple(sorted((*OWN_TRENDS, *(Trend(row.kept.trend, row.kept.trend_unit, row.kept.readers[0], row.kept.place)
                                       for row in BUDGETS if row.kept and row.kept.trend)),
                       key=lambda trend: trend.place))
 
 
-def _points(held: Sequence[tuple[Run, Mapping[str, Any]]], read: Any) -> list[tuple[float, float]]:
+def _points(held: Held, read: Callable[[Record], float | None]) -> list[tuple[float, float]]:
     return [(float(index + 1), float(v)) for index, (_, record) in enumerate(held)
             if is_finite_number(v := read(record))]
 
 
-def _process_p50s(record: Mapping[str, Any]) -> list[float]:
-    processes = record.get("processes")
-    return [p["p50"] for p in processes if isinstance(p, Mapping) and is_finite_number(p.get("p50")) and p["p50"] > 0] \
-        if isinstance(processes, list) else []
+def _p50(record: Record) -> float | None:
+    return record.latency_ms.get("p50") if record.latency_ms is not None else None
 
 
-def _latency_chart(held: Sequence[tuple[Run, Mapping[str, Any]]]) -> str:
+def _process_p50s(record: Record) -> list[float]:
+    processes = record.processes  # the one reader of the record's processes here
+    return [p.p50 for p in processes or [] if is_finite_number(p.p50) and p.p50 > 0]
+
+
+def _latency_chart(held: Held) -> str:
     """P50 latency per run, with the fastest and slowest fresh process's P50 (the spread) dashed."""
-    p50 = _points(held, lambda r: dig(r, "latency_ms", "p50"))
+    p50 = _points(held, _p50)
     if not p50:
         return ""
     low = _points(held, lambda r: min(_process_p50s(r)) if len(_process_p50s(r)) > 1 else None)
@@ -63,12 +67,12 @@ def _latency_chart(held: Sequence[tuple[Run, Mapping[str, Any]]]) -> str:
     return line_chart(curves, "run", "P50 ms (dashed: processes' range)", 420, 220, from_zero=False, linear_x=True)
 
 
-def _table(held: Sequence[tuple[Run, Mapping[str, Any]]]) -> list[str]:
+def _table(held: Held) -> list[str]:
     out = ['<table><tr><th>run</th>' + "".join(f"<th>{index + 1}<br><small>{escape(run.commit[:10] or '-')}"
                                                f"<br>{escape(run.created[:10])}</small></th>"
                                                for index, (run, _) in enumerate(held)) + "</tr>"]
     for shown in SHOWN:
-        values = [dig(record, *shown.path) for _, record in held]
+        values = [shown.read(record) for _, record in held]
         if not any(is_finite_number(v) for v in values):
             continue
         out.append(f"<tr><td>{escape(shown.name)}</td>" + "".join(
@@ -92,7 +96,7 @@ def history_section(runs: Sequence[Run], last: int = 10, creeps: Sequence[Creep]
         charts = [_latency_chart(held)] + [
             line_chart([Curve(trend.title, PALETTE[(index + 1) % len(PALETTE)], points)],
                        "run", f"{trend.title}, {trend.unit}", 420, 220, from_zero=False, linear_x=True)
-            for index, trend in enumerate(TRENDS) if (points := _points(held, lambda r, p=trend.path: dig(r, *p)))]
+            for index, trend in enumerate(TRENDS) if (points := _points(held, trend.read))]
         out.append('<div class="row">' + "".join(f'<div class="card">{chart}</div>' for chart in charts if chart) + "</div>")
     out.append("</section>")
     # A lone surrogate in a run's names (a file name's undecodable byte) has no UTF-8: its escape's text.

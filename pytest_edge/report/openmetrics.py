@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Callable, Sequence
 
 from ..backends import split_device
 from ..checks import BUDGETS, MIB, MS
-from ..core.record import dig, is_finite_number
+from ..core.record import Record, is_finite_number
 from ..files import atomic_write
+from .record_figures import instructions
 
 # What a scraper is told the text is (Prometheus picks its OpenMetrics parser by it).
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -30,13 +31,13 @@ MB = MIB  # the records' MB are MiB (VmHWM's kB / 1024)
 @dataclass(frozen=True)
 class Figure:
     """One figure over time: its family's name (unit last), what it is, its OpenMetrics unit (None:
-    a count), where a record holds it, the factor from the record's unit to the family's, and its
-    place among the families (the text's order)."""
+    a count), how it is read from a record (where the record may hold it), the factor from the
+    record's unit to the family's, and its place among the families (the text's order)."""
 
     name: str
     help: str
     unit: str | None
-    path: tuple[tuple[str, ...], ...]  # the first path holding a finite number wins
+    readers: tuple[Callable[[Record], float | None], ...]  # the first giving a finite number wins
     scale: float = 1.0
     place: float = 0.0
 
@@ -44,10 +45,10 @@ class Figure:
     def family(self) -> str:
         return PREFIX + self.name
 
-    def of(self, record: Mapping[str, Any]) -> float | None:
+    def of(self, record: Record) -> float | None:
         """This figure of a report's record, in the family's unit; None where not measured."""
-        for path in self.path:
-            value = dig(record, *path)
+        for read in self.readers:
+            value = read(record)
             # Every figure here is a time, a size, a count or a share: below 0 is no measurement (a
             # hand-edited report's; the product writes none), and a gauge of it would be graphed.
             if is_finite_number(value) and value >= 0:
@@ -58,15 +59,15 @@ class Figure:
 # The figures no budget judges; a budgeted one is its row's (checks.BUDGETS, its kept figure's
 # metric), so a new row's figure is a family here without another edit.
 OWN_FIGURES: tuple[Figure, ...] = (
-    Figure("first_inference_seconds", "first inference in a fresh process", "seconds", (("first_inference_ms",),), MS,
-           place=25),
-    Figure("steady_memory_bytes", "resident memory after the timed runs", "bytes", (("steady_memory_mb",),), MB,
-           place=35),
+    Figure("first_inference_seconds", "first inference in a fresh process", "seconds",
+           (lambda record: record.first_inference_ms,), MS, place=25),
+    Figure("steady_memory_bytes", "resident memory after the timed runs", "bytes",
+           (lambda record: record.steady_memory_mb,), MB, place=35),
     Figure("instructions_per_inference", "instructions executed per inference (counted mode)", None,
-           (("counted", "instructions"),), place=55),
+           (instructions,), place=55),
 )
 FIGURES: tuple[Figure, ...] = tuple(sorted(
-    (*OWN_FIGURES, *(Figure(row.kept.metric, row.kept.help, row.kept.metric_unit, row.kept.paths, row.kept.scale,
+    (*OWN_FIGURES, *(Figure(row.kept.metric, row.kept.help, row.kept.metric_unit, row.kept.readers, row.kept.scale,
                             row.kept.place) for row in BUDGETS if row.kept and row.kept.metric)),
     key=lambda figure: figure.place))
 
@@ -80,24 +81,22 @@ class Sample:
     value: float
 
 
-def device_of(record: Mapping[str, Any], machine: str) -> str:
+def device_of(record: Record, machine: str) -> str:
     """Where a record ran: its device's name (``litert@pi5``'s ``pi5``, a record's device block), the
     machine a merged report tagged it with, else ``machine`` (this machine)."""
-    named = split_device(str(record.get("backend", "")))[1] or dig(record, "device", "name")
-    if isinstance(named, str) and named:
+    named = split_device(record.backend)[1] or (record.device.name if record.device is not None else None)
+    if named:
         return named
-    tagged = record.get("machine")
+    tagged = record.extra.get("machine")  # a merged report's tag: a key the record does not type
     return tagged if isinstance(tagged, str) and tagged else machine
 
 
-def labels_of(record: Mapping[str, Any], commit: str, machine: str) -> tuple[tuple[str, str], ...]:
-    model = dig(record, "model", "name")
-    return (("model", str(model) if model is not None else ""),
-            ("backend", split_device(str(record.get("backend", "")))[0]),
-            ("device", device_of(record, machine)), ("commit", commit), ("test", str(record.get("test", ""))))
+def labels_of(record: Record, commit: str, machine: str) -> tuple[tuple[str, str], ...]:
+    return (("model", record.model.name), ("backend", split_device(record.backend)[0]),
+            ("device", device_of(record, machine)), ("commit", commit), ("test", record.test))
 
 
-def samples(records: Sequence[Mapping[str, Any]], commit: str = "", machine: str = "local") -> list[Sample]:
+def samples(records: Sequence[Record], commit: str = "", machine: str = "local") -> list[Sample]:
     """Every measured figure of ``records``, by family then record. Two records with the same labels
     (the same test on the same backend and device, as a merged report of one machine twice holds)
     give the first one's sample: a family has one sample per label set."""
@@ -126,8 +125,8 @@ def _number(value: float) -> str:
     return f"{value:.15g}"
 
 
-def render_openmetrics(records: Sequence[Mapping[str, Any]], commit: str = "", machine: str = "local") -> str:
-    """The OpenMetrics text of ``records`` (a report's ``records``), ending with ``# EOF``. A family
+def render_openmetrics(records: Sequence[Record], commit: str = "", machine: str = "local") -> str:
+    """The OpenMetrics text of ``records`` (a report's), ending with ``# EOF``. A family
     no record measured is left out; a run that measured nothing is ``# EOF`` alone."""
     lines: list[str] = []
     by_family: dict[str, list[Sample]] = {}
@@ -148,8 +147,7 @@ def render_openmetrics(records: Sequence[Mapping[str, Any]], commit: str = "", m
     return "\n".join(lines) + "\n"
 
 
-def write_openmetrics(path: Path, records: Sequence[Mapping[str, Any]], commit: str = "",
-                      machine: str = "local") -> None:
+def write_openmetrics(path: Path, records: Sequence[Record], commit: str = "", machine: str = "local") -> None:
     """:func:`render_openmetrics` written atomically (a scraper or the textfile collector reads the old
     file or the new one, never a part)."""
     path = Path(path)
