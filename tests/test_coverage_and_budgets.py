@@ -16,7 +16,8 @@ from pytest_edge.checks import (
     check_latency,
     check_memory,
 )
-from pytest_edge.measurement.timing import (DRIFT_MIN_TIME_S, ProcessTiming, combine_processes, drift, latency_stats,
+from pytest_edge.measurement.combined import combine_processes
+from pytest_edge.measurement.timing import (DRIFT_MIN_TIME_S, ProcessTiming, drift, latency_stats,
                                             probe_drift)
 
 # ---------------------------------------------------------------- coverage and budgets
@@ -117,8 +118,8 @@ def test_drift_over_processes_fails_only_outside_their_spread() -> None:
 @given(st.lists(st.floats(0.5, 3.0), min_size=2, max_size=8), st.floats(1.01, 2.5))
 def test_drift_within_the_budget_never_fails(per_process: list[float], budget: float) -> None:
     measured = combine_processes([_measured(d) for d in per_process], 0.5)
-    problems = check_drift(measured["drift"], {"max_drift": budget}, [p["drift"] for p in measured["processes"]], "litert")
-    if measured["drift"] <= budget:
+    problems = check_drift(measured.drift, {"max_drift": budget}, measured.per_process_drift, "litert")
+    if measured.drift <= budget:
         assert problems == []
     elif min(per_process) > budget:
         # Every process above the budget, each by at least 1 % more than the floor of the spread

@@ -19,6 +19,7 @@ from ..backends.arena import TensorArena
 from ..backends.compiled import Compilation
 from ..backends.tensors import Coverage
 from ..checks import Finding
+from ..measurement.combined import MeasuredProcess
 from ..measurement.counts import CountedMeasurement
 from ..measurement.sensors import SensorWindow
 from .generation_record import GenerationRecord
@@ -92,7 +93,7 @@ class Record:
     drift: float | None = None
     timing_under_load: bool | None = None
     other_cores_busy: float | None = None
-    processes: list[dict[str, Any]] | None = None
+    processes: list[MeasuredProcess] | None = None  # each fresh process's own figures
     process_spread: float | None = None
     accuracy: Accuracy | None = None  # the type of the record's kind (accuracy_kind)
     # What ships (docs/measurement.md, "Sizes"): the artifact with its external data, and the
@@ -137,6 +138,9 @@ class Record:
         self.plugin = read_block(PluginIdentity, self.plugin)
         self.device = read_block(DeviceRun, self.device)
         self.power_and_temperature = read_block(SensorWindow, self.power_and_temperature)
+        if self.processes is not None:  # not a list (a stored report's garbage): none
+            self.processes = [p if isinstance(p, MeasuredProcess) else codec.from_json(MeasuredProcess, p, "a process")
+                              for p in self.processes] if isinstance(self.processes, list) else None
         self.coverage = RecordCoverage.of(self.coverage) if isinstance(self.coverage, Coverage) \
             else read_block(RecordCoverage, self.coverage)
         if not _typed_input(self.input):
@@ -275,8 +279,9 @@ class Record:
         return [(k, v) for k, v in figures.items() if v is not None]
 
 
-# The record's typed blocks (core/record_blocks.py, record_accuracy.py, measurement/sensors.py), written as their JSON.
-_TYPED_BLOCKS = ("model", "runtime", "plugin", "input", "coverage", "accuracy", "power_and_temperature", "device")
+# The record's typed blocks (core/record_blocks.py, record_accuracy.py, measurement/), written as their JSON.
+_TYPED_BLOCKS = ("model", "runtime", "plugin", "input", "coverage", "processes", "accuracy", "power_and_temperature",
+                 "device")
 
 
 def _typed_input(value: Any) -> bool:

@@ -13,12 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
+from .. import codec
 from ..core.record import dig, is_finite_number
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import MIN_RUNS
 
 if TYPE_CHECKING:
     from ..core.record import Record
+    from ..measurement.combined import TimedMeasurement
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,11 @@ class GateFigures:
         record exactly as it judges the same record once written to a report (one parser, one
         treatment of an absent figure), so ``pytest-edge report compare`` agrees with the gate."""
         return cls.from_json(record.to_json(), source=record.test)
+
+    @classmethod
+    def of_measurement(cls, backend: str, measured: "TimedMeasurement", source: str = "") -> "GateFigures":
+        """A measurement's figures (one measured again, an A/B twin's), read as a record holding them is."""
+        return cls.from_json({"backend": backend, **codec.to_json(measured)}, source=source)
 
     def pooled_with(self, other: "GateFigures") -> "GateFigures":
         """Both measurements as one: their processes together (in order, so A/B pairs stay aligned);

@@ -4,7 +4,7 @@ compares them with a baseline (docs/measurement.md, docs/gate.md)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -16,7 +16,8 @@ from .baseline import BaselineKind, choose_baseline, twin_baseline, twin_figures
 from .figures import GateFigures
 from .gate import AB_REMEASURE_PAIRS, GateResult, run_gate
 from ..measurement.lock import machine_measurement_lock
-from ..measurement.timing import ProcessTiming, combine_processes, round_order
+from ..measurement.combined import TimedMeasurement, combine_processes
+from ..measurement.timing import ProcessTiming, round_order
 from ..core.models import Model
 from ..core.plan import Plan
 from ..core.record import Record
@@ -36,9 +37,9 @@ class Measurer:
     def __init__(self, settings: Settings, pool: WorkerPool) -> None:
         self.settings = settings
         self.pool = pool
-        # Timed: combine_processes's figures; counted (--edge-count=instructions): a CountedMeasurement.
-        self.results: dict[tuple, dict[str, Any] | CountedMeasurement] = {}
-        self.twin_results: dict[tuple, dict[str, Any] | CountedMeasurement] = {}
+        # Timed: combine_processes's measurement; counted (--edge-count=instructions): a CountedMeasurement.
+        self.results: dict[tuple, TimedMeasurement | CountedMeasurement] = {}
+        self.twin_results: dict[tuple, TimedMeasurement | CountedMeasurement] = {}
         self.twin_coverages: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.twin_arenas: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.under_load = False  # some timed window of this session ran under load
@@ -54,7 +55,7 @@ class Measurer:
         return twin_of(self.settings.baseline_models, model, artifact)
 
     def measure(self, info: ModelInfo, feeds: Sequence[np.ndarray],
-                plan: Plan) -> dict[str, Any] | CountedMeasurement:
+                plan: Plan) -> TimedMeasurement | CountedMeasurement:
         """The measurement protocol, once per (model, backend, warmup, runs): ``processes`` fresh
         worker processes, each a real cold start whose memory peak inherits nothing from other
         models; with a baseline twin (A/B mode) the twin's processes alternate with these. Counted
@@ -74,24 +75,24 @@ class Measurer:
                 result, self.twin_results[key] = self.rounds(info, [info.artifact, twin], feeds, plan)
             else:
                 (result,) = self.rounds(info, [info.artifact], feeds, plan)
-            if not isinstance(result, CountedMeasurement):  # a count does not depend on load
-                self.under_load |= bool(result.get("under_load"))
+            if isinstance(result, TimedMeasurement):  # a count does not depend on load
+                self.under_load |= bool(result.under_load)
             self.measured_any = True
             self.results[key] = result
         return self.results[key]
 
-    def _in_process(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan) -> dict[str, Any]:
+    def _in_process(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan) -> TimedMeasurement:
         with machine_measurement_lock(self.pool.board(split_device(info.backend)[1])):
             result = reply_as(ProcessTiming, Measure.op, self.pool.request(
                 info.backend, Measure(info.key, list(feeds), plan.warmup, plan.runs, plan.min_time_s), info.artifact))
             result.load_ms = info.load_ms
             if result.peak_memory_mb is None and not result.hwm_reset:
                 (fresh,) = self.rounds(info, [info.artifact], feeds, plan, processes=1)
-                result.peak_memory_mb, result.steady_memory_mb = fresh["peak_memory_mb"], fresh["steady_memory_mb"]
+                result.peak_memory_mb, result.steady_memory_mb = fresh.peak_memory_mb, fresh.steady_memory_mb
         return combine_processes([result], LOAD_THRESHOLD_CORES)
 
     def rounds(self, info: ModelInfo, artifacts: Sequence[Path], feeds: Sequence[np.ndarray], plan: Plan,
-               processes: int | None = None) -> list[dict[str, Any]]:
+               processes: int | None = None) -> list[TimedMeasurement]:
         """``processes`` fresh workers per artifact, timed in rounds (see :func:`fresh_rounds`), one
         figure set per artifact."""
         results = fresh_rounds(self.pool, info.backend, artifacts, processes or self.settings.processes,
@@ -140,21 +141,21 @@ class Measurer:
         if twin is not None:
             if twin_measured is None:  # measure() measures the twin with the artifact: never met
                 raise RuntimeError(f"the baseline twin {choice.source} of {info.artifact} was not measured")
-            baseline, source = twin_baseline(info.backend, twin, twin_measured, self._twin_coverage(info, twin),
+            baseline, source = twin_baseline(info.backend, twin, codec.to_json(twin_measured), self._twin_coverage(info, twin),
                                              self.settings.rootdir)
             baseline["arena"] = self.twin_arenas.get((info.backend, str(twin)))
 
             def remeasure() -> tuple[GateFigures, GateFigures | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan,
                                            processes=max(self.settings.processes, AB_REMEASURE_PAIRS))
-                return (GateFigures.from_json({"backend": info.backend, **mine}, source="measured again"),
-                        GateFigures.from_json({"backend": info.backend, **theirs}, source=source))
+                return (GateFigures.of_measurement(info.backend, mine, source="measured again"),
+                        GateFigures.of_measurement(info.backend, theirs, source=source))
         else:
             baseline, source = dict(choice.stored or {}), choice.source
 
             def remeasure() -> tuple[GateFigures, GateFigures | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)
-                return GateFigures.from_json({"backend": info.backend, **mine}, source="measured again"), None
+                return GateFigures.of_measurement(info.backend, mine, source="measured again"), None
 
         # Parsed once here, both sides: the gate reads GateFigures, never the JSON.
         result = run_gate(GateFigures.of_record(live), GateFigures.from_json(baseline, source=source),

@@ -1,12 +1,14 @@
-"""Measurement primitives: latency statistics, resident memory, machine load. No pytest here."""
+"""Measurement primitives: latency statistics, resident memory, machine load, what one worker
+process's timed runs give (:class:`ProcessTiming`); the host combines the processes in
+:mod:`.combined`. No pytest here."""
 
 from __future__ import annotations
 
 import os
 import platform
 import time
-from dataclasses import dataclass, fields
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -118,16 +120,6 @@ def memory_growth_kb_per_run(points: Sequence[Sequence[float]]) -> float | None:
 SLOPE_POINTS = 200
 
 
-def geometric_mean(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None and v > 0]
-    return float(np.exp(np.mean(np.log(present)))) if present else None
-
-
-def _median(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return float(np.median(present)) if present else None
-
-
 @dataclass
 class ProcessTiming:
     """What one process's timed runs gave (a worker's reply to Measure, typed as Generation is
@@ -158,88 +150,6 @@ class ProcessTiming:
     # The Load reply's, set by the caller: not in the reply (codec.to_json(timing); the host reads it
     # with worker.protocol.reply_as, a ProtocolError naming the request and the field).
     load_ms: float | None = codec.json_field(default=None, skip=True)
-
-
-@dataclass(frozen=True)
-class TimedMeasurement:
-    """One timed measurement of a model in fresh worker processes (:func:`combine_processes`), as the
-    pipeline judges it and the record keeps it: latency pooled over the runs (ms), load time, first
-    inference and memory as medians over the processes, drift as their geometric mean, each
-    process's own figures in ``processes``."""
-
-    latency_ms: dict[str, float] | None = None
-    latency_quantiles_ms: list[float] | None = None
-    drift: float | None = None
-    probe_drift: float | None = None
-    warmup_runs: int | None = None
-    measured_runs: int | None = None
-    load_ms: float | None = None
-    first_inference_ms: float | None = None
-    peak_memory_mb: float | None = None
-    steady_memory_mb: float | None = None
-    other_cores_busy: float | None = None
-    under_load: bool | None = None
-    processes: list[dict[str, Any]] | None = None
-    process_spread: float | None = None
-    power_and_temperature: sensors.SensorWindow | None = None
-    memory_growth_kb_per_run: float | None = None  # the median over processes
-    memory_growth_mb_per_min: float | None = None
-
-    @classmethod
-    def from_combined(cls, combined: Mapping[str, Any]) -> "TimedMeasurement":
-        """From what :func:`combine_processes` (or the measurer's re-read of memory) gives."""
-        return cls(**{f.name: combined.get(f.name) for f in fields(cls)})
-
-    @property
-    def per_process_drift(self) -> list[float | None]:
-        return [p.get("drift") for p in self.processes or []]
-
-
-def combine_processes(results: Sequence[ProcessTiming], load_threshold_cores: float) -> dict:
-    """One measurement from the timed runs of several fresh worker processes (pyperf's practice).
-
-    Percentiles come from all runs pooled; load time, first inference and memory are the median
-    over processes, drift their geometric mean. ``processes`` keeps each process's own figures, which the significance
-    tests of :mod:`pytest_edge.measurement.stats` use, and ``process_spread`` says how far their P50s lie apart.
-    A window counts as under load when any process's window was (None where none could be judged).
-    """
-    pooled = np.concatenate([np.asarray(r.samples_ns, dtype=np.int64) for r in results])
-    per_process = []
-    for r in results:
-        latency = r.latency_ms
-        per_process.append({"p50": latency["p50"], "p99": latency["p99"], "min": latency["min"],
-                            "runs": r.measured_runs, "load_ms": r.load_ms,
-                            "peak_memory_mb": r.peak_memory_mb, "other_cores_busy": r.other_cores_busy,
-                            "probe_us": r.probe_us, "drift": r.drift,
-                            "probe_drift": r.probe_drift, "start": r.process_start,
-                            "memory_growth_kb_per_run": r.memory_growth_kb_per_run, "rss_points": r.rss_points})
-    busy = [r.other_cores_busy for r in results if r.other_cores_busy is not None]
-    p50s = [p["p50"] for p in per_process]
-    return {
-        "latency_ms": latency_stats(pooled),
-        # The pooled distribution in 101 quantiles (0 %, 1 %, ... 100 %), in ms: enough to draw its
-        # ECDF or compare distributions in a report, at a few hundred bytes a record.
-        "latency_quantiles_ms": [round(float(q), 6) for q in np.percentile(pooled / 1e6, np.arange(101))],
-        # Each process's own drift is kept in ``processes``; max_drift judges them as a sample.
-        "drift": geometric_mean([r.drift for r in results]),
-        "probe_drift": geometric_mean([r.probe_drift for r in results]),
-        "warmup_runs": results[0].warmup_runs,
-        "measured_runs": int(pooled.size),
-        "load_ms": _median([r.load_ms for r in results]),
-        "first_inference_ms": _median([r.first_inference_ms for r in results]),
-        "peak_memory_mb": _median([r.peak_memory_mb for r in results]),
-        "steady_memory_mb": _median([r.steady_memory_mb for r in results]),
-        # A leak grows in every process: the median process's growth, not one disturbed process's.
-        "memory_growth_kb_per_run": _median([r.memory_growth_kb_per_run for r in results]),
-        "memory_growth_mb_per_min": _median([r.memory_growth_mb_per_min for r in results]),
-        "other_cores_busy": max(busy) if busy else None,
-        "under_load": (max(busy) > load_threshold_cores) if busy else None,
-        "hwm_reset": all(r.hwm_reset for r in results),
-        "processes": per_process,
-        "process_spread": (max(p50s) / min(p50s)) if len(p50s) > 1 and min(p50s) > 0 else None,
-        "power_and_temperature": sensors.combine([r.power_and_temperature for r in results]),
-        "samples_ns": pooled,
-    }
 
 
 # The machine probe: a fixed piece of pure-Python CPU work (about 0.1 ms here), timed between a
