@@ -94,7 +94,7 @@ class EdgeModel:
             feeds = list(generate_case(loaded.inputs, self.plan.shapes, self._session.settings.seed).values())
         measured = self._session.measure(loaded, feeds, self.plan)
         # The session keeps the typed measurement; a test is given the JSON it documents.
-        return {"counted": codec.to_json(measured)} if isinstance(measured, CountedMeasurement) else measured
+        return {"counted": codec.to_json(measured)} if isinstance(measured, CountedMeasurement) else codec.to_json(measured)
 
     def run(self, feeds: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
         """Run once; ``feeds`` by input name (or in input order). Returns outputs by name."""

@@ -21,7 +21,7 @@ from ..accuracy.compare import OutputComparison, compare_output, summarize
 from ..golden import DEFAULT_SET, Golden, GoldenCase
 from ..golden.sets import GoldenSets
 from ..measurement.counts import CountedMeasurement
-from ..measurement.timing import TimedMeasurement
+from ..measurement.combined import TimedMeasurement
 from ..core.plan import Plan
 from ..core.record import COMPILE_ONLY, Record
 from ..core.record_accuracy import TensorAccuracy

@@ -28,6 +28,7 @@ from ..core.external_data import artifact_files
 from ..golden.sets import GoldenSets
 from ..accuracy.inputs import check_shapes
 from ..core.marker import MarkerSpec
+from ..measurement.combined import TimedMeasurement
 from ..measurement.counts import CountedMeasurement
 from ..measurement.timing import machine_info
 from ..core.models import Model, ModelKeys
@@ -206,7 +207,7 @@ class EdgeSession:
         reply = self.pool.request(info.backend, ReadIntermediates(info.key, info.feeds(feeds)), info.artifact)
         return reply_as(Intermediates, "intermediates", reply) if reply is not None else None
 
-    def measure(self, info: ModelInfo, feeds: Sequence[Any], plan: Plan) -> dict[str, Any] | CountedMeasurement:
+    def measure(self, info: ModelInfo, feeds: Sequence[Any], plan: Plan) -> TimedMeasurement | CountedMeasurement:
         """Timing and memory of ``info`` by the measurement protocol (cached per session); in counted
         mode its instructions per inference."""
         return self.measurer.measure(info, feeds, plan)

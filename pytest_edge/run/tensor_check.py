@@ -16,7 +16,7 @@ from ..core.record import NOT_MEASURED, Record, timing_not_judged
 from ..core.settings import Settings
 from ..errors import CountingUnavailable
 from ..measurement.counts import CountedMeasurement
-from ..measurement.timing import TimedMeasurement
+from ..measurement.combined import TimedMeasurement
 
 if TYPE_CHECKING:
     from ..golden.sets import GoldenSets
@@ -34,7 +34,7 @@ class TensorRunner(Protocol):
 
     def predicted_coverage(self, info: ModelInfo, target: str) -> Coverage | None: ...
 
-    def measure(self, info: ModelInfo, feeds: Sequence[Any], plan: Plan) -> dict[str, Any] | CountedMeasurement: ...
+    def measure(self, info: ModelInfo, feeds: Sequence[Any], plan: Plan) -> TimedMeasurement | CountedMeasurement: ...
 
     @property
     def measurer(self) -> Measurer: ...
@@ -57,7 +57,7 @@ class TensorCheck:
         golden = pipeline.golden(runner.golden, plan)
         step("compare")
         compared = pipeline.compare(runner, plan, info, golden, settings.rootdir)  # type: ignore[arg-type]
-        measured: dict[str, Any] | CountedMeasurement = {}
+        measured: TimedMeasurement | CountedMeasurement | None = None
         # An emulated device's timing and memory are an emulator's: not measured by default,
         # recorded but not judged with edge_emulated_timing = record (judged with = judge).
         not_judged = timing_not_judged(info.device, settings.emulated_timing)
@@ -71,12 +71,9 @@ class TensorCheck:
                 if not compared.violations:
                     raise
                 counting_note = [f"{plan.backend}: not counted: {unavailable}"]
-        elif not_judged == NOT_MEASURED:
-            measured = {"load_ms": None}  # the one load under the emulator is no load time either
         # Counted mode: instructions, no timing or memory (null in the record, budgets not judged).
         counted = measured if isinstance(measured, CountedMeasurement) else None
-        timed = TimedMeasurement.from_combined(measured) \
-            if measured and counted is None and not_judged != NOT_MEASURED else None
+        timed = measured if isinstance(measured, TimedMeasurement) else None
         # The load time: the timed processes' median, else the shared worker's load (none of an
         # emulated device: the one load under the emulator is no load time either).
         load_ms = None if not_judged == NOT_MEASURED else timed.load_ms if timed is not None else info.load_ms
@@ -89,7 +86,7 @@ class TensorCheck:
         record.budget_findings = findings
         if not_judged:
             record.timing_not_judged = not_judged
-        if measured and not not_judged:
+        if measured is not None and not not_judged:
             gate = runner.measurer.gate(info, compared.first_feeds, plan, record)
             violations += pipeline.gate_into(record, gate, settings)
         return record, violations
