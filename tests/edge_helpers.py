@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_edge.backends import get_backend, tensor_backends
+from pytest_edge.backends import TensorSpec, get_backend, tensor_backends
+from pytest_edge.golden.layout import GoldenMeta, GoldenReference, GoldenSignature
 from pytest_edge.files import sha256_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,13 +54,12 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-def golden_meta(artifact: Path) -> dict[str, Any]:
-    """The meta.json fields of a golden for model 'm' (one float32 input x, one output y of 4 values)
+def golden_meta(artifact: Path) -> GoldenMeta:
+    """The meta.json of a golden for model 'm' (one float32 input x, one output y of 4 values)
     recorded from ``artifact`` on onnxruntime-cpu."""
-    return {"model": "m", "artifacts": {artifact.name: sha256_file(artifact)},
-            "reference": {"backend": "onnxruntime-cpu", "artifact": artifact.name},
-            "signature": {"inputs": [{"name": "x", "shape": [4], "dtype": "float32"}],
-                          "outputs": [{"name": "y", "shape": [4], "dtype": "float32"}]}}
+    return GoldenMeta(model="m", artifacts={artifact.name: sha256_file(artifact)},
+                      reference=GoldenReference("onnxruntime-cpu", artifact.name),
+                      signature=GoldenSignature((TensorSpec("x", (4,), "float32"),), (TensorSpec("y", (4,), "float32"),)))
 
 
 def record(model: str, backend: str, verdict: str = "passed", /, *, p50: float | None = 1.0,

@@ -36,7 +36,7 @@ def test_golden_roundtrip_stale_and_missing(tmp_path: Path) -> None:
     assert golden.cases[1].outputs["y"].tolist() == [0, 2, 4, 6]
     artifact.write_bytes(b"model v2")
     reason = golden.stale_reason(artifact)
-    assert reason is not None and "stale" in reason and golden.meta["artifacts"]["m.onnx"] in reason
+    assert reason is not None and "stale" in reason and golden.meta.artifacts["m.onnx"] in reason
     before = {p.name: p.read_bytes() for p in (tmp_path / "golden/m").iterdir()}
     store.write("m", golden_meta(artifact), [_case()])
     after = {p.name: p.read_bytes() for p in (tmp_path / "golden/m").iterdir()}
@@ -142,7 +142,7 @@ def test_sets_are_stored_apart_and_written_apart(tmp_path: Path) -> None:
     assert store.load("m").cases[0].outputs["y"].tolist() == [0, 2, 4, 6]
     loaded = store.load("m", "0123456789ab")
     assert loaded.key == "0123456789ab" and loaded.cases[0].outputs["y"].tolist() == [14] * 4
-    assert loaded.folder == folder / "inputs-0123456789ab" and loaded.meta["input_set"] == "0123456789ab"
+    assert loaded.folder == folder / "inputs-0123456789ab" and loaded.meta.input_set == "0123456789ab"
     before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and "inputs-" not in str(p)}
     store.write("m", golden_meta(artifact), [other, other], key="0123456789ab")
     assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and "inputs-" not in str(p)} == before

@@ -18,7 +18,7 @@ from pytest_edge.accuracy.compare import Tolerance
 from pytest_edge.golden.alignment import quantized_io_hint, reference_problems
 from pytest_edge.backends import TensorSpec
 from pytest_edge.errors import EdgeUsageError
-from pytest_edge.golden import Golden
+from pytest_edge.golden import Golden, GoldenMeta, GoldenReference, GoldenSignature
 from pytest_edge.golden.sets import judged_artifacts
 from pytest_edge.core.marker import parse_marker
 from pytest_edge.core.plan import plan_for
@@ -91,10 +91,9 @@ def test_reference_tolerances_are_the_markers_own(session: EdgeSession) -> None:
     assert plain.reference is None and plain.golden_plan is plain and plain.tolerance("y").rtol == 1e-4
 
 
-def _golden(model: str, producer: str, outputs: list[dict]) -> Golden:
-    meta = {"reference": {"backend": "onnxruntime-cpu", "artifact": producer},
-            "signature": {"inputs": [{"name": "x", "shape": [1, 3, 32, 32], "dtype": "float32"}],
-                          "outputs": outputs}}
+def _golden(model: str, producer: str, outputs: list[TensorSpec]) -> Golden:
+    meta = GoldenMeta(reference=GoldenReference("onnxruntime-cpu", producer),
+                      signature=GoldenSignature((TensorSpec("x", (1, 3, 32, 32), "float32"),), tuple(outputs)))
     return Golden(model, Path("golden") / model, meta)
 
 
@@ -112,7 +111,7 @@ def test_staleness_is_judged_on_the_artifact_the_reference_golden_came_from(sess
 
 def test_signature_problems_name_both_models_and_the_tensor(session: EdgeSession) -> None:
     plan = _plan(session, reference="tiny_cnn")
-    golden = _golden("tiny_cnn", "tiny_cnn.onnx", [{"name": "y", "shape": [1, 10], "dtype": "float32"}])
+    golden = _golden("tiny_cnn", "tiny_cnn.onnx", [TensorSpec("y", (1, 10), "float32")])
     fine = [TensorSpec("Identity", (1, 10), "float32")]
     assert reference_problems(golden.outputs_spec, fine, plan, golden, "output") == ([0], [])
     dynamic = [TensorSpec("Identity", ("batch", 10), "float32")]

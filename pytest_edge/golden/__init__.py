@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .layout import DEFAULT_SET, Golden, GoldenCase, check_set_key, input_key, set_label, unused_sets
+    from .layout import (DEFAULT_SET, Golden, GoldenCase, GoldenMeta, GoldenReference, GoldenSignature, check_set_key,
+                         input_key, set_label, unused_sets)
     from .store import GoldenStore
 
-__all__ = ["DEFAULT_SET", "Golden", "GoldenCase", "GoldenStore", "check_set_key", "input_key", "set_label",
-           "unused_sets"]
+__all__ = ["DEFAULT_SET", "Golden", "GoldenCase", "GoldenMeta", "GoldenReference", "GoldenSignature", "GoldenStore",
+           "check_set_key", "input_key", "set_label", "unused_sets"]
 
 
 def __getattr__(name: str) -> Any:

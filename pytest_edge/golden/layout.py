@@ -10,15 +10,19 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from .. import codec
 from ..backends import TensorSpec
 from ..errors import GoldenError
+from ..core.record_blocks import RuntimeIdentity
 from ..core.external_data import external_files
 from ..files import sha256_file
+
+if TYPE_CHECKING:
+    from ..accuracy.inputs import UserCase
 
 SCHEMA = "pytest-edge/golden/1"
 UPDATE_HINT = "pytest --edge-update-golden (or: pytest-edge golden refresh)"
@@ -33,7 +37,7 @@ LLM_SET = "llm"  # how list/prune name a model's decoder goldens (all its prompt
 LLM_PROMPT = re.compile(r"prompt-[0-9a-f]{16}\.npz")  # one prompt's token golden (golden.tokens.golden_path)
 
 
-def input_key(cases: Sequence[Mapping[str, Any]]) -> str:
+def input_key(cases: Sequence[UserCase]) -> str:
     """The key of a user input set: 12 hex digits of sha256 over each case's arrays (sorted by
     name: a dict's order carries no meaning; cases keep theirs) with their dtype, shape and bytes.
     The same arrays from a dict, a list or an .npz under another file name give the same key."""
@@ -74,27 +78,79 @@ class GoldenCase:
     outputs: dict[str, np.ndarray]
 
 
+# A golden set's meta.json, typed. Its files arrive in pull requests: validate.read_set checks the
+# fields the plugin relies on before these are read, leniently (a field another version wrote
+# otherwise, or not at all, is its default; keys this version does not know are not kept).
+
+@codec.layout(lenient=True)
+@dataclass(frozen=True)
+class GoldenReference:
+    """What recorded the golden: the backend, the artifact it ran (a plain file name beside the tested
+    one; its path in the project and sha256, so a write never takes another model's golden), the
+    runtime as its worker reported it, and the recording machine's ISA (a mismatch on another ISA is
+    explained as such)."""
+
+    backend: str = ""
+    artifact: str | None = None
+    runtime: RuntimeIdentity | None = None
+    path: str | None = None
+    sha256: str | None = None
+    isa: str | None = None
+
+
+@codec.layout(lenient=True)
+@dataclass(frozen=True)
+class GoldenSignature:
+    """The recorded model's inputs and outputs, in its order."""
+
+    inputs: tuple[TensorSpec, ...] = ()
+    outputs: tuple[TensorSpec, ...] = ()
+
+
+def _default_set(key: str) -> bool:
+    return key == DEFAULT_SET
+
+
+@codec.layout(lenient=True)
+@dataclass(frozen=True)
+class GoldenMeta:
+    """A golden set's ``meta.json``: the model's key, every file of its artifacts with its sha256
+    (a changed one makes the golden stale), what recorded it, how its inputs were made (``seed``
+    for generated ones, None for a user's), the signature, the plugin's version; the store adds the
+    schema, the case files (the commit point names them) and the set's key (not written for the
+    default set: its meta.json keeps the layout it always had)."""
+
+    model: str | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
+    reference: GoldenReference = GoldenReference()
+    seed: int | None = None
+    inputs_from: str | None = None  # "signature" (generated) or "user" (inputs=)
+    signature: GoldenSignature = GoldenSignature()
+    plugin_version: str | None = None
+    schema: str = SCHEMA
+    cases: tuple[str, ...] = ()
+    input_set: str = codec.json_field(default=DEFAULT_SET, omit=_default_set)
+
+
 @dataclass
 class Golden:
     model: str
     folder: Path
-    meta: dict[str, Any]
+    meta: GoldenMeta
     cases: list[GoldenCase] = field(default_factory=list)
     key: str = DEFAULT_SET  # the input set: "default" (generated inputs) or input_key() of inputs=
 
     @property
     def inputs_spec(self) -> list[TensorSpec]:
-        return codec.from_json(list[TensorSpec], self.meta["signature"]["inputs"], f"{self.folder}: signature.inputs",
-                               error=GoldenError)
+        return list(self.meta.signature.inputs)
 
     @property
     def outputs_spec(self) -> list[TensorSpec]:
-        return codec.from_json(list[TensorSpec], self.meta["signature"]["outputs"], f"{self.folder}: signature.outputs",
-                               error=GoldenError)
+        return list(self.meta.signature.outputs)
 
     @property
     def reference_backend(self) -> str:
-        return self.meta["reference"]["backend"]
+        return self.meta.reference.backend
 
     def stale_reason(self, artifact: Path) -> str | None:
         """Why this golden no longer speaks for ``artifact`` (or for its reference artifact)."""
@@ -105,9 +161,9 @@ class Golden:
     def changes(self, artifact: Path) -> Iterator[tuple[Path, ChangedFile]]:
         """Each file of ``artifact`` (and of its reference artifact) that is not as recorded, with
         the model file it belongs to (:func:`changed_files`). Lazy, as that is."""
-        recorded: dict[str, str] = self.meta.get("artifacts", {})
+        recorded = self.meta.artifacts
         checks = [artifact]
-        ref_name = self.meta["reference"].get("artifact")
+        ref_name = self.meta.reference.artifact
         if ref_name and ref_name != artifact.name:
             reference = artifact.with_name(ref_name)
             if reference.exists():

@@ -10,7 +10,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from .. import __version__, codec
+from .. import __version__
 from ..backends import TensorSpec, get_backend, reference_order
 from ..errors import BackendError, EdgeError, EdgeManyCases, EdgeUsageError, GoldenError, UnknownBackend
 from ..core.external_data import artifact_digests
@@ -21,7 +21,8 @@ from ..core.models import Model, ModelKeys
 from ..core.plan import Plan, resolve_reference
 from ..core.settings import Settings
 from ..worker.pool import ModelInfo
-from .layout import DEFAULT_SET, Golden, GoldenCase, input_key
+from ..core.record_blocks import RuntimeIdentity, read_block
+from .layout import DEFAULT_SET, Golden, GoldenCase, GoldenMeta, GoldenReference, GoldenSignature, input_key
 from .store import GoldenStore
 
 # More inputs= cases than this for one model get a warning: each is a golden file and a run per backend.
@@ -123,35 +124,33 @@ class GoldenSets:
         model = plan.model
         key = self.input_set(plan)
         info = self.runner.load(plan.on(self.reference_backend(model)))
-        check_owner(self.store.folder(model.key, key), self._stored_meta(model.key, key), model,
+        stored = self._stored_meta(model.key, key)
+        check_owner(self.store.folder(model.key, key), stored.reference.path if stored is not None else None, model,
                     self.settings.rootdir)
         cases = []
         for case_inputs in self.cases(plan, info.inputs, f"golden for {model.key}"):
             outputs = self.runner.run(info, list(case_inputs.values()))
             check_finite(outputs, info)
             cases.append(GoldenCase(case_inputs, {s.name: o for s, o in zip(info.outputs, outputs)}))
-        meta = {
-            "model": model.key,
+        meta = GoldenMeta(
+            model=model.key,
             # Each artifact and, for an .onnx, its external data files: the weights are part of it.
-            "artifacts": {name: digest for p in model.artifacts.values()
-                          for name, digest in artifact_digests(p, sha256_file).items()},
-            # Which artifact made it: its path in the project and sha256 (a write never takes another's).
-            "reference": {"backend": info.backend, "artifact": info.artifact.name, "runtime": info.runtime,
-                          "path": relative_path(info.artifact, self.settings.rootdir),
-                          "sha256": sha256_file(info.artifact),
-                          # the recording machine's ISA: a mismatch on another ISA is explained as such
-                          "isa": (info.device or self.runner.machine).get("arch")},
-            "seed": self.settings.seed if plan.marker.inputs is None else None,
-            "inputs_from": "signature" if plan.marker.inputs is None else "user",
-            "signature": {"inputs": codec.to_json(info.inputs), "outputs": codec.to_json(info.outputs)},
-            "plugin_version": __version__,
-        }
+            artifacts={name: digest for p in model.artifacts.values()
+                       for name, digest in artifact_digests(p, sha256_file).items()},
+            reference=GoldenReference(
+                backend=info.backend, artifact=info.artifact.name, runtime=read_block(RuntimeIdentity, info.runtime),
+                path=relative_path(info.artifact, self.settings.rootdir), sha256=sha256_file(info.artifact),
+                isa=(info.device or self.runner.machine).get("arch")),
+            seed=self.settings.seed if plan.marker.inputs is None else None,
+            inputs_from="signature" if plan.marker.inputs is None else "user",
+            signature=GoldenSignature(tuple(info.inputs), tuple(info.outputs)),
+            plugin_version=__version__)
         golden = self.store.write(model.key, meta, cases, key)
         self.loaded[(model.key, key)] = golden
         self.refreshed.add((model.key, key))
         return golden
 
-    def _stored_meta(self, folder: str, key: str) -> dict[str, Any] | None:
+    def _stored_meta(self, folder: str, key: str) -> GoldenMeta | None:
         """The meta of the golden stored at ``folder`` (None: none, or unreadable: a refresh replaces it)."""
         try:
             return self.store.load(folder, key).meta if self.store.exists(folder, key) else None
@@ -174,7 +173,7 @@ class GoldenSets:
         if not self.store.exists(folder):
             return None
         legacy = self.store.load(folder)
-        if legacy.meta.get("inputs_from") == "user" and self.same_inputs(plan, legacy):
+        if legacy.meta.inputs_from == "user" and self.same_inputs(plan, legacy):
             return legacy
         return None
 
@@ -264,13 +263,11 @@ def decoder_folder(store: GoldenStore, model: Model, keys: ModelKeys) -> str:
     return model.name if keys.sole_of_stem(model) else model.key
 
 
-def check_owner(folder: Path, meta: dict[str, Any] | None, model: Model, rootdir: Path) -> None:
-    """Refuse to write over a golden another model's artifact made: ``meta`` (of the golden in
-    ``folder``, None where none) names the artifact that made it; where that is a file that still
-    exists and is none of ``model``'s artifacts, the golden is another model's (a moved model, a key
-    that changed with edge_model_dirs)."""
-    reference = (meta or {}).get("reference")
-    recorded = reference.get("path") if isinstance(reference, dict) else None
+def check_owner(folder: Path, recorded: str | None, model: Model, rootdir: Path) -> None:
+    """Refuse to write over a golden another model's artifact made: ``recorded`` (what the golden in
+    ``folder`` says of the artifact that made it: its path in the project; None where there is no
+    golden) names that artifact; where that is a file that still exists and is none of ``model``'s
+    artifacts, the golden is another model's (a moved model, a key that changed with edge_model_dirs)."""
     if not isinstance(recorded, str):
         return  # none there, or recorded before goldens named their artifact: nothing to tell
     other = rootdir / recorded
@@ -289,5 +286,5 @@ def judged_artifacts(plan: Plan, golden: Golden) -> list[Path]:
     if plan.reference is None:
         return [plan.artifact] if plan.artifact is not None else []
     artifacts = list(plan.reference.artifacts.values())
-    producer = golden.meta["reference"].get("artifact")
+    producer = golden.meta.reference.artifact
     return [a for a in artifacts if a.name == producer] or artifacts

@@ -21,14 +21,16 @@ import fcntl
 import json
 import os
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
 
+from .. import codec
 from ..errors import GoldenError
 from ..files import atomic_write
-from .layout import (CASE_NAME, DEFAULT_SET, LLM_DIR, LLM_PROMPT, LLM_SET, SCHEMA, SET_DIR, UPDATE_HINT, Golden, GoldenCase, case_file,
+from .layout import (CASE_NAME, DEFAULT_SET, LLM_DIR, LLM_PROMPT, LLM_SET, SCHEMA, SET_DIR, UPDATE_HINT, Golden, GoldenCase, GoldenMeta, case_file,
                      check_set_key, non_finite_problem, npz_bytes)
 from .validate import check_set_folder, read_set
 
@@ -113,7 +115,7 @@ class GoldenStore:
         with _locked(self.root / model, shared=True):  # a consistent meta.json + cases, even mid-refresh
             return read_set(model, key, folder, meta_path)
 
-    def write(self, model: str, meta: dict[str, Any], cases: list[GoldenCase], key: str = DEFAULT_SET) -> Golden:
+    def write(self, model: str, meta: GoldenMeta, cases: list[GoldenCase], key: str = DEFAULT_SET) -> Golden:
         """Record one input set; other sets of the model (other folders) are not touched."""
         folder = self.folder(model, key)
         for index, case in enumerate(cases):
@@ -128,17 +130,17 @@ class GoldenStore:
         folder.mkdir(parents=True, exist_ok=True)
         blobs = [npz_bytes({**{f"inputs/{k}": v for k, v in case.inputs.items()},
                             **{f"outputs/{k}": v for k, v in case.outputs.items()}}) for case in cases]
-        meta = {**meta, "schema": SCHEMA, "cases": [case_file(i, blob) for i, blob in enumerate(blobs)]}
-        if key != DEFAULT_SET:
-            meta["input_set"] = key  # the default set's meta.json keeps the layout it always had
+        meta = replace(meta, schema=SCHEMA, cases=tuple(case_file(i, blob) for i, blob in enumerate(blobs)),
+                       input_set=key)
         with _locked(self.root / model):
             # Under the exclusive lock no other refresh is writing here: any hidden temporary is
             # a leftover of one that was killed between write and rename.
             remove_leftovers(folder)
-            for name, blob in zip(meta["cases"], blobs):
+            for name, blob in zip(meta.cases, blobs):
                 atomic_write(folder / name, blob)
-            atomic_write(folder / "meta.json", (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
-            keep = set(meta["cases"])
+            text = json.dumps(codec.to_json(meta), indent=2, sort_keys=True)
+            atomic_write(folder / "meta.json", (text + "\n").encode())
+            keep = set(meta.cases)
             for stale in folder.glob("case_*.npz"):
                 if stale.name not in keep:
                     stale.unlink()

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import codec
 from ..errors import GoldenError
-from .layout import (CASE_NAME, DEFAULT_SET, SCHEMA, UPDATE_HINT, Golden, GoldenCase, content_hash,
+from .layout import (CASE_NAME, DEFAULT_SET, SCHEMA, UPDATE_HINT, Golden, GoldenCase, GoldenMeta, content_hash,
                      non_finite_problem)
 
 _MEMBER = re.compile(r"(inputs|outputs)/(.+)\.npy")
@@ -225,7 +226,7 @@ def read_set(model: str, key: str, folder: Path, meta_path: Path) -> Golden:
         raise corrupt(meta_path, "nested too deeply") from exc
     except (Corrupt, ValueError) as exc:  # ValueError: not JSON / not UTF-8
         raise corrupt(meta_path, str(exc)) from exc
-    golden = Golden(model, folder, meta, key=key)
+    golden = Golden(model, folder, codec.from_json(GoldenMeta, meta, str(meta_path)), key=key)
     shapes = {kind: {spec["name"]: spec["shape"] for spec in meta["signature"][kind]}
               for kind in ("inputs", "outputs")}
     for index, name in enumerate(names):

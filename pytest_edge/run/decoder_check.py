@@ -144,8 +144,7 @@ class LlmChecker:
                 except GoldenError:  # unreadable: the refresh replaces it
                     recorded = None
                 # A token golden names the artifact that made it as a tensor golden's reference does.
-                check_owner(path.parent, {"reference": {"path": recorded.get("path")}} if recorded else None,
-                            owner, self.settings.rootdir)
+                check_owner(path.parent, recorded.get("path") if recorded else None, owner, self.settings.rootdir)
             own_config = config_of(owner, artifact)  # the reference artifact's own, as it runs
             run = self.generate(reference, artifact, own_config, target.spec.threads, prompt, target.spec.new_tokens,
                                 spec_context(target.spec))
