@@ -47,11 +47,11 @@ def golden_rows(settings: Settings) -> list[list[str]]:
             try:
                 model = session.resolve(model_name)
                 states = [f"{path.name}: {_artifact_state(golden, path)}"
-                          for path in model.artifacts.values() if path.name in golden.meta.get("artifacts", {})]
+                          for path in model.artifacts.values() if path.name in golden.meta.artifacts]
             except EdgeError:
                 states = ["no artifact of that name in edge_model_dirs (unused?)"]
             recorded = ", ".join(f"{name} {digest[:12]}"
-                                 for name, digest in sorted(golden.meta.get("artifacts", {}).items()))
+                                 for name, digest in sorted(golden.meta.artifacts.items()))
             rows.append([model_name, key, str(len(golden.cases)), golden.reference_backend, recorded,
                          "; ".join(states)])
     return rows

@@ -40,9 +40,9 @@ def as_seen_by_triage(plan: Plan, golden: Golden) -> Golden:
     "the reference onnxruntime-cpu on tiny_cnn.onnx")."""
     if plan.reference is None:
         return golden
-    ref = golden.meta["reference"]
-    label = f"{ref['backend']} on {ref.get('artifact') or golden.model}"
-    return replace(golden, meta={**golden.meta, "reference": {**ref, "backend": label}})
+    ref = golden.meta.reference
+    label = f"{ref.backend} on {ref.artifact or golden.model}"
+    return replace(golden, meta=replace(golden.meta, reference=replace(ref, backend=label)))
 
 
 def sibling_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], case: GoldenCase) -> list[str]:

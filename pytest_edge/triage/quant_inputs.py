@@ -83,7 +83,7 @@ def golden_cases(folder: Path) -> Labelled:
         golden = store.load(model, key)
     except GoldenError as exc:
         raise EdgeUsageError(f"{folder}: not a usable golden folder for triage quant: {exc}") from exc
-    names = [str(n) for n in golden.meta.get("cases", [])]
+    names = list(golden.meta.cases)
     if not golden.cases:
         raise EdgeUsageError(f"{folder}: the golden set has no cases")
     return [(names[i] if i < len(names) else f"case {i}", case.inputs) for i, case in enumerate(golden.cases)]
