@@ -50,24 +50,36 @@ def test_replies_keep_int_keys_nan_and_nesting() -> None:
 
 def test_intermediates_cross_the_frames_through_the_codec() -> None:
     """Issue #48: a runtime's Intermediates is the reply as codec.to_json writes it (integer tensor ids
-    kept, arrays as arrays, details nested) and reply_as reads it; a walk's flat dict splits into
-    fields and details."""
+    kept, arrays as arrays, details nested) and reply_as reads it; the details back as their method's
+    type (told by the key only it has), none as {}."""
     from pytest_edge import codec
     from pytest_edge.backends import Intermediates
+    from pytest_edge.backends.intermediates import EtdumpEvent, EtdumpRecord, NodeOf, NodeRuns, NodeWalk
 
     found = Intermediates("tensors", order=[3, 1], producers={3: "CONV_2D (node 0) on the CPU kernels", 1: "x"},
                           tensors={3: np.ones((1, 2), np.float32), 1: np.zeros(2, np.int8)}, names={3: "a", 1: "b"},
-                          delegated=True, details={"runs": {"plain": {3: np.ones(1)}}})
+                          delegated=True, details=NodeRuns(runs={"plain": {3: np.ones(1)}}))
     reply = decode(encode(protocol.ok(codec.to_json(found))))["value"]
     assert list(reply) == ["method", "order", "producers", "tensors", "names", "delegated", "unavailable", "details"]
     back = protocol.reply_as(Intermediates, "intermediates", reply)
     assert back.order == [3, 1] and back.producers == found.producers and back.names == found.names
     assert all(np.array_equal(back.tensors[k], found.tensors[k]) for k in found.tensors) and back.delegated
-    assert list(back.details["runs"]["plain"]) == [3]
+    assert isinstance(back.details, NodeRuns) and list(back.details.runs["plain"]) == [3]
     with pytest.raises(ProtocolError, match="malformed reply to intermediates: producers.3: expected a string, got 4"):
         protocol.reply_as(Intermediates, "intermediates", {**reply, "producers": {3: 4}})
-    walked = Intermediates.of_walk("nodes", {"order": ["t"], "tensors": {}, "unavailable": None, "runs": {}, "fused": 1})
-    assert walked == Intermediates("nodes", order=["t"], details={"runs": {}, "fused": 1})
+    walked = NodeWalk(configurations=["plain"], nodes={"t": NodeOf("n", "Relu", 0)}, optimized="ORT_ENABLE_ALL")
+    assert list(codec.to_json(walked)) == ["runs", "skipped", "configurations", "runtime", "runtime_short", "nodes",
+                                           "optimized", "unoptimized", "exposure", "exposure_delta", "solo_stopped_at",
+                                           "fused", "removed", "solo_budget_s"]
+    event = EtdumpEvent(3, "kernel", "aten::add.out at instruction 3", {"v1": np.ones(2)}, {"v2": np.ones(2)})
+    for details in (walked, EtdumpRecord(events=[event], partitions=1), None):
+        sent = codec.to_json(Intermediates("nodes", details=details))
+        assert (sent["details"] == {}) == (details is None)
+        again = protocol.reply_as(Intermediates, "intermediates", decode(encode(protocol.ok(sent)))["value"])
+        assert type(again.details) is type(details)
+    with pytest.raises(ProtocolError, match=r"malformed reply to intermediates: details.events\[0\]: "
+                                            "no kind, label, inputs, outputs"):
+        protocol.reply_as(Intermediates, "intermediates", {**reply, "details": {"events": [{"instruction": 1}]}})
 
 
 def test_typed_replies_round_trip_over_the_codec_and_a_malformed_one_is_a_protocol_error() -> None:

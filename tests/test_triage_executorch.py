@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_edge.backends import Intermediates, get_backend
+from pytest_edge.backends.intermediates import EtdumpEvent
 from pytest_edge.accuracy.compare import Tolerance
 from pytest_edge.triage import etdump_divergence
 
@@ -60,15 +61,15 @@ def mixed_found(mixed_pte: Path) -> Intermediates:
     return get_backend("executorch").load(mixed_pte, threads=1, shapes={}).intermediates([X])
 
 
-def _event(found: Intermediates, text: str) -> dict:
-    (event,) = [e for e in found.details["events"] if text in e["label"]]
+def _event(found: Intermediates, text: str) -> EtdumpEvent:
+    (event,) = [e for e in found.details.events if text in e.label]
     return event
 
 
 def test_intermediates_hold_kernel_outputs_and_partition_boundaries(mixed_pte: Path, mixed_found: Intermediates) -> None:
     found = mixed_found
-    assert found.unavailable is None and found.delegated and found.details["partitions"] == 2
-    labels = [e["label"] for e in found.details["events"]]
+    assert found.unavailable is None and found.delegated and found.details.partitions == 2
+    labels = [e.label for e in found.details.events]
     # Execution order: the x * 2 partition, atan2 and cumsum on the CPU kernels, the + 1 partition.
     mul, atan2, cumsum, add = (labels.index(next(label for label in labels if text in label))
                                for text in ("(Multiply (ND))", "aten::atan2.out", "aten::cumsum.out", "(Add (ND))"))
@@ -76,25 +77,25 @@ def test_intermediates_hold_kernel_outputs_and_partition_boundaries(mixed_pte: P
     assert labels[mul].startswith("XNNPACK partition at instruction ")
     assert labels[atan2].endswith("(ExecuTorch's CPU kernel)")
     # A delegate call logs its inputs too: the program input arrives unchanged.
-    assert any(np.array_equal(v, X) for v in _event(found, "(Multiply (ND))")["inputs"].values())
-    (doubled,) = _event(found, "(Multiply (ND))")["outputs"].values()
+    assert any(np.array_equal(v, X) for v in _event(found, "(Multiply (ND))").inputs.values())
+    (doubled,) = _event(found, "(Multiply (ND))").outputs.values()
     assert np.array_equal(doubled, X * 2)
     # The runtime's own record of the output is what run() returns.
     model = get_backend("executorch").load(mixed_pte, threads=1, shapes={})
     (output,) = model.run([X])
-    assert np.array_equal(found.details["program_outputs"][0], output)
-    assert found.order[-1] in _event(found, "(Add (ND))")["outputs"]
+    assert np.array_equal(found.details.program_outputs[0], output)
+    assert found.order[-1] in _event(found, "(Add (ND))").outputs
     # Non-delegated kernels were re-run by PyTorch on the inputs they received (atan2's weight
     # read from the .pte's constant segment): the same values.
     for text in ("aten::atan2.out", "aten::cumsum.out"):
         event = _event(found, text)
-        assert event["reference_note"] is None and event["reference"].keys() == event["outputs"].keys()
-        for key, value in event["outputs"].items():
-            np.testing.assert_allclose(event["reference"][key], value, rtol=1e-6, atol=1e-6)
+        assert event.reference_note is None and event.reference.keys() == event.outputs.keys()
+        for key, value in event.outputs.items():
+            np.testing.assert_allclose(event.reference[key], value, rtol=1e-6, atol=1e-6)
 
 
 def test_triage_line_says_what_it_can_and_cannot_name(mixed_found: Intermediates) -> None:
-    output = mixed_found.details["program_outputs"][0]
+    output = mixed_found.details.program_outputs[0]
     golden = output + np.float32(0.5)
     message = etdump_divergence(mixed_found, [("y", golden, 0, Tolerance(atol=1e-5, rtol=0.0))], 1e-5, 0.0, [X])
     assert "operator calls recorded (2 XNNPACK partition calls, " in message
@@ -114,12 +115,12 @@ def test_triage_line_says_what_it_can_and_cannot_name(mixed_found: Intermediates
 def test_a_kernel_that_disagrees_with_pytorch_is_named_first(mixed_found: Intermediates) -> None:
     """The recorded cumsum output shifted, as a faulty kernel would leave it (the rest is the real record)."""
     cumsum = _event(mixed_found, "aten::cumsum.out")
-    (key,) = cumsum["outputs"]
-    broken = replace(mixed_found, details={**mixed_found.details, "events": [
-        {**e, "outputs": {key: e["outputs"][key] + np.float32(0.25)}} if e is cumsum else e
-        for e in mixed_found.details["events"]]})
+    (key,) = cumsum.outputs
+    broken = replace(mixed_found, details=replace(mixed_found.details, events=[
+        replace(e, outputs={key: e.outputs[key] + np.float32(0.25)}) if e is cumsum else e
+        for e in mixed_found.details.events]))
     message = etdump_divergence(broken, [], 1e-5, 0.0, [X])
-    assert (f"first divergence: {cumsum['label']}: its output value {key[1:]} differs from PyTorch's kernel on the "
+    assert (f"first divergence: {cumsum.label}: its output value {key[1:]} differs from PyTorch's kernel on the "
             "same inputs (max |Δ| 0.25)") in message
     assert "partition calls log only" not in message
 
@@ -135,12 +136,12 @@ def test_first_non_finite_output_names_the_partition(tmp_path: Path) -> None:
     huge = np.array([[3e38, -3e38, 1.0]], np.float32)
     path = _lower(Overflow(), (torch.from_numpy(huge),), tmp_path / "overflow.pte")
     found = get_backend("executorch").load(path, threads=1, shapes={}).intermediates([huge])
-    (partition,) = [e for e in found.details["events"] if e["kind"] == "delegate"]
-    (doubled,) = partition["outputs"].values()
+    (partition,) = [e for e in found.details.events if e.kind == "delegate"]
+    (doubled,) = partition.outputs.values()
     assert np.isinf(doubled).sum() == 2
     message = etdump_divergence(found, [("y", np.zeros((1, 3), np.float32), 0, Tolerance(atol=1e-3))], 1e-3, 0.0, [huge])
-    key = next(iter(partition["outputs"]))
-    assert (f"first non-finite output: value {key[1:]} of {partition['label']} (0 NaN, 2 Inf of 3)") in message
+    key = next(iter(partition.outputs))
+    assert (f"first non-finite output: value {key[1:]} of {partition.label} (0 NaN, 2 Inf of 3)") in message
     assert "first magnitude jump" not in message  # the input was already huge
     assert "with 0 NaN, 2 Inf" in message  # the listed statistics
 

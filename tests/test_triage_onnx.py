@@ -91,10 +91,10 @@ def test_folded_batchnorm_is_named_as_the_first_divergence(tmp_path: Path) -> No
     found = _intermediates(path, x)
     assert found.order == ["c", "bn", "y"]
     # Exposing 'c' keeps ORT from folding the BN, so each tensor was exposed alone.
-    assert found.details["exposure"] == "one at a time" and found.details["exposure_delta"] > TIGHT
+    assert found.details.exposure == "one at a time" and found.details.exposure_delta > TIGHT
     assert np.array_equal(found.tensors["y"], optimized)
-    assert np.array_equal(found.tensors["c"], found.details["runs"]["ORT_DISABLE_ALL"]["c"])
-    assert "bn" in found.details["removed"] and "onnx.reference" in found.details["runs"]
+    assert np.array_equal(found.tensors["c"], found.details.runs["ORT_DISABLE_ALL"]["c"])
+    assert "bn" in found.details.removed and "onnx.reference" in found.details.runs
 
     message = node_divergence(found, TIGHT, TIGHT)
     assert message.startswith("; first divergence: tensor 'bn', the output of BatchNormalization 'bn' (node 1) "
@@ -112,8 +112,8 @@ def test_exact_graph_names_nothing_even_with_zero_tolerance(tmp_path: Path) -> N
     # The fields every runtime's intermediates have (first_divergence reads them), keyed by tensor name here.
     assert found.order == ["mm", "h", "r", "y"] and found.delegated is False
     assert found.producers["h"] == "Add 'add' (node 1)" and found.names["h"] == "h"
-    assert found.details["exposure"] == "all at once" and found.details["exposure_delta"] == 0.0
-    assert set(found.details["runs"]) == {"ORT_DISABLE_ALL", "onnx.reference"} and not found.details["skipped"]
+    assert found.details.exposure == "all at once" and found.details.exposure_delta == 0.0
+    assert set(found.details.runs) == {"ORT_DISABLE_ALL", "onnx.reference"} and not found.details.skipped
     message = node_divergence(found, 0.0, 0.0, "litert-ref")
     assert message.startswith("; no node differs beyond atol=0, rtol=0 between ORT_ENABLE_ALL, ORT_DISABLE_ALL "
                               "and onnx.reference: the golden's values come from elsewhere (its reference "
@@ -130,7 +130,7 @@ def test_reference_evaluator_is_skipped_with_its_reason(tmp_path: Path) -> None:
                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])], [],
                  opset=(("", 17), ("com.microsoft", 1)))
     found = _intermediates(path, np.array([-1, 0, 1, 2], np.float32))
-    assert found.details["skipped"] == {"onnx.reference": "it has operators of domain com.microsoft, which "
+    assert found.details.skipped == {"onnx.reference": "it has operators of domain com.microsoft, which "
                                                   "onnx.reference does not implement"}
     message = node_divergence(found, 0.0, 0.0)
     assert "between ORT_ENABLE_ALL, ORT_DISABLE_ALL:" in message

@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import BackendError
+from .intermediates import Intermediates  # noqa: F401 - the interface's names too
 from .shapes import LoadShapes, Shape
 from .tensors import Coverage, TensorSpec  # noqa: F401 - the interface's names too
 
@@ -26,37 +27,6 @@ if TYPE_CHECKING:
     from .decoder import DecoderRuntime
     from .quant_pair import QuantPairs
     from .speech import SpeechRuntime
-
-@dataclass
-class Intermediates:
-    """Tensors a runtime computed on the way for one run (:meth:`LoadedModel.intermediates`), for triage.
-
-    ``method`` says how they were taken, and so which triage reads them: ``"tensors"`` (LiteRT: every
-    tensor this configuration computes, compared with the delegate-free sibling's), ``"nodes"`` (ONNX
-    Runtime: the graph in several configurations, ``details["runs"]``), ``"etdump"`` (ExecuTorch: the
-    runtime's record of each operator call, ``details["events"]``). Tensor ids are the runtime's own
-    (LiteRT tensor indices, ONNX tensor names, ExecuTorch value ids).
-    """
-
-    method: str
-    order: list[Any] = field(default_factory=list)  # tensor ids in graph (execution) order
-    producers: dict[Any, str] = field(default_factory=dict)  # id -> the node or partition computing it
-    tensors: dict[Any, np.ndarray] = field(default_factory=dict)
-    names: dict[Any, str] = field(default_factory=dict)  # id -> tensor name
-    delegated: bool = False  # whether a delegate ran
-    unavailable: str | None = None  # why nothing (or not everything) could be recorded
-    details: dict[str, Any] = field(default_factory=dict)  # what the method adds
-
-    # The worker's reply to ReadIntermediates is codec.to_json(found) (arrays travel as arrays); the
-    # host reads it with worker.protocol.reply_as.
-
-    @classmethod
-    def of_walk(cls, method: str, found: Mapping[str, Any]) -> "Intermediates":
-        """What a runtime's walk over its graph found, as one flat dict (in the worker): the keys
-        that name a field are that field, the others its details."""
-        known = {f.name for f in fields(cls)} - {"method", "details"}
-        return cls(method, **{k: v for k, v in found.items() if k in known},
-                   details={k: v for k, v in found.items() if k not in known})
 
 
 class LoadedModel(ABC):

@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..backends import Intermediates, split_device
+from ..backends.intermediates import NodeRuns, NodeWalk
 from ..errors import EdgeError
 from ..files import sha256_file
 from ..golden import Golden, GoldenCase
@@ -39,13 +40,12 @@ def cross_isa_note(runner: Runner, plan: Any, info: Any, golden: Golden, host: M
                    case: GoldenCase, outputs: Sequence[np.ndarray], out_order: Sequence[int]) -> list[str]:
     """The line explaining a mismatch as an ISA difference, when the golden was recorded on another
     ISA from this very artifact; [] otherwise (another artifact, same ISA, ISA not recorded)."""
-    recorded = golden.meta.get("reference", {})
     machine = info.device or host
-    golden_isa, isa = recorded.get("isa"), machine.get("arch")
+    golden_isa, isa = golden.meta.reference.isa, machine.get("arch")
     if plan.reference is not None or not golden_isa or not isa or golden_isa == isa:
         return []
     digest = sha256_file(info.artifact)
-    if golden.meta.get("artifacts", {}).get(info.artifact.name) != digest:
+    if golden.meta.artifacts.get(info.artifact.name) != digest:
         return []  # another artifact (or a stale golden, reported on its own): not the ISA's doing
     worst = ""
     for ref, position in zip(golden.outputs_spec, out_order):
@@ -59,10 +59,10 @@ def cross_isa_note(runner: Runner, plan: Any, info: Any, golden: Golden, host: M
             f"sha256 {digest[:12]}) on {_where(machine)}; the golden was recorded by {golden.reference_backend} on "
             f"{golden_isa}: the ISA differs ({golden_isa} vs {isa}), so these outputs come from the runtime's "
             f"{isa} kernels, not from the artifact{worst}")
-    return [line + _node_divergence(runner, plan, golden, recorded, case)]
+    return [line + _node_divergence(runner, plan, golden, case)]
 
 
-def _twin(plan: Any, golden: Golden, recorded: Mapping[str, Any]) -> str | None:
+def _twin(plan: Any, golden: Golden) -> str | None:
     """The same runtime on the golden's machine: the host for a device backend, the golden's
     device for a host backend checked against a golden recorded on a device."""
     base, device = split_device(plan.backend)
@@ -75,17 +75,18 @@ def _twin(plan: Any, golden: Golden, recorded: Mapping[str, Any]) -> str | None:
 
 
 def _values(found: Intermediates) -> Mapping[Any, Any]:
-    # Of a "nodes" method, its unoptimized run (details["unoptimized"] names it), whose tensors are the
+    # Of a "nodes" method, its unoptimized run (NodeWalk.unoptimized names it), whose tensors are the
     # graph's own on every machine (the optimized graphs differ per ISA: other fusions); else the
     # operators' outputs.
-    runs = found.details.get("runs") or {}
-    return runs.get(found.details.get("unoptimized")) or found.tensors or {}
+    details = found.details
+    runs = details.runs if isinstance(details, NodeRuns) else {}
+    unoptimized = details.unoptimized if isinstance(details, NodeWalk) else None
+    return runs.get(unoptimized) or found.tensors or {}
 
 
-def _node_divergence(runner: Runner, plan: Any, golden: Golden, recorded: Mapping[str, Any],
-                     case: GoldenCase) -> str:
+def _node_divergence(runner: Runner, plan: Any, golden: Golden, case: GoldenCase) -> str:
     """"; first node that differs between the two machines: ..." by their intermediate tensors."""
-    twin = _twin(plan, golden, recorded)
+    twin = _twin(plan, golden)
     if twin is None:
         return ""
     found = []

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..backends import Intermediates
+from ..backends.intermediates import EtdumpRecord
 from ..accuracy.compare import compare_output
 from ..errors import EdgeError
 from ..golden import Golden, GoldenCase
@@ -77,16 +78,16 @@ def etdump_divergence(found: Intermediates, expected: Sequence[tuple[str, np.nda
     or jumps in magnitude, the first non-delegated kernel that differs from PyTorch's kernel re-run
     on the same inputs, and what cannot be named inside delegate partitions, which log only their
     boundary tensors."""
-    details = found.details
-    events, partitions, kernels = details["events"], details.get("partitions", 0), details.get("kernels", 0)
-    delegate = next((e["label"].split(" partition")[0] for e in events if e["kind"] == "delegate"), "delegate")
+    record = found.details if isinstance(found.details, EtdumpRecord) else EtdumpRecord()
+    events, partitions, kernels = record.events, record.partitions, record.kernels
+    delegate = next((e.label.split(" partition")[0] for e in events if e.kind == "delegate"), "delegate")
     if found.unavailable:
         return f", which recorded nothing: {found.unavailable}"
     counts = (f"{partitions} {delegate} partition call{'s' if partitions != 1 else ''}, "
               f"{kernels} non-delegated kernel call{'s' if kernels != 1 else ''}")
     parts = [f"{len(events)} operator calls recorded ({counts})"]
     # 1. The runtime's own record of the outputs against the golden.
-    recorded = details.get("program_outputs", [])
+    recorded = record.program_outputs
     differing, matched = [], 0
     for name, golden_array, position, tolerance in expected:
         if position >= len(recorded) or recorded[position] is None:
@@ -108,12 +109,12 @@ def etdump_divergence(found: Intermediates, expected: Sequence[tuple[str, np.nda
     inputs_bad = any(sum(_finite_figures(np.asarray(f))[:2]) for f in feeds if np.asarray(f).dtype.kind == "f")
     nonfinite = jump = None
     for event in events:
-        for key, array in event["outputs"].items():
+        for key, array in event.outputs.items():
             nan, inf, peak = _finite_figures(array)
             if (nan or inf) and nonfinite is None and not inputs_bad:
-                nonfinite = f"{found.names.get(key, key)} of {event['label']} ({nan} NaN, {inf} Inf of {array.size})"
+                nonfinite = f"{found.names.get(key, key)} of {event.label} ({nan} NaN, {inf} Inf of {array.size})"
             if jump is None and peak > EXPLOSION * max(largest, 1.0):
-                jump = (f"{found.names.get(key, key)} of {event['label']} (max |x| {peak:.3g}, over "
+                jump = (f"{found.names.get(key, key)} of {event.label} (max |x| {peak:.3g}, over "
                         f"{EXPLOSION:g} times the largest magnitude before it, {largest:.3g})")
             largest = max(largest, peak)
     if inputs_bad:
@@ -125,19 +126,19 @@ def etdump_divergence(found: Intermediates, expected: Sequence[tuple[str, np.nda
     # 3. Non-delegated kernels against PyTorch's kernels on the same inputs.
     checked, skipped, first = 0, [], None
     for event in events:
-        if event["kind"] != "kernel":
+        if event.kind != "kernel":
             continue
-        if event.get("reference_note"):
-            skipped.append(event["label"].split(" at instruction")[0])
+        if event.reference_note:
+            skipped.append(event.label.split(" at instruction")[0])
             continue
-        compared = [(key, event["outputs"][key], theirs) for key, theirs in event["reference"].items()
-                    if key in event["outputs"]]
+        compared = [(key, event.outputs[key], theirs) for key, theirs in event.reference.items()
+                    if key in event.outputs]
         checked += bool(compared)
         for key, mine, theirs in compared:
             floor = _kernel_floor(mine.dtype) if mine.dtype.kind == "f" else 0.0
             err = diverges(mine, theirs, atol, max(rtol, floor))
             if err is not None and first is None:
-                first = (f"first divergence: {event['label']}: its output {found.names.get(key, key)} differs "
+                first = (f"first divergence: {event.label}: its output {found.names.get(key, key)} differs "
                          f"from PyTorch's kernel on the same inputs (max |Δ| {err:.3g})")
     if first:
         parts.append(first)
@@ -151,18 +152,18 @@ def etdump_divergence(found: Intermediates, expected: Sequence[tuple[str, np.nda
     if partitions and not first:
         calls = f"the {partitions} {delegate} partition calls log" if partitions != 1 else \
             f"the {delegate} partition call logs"
-        why = details.get("unnamed_because", "the golden holds only the model's outputs")
+        why = record.unnamed_because
         parts.append(f"{calls} only the tensors at their boundary, and there are no reference tensors to match "
                      f"them with ({why}), so the diverging operator inside a partition cannot be named")
     elif not partitions and not first and checked and differing:
         parts.append(f"every operator agrees with PyTorch on the same inputs: the golden's values come from elsewhere "
                      f"(its reference {reference_backend or 'backend'}, or another export)")
-    if details.get("unlogged"):
-        parts.append(f"{len(details['unlogged'])} call{'s' if len(details['unlogged']) != 1 else ''} logged nothing")
+    if record.unlogged:
+        parts.append(f"{len(record.unlogged)} call{'s' if len(record.unlogged) != 1 else ''} logged nothing")
     # 4. The first calls, in execution order, with their output statistics.
     # Copies of scalar constants (0-d outputs) say nothing about the model: they are not listed.
-    described = [e for e in events if any(a.ndim for a in e["outputs"].values())]
-    listed = [f"{e['label']} -> " + ", ".join(_stats(a) for a in e["outputs"].values())
+    described = [e for e in events if any(a.ndim for a in e.outputs.values())]
+    listed = [f"{e.label} -> " + ", ".join(_stats(a) for a in e.outputs.values())
               for e in described[:LISTED_EVENTS]]
     if listed:
         more = len(described) - len(listed)

@@ -1,6 +1,6 @@
 """The "layers" triage method: a toolkit's own per-layer accuracy analysis of a quantized build (the
 float model against the quantized one, layer by layer: rknn-toolkit2's ``accuracy_analysis``), read by
-the backend (``Intermediates.details["layers"]``) and told here: the layers whose own error is worst,
+the backend (``Intermediates.details``, a LayerAnalysis) and told here: the layers whose own error is worst,
 and the first layer where the accumulated error falls below the budget. An analysis that could not be
 run or read is said, never left out."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import codec
+from ..backends.intermediates import LayerAnalysis
 from ..errors import EdgeError
 from ..golden import Golden, GoldenCase
 from ..core.plan import Plan
@@ -25,8 +25,8 @@ JUMP_COSINE = 0.99
 class LayerFigure:
     """One layer of the analysis: its own (single-layer) cosine and Euclidean distance, and the
     accumulated cosine from the input; None for a layer fused into the next (no figures of its own).
-    Read with the codec from the backend's rows (``Intermediates.details["layers"]``, each an
-    AnalysisRow's JSON: its ``entire_euclidean`` is not told here)."""
+    Made of the backend's rows (``LayerAnalysis.layers``: its ``entire_euclidean`` is not told here);
+    it reads an AnalysisRow's JSON with the codec too."""
 
     name: str
     op: str = ""
@@ -63,16 +63,12 @@ def layer_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], c
         return [f"triage: {backend}: the runtime gave no per-layer accuracy analysis"]
     if found.unavailable:
         return [f"triage: {backend}: no per-layer accuracy analysis: {found.unavailable}"]
-    try:
-        layers = codec.from_json(list[LayerFigure], found.details.get("layers", []), "the per-layer analysis")
-    except ValueError as exc:  # the worker's reply, not a file this parsed: said, never a crash of the triage
-        return [f"triage: {backend}: {exc}"]
+    analysis = found.details if isinstance(found.details, LayerAnalysis) else LayerAnalysis()
+    layers = [LayerFigure(row.name, row.op, row.cosine, row.euclidean, row.entire_cosine) for row in analysis.layers]
     worst = worst_layers(layers)
     if not worst:  # the backend's parser refuses such a file; said, never a silent pass
         return [f"triage: {backend}: the per-layer accuracy analysis named no layer with figures"]
-    tool = found.details.get("tool", "the toolkit's per-layer analysis")
-    lines = [f"triage: {tool} ({found.details.get('compared', 'float against quantized')}, on the failing "
-             f"case's inputs; {found.details.get('file', 'its file')}): worst layers by their own cosine: "
+    lines = [f"triage: {analysis.tool} ({analysis.compared}, on the failing case's inputs; {analysis.file}): worst layers by their own cosine: "
              + "; ".join(layer.said() for layer in worst)]
     jump = first_jump(layers)
     if jump is not None:

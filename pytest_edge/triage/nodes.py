@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..backends import Intermediates
+from ..backends.intermediates import NodeRuns, NodeWalk
 from ..errors import EdgeError
 from ..golden import Golden, GoldenCase
 from ..accuracy.metrics import diverges
@@ -26,7 +27,8 @@ def node_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], ca
         return []
     if found is None or found.method != "nodes":
         return []
-    optimized = found.details.get("optimized", "optimized")
+    details = _runs(found)
+    optimized = details.optimized if isinstance(details, NodeWalk) else "optimized"
     line = (f"triage: {plan.backend} has no delegate-free sibling, so its {info.artifact.name} was run node by node "
             f"with {_listed([optimized, *_configurations(found)], ', ')}")
     if found.unavailable:
@@ -37,15 +39,21 @@ def node_triage(runner: Runner, plan: Plan, golden: Golden, feeds: list[Any], ca
     if "first divergence" in divergence and golden.reference_backend != plan.backend:
         # The likeliest cause is then the other runtime or artifact, which no node of this graph shows.
         line += (f"; note that the golden itself was recorded by {golden.reference_backend}"
-                 f"{' on ' + golden.meta['reference']['artifact'] if golden.meta['reference'].get('artifact') else ''}"
+                 f"{' on ' + golden.meta.reference.artifact if golden.meta.reference.artifact else ''}"
                  f", not by {plan.backend}: a node named above differs between "
-                 f"{found.details.get('runtime_short', 'the runtime')}'s configurations, which "
+                 f"{details.runtime_short}'s configurations, which "
                  "need not be why this backend misses a golden from another runtime")
     return [line]
 
 
+def _runs(found: Intermediates) -> NodeRuns:
+    """The "nodes" method's details (none where a runtime sent none: nothing ran)."""
+    return found.details if isinstance(found.details, NodeRuns) else NodeRuns()
+
+
 def _configurations(found: Intermediates) -> list[str]:
-    return [str(name) for name in found.details.get("configurations") or found.details.get("runs", {})]
+    details = _runs(found)
+    return [str(name) for name in details.configurations or details.runs]
 
 
 def _listed(names: list[str], first_join: str) -> str:
@@ -58,10 +66,11 @@ def node_divergence(found: Intermediates, atol: float, rtol: float, reference_ba
     configurations of the graph (ONNX Runtime: the optimized run against the unoptimized one, the
     unoptimized one against the reference evaluator), from the ``Intermediates`` of a "nodes"
     backend; the other pair's first divergence follows, when it has one. The configurations come in
-    the order ``details["configurations"]`` names them; one the backend skipped is left out."""
-    details = found.details
-    optimized = details.get("optimized", "optimized")
-    runs = details["runs"]
+    the order ``details.configurations`` names them; one the backend skipped is left out."""
+    details = _runs(found)
+    walk = details if isinstance(details, NodeWalk) else NodeWalk()  # not walked: a walk's defaults
+    optimized = walk.optimized
+    runs = details.runs
     ran = [name for name in _configurations(found) if name in runs]
     unoptimized = ran[0] if ran else (_configurations(found) or ["unoptimized"])[0]
     pairs = [(optimized, found.tensors, unoptimized, runs.get(unoptimized, {}))]
@@ -76,14 +85,14 @@ def node_divergence(found: Intermediates, atol: float, rtol: float, reference_ba
                 break
         firsts.append(first)
     notes = []
-    if details.get("exposure") == "one at a time":
+    if walk.exposure == "one at a time":
         notes.append(f"{optimized}'s values were read one tensor at a time: exposing every tensor at once stopped "
-                     f"fusions that change the outputs" + (f" by max |Δ| {details['exposure_delta']:.3g}"
-                                                           if details.get("exposure_delta") else ""))
-    if details.get("solo_stopped_at"):
-        notes.append(f"{optimized} was compared before tensor {details['solo_stopped_at']!r} only: the "
-                     f"{details.get('solo_budget_s', 0):g} s budget for one-at-a-time sessions ran out")
-    for run, why in details.get("skipped", {}).items():
+                     f"fusions that change the outputs" + (f" by max |Δ| {walk.exposure_delta:.3g}"
+                                                           if walk.exposure_delta else ""))
+    if walk.solo_stopped_at:
+        notes.append(f"{optimized} was compared before tensor {walk.solo_stopped_at!r} only: the "
+                     f"{walk.solo_budget_s:g} s budget for one-at-a-time sessions ran out")
+    for run, why in details.skipped.items():
         notes.append(f"{run} skipped: {why}")
     tail = "".join(f"; {n}" for n in notes)
     named = sorted((f for f in firsts if f is not None), key=lambda f: f[0])
@@ -91,7 +100,7 @@ def node_divergence(found: Intermediates, atol: float, rtol: float, reference_ba
         compared = _listed([optimized, unoptimized, *ran[1:]], ", ")
         return (f"; no node differs beyond atol={atol:g}, rtol={rtol:g} between {compared}: the golden's values "
                 f"come from elsewhere (its reference {reference_backend or 'backend'}, another "
-                f"{details.get('runtime', 'runtime')} build or machine, or another export){tail}")
+                f"{details.runtime} build or machine, or another export){tail}")
     tensor = named[0][1]
     here = [(pair, err) for _, t, pair, err in named if t == tensor]
     message = f"; first divergence: {_describe(found, tensor, here)}"
@@ -109,11 +118,13 @@ def _describe(found: Intermediates, tensor: str, diffs: list[tuple[str, float]])
     run made of the node."""
     figures = "; ".join(f"max |Δ| {err:.3g}" + (f", {pair}" if pair else "") for pair, err in diffs)
     text = f"tensor {found.names.get(tensor, tensor)!r}, the output of {found.producers.get(tensor, '?')} ({figures})"
-    details = found.details
-    node = details.get("nodes", {}).get(tensor, {}).get("node")
-    optimized = details.get("optimized", "the optimized run")
-    if tensor in details.get("fused", {}):
-        text += f"; {optimized} computes it with {details['fused'][tensor]}"
-    elif node and node in details.get("removed", []):
+    details = _runs(found)
+    if not isinstance(details, NodeWalk):
+        return text
+    of = details.nodes.get(tensor)
+    node, optimized = of.node if of is not None else None, details.optimized
+    if tensor in details.fused:
+        text += f"; {optimized} computes it with {details.fused[tensor]}"
+    elif node and node in details.removed:
         text += f"; {optimized}'s graph has no node {node!r} (fused or folded into another)"
     return text

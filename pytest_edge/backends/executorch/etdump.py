@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence, Union
 
 import numpy as np
 
-from ..base import Intermediates
+from ..intermediates import EtdumpEvent, EtdumpRecord, Intermediates
 from .dtypes import INTERMEDIATE_TYPES
 
 if TYPE_CHECKING:
@@ -191,36 +191,29 @@ def _is_output(entry: Any) -> bool:
 
 def etdump_intermediates(data: bytes, feeds: Sequence[np.ndarray]) -> Intermediates:
     """What one ETDump run records: :class:`Intermediates` of method "etdump" (value ids "v12": a .pte
-    has no tensor names) with the details, per instruction in execution order, ``{"events": [{"instruction",
-    "kind" ("delegate" or "kernel"), "label", "inputs": {value id: array}, "outputs": {...},
-    "reference": {...} (non-delegated kernels: PyTorch's kernel on the same inputs),
-    "reference_note"}], "program_outputs": [arrays], "partitions", "kernels", "unlogged", "unavailable"}``
-    """
-    return Intermediates.of_walk("etdump", _etdump_run(data, feeds))
-
-
-def _etdump_run(data: bytes, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
+    has no tensor names) with :class:`EtdumpRecord` details: each operator call in execution order
+    (a delegate partition's or a CPU kernel's, its logged inputs and outputs, and for a kernel
+    PyTorch's own kernel re-run on the same inputs), the program's outputs as recorded, the calls
+    that logged nothing; ``unavailable`` where the run cannot be recorded."""
     from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
 
     layout = _Layout(data)
     # unnamed_because: why the triage cannot match a partition's inside against reference tensors.
-    result: dict[str, Any] = {"runtime": "ETDump", "events": [], "program_outputs": [], "unlogged": [],
-                              "unnamed_because": "a .pte keeps no tensor names, the golden holds only the model's "
-                                                 "outputs, and no ETRecord is at hand",
-                              "partitions": sum(s.kind == "DelegateCall" for s in layout.steps),
-                              "kernels": sum(s.kind == "KernelCall" for s in layout.steps),
-                              "order": [], "producers": {}, "tensors": {}, "names": {}, "unavailable": None}
-    result["delegated"] = result["partitions"] > 0
+    record = EtdumpRecord(unnamed_because="a .pte keeps no tensor names, the golden holds only the model's "
+                                          "outputs, and no ETRecord is at hand",
+                          partitions=sum(s.kind == "DelegateCall" for s in layout.steps),
+                          kernels=sum(s.kind == "KernelCall" for s in layout.steps))
+    result = Intermediates("etdump", delegated=record.partitions > 0, details=record)
     problem = layout.unloggable()
     if problem:
-        result["unavailable"] = problem
+        result.unavailable = problem
         return result
     etdump_bytes, buffer = _record(data, feeds, layout.debug_buffer_size())
     etdump = deserialize_from_etdump_flatcc(etdump_bytes)
     run = next((r for r in reversed(etdump.run_data)
                 if any(e.profile_event and e.profile_event.name == "Method::execute" for e in r.events)), None)
     if run is None:
-        result["unavailable"] = "the ETDump holds no Method::execute block"
+        result.unavailable = "the ETDump holds no Method::execute block"
         return result
     logged: dict[int, list[np.ndarray | None]] = {}
     xnn_ops: dict[int, list[str]] = {}
@@ -235,7 +228,7 @@ def _etdump_run(data: bytes, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
         entry = debug.debug_entry
         tensor = _debug_tensor(entry.tensor, buffer) if entry.tensor is not None else None
         if _is_output(entry):
-            result["program_outputs"].append(tensor)
+            record.program_outputs.append(tensor)
         elif debug.chain_index == 0:
             logged.setdefault(debug.instruction_id, []).append(tensor)
     known: dict[int, np.ndarray] = {vid: np.asarray(x) for vid, x in zip(layout.plan.inputs, feeds)}
@@ -256,23 +249,23 @@ def _etdump_run(data: bytes, feeds: Sequence[np.ndarray]) -> dict[str, Any]:
                 f"{name} at instruction {index} (ExecuTorch's CPU kernel)"
             by_id = dict(zip(step.outputs[-len(entries):], entries)) if entries else {}
         if not entries:
-            result["unlogged"].append(label)
+            record.unlogged.append(label)
             continue
         inputs = {vid: by_id.get(vid, known.get(vid)) for vid in step.inputs}
         outputs = {vid: by_id[vid] for vid in step.outputs if by_id.get(vid) is not None}
-        event = {"instruction": index, "kind": "delegate" if step.kind == "DelegateCall" else "kernel",
-                 "label": label, "inputs": {f"v{k}": v for k, v in inputs.items() if v is not None},
-                 "outputs": {f"v{k}": v for k, v in outputs.items()}, "reference": {}, "reference_note": None}
+        event = EtdumpEvent(index, "delegate" if step.kind == "DelegateCall" else "kernel", label,
+                            {f"v{k}": v for k, v in inputs.items() if v is not None},
+                            {f"v{k}": v for k, v in outputs.items()})
         if step.kind == "KernelCall":
-            event["reference"], event["reference_note"] = _aten_reference(layout, step, known, outputs)
+            event.reference, event.reference_note = _aten_reference(layout, step, known, outputs)
         known.update(outputs)
-        result["events"].append(event)
+        record.events.append(event)
         for vid, value in outputs.items():
             key = f"v{vid}"
-            result["order"].append(key)
-            result["producers"][key] = label
-            result["tensors"][key] = value
-            result["names"][key] = f"value {vid}"
+            result.order.append(key)
+            result.producers[key] = label
+            result.tensors[key] = value
+            result.names[key] = f"value {vid}"
     return result
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
 from ...accuracy.metrics import max_abs_diff
-from ..base import Intermediates
+from ..intermediates import Intermediates, NodeOf, NodeRuns, NodeWalk
 from .session import new_session
 
 # Limits that keep the per-node triage well inside a worker request's time (edge_timeout).
@@ -19,11 +19,23 @@ SOLO_BUDGET_S = 30.0  # sessions that expose one tensor at a time (see node_inte
 REFERENCE_MAX_NODES = 1000  # onnx.reference runs in NumPy: slow on large graphs
 MAX_INTERMEDIATE_BYTES = 2**30  # what one reply may carry back to the pytest process
 UNOPTIMIZED, REFERENCE = "ORT_DISABLE_ALL", "onnx.reference"
+# The configurations the graph is run in, after the optimized one, compared in this order, and the
+# runtime's names: what the "nodes" triage method reads.
+CONFIGURATIONS = (UNOPTIMIZED, REFERENCE)
+RUNTIME, RUNTIME_SHORT = "onnxruntime", "ORT"
 _SENDABLE = {np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                                    "uint64", "float16", "float32", "float64")}
 
 
-def _sendable(values: dict[str, Any]) -> dict[str, np.ndarray]:
+# One output of ORT or onnx.reference: a tensor, a sequence or a map.
+_Output = Union[np.ndarray, list[Any], dict[Any, Any]]
+
+
+def _not_walked() -> NodeRuns:
+    return NodeRuns(configurations=list(CONFIGURATIONS), runtime=RUNTIME, runtime_short=RUNTIME_SHORT)
+
+
+def _sendable(values: dict[str, _Output]) -> dict[str, np.ndarray]:
     # Sequences, maps, strings and bfloat16 cannot cross the worker protocol, nor be compared here.
     return {k: v for k, v in values.items() if isinstance(v, np.ndarray) and v.dtype in _SENDABLE}
 
@@ -81,31 +93,17 @@ def node_intermediates(path: Path, provider: str, feeds: dict[str, np.ndarray], 
     until SOLO_BUDGET_S is spent, and the graph outputs are taken from ``final``.
 
     Returns :class:`Intermediates` of method "nodes" keyed by tensor name (``tensors``: the optimized
-    values), with the details "nodes" (tensor -> node name,
-    op_type, index), "runs" (ORT_DISABLE_ALL's and onnx.reference's tensors), "optimized" (the
-    level's name), "unoptimized" (the run of the graph as exported, the same on every machine: a
-    key of "runs"), "exposure" ("all at once" or "one at a time"), "exposure_delta" (max |Δ| on the
-    outputs from exposing every tensor), "solo_stopped_at", "fused" (tensor -> node of ORT's
-    optimized graph), "removed" (node names its optimized graph no longer has) and "skipped" (run
-    -> why not); "unavailable" with a reason where it cannot be done.
+    values), with :class:`NodeWalk` details (ORT_DISABLE_ALL's and onnx.reference's tensors in
+    ``runs``, what the optimized graph fused and removed, how its values were exposed); ``unavailable``
+    with a reason where it cannot be done.
     """
-    found = _node_runs(path, provider, feeds, threads=threads, final=final, level=level)
-    return Intermediates.of_walk("nodes", found)
-
-
-def _node_runs(path: Path, provider: str, feeds: dict[str, np.ndarray], *, threads: int | None,
-               final: dict[str, np.ndarray] | None, level) -> dict[str, Any]:
-    # The configurations the graph is run in, after the optimized one, compared in this order (the
-    # "nodes" triage method reads them, and the runtime's names, from here).
-    empty: dict[str, Any] = {"order": [], "producers": {}, "tensors": {}, "names": {},
-                             "delegated": provider != "CPUExecutionProvider", "runs": {}, "skipped": {},
-                             "configurations": [UNOPTIMIZED, REFERENCE], "runtime": "onnxruntime",
-                             "runtime_short": "ORT"}
+    delegated = provider != "CPUExecutionProvider"
     try:
         import onnx
         import onnxruntime as ort
     except ImportError as exc:
-        return {**empty, "unavailable": f"the per-node triage needs onnx in the worker ({exc})"}
+        return Intermediates("nodes", delegated=delegated, details=_not_walked(),
+                             unavailable=f"the per-node triage needs onnx in the worker ({exc})")
     level = level if level is not None else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     level_name = getattr(level, "name", str(level))
     model = onnx.load(str(path))
@@ -119,7 +117,7 @@ def _node_runs(path: Path, provider: str, feeds: dict[str, np.ndarray], *, threa
         for tensor in node.output:
             if tensor and tensor not in given and tensor not in nodes:
                 order.append(tensor)
-                nodes[tensor] = {"node": node.name, "op_type": node.op_type, "index": index}
+                nodes[tensor] = NodeOf(node.name, node.op_type, index)
                 producers[tensor] = f"{node.op_type} {node.name!r} (node {index})" if node.name else \
                     f"{node.op_type} (node {index})"
     try:  # element types for the added outputs; ORT takes an untyped output where inference fails
@@ -130,7 +128,8 @@ def _node_runs(path: Path, provider: str, feeds: dict[str, np.ndarray], *, threa
     try:
         plain = model.SerializeToString()
     except ValueError as exc:
-        return {**empty, "unavailable": f"{path} cannot be copied with its tensors exposed ({exc})"}
+        return Intermediates("nodes", delegated=delegated, details=_not_walked(),
+                             unavailable=f"{path} cannot be copied with its tensors exposed ({exc})")
     own_outputs = [onnx.ValueInfoProto.FromString(o.SerializeToString()) for o in graph.output]
     for tensor in order:
         if tensor in outputs:
@@ -143,36 +142,38 @@ def _node_runs(path: Path, provider: str, feeds: dict[str, np.ndarray], *, threa
         else:
             graph.output.append(onnx.ValueInfoProto(name=tensor))
     exposed = model.SerializeToString()
-    found = {**empty, "order": order, "producers": producers, "names": {t: t for t in order}, "nodes": nodes,
-             "optimized": level_name, "unoptimized": UNOPTIMIZED, "exposure": "all at once", "exposure_delta": None, "solo_stopped_at": None,
-             "fused": {}, "removed": [], "solo_budget_s": SOLO_BUDGET_S}
+    walk = NodeWalk(configurations=list(CONFIGURATIONS), runtime=RUNTIME, runtime_short=RUNTIME_SHORT, nodes=nodes,
+                    optimized=level_name, unoptimized=UNOPTIMIZED, solo_budget_s=SOLO_BUDGET_S)
+    found = Intermediates("nodes", order=order, producers=producers, names={t: t for t in order},
+                          delegated=delegated, details=walk)
     try:
-        found["runs"][UNOPTIMIZED] = _run_exposed(exposed, provider, ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-                                                  threads, feeds)
+        walk.runs[UNOPTIMIZED] = _run_exposed(exposed, provider, ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                                              threads, feeds)
     except Exception as exc:  # noqa: BLE001 - ORT's refusal, in its words
-        return {**found, "unavailable": f"onnxruntime ({provider}, {UNOPTIMIZED}) refused {path} with every "
-                                        f"node output exposed: {str(exc).strip()[:300]}"}
+        found.unavailable = (f"onnxruntime ({provider}, {UNOPTIMIZED}) refused {path} with every "
+                             f"node output exposed: {str(exc).strip()[:300]}")
+        return found
     try:
         optimized = _run_exposed(exposed, provider, level, threads, feeds)
     except Exception as exc:  # noqa: BLE001
-        found["skipped"][f"{level_name} with every tensor exposed"] = str(exc).strip()[:300]
+        walk.skipped[f"{level_name} with every tensor exposed"] = str(exc).strip()[:300]
         optimized = None
     final = _sendable(final or {})
     if optimized is not None and final:
         deltas = [max_abs_diff(final[o], optimized[o]) for o in final if o in optimized]
-        found["exposure_delta"] = max(deltas, default=0.0)
-    if optimized is not None and not (found["exposure_delta"] or 0.0) > 0.0:
-        found["tensors"] = optimized
+        walk.exposure_delta = max(deltas, default=0.0)
+    if optimized is not None and not (walk.exposure_delta or 0.0) > 0.0:
+        found.tensors = optimized
     else:
         # Exposing every tensor stopped a fusion that changes the outputs (or ORT refused the copy):
         # expose one at a time, so the fusions around each tensor stay.
-        found["exposure"] = "one at a time"
+        walk.exposure = "one at a time"
         solo, deadline = dict(final), time.monotonic() + SOLO_BUDGET_S
         for tensor in order:
             if tensor in final:
                 continue
             if time.monotonic() > deadline:
-                found["solo_stopped_at"] = tensor
+                walk.solo_stopped_at = tensor
                 break
             graph.ClearField("output")
             graph.output.extend([*own_outputs, onnx.ValueInfoProto(name=tensor)])
@@ -181,11 +182,11 @@ def _node_runs(path: Path, provider: str, feeds: dict[str, np.ndarray], *, threa
                                                            feeds).items() if k == tensor})
             except Exception:  # noqa: BLE001, S112 - ORT refuses this output: nothing to compare it with
                 continue
-        found["tensors"] = solo
+        found.tensors = solo
     try:
-        found["fused"], found["removed"] = _optimized_graph(
-            plain, provider, level, threads, {t: n["op_type"] for t, n in nodes.items()},
-            {n["node"] for n in nodes.values() if n["node"]})
+        walk.fused, walk.removed = _optimized_graph(
+            plain, provider, level, threads, {t: n.op_type for t, n in nodes.items()},
+            {n.node for n in nodes.values() if n.node})
     except Exception:  # noqa: BLE001, S110 - some providers cannot save their optimized graph
         pass
     graph.ClearField("output")
@@ -196,13 +197,14 @@ def _node_runs(path: Path, provider: str, feeds: dict[str, np.ndarray], *, threa
             from onnx.reference import ReferenceEvaluator
 
             values = ReferenceEvaluator(model).run(None, feeds, intermediate=True)
-            found["runs"][REFERENCE] = _sendable({t: values[t] for t in order if t in values})
+            walk.runs[REFERENCE] = _sendable({t: values[t] for t in order if t in values})
         except Exception as exc:  # noqa: BLE001 - an operator or attribute it does not implement
             reason = f"it failed on {path.name}: {type(exc).__name__}: {str(exc).strip()[:200]}"
     if reason is not None:
-        found["skipped"][REFERENCE] = reason
-    size = sum(v.nbytes for run in [found["tensors"], *found["runs"].values()] for v in run.values())
+        walk.skipped[REFERENCE] = reason
+    size = sum(v.nbytes for run in [found.tensors, *walk.runs.values()] for v in run.values())
     if size > MAX_INTERMEDIATE_BYTES:
-        return {**empty, "unavailable": f"the intermediate tensors of {path} take {size / 2**30:.1f} GiB per run, "
-                                        f"more than the {MAX_INTERMEDIATE_BYTES / 2**30:.0f} GiB a worker sends back"}
+        return Intermediates("nodes", delegated=delegated, details=_not_walked(),
+                             unavailable=f"the intermediate tensors of {path} take {size / 2**30:.1f} GiB per run, "
+                                         f"more than the {MAX_INTERMEDIATE_BYTES / 2**30:.0f} GiB a worker sends back")
     return found

@@ -11,8 +11,9 @@ an error naming the file and the line, never a layer silently dropped."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from ..intermediates import LayerRow
 
 ANALYSIS_FILE = "error_analysis.txt"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the toolkit colours a poor figure
@@ -25,18 +26,9 @@ class AnalysisUnreadable(ValueError):
     """The toolkit's analysis file is missing, empty or not in the layout it writes."""
 
 
-@dataclass(frozen=True)
-class AnalysisRow:
-    """One layer of the toolkit's analysis. ``cosine``/``euclidean``: the layer alone (``single``);
-    ``entire_*``: accumulated from the input. None for a layer fused into the next (no figures)."""
-
-    name: str
-    op: str
-    cosine: float | None
-    euclidean: float | None
-    entire_cosine: float | None
-    entire_euclidean: float | None
-    # Intermediates.details["layers"] holds codec.to_json(row); triage/layers.py reads it back.
+# One layer of the toolkit's analysis: the per-layer row every "layers" backend reports (the
+# Intermediates' LayerAnalysis.layers).
+AnalysisRow = LayerRow
 
 
 def parse_analysis(text: str, path: Path | str) -> list[AnalysisRow]:

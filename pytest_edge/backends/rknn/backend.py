@@ -28,7 +28,8 @@ import numpy as np
 
 from ... import codec
 from ...errors import BackendError, DoesNotConvert
-from ..base import Backend, TensorBackend, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
+from ..base import Backend, TensorBackend, LoadedModel, TensorSpec, file_head, unusable_artifact
+from ..intermediates import Intermediates, LayerAnalysis
 from ..shapes import InputShapes, LoadShapes
 from ..toolprocess import MEMORY_VARIABLE, error_line, memory_limit
 from . import INT8, PLATFORMS, REGISTERED  # the manifest's (__init__.py)
@@ -307,7 +308,7 @@ class RknnModel(LoadedModel):
     def intermediates(self, feeds: Sequence[np.ndarray]) -> Intermediates | None:
         """The toolkit's per-layer accuracy analysis of the int8 build on ``feeds``
         (``accuracy_analysis(target=None)``: the float model against the quantized simulator, layer by
-        layer), method "layers": ``details["layers"]`` as the toolkit's file gives them, in its order.
+        layer), method "layers": its ``details`` a LayerAnalysis of the rows the toolkit's file gives, in order.
         Float16 builds are not analysed (said in ``unavailable``); a missing or garbled file too."""
         method = "layers"
         tool = f"rknn-toolkit2 {self.backend.runtime_version()}'s accuracy_analysis"
@@ -332,9 +333,8 @@ class RknnModel(LoadedModel):
                 rows = read_analysis(snapshot)
             except AnalysisUnreadable as exc:
                 return Intermediates(method, unavailable=f"{tool}: {exc}")
-        return Intermediates(method, details={"layers": codec.to_json(rows), "tool": tool,
-                                              "file": ANALYSIS_FILE, "compared": "the float model against the int8 "
-                                              "simulator"})
+        return Intermediates(method, details=LayerAnalysis(rows, tool, ANALYSIS_FILE,
+                                                           "the float model against the int8 simulator"))
 
     def runtime_details(self) -> dict[str, Any]:
         return codec.to_json(self.details)
