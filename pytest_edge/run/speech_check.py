@@ -22,6 +22,7 @@ the rates' meaning is the same: how much of the reference's transcript changed).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -31,6 +32,7 @@ import numpy as np
 from ..backends.speech import Recognizer, mask_suppressed
 from ..backends.speech_features import AudioError, read_wav
 from ..checks import BUDGET, Finding, check_speech, check_teacher_forced
+from ..core.generation_figures import KlDivergence
 from ..core.models import Model
 from ..core.record import Record, SpeechFile, SpeechRecord, SpeechWindow
 from ..core.record_accuracy import SpeechAccuracy
@@ -38,19 +40,12 @@ from ..core.record_blocks import AudioInput, ModelIdentity, PluginIdentity
 from ..core.settings import Settings
 from ..errors import EdgeUsageError, GoldenError
 from ..files import atomic_write, relative_path, sha256_file
-from ..golden.tokens import TopLogprobs
 from ..llm.metrics import TeacherForced, teacher_forced, top_logprobs
 from ..backends.speech import SpeechConfig, Transcription
 from ..worker.pool import WorkerPool
 from ..worker.protocol import ForceSpeech, OpenSpeech, Transcribe, reply_as
+from .speech_golden import WORD_PER_ID, SpeechGolden, golden_path, read_speech_golden, transcript
 from .speech_plan import SpeechTarget, missing_files, runtime_info, speech_backends, speech_files, why_not
-
-WORD_PER_ID = "one word per token id (w<id>): the export has no tokenizer"
-
-
-def transcript(tokens: Sequence[int]) -> str:
-    """The words of ``tokens`` (:data:`WORD_PER_ID`)."""
-    return " ".join(f"w{int(t)}" for t in tokens)
 
 
 def error_rates(reference: str, hypothesis: str) -> tuple[float, float]:
@@ -61,10 +56,6 @@ def error_rates(reference: str, hypothesis: str) -> tuple[float, float]:
     import jiwer
 
     return float(jiwer.wer(reference, hypothesis)), float(jiwer.cer(reference, hypothesis))
-
-
-def golden_path(golden_dir: Path, model_key: str, audio: Path) -> Path:
-    return Path(golden_dir) / model_key / "speech" / f"{audio.stem}.json"
 
 
 def windows(samples: np.ndarray, config: SpeechConfig) -> list[tuple[float, np.ndarray]]:
@@ -141,7 +132,9 @@ class SpeechChecker:
                           "; ".join(f"{name}: {why_not(name) or 'no ' + ', '.join(missing_files(name, folder))}"
                                     for name in speech_backends()) + ")")
 
-    def golden(self, target: SpeechTarget, audio: Path) -> dict[str, Any]:
+    def golden(self, target: SpeechTarget, audio: Path) -> SpeechGolden:
+        """``audio``'s golden, of the model the target is judged against; with --edge-update-golden
+        first recorded once per session by the reference backend."""
         owner: Model = target.golden_model
         path = golden_path(self.settings.golden_dir, owner.key, audio)
         if self.settings.update_golden and path not in self._recorded:
@@ -175,37 +168,7 @@ class SpeechChecker:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
             self._recorded.add(path)
-        if not path.is_file():
-            raise GoldenError(f"no speech golden {path} for {audio.name} of {owner.key}: record it with "
-                              "--edge-update-golden")
-        new_tokens = target.spec.new_tokens
-        try:
-            data = json.loads(path.read_text())
-            meta = dict(data["meta"])
-            stored = data["windows"] if "windows" in data else [data]
-            if not isinstance(stored, list) or not stored:
-                raise ValueError("'windows' is not a list of windows")
-            kept = []
-            for part in stored:
-                tokens = [int(t) for t in part["tokens"]]
-                n = min(len(tokens), new_tokens)
-                distributions = TopLogprobs(np.asarray(part["top_ids"], np.int64)[:n].reshape(n, -1),
-                                            np.asarray(part["top_logprobs"], np.float32)[:n].reshape(n, -1),
-                                            np.asarray([-np.inf if r is None else r for r in part["rest_logprob"]],
-                                                       np.float32)[:n]) if part.get("top_ids") else None
-                if len(tokens) < new_tokens and not bool(part["ended"]):
-                    raise GoldenError(f"{path}: holds {len(tokens)} tokens, the test asks for new_tokens={new_tokens}: "
-                                      "re-record it with --edge-update-golden")
-                kept.append({"tokens": tokens[:new_tokens], "distributions": distributions})
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise GoldenError(f"{path}: not a speech golden ({type(exc).__name__}: {exc}); re-record it with "
-                              "--edge-update-golden") from None
-        if meta.get("audio_sha256") != sha256_file(audio):
-            raise GoldenError(f"{path}: recorded from another {audio.name} than {audio} holds now: re-record it with "
-                              "--edge-update-golden")
-        tokens = [t for part in kept for t in part["tokens"]]
-        return {"windows": kept, "tokens": tokens, "transcript": transcript(tokens),
-                "reference": meta.get("reference_backend")}
+        return read_speech_golden(path, audio, owner.key, target.spec.new_tokens)
 
     def check(self, test_id: str, target: SpeechTarget, step: Callable[[str], None]) -> tuple[Record, list[str]]:
         spec, backend = target.spec, target.backend
@@ -227,22 +190,22 @@ class SpeechChecker:
             samples = self.audio(audio, backend, recognizer)  # audio it cannot take: said before any golden
             golden = self.golden(target, audio)
             pieces = windows(samples, recognizer.config)
-            if len(pieces) != len(golden["windows"]):
+            if len(pieces) != len(golden.windows):
                 raise GoldenError(f"{golden_path(self.settings.golden_dir, target.golden_model.key, audio)}: holds "
-                                  f"{len(golden['windows'])} windows of {audio.name}, which {backend}'s export reads in "
+                                  f"{len(golden.windows)} windows of {audio.name}, which {backend}'s export reads in "
                                   f"{len(pieces)} windows of {recognizer.config.features.chunk_length} s: re-record it "
                                   "with --edge-update-golden")
             runs: list[Transcription] = []
             parts: list[SpeechWindow] = []
-            for index, ((start_s, window), stored) in enumerate(zip(pieces, golden["windows"])):
+            for index, ((start_s, window), stored) in enumerate(zip(pieces, golden.windows)):
                 run = recognizer.transcribe(window, spec.new_tokens)
                 runs.append(run)
-                expected_here = stored["tokens"]
+                expected_here = stored.tokens
                 where = audio.name if len(pieces) == 1 else f"{audio.name} window {index} ({start_s:g} s)"
                 first_here = first_difference(expected_here, run.tokens)
                 logits = recognizer.teacher_force(window, expected_here) if expected_here else None
                 if logits is not None:
-                    forced.append(teacher_forced(expected_here, stored["distributions"],
+                    forced.append(teacher_forced(expected_here, stored.distributions,
                                                  mask_suppressed(logits, recognizer.config)))
                     forced_names.append(where)
                 elif expected_here:
@@ -250,25 +213,26 @@ class SpeechChecker:
                 compared += max(len(expected_here), len(run.tokens))
                 if target.reference is None and first_here is not None:
                     said = lambda tokens: str(tokens[first_here]) if first_here < len(tokens) else "end of text"  # noqa: E731
-                    violations.append(f"{backend}: {where}: tokens differ from the golden's ({golden['reference']}) at "
+                    violations.append(f"{backend}: {where}: tokens differ from the golden's ({golden.reference}) at "
                                       f"position {first_here}: golden {said(expected_here)}, got {said(run.tokens)} "
                                       f"(golden {expected_here}, got {run.tokens})")
                 parts.append(SpeechWindow(start_s, run.audio_s, len(run.tokens), first_here, run.total_ms,
                                           run.encoder_ms, run.first_token_ms, run.real_time_factor))
-            got, expected = [t for run in runs for t in run.tokens], golden["tokens"]
+            got, expected = [t for run in runs for t in run.tokens], golden.tokens
             text = transcript(got)
-            wer, cer = error_rates(golden["transcript"], text)
-            files.append(_file(audio.name, runs, expected, got, golden["transcript"], text,
+            wer, cer = error_rates(golden.transcript, text)
+            files.append(_file(audio.name, runs, expected, got, golden.transcript, text,
                                first_difference(expected, got), wer, cer, parts if len(parts) > 1 else []))
         if compared == 0:  # nothing silent: a check that compared no token judged nothing
             violations.append(f"{backend}: no token was compared: the golden and this run both ended at once on "
                               f"every audio file ({', '.join(a.name for a in target.audio)})")
-        overall = _overall(forced, forced_names)
+        overall: SpeechTeacherForced | NotForced | None = _overall(forced, forced_names)
         if not_forced:  # said, never invented: the budgets on these figures then fail (check_teacher_forced)
-            overall = {**(overall or {}), "not_measured": f"not measured: {backend} gives no decoder logits "
-                                                          f"({', '.join(not_forced)})"}
+            said = f"not measured: {backend} gives no decoder logits ({', '.join(not_forced)})"
+            overall = replace(overall, not_measured=said) if overall is not None else NotForced(said)
+        figures = codec.to_json(overall)  # the block's teacher_forced, as the checks read it
         block = SpeechRecord(codec.to_json(recognizer.config), spec.new_tokens,
-                             target.golden_model.key, WORD_PER_ID, files, overall)
+                             target.golden_model.key, WORD_PER_ID, files, figures)
         findings: list[Finding] = check_speech(_rates(block), budgets, backend)
         for finding in findings:  # the audio file of the worst figure the finding's row reads
             read = BUDGET[finding.check].read
@@ -276,7 +240,7 @@ class SpeechChecker:
             worst = max(files, key=lambda f: read(_rates(f)))
             violations.append(f"{finding.message} on {worst.audio}: reference transcript {worst.golden_transcript!r}, "
                               f"got {worst.transcript!r}")
-        tf_findings = check_teacher_forced(overall, budgets, backend)
+        tf_findings = check_teacher_forced(figures, budgets, backend)
         findings += tf_findings
         violations += [finding.message for finding in tf_findings]
         record = Record(
@@ -287,8 +251,10 @@ class SpeechChecker:
             artifact_bytes=sum((target.folder / name).stat().st_size for name in speech_files(backend)),
             accuracy=SpeechAccuracy(reference=target.golden_model.key, wer=block.wer, cer=block.cer,
                                     token_agreement=sum(f.first_difference is None for f in files) / len(files),
-                                    top1_agreement=(overall or {}).get("top1_agreement"),
-                                    kld_mean=((overall or {}).get("kld") or {}).get("mean")),
+                                    top1_agreement=overall.top1_agreement if isinstance(overall, SpeechTeacherForced)
+                                    else None,
+                                    kld_mean=overall.kld.mean if isinstance(overall, SpeechTeacherForced) and overall.kld
+                                    else None),
             speech=block, checked=True, budget_findings=findings,
             peak_memory_mb=max(peaks) if (peaks := [f.peak_memory_mb for f in files if f.peak_memory_mb is not None])
             else None)
@@ -317,24 +283,58 @@ def _file(name: str, runs: Sequence[Transcription], expected: list[int], got: li
                       else None)
 
 
-def _overall(parts: Sequence[TeacherForced], names: Sequence[str]) -> dict[str, Any] | None:
+def _absent(value: object) -> bool:
+    return value is None
+
+
+@dataclass(frozen=True)
+class FilePosition:
+    """Where a teacher-forced figure lies over every audio file: the file (or its window) by name, as
+    ``prompt`` (the decoders' word), and the new token."""
+
+    prompt: str
+    position: int
+
+
+@dataclass(frozen=True)
+class SpeechTeacherForced:
+    """The speech block's ``teacher_forced``: a decoder's figures (core.generation_figures'
+    TeacherForcedFigures) over every audio file's positions, the first top-1 difference and the
+    worst KL divergence named by file; ``not_measured`` why a figure is missing."""
+
+    positions: int
+    top1_agreement: float
+    first_top1_difference: FilePosition | None
+    kld: KlDivergence | None
+    max_kld_at: FilePosition | None = codec.json_field(default=None, omit=_absent)  # with the KL divergence only
+    golden_rest_mass_max: float | None = codec.json_field(default=None, omit=_absent)
+    not_measured: str | None = codec.json_field(default=None, omit=_absent)
+
+
+@dataclass(frozen=True)
+class NotForced:
+    """``teacher_forced`` where no file could be teacher-forced (a runtime without logits): why, alone."""
+
+    not_measured: str
+
+
+def _overall(parts: Sequence[TeacherForced], names: Sequence[str]) -> SpeechTeacherForced | None:
     """The teacher-forced figures over every audio file's positions, where the first top-1
     difference and the worst KL divergence lie named by audio file (as ``prompt``, the decoders'
     word) and new token; None where no file had a golden token."""
     if not parts:
         return None
-    found = TeacherForced.joined(parts).to_json()
+    found = TeacherForced.joined(parts).figures()
     starts = np.cumsum([0] + [p.positions for p in parts])
 
-    def where(index: int | None) -> dict[str, Any] | None:
+    def where(index: int | None) -> FilePosition | None:
         if index is None:
             return None
         part = int(np.searchsorted(starts, index, side="right") - 1)
-        return {"prompt": names[part], "position": int(index - starts[part])}
+        return FilePosition(names[part], int(index - starts[part]))
 
-    found["first_top1_difference"] = where(found["first_top1_difference"])
-    if "max_kld_at" in found:
-        found["max_kld_at"] = where(found["max_kld_at"])
-    if any(p.kld is None for p in parts):
-        found["not_measured"] = "not measured: a golden keeps no log-probabilities; re-record it with --edge-update-golden"
-    return found
+    unkept = any(p.kld is None for p in parts)
+    return SpeechTeacherForced(
+        found.positions, found.top1_agreement, where(found.first_top1_difference), found.kld,
+        where(found.max_kld_at), found.golden_rest_mass_max,
+        "not measured: a golden keeps no log-probabilities; re-record it with --edge-update-golden" if unkept else None)
