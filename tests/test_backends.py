@@ -15,6 +15,7 @@ from edge_helpers import FIXTURES
 from pytest_edge.backends import all_backends, get_backend
 from pytest_edge.backends.executorch.coverage import pte_coverage
 from pytest_edge.errors import BackendCrash, BackendError
+from pytest_edge import codec
 from pytest_edge.worker import BackendWorker, WorkerServer
 
 # Also run by tox -e tflite-runtime: the LiteRT backend on tflite-runtime 2.14 there.
@@ -34,7 +35,7 @@ def _server(name: str) -> WorkerServer:
 
 
 def _load(server: WorkerServer, artifact: str, shapes: dict | None = None) -> dict:
-    return server.op_load(artifact, str(FIXTURES / artifact), 1, shapes or {})
+    return codec.to_json(server.op_load(artifact, str(FIXTURES / artifact), 1, shapes or {}))  # as the pipe carries it
 
 
 def test_registry_has_the_builtin_backends() -> None:
@@ -319,7 +320,7 @@ def test_measurement_protocol_figures_are_consistent() -> None:
     server = _server("litert")
     _load(server, "tiny_cnn.tflite")
     x = np.zeros((1, 3, 32, 32), np.float32)
-    result = server.op_measure("tiny_cnn.tflite", [x], 3, 40)
+    result = codec.to_json(server.op_measure("tiny_cnn.tflite", [x], 3, 40))
     lat = result["latency_ms"]
     assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"]
     assert result["measured_runs"] == 40 and result["warmup_runs"] == 3
@@ -379,9 +380,9 @@ def test_memory_falls_back_to_a_fresh_worker_where_hwm_cannot_be_reset(
         second = session.load(plan)
         server = session.pool.workers["onnxruntime-cpu"]._server
         feeds = [np.zeros((1, 3, 32, 32), np.float32)]
-        assert server.op_measure(second.key, feeds, 1, 5)["peak_memory_mb"] is None
+        assert server.op_measure(second.key, feeds, 1, 5).peak_memory_mb is None
         result = session.measure(second, feeds, plan)
-        assert result["peak_memory_mb"] is not None and result["peak_memory_mb"] > 0
+        assert result.peak_memory_mb is not None and result.peak_memory_mb > 0
     finally:
         session.close()
 

@@ -15,6 +15,7 @@ import pytest
 from pytest_edge.backends.onnxruntime.external_data import external_locations
 from pytest_edge.errors import BackendError
 from pytest_edge.core.external_data import external_files, location_problem
+from pytest_edge import codec
 from pytest_edge.worker import BackendWorker
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -172,7 +173,7 @@ def test_device_worker_refuses_an_escaping_location(tmp_path: Path) -> None:
     with pytest.raises(PermissionError, match="'../x.data' has a '..' component: refused"):
         server.op_load("k", names[0], 1, {}, external={"../x.data": names[1]})
     assert not (tmp_path / "x.data").exists()
-    loaded = server.op_load("k", names[0], 1, {}, external={"tiny_ext.onnx.data": names[1]})
+    loaded = codec.to_json(server.op_load("k", names[0], 1, {}, external={"tiny_ext.onnx.data": names[1]}))
     assert loaded["outputs"][0]["name"] == "y"
 
 

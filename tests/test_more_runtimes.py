@@ -42,7 +42,7 @@ def golden_case(model: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray
 
 def max_diff_vs_golden(server: WorkerServer, artifact: Path, model: str) -> float:
     """Runs ``artifact`` on the golden's inputs (by position) and returns max |actual - golden|."""
-    info = server.op_load(artifact.name, str(artifact), 1, {})
+    info = codec.to_json(server.op_load(artifact.name, str(artifact), 1, {}))
     inputs, outputs = golden_case(model)
     assert len(info["inputs"]) == len(inputs) and len(info["outputs"]) == len(outputs)
     actual = server.op_run(artifact.name, list(inputs.values()))
@@ -68,7 +68,7 @@ def test_openvino_matches_the_shipped_golden(artifact: str) -> None:
     server = _server("openvino")
     diff = max_diff_vs_golden(server, FIXTURES / artifact, artifact.split(".")[0])
     assert diff <= 1e-4, f"openvino on {artifact}: max |diff| {diff:g} vs the onnxruntime-cpu golden"
-    info = server.op_load(artifact, str(FIXTURES / artifact), 1, {})
+    info = codec.to_json(server.op_load(artifact, str(FIXTURES / artifact), 1, {}))
     assert info["precision"] == "float32"  # set explicitly: a BF16-capable CPU would default to bf16
     assert info["runtime"]["name"] == "openvino" and info["runtime"]["version"]
     coverage = info["coverage"]
@@ -127,7 +127,7 @@ def test_openvino_precision_variants_follow_the_cpu_capabilities() -> None:
         diff = max_diff_vs_golden(server, FIXTURES / "tiny_cnn.onnx", "tiny_cnn")
         # Reduced precision is really used: further from the golden than float32, still close.
         assert 1e-4 < diff < 0.1, f"{name}: max |diff| {diff:g}"
-        assert server.op_load("tiny_cnn.onnx", str(FIXTURES / "tiny_cnn.onnx"), 1, {})["precision"] in (
+        assert server.op_load("tiny_cnn.onnx", str(FIXTURES / "tiny_cnn.onnx"), 1, {}).precision in (
             "bfloat16", "float16")
 
 
@@ -194,7 +194,7 @@ def test_ncnn_matches_the_shipped_golden(model: str) -> None:
     artifact = FIXTURES / f"{model}.ncnn.param"
     diff = max_diff_vs_golden(server, artifact, model)
     assert diff <= 1e-4, f"ncnn on {artifact.name}: max |diff| {diff:g} vs the onnxruntime-cpu golden"
-    info = server.op_load(artifact.name, str(artifact), 1, {})
+    info = codec.to_json(server.op_load(artifact.name, str(artifact), 1, {}))
     # The batch ncnn does not have is given back: the signature is the .onnx's, in NCHW.
     golden_inputs, golden_outputs = golden_case(model)
     assert [s["shape"] for s in info["inputs"]] == [list(v.shape) for v in golden_inputs.values()]
@@ -231,7 +231,7 @@ def test_ncnn_names_what_is_missing(tmp_path: Path) -> None:
     param.write_text(param.read_text().replace(" 0=16\n", "\n", 1))
     with pytest.raises(BackendError, match=r"does not give the shape of input 'in0'.*tiny_mlp.pnnx.param.*shapes="):
         server.op_load("b", str(param), 1, {})
-    info = server.op_load("c", str(param), 1, codec.to_json(InputShapes(requested={"in0": (1, 16)})))
+    info = codec.to_json(server.op_load("c", str(param), 1, codec.to_json(InputShapes(requested={"in0": (1, 16)}))))
     assert info["outputs"][0]["shape"] == [1, 4]
     # A short line or garbage: the line named, not an IndexError.
     good = param.read_text()
@@ -261,7 +261,7 @@ def test_mnn_matches_the_shipped_golden(model: str) -> None:
     artifact = FIXTURES / f"{model}.mnn"
     diff = max_diff_vs_golden(server, artifact, model)
     assert diff <= 1e-4, f"mnn on {artifact.name}: max |diff| {diff:g} vs the onnxruntime-cpu golden"
-    info = server.op_load(artifact.name, str(artifact), 1, {})
+    info = codec.to_json(server.op_load(artifact.name, str(artifact), 1, {}))
     golden_inputs, _ = golden_case(model)
     assert [s["name"] for s in info["inputs"]] == list(golden_inputs)  # the .onnx's own names
     assert info["precision"] == "float32" and info["runtime"]["name"] == "MNN" and info["runtime"]["version"]

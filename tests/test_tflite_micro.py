@@ -17,6 +17,7 @@ import pytest
 
 from pytest_edge.backends import all_backends, get_backend, tensor_backends
 from pytest_edge.errors import BackendError, DoesNotConvert
+from pytest_edge import codec
 from pytest_edge.worker.server import WorkerServer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -55,7 +56,7 @@ def test_registered_as_a_tensor_backend_of_tflite_files_that_never_records_golde
 def test_the_arena_is_tflm_own_report_and_the_flash_the_model() -> None:
     server = _server("tflite-micro")
     for path in (KWS, FIXTURES / "tiny_cnn.tflite", FIXTURES / "counter_state.tflite"):
-        arena = server.op_load(path.name, str(path), None, {})["arena"]
+        arena = codec.to_json(server.op_load(path.name, str(path), None, {}).arena)
         own = tflm_own_report(path)
         assert (arena["total_bytes"], arena["head_bytes"], arena["tail_bytes"]) == (own["total"], own["head"], own["tail"])
         assert arena["total_bytes"] == arena["head_bytes"] + arena["tail_bytes"]
@@ -69,9 +70,9 @@ def test_int8_keyword_spotter_agrees_with_litert_reference_kernels_step_for_step
     """Full-int8 I/O: TFLM's int8 kernels against LiteRT's reference kernels on the same seeded
     inputs, by output, in int8 steps (measured here: identical, 0 steps on every output)."""
     tflm, litert = _server("tflite-micro"), _server("litert-ref")
-    info = tflm.op_load("kws", str(KWS), None, {})
+    info = codec.to_json(tflm.op_load("kws", str(KWS), None, {}))
     assert info["precision"] == "int8" and [s["dtype"] for s in info["inputs"] + info["outputs"]] == ["int8", "int8"]
-    assert litert.op_load("kws", str(KWS), None, {})["outputs"] == info["outputs"]
+    assert codec.to_json(litert.op_load("kws", str(KWS), None, {}).outputs) == info["outputs"]
     rng = np.random.default_rng(5)
     for step in range(8):
         x = rng.integers(-128, 128, (1, 49, 10, 1), dtype=np.int8)
@@ -86,7 +87,7 @@ def test_a_streaming_wake_word_model_agrees_with_litert_frame_by_frame_with_tflm
     reference kernels, compared per output at each frame (measured here: identical over 16 frames);
     its arena is TFLM's own report (6512 bytes here)."""
     tflm, litert = _server("tflite-micro"), _server("litert-ref")
-    info = tflm.op_load("ww", str(WAKE_WORD), None, {})
+    info = codec.to_json(tflm.op_load("ww", str(WAKE_WORD), None, {}))
     litert.op_load("ww", str(WAKE_WORD), None, {})
     own = tflm_own_report(WAKE_WORD)
     assert {k: info["arena"][f"{k}_bytes"] for k in ("total", "head", "tail")} == own

@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .protocol import CountedRuns
+
 # callgrind.h: VG_USERREQ_TOOL_BASE('C','T') and the requests after it; valgrind.h: RUNNING_ON_VALGRIND.
 _CALLGRIND_BASE = (ord("C") << 24) | (ord("T") << 16)
 DUMP_STATS, ZERO_STATS, TOGGLE_COLLECT, DUMP_STATS_AT, START_INSTRUMENTATION, STOP_INSTRUMENTATION = (
@@ -135,16 +137,14 @@ def dump_totals(path: Path) -> dict[str, int]:
     return {name: totals[i] if i < len(totals) else 0 for i, name in enumerate(events)}
 
 
-def per_inference(totals: dict[str, float], runs: int) -> dict[str, Any]:
-    """Instructions (Ir) and, with the cache simulation, data reads/writes and simulated misses per
-    inference, from event counts over ``runs`` inferences (1: the median run's own)."""
-    figures: dict[str, Any] = {"instructions": round(totals.get("Ir", 0) / runs, 1)}
+def per_inference(totals: dict[str, float], runs: int) -> tuple[float, dict[str, float]]:
+    """Instructions (Ir) and, with the cache simulation, data reads/writes and simulated misses by
+    name ({} without it) per inference, from event counts over ``runs`` inferences (1: the median
+    run's own)."""
     names = {"Dr": "data_reads", "Dw": "data_writes", "D1mr": "l1_read_misses", "D1mw": "l1_write_misses",
              "I1mr": "l1_instruction_misses", "DLmr": "ll_read_misses", "DLmw": "ll_write_misses"}
     cache = {names[k]: round(v / runs, 1) for k, v in totals.items() if k in names}
-    if cache:
-        figures["cache"] = cache
-    return figures
+    return round(totals.get("Ir", 0) / runs, 1), cache
 
 
 def worker_env() -> dict[str, str]:
@@ -158,7 +158,7 @@ def out_dir_from_env() -> Path | None:
     return Path(value) if value else None
 
 
-def count_runs(infer: Callable[[], Any], warmup: int, runs: int) -> dict[str, Any]:
+def count_runs(infer: Callable[[], Any], warmup: int, runs: int) -> CountedRuns:
     """In a worker under callgrind: ``warmup`` uncounted runs, then ``runs`` runs counted one by one;
     the figures are the median run's. One run alone may do extra work now and then (a runtime's
     allocator growing, a lazily built cache: seen as +3.8 % on a 10-run total of ONNX Runtime once in
@@ -197,9 +197,10 @@ def count_runs(infer: Callable[[], Any], warmup: int, runs: int) -> dict[str, An
     median = {name: max(0.0, float(np.median([t.get(name, 0) for t in per_run])) - overhead.get(name, 0))
               for name in events}
     instructions = [t.get("Ir", 0) - overhead.get("Ir", 0) for t in per_run]
-    return {"runs": runs, "warmup_runs": warmup, **per_inference(median, 1),
-            "run_spread": round(max(instructions) / min(instructions) - 1, 4) if min(instructions) > 0 else None,
-            "run_instructions": instructions}
+    figure, cache = per_inference(median, 1)
+    return CountedRuns(runs=runs, warmup_runs=warmup, instructions=figure, cache=cache,
+                       run_spread=round(max(instructions) / min(instructions) - 1, 4) if min(instructions) > 0 else None,
+                       run_instructions=instructions)
 
 
 def _own_dumps(out_dir: Path) -> list[Path]:

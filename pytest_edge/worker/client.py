@@ -190,7 +190,7 @@ class BackendWorker:
             self.request(self._loads[key], artifact=artifact)
         if self._server is not None:
             try:
-                return self._server.handle(request)
+                return self._server.answer(request)
             except DoesNotConvert:
                 raise
             except Exception as exc:

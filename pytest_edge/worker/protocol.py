@@ -108,6 +108,26 @@ class ContextMemory:
     steady_memory_mb: float | None
 
 
+def _no_cache(cache: dict[str, float]) -> bool:
+    return not cache  # no cache simulation: no ``cache`` key, as counted mode has always written
+
+
+@dataclass
+class CountedRuns:
+    """Count's reply (worker/callgrind.count_runs): how many runs were counted after how many
+    uncounted ones, the median run's instructions and, with the cache simulation, its data reads,
+    writes and simulated misses by name (``data_reads``, ``l1_read_misses``, ...), how far the runs
+    lay apart (largest over smallest, minus one; None where one counted nothing) and each run's
+    instructions."""
+
+    runs: int
+    warmup_runs: int
+    instructions: float
+    cache: dict[str, float] = codec.json_field(default_factory=dict, omit=_no_cache)
+    run_spread: float | None = None
+    run_instructions: list[int] = field(default_factory=list)
+
+
 def ok(value: Any) -> dict[str, Any]:
     return {"ok": True, "value": value}
 
@@ -128,5 +148,5 @@ __all__ = ["PROTOCOL_VERSION", "GENERATION_TIME_CAP_S", "ProtocolError", "Reques
            "MeasureGeneration", "TeacherForce", "LimitAddressSpace", "ProbeContext", "OpenSpeech", "Transcribe",
            "ForceSpeech", "Run", "Measure", "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit",
            "REQUESTS", "Fork", "ProcessStatus", "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok",
-           "reply_as", "Loaded", "DecoderLoaded", "TeacherForcedLogits", "GenerationTimes", "ContextMemory",
+           "reply_as", "Loaded", "DecoderLoaded", "TeacherForcedLogits", "GenerationTimes", "ContextMemory", "CountedRuns",
            "failure", "hello"]

@@ -27,8 +27,12 @@ from ..measurement.timing import MAX_RUNS  # timed runs a process keeps, whateve
 from ..core.sizes import runtime_package
 from . import frames, protocol
 
-if TYPE_CHECKING:  # a device's cache and counted mode only: a local worker starts without them
+if TYPE_CHECKING:  # a device's cache, counted mode, speech and decoders only: a local worker starts without them
+    from ..backends.base import Intermediates
+    from ..backends.decoder import Generation
+    from ..backends.speech import Recognizer, Transcription
     from .artifact_cache import ArtifactCache
+    from .speech_replies import ForcedSpeechLogits, SpeechOpened
 
 # How this process started, for each measuring process's record: a new interpreter ("spawned"),
 # or forked by its backend's zygote ("forked", set by worker/zygote.py in the child).
@@ -58,7 +62,7 @@ class WorkerServer:
         self._samples = array("q", bytes(8 * MAX_RUNS))
         self.models: dict[str, LoadedModel] = {}
         self.decoders: dict[str, Decoder] = {}
-        self.recognizers: dict[str, Any] = {}  # OpenSpeech's: backends.speech.Recognizer
+        self.recognizers: dict[str, Recognizer] = {}  # OpenSpeech's
         self.speech_memory: dict[str, tuple[float, float | None] | None] = {}  # RSS before the open, its peak
         self.first_inference_ms: dict[str, float | None] = {}
         self.load_peak_mb: dict[str, float | None] = {}
@@ -66,11 +70,17 @@ class WorkerServer:
         self.loads = 0
 
     def handle(self, request: protocol.Request) -> Any:
+        """The value of ``request``, typed (a reply of worker/protocol.py, an array, a number)."""
         return getattr(self, f"op_{request.op}")(**{f.name: getattr(request, f.name) for f in fields(request)})
+
+    def answer(self, request: protocol.Request) -> Any:
+        """The value of ``request`` as the frame carries it (``codec.to_json``): what a worker sends,
+        and what the pytest side is given of a server in its own process (--edge-isolation=none)."""
+        return codec.to_json(self.handle(request))
 
     def op_load(self, key: str, path: str, threads: int | None, shapes: dict,
                 with_coverage: bool = True, external: dict | None = None,
-                decoder: dict | None = None, calibration: dict | None = None) -> dict[str, Any]:
+                decoder: dict | None = None, calibration: dict | None = None) -> protocol.Loaded | protocol.DecoderLoaded:
         """Load and describe a model (a decoder LLM where ``decoder`` gives its configuration). A
         measuring worker skips coverage: reading a .pte's program in Python would leave its
         allocations in the RSS that the memory figures start from."""
@@ -104,11 +114,11 @@ class WorkerServer:
         self.load_peak_mb[key] = timing.hwm_mb() if trusted else None
         if decoder is not None:
             self.decoders[key] = model
-            return codec.to_json(protocol.DecoderLoaded(load_ms, {"name": self.backend.distribution,
-                                                                  "version": self.backend.runtime_version()}))
+            return protocol.DecoderLoaded(load_ms, {"name": self.backend.distribution,
+                                                    "version": self.backend.runtime_version()})
         self.models[key] = model
         coverage = model.coverage() if with_coverage else None
-        return codec.to_json(protocol.Loaded(
+        return protocol.Loaded(
             inputs=list(model.inputs),
             outputs=list(model.outputs),
             runtime={"name": self.backend.distribution, "version": self.backend.runtime_version(),
@@ -126,9 +136,9 @@ class WorkerServer:
             shape_sources=model.shape_sources,
             threads_applied=bool(threads) and self.backend.threads_supported,
             arena=model.arena(),
-        ))
+        )
 
-    def op_open_speech(self, key: str, folder: str, threads: int) -> dict[str, Any]:
+    def op_open_speech(self, key: str, folder: str, threads: int) -> SpeechOpened:
         """A speech export's recognizer, kept under ``key`` (Backend.speech): its configuration."""
         speech = self.backend.speech
         if speech is None:
@@ -140,20 +150,24 @@ class WorkerServer:
         recognizer = speech.open(Path(folder), threads)
         self.recognizers[key] = recognizer
         self.speech_memory[key] = (base, timing.hwm_mb()) if reset and base is not None else None
-        return {"config": codec.to_json(recognizer.config)}
+        from .speech_replies import SpeechOpened
 
-    def op_transcribe(self, key: str, audio: np.ndarray, new_tokens: int) -> dict[str, Any]:
+        return SpeechOpened(recognizer.config)
+
+    def op_transcribe(self, key: str, audio: np.ndarray, new_tokens: int) -> Transcription:
         reset = timing.reset_hwm()
         run = self.recognizers[key].transcribe(np.asarray(audio, np.float32), new_tokens)
         memory, peak = self.speech_memory.get(key), timing.hwm_mb()
         if reset and memory is not None and peak is not None:
             base, opened = memory
             run = replace(run, peak_memory_mb=max(peak, opened or peak) - base)
-        return codec.to_json(run)
+        return run
 
-    def op_force_speech(self, key: str, audio: np.ndarray, tokens: list[int]) -> dict[str, Any]:
+    def op_force_speech(self, key: str, audio: np.ndarray, tokens: list[int]) -> ForcedSpeechLogits:
+        from .speech_replies import ForcedSpeechLogits
+
         logits = self.recognizers[key].teacher_force(np.asarray(audio, np.float32), [int(t) for t in tokens])
-        return {"logits": None if logits is None else np.asarray(logits, np.float32)}
+        return ForcedSpeechLogits(None if logits is None else np.asarray(logits, np.float32))
 
     def _run_timed(self, key: str, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         model = self.models[key]
@@ -169,7 +183,7 @@ class WorkerServer:
         return self._run_timed(key, feeds)
 
     def op_measure(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int,
-                   min_time_s: float = 0.0) -> dict[str, Any]:
+                   min_time_s: float = 0.0) -> timing.ProcessTiming:
         """``warmup`` discarded runs, then timed runs until there are at least ``runs`` of them and
         they took at least ``min_time_s`` together (LiteRT benchmark_model's --min_secs), so a
         20 us model is timed thousands of times and a busy window is long enough to be judged."""
@@ -226,7 +240,7 @@ class WorkerServer:
         other_cores = load.other_cores()
         after = sensors.read()  # at the end of the timed runs: "steady"
         peak, steady = self._memory_over_load_base(key, trusted=reset or self.loads == 1)
-        return codec.to_json(timing.ProcessTiming(
+        return timing.ProcessTiming(
             hwm_reset=reset,
             process_start=PROCESS_START,
             first_inference_ms=self.first_inference_ms[key],
@@ -242,7 +256,7 @@ class WorkerServer:
             rss_points=rss_points, memory_growth_kb_per_run=growth,
             memory_growth_mb_per_min=(growth / 1024 * count / (window_s / 60)
                                       if growth is not None and window_s > 0 else None),
-        ))
+        )
 
     def _memory_over_load_base(self, key: str, trusted: bool) -> tuple[float | None, float | None]:
         """Peak (the load's or the runs' high-water mark, the higher) and steady memory over the RSS
@@ -255,18 +269,18 @@ class WorkerServer:
         rss = timing.rss_mb()
         return (max(peaks) - base if peaks else None), (rss - base if rss is not None else None)
 
-    def op_generate(self, key: str, prompt: list[int], new_tokens: int) -> dict[str, Any]:
+    def op_generate(self, key: str, prompt: list[int], new_tokens: int) -> Generation:
         from ..backends.decoder import generate
 
-        return codec.to_json(generate(self.decoders[key], prompt, new_tokens))
+        return generate(self.decoders[key], prompt, new_tokens)
 
-    def op_teacher_force(self, key: str, prompt: list[int], tokens: list[int]) -> dict[str, Any]:
+    def op_teacher_force(self, key: str, prompt: list[int], tokens: list[int]) -> protocol.TeacherForcedLogits:
         from ..backends.decoder import teacher_forced
 
-        return codec.to_json(protocol.TeacherForcedLogits(teacher_forced(self.decoders[key], prompt, tokens)))
+        return protocol.TeacherForcedLogits(teacher_forced(self.decoders[key], prompt, tokens))
 
     def op_measure_generation(self, key: str, prompt: list[int], new_tokens: int, warmup: int,
-                              runs: int) -> dict[str, Any]:
+                              runs: int) -> protocol.GenerationTimes:
         """TTFT and TPOT samples of ``runs`` generations after ``warmup``; memory as op_measure's:
         over the RSS before the decoder was loaded, trusted in a fresh process only."""
         from ..backends.decoder import generate
@@ -295,15 +309,15 @@ class WorkerServer:
                 break  # the runs done are the figures; the reply says how many (a record's note)
         probes += [timing.machine_probe_ns() for _ in range(timing.PROBE_AROUND)]
         peak, steady = self._memory_over_load_base(key, trusted=True)
-        return codec.to_json(protocol.GenerationTimes(
+        return protocol.GenerationTimes(
             ttft_s=ttft, tpot_s=tpot, decode_s=decode, generation_s=whole, runs=len(whole), peak_memory_mb=peak,
             steady_memory_mb=steady, probe_us=float(np.median(probes)) / 1e3,
-            runtime_timings=counted if any(counted) else None))
+            runtime_timings=counted if any(counted) else None)
 
     def op_limit_address_space(self, limit_mb: float) -> int:
         return timing.limit_address_space(limit_mb)
 
-    def op_probe_context(self, key: str, context: int, vocab_size: int) -> dict[str, Any]:
+    def op_probe_context(self, key: str, context: int, vocab_size: int) -> protocol.ContextMemory:
         """A prompt of ``context`` - 1 random ids (seeded by the length), then one decode step: the
         decoder's cache filled to ``context`` positions; peak and steady memory over the load's base."""
         from ..backends.decoder import generate
@@ -311,9 +325,9 @@ class WorkerServer:
         prompt = np.random.default_rng(context).integers(0, vocab_size, context - 1).tolist()
         generate(self.decoders[key], prompt, 2)
         peak, steady = self._memory_over_load_base(key, trusted=True)
-        return codec.to_json(protocol.ContextMemory(peak, steady))
+        return protocol.ContextMemory(peak, steady)
 
-    def op_count(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> dict[str, Any]:
+    def op_count(self, key: str, feeds: list[np.ndarray], warmup: int, runs: int) -> protocol.CountedRuns:
         """Counted mode (a worker under callgrind): instructions per inference of ``runs`` runs."""
         from . import callgrind
 
@@ -321,9 +335,8 @@ class WorkerServer:
             self._run_timed(key, feeds)
         return callgrind.count_runs(self.models[key].bind(feeds), warmup, runs)
 
-    def op_intermediates(self, key: str, feeds: list[np.ndarray]) -> dict[str, Any] | None:
-        found = self.models[key].intermediates(feeds)
-        return codec.to_json(found) if found is not None else None
+    def op_intermediates(self, key: str, feeds: list[np.ndarray]) -> Intermediates | None:
+        return self.models[key].intermediates(feeds)
 
     def op_ping(self) -> int:
         return os.getpid()
@@ -375,7 +388,7 @@ def serve(reader: frames.Channel, writer: frames.Channel, backend_name: str | No
             request = protocol.request_from(frames.decode(frame))
             if isinstance(request, protocol.Exit):
                 return
-            reply = protocol.ok(server.handle(request))
+            reply = protocol.ok(server.answer(request))
         except Exception as exc:  # noqa: BLE001 - every runtime error goes back as a message
             reply = protocol.failure(type(exc).__name__, str(exc))
         writer.send_bytes(frames.encode(reply))
