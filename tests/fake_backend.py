@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -42,6 +43,7 @@ import numpy as np
 import pytest
 
 from pytest_edge.backends import Backend, LoadedModel, TensorBackend, TensorSpec
+from pytest_edge.backends.base import CalibrationCase, RuntimeDetails
 from pytest_edge.backends.decoder import Decoder, DecoderRuntime, Generation
 from pytest_edge.backends.shapes import LoadShapes
 
@@ -57,6 +59,24 @@ PEAK = 8.0  # logits: +PEAK at the chosen token, -PEAK elsewhere
 # ------------------------------------------------------------------ tensors: y = 2x
 
 
+@dataclass(frozen=True)
+class CalibratedOn:
+    """What the fake int8 target was calibrated on: the source, each case's origin and input names,
+    and each case's sum (so a test tells the cases apart)."""
+
+    source: str
+    origins: list[str]
+    inputs: list[list[str]]
+    sums: list[float]
+
+
+@dataclass(frozen=True)
+class Calibrated(RuntimeDetails):
+    """The fake int8 target's runtime details, as a toolkit's build options are."""
+
+    calibration: CalibratedOn
+
+
 class DoubledModel(LoadedModel):
     """y = 2 * x (plus ``drift`` at ``DRIFT_AT`` for the drifting backend), in NumPy. What it was
     calibrated on (``calibrate``) is said in its ``runtime_details``, as a toolkit's build options are."""
@@ -65,15 +85,14 @@ class DoubledModel(LoadedModel):
         self.inputs = [TensorSpec("x", (size,), "float32")]
         self.outputs = [TensorSpec("y", (size,), "float32")][:outputs]
         self.drift = drift
-        self.calibration: dict[str, Any] | None = None
+        self.calibration: CalibratedOn | None = None
 
-    def calibrate(self, cases: Sequence[Any], source: str) -> None:
-        self.calibration = {"source": source, "origins": [case["origin"] for case in cases],
-                            "inputs": [sorted(case["inputs"]) for case in cases],
-                            "sums": [float(sum(np.sum(a) for a in case["inputs"].values())) for case in cases]}
+    def calibrate(self, cases: Sequence[CalibrationCase], source: str) -> None:
+        self.calibration = CalibratedOn(source, [case.origin for case in cases], [sorted(case.inputs) for case in cases],
+                                        [float(sum(np.sum(a) for a in case.inputs.values())) for case in cases])
 
-    def runtime_details(self) -> dict[str, Any]:
-        return {"calibration": self.calibration} if self.calibration is not None else {}
+    def runtime_details(self) -> "Calibrated | None":
+        return Calibrated(self.calibration) if self.calibration is not None else None
 
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         (x,) = feeds

@@ -12,7 +12,7 @@ import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -27,6 +27,21 @@ if TYPE_CHECKING:
     from .decoder import DecoderRuntime
     from .quant_pair import QuantPairs
     from .speech import SpeechRuntime
+
+
+@dataclass(frozen=True)
+class CalibrationCase:
+    """One case a model quantizes on at load (``LoadedModel.calibrate``): where it came from (a
+    file, a golden case) and its inputs by name (the golden's names, or the artifact's)."""
+
+    origin: str
+    inputs: dict[str, np.ndarray]
+
+
+class RuntimeDetails:
+    """What a runtime adds to the record's ``runtime`` block about one model
+    (``LoadedModel.runtime_details``): a codec dataclass of the backend's own, written after the
+    block's own keys (rknn/details.py's RknnDetails: the toolkit's build options)."""
 
 
 class LoadedModel(ABC):
@@ -54,10 +69,10 @@ class LoadedModel(ABC):
     def delegates(self) -> list[str]:
         return []
 
-    def runtime_details(self) -> dict[str, Any]:
+    def runtime_details(self) -> RuntimeDetails | None:
         """What the runtime adds to the record's ``runtime`` block about this model (a toolkit's
-        build options, the size of what it built); {} for most."""
-        return {}
+        build options, the size of what it built); None for most."""
+        return None
 
     def intermediates(self, feeds: Sequence[np.ndarray]) -> Intermediates | None:
         """Tensors computed on the way for one run, for triage; None where the runtime cannot tell."""
@@ -66,9 +81,9 @@ class LoadedModel(ABC):
     def reset(self) -> None:
         """Forget state kept between runs (variables of stateful models) before a golden case."""
 
-    def calibrate(self, cases: Sequence[Mapping[str, Any]], source: str) -> None:
-        """Quantize on ``cases`` (each ``{"origin", "inputs": {name: array}}``; ``source`` says where
-        they came from, for the record), for a backend whose ``calibrates`` is set (rknn's -int8)."""
+    def calibrate(self, cases: Sequence[CalibrationCase], source: str) -> None:
+        """Quantize on ``cases`` (``source`` says where they came from, for the record), for a backend
+        whose ``calibrates`` is set (rknn's -int8)."""
         raise BackendError(f"this backend takes no calibration cases (from {source})")
 
     def arena(self) -> "TensorArena | None":

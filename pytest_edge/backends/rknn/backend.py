@@ -22,13 +22,12 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ... import codec
 from ...errors import BackendError, DoesNotConvert
-from ..base import Backend, TensorBackend, LoadedModel, TensorSpec, file_head, unusable_artifact
+from ..base import Backend, CalibrationCase, TensorBackend, LoadedModel, TensorSpec, file_head, unusable_artifact
 from ..intermediates import Intermediates, LayerAnalysis
 from ..shapes import InputShapes, LoadShapes
 from ..toolprocess import MEMORY_VARIABLE, error_line, memory_limit
@@ -180,11 +179,11 @@ class RknnModel(LoadedModel):
         self.details = RknnDetails(backend.platform, self._options(None, ""), None,
                                    "at the first run (calibrated on its inputs)", SIMULATED)
 
-    def calibrate(self, cases: Sequence[Mapping[str, Any]], source: str) -> None:
-        """Build int8 now, quantized on ``cases`` (each ``{"origin": where it came from, "inputs":
-        {name: array}}``, named by the golden's or this artifact's input names), said in the record as
-        ``source``. A case without one of the model's inputs, or of another shape, is an error naming
-        the case's origin and this backend; no case at all is one too."""
+    def calibrate(self, cases: Sequence[CalibrationCase], source: str) -> None:
+        """Build int8 now, quantized on ``cases`` (their inputs named by the golden's or this
+        artifact's input names), said in the record as ``source``. A case without one of the model's
+        inputs, or of another shape, is an error naming the case's origin and this backend; no case at
+        all is one too."""
         if not self.backend.quantized:
             raise BackendError(f"{self.backend.name}: builds in float16; calibration is for its -int8 target")
         if not cases:
@@ -193,7 +192,7 @@ class RknnModel(LoadedModel):
         golden_name = {mine: theirs for theirs, mine in own.items()}
         samples = []
         for case in cases:
-            origin, given = case.get("origin", source), case.get("inputs") or {}
+            origin, given = case.origin, case.inputs
             sample = []
             for spec in self.inputs:
                 array = given.get(spec.name, given.get(golden_name.get(spec.name, spec.name)))
@@ -336,8 +335,8 @@ class RknnModel(LoadedModel):
         return Intermediates(method, details=LayerAnalysis(rows, tool, ANALYSIS_FILE,
                                                            "the float model against the int8 simulator"))
 
-    def runtime_details(self) -> dict[str, Any]:
-        return codec.to_json(self.details)
+    def runtime_details(self) -> RknnDetails:
+        return self.details
 
     def precision(self) -> str:
         return "int8" if self.backend.quantized or self.prequantized else "float16"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ... import codec
+from ..base import RuntimeDetails
 
 
 def _none(value: object) -> bool:
@@ -37,7 +38,7 @@ class BuildOptions:
 
 
 @dataclass(frozen=True)
-class RknnDetails:
+class RknnDetails(RuntimeDetails):
     """The record's runtime details of an rknn target's model."""
 
     target_platform: str
