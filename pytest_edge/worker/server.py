@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import codec
 from ..backends import Decoder, InputShapes, LoadedModel, get_backend
-from ..backends.base import no_tensors_reason
+from ..backends.base import CalibrationCase, no_tensors_reason
 from ..errors import BackendError
 from ..measurement import sensors, timing
 from ..measurement.timing import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
@@ -103,7 +103,8 @@ class WorkerServer:
             model = tensors.load(Path(path), threads=threads, shapes=codec.from_json(
                 InputShapes, shapes, f"{path}: load's shapes", error=protocol.ProtocolError))
             if calibration is not None:  # a toolkit's int8 build, part of the load (Backend.calibrates)
-                model.calibrate(calibration["cases"], calibration["source"])
+                model.calibrate(codec.from_json(list[CalibrationCase], calibration["cases"], f"{path}: load's calibration",
+                                                error=protocol.ProtocolError), calibration["source"])
         load_ms = (time.perf_counter_ns() - start) / 1e6
         # A peak over the baseline means something only if the high-water mark was reset, or this
         # is the first model of a fresh process.
@@ -114,8 +115,8 @@ class WorkerServer:
         self.load_peak_mb[key] = timing.hwm_mb() if trusted else None
         if decoder is not None:
             self.decoders[key] = model
-            return protocol.DecoderLoaded(load_ms, {"name": self.backend.distribution,
-                                                    "version": self.backend.runtime_version()})
+            return protocol.DecoderLoaded(load_ms, protocol.RuntimeName(self.backend.distribution,
+                                                                        self.backend.runtime_version()))
         self.models[key] = model
         coverage = model.coverage() if with_coverage else None
         return protocol.Loaded(
@@ -129,7 +130,7 @@ class WorkerServer:
                         # and not in a measuring worker (with_coverage False), which records no runtime.
                         **({"package": runtime_package(self.backend.distribution, self.backend.runtime_module)}
                            if with_coverage else {}),
-                        **model.runtime_details()},
+                        **codec.to_json(model.runtime_details() or {})},
             coverage=coverage,
             load_ms=load_ms,
             precision=model.precision(),
@@ -375,9 +376,9 @@ def serve(reader: frames.Channel, writer: frames.Channel, backend_name: str | No
     if cache_dir is not None:  # a device's worker: a local one does not import the device modules
         from ..devices.qemu import EMULATED_ENV
 
-        machine = {**timing.machine_info(), "numpy": np.__version__,
-                   **({"emulated": os.environ[EMULATED_ENV]} if os.environ.get(EMULATED_ENV) else {})}
-    runtime = {"name": server.backend.distribution, "version": server.backend.runtime_version()}
+        machine = protocol.DeviceMachine(**timing.machine_info(), numpy=np.__version__,  # type: ignore[arg-type]
+                                         emulated=os.environ.get(EMULATED_ENV) or None)
+    runtime = protocol.RuntimeName(server.backend.distribution, server.backend.runtime_version())
     writer.send_bytes(frames.encode(protocol.hello(backend_name, machine, runtime)))
     while True:
         try:
