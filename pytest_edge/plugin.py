@@ -420,7 +420,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
                 sections = history_section(over_time.runs, settings.creep_window, over_time.creeps)
         errors = write_outputs(report, settings, sections) + errors
-    nothing = gate_compared_nothing(edge.record_json())  # a gate that compared nothing is no pass
+    nothing = gate_compared_nothing(edge.records)  # a gate that compared nothing is no pass
     if errors or nothing:
         edge.report_error = "\n".join([*errors, *([nothing] if nothing else [])])
         if session.exitstatus == 0:
@@ -439,7 +439,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         write_nothing_ran(terminalreporter, settings, use)
         return
     workers = getattr(config.option, "numprocesses", None)
-    write_summary(terminalreporter, edge.settings, edge.record_json(), use, under_load=edge.under_load,
+    write_summary(terminalreporter, edge.settings, edge.records, use, under_load=edge.under_load,
                   inconclusive=edge.inconclusive, xdist_workers=workers if edge.measured_any else None,
                   report_error=edge.report_error)
     over_time = config.stash.get(OVER_TIME_KEY, None)

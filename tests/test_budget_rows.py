@@ -49,11 +49,10 @@ SPREAD: dict[str, dict[str, str]] = {
         "backends/llama_cpp/gguf.py": "the model's maximum context (LlmConfig.max_context)",
     },
     "peak_memory_mb": {module: _RECORD_KEY for module in (
-        "backends/speech.py", "bench.py", "core/generation_figures.py", "core/speech_record.py", "judging/baseline.py",
+        "backends/speech.py", "bench.py", "core/generation_figures.py", "core/speech_record.py", "core/baseline_check.py",
         "judging/figures.py",
-        "judging/generation.py", "judging/measurer.py", "measurement/timing.py", "report/changes.py",
-        "report/generation.py", "report/html_model.py", "report/json_report.py",
-        "report/markdown.py", "report/table.py", "worker/protocol.py")},
+        "judging/generation.py", "measurement/combined.py", "measurement/timing.py",
+        "report/generation.py", "report/json_report.py", "worker/protocol.py")},
 }
 
 

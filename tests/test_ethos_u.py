@@ -699,7 +699,8 @@ def test_optional_estimates_are_written_as_optional(tmp_path: Path) -> None:
     terminal note say so (they raised TypeError and printed `None cycles`); DRAM is in both."""
     from pytest_edge.cli.inspect import inspect_rows
     from pytest_edge.core.settings import Settings
-    from pytest_edge.report.table import compiled_lines
+    from pytest_edge.core.record import Record
+    from pytest_edge.report.npu_targets import compiled_lines
 
     settings = Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path, backends=["ethos-u55-128"])
     (row,) = inspect_rows(str(PTE_SELECT), settings)
@@ -709,7 +710,8 @@ def test_optional_estimates_are_written_as_optional(tmp_path: Path) -> None:
     compiled = get_backend("ethos-u85-256").compiler.compile(WAKE_WORD, {}, 300)
     assert f"DRAM {compiled.dram_kib:.2f} KiB" in row[5] and compiled.dram_kib > 0
     select = get_backend("ethos-u55-128").compiler.compile(PTE_SELECT, {}, 300)
-    record = {"backend": "ethos-u55-128", "model": {"name": "select"}, "timing_not_judged": COMPILE_ONLY.reason,
-              "npu": codec.to_json(select)}
+    record = Record.from_json({"test": "t.py::test_select", "backend": "ethos-u55-128", "model": {"name": "select"},
+                               "verdict": "passed", "timing_not_judged": COMPILE_ONLY.reason,
+                               "npu": codec.to_json(select)})
     lines = compiled_lines([record])
     assert lines[1].endswith("no estimate") and "None" not in lines[1], lines

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from edge_helpers import installed
 
+from pytest_edge.core.record import Record
 from pytest_edge.report import format_table, table_rows
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -35,7 +36,7 @@ def test_verdicts_are_never_cut() -> None:
                         "coverage": {"fallback": 0.0, "partitions": 1}, "load_ms": 1234.5,
                         "latency_ms": {"p50": 1234.5678, "p99": 2345.6789}, "peak_memory_mb": 1024.5,
                         "accuracy": {"max_abs_err": 1e-6}})
-    lines = format_table(table_rows(records))
+    lines = format_table(table_rows([Record.from_json(r) for r in records]))
     assert all(line.rstrip().endswith("passed (gate inconclusive)") for line in lines[2:]), lines
     assert all("1234.568" in line and "2345.679" in line for line in lines[2:])
     assert any("…" in line for line in lines[2:])  # the names gave way instead

@@ -21,7 +21,7 @@ from edge_helpers import record
 from pytest_edge.cli import main as cli_main
 from pytest_edge.core.record import Record
 from pytest_edge.report import Report, build_report, format_table, merge_reports, table_footer, table_rows
-from pytest_edge.report.changes import figure_changes
+from pytest_edge.report.changes import FigureChange, figure_changes
 from pytest_edge.report.html import render_html
 from pytest_edge.report.markdown import markdown_summary
 
@@ -48,6 +48,11 @@ def summary_of(report: dict[str, Any], baseline: dict[str, Any] | None = None, *
 
 def merged_of(reports: list[dict[str, Any]]) -> dict[str, Any]:
     return merge_reports([Report.from_json(r) for r in reports]).to_json()
+
+
+def changes_of(new: dict[str, Any], old: dict[str, Any]) -> list[FigureChange]:
+    """figure_changes of two records as a report file holds them."""
+    return figure_changes(Record.from_json(new), Record.from_json(old))
 
 def skipped_for(model: str, backend: str, suffix: str) -> dict[str, Any]:
     return record(model, backend, "skipped", skip_reason=f"no {suffix} artifact for {model}")
@@ -157,6 +162,7 @@ def test_table_folds_backends_without_an_artifact_into_one_line_per_model() -> N
                skipped_for("tiny_mlp", "litert", ".tflite"), skipped_for("tiny_mlp", "litert-ref", ".tflite"),
                skipped_for("only_pte", "onnxruntime-cpu", ".onnx"),
                record("two_io", "litert", "skipped", skip_reason="ai-edge-litert is not installed")]
+    records = [Record.from_json(r) for r in records]
     rows = table_rows(records)
     assert [(r[0], r[1]) for r in rows] == [("tiny_mlp", "onnxruntime-cpu"), ("two_io", "litert")]
     assert rows[1][-1] == "skipped [1]"  # another reason stays a row, the reason below the table
@@ -170,7 +176,7 @@ def test_table_folds_backends_without_an_artifact_into_one_line_per_model() -> N
 def test_table_legend_for_a_reference_lane_at_zero_coverage() -> None:
     no_delegate = {"total_ops": 6, "delegated_ops": 0, "fallback_ops": 6, "fallback": 1.0, "partitions": 0,
                    "fallback_op_names": {"CONV_2D": 6}}
-    records = [record("m", "litert"), record("m", "litert-ref", coverage=no_delegate)]
+    records = [Record.from_json(record("m", "litert")), Record.from_json(record("m", "litert-ref", coverage=no_delegate))]
     rows = table_rows(records)
     assert rows[1][3] == "0%"
     assert any("litert-ref" in line and "no delegate by design" in line for line in table_footer(records))
@@ -183,6 +189,7 @@ def test_table_fits_100_columns_and_keeps_the_figures() -> None:
                record(long_model, "litert", "failed", violations=["x" * 300]),
                record("m", "litert", "skipped", skip_reason="the runtime is not installed here " * 5),
                skipped_for(long_model, "executorch", ".pte")]
+    records = [Record.from_json(r) for r in records]
     lines = format_table(table_rows(records)) + table_footer(records)
     assert all(len(line) <= 100 for line in lines), [len(line) for line in lines]
     assert any("1234.568" in line for line in lines)  # figures are never cut
@@ -240,10 +247,10 @@ def test_baseline_changes_and_regressions() -> None:
     """Against a stored report where no gate ran: the changes past the threshold are a comparison."""
     new = report_of(record("m", "litert", p50=1.25), record("m", "onnxruntime-cpu", p50=1.05))
     old = report_of(record("m", "litert", p50=1.0), record("m", "onnxruntime-cpu", p50=1.0))
-    changes = {c.figure: c for c in figure_changes(new["records"][0], old["records"][0])}
+    changes = {c.figure: c for c in changes_of(new["records"][0], old["records"][0])}
     assert changes["P50"].beyond and not changes["P50"].regressed and changes["P50"].text() == "+25.0%"
     assert not changes["peak memory"].marked and not changes["fallback"].marked
-    assert not figure_changes(new["records"][1], old["records"][1])[0].marked  # +5 % < 10 %
+    assert not changes_of(new["records"][1], old["records"][1])[0].marked  # +5 % < 10 %
     page = html_of(new, old)
     assert "1 record(s) changed beyond 10%" in page and 'class="n changed"' in page and "regressed" not in page
     assert "Against the baseline" in page and "(baseline)" in page  # both distributions overlaid
@@ -264,14 +271,14 @@ def test_a_comparison_uses_the_merge_gates_stored_rules() -> None:
     noisy_new["processes"] = [{"p50": v, "p99": 2 * v, "runs": 5000} for v in (1.25, 0.7, 2.0)]
     noisy_old = record("m", "litert", p50=1.0, peak_memory_mb=10.0)
     noisy_old["processes"] = [{"p50": v, "p99": 2 * v, "runs": 5000} for v in (1.0, 0.6, 1.7)]
-    changes = {c.figure: c for c in figure_changes(noisy_new, noisy_old)}
+    changes = {c.figure: c for c in changes_of(noisy_new, noisy_old)}
     assert changes["P50"].text() == "+25.0%" and not changes["P50"].marked
     assert changes["peak memory"].text() == "+9.0%" and not changes["peak memory"].marked
     steady_new, steady_old = copy.deepcopy(noisy_new), copy.deepcopy(noisy_old)
     steady_new["processes"] = [{"p50": v, "p99": 2 * v, "runs": 5000} for v in (1.25, 1.26, 1.24)]
     steady_old["processes"] = [{"p50": v, "p99": 2 * v, "runs": 5000} for v in (1.0, 1.01, 0.99)]
     steady_new["peak_memory_mb"] = 30.0
-    changes = {c.figure: c for c in figure_changes(steady_new, steady_old)}
+    changes = {c.figure: c for c in changes_of(steady_new, steady_old)}
     assert changes["P50"].beyond and changes["peak memory"].beyond
     assert not changes["P99"].marked  # a tail change is a note against stored numbers, never gated
     # Where a gate ran, its verdict is the mark: the steady +25 % it passed (say, inconclusive on a busy
@@ -279,7 +286,7 @@ def test_a_comparison_uses_the_merge_gates_stored_rules() -> None:
     steady_new["baseline_check"] = {"mode": "stored", "baseline": "t", "verdict": "inconclusive", "findings": [
         {"figure": "P50 latency", "verdict": "inconclusive", "old": 1.0, "new": 1.25, "threshold": 0.1,
          "statistic": None, "rule": "stored", "message": "..."}]}
-    changes = {c.figure: c for c in figure_changes(steady_new, steady_old)}
+    changes = {c.figure: c for c in changes_of(steady_new, steady_old)}
     assert not any(c.marked for c in changes.values()) and changes["P50"].inconclusive
 
 

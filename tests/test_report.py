@@ -42,7 +42,7 @@ def test_merge_builds_device_backend_matrix() -> None:
 def test_table_rows_show_dash_for_unmeasured() -> None:
     record = _record(1.0, 0.125)
     record["latency_ms"] = None
-    (row,) = table_rows([record])
+    (row,) = table_rows([Record.from_json(record)])
     assert row[3] == "88%" and row[5] == "—"
     assert format_table([row])[0].startswith("model")
 
@@ -52,7 +52,7 @@ def test_a_narrow_table_never_cuts_two_backends_to_the_same_text() -> None:
     for backend in ("litert@here", "litert-ref@here", "onnxruntime-cpu@here"):
         record = _record(1.0, 0.1)
         record.update(backend=backend, model={"name": "a_rather_long_model_name", "artifact": "m", "sha256": None})
-        records.append(record)
+        records.append(Record.from_json(record))
     backends = [row[1] for row in table_rows(records, width=60)]
     assert "onnx…@here" in backends  # cut, and still its own
     assert "litert@here" in backends and "litert-ref@here" in backends  # "lite…@here" twice would hide which

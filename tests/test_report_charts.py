@@ -10,6 +10,8 @@ import re
 
 import pytest
 
+from pytest_edge import codec
+from pytest_edge.core.record_blocks import RecordCoverage
 from pytest_edge.report.charts import (DELEGATED, FALLBACK, Curve, Series, bar_chart, coverage_bar, ecdf_chart,
                                        escape, line_chart, significant)
 from pytest_edge.report.table import DASH
@@ -136,14 +138,14 @@ def test_bar_chart_escapes_group_and_bar_names() -> None:
     ({"fallback": 0.0}, 300.0, "delegated 100%"),
     ({"total_ops": 4, "delegated_ops": None}, 0.0, "delegated 0%")])
 def test_coverage_bar_splits_delegated_and_fallback(coverage, split, title) -> None:
-    svg = coverage_bar(coverage)
+    svg = coverage_bar(codec.from_json(RecordCoverage, coverage, "a record's coverage"))
     assert f'aria-label="{title}"' in svg
     assert f'<rect x="0" y="0" width="{split:.1f}" height="16" fill="{DELEGATED}">' in svg
     assert f'<rect x="{split:.1f}" y="0" width="{300 - split:.1f}" height="16" fill="{FALLBACK}">' in svg
 
 
 def test_coverage_bar_of_no_coverage_figure_is_nothing() -> None:
-    assert coverage_bar({}) == "" and coverage_bar({"fallback": None, "total_ops": None}) == ""
+    assert coverage_bar(RecordCoverage()) == "" and coverage_bar(RecordCoverage(fallback=None, total_ops=None)) == ""
 
 
 def test_line_chart_doubling_x_is_log2_evenly_spaced_with_its_own_values_as_ticks() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any
 
 from pytest_edge.core.generation_figures import ContextLength, ContextSweep
 from pytest_edge.core.record import GenerationRecord, Record, SpeechFile, SpeechRecord, SpeechWindow
@@ -19,26 +18,28 @@ from pytest_edge.report.speech import HEADERS as SPEECH_HEADERS
 from pytest_edge.report.table import DASH
 
 HOSTILE = "<script>alert(1)</script>"
-TENSOR = Record("tests/test_m.py::test_m[net-cpu]", {"name": "net"}, "cpu", latency_ms={"p50": 1.0},
-                accuracy={}, checked=True).conclude([]).to_json()
+TENSOR = Record.from_json(Record("tests/test_m.py::test_m[net-cpu]", {"name": "net"}, "cpu", latency_ms={"p50": 1.0},
+                                 accuracy={}, checked=True).conclude([]).to_json())
 
 
-def decoder(backend: str = "llama.cpp", test: str = "test_short", *, new_tokens: int = 3, swept: bool = True) -> dict:
+def decoder(backend: str = "llama.cpp", test: str = "test_short", *, new_tokens: int = 3, swept: bool = True) -> Record:
     tpot_s = [0.002, 0.003] if new_tokens > 1 else []
     figures = timing_figures(6, [0.010, 0.011, 0.012], tpot_s, [0.005] * 3, new_tokens)
     figures = replace(figures, load_ms=20.0, peak_memory_mb=6.0, kv_cache_estimate_mb=0.0075)
     context = ContextSweep(tuple(ContextLength(n, "ok", 5.0 + n / 64, n / 2048) for n in (64, 128, 256)), 256, None,
                            False) if swept else None
     block = GenerationRecord(config={}, new_tokens=new_tokens, kv_cache="runtime", measured=figures, context=context)
-    return Record(f"tests/test_llm.py::{test}[tiny_llm-{backend}]", {"name": "tiny_llm"}, backend,
-                  accuracy={"token_agreement": 1.0}, generation=block, checked=True).conclude([]).to_json()
+    record = Record(f"tests/test_llm.py::{test}[tiny_llm-{backend}]", {"name": "tiny_llm"}, backend,
+                    accuracy={"token_agreement": 1.0}, generation=block, checked=True)
+    return Record.from_json(record.conclude([]).to_json())  # as the report holds it, read back
 
 
-def speech(backend: str = "whisper.cpp", files: list[SpeechFile] | None = None, test: str = "test_asr") -> dict:
+def speech(backend: str = "whisper.cpp", files: list[SpeechFile] | None = None, test: str = "test_asr") -> Record:
     block = SpeechRecord(config={}, new_tokens=32, reference="onnxruntime-cpu", transcript_decoding="tokenizer",
                          files=files if files is not None else [audio_file()])
-    return Record(f"tests/test_speech.py::{test}[whisper-{backend}]", {"name": "whisper"}, backend, accuracy={},
-                  speech=block, checked=True).conclude([]).to_json()
+    record = Record(f"tests/test_speech.py::{test}[whisper-{backend}]", {"name": "whisper"}, backend, accuracy={},
+                    speech=block, checked=True)
+    return Record.from_json(record.conclude([]).to_json())
 
 
 def audio_file(name: str = "hello.wav", *, rtf: float = 0.05, first_token_ms: float | None = 55.0,

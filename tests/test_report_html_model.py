@@ -1,5 +1,5 @@
 """report/html_model.py: a model's section of the HTML page, from records built as a finished check
-builds them (``Record(...).conclude(...).to_json()``): the figures table's columns, a null figure as
+builds them and a report reads them back (``Record.from_json(...to_json())``): the figures table's columns, a null figure as
 a dash or "not measured" and never 0, the baseline's change, coverage, accuracy, and a hostile
 model, backend or message escaped."""
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from pytest_edge.core.record import Record
 from pytest_edge.report.html_model import model_section
+from pytest_edge.report.json_report import Report
 from pytest_edge.report.table import DASH
 
 HOSTILE = "<script>alert(1)</script>"
@@ -18,7 +19,7 @@ FIGURES = ["P50 ms", "P90 ms", "P99 ms", "mean ms", "min ms", "runs", "load ms",
 
 def finished(model: str = "net", backend: str = "onnxruntime-cpu", *, p50: float = 1.0, peak: float | None = 10.0,
              load: float | None = 3.0, violations: tuple[str, ...] = (), test: str = "test_m",
-             **fields: Any) -> dict[str, Any]:
+             **fields: Any) -> Record:
     record = Record(f"tests/test_m.py::{test}[{model}-{backend}]",
                     {"name": model, "artifact": f"models/{model}.onnx", "sha256": "0" * 64}, backend,
                     measured_runs=50, load_ms=load, first_inference_ms=1.5,
@@ -26,11 +27,11 @@ def finished(model: str = "net", backend: str = "onnxruntime-cpu", *, p50: float
                     latency_quantiles_ms=[p50 * (0.9 + 1.1 * i / 100) for i in range(101)], peak_memory_mb=peak,
                     accuracy={"reference": "onnxruntime-cpu", "max_abs_err": 1.5e-6, "max_rel_err": None,
                               "cosine": 0.99999, "snr_db": 120.0}, checked=True, **fields)
-    return record.conclude(list(violations)).to_json()
+    return Record.from_json(record.conclude(list(violations)).to_json())
 
 
-def section(records: list[dict[str, Any]], model: str = "net", *, baseline: dict[str, Any] | None = None,
-            skipped: list[dict[str, Any]] | None = None, gates: bool = False) -> str:
+def section(records: list[Record], model: str = "net", *, baseline: Report | None = None,
+            skipped: list[Record] | None = None, gates: bool = False) -> str:
     return "".join(model_section(model, records, skipped or [], baseline, 0.1, False, gates))
 
 
@@ -77,7 +78,7 @@ def test_two_records_of_one_backend_are_told_apart_by_their_test() -> None:
 
 
 def test_the_change_against_the_baseline_is_shown_old_to_new() -> None:
-    baseline = {"records": [finished(p50=1.0)]}
+    baseline = Report([finished(p50=1.0)])
     html = section([finished(p50=2.0)], baseline=baseline)
     assert "<h3>Against the baseline" in html and "dashed: baseline" in html
     [row] = table(html, "Against the baseline")
@@ -99,14 +100,14 @@ def test_coverage_and_accuracy_tables() -> None:
 
 def test_skipped_backends_for_want_of_an_artifact_fold_into_one_line() -> None:
     skipped = [Record.skipped(f"tests/test_m.py::test_m[net-{b}]", {"name": "net"}, b, "no .pte artifact for net")
-               .to_json() for b in ("executorch", "executorch-xnnpack")]
+               for b in ("executorch", "executorch-xnnpack")]
     html = section([finished()], skipped=skipped)
     assert '<p class="muted">net: no .pte: executorch, executorch-xnnpack skipped</p>' in html
 
 
 def test_resident_memory_is_drawn_from_the_first_process_well_formed_points_only() -> None:
     record = finished(memory_growth_kb_per_run=12.5,
-                      processes=[{"rss_points": [[1, 100.0], [2, 100.5], [3, "x"], [4, float("nan")], [5, 101.0]]}])
+                      processes=[{"rss_points": [[1, 100.0], [2, 100.5], [4, float("nan")], [5, 101.0]]}])
     html = section([record])
     assert "<h3>Resident memory during the timed runs</h3>" in html
     chart = html[html.index("Resident memory"):]

@@ -1,12 +1,11 @@
 """report/generation.py and report/speech.py: the figures of a decoder's ``llm`` block and of a speech
 check's ``speech`` block as both pages and the terminal show them, read from records built as a
 finished check builds them (``Record`` with its ``GenerationRecord`` / ``SpeechRecord``, timed
-figures from llm.metrics.timing_figures), then written to JSON as the report holds them."""
+figures from llm.metrics.timing_figures), written to JSON as the report holds them and read back."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
@@ -20,14 +19,15 @@ from pytest_edge.report.generation import (QUALITY, context_points, distribution
 from pytest_edge.report.speech import speech_of, speech_rows
 from pytest_edge.report.table import DASH
 
-TENSOR = Record("tests/test_m.py::test_m[net-onnxruntime-cpu]", {"name": "net", "artifact": "models/net.onnx",
-                                                                   "sha256": "0" * 64}, "onnxruntime-cpu",
-                latency_ms={"p50": 1.0}, accuracy={"max_abs_err": 0.0}, checked=True).conclude([]).to_json()
+TENSOR = Record.from_json(Record("tests/test_m.py::test_m[net-onnxruntime-cpu]",
+                                 {"name": "net", "artifact": "models/net.onnx", "sha256": "0" * 64}, "onnxruntime-cpu",
+                                 latency_ms={"p50": 1.0}, accuracy={"max_abs_err": 0.0}, checked=True
+                                 ).conclude([]).to_json())
 
 
 def decoder_record(backend: str = "onnxruntime-genai", test: str = "test_short", *, new_tokens: int = 3,
                    ttft_s: tuple[float, ...] = (0.010, 0.011, 0.012), swept: tuple[int, ...] | None = (64, 128, 256),
-                   stable: bool = True, violations: tuple[str, ...] = (), model: str = "tiny_llm") -> dict[str, Any]:
+                   stable: bool = True, violations: tuple[str, ...] = (), model: str = "tiny_llm") -> Record:
     """A measured decoder record: its timing figures as the decoder check computes them from the
     worker's samples (TPOT samples: one per token after the first, so none for ``new_tokens=1``),
     load and memory, the context sweep's points (the first one failed where not ``stable``)."""
@@ -47,14 +47,15 @@ def decoder_record(backend: str = "onnxruntime-genai", test: str = "test_short",
                     accuracy={"reference": "onnxruntime-cpu", "token_agreement": 0.875, "top1_agreement": 1.0,
                               "kld_mean": 2.3e-4, "max_abs_err": 1e-3, "cosine": 0.9999},
                     peak_memory_mb=6.25, artifact_bytes=4096, generation=block, checked=True)
-    return record.conclude(list(violations)).to_json()
+    return Record.from_json(record.conclude(list(violations)).to_json())
 
 
-def unmeasured_decoder_record() -> dict[str, Any]:
+def unmeasured_decoder_record() -> Record:
     """A decoder checked for its tokens only (no measurement asked): a block with no timed figures."""
     block = GenerationRecord(config={}, new_tokens=3, kv_cache="runtime")
-    return Record("tests/test_llm.py::test_tokens[tiny_llm-llama.cpp]", {"name": "tiny_llm"}, "llama.cpp",
-                  accuracy={"token_agreement": 1.0}, generation=block, checked=True).conclude([]).to_json()
+    record = Record("tests/test_llm.py::test_tokens[tiny_llm-llama.cpp]", {"name": "tiny_llm"}, "llama.cpp",
+                    accuracy={"token_agreement": 1.0}, generation=block, checked=True)
+    return Record.from_json(record.conclude([]).to_json())
 
 
 # ------------------------------------------------------------------ generation
@@ -62,9 +63,9 @@ def unmeasured_decoder_record() -> dict[str, Any]:
 
 def test_the_reports_find_the_decoder_block_of_a_decoder_record_only() -> None:
     record = decoder_record()
-    assert generation_of(record) is record["llm"] and is_decoder(record)
+    assert generation_of(record) is record.generation and is_decoder(record)
     assert generation_of(TENSOR) is None and not is_decoder(TENSOR) and measured(TENSOR) is None
-    assert generation_of({**TENSOR, "llm": ["not", "a", "block"]}) is None  # a hand-edited report
+    assert generation_of(Record.from_json({**TENSOR.to_json(), "llm": ["not", "a", "block"]})) is None  # hand-edited
     assert is_decoder(unmeasured_decoder_record()) and measured(unmeasured_decoder_record()) is None
 
 
@@ -85,11 +86,13 @@ def test_a_figure_not_measured_is_a_dash_never_zero() -> None:
     assert cells["TPOT P50 ms"] == cells["decode tokens/s"] == cells["longest stable context"] == DASH
     [row] = generation_rows([decoder_record(stable=False)])
     assert dict(zip(generation.HEADERS, row))["longest stable context"] == DASH
-    hand_edited = decoder_record()
-    hand_edited["llm"]["load_ms"] = "fast"  # a report is untrusted input: no number, no figure
-    hand_edited["llm"]["peak_memory_mb"] = float("nan")
-    cells = dict(zip(generation.HEADERS, generation_rows([hand_edited])[0]))
-    assert cells["load ms"] == cells["peak MB"] == DASH
+    hand_edited = decoder_record().to_json()
+    hand_edited["llm"]["peak_memory_mb"] = float("nan")  # a report is untrusted input: no finite number, no figure
+    cells = dict(zip(generation.HEADERS, generation_rows([Record.from_json(hand_edited)])[0]))
+    assert cells["peak MB"] == DASH
+    hand_edited["llm"]["load_ms"] = "fast"  # no number at all: the record's reader refuses it
+    with pytest.raises(ValueError, match="load_ms"):
+        Record.from_json(hand_edited)
 
 
 def test_generation_rows_are_ordered_by_model_backend_test() -> None:
@@ -113,10 +116,9 @@ def test_distribution_gives_the_percentiles_in_ms_and_the_marks() -> None:
 
 
 def test_context_points_are_shortest_first_with_none_where_not_measured() -> None:
-    record = decoder_record(swept=(256, 64, 128))
-    record["llm"]["context"]["points"][0]["peak_memory_mb"] = None  # the 256-token point was not measured
-    record["llm"]["context"]["points"].append("not a point")
-    points = context_points(record)
+    data = decoder_record(swept=(256, 64, 128)).to_json()
+    data["llm"]["context"]["points"][0]["peak_memory_mb"] = None  # the 256-token point was not measured
+    points = context_points(Record.from_json(data))
     assert [p.tokens for p in points] == [64, 128, 256]
     assert points[2].peak_memory_mb is None and points[2].kv_cache_estimate_mb == 0.125
     assert points[0].peak_memory_mb == 6.0 and points[0].status == "ok"
@@ -127,16 +129,16 @@ def test_quality_cells_are_the_accuracy_figures_in_order_dashes_where_not_measur
     assert [key for _, key, _ in QUALITY] == ["token_agreement", "top1_agreement", "kld_mean"]
     assert quality_cells(decoder_record()) == ["0.875", "1.000", "2.30e-04"]
     assert quality_cells(unmeasured_decoder_record()) == ["1.000", DASH, DASH]
-    assert quality_cells({"accuracy": None}) == [DASH, DASH, DASH]
+    assert quality_cells(Record("t", {"name": "m"}, "cpu")) == [DASH, DASH, DASH]
 
 
 def test_gate_view_is_what_the_merge_gate_reads_of_a_decoder_record() -> None:
-    view = gate_view(decoder_record())
+    view = gate_view(decoder_record().to_json())
     assert view == {"test": "tests/test_llm.py::test_short[tiny_llm-onnxruntime-genai]", "backend": "onnxruntime-genai",
                     "model": {"name": "tiny_llm", "artifact": "models/tiny_llm.onnx", "sha256": "1" * 64},
                     "processes": [{"ttft_p50_ms": 11.0, "tpot_p50_ms": 2.5}], "peak_memory_mb": 6.25,
                     "artifact_bytes": 4096}
-    assert gate_view(TENSOR) is None
+    assert gate_view(TENSOR.to_json()) is None
 
 
 def test_generation_lines_say_the_figures_of_each_measured_decoder() -> None:
@@ -159,12 +161,12 @@ def test_generation_lines_of_a_decoder_with_one_new_token_or_no_stable_context()
 
 
 def speech_record(backend: str = "whisper.cpp", test: str = "test_asr", *, files: list[SpeechFile] | None = None,
-                  model: str = "whisper-tiny", verdict_violations: tuple[str, ...] = ()) -> dict[str, Any]:
+                  model: str = "whisper-tiny", verdict_violations: tuple[str, ...] = ()) -> Record:
     block = SpeechRecord(config={"language": "en"}, new_tokens=32, reference="onnxruntime-cpu",
                          transcript_decoding="tokenizer", files=files if files is not None else [speech_file()])
     record = Record(f"tests/test_speech.py::{test}[{model}-{backend}]", {"name": model, "artifact": None, "sha256": None},
                     backend, accuracy={"reference": "onnxruntime-cpu"}, speech=block, checked=True)
-    return record.conclude(list(verdict_violations)).to_json()
+    return Record.from_json(record.conclude(list(verdict_violations)).to_json())
 
 
 def speech_file(audio: str = "hello.wav", *, first_difference: int | None = None, encoder_ms: float | None = 41.234,
@@ -183,8 +185,8 @@ def window(start_s: float, total_ms: float) -> SpeechWindow:
 
 def test_speech_of_reads_a_speech_block_only() -> None:
     record = speech_record()
-    assert speech_of(record) is record["speech"]
-    assert speech_of(TENSOR) is None and speech_of({"speech": "text"}) is None
+    assert speech_of(record) is record.speech
+    assert speech_of(TENSOR) is None and speech_of(Record.from_json({**TENSOR.to_json(), "speech": "text"})) is None
 
 
 def test_speech_rows_put_each_files_figures_in_their_columns() -> None:
@@ -203,9 +205,9 @@ def test_speech_rows_say_where_tokens_part_and_dash_what_a_runtime_does_not_time
     cells = dict(zip(speech.HEADERS, speech_rows([speech_record(files=files)])[0]))
     assert cells["tokens"] == "differ at 3"
     assert cells["encoder ms"] == cells["first token ms"] == cells["decode tokens/s"] == DASH
-    broken = speech_record()
-    broken["speech"]["files"][0].update(wer=float("inf"), audio_s=True)  # a hand-edited report
-    cells = dict(zip(speech.HEADERS, speech_rows([broken])[0]))
+    broken = speech_record().to_json()
+    broken["speech"]["files"][0].update(wer=float("inf"), audio_s=float("nan"))  # a hand-edited report
+    cells = dict(zip(speech.HEADERS, speech_rows([Record.from_json(broken)])[0]))
     assert cells["WER"] == cells["audio s"] == DASH
 
 

@@ -44,31 +44,31 @@ class Terminal:
 
 
 def tensor_record(model: str = "net", backend: str = "onnxruntime-cpu", *, peak: float | None = 10.25,
-                  violations: tuple[str, ...] = ()) -> dict[str, Any]:
+                  violations: tuple[str, ...] = ()) -> Record:
     record = Record(f"tests/test_m.py::test_m[{model}-{backend}]",
                     {"name": model, "artifact": f"models/{model}.onnx", "sha256": "0" * 64}, backend,
                     measured_runs=50, load_ms=3.04, first_inference_ms=1.5,
                     latency_ms={"p50": 1.2345, "p90": 1.5, "p99": 2.5, "mean": 1.3, "min": 1.1},
                     peak_memory_mb=peak, coverage={"total_ops": 8, "delegated_ops": 8, "fallback": 0.0, "partitions": 1},
                     accuracy={"reference": "onnxruntime-cpu", "max_abs_err": 1.5e-6, "cosine": 1.0}, checked=True)
-    return record.conclude(list(violations)).to_json()
+    return record.conclude(list(violations))
 
 
-def decoder_record(tpot_p50: float | None = 2.5) -> dict[str, Any]:
+def decoder_record(tpot_p50: float | None = 2.5) -> Record:
     measured = GenerationFigures(prompt_tokens=6, ttft_ms=TimingPercentiles(11.0, 12.0),
                                  tpot_ms=TimingPercentiles(tpot_p50, tpot_p50),
                                  decode_tokens_per_s=400.0 if tpot_p50 else None,
                                  decode_tokens_per_s_sd=3.2 if tpot_p50 else None)
     block = GenerationRecord(config={}, new_tokens=3 if tpot_p50 else 1, kv_cache="runtime", measured=measured)
     return Record("tests/test_llm.py::test_short[tiny_llm-llama.cpp]", {"name": "tiny_llm"}, "llama.cpp",
-                  accuracy={"token_agreement": 1.0}, generation=block, checked=True).conclude([]).to_json()
+                  accuracy={"token_agreement": 1.0}, generation=block, checked=True).conclude([])
 
 
 def settings(tmp_path: Path, **paths: str) -> Settings:
     return Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path, **paths)
 
 
-def summary(terminal: Terminal, the_settings: Settings, records: list[dict[str, Any]], use: GoldenUse | None = None,
+def summary(terminal: Terminal, the_settings: Settings, records: list[Record], use: GoldenUse | None = None,
             report_error: str = "") -> None:
     write_summary(terminal, the_settings, records, use or GoldenUse(), under_load=False, inconclusive=0,
                   xdist_workers=None, report_error=report_error)
@@ -165,8 +165,8 @@ def test_golden_use_error_is_said_in_yellow() -> None:
 # ------------------------------------------------------------------ outputs
 
 
-def report_of(*records: dict[str, Any]) -> Report:
-    return build_report([Record.from_json(r) for r in records], {"cpu": "Test CPU", "cores": 2, "os": "Linux", "python": "3.11"})
+def report_of(*records: Record) -> Report:
+    return build_report(list(records), {"cpu": "Test CPU", "cores": 2, "os": "Linux", "python": "3.11"})
 
 
 def test_write_outputs_writes_each_report_asked_for(tmp_path: Path) -> None:

@@ -7,35 +7,37 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from ..backends import split_device
 from ..judging.figures import GateFigures
 from ..judging.regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, GENERATION_FIGURES, LATENCY_FIGURES,
                                        PEAK_MEMORY, latency_regressions, resource_regressions)
-from ..core.record import GateVerdict, Verdict, dig
+from ..core.record import GateVerdict, Record, Verdict
 from ..units import parse_percent
 from ..core.settings import MAX_REGRESSION
 from . import generation
-from ..judging.baseline import find_baseline
+from .json_report import Report
+from .table import gate_check, machine_label
 
 # The allowed regression against a baseline unless a project sets edge_max_regression (settings'
 # MAX_REGRESSION, as users write it), as a fraction.
 DEFAULT_MAX_REGRESSION = parse_percent(MAX_REGRESSION)
 
 
-def device_label(record: Mapping[str, Any]) -> str:
+def device_label(record: Record) -> str:
     """Where a record ran: the merged report's machine label, then the device name (from
     ``device`` or the ``@device`` suffix of the backend); "local" for neither."""
-    parts = [str(record["machine"])] if record.get("machine") else []
-    device = dig(record, "device", "name") or split_device(record["backend"])[1]
+    label = machine_label(record)
+    parts = [label] if label else []
+    device = (record.device.name if record.device is not None else None) or split_device(record.backend)[1]
     if device and device != "local":
         parts.append(str(device))
     return " / ".join(parts) or "local"
 
 
-def base_backend(record: Mapping[str, Any]) -> str:
-    return split_device(record["backend"])[0]
+def base_backend(record: Record) -> str:
+    return split_device(record.backend)[0]
 
 
 @dataclass(frozen=True)
@@ -69,12 +71,12 @@ class FigureChange:
         return self.regressed or self.beyond
 
 
-FIGURES: list[tuple[str, Callable[[Mapping[str, Any]], Any], bool]] = [
-    ("P50", lambda r: dig(r, "latency_ms", "p50"), True),
-    ("P99", lambda r: dig(r, "latency_ms", "p99"), True),
-    ("peak memory", lambda r: r.get("peak_memory_mb"), True),
-    ("fallback", lambda r: dig(r, "coverage", "fallback"), False),
-    ("artifact size", lambda r: r.get("artifact_bytes"), True),
+FIGURES: list[tuple[str, Callable[[Record], float | None], bool]] = [
+    ("P50", lambda r: (r.latency_ms or {}).get("p50"), True),
+    ("P99", lambda r: (r.latency_ms or {}).get("p99"), True),
+    ("peak memory", lambda r: r.peak_memory_mb, True),
+    ("fallback", lambda r: r.coverage.fallback if r.coverage is not None else None, False),
+    ("artifact size", lambda r: r.artifact_bytes, True),
     # A decoder's timed figures, as the gate judges them (per fresh process; here the pooled P50)
     ("TTFT P50", lambda r: generation.median_ms(r, "ttft"), True),
     ("TPOT P50", lambda r: generation.median_ms(r, "tpot"), True),
@@ -87,21 +89,20 @@ _GATE_FIGURES = {"P50": LATENCY_FIGURES[0].name, "P99": LATENCY_FIGURES[1].name,
                  **{f.name: f.name for f in GENERATION_FIGURES}}
 
 
-def gate_judged(record: Mapping[str, Any]) -> bool:
+def gate_judged(record: Record) -> bool:
     """A merge gate ran on this record (its verdict and findings are on it)."""
-    check = record.get("baseline_check")
-    return isinstance(check, Mapping) and check.get("verdict") is not None
+    return gate_check(record).get("verdict") is not None
 
 
-def gate_findings(record: Mapping[str, Any], verdict: GateVerdict) -> set[str]:
+def gate_findings(record: Record, verdict: GateVerdict) -> set[str]:
     """The gate's figure names that the gate gave ``verdict`` (failed, inconclusive) on this record.
     A record of a pytest-edge before findings has none: no figure is marked (its verdict column and
     violations still say what failed), rather than guessing from the messages' text."""
-    findings = (record.get("baseline_check") or {}).get("findings")
+    findings = gate_check(record).get("findings")
     return {str(f.get("figure")) for f in findings or [] if isinstance(f, Mapping) and f.get("verdict") == verdict}
 
 
-def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
+def figure_changes(record: Record, old: Record | None,
                    max_regression: float = DEFAULT_MAX_REGRESSION, gates: bool = True) -> list[FigureChange]:
     """P50, P99, peak memory, fallback and artifact size against the baseline record, where both have
     them. Where a merge gate ran on the record, a figure is regressed exactly when the gate failed it
@@ -110,17 +111,18 @@ def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
     latency above ``max_regression`` and significant over the processes (P99 never), memory above it
     and by more than 1 MB, fallback when it rose at all. ``gates=False``: ``old`` is not the baseline
     the gate used (another report given to the report commands), so only the comparison applies."""
-    if not old:
+    if old is None:
         return []
     judged = gates and gate_judged(record)
     failed = gate_findings(record, GateVerdict.FAILED) if judged else set()
     undecided = gate_findings(record, GateVerdict.INCONCLUSIVE) if judged else set()
     compared: set[str] = set()
-    if not judged and record.get("backend"):
-        # The report's JSON parsed once into what the gate reads, and judged by the gate's own rules.
-        test = str(record.get("test", ""))
-        mine, theirs = GateFigures.from_json(record, source=test), GateFigures.from_json(old, source=f"baseline of {test}")
-        view, old_view = generation.gate_view(record), generation.gate_view(old)
+    if not judged and record.backend:
+        # Both records' JSON parsed once into what the gate reads (its parser reads a record's JSON, as
+        # a stored report holds it), and judged by the gate's own rules.
+        test, data, old_data = record.test, record.to_json(), old.to_json()
+        mine, theirs = GateFigures.from_json(data, source=test), GateFigures.from_json(old_data, source=f"baseline of {test}")
+        view, old_view = generation.gate_view(data), generation.gate_view(old_data)
         if view is not None and old_view is not None:  # a decoder: its TTFT and TPOT, per process
             latency, _ = latency_regressions(GateFigures.from_json(view, source=test),
                                              GateFigures.from_json(old_view, source=f"baseline of {test}"), max_regression,
@@ -131,7 +133,7 @@ def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
     # Where the gate judged a figure, its values (a P50 is the geometric mean of the process P50s,
     # not the pooled runs' P50): the page shows the percentage the failure message gives.
     judged_values = {str(f.get("figure")): (f.get("old"), f.get("new"))
-                     for f in ((record.get("baseline_check") or {}).get("findings") or [] if judged else [])
+                     for f in (gate_check(record).get("findings") or [] if judged else [])
                      if isinstance(f, Mapping) and all(isinstance(f.get(k), (int, float)) for k in ("old", "new"))}
     changes = []
     for figure, get, relative in FIGURES:
@@ -142,7 +144,7 @@ def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
         changes.append(FigureChange(figure, float(old_value), float(new_value), relative, name in failed,
                                     beyond=name in compared, inconclusive=name in undecided))
     # A figure the gate failed that the pages do not tabulate (counted instructions): as the gate said it.
-    for finding in (record.get("baseline_check") or {}).get("findings") or [] if judged else []:
+    for finding in gate_check(record).get("findings") or [] if judged else []:
         if (isinstance(finding, Mapping) and finding.get("verdict") == GateVerdict.FAILED
                 and finding.get("figure") not in _GATE_FIGURES.values()
                 and isinstance(finding.get("old"), (int, float)) and isinstance(finding.get("new"), (int, float))):
@@ -150,17 +152,16 @@ def figure_changes(record: Mapping[str, Any], old: Mapping[str, Any] | None,
     return changes
 
 
-def regressions(report: Mapping[str, Any], baseline: Mapping[str, Any] | None,
-                max_regression: float = DEFAULT_MAX_REGRESSION,
-                gates: bool = True) -> list[tuple[Mapping[str, Any], FigureChange]]:
+def regressions(report: Report, baseline: Report | None, max_regression: float = DEFAULT_MAX_REGRESSION,
+                gates: bool = True) -> list[tuple[Record, FigureChange]]:
     """Every marked figure of the report's records against the baseline report: failed by the gate
     where one ran, past the threshold by comparison where none did (``FigureChange.regressed`` tells)."""
-    if not baseline:
+    if baseline is None:
         return []
     found = []
-    for record in report.get("records", []):
-        if record.get("verdict") in (Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT):
+    for record in report.records:
+        if record.verdict in (Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT):
             continue
-        found += [(record, c) for c in figure_changes(record, find_baseline(baseline, record), max_regression, gates)
+        found += [(record, c) for c in figure_changes(record, baseline.baseline_of(record), max_regression, gates)
                   if c.marked]
     return found

@@ -7,9 +7,12 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .table import DASH
+
+if TYPE_CHECKING:
+    from ..core.record_blocks import RecordCoverage
 
 # Colour-blind-safe (Okabe-Ito), one per series of a chart.
 PALETTE = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000"]
@@ -220,12 +223,12 @@ def bar_chart(groups: Sequence[tuple[str, Sequence[tuple[float | None, str, str]
     return _svg(width, height, body, f"bars, {unit}")
 
 
-def coverage_bar(coverage: Mapping[str, Any], width: int = 300, height: int = 16) -> str:
+def coverage_bar(coverage: "RecordCoverage", width: int = 300, height: int = 16) -> str:
     """One bar split delegated (green) / fallback (orange) by operator count."""
-    total = coverage.get("total_ops")
-    fallback = coverage.get("fallback")
+    total = coverage.total_ops
+    fallback = coverage.fallback
     if total:
-        delegated_share = (coverage.get("delegated_ops") or 0) / total
+        delegated_share = (coverage.delegated_ops or 0) / total
     elif isinstance(fallback, (int, float)):
         delegated_share = 1 - fallback
     else:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..core.record import dig, is_finite_number
+from ..core.record import Record, is_finite_number
+from ..measurement.sensors import Readings, SensorWindow
 from .charts import DASH, escape, significant
 
 HEADERS = ["backend", "artifact MB", "runtime MB", "throughput /s", "temperature °C", "CPU MHz", "power W"]
@@ -24,19 +25,25 @@ def _span(initial: Any, steady: Any) -> str:
     return shown[0] if shown else DASH
 
 
-def _readings(sensors: Mapping[str, Any], key: str, pick: str | None = None) -> str:
-    """Each sensor of ``key`` (per zone, per supply) as initial → steady; ``pick``: one field of it."""
-    initial = (sensors.get("initial") or {}).get(key) or {}
-    steady = (sensors.get("steady") or {}).get(key) or {}
-    if pick is not None:
-        return _span(initial.get(pick), steady.get(pick))
+def _per_sensor(readings: Readings | None, kind: str) -> dict[str, float]:
+    """One kind of reading (``temperature_c``, ``power_w``) by sensor; empty where none was read."""
+    return (getattr(readings, kind) or {}) if readings is not None else {}
+
+
+def _readings(sensors: SensorWindow, kind: str) -> str:
+    """Each sensor of ``kind`` (per zone, per supply) as initial → steady."""
+    initial, steady = _per_sensor(sensors.initial, kind), _per_sensor(sensors.steady, kind)
     names = list(dict.fromkeys([*initial, *steady]))
     return "<br>".join(f"{escape(n)}: {_span(initial.get(n), steady.get(n))}" for n in names) or DASH
 
 
-def has_figures(record: Mapping[str, Any]) -> bool:
-    return any(record.get(k) is not None for k in ("artifact_bytes", "runtime_bytes", "throughput",
-                                                    "power_and_temperature"))
+def _mean_mhz(readings: Readings | None) -> float | None:
+    return readings.cpu_mhz.mean if readings is not None and readings.cpu_mhz is not None else None
+
+
+def has_figures(record: Record) -> bool:
+    return any(value is not None for value in (record.artifact_bytes, record.runtime_bytes, record.throughput,
+                                               record.power_and_temperature))
 
 
 def invalid_field(record: Mapping[str, Any]) -> str | None:
@@ -68,17 +75,18 @@ def invalid_field(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def row_cells(record: Mapping[str, Any]) -> list[str]:
+def row_cells(record: Record) -> list[str]:
     """The HTML cells after the backend's: sizes, throughput, temperature, frequency, power."""
-    runtime_reason = dig(record, "runtime", "package", "reason")
-    cells = [f'<td class="n">{megabytes(record.get("artifact_bytes"))}</td>',
-             f'<td class="n" title="{escape(runtime_reason or "")}">{megabytes(record.get("runtime_bytes"))}</td>',
-             f'<td class="n">{significant(record.get("throughput"))}</td>']
-    sensors = record.get("power_and_temperature")
-    if not isinstance(sensors, Mapping):
+    package = record.runtime.package if record.runtime is not None else None
+    runtime_reason = package.get("reason") if package else None
+    cells = [f'<td class="n">{megabytes(record.artifact_bytes)}</td>',
+             f'<td class="n" title="{escape(runtime_reason or "")}">{megabytes(record.runtime_bytes)}</td>',
+             f'<td class="n">{significant(record.throughput)}</td>']
+    sensors = record.power_and_temperature
+    if sensors is None:
         return cells + [f'<td class="muted">{DASH}</td>'] * 3
-    if not sensors.get("initial") and not sensors.get("steady"):
-        return cells + [f'<td colspan="3" class="muted">{escape(sensors.get("reason") or "not exposed")}</td>']
+    if not sensors.initial and not sensors.steady:
+        return cells + [f'<td colspan="3" class="muted">{escape(sensors.reason or "not exposed")}</td>']
     return cells + [f"<td>{_readings(sensors, 'temperature_c')}</td>",
-                    f'<td class="n">{_readings(sensors, "cpu_mhz", "mean")}</td>',
+                    f'<td class="n">{_span(_mean_mhz(sensors.initial), _mean_mhz(sensors.steady))}</td>',
                     f"<td>{_readings(sensors, 'power_w')}</td>"]

@@ -3,9 +3,9 @@ and the HTML page show them: one row per measured test and backend beside the co
 (which has no column for them), the TTFT and TPOT distributions, memory against context, and the
 decoder's quality figures for the accuracy table.
 
-The one place the reports read a decoder's block of a record (``record["llm"]`` in the JSON report
-today): :func:`generation_of`. Every other reader here goes through it, so moving the block (to a
-typed ``Record.generation``) changes this function only."""
+The one place the reports read a decoder's block of a record (``Record.generation``, the JSON
+report's ``llm``): :func:`generation_of`; :func:`gate_view` reads a record's JSON for the merge
+gate's parser."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..checks import BUDGET, TPOT_BUDGET, TTFT_BUDGET
+from ..core.generation_figures import GenerationFigures, TimingPercentiles
+from ..core.record import GenerationRecord, Record
 from .table import figure
 
 HEADERS = ["test", "model", "backend", "prompt tokens", "TTFT P50 ms", "TPOT P50 ms", "prefill tokens/s",
@@ -31,15 +33,14 @@ def _block_key(keyword: str) -> str:
     return kept.paths[0][1]
 
 
-# The TTFT and TPOT percentiles ({"p50": ...}) in the llm block.
+# The measured figures' fields of the TTFT and TPOT percentiles (the llm block's keys).
 TTFT, TPOT = _block_key(TTFT_BUDGET), _block_key(TPOT_BUDGET)
 
 
-def generation_of(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def generation_of(record: Record) -> GenerationRecord | None:
     """The decoder's block of a record (configuration, prompts, measured figures, context sweep);
-    None for a tensor model's record or one whose block is not a mapping."""
-    block = record.get("llm")
-    return block if isinstance(block, Mapping) else None
+    None for a tensor model's record."""
+    return record.generation
 
 
 def _number(value: Any) -> bool:
@@ -47,34 +48,42 @@ def _number(value: Any) -> bool:
 
 
 def _shown(value: Any, fmt: str) -> str:
-    """A figure, or a dash where the record holds none (or, from a hand-edited report, no number)."""
+    """A figure, or a dash where the record holds none (or, from a hand-edited report, no finite number)."""
     return figure(value if _number(value) else None, fmt)
 
 
-def measured(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The decoder's block where it holds measured figures (TTFT at least); None otherwise."""
-    llm = generation_of(record)
-    if not llm or not isinstance(llm.get(TTFT), Mapping) or not isinstance(llm.get(TPOT), (Mapping, type(None))):
+def _percentiles(figures: GenerationFigures, figure_name: str) -> TimingPercentiles | None:
+    """``"ttft"`` or ``"tpot"``'s percentiles (the field its budget row names)."""
+    return getattr(figures, {"ttft": TTFT, "tpot": TPOT}[figure_name])
+
+
+def measured(record: Record) -> GenerationFigures | None:
+    """The decoder's measured figures where it holds them (TTFT at least); None otherwise."""
+    block = generation_of(record)
+    if block is None or block.measured is None or _percentiles(block.measured, "ttft") is None:
         return None
-    return llm
+    return block.measured
 
 
-def generation_rows(records: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+def _longest_stable(block: GenerationRecord) -> int | None:
+    return block.context.longest_stable if block.context is not None else None
+
+
+def generation_rows(records: Sequence[Record]) -> list[list[str]]:
     """Cells (text, not escaped) of each record whose decoder block holds measured figures."""
     rows = []
     for record in records:
-        llm = measured(record)
-        if llm is None:
+        found = measured(record)
+        if found is None or record.generation is None:
             continue
-        context = llm.get("context") if isinstance(llm.get("context"), Mapping) else {}
-        rows.append([str(record.get("test", "")), str(record["model"]["name"]), str(record["backend"]),
-                     _shown(llm.get("prompt_tokens"), ".0f"),
-                     _shown(llm[TTFT].get("p50"), ".3f"),
-                     _shown((llm.get(TPOT) or {}).get("p50"), ".3f"),
-                     _shown(llm.get("prefill_tokens_per_s"), ".0f"), _shown(llm.get("decode_tokens_per_s"), ".0f"),
-                     _shown(llm.get("load_ms"), ".1f"), _shown(llm.get("peak_memory_mb"), ".1f"),
-                     _shown(llm.get("kv_cache_estimate_mb"), ".4f"), _shown(context.get("longest_stable"), ".0f"),
-                     str(record["verdict"])])
+        ttft, tpot = _percentiles(found, "ttft"), _percentiles(found, "tpot")
+        rows.append([record.test, record.model.name, record.backend,
+                     _shown(found.prompt_tokens, ".0f"),
+                     _shown(ttft.p50 if ttft else None, ".3f"), _shown(tpot.p50 if tpot else None, ".3f"),
+                     _shown(found.prefill_tokens_per_s, ".0f"), _shown(found.decode_tokens_per_s, ".0f"),
+                     _shown(found.load_ms, ".1f"), _shown(found.peak_memory_mb, ".1f"),
+                     _shown(found.kv_cache_estimate_mb, ".4f"), _shown(_longest_stable(record.generation), ".0f"),
+                     str(record.verdict)])
     return sorted(rows, key=lambda row: (row[1], row[2], row[0]))
 
 
@@ -87,16 +96,15 @@ class Distribution:
     marks: dict[str, float]
 
 
-def distribution(record: Mapping[str, Any], figure_name: str) -> Distribution | None:
+def distribution(record: Record, figure_name: str) -> Distribution | None:
     """``"ttft"`` or ``"tpot"`` of a measured decoder record; None where it holds none."""
-    llm = measured(record)
-    if llm is None:
+    found = measured(record)
+    if found is None:
         return None
-    stats = llm.get(f"{figure_name}_ms") if isinstance(llm.get(f"{figure_name}_ms"), Mapping) else {}
-    marks = {k: float(v) for k, v in stats.items() if k in ("p50", "p90", "p99") and _number(v)}
-    quantiles = llm.get(f"{figure_name}_quantiles_ms")
-    if not (isinstance(quantiles, list) and quantiles and all(_number(v) for v in quantiles)):
-        quantiles = None
+    stats = _percentiles(found, figure_name)
+    marks = {k: float(v) for k, v in (("p50", stats.p50), ("p90", stats.p90)) if _number(v)} if stats else {}
+    kept = getattr(found, f"{figure_name}_quantiles_ms")
+    quantiles = list(kept) if kept and all(_number(v) for v in kept) else None
     return Distribution(quantiles, marks) if quantiles or marks else None
 
 
@@ -108,38 +116,33 @@ class ContextPoint:
     status: str
 
 
-def context_points(record: Mapping[str, Any]) -> list[ContextPoint]:
+def context_points(record: Record) -> list[ContextPoint]:
     """The context sweep's lengths of a decoder record, shortest first, with the peak memory and the
     KV-cache estimate at each (None where not measured) and the length's status."""
-    llm = generation_of(record) or {}
-    sweep = llm.get("context") if isinstance(llm.get("context"), Mapping) else {}
-    points = sweep.get("points") if isinstance(sweep.get("points"), list) else []
-    found = []
-    for point in points:
-        if isinstance(point, Mapping) and _number(point.get("tokens")):
-            found.append(ContextPoint(int(point["tokens"]),
-                                      point["peak_memory_mb"] if _number(point.get("peak_memory_mb")) else None,
-                                      point["kv_cache_estimate_mb"] if _number(point.get("kv_cache_estimate_mb"))
-                                      else None, str(point.get("status", ""))))
+    block = generation_of(record)
+    sweep = block.context if block is not None else None
+    found = [ContextPoint(point.tokens, point.peak_memory_mb if _number(point.peak_memory_mb) else None,
+                          point.kv_cache_estimate_mb if _number(point.kv_cache_estimate_mb) else None, point.status)
+             for point in (sweep.points if sweep is not None else ())]
     return sorted(found, key=lambda p: p.tokens)
 
 
-def is_decoder(record: Mapping[str, Any]) -> bool:
+def is_decoder(record: Record) -> bool:
     return generation_of(record) is not None
 
 
-def quality_cells(record: Mapping[str, Any]) -> list[str]:
+def quality_cells(record: Record) -> list[str]:
     """The decoder's quality figures of a record's accuracy (free-running token agreement,
     teacher-forced top-1 agreement and mean KL divergence), dashes where not measured."""
-    accuracy = record.get("accuracy") if isinstance(record.get("accuracy"), Mapping) else {}
-    return [_shown(accuracy.get(key), fmt) for _, key, fmt in QUALITY]
+    return [_shown(getattr(record.accuracy, key, None), fmt) for _, key, fmt in QUALITY]
 
 
 def gate_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A decoder record as the merge gate reads one (judging.regressions): its per-process TTFT
-    and TPOT P50s (``processes``), peak memory and artifact size; None for a tensor model's record."""
-    llm = generation_of(record)
-    if llm is None:
+    """A decoder record's JSON as the merge gate reads one (judging.regressions, whose parser reads
+    JSON): its per-process TTFT and TPOT P50s (``processes``), peak memory and artifact size; None
+    for a tensor model's record."""
+    llm = record.get("llm")
+    if not isinstance(llm, Mapping):
         return None
     return {"test": record.get("test"), "backend": record.get("backend"), "model": record.get("model"),
             "processes": llm.get("processes") if isinstance(llm.get("processes"), list) else [],
@@ -147,26 +150,27 @@ def gate_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
             **({"timing_not_judged": llm["timing_not_judged"]} if llm.get("timing_not_judged") else {})}
 
 
-def median_ms(record: Mapping[str, Any], figure_name: str) -> float | None:
+def median_ms(record: Record, figure_name: str) -> float | None:
     """``"ttft"`` or ``"tpot"`` P50 of a measured decoder record, in ms; None otherwise."""
     found = distribution(record, figure_name)
     return found.marks.get("p50") if found is not None else None
 
 
-def generation_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def generation_lines(records: Sequence[Record]) -> list[str]:
     """One terminal line per measured decoder record: the generation figures the table lacks."""
     lines = []
     for record in records:
-        llm = generation_of(record) or {}
-        if not llm.get(TTFT):
+        found = measured(record)
+        if found is None or record.generation is None:
             continue
-        context = llm.get("context") or {}
-        longest = f", longest stable context {_shown(context.get('longest_stable'), 'd')}" if context else ""
-        decode = (f"{llm['decode_tokens_per_s']:.0f} ± {llm.get('decode_tokens_per_s_sd') or 0:.0f}"
-                  if llm.get("decode_tokens_per_s") is not None else "—")
+        ttft, tpot = _percentiles(found, "ttft"), _percentiles(found, "tpot")
+        context = record.generation.context
+        longest = f", longest stable context {_shown(context.longest_stable, 'd')}" if context is not None else ""
+        decode = (f"{found.decode_tokens_per_s:.0f} ± {found.decode_tokens_per_s_sd or 0:.0f}"
+                  if found.decode_tokens_per_s is not None else "—")
         # No TPOT sample (one new token) is a null P50: a dash, not a TypeError losing the summary.
-        tpot = (llm.get(TPOT) or {}).get("p50")
-        tpot = f"{tpot:.3f} ms" if _number(tpot) else _shown(None, "")
-        lines.append(f"{record['test']}: TTFT P50 {llm[TTFT]['p50']:.3f} ms ({llm['prompt_tokens']} tokens), "
-                     f"TPOT P50 {tpot}, decode {decode} tokens/s{longest}")
+        tpot_p50 = tpot.p50 if tpot is not None else None
+        shown_tpot = f"{tpot_p50:.3f} ms" if _number(tpot_p50) else _shown(None, "")
+        lines.append(f"{record.test}: TTFT P50 {ttft.p50:.3f} ms ({found.prompt_tokens} tokens), "  # type: ignore[union-attr]
+                     f"TPOT P50 {shown_tpot}, decode {decode} tokens/s{longest}")
     return lines

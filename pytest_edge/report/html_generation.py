@@ -3,24 +3,25 @@ per measured decoder, its TTFT and TPOT distributions and its memory against the
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
+from ..core.record import Record
 from . import generation as decoders
 from .charts import PALETTE, Curve, Series, ecdf_chart, escape, line_chart
 from .generation import HEADERS, generation_rows
 from .html_parts import table_open
 
 
-def generation_charts(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def generation_charts(records: Sequence[Record]) -> list[str]:
     """Per measured decoder (test and backend) its TTFT and TPOT distributions (ECDFs, as a tensor
     model's latency) and, where it swept the context, peak memory and the KV-cache estimate against
     the context length."""
     measured = sorted((r for r in records if decoders.measured(r) is not None),
-                      key=lambda r: (str(r["model"]["name"]), str(r["backend"]), str(r.get("test", ""))))
+                      key=lambda r: (r.model.name, r.backend, r.test))
     if not measured:
         return []
     color = {id(r): PALETTE[i % len(PALETTE)] for i, r in enumerate(measured)}
-    label = {id(r): f"{r.get('test', '')} · {r['backend']}" for r in measured}
+    label = {id(r): f"{r.test} · {r.backend}" for r in measured}
     charts = []
     for name, per in (("ttft", "generations"), ("tpot", "tokens")):
         series = []
@@ -49,7 +50,7 @@ def generation_charts(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return ['<div class="row">', *charts, "</div>", f'<p class="muted"><small>{legend}</small></p>'] if charts else []
 
 
-def generation_section(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def generation_section(records: Sequence[Record]) -> list[str]:
     """The page's section for decoder LLMs, the figures the per-model sections have no chart for;
     nothing where no record measured a decoder."""
     rows = generation_rows(records)

@@ -4,72 +4,72 @@ accuracy against the golden, and the backends skipped for want of an artifact.""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
-from ..core.record import COMPILE_ONLY, Verdict, dig, is_finite_number
-from ..judging.baseline import find_baseline
+from ..core.record import COMPILE_ONLY, Record, Verdict, is_finite_number
 from . import deployment
 from . import generation as decoders
 from .changes import FIGURES, figure_changes
 from .charts import PALETTE, Curve, Series, bar_chart, coverage_bar, ecdf_chart, escape, line_chart, significant
 from .html_parts import anchor, table_open
-from .table import DASH, NOT_RUN, VERDICT_RANK, fold_line, folded_skips, timing_policy
+from .json_report import Report
+from .table import DASH, NOT_RUN, VERDICT_RANK, fold_line, folded_skips, machine_label, timing_policy
 
 
-def _series_labels(records: Sequence[Mapping[str, Any]], merged: bool) -> list[str]:
+def _series_labels(records: Sequence[Record], merged: bool) -> list[str]:
     """Backend (and machine in a merged report); the test's name only where two records would
     otherwise share a label."""
-    labels = [r["backend"] + (f" · {r['machine']}" if merged and r.get("machine") else "") for r in records]
-    return [f"{label} [{r['test'].rpartition('::')[2]}]" if labels.count(label) > 1 else label
+    labels = [r.backend + (f" · {machine_label(r)}" if merged and machine_label(r) else "") for r in records]
+    return [f"{label} [{r.test.rpartition('::')[2]}]" if labels.count(label) > 1 else label
             for label, r in zip(labels, records)]
 
 
-def _verdict_cell(record: Mapping[str, Any]) -> str:
-    verdict = record["verdict"]
-    extra = " (gate inconclusive)" if record.get("warnings") else ""
-    title = "; ".join(record.get("violations") or []) or record.get("skip_reason") or ""
+def _verdict_cell(record: Record) -> str:
+    verdict = str(record.verdict)
+    extra = " (gate inconclusive)" if record.warnings else ""
+    title = "; ".join(record.violations) or record.skip_reason or ""
     return f'<td class="{escape(verdict)}" title="{escape(title)}">{escape(verdict + extra)}</td>'
 
 
-def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, Any]],
-                  baseline: Mapping[str, Any] | None, max_regression: float, merged: bool,
-                  gates: bool) -> list[str]:
+def _marks(latency_ms: Mapping[str, float] | None) -> dict[str, float]:
+    """P50, P90 and P99 of a record's latency, where they are numbers."""
+    return {k: v for k, v in (latency_ms or {}).items() if k in ("p50", "p90", "p99") and isinstance(v, (int, float))}
+
+
+def model_section(model: str, records: Sequence[Record], skipped: Sequence[Record], baseline: Report | None,
+                  max_regression: float, merged: bool, gates: bool) -> list[str]:
     """The section of ``model``: its ``records`` (sorted as shown), those ``skipped`` for want of an
     artifact (folded into a line), each record's change against its match in ``baseline``."""
-    ran = [r for r in records if r["verdict"] not in NOT_RUN]
+    ran = [r for r in records if r.verdict not in NOT_RUN]
     labels = _series_labels(records, merged)
     color = {id(r): PALETTE[i % len(PALETTE)] for i, r in enumerate(records)}
     label = {id(r): lab for r, lab in zip(records, labels)}
-    olds = {id(r): find_baseline(baseline, r) if baseline else None for r in records}
-    worst = min((VERDICT_RANK.get(r["verdict"], 1) for r in records), default=1)
+    olds = {id(r): baseline.baseline_of(r) if baseline is not None else None for r in records}
+    worst = min((VERDICT_RANK.get(r.verdict, 1) for r in records), default=1)
     out = [(f'<section id="{anchor(model)}"><h2>{escape(model)} '
             f'<small>{"failures" if worst == 0 else ""}</small></h2>')]
-    artifacts = sorted({str(dig(r, "model", "artifact")) for r in records if dig(r, "model", "artifact")})
+    artifacts = sorted({str(r.model.artifact) for r in records if r.model.artifact})
     if artifacts:
         out.append("<p class=\"muted\">" + ", ".join(f"<code>{escape(a)}</code>" for a in artifacts) + "</p>")
 
     # Latency: distributions, then load / first inference and peak memory beside them.
     series = []
     for r in ran:
-        marks = {k: v for k, v in (dig(r, "latency_ms") or {}).items()
-                 if k in ("p50", "p90", "p99") and isinstance(v, (int, float))}
-        quantiles = r.get("latency_quantiles_ms") if isinstance(r.get("latency_quantiles_ms"), list) else None
+        marks = _marks(r.latency_ms)
+        quantiles = r.latency_quantiles_ms
         if quantiles or marks:
             series.append(Series(label[id(r)], color[id(r)], quantiles, marks))
         old = olds[id(r)]
-        if old and (old.get("latency_quantiles_ms") or dig(old, "latency_ms", "p50") is not None):
-            old_marks = {k: v for k, v in (dig(old, "latency_ms") or {}).items()
-                         if k in ("p50", "p90", "p99") and isinstance(v, (int, float))}
-            old_quantiles = old.get("latency_quantiles_ms") if isinstance(old.get("latency_quantiles_ms"), list) \
-                else None
-            series.append(Series(f"{label[id(r)]} (baseline)", color[id(r)], old_quantiles, old_marks, True))
+        if old is not None and (old.latency_quantiles_ms or (old.latency_ms or {}).get("p50") is not None):
+            series.append(Series(f"{label[id(r)]} (baseline)", color[id(r)], old.latency_quantiles_ms,
+                                 _marks(old.latency_ms), True))
     chart = ecdf_chart(series)
-    timing = bar_chart([(label[id(r)], [(r.get("load_ms"), color[id(r)], "load"),
-                                        (r.get("first_inference_ms"), color[id(r)] + "99", "first inference")])
+    timing = bar_chart([(label[id(r)], [(r.load_ms, color[id(r)], "load"),
+                                        (r.first_inference_ms, color[id(r)] + "99", "first inference")])
                         for r in ran], "ms")
-    memory = bar_chart([(label[id(r)], [(r.get("peak_memory_mb"), color[id(r)], "peak")]
-                         + ([(olds[id(r)].get("peak_memory_mb"), "#afb8c1", "baseline peak")]
-                            if olds[id(r)] and olds[id(r)].get("peak_memory_mb") is not None else []))
+    memory = bar_chart([(label[id(r)], [(r.peak_memory_mb, color[id(r)], "peak")]
+                         + ([(old.peak_memory_mb, "#afb8c1", "baseline peak")]
+                            if (old := olds[id(r)]) is not None and old.peak_memory_mb is not None else []))
                         for r in ran], "MB")
     if chart or timing or memory:
         out.append('<div class="row">')
@@ -83,13 +83,13 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Seq
                         "inference</small>")
         if memory:
             side.append(f"<h3>Peak memory</h3>{memory}"
-                        + ("<br><small>grey: baseline</small>" if baseline else ""))
+                        + ("<br><small>grey: baseline</small>" if baseline is not None else ""))
         if side:
             out.append('<div class="card">' + "".join(side) + "</div>")
         out.append("</div>")
     # Resident memory during the timed runs, per backend (its first process's readings): a leak is a
     # line that keeps rising; the record's memory_growth_kb_per_run is its slope.
-    growth = [Curve(f"{label[id(r)]}: {significant(r.get('memory_growth_kb_per_run'))} KB per run", color[id(r)],
+    growth = [Curve(f"{label[id(r)]}: {significant(r.memory_growth_kb_per_run)} KB per run", color[id(r)],
                     points) for r in ran if len(points := _rss_points(r)) > 1]
     if any(c.points for c in growth):
         out.append('<div class="card"><h3>Resident memory during the timed runs</h3>'
@@ -102,19 +102,18 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Seq
     timed = [r for r in records if timing_policy(r) is not COMPILE_ONLY]
     compiled = [r for r in records if timing_policy(r) is COMPILE_ONLY]
     if compiled:
-        out.append('<p class="muted">' + ", ".join(f"{escape(label[id(r)])} ({escape(r['verdict'])})" for r in compiled)
+        out.append('<p class="muted">' + ", ".join(f"{escape(label[id(r)])} ({escape(r.verdict)})" for r in compiled)
                    + ': compile-time target(s): nothing executed, their placement, memory and estimate are in '
                    '<a href="#npu">NPU compile-time targets</a></p>')
     if timed:
         out.append(table_open("Figures", ["backend", "P50 ms", "P90 ms", "P99 ms", "mean ms", "min ms", "runs",
                                           "load ms", "first inference ms", "peak MB", "verdict"]))
     for r in timed:
-        lat = r.get("latency_ms") or {}
+        lat = r.latency_ms or {}
         out.append(f'<tr><td><span class="sw" style="background:{color[id(r)]}"></span>{escape(label[id(r)])}</td>'
                    + "".join(f'<td class="n">{significant(v)}</td>' for v in (
                        lat.get("p50"), lat.get("p90"), lat.get("p99"), lat.get("mean"), lat.get("min"),
-                       r.get("measured_runs"), r.get("load_ms"), r.get("first_inference_ms"),
-                       r.get("peak_memory_mb")))
+                       r.measured_runs, r.load_ms, r.first_inference_ms, r.peak_memory_mb))
                    + _verdict_cell(r) + "</tr>")
     if timed:
         out.append("</table>")
@@ -125,13 +124,13 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Seq
         out += [f"<tr><td>{escape(label[id(r)])}</td>{''.join(deployment.row_cells(r))}</tr>" for r in shipped]
         out.append("</table>")
     for r in records:
-        if r["verdict"] in (Verdict.FAILED, Verdict.ERROR, *NOT_RUN) and (r.get("violations") or r.get("skip_reason")):
-            text = "; ".join(r.get("violations") or []) or r.get("skip_reason")
-            out.append(f'<p><span class="{escape(r["verdict"])}">&nbsp;{escape(r["verdict"])}&nbsp;</span> '
+        if r.verdict in (Verdict.FAILED, Verdict.ERROR, *NOT_RUN) and (r.violations or r.skip_reason):
+            text = "; ".join(r.violations) or r.skip_reason or ""
+            out.append(f'<p><span class="{escape(r.verdict)}">&nbsp;{escape(r.verdict)}&nbsp;</span> '
                        f"<b>{escape(label[id(r)])}</b>: {escape(text)}</p>")
 
     # Against the baseline: each figure's change, regressions highlighted.
-    compared = [(r, figure_changes(r, olds[id(r)], max_regression, gates)) for r in ran if olds[id(r)]]
+    compared = [(r, figure_changes(r, old, max_regression, gates)) for r in ran if (old := olds[id(r)]) is not None]
     if any(changes for _, changes in compared):
         out.append(table_open("Against the baseline <small>(marked: failed by the merge gate; where no gate ran, "
                               f"beyond {max_regression:.0%} by comparison, fallback: any rise)</small>",
@@ -151,30 +150,29 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Seq
         out.append("</table>")
 
     # Delegate coverage: the split, the operators left to the CPU, the partitions.
-    covered = [r for r in ran if r.get("coverage")]
+    covered = [(r, r.coverage) for r in ran if r.coverage is not None]
     if covered:
         out.append(table_open("Delegate coverage",
                               ["backend", "delegated / fallback", "ops", "partitions", "fallback operators"]))
-        for r in covered:
-            cov = r["coverage"]
-            ops = cov.get("fallback_op_names") or {}
+        for r, cov in covered:
+            ops = cov.fallback_op_names or {}
             names = ", ".join(f"<code>{escape(op)}</code> ×{escape(n)}" for op, n in sorted(ops.items())) or "none"
-            share = cov.get("fallback")
+            share = cov.fallback
             note = ""
-            if not (cov.get("delegated_ops") or 0) and not cov.get("partitions"):
+            if not (cov.delegated_ops or 0) and not cov.partitions:
                 from .table import backend_has_delegate  # the registry, or the "-ref" naming
 
-                if not backend_has_delegate(r["backend"]):
+                if not backend_has_delegate(r.backend):
                     note = " <small>reference lane: no delegate by design</small>"
-            method = " <small>(predicted)</small>" if cov.get("method") == "predicted" else ""
+            method = " <small>(predicted)</small>" if cov.method == "predicted" else ""
             out.append(f"<tr><td>{escape(label[id(r)])}</td><td>{coverage_bar(cov)} "
                        f"{'' if share is None else f'{1 - share:.0%} delegated'}{method}{note}</td>"
-                       f'<td class="n">{significant(cov.get("delegated_ops"))}/{significant(cov.get("total_ops"))}</td>'
-                       f'<td class="n">{significant(cov.get("partitions"))}</td><td>{names}</td></tr>')
+                       f'<td class="n">{significant(cov.delegated_ops)}/{significant(cov.total_ops)}</td>'
+                       f'<td class="n">{significant(cov.partitions)}</td><td>{names}</td></tr>')
         out.append("</table>")
 
     # Accuracy against the golden, per record (the report keeps the worst over outputs and cases).
-    checked = [r for r in ran if r.get("accuracy")]
+    checked = [r for r in ran if r.accuracy is not None]
     if checked:
         # A decoder's max |Δ| and cosine are its first step's logits; its tokens' figures beside them.
         decoder = any(decoders.is_decoder(r) for r in checked)
@@ -184,13 +182,15 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Seq
                               + ")</small>",
                               ["backend", "reference", "max |Δ|", "max rel", "cosine", "SNR dB", *quality]))
         for r in checked:
-            acc = r["accuracy"]
-            cosine = acc.get("cosine")
-            out.append(f"<tr><td>{escape(label[id(r)])}</td><td>{escape(acc.get('reference') or DASH)}</td>"
+            # A decoder's and a speech export's accuracy lack some of a tensor model's figures: dashes.
+            acc = r.accuracy
+            cosine, max_abs_err = getattr(acc, "cosine", None), getattr(acc, "max_abs_err", None)
+            max_rel_err = getattr(acc, "max_rel_err", None)
+            out.append(f"<tr><td>{escape(label[id(r)])}</td><td>{escape(getattr(acc, 'reference', None) or DASH)}</td>"
                        + "".join(f'<td class="n">{v}</td>' for v in (
-                           DASH if acc.get("max_abs_err") is None else f"{acc['max_abs_err']:.2e}",
-                           DASH if acc.get("max_rel_err") is None else f"{acc['max_rel_err']:.2e}",
-                           DASH if cosine is None else f"{cosine:.6f}", significant(acc.get("snr_db"))))
+                           DASH if max_abs_err is None else f"{max_abs_err:.2e}",
+                           DASH if max_rel_err is None else f"{max_rel_err:.2e}",
+                           DASH if cosine is None else f"{cosine:.6f}", significant(getattr(acc, "snr_db", None))))
                        + "".join(f'<td class="n">{escape(cell)}</td>'
                                  for cell in (decoders.quality_cells(r) if decoder else []))
                        + "</tr>")
@@ -201,11 +201,9 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], skipped: Seq
     return out
 
 
-def _rss_points(record: Mapping[str, Any]) -> list[tuple[float, float]]:
+def _rss_points(record: Record) -> list[tuple[float, float]]:
     """The first process's readings of resident memory (run count, MB) in a report's record, the
-    well-formed ones only (a report is untrusted input)."""
-    processes = record.get("processes")
-    first = processes[0] if isinstance(processes, list) and processes else None
-    points = first.get("rss_points") if isinstance(first, Mapping) else None
-    return [(float(p[0]), float(p[1])) for p in points or [] if isinstance(p, list) and len(p) == 2
-            and all(is_finite_number(v) for v in p)] if isinstance(points, list) else []
+    well-formed ones only (a report is untrusted input: a NaN reads as a float)."""
+    first = record.processes[0] if record.processes else None  # the one place this module reads a process
+    points = first.rss_points if first is not None else None
+    return [(float(p[0]), float(p[1])) for p in points or [] if len(p) == 2 and all(is_finite_number(v) for v in p)]

@@ -6,8 +6,9 @@ than one window, each window's latency against where the window starts."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
+from ..core.record import Record, SpeechFile
 from .charts import PALETTE, Curve, bar_chart, escape, line_chart
 from .html_parts import table_open
 from .speech import HEADERS, speech_of, speech_rows
@@ -18,42 +19,39 @@ def _number(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-def _files(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _files(record: Record) -> list[SpeechFile]:
     block = speech_of(record)
-    return [f for f in (block.get("files") or []) if isinstance(f, Mapping)] if block is not None else []
+    return list(block.files) if block is not None else []
 
 
-def speech_charts(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def speech_charts(records: Sequence[Record]) -> list[str]:
     """Bars per check (test · backend), one per audio file, for the real-time factor and for the
     encoder and first-token times; lines of each window's latency for files of more than one window.
     A figure a runtime does not give (CTranslate2's first token) is drawn as "not measured"."""
-    checks = sorted((r for r in records if _files(r)),
-                    key=lambda r: (str((r.get("model") or {}).get("name", "")), str(r.get("backend", "")),
-                                   str(r.get("test", ""))))
+    checks = sorted((r for r in records if _files(r)), key=lambda r: (r.model.name, r.backend, r.test))
     if not checks:
         return []
-    audio = sorted({str(f.get("audio", "")) for r in checks for f in _files(r)})
+    audio = sorted({f.audio for r in checks for f in _files(r)})
     color = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(audio)}
 
-    def label(r: Mapping[str, Any]) -> str:
-        return f"{str(r.get('test', '')).rpartition('::')[2].partition('[')[0]} · {r.get('backend', '')}"
+    def label(r: Record) -> str:
+        return f"{r.test.rpartition('::')[2].partition('[')[0]} · {r.backend}"
 
     charts = []
     for figure, unit, title in (("real_time_factor", "x", "Real-time factor (processing time / audio duration)"),
                                 ("encoder_ms", "ms", "Encoder time"), ("first_token_ms", "ms", "Time to first token")):
-        groups = [(label(r), [(_number(f.get(figure)), color[str(f.get("audio", ""))], str(f.get("audio", "")))
-                              for f in _files(r)]) for r in checks]
+        groups = [(label(r), [(_number(getattr(f, figure)), color[f.audio], f.audio) for f in _files(r)])
+                  for r in checks]
         chart = bar_chart(groups, unit, width=460)
         if chart:
             charts.append(f'<div class="card"><h3>{escape(title)}</h3>{chart}</div>')
     curves = []
     for index, r in enumerate(checks):
         for f in _files(r):
-            windows = [w for w in (f.get("windows") or []) if isinstance(w, Mapping)]
-            points = [(s, t) for w in windows if (s := _number(w.get("start_s"))) is not None
-                      and (t := _number(w.get("total_ms"))) is not None]
+            points = [(s, t) for w in f.windows if (s := _number(w.start_s)) is not None
+                      and (t := _number(w.total_ms)) is not None]
             if len(points) > 1:
-                curves.append(Curve(f"{label(r)} · {f.get('audio', '')}", PALETTE[index % len(PALETTE)], points))
+                curves.append(Curve(f"{label(r)} · {f.audio}", PALETTE[index % len(PALETTE)], points))
     latency = line_chart(curves, "window start, s", "ms", linear_x=True)
     if latency:
         charts.append(f'<div class="card"><h3>Latency of each window</h3>{latency}<br><small>audio longer than '
@@ -62,7 +60,7 @@ def speech_charts(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return ['<div class="row">', *charts, "</div>", f'<p class="muted"><small>{legend}</small></p>'] if charts else []
 
 
-def speech_section(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def speech_section(records: Sequence[Record]) -> list[str]:
     """The page's section for speech checks; nothing where no record is one."""
     rows = speech_rows(records)
     if not rows:

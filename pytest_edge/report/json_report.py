@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 from .. import codec
 from ..backends import split_device
 from ..files import atomic_write
-from ..judging.baseline import find_baseline  # noqa: F401 - the report's name for it too
+from ..judging.baseline import find_baseline  # noqa: F401 - the report's name for it too (a stored report's JSON)
 from ..judging.figures import GateFigures
 from ..judging.regressions import GENERATION_FIGURES, check_baseline
 from ..core.record import GateVerdict, Record, TimingNotJudged, Verdict, is_finite_number
@@ -63,6 +63,17 @@ class Report:
             data["matrix"] = codec.to_json(self.matrix)
         return {**data, **self.unknown}
 
+    def baseline_of(self, record: Record) -> Record | None:
+        """The record of this (baseline) report that ``record`` is compared against: the same test,
+        else the same model (its key) on the same backend (judging.baseline.find_baseline's rule)."""
+        same_model = None
+        for old in self.records:
+            if old.test == record.test:
+                return old
+            if old.model.name == record.model.name and old.backend == record.backend:
+                same_model = same_model or old
+        return same_model
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any], where: str = "a report") -> "Report":
         """A report as :func:`read_report` validated it; ValueError naming ``where`` and the record
@@ -86,12 +97,6 @@ class Report:
                    str(data.get("schema", SCHEMA)),
                    [dict(m) for m in machines if isinstance(m, Mapping)] if isinstance(machines, list) else None,
                    matrix, {k: v for k, v in data.items() if k not in _KEYS})
-
-
-def machine_label(record: Record) -> str | None:
-    """The machine a merged report's record ran on (its label in ``machines``); None elsewhere."""
-    label = record.extra.get("machine")
-    return str(label) if label else None
 
 
 def build_report(records: Sequence[Record], machine: Mapping[str, Any]) -> Report:
@@ -257,14 +262,14 @@ def merge_reports(reports: Sequence[Report]) -> Report:
 
 def compare_reports(old: Report, new: Report, max_regression: float) -> list[str]:
     problems = []
-    stored = old.to_json()  # the gate's baseline as the gate reads one (judging.baseline)
     for typed in new.records:
         if typed.verdict in (Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT):
             continue
-        record = typed.to_json()
-        baseline = find_baseline(stored, record)
+        found_old = old.baseline_of(typed)
+        # Both records' JSON parsed once into what the gate reads (its parser reads a record's JSON, as a
+        # stored report holds it), and judged by its rules.
+        record, baseline = typed.to_json(), found_old.to_json() if found_old is not None else None
         decoder, old_decoder = gate_view(record), gate_view(baseline) if baseline is not None else None
-        # Both reports' records parsed once into what the gate reads, and judged by its rules.
         source = typed.test
         if decoder is not None and old_decoder is not None:  # judged by the gate's decoder figures
             found = check_baseline(GateFigures.from_json(decoder, source=source),

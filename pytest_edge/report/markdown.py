@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..core.record import GateVerdict, Verdict
+from ..core.record import GateVerdict, Record, Verdict
 from .ab_baseline import report_baseline
 from .json_report import Report
 from .generation import HEADERS as GENERATION_HEADERS, generation_rows
+from .npu_targets import COMPILED_HEADERS, compiled_rows, target_matrix
 from .speech import HEADERS as SPEECH_HEADERS, speech_rows
-from .changes import DEFAULT_MAX_REGRESSION, device_label, figure_changes, gate_judged, regressions
-from ..judging.baseline import find_baseline
-from .table import (COMPILED_HEADERS, DASH, VERDICT_RANK, compiled_rows, figure, fold_line, folded_skips,
-                    gate_summary, missing_artifact, table_footer, target_matrix, worst_per)
+from .changes import DEFAULT_MAX_REGRESSION, FigureChange, device_label, figure_changes, gate_judged, regressions
+from .table import (DASH, VERDICT_RANK, figure, fold_line, folded_skips, gate_check, gate_summary, machine_label,
+                    missing_artifact, table_footer, worst_per)
 
 _ICON = {Verdict.PASSED: "✅", Verdict.FAILED: "❌", Verdict.ERROR: "❌", Verdict.SKIPPED: "⏭️", Verdict.DOES_NOT_CONVERT: "↪️"}
 
@@ -27,7 +27,7 @@ def _md(value: Any) -> str:
     return text
 
 
-def markdown_summary(typed: Report, typed_baseline: Report | None = None,
+def markdown_summary(report: Report, baseline: Report | None = None,
                      max_regression: float = DEFAULT_MAX_REGRESSION, gate_baseline: bool | None = None) -> str:
     """The report as Markdown: verdict counts, one table row per model x backend (x device in a
     merged report) that ran, the backends skipped for a missing artifact folded into one line per
@@ -35,15 +35,12 @@ def markdown_summary(typed: Report, typed_baseline: Report | None = None,
     any rise of fallback). Without ``baseline``, the A/B twins measured in the report's own job.
     ``gate_baseline``: ``baseline`` is the one the run's merge gate used, so its verdicts are shown
     (default: only for the twins; another report is compared, not judged)."""
-    # The summary reads the report's JSON until it is moved to the typed records.
-    gates = typed_baseline is None if gate_baseline is None else gate_baseline
-    typed_baseline = report_baseline(typed, typed_baseline)
-    report = typed.to_json()
-    baseline = typed_baseline.to_json() if typed_baseline is not None else None
-    records = list(report.get("records", []))
+    gates = baseline is None if gate_baseline is None else gate_baseline
+    baseline = report_baseline(report, baseline)
+    records = list(report.records)
     counts: dict[str, int] = {}
     for record in records:
-        counts[record["verdict"]] = counts.get(record["verdict"], 0) + 1
+        counts[record.verdict] = counts.get(record.verdict, 0) + 1
     found = regressions(report, baseline, max_regression, gates)
     failed = [(r, c) for r, c in found if c.regressed]
     beyond = [(r, c) for r, c in found if not c.regressed]
@@ -67,7 +64,7 @@ def markdown_summary(typed: Report, typed_baseline: Report | None = None,
 
     devices = len({device_label(r) for r in records}) > 1
     grouped = worst_per((r for r in records if missing_artifact(r) is None),
-                        lambda r: (r["model"]["name"], device_label(r) if devices else "", r["backend"]))
+                        lambda r: (r.model.name, device_label(r) if devices else "", r.backend))
     if grouped:
         header = ["model", *(["device"] if devices else []), "backend", "max abs err", "coverage", "P50 ms",
                   "P99 ms", "load ms", "peak MB", "verdict"]
@@ -75,12 +72,11 @@ def markdown_summary(typed: Report, typed_baseline: Report | None = None,
                   "|" + "|".join("---:" if h.endswith(("ms", "MB", "err", "coverage")) else "---"
                                  for h in header) + "|"]
         for (model, device, backend), r in sorted(grouped.items()):
-            cov = r.get("coverage") or {}
-            lat = r.get("latency_ms") or {}
-            changes = {c.figure: c for c in figure_changes(r, find_baseline(baseline, r), max_regression, gates)} \
-                if baseline else {}
+            lat = r.latency_ms or {}
+            changes = {c.figure: c for c in figure_changes(r, baseline.baseline_of(r), max_regression, gates)} \
+                if baseline is not None else {}
 
-            def with_change(text: str, figure: str, changes: dict[str, Any] = changes) -> str:
+            def with_change(text: str, figure: str, changes: dict[str, FigureChange] = changes) -> str:
                 # The change beside the figure; a regression in bold so it stands out in the table.
                 change = changes.get(figure)
                 if change is None or change.text() in ("+0.0%", "-0.0%", "+0.0 pp", "-0.0 pp"):
@@ -89,17 +85,18 @@ def markdown_summary(typed: Report, typed_baseline: Report | None = None,
                 # Bold: the gate failed it; italic: past the threshold by comparison, no gate ran.
                 return f"**{shown}**" if change.regressed else f"_{shown}_" if change.beyond else shown
 
-            coverage = DASH if cov.get("fallback") is None else f"{1 - cov['fallback']:.0%}"
-            verdict = f"{_ICON.get(r['verdict'], '')} {_md(r['verdict'])}".strip()
-            if r["verdict"] in (Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT) and r.get("skip_reason"):
-                verdict += f": {_md(r['skip_reason'])}"
-            if r.get("warnings"):
+            fallback = r.coverage.fallback if r.coverage is not None else None
+            coverage = DASH if fallback is None else f"{1 - fallback:.0%}"
+            verdict = f"{_ICON.get(r.verdict, '')} {_md(r.verdict)}".strip()
+            if r.verdict in (Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT) and r.skip_reason:
+                verdict += f": {_md(r.skip_reason)}"
+            if r.warnings:
                 verdict += " (gate inconclusive)"
             cells = [_md(model), *([_md(device)] if devices else []), _md(backend),
-                     figure((r.get("accuracy") or {}).get("max_abs_err"), ".2e"),
+                     figure(getattr(r.accuracy, "max_abs_err", None), ".2e"),
                      with_change(coverage, "fallback"), with_change(figure(lat.get("p50"), ".3f"), "P50"),
-                     with_change(figure(lat.get("p99"), ".3f"), "P99"), figure(r.get("load_ms"), ".1f"),
-                     with_change(figure(r.get("peak_memory_mb"), ".1f"), "peak memory"), verdict]
+                     with_change(figure(lat.get("p99"), ".3f"), "P99"), figure(r.load_ms, ".1f"),
+                     with_change(figure(r.peak_memory_mb, ".1f"), "peak memory"), verdict]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     folded = folded_skips(records)
@@ -130,13 +127,14 @@ def markdown_summary(typed: Report, typed_baseline: Report | None = None,
                   + "|"]
         lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in compiled] + [""]
 
-    failures = [r for r in records if r["verdict"] in (Verdict.FAILED, Verdict.ERROR)]
+    failures = [r for r in records if r.verdict in (Verdict.FAILED, Verdict.ERROR)]
     if failures:
         lines += [f"### Failures ({len(failures)})", ""]
         for r in failures:
-            where = f" on {_md(r['machine'])}" if devices and r.get("machine") else ""
-            lines.append(f"- `{r['test'].replace('`', '')}` ({_md(r['backend'])}{where}), {_md(r['verdict'])}:")
-            lines += [f"  - {_md(v)}" for v in r.get("violations") or ["(no message)"]]
+            machine = machine_label(r)
+            where = f" on {_md(machine)}" if devices and machine else ""
+            lines.append(f"- `{r.test.replace('`', '')}` ({_md(r.backend)}{where}), {_md(r.verdict)}:")
+            lines += [f"  - {_md(v)}" for v in r.violations or ["(no message)"]]
         lines.append("")
     for title, listed in (("### Regressions against the baseline (failed by the merge gate)", failed),
                           (f"### Changes beyond {max_regression:.0%} against the baseline (fallback: any rise; "
@@ -144,17 +142,17 @@ def markdown_summary(typed: Report, typed_baseline: Report | None = None,
         if not listed:
             continue
         lines += [title, ""]
-        per_record: dict[int, tuple[Mapping[str, Any], list[Any]]] = {}
+        per_record: dict[int, tuple[Record, list[FigureChange]]] = {}
         for r, change in listed:
             per_record.setdefault(id(r), (r, []))[1].append(change)
         for r, changes in per_record.values():
-            lines.append(f"- `{r['test'].replace('`', '')}` ({_md(r['backend'])}): " + "; ".join(
+            lines.append(f"- `{r.test.replace('`', '')}` ({_md(r.backend)}): " + "; ".join(
                 f"{_md(c.figure)} {c.text()} ({c.old:.4g} → {c.new:.4g})" for c in changes))
         lines.append("")
-    accepted = [(r, f) for r in records for f in ((r.get("baseline_check") or {}).get("findings") or [])
+    accepted = [(r, f) for r in records for f in (gate_check(r).get("findings") or [])
                 if isinstance(f, Mapping) and f.get("verdict") == GateVerdict.ACCEPTED]
     if accepted:  # what the gate would have failed, passed by a committed acceptance: shown for review
         lines += [f"### Accepted changes ({len(accepted)}: passed by an acceptance file)", ""]
-        lines += [f"- `{r['test'].replace('`', '')}` ({_md(r['backend'])}): {_md(f.get('message'))}" for r, f in accepted]
+        lines += [f"- `{r.test.replace('`', '')}` ({_md(r.backend)}): {_md(f.get('message'))}" for r, f in accepted]
         lines.append("")
     return "\n".join(lines)
