@@ -75,7 +75,7 @@ def test_forked_worker_is_a_process_of_its_own_and_answers_as_a_spawned_one() ->
         child = forked.call("ping")
         assert child not in {os.getpid(), zygote.pid, spawned.call("ping")}
         assert Path(f"/proc/{child}/status").read_text().count(f"PPid:\t{zygote.pid}") == 1
-        assert forked.hello["runtime"] == spawned.hello["runtime"]
+        assert forked.hello.runtime == spawned.hello.runtime
         outputs = [w.call("run", "m", CNN_INPUT, True) for w in (forked, spawned)]
         np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
         for result in results:
@@ -345,7 +345,7 @@ def test_executorch_forks_after_one_import() -> None:
         zygote = pool.zygotes["executorch"]
         assert len({w.call("ping") for w in workers} | {zygote.pid}) == 3
         assert all(r["measured_runs"] == 20 and r["peak_memory_mb"] > 0 for r in results)
-        assert zygote.hello["threads"] <= 1 + len(os.sched_getaffinity(0))  # main + OpenBLAS's pool at most
+        assert zygote.hello.threads <= 1 + len(os.sched_getaffinity(0))  # main + OpenBLAS's pool at most
     finally:
         pool.close()
 
@@ -375,7 +375,7 @@ def test_executorch_forks_from_a_zygote_whose_torch_pool_runs(tmp_path: Path, mo
             result = worker.request(Measure("m", CNN_INPUT, 2, 20, 0.0), artifact="tiny_cnn.pte")
             assert result["measured_runs"] == 20 and result["latency_ms"]["p50"] > 0
             worker.close()
-        assert pool.zygotes["executorch"].hello["threads"] >= 3  # main + torch's pool (2)
+        assert pool.zygotes["executorch"].hello.threads >= 3  # main + torch's pool (2)
     finally:
         pool.close()
 

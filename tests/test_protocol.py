@@ -92,7 +92,7 @@ def test_typed_replies_round_trip_over_the_codec_and_a_malformed_one_is_a_protoc
                              {"name": "rt", "version": "1"}, Coverage(3, 2, 1, 1, {"CUMSUM": 1}), 1.5, "float32",
                              True, {"x": "marker"})
     replies = [loaded, protocol.Loaded([], [], {}, None, 0.5, "int8", False),
-               protocol.DecoderLoaded(2.0, {"name": "rt"}),
+               protocol.DecoderLoaded(2.0, protocol.RuntimeName("rt", None)),
                protocol.GenerationTimes([0.1], [0.01, 0.02], [0.03], [0.13], 1, 12.5, None, 3.0, [None]),
                protocol.ContextMemory(None, 4.0)]
     for reply, op in zip(replies, ["load", "load", "load", "measure_generation", "probe_context"]):

@@ -74,7 +74,7 @@ class BackendWorker:
         self._writer: frames.Channel | None = None
         self._server: WorkerServer | None = None
         self._starting = False
-        self.hello: dict[str, Any] = {}
+        self.hello: protocol.WorkerHello | None = None  # said at its start
         # edge_timeout bounds the start-up (importing a runtime, a device's connection) as well.
         self.start_timeout_s = timeout_s
         # Set when a worker that died between requests was replaced; ``restart_notes`` say how and
@@ -272,7 +272,7 @@ class BackendWorker:
             self._kill()
             raise protocol.ProtocolError(f"{self.label}: the worker speaks protocol {version}, this side "
                                          f"{protocol.PROTOCOL_VERSION}; install the same pytest-edge on both sides")
-        self.hello = hello
+        self.hello = protocol.reply_as(protocol.WorkerHello, "start", hello)
 
     def _log_tail(self, lines: int = 8) -> str:
         """The last ``lines`` the worker printed, and before them its own error line where one is

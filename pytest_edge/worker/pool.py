@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from .. import codec
 from ..backends import Coverage, InputShapes, TensorSpec, split_device
 from ..backends.arena import TensorArena
 from ..errors import BackendCrash, DeviceUnreachable, EdgeUsageError
@@ -204,7 +205,8 @@ class WorkerPool:
         worker = self.workers.get(backend)
         if worker is None or not worker.device:
             return None
-        machine = dict(worker.hello.get("machine") or {})
+        hello = worker.hello
+        machine = codec.to_json(hello.machine) if hello is not None and hello.machine is not None else {}
         held = self.leases.get(worker.device[0])
         if held is not None:
             machine["farm"] = held.describe()

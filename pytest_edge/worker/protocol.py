@@ -62,12 +62,21 @@ class Loaded:
     arena: TensorArena | None = None  # LoadedModel.arena()
 
 
+@dataclass(frozen=True)
+class RuntimeName:
+    """A runtime as a worker's hello and a decoder's Load reply name it: its distribution (the
+    backend's PyPI name) and its version (None where it is not installed as a distribution)."""
+
+    name: str
+    version: str | None
+
+
 @dataclass
 class DecoderLoaded:
     """Load's reply for a decoder (``Load.decoder``): its load time and runtime."""
 
     load_ms: float
-    runtime: dict[str, Any]
+    runtime: RuntimeName
 
 
 def _logits(value: Any) -> np.ndarray:
@@ -128,6 +137,52 @@ class CountedRuns:
     run_instructions: list[int] = field(default_factory=list)
 
 
+# ------------------------------------------------------------------ the hellos
+# The first message of a worker and of a zygote: the value of an ``ok`` envelope, typed as a reply is.
+
+
+def _absent(value: Any) -> bool:
+    return value is None
+
+
+@dataclass(frozen=True)
+class DeviceMachine:
+    """The machine a device's worker runs on, as its hello says: measurement.timing.machine_info's
+    figures, the NumPy the worker runs with and, on an emulated device (qemu:aarch64), its emulator
+    (the key only there). A record's ``device.machine`` block."""
+
+    cpu: str
+    arch: str
+    cores: int | None
+    memory_mb: int | None
+    os: str
+    python: str
+    numpy: str
+    emulated: str | None = codec.json_field(default=None, omit=_absent)
+
+
+@dataclass(frozen=True)
+class WorkerHello:
+    """A worker's first message: the protocol it speaks, the pytest-edge it runs, its backend, the
+    device's machine (None: this machine's worker) and its runtime."""
+
+    protocol: int
+    plugin: str
+    backend: str
+    machine: DeviceMachine | None
+    runtime: RuntimeName | None
+
+
+@dataclass(frozen=True)
+class ZygoteHello:
+    """A zygote's first message, once its runtime is imported: its pid, the import's seconds and
+    the threads it holds (what every forked worker starts with)."""
+
+    pid: int
+    import_s: float
+    threads: int
+
+
 def ok(value: Any) -> dict[str, Any]:
     return {"ok": True, "value": value}
 
@@ -136,17 +191,17 @@ def failure(kind: str, message: str) -> dict[str, Any]:
     return {"ok": False, "kind": kind, "message": message}
 
 
-def hello(backend: str, machine: dict[str, Any] | None = None, runtime: dict[str, Any] | None = None) -> dict[str, Any]:
+def hello(backend: str, machine: DeviceMachine | None = None, runtime: RuntimeName | None = None) -> dict[str, Any]:
     """The worker's first frame: who it is, which protocol it speaks, and (a device) its machine."""
     from .. import __version__
 
-    return {"ok": True, "value": {"protocol": PROTOCOL_VERSION, "plugin": __version__, "backend": backend,
-                                  "machine": machine, "runtime": runtime}}
+    return ok(codec.to_json(WorkerHello(PROTOCOL_VERSION, __version__, backend, machine, runtime)))
 
 
 __all__ = ["PROTOCOL_VERSION", "GENERATION_TIME_CAP_S", "ProtocolError", "Request", "Load", "Generate",
            "MeasureGeneration", "TeacherForce", "LimitAddressSpace", "ProbeContext", "OpenSpeech", "Transcribe",
            "ForceSpeech", "Run", "Measure", "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit",
            "REQUESTS", "Fork", "ProcessStatus", "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok",
-           "reply_as", "Loaded", "DecoderLoaded", "TeacherForcedLogits", "GenerationTimes", "ContextMemory", "CountedRuns",
+           "reply_as", "Loaded", "RuntimeName", "DecoderLoaded", "TeacherForcedLogits", "GenerationTimes", "ContextMemory",
+           "CountedRuns", "DeviceMachine", "WorkerHello", "ZygoteHello",
            "failure", "hello"]

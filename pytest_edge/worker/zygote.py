@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError
-from .protocol import ZYGOTE_REQUESTS, Exit, Fork, KillProcess, ProcessStatus, ProtocolError, Request, request_json
+from .protocol import (ZYGOTE_REQUESTS, Exit, Fork, KillProcess, ProcessStatus, ProtocolError, Request, ZygoteHello,
+                       reply_as, request_json)
 
 MESSAGE_BYTES = 4096
 
@@ -110,7 +111,7 @@ class Zygote:
     def __init__(self, backend_name: str, start_timeout_s: float) -> None:
         self.backend_name = backend_name
         self.start_timeout_s = start_timeout_s
-        self.hello: dict[str, Any] = {}  # the zygote's: pid, import_s, threads
+        self.hello: ZygoteHello | None = None  # said once its runtime is imported
         self._process: subprocess.Popen | None = None
         self._socket: socket.socket | None = None
         # How a zygote that died ended ("its zygote (pid N) ended (signal SIGKILL)"), whether a
@@ -150,7 +151,7 @@ class Zygote:
         child.close()
         self._socket = host
         try:
-            self.hello = self._receive(self.start_timeout_s, None)
+            self.hello = reply_as(ZygoteHello, "the zygote's start", self._receive(self.start_timeout_s, None))
         except BackendError:
             self.close()
             raise

@@ -16,8 +16,9 @@ import time
 import traceback
 from typing import Any
 
-from .protocol import (ZYGOTE_REQUESTS, Exit, Fork, KillProcess, ProcessStatus, ProtocolError, Request, failure, ok,
-                       request_from)
+from .. import codec
+from .protocol import (ZYGOTE_REQUESTS, Exit, Fork, KillProcess, ProcessStatus, ProtocolError, Request, ZygoteHello,
+                       failure, ok, request_from)
 from .resident import populate, resident_file_pages
 from .zygote import MESSAGE_BYTES, _message, thread_count
 
@@ -72,7 +73,7 @@ def serve_zygote(control: socket.socket, backend_name: str, source: str | None =
     except Exception as exc:  # noqa: BLE001 - reported to the host, which raises it
         _reply(control, failure(type(exc).__name__, str(exc)))
         return
-    _reply(control, ok({"pid": os.getpid(), "import_s": time.perf_counter() - start, "threads": thread_count()}))
+    _reply(control, ok(codec.to_json(ZygoteHello(os.getpid(), time.perf_counter() - start, thread_count()))))
     running: set[int] = set()
     ended: dict[int, int] = {}
     try:
