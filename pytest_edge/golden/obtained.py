@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..accuracy.compare import compare_output
+from ..accuracy.compare import Tolerance, compare_output
 from ..accuracy.metrics import cosine, max_abs_diff, token_agreement
 from ..errors import GoldenError
 from ..files import atomic_write, relative_path, sha256_file
@@ -79,7 +79,7 @@ def diff_lines(store: GoldenStore, model: str, obtained_dir: Path, worst: int = 
                 lines.append(f"{backend} case {index} {name}: shape {None if actual is None else actual.shape} "
                              f"against the golden's {expected.shape}")
                 continue
-            c = compare_output(name, expected, actual, {"atol": 0.0, "rtol": 0.0})
+            c = compare_output(name, expected, actual, Tolerance(atol=0.0, rtol=0.0))
             delta = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
             lines.append(f"{backend} case {index} {name}: max |Δ| {c.max_abs_err:.3g}, mean |Δ| "
                          f"{float(delta.mean()):.3g}, max rel {c.max_rel_err:.3g}, cosine "
