@@ -8,14 +8,18 @@ This uses ``BenchmarkFixture._make_stats``, an internal of pytest-benchmark 4 an
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from .edge_model import EdgeModel
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
-def record_benchmark(benchmark: Any, edge_model: EdgeModel, feeds: Mapping[str, Any] | Sequence[Any] | None = None,
+
+def record_benchmark(benchmark: Any, edge_model: EdgeModel,
+                     feeds: Mapping[str, ArrayLike] | Sequence[ArrayLike] | None = None,
                      warmup: int | None = None, runs: int | None = None) -> dict[str, Any]:
     model = edge_model.with_protocol(warmup, runs)
     if isinstance(feeds, Mapping):

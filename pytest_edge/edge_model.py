@@ -17,6 +17,8 @@ from .core.plan import Plan
 from .measurement.counts import CountedMeasurement
 
 if TYPE_CHECKING:
+    from numpy.typing import ArrayLike  # what np.asarray takes: an array, a nested list, a scalar
+
     from .run.decoder_plan import LlmTarget
     from .run.speech_plan import SpeechTarget
     from .worker.pool import ModelInfo
@@ -96,7 +98,7 @@ class EdgeModel:
         # The session keeps the typed measurement; a test is given the JSON it documents.
         return {"counted": codec.to_json(measured)} if isinstance(measured, CountedMeasurement) else codec.to_json(measured)
 
-    def run(self, feeds: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, ArrayLike] | Sequence[ArrayLike]) -> dict[str, np.ndarray]:
         """Run once; ``feeds`` by input name (or in input order). Returns outputs by name."""
         loaded = self.loaded
         names = [s.name for s in loaded.inputs]
