@@ -53,15 +53,16 @@ class Report:
     unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, written back
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"schema": self.schema, "created": self.created}
-        if self.machine is not None:
-            data["machine"] = self.machine
-        if self.machines is not None:
-            data["machines"] = self.machines
-        data["records"] = [record.to_json() for record in self.records]
-        if self.matrix is not None:
-            data["matrix"] = codec.to_json(self.matrix)
-        return {**data, **self.unknown}
+        """The report's JSON, its keys in the order written (:data:`_KEYS`; one that is None left out)."""
+        machine = {"machine": self.machine} if self.machine is not None else {}
+        machines = {"machines": self.machines} if self.machines is not None else {}
+        matrix = {"matrix": codec.to_json(self.matrix)} if self.matrix is not None else {}
+        records = [record.to_json() for record in self.records]
+        for data, record in zip(records, self.records):
+            if "machine" in record.extra:  # a merged record's label: its last key, as merge_reports has written it
+                data["machine"] = data.pop("machine")
+        return {"schema": self.schema, "created": self.created, **machine, **machines, "records": records, **matrix,
+                **self.unknown}
 
     def baseline_of(self, record: Record) -> Record | None:
         """The record of this (baseline) report that ``record`` is compared against: the same test,
