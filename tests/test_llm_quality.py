@@ -88,16 +88,16 @@ def test_teacher_forced_figures_are_top1_share_mean_p99_max_and_where() -> None:
     figures = teacher_forced(golden.tolist(), top_logprobs(reference), backend)
     p, q = _softmax(reference), _softmax(backend)
     direct = (p * np.log(p / q)).sum(axis=-1)
-    found = figures.to_json()
-    assert found["positions"] == 9 and found["top1_agreement"] == pytest.approx(8 / 9)
-    assert found["first_top1_difference"] == 4 and found["max_kld_at"] == int(np.argmax(direct)) == 4
-    assert found["kld"]["mean"] == pytest.approx(direct.mean(), rel=1e-5)
-    assert found["kld"]["max"] == pytest.approx(direct.max(), rel=1e-5)
-    assert found["kld"]["p99"] == pytest.approx(_llama_percentile(direct.tolist(), 0.99), rel=1e-5)
-    assert found["golden_rest_mass_max"] == 0.0  # 30 tokens: the golden keeps them all, the figure is exact
+    found = figures.figures()
+    assert found.positions == 9 and found.top1_agreement == pytest.approx(8 / 9)
+    assert found.first_top1_difference == 4 and found.max_kld_at == int(np.argmax(direct)) == 4
+    assert found.kld is not None and found.kld.mean == pytest.approx(direct.mean(), rel=1e-5)
+    assert found.kld.maximum == pytest.approx(direct.max(), rel=1e-5)
+    assert found.kld.p99 == pytest.approx(_llama_percentile(direct.tolist(), 0.99), rel=1e-5)
+    assert found.golden_rest_mass_max == 0.0  # 30 tokens: the golden keeps them all, the figure is exact
     rest = np.exp(top_logprobs(reference, 5).rest).max()
-    assert teacher_forced(golden.tolist(), top_logprobs(reference, 5), backend).to_json()[
-        "golden_rest_mass_max"] == pytest.approx(rest)
+    assert teacher_forced(golden.tolist(), top_logprobs(reference, 5), backend).figures(
+        ).golden_rest_mass_max == pytest.approx(rest)
     # All prompts' positions together: the overall figures.
     joined = TeacherForced.joined([figures, teacher_forced(golden[:3].tolist(), None, reference[:3])])
     assert joined.positions == 12 and joined.kld is None and joined.top1_agreement == pytest.approx(11 / 12)
@@ -336,13 +336,14 @@ def test_our_figures_match_llama_perplexitys_computation_on_the_same_files(tmp_p
             kld, same = _llama_kld(_llama_base_log_probs(base_row), row)
             theirs_kld.append(kld)
             theirs_top.append(same)
-    found = TeacherForced.joined(ours).to_json()
+    found = TeacherForced.joined(ours).figures()
     theirs = np.asarray(theirs_kld)
-    assert found["top1_agreement"] == pytest.approx(np.mean(theirs_top))
-    for figure, value in (("mean", theirs.mean()), ("p99", _llama_percentile(theirs_kld, 0.99)), ("max", theirs.max())):
-        assert abs(found["kld"][figure] - value) < 1e-3, (figure, found["kld"], value)
+    assert found.top1_agreement == pytest.approx(np.mean(theirs_top))
+    assert found.kld is not None
+    for figure, value in (("mean", theirs.mean()), ("p99", _llama_percentile(theirs_kld, 0.99)), ("maximum", theirs.max())):
+        assert abs(getattr(found.kld, figure) - value) < 1e-3, (figure, found.kld, value)
     # Closer than that: llama.cpp's uint16 log-probabilities (a step of 16/65535) bound the difference.
-    assert abs(found["kld"]["mean"] - theirs.mean()) < 2e-5, (found["kld"], theirs.mean())
+    assert abs(found.kld.mean - theirs.mean()) < 2e-5, (found.kld, theirs.mean())
 
 
 @LLAMA_CPP

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from .. import codec
 from ..accuracy.metrics import cosine, max_abs_diff, token_agreement  # noqa: F401  (token_agreement: imported from here too)
 from ..core.generation_figures import (GenerationFigures, KlDivergence, MeanSd, TeacherForcedFigures,
                                        TimingPercentiles)
@@ -168,10 +167,6 @@ class TeacherForced:
         return TeacherForcedFigures(self.positions, self.top1_agreement, first,
                                     KlDivergence(float(self.kld.mean()), float(np.percentile(self.kld, 99)),
                                                  float(self.kld[worst])), worst, rest)
-
-    def to_json(self) -> dict[str, Any]:
-        """:meth:`figures` as JSON (the speech block keeps it so)."""
-        return codec.to_json(self.figures())
 
     @classmethod
     def joined(cls, parts: Sequence["TeacherForced"]) -> "TeacherForced":

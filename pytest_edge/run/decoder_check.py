@@ -319,7 +319,7 @@ class LlmChecker:
             distributions = produced.distributions if produced.distributions is not None and \
                 produced.distributions.ids.shape[0] == len(run.tokens) else None
             meta = {"model": target.model.key, "new_tokens": spec.new_tokens, "plugin_version": __version__,
-                    "teacher_forced": forced[index].to_json() if index < len(forced) else None,
+                    "teacher_forced": codec.to_json(forced[index].figures()) if index < len(forced) else None,
                     "teacher_forced_top": produced.forced_top, "logits_not_measured": no_logits}
             first = np.zeros(0, np.float32) if run.first_logits is None else np.asarray(run.first_logits, np.float32)
             path = write_obtained_tokens(rootdir, folder, who, golden_path(self.settings.golden_dir, folder, run.prompt),
