@@ -82,6 +82,31 @@ def test_intermediates_cross_the_frames_through_the_codec() -> None:
         protocol.reply_as(Intermediates, "intermediates", {**reply, "details": {"events": [{"instruction": 1}]}})
 
 
+def test_hellos_and_counted_replies_are_the_json_they_always_were() -> None:
+    """The hellos and Count's reply are typed on both sides; their JSON is the dict each was built as
+    (key for key, in order: a device's worker may be of another pytest-edge), and reads back."""
+    from pytest_edge import __version__, codec
+
+    machine = protocol.DeviceMachine("cpu", "aarch64", 4, 8000, "Linux", "3.11.2", "1.26.4", emulated="qemu")
+    sent = decode(encode(protocol.hello("litert", machine, protocol.RuntimeName("ai-edge-litert", "1.2"))))
+    assert sent == {"ok": True, "value": {
+        "protocol": protocol.PROTOCOL_VERSION, "plugin": __version__, "backend": "litert",
+        "machine": {"cpu": "cpu", "arch": "aarch64", "cores": 4, "memory_mb": 8000, "os": "Linux", "python": "3.11.2",
+                    "numpy": "1.26.4", "emulated": "qemu"},
+        "runtime": {"name": "ai-edge-litert", "version": "1.2"}}}
+    assert list(sent["value"]) == ["protocol", "plugin", "backend", "machine", "runtime"]
+    assert protocol.reply_as(protocol.WorkerHello, "start", sent["value"]).machine == machine
+    local = decode(encode(protocol.hello("litert", None, protocol.RuntimeName("ai-edge-litert", None))))["value"]
+    assert local["machine"] is None and "emulated" not in codec.to_json(replace(machine, emulated=None))
+    assert codec.to_json(protocol.ZygoteHello(12, 0.25, 3)) == {"pid": 12, "import_s": 0.25, "threads": 3}
+    counted = protocol.CountedRuns(3, 2, 101.5, {"data_reads": 4.0}, 0.01, [101, 102, 101])
+    assert list(codec.to_json(counted)) == ["runs", "warmup_runs", "instructions", "cache", "run_spread",
+                                            "run_instructions"]
+    assert "cache" not in codec.to_json(replace(counted, cache={}))  # no cache simulation: no key
+    assert protocol.reply_as(protocol.CountedRuns, "count", decode(encode(protocol.ok(codec.to_json(counted))))["value"]) \
+        == counted
+
+
 def test_typed_replies_round_trip_over_the_codec_and_a_malformed_one_is_a_protocol_error() -> None:
     """Each request's reply, as Generation is Generate's: codec.to_json crosses the frame codec,
     reply_as types it; a missing or mistyped field is a ProtocolError naming the request and the field."""
