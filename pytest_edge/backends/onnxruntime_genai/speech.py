@@ -28,7 +28,7 @@ import io
 import json
 import wave
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
 import numpy as np
 
@@ -40,6 +40,53 @@ BACKEND = "onnxruntime-genai"
 GENAI_CONFIG = "genai_config.json"
 AUDIO_CONFIG = "audio_processor_config.json"
 START, END = "<|startoftranscript|>", "<|endoftext|>"  # the tokens GenAI's Whisper example spells
+
+
+class _Section(TypedDict, total=False):
+    """An encoder's or decoder's section of ``genai_config.json``'s model: the keys checked."""
+
+    num_hidden_layers: int
+    num_attention_heads: int
+    hidden_size: int
+
+
+class _Model(TypedDict, total=False):
+    """``genai_config.json``'s ``model`` (GenAI's model builder writes it): the keys checked."""
+
+    type: str
+    eos_token_id: int | list[int]
+    vocab_size: int
+    context_length: int
+    encoder: _Section
+    decoder: _Section
+
+
+class _GenAIConfig(TypedDict, total=False):
+    """``genai_config.json``: the keys read."""
+
+    model: _Model
+
+
+class _Operation(TypedDict, total=False):
+    type: str  # "LogMelSpectrum", ...
+    attrs: dict[str, int]  # n_mel, n_fft, hop_length, chunk_size
+
+
+class _Step(TypedDict, total=False):
+    operation: _Operation
+
+
+class _FeatureExtraction(TypedDict, total=False):
+    sequence: list[_Step]
+
+
+class _AudioConfig(TypedDict, total=False):
+    """``audio_processor_config.json`` (the builder's recipe of the log-mel features): the keys read."""
+
+    feature_extraction: _FeatureExtraction
+
+
+_File = TypeVar("_File", _GenAIConfig, _AudioConfig)
 
 
 def wav_bytes(audio: np.ndarray, rate: int) -> bytes:
@@ -73,7 +120,9 @@ class GenAIRecognizer:
             raise BackendError(f"{self.path} ({BACKEND}): cannot load: {exc}") from None
         self.prompt_text = self._check_tokenizer()
 
-    def _load(self, path: Path) -> dict[str, Any]:
+    def _load(self, path: Path, kind: type[_File]) -> _File:
+        """The JSON object in ``path``, read as ``kind`` (a TypedDict of the keys checked: their values
+        are compared as they come, so a wrong type is a mismatch said with the file's name)."""
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
@@ -91,7 +140,7 @@ class GenAIRecognizer:
         end-of-text, context and shape, the features' mel bins, FFT, hop and window."""
         config = self.config
         own_path = self.path / GENAI_CONFIG
-        own = self._load(own_path)
+        own = self._load(own_path, _GenAIConfig)
         model = own.get("model")
         if not isinstance(model, dict):
             raise BackendError(f"{own_path} ({BACKEND}): no model object")
@@ -119,7 +168,7 @@ class GenAIRecognizer:
                 raise BackendError(f"{own_path} ({BACKEND}): {key} {theirs}, {what} {ours}")
 
         audio_path = self.path / AUDIO_CONFIG
-        steps = self._load(audio_path).get("feature_extraction", {}).get("sequence", [])
+        steps = self._load(audio_path, _AudioConfig).get("feature_extraction", {}).get("sequence", [])
         attrs = {step.get("operation", {}).get("type"): step.get("operation", {}).get("attrs", {})
                  for step in steps if isinstance(step, dict)}
         mel = attrs.get("LogMelSpectrum")
