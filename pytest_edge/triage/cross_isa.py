@@ -15,6 +15,8 @@ from ..errors import EdgeError
 from ..files import sha256_file
 from ..golden import Golden, GoldenCase
 from ..accuracy.inputs import feed_order
+from ..core.plan import Plan
+from ..worker.pool import ModelInfo
 from .runner import Runner
 
 
@@ -36,7 +38,7 @@ def worst_element(expected: np.ndarray, actual: np.ndarray) -> tuple[tuple[int, 
     return index, a[index].item(), e[index].item()
 
 
-def cross_isa_note(runner: Runner, plan: Any, info: Any, golden: Golden, host: Mapping[str, Any],
+def cross_isa_note(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, host: Mapping[str, Any],
                    case: GoldenCase, outputs: Sequence[np.ndarray], out_order: Sequence[int]) -> list[str]:
     """The line explaining a mismatch as an ISA difference, when the golden was recorded on another
     ISA from this very artifact; [] otherwise (another artifact, same ISA, ISA not recorded)."""
@@ -62,7 +64,7 @@ def cross_isa_note(runner: Runner, plan: Any, info: Any, golden: Golden, host: M
     return [line + _node_divergence(runner, plan, golden, case)]
 
 
-def _twin(plan: Any, golden: Golden) -> str | None:
+def _twin(plan: Plan, golden: Golden) -> str | None:
     """The same runtime on the golden's machine: the host for a device backend, the golden's
     device for a host backend checked against a golden recorded on a device."""
     base, device = split_device(plan.backend)
@@ -84,7 +86,7 @@ def _values(found: Intermediates) -> Mapping[Any, Any]:
     return runs.get(unoptimized) or found.tensors or {}
 
 
-def _node_divergence(runner: Runner, plan: Any, golden: Golden, case: GoldenCase) -> str:
+def _node_divergence(runner: Runner, plan: Plan, golden: Golden, case: GoldenCase) -> str:
     """"; first node that differs between the two machines: ..." by their intermediate tensors."""
     twin = _twin(plan, golden)
     if twin is None:
