@@ -83,7 +83,7 @@ class LlmChecker:
         declared maximum; a decoder already loaded with room enough is used."""
         key = self._load(backend, artifact, config, threads, max(len(prompt) + new_tokens, at_least))
         reply = self.pool.request(backend, Generate(key, list(prompt), new_tokens), artifact)
-        return reply_as(Generation, Generate.op, reply, given={"prompt": list(prompt)})
+        return reply_as(Generation, Generate.op, reply, prompt=list(prompt))
 
     def teacher_force(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
                       tokens: Sequence[int], at_least: int = 0) -> np.ndarray:

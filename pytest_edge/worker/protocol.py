@@ -9,7 +9,6 @@ of pickle.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -36,10 +35,11 @@ PROTOCOL_VERSION = 6  # 2: Load.external (an .onnx's external data files on a de
 R = TypeVar("R")
 
 
-def reply_as(cls: type[R], op: str, reply: Any, given: Mapping[str, Any] | None = None) -> R:
-    """``reply`` to the request ``op`` read as ``cls`` (``given``: its fields the request holds);
+def reply_as(cls: type[R], op: str, reply: Any, **given: Any) -> R:
+    """``reply`` to the request ``op`` read as ``cls``, with the values of its fields the request
+    holds by name (``given``, as ``dataclasses.replace`` takes them: a Generation's prompt);
     ProtocolError naming the request and the field."""
-    return codec.from_json(cls, reply, f"malformed reply to {op}", error=ProtocolError, given=given)
+    return codec.from_json(cls, reply, f"malformed reply to {op}", error=ProtocolError, given=given or None)
 
 
 @codec.layout(order=("inputs", "outputs", "runtime", "coverage", "load_ms", "precision", "shape_sources",
