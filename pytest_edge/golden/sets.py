@@ -39,7 +39,9 @@ class Runner(Protocol):
     def run(self, info: ModelInfo, feeds: Sequence[Any], reset: bool = True) -> list[np.ndarray]: ...
 
     @property
-    def machine(self) -> dict[str, Any]: ...
+    def arch(self) -> str | None:
+        """This machine's ISA (``x86_64``, ``aarch64``), as its runtimes see it."""
+        ...
 
 
 class GoldenSets:
@@ -140,7 +142,7 @@ class GoldenSets:
             reference=GoldenReference(
                 backend=info.backend, artifact=info.artifact.name, runtime=read_block(RuntimeIdentity, info.runtime),
                 path=relative_path(info.artifact, self.settings.rootdir), sha256=sha256_file(info.artifact),
-                isa=(info.device or self.runner.machine).get("arch")),
+                isa=info.device.get("arch") if info.device else self.runner.arch),
             seed=self.settings.seed if plan.marker.inputs is None else None,
             inputs_from="signature" if plan.marker.inputs is None else "user",
             signature=GoldenSignature(tuple(info.inputs), tuple(info.outputs)),

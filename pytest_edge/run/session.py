@@ -133,6 +133,10 @@ class EdgeSession:
             self._machine = machine_info()
         return self._machine
 
+    @property
+    def arch(self) -> str | None:  # this machine's ISA, recorded with a golden (golden.sets)
+        return self.machine.get("arch")
+
     def resolve(self, name: str | None, test_dir: Path | None = None) -> Model:
         return resolve_tested(self.settings, self.models, name, test_dir)
 
@@ -345,12 +349,9 @@ class EdgeSession:
         return (isinstance(error, CountingUnavailable) and gated
                 and split_device(plan.backend)[1] is None)
 
-    def record_json(self) -> list[dict[str, Any]]:
-        return [r.to_json() for r in self.records]
-
     def state_json(self) -> dict[str, Any]:
         """What an xdist worker sends the controller at the end (``workeroutput`` is JSON)."""
-        return {"records": self.record_json(), "under_load": self.under_load,
+        return {"records": [r.to_json() for r in self.records], "under_load": self.under_load,
                 "measured": self.measured_any, "inconclusive": self.inconclusive}
 
     def merge_state_json(self, state: dict[str, Any]) -> None:
