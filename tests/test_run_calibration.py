@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from fake_backend import registered, write_doubling
 
+from pytest_edge import codec
+from pytest_edge.backends.base import CalibrationCase
 from pytest_edge.core.marker import parse_marker
 from pytest_edge.core.plan import Plan
 from pytest_edge.core.settings import Settings
@@ -51,12 +53,13 @@ def test_an_npz_file_is_one_case_of_the_inputs_by_name(root: Path) -> None:
     path = root / "tests" / "cal.npz"
     np.savez(path, **case(1))
     found = calibrate("cal.npz", root)
-    (inputs,) = found.inputs
+    (only,) = found.cases
+    inputs = only.inputs
     assert sorted(inputs) == ["mask", "x"]
     for name, array in case(1).items():
         np.testing.assert_array_equal(inputs[name], array)
         assert inputs[name].dtype == array.dtype
-    assert found.origins == (str(path),) and found.source == f"calibration='cal.npz': {path}"
+    assert only.origin == str(path) and found.source == f"calibration='cal.npz': {path}"
 
 
 def test_a_folder_is_its_npz_files_in_name_order_and_nothing_else(root: Path) -> None:
@@ -67,8 +70,8 @@ def test_a_folder_is_its_npz_files_in_name_order_and_nothing_else(root: Path) ->
         np.savez(folder / name, **case(seed))
     (folder / "README.txt").write_text("not a case")
     found = calibrate("cal", root)
-    assert [Path(o).name for o in found.origins] == ["a.npz", "b.npz", "c.npz"]
-    assert [int(c["mask"][0]) for c in found.inputs] == [1, 2, 3]
+    assert [Path(c.origin).name for c in found.cases] == ["a.npz", "b.npz", "c.npz"]
+    assert [int(c.inputs["mask"][0]) for c in found.cases] == [1, 2, 3]
     assert found.source == f"calibration='cal': {folder} (3 .npz file(s))"
 
 
@@ -76,7 +79,7 @@ def test_a_path_inside_the_project_may_leave_the_tests_folder(root: Path) -> Non
     """Relative to the test's folder, anywhere inside the root (``../data/cal.npz``)."""
     (root / "data").mkdir()
     np.savez(root / "data" / "cal.npz", x=np.ones(2, np.float32))
-    assert len(calibrate("../data/cal.npz", root).inputs) == 1
+    assert len(calibrate("../data/cal.npz", root).cases) == 1
 
 
 @pytest.mark.parametrize("where", ["absolute", "dotdot", "link"])
@@ -160,17 +163,17 @@ def test_a_set_beyond_the_limit_is_refused_naming_the_file_that_crossed_it(root:
 def test_identity_tells_calibrations_apart_by_source_and_bytes() -> None:
     """The session's cache of loads keys on ``identity``: the same source and bytes give the same one;
     one changed value or another source another (the dataclass's equality ignores the arrays)."""
-    one = Calibration("s", ("o",), (case(1),))
-    assert one.identity == Calibration("s", ("o",), (case(1),)).identity
+    one = Calibration("s", (CalibrationCase("o", case(1)),))
+    assert one.identity == Calibration("s", (CalibrationCase("o", case(1)),)).identity
     changed = case(1)
     changed["x"][0] += 1
-    assert Calibration("s", ("o",), (changed,)).identity != one.identity
-    assert Calibration("t", ("o",), (case(1),)).identity != one.identity
+    assert Calibration("s", (CalibrationCase("o", changed),)).identity != one.identity
+    assert Calibration("t", (CalibrationCase("o", case(1)),)).identity != one.identity
     assert len(one.identity) == 16
 
 
 def test_to_json_is_the_load_requests_cases_by_origin() -> None:
-    made = Calibration("s", ("a", "b"), (case(1), case(2))).to_json()
+    made = codec.to_json(Calibration("s", (CalibrationCase("a", case(1)), CalibrationCase("b", case(2)))))
     assert made["source"] == "s" and [c["origin"] for c in made["cases"]] == ["a", "b"]
     np.testing.assert_array_equal(made["cases"][1]["inputs"]["x"], case(2)["x"])
 
@@ -215,8 +218,8 @@ def test_the_goldens_every_case_is_the_calibration(edge: EdgeSession) -> None:
     found = calibration_for(plan, edge.golden, edge.settings.rootdir)
     assert found is not None
     assert found.source == f"the golden's 2 case(s) ({golden.folder})"
-    assert found.origins == (f"{golden.folder} case 0", f"{golden.folder} case 1")
-    assert [float(c["x"][0]) for c in found.inputs] == [1.0, 2.0]
+    assert [c.origin for c in found.cases] == [f"{golden.folder} case 0", f"{golden.folder} case 1"]
+    assert [float(c.inputs["x"][0]) for c in found.cases] == [1.0, 2.0]
 
 
 def test_calibration_is_given_to_the_load_and_keys_it(edge: EdgeSession, project: Path) -> None:
@@ -238,4 +241,4 @@ def test_a_marker_calibration_overrides_the_golden(edge: EdgeSession, project: P
     edge.golden.refresh(plan_of(edge))
     np.savez(project / "one.npz", x=np.zeros(4, np.float32))
     found = calibration_for(plan_of(edge, calibration="one.npz"), edge.golden, edge.settings.rootdir)
-    assert found is not None and found.origins == (str(project / "one.npz"),)
+    assert found is not None and [c.origin for c in found.cases] == [str(project / "one.npz")]

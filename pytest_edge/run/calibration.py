@@ -9,10 +9,10 @@ import hashlib
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from ..backends.base import CalibrationCase
 from ..core.plan import Plan
 from ..errors import EdgeUsageError
 from ..golden.sets import GoldenSets
@@ -24,25 +24,21 @@ MAX_CALIBRATION_BYTES = 256 * 2**20
 
 @dataclass(frozen=True)
 class Calibration:
-    """Cases a load quantizes on: each its origin (a file, a golden case) and its inputs by name."""
+    """Cases a load quantizes on, and where they come from: each case its origin (a file, a golden
+    case) and its inputs by name. The Load request's ``calibration`` is its codec.to_json (arrays
+    travel as arrays); equality is the source's (the arrays' bytes are :attr:`identity`'s)."""
 
     source: str
-    origins: tuple[str, ...]
-    inputs: tuple[dict[str, np.ndarray], ...] = field(compare=False)
+    cases: tuple[CalibrationCase, ...] = field(compare=False)
 
     @property
     def identity(self) -> str:
         """What tells two calibrations apart in the session's cache of loads: their source and bytes."""
         digest = hashlib.sha256(self.source.encode())
-        for case in self.inputs:
-            for name in sorted(case):
-                digest.update(name.encode() + np.ascontiguousarray(case[name]).tobytes())
+        for case in self.cases:
+            for name in sorted(case.inputs):
+                digest.update(name.encode() + np.ascontiguousarray(case.inputs[name]).tobytes())
         return digest.hexdigest()[:16]
-
-    def to_json(self) -> dict[str, Any]:
-        """The Load request's ``calibration`` (arrays travel as arrays)."""
-        return {"source": self.source, "cases": [{"origin": origin, "inputs": dict(inputs)}
-                                                 for origin, inputs in zip(self.origins, self.inputs)]}
 
 
 def calibration_for(plan: Plan, golden: GoldenSets, rootdir: Path) -> Calibration | None:
@@ -54,9 +50,10 @@ def calibration_for(plan: Plan, golden: GoldenSets, rootdir: Path) -> Calibratio
     known = golden.known(plan)
     if known is None or not known.cases:
         return None
-    cases = tuple({name: np.asarray(array) for name, array in case.inputs.items()} for case in known.cases)
-    return Calibration(source=f"the golden's {len(cases)} case(s) ({known.folder})",
-                       origins=tuple(f"{known.folder} case {index}" for index in range(len(cases))), inputs=cases)
+    cases = tuple(CalibrationCase(f"{known.folder} case {index}",
+                                  {name: np.asarray(array) for name, array in case.inputs.items()})
+                  for index, case in enumerate(known.cases))
+    return Calibration(source=f"the golden's {len(cases)} case(s) ({known.folder})", cases=cases)
 
 
 def _confined(spec: str, test_dir: Path, rootdir: Path, backend: str) -> Path:
@@ -104,5 +101,5 @@ def user_calibration(spec: str, test_dir: Path, rootdir: Path, backend: str) -> 
                                  f"of arrays (at {file}); calibrate on a subsample")
         inputs.append(case)
     where = f"{path} ({len(files)} .npz file(s))" if path.is_dir() else str(path)
-    return Calibration(source=f"calibration={spec!r}: {where}", origins=tuple(str(f) for f in files),
-                       inputs=tuple(inputs))
+    return Calibration(source=f"calibration={spec!r}: {where}",
+                       cases=tuple(CalibrationCase(str(f), case) for f, case in zip(files, inputs)))

@@ -182,7 +182,7 @@ class EdgeSession:
         if key not in self.loaded:
             reply = reply_as(Loaded, Load.op, self.pool.request(plan.backend, Load(
                 key, str(artifact), plan.threads, codec.to_json(shapes),
-                calibration=calibration.to_json() if calibration is not None else None), artifact))
+                calibration=codec.to_json(calibration)), artifact))
             self.loaded[key] = ModelInfo.from_load(key, plan.backend, artifact, reply, plan.threads, shapes,
                                                    self.pool.machine(plan.backend))
         info = self.loaded[key]
