@@ -32,7 +32,7 @@ def test_a_b_suspect_half_way_to_the_threshold_is_measured_again_and_fails_when_
 
     result = run_gate(_pairs([1.07, 1.08, 1.06]), _pairs([1.0, 1.0, 1.0]), paired=True, max_regression=0.1,
                       strict=False, remeasure=remeasure, source="main/m.onnx")
-    assert remeasured and result.summary["verdict"] == "failed"
+    assert remeasured and result.summary.verdict == "failed"
     assert "over 8 A/B pairs" in result.failures[0] and "+7.0%, then +20.0%" in result.failures[0]
 
 
@@ -40,7 +40,7 @@ def test_an_unconfirmed_a_b_suspect_passes_with_a_note() -> None:
     result = run_gate(_pairs([1.07, 1.08, 1.06]), _pairs([1.0, 1.0, 1.0]), paired=True, max_regression=0.1,
                       strict=False, remeasure=lambda: (_pairs([1.03] * 5), _pairs([1.0] * 5)),
                       source="main/m.onnx")
-    assert result.summary == {**result.summary, "verdict": "passed", "remeasured": True}
+    assert result.summary.verdict == "passed" and result.summary.remeasured is True
     assert any("looked +7.0% slower" in n for n in result.notes)
 
 
@@ -49,14 +49,14 @@ def test_stored_mode_keeps_the_threshold_as_the_suspect_bar() -> None:
     processes would not make it comparable); only A/B mode lowers the bar."""
     result = run_gate(_pairs([1.07, 1.08, 1.06]), _pairs([1.0, 1.0, 1.0]), paired=False, max_regression=0.1,
                       strict=False, remeasure=_never, source="base")
-    assert result.summary["verdict"] == "passed" and not result.summary["remeasured"]
+    assert result.summary.verdict == "passed" and not result.summary.remeasured
 
 
 def test_below_half_the_threshold_is_not_re_measured() -> None:
     change = 1 + 0.1 * AB_SUSPECT_FRACTION * 0.8
     result = run_gate(_pairs([change] * 3), _pairs([1.0] * 3), paired=True, max_regression=0.1, strict=False,
                       remeasure=_never, source="main/m.onnx")
-    assert result.summary["verdict"] == "passed" and not result.summary["remeasured"]
+    assert result.summary.verdict == "passed" and not result.summary.remeasured
 
 
 # Per-process noise: each process within +-4 % of its side's true figure (a pair's ratio within
@@ -77,7 +77,7 @@ def _gate(factor: float, p50: float, first: tuple[list, list], second: tuple[lis
 @settings(max_examples=150, deadline=None)
 @given(st.floats(min_value=1e-3, max_value=1e3), sides, sides)
 def test_an_unchanged_model_never_fails_its_twin_within_noise(p50, first, second) -> None:
-    assert _gate(1.0, p50, first, second).summary["verdict"] == "passed"
+    assert _gate(1.0, p50, first, second).summary.verdict == "passed"
 
 
 @settings(max_examples=150, deadline=None)
@@ -86,7 +86,7 @@ def test_an_unchanged_model_never_fails_its_twin_within_noise(p50, first, second
 @given(st.floats(min_value=0.1, max_value=1e3), sides, sides)
 def test_a_model_1_2x_slower_is_caught_within_the_same_noise(p50, first, second) -> None:
     result = _gate(1.2, p50, first, second)
-    assert result.summary["verdict"] == "failed" and result.summary["remeasured"]
+    assert result.summary.verdict == "failed" and result.summary.remeasured
 
 
 def test_rounds_alternate_which_artifact_goes_first() -> None:

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from edge_helpers import write_mlp
 
 from pytest_edge.core.acceptance import Acceptance, read_acceptances, render, write_acceptance
+from pytest_edge.core.baseline_check import BaselineCheck
+from pytest_edge.core.verdicts import GateVerdict
 from pytest_edge.errors import EdgeUsageError
 from pytest_edge.judging.gate import GateResult
 from pytest_edge.judging.regressions import Regression
@@ -92,19 +94,19 @@ def test_an_accepted_change_passes_its_model_only_and_only_for_its_artifacts(pyt
 
 
 def test_accepting_only_a_figure_leaves_the_others_gated() -> None:
-    result = GateResult(summary={"mode": "ab", "verdict": "failed"})
+    result = GateResult(summary=BaselineCheck(mode="ab", verdict=GateVerdict.FAILED))
     for figure in ("P50 latency", "artifact size"):
         result.fail(Regression(figure, f"m: {figure} worse", old=1.0, new=2.0, threshold=0.1), "rule")
     result.accept([Acceptance("m", (SHA,), ("artifact size",), "bigger on purpose")], "m", SHA, "edge-accept.toml")
-    assert result.failures == ["m: P50 latency worse"] and result.summary["verdict"] == "failed"
+    assert result.failures == ["m: P50 latency worse"] and result.summary.verdict == "failed"
     assert [f.verdict for f in result.findings] == ["failed", "accepted"]
     assert result.notes == ["m: artifact size worse; accepted in edge-accept.toml: bigger on purpose"]
     # Another model's acceptance, or this model's for another artifact, accepts nothing.
     for model, sha in (("other", SHA), ("m", OTHER_SHA)):
-        untouched = GateResult(summary={"mode": "ab", "verdict": "failed"})
+        untouched = GateResult(summary=BaselineCheck(mode="ab", verdict=GateVerdict.FAILED))
         untouched.fail(Regression("P50 latency", "m: P50 latency worse"), "rule")
         untouched.accept([Acceptance(model, (sha,), (), "why")], "m", SHA, "edge-accept.toml")
-        assert len(untouched.failures) == 1 and untouched.summary["verdict"] == "failed"
+        assert len(untouched.failures) == 1 and untouched.summary.verdict == "failed"
 
 
 @pytest.mark.parametrize("text, says", [

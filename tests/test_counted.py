@@ -220,7 +220,7 @@ def test_the_gate_reads_a_stored_block_as_the_measurement_it_was() -> None:
     typed, _ = _gate(mine, theirs, paired=False)
     stored, _ = _gate(mine, json.loads(json.dumps(codec.to_json(theirs))), paired=False)
     assert (typed.summary, typed.failures, typed.notes) == (stored.summary, stored.failures, stored.notes)
-    assert typed.summary["verdict"] == "failed"
+    assert typed.summary.verdict == "failed"
 
 
 def _gate(mine: CountedMeasurement, theirs: CountedMeasurement | dict,
@@ -240,15 +240,15 @@ def _gate(mine: CountedMeasurement, theirs: CountedMeasurement | dict,
 
 def test_count_gate_decides_at_once_when_processes_agree_and_recounts_when_not() -> None:
     failed, recounts = _gate(_counted(102_000, 102_300), _counted(100_000, 100_005))
-    assert failed.summary["verdict"] == "failed" and recounts == 0 and "+2.15%" in failed.failures[0]
+    assert failed.summary.verdict == "failed" and recounts == 0 and "+2.15%" in failed.failures[0]
     passed, recounts = _gate(_counted(100_500, 100_500), _counted(100_000, 100_000))
-    assert passed.summary["verdict"] == "passed" and recounts == 0  # +0.5 % < 1 %
+    assert passed.summary.verdict == "passed" and recounts == 0  # +0.5 % < 1 %
     # Processes 3 % apart (not deterministic here): counted again; fails only when above twice.
     noisy = _counted(101_000, 104_000)  # 3 % apart
     cleared, recounts = _gate(noisy, _counted(100_000, 100_000), again=(_counted(100_200), _counted(100_000)))
-    assert cleared.summary["verdict"] == "passed" and recounts == 1 and "counted again" in cleared.notes[0]
+    assert cleared.summary.verdict == "passed" and recounts == 1 and "counted again" in cleared.notes[0]
     confirmed, _ = _gate(noisy, _counted(100_000, 100_000), again=(_counted(103_000), _counted(100_000)))
-    assert confirmed.summary["verdict"] == "failed" and "counted again in fresh processes: +3.00%" in confirmed.failures[0]
+    assert confirmed.summary.verdict == "failed" and "counted again in fresh processes: +3.00%" in confirmed.failures[0]
 
 
 def _one_process(*runs: int) -> CountedMeasurement:
@@ -263,18 +263,18 @@ def test_a_median_run_that_moved_with_an_unmoved_least_run_is_no_growth() -> Non
     next), so the median run read +3.8 % for the same model. The least runs agree (47825 / 47992):
     no growth, said in a note. Added work moves the least run too, and still fails."""
     unchanged, recounts = _gate(_one_process(56890, 52455, 47825), _one_process(50528, 52474, 47992), paired=False)
-    assert unchanged.summary["verdict"] == "passed" and recounts == 0
-    assert abs(unchanged.summary["least_run_ratio"] - 47825 / 47992) < 1e-9
+    assert unchanged.summary.verdict == "passed" and recounts == 0
+    assert abs(unchanged.summary.least_run_ratio - 47825 / 47992) < 1e-9
     assert "looked +3.81%" in unchanged.notes[0] and "least run moved -0.35%" in unchanged.notes[0]
     more_work, _ = _gate(_one_process(58600, 54000, 49300), _one_process(50528, 52474, 47992), paired=False)
-    assert more_work.summary["verdict"] == "failed" and "+6.87%" in more_work.failures[0]
+    assert more_work.summary.verdict == "failed" and "+6.87%" in more_work.failures[0]
     # A baseline without per-run counts (an older report), or with something else there: the median decides.
     old = _counted(50528)
-    assert _gate(_one_process(56890, 52455, 47825), old, paired=False)[0].summary["verdict"] == "failed"
+    assert _gate(_one_process(56890, 52455, 47825), old, paired=False)[0].summary.verdict == "failed"
     for runs in (["x", float("nan")], [-1, 50000], [0, 50000], [1e12] * 3):  # the last: above its own median
         hostile = codec.to_json(_one_process(50528, 52474, 47992))  # as a stored report holds it
         hostile["processes"][0]["run_instructions"] = runs
-        assert _gate(_one_process(56890, 52455, 47825), hostile, paired=False)[0].summary["verdict"] == "failed", runs
+        assert _gate(_one_process(56890, 52455, 47825), hostile, paired=False)[0].summary.verdict == "failed", runs
 
 
 def test_one_process_a_side_cannot_fail_a_growth_within_its_runs_spread() -> None:
@@ -293,11 +293,11 @@ def test_one_process_a_side_cannot_fail_a_growth_within_its_runs_spread() -> Non
                               max_regression=0.1, strict=strict)
 
     within = gate(process(74592, 0.139), process(73108, 0.14))
-    assert within.failures == [] and within.summary["verdict"] == "inconclusive"
+    assert within.failures == [] and within.summary.verdict == "inconclusive"
     assert "runs spread 14.0%, more than the growth: edge_count_processes = 1 cannot resolve +1.00%" in within.inconclusive[0]
-    assert gate(process(74592, 0.139), process(73108, 0.14), strict=True).summary["verdict"] == "failed"
+    assert gate(process(74592, 0.139), process(73108, 0.14), strict=True).summary.verdict == "failed"
     beyond = gate(process(90000, 0.139), process(73108, 0.14))
-    assert beyond.summary["verdict"] == "failed" and "+23.11%" in beyond.failures[0]
+    assert beyond.summary.verdict == "failed" and "+23.11%" in beyond.failures[0]
 
 
 def test_three_runs_in_one_process_against_their_own_stored_counts(pytester: pytest.Pytester) -> None:
@@ -325,7 +325,7 @@ def test_count_gate_against_a_wall_clock_baseline_says_it_cannot_gate() -> None:
                             GateFigures.from_json({"backend": "b", "latency_ms": {"p50": 1}}),
                             paired=False, threshold=0.01, recount=lambda: pytest.fail("recounted"), source="t",
                             max_regression=0.1)
-    assert result.summary["verdict"] == "passed" and "has no counted figure" in result.notes[0]
+    assert result.summary.verdict == "passed" and "has no counted figure" in result.notes[0]
 
 
 def _counter(tmp_path: Path, timeout_s: float, devices: dict[str, str] | None = None):

@@ -22,6 +22,7 @@ from edge_helpers import FIXTURES
 
 from pytest_edge import codec
 from pytest_edge.backends import Coverage, get_backend
+from pytest_edge.backends.arena import TensorArena
 from pytest_edge.backends.compiled import Compilation
 from pytest_edge.core.generation_figures import GenerationProcessFigures
 from pytest_edge.core.marker import MarkerSpec
@@ -33,6 +34,7 @@ from pytest_edge.judging import generation
 from pytest_edge.judging.baseline import BaselineKind, choose_baseline
 from pytest_edge.judging.gate import GateResult
 from pytest_edge.judging.measurer import Measurer
+from pytest_edge.measurement.combined import TimedMeasurement
 from pytest_edge.judging.regressions import (ARENA, ARTIFACT_SIZE, DELEGATE_COVERAGE, GATE_FIGURES, INSTRUCTIONS,
                                              NPU_ESTIMATE, NPU_MEMORY, PARTITIONS, PEAK_MEMORY)
 from pytest_edge.run import pipeline
@@ -178,11 +180,14 @@ def tensor_gate(tmp_path: Path, mode: str, changes: dict[str, Any], artifact: Pa
     measurer = Measurer(settings, pool=None)  # type: ignore[arg-type]  # no worker: figures recorded
     info = _Info(candidate)
     key = (info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s)
-    measurer.twin_results[key] = theirs
-    measurer.twin_coverages[(info.backend, str(tmp_path / "base" / "m.tflite"))] = TENSOR_COVERAGE
-    measurer.twin_arenas[(info.backend, str(tmp_path / "base" / "m.tflite"))] = theirs["arena"]  # the twin's load
+    # The measurer's types, read from the figures as the worker's replies would be.
+    timed = [codec.from_json(TimedMeasurement, figures, "figures") for figures in (mine, theirs)]
+    measurer.twin_results[key] = timed[1]
+    twin = (info.backend, str(tmp_path / "base" / "m.tflite"))
+    measurer.twin_coverages[twin] = codec.from_json(Coverage, TENSOR_COVERAGE, "coverage")
+    measurer.twin_arenas[twin] = codec.from_json(TensorArena, theirs["arena"], "arena")  # the twin's load
     measurer.rounds = lambda info, artifacts, feeds, plan, processes=None: (  # type: ignore[method-assign]
-        [mine, theirs][:len(artifacts)])
+        timed[:len(artifacts)])
     return measurer.gate(info, [], plan, live)  # type: ignore[arg-type]
 
 
@@ -243,14 +248,14 @@ def test_a_staged_regression_fails_naming_its_figure_in_both_modes(tmp_path: Pat
     result = gate(tmp_path, mode, dict(changes), artifact)
     failed = {finding.figure for finding in result.findings if finding.verdict == GateVerdict.FAILED}
     assert figure in failed, (result.failures, result.notes)
-    assert result.summary.get("mode") == mode and result.verdict() == GateVerdict.FAILED
+    assert result.summary.mode == mode and result.verdict() == GateVerdict.FAILED
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("mode", MODES)
 def test_the_same_figures_pass_in_both_modes(tmp_path: Path, kind: str, mode: str) -> None:
     result = KINDS[kind][1](tmp_path, mode, {}, SMALL)
-    assert result.failures == [] and result.summary.get("mode") == mode and not result.summary.get("new")
+    assert result.failures == [] and result.summary.mode == mode and not result.summary.new
 
 
 def test_a_new_cpu_operator_is_named_with_the_compiler_s_reason(tmp_path: Path) -> None:
@@ -334,7 +339,7 @@ def test_a_baseline_record_with_no_figure_in_common_compared_nothing(tmp_path: P
     record = pipeline.compiled_record("t.py::test_npu", plan, checker.compiled(TARGET, candidate),
                                       get_backend(TARGET).distribution, tmp_path)
     pipeline.gate_into(record, checker.gate(plan, record))
-    assert record.baseline_check is not None and record.baseline_check["compared"] == []
-    line = gate_summary([record.to_json()])
+    assert record.baseline_check is not None and record.baseline_check.compared == []
+    line = gate_summary([record])
     assert line is not None and "0 compared" in line and "1 with no figure in common with the baseline" in line
-    assert "compared nothing" in (gate_compared_nothing([record.to_json()]) or "")
+    assert "compared nothing" in (gate_compared_nothing([record]) or "")

@@ -19,7 +19,7 @@ from hypothesis import given, strategies as st
 from pytest_edge.checks import Finding, check_generation
 from pytest_edge.errors import BackendError, EdgeUsageError, GoldenError
 from pytest_edge.backends.decoder_config import LlmConfig
-from pytest_edge.golden.tokens import TokenGolden, golden_path, read_golden, write_golden
+from pytest_edge.golden.tokens import TokenGolden, TokenGoldenMeta, golden_path, read_golden, write_golden
 from pytest_edge.llm.marker import BUDGET_KEYWORDS, parse_llm_marker
 from pytest_edge.llm.metrics import FirstStepLogits, logits_figures, logits_messages, token_agreement, token_message
 from pytest_edge.core.generation_figures import ContextStop, GenerationProcessFigures
@@ -196,9 +196,9 @@ def test_context_lengths_double_up_to_the_cap() -> None:
 
 def test_golden_round_trip_and_bad_files(tmp_path: Path) -> None:
     path = golden_path(tmp_path, "m", [1, 2, 3])
-    write_golden(path, TokenGolden([1, 2, 3], [5, 6], np.arange(4, dtype=np.float32), {"reference_backend": ORT}))
+    write_golden(path, TokenGolden([1, 2, 3], [5, 6], np.arange(4, dtype=np.float32), TokenGoldenMeta(reference_backend=ORT)))
     golden = read_golden(path, [1, 2, 3])
-    assert golden.tokens == [5, 6] and golden.meta == {"reference_backend": ORT}
+    assert golden.tokens == [5, 6] and golden.meta == TokenGoldenMeta(reference_backend=ORT)
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # nothing temporary left
     with pytest.raises(GoldenError, match="no LLM golden .* for prompt \\[9\\]: record it with --edge-update-golden"):
         read_golden(golden_path(tmp_path, "m", [9]), [9])
@@ -432,12 +432,12 @@ def test_the_llm_gate_is_the_one_gate_measuring_a_suspect_again() -> None:
     assert fnmatch.fnmatch(failure, "executorch: TPOT P50 0.75* ms (geometric mean of 8 process TPOT P50s) is +50.0% "
                                     "against the baseline twin 0.50* ms (allowed +10%; paired t=* over 8 A/B pairs*")
     assert "measured twice in fresh processes: +50.0%, then +50.0%" in failure
-    assert result.summary["mode"] == "ab" and result.summary["verdict"] == "failed"
+    assert result.summary.mode == "ab" and result.summary.verdict == "failed"
     # Slower once, unchanged when measured again: a note, never a failure.
     blip = judge("executorch", M(processes=tuple(slower)), twin, measure_again=again(old, old), **common)
     assert blip.failures == [] and any("TPOT P50 looked +50.0% slower" in n for n in blip.notes)
     unchanged = judge("executorch", M(processes=tuple(old)), twin, measure_again=again(old, old), **common)
-    assert unchanged.failures == [] and unchanged.summary["remeasured"] is False
+    assert unchanged.failures == [] and unchanged.summary.remeasured is False
 
 
 def test_the_llm_gate_tells_a_slower_machine_from_a_slower_decoder() -> None:
@@ -460,7 +460,7 @@ def test_the_llm_gate_tells_a_slower_machine_from_a_slower_decoder() -> None:
     common = {"paired": True, "processes": 3, "max_regression": 0.10, "source": "base/m.pte"}
     twin = as_gated("executorch", M(processes=tuple(old)))
     excused = judge("executorch", M(processes=tuple(busy)), twin, measure_again=again(busy), strict=False, **common)
-    assert excused.failures == [] and excused.summary["verdict"] == "inconclusive" and excused.inconclusive
+    assert excused.failures == [] and excused.summary.verdict == "inconclusive" and excused.inconclusive
     strict = judge("executorch", M(processes=tuple(busy)), twin, measure_again=again(busy), strict=True, **common)
     assert strict.failures and "CPU probe +30" in strict.failures[0]
     caught = judge("executorch", M(processes=tuple(slower)), twin, measure_again=again(slower), strict=False, **common)
@@ -502,7 +502,7 @@ def test_a_token_golden_that_would_inflate_to_gigabytes_is_refused_before_it_doe
     import zipfile
 
     path = golden_path(tmp_path, "m", [1, 2])
-    write_golden(path, TokenGolden([1, 2], [3, 4], np.zeros(8, np.float32), {"reference": "x"}))
+    write_golden(path, TokenGolden([1, 2], [3, 4], np.zeros(8, np.float32), TokenGoldenMeta()))
     assert read_golden(path, [1, 2]).tokens == [3, 4]
 
     def npy(array: np.ndarray) -> bytes:

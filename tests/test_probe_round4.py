@@ -178,7 +178,7 @@ def test_a_baseline_without_npu_figures_is_said_not_compared(npu: object) -> Non
     stored = {"test": "t.py::test_npu", "backend": "ethos-u55-128", "model": {"name": "m", "artifact": "m.tflite"},
               "artifact_bytes": 5568, "npu": npu}
     gate = compiled_gate(mine, stored, "base.json", paired=False, max_regression=0.10)
-    assert gate.failures == [] and ("NPU memory" in gate.summary["compared"]) == bool(npu and npu["memories"])
+    assert gate.failures == [] and ("NPU memory" in gate.summary.compared) == bool(npu and npu["memories"])
     (note,) = gate.notes
     assert note.startswith("ethos-u55-128: not compared: ") and "SRAM" in note and "the baseline (base.json)" in note
     assert ("off-chip flash" in note) == (not (npu and npu["memories"]))

@@ -87,7 +87,7 @@ def _never():
 def test_confirmed_regression_fails_with_both_measurements() -> None:
     result = run_gate(_record([2.0, 2.02, 1.98]), _record([1.0, 1.01, 0.99]), paired=False, max_regression=0.1,
                       strict=False, remeasure=lambda: (_record([2.1, 2.05, 2.08]), None), source="base")
-    assert len(result.failures) == 1 and result.summary["verdict"] == "failed"
+    assert len(result.failures) == 1 and result.summary.verdict == "failed"
     assert any("P99 latency +100.0%" in n and "not gated against stored numbers" in n for n in result.notes)
     assert ("P50 latency 2.038 ms (geometric mean of 6 process P50s; pooled over the runs, as in the table: "
             "2.000 ms) is +103.8% against the baseline 1.000 ms "
@@ -110,7 +110,7 @@ def test_the_gates_findings_carry_figure_values_threshold_statistic_and_rule() -
     assert p50["rule"].startswith("stored:") and p50["message"] in result.failures
     unchanged = run_gate(_record([1.0, 1.01, 0.99]), _record([1.0, 1.01, 0.99]), paired=False, max_regression=0.1,
                          strict=False, remeasure=_never, source="base")
-    assert unchanged.findings == [] and unchanged.summary["verdict"] == "passed"
+    assert unchanged.findings == [] and unchanged.summary.verdict == "passed"
 
 
 def test_a_suspect_below_significance_is_measured_again() -> None:
@@ -119,7 +119,7 @@ def test_a_suspect_below_significance_is_measured_again() -> None:
     again = _record([1.2, 1.3, 1.25])
     result = run_gate(first, _record([1.0, 1.01, 0.99]), paired=False, max_regression=0.1, strict=False,
                       remeasure=lambda: (again, None), source="base")
-    assert result.summary["remeasured"] and result.summary["verdict"] == "failed"
+    assert result.summary.remeasured and result.summary.verdict == "failed"
 
 
 def test_a_microsecond_change_is_below_what_fresh_processes_resolve() -> None:
@@ -131,7 +131,7 @@ def test_a_microsecond_change_is_below_what_fresh_processes_resolve() -> None:
     twin = _record([0.008, 0.0081, 0.0079])
     noise = run_gate(_record([0.010, 0.0101, 0.0099]), twin, paired=True, max_regression=0.1, strict=False,
                      remeasure=_never, source="base")
-    assert noise.failures == [] and noise.summary["remeasured"] is False
+    assert noise.failures == [] and noise.summary.remeasured is False
     assert any(f"not more than the {LATENCY_FLOOR_MS} ms fresh processes resolve" in n for n in noise.notes)
     slower = _record([0.016, 0.0162, 0.0158])
     caught = run_gate(slower, twin, paired=True, max_regression=0.1, strict=False,
@@ -142,7 +142,7 @@ def test_a_microsecond_change_is_below_what_fresh_processes_resolve() -> None:
 def test_unconfirmed_regression_is_a_note() -> None:
     result = run_gate(_record([2.0, 2.02, 1.98]), _record([1.0, 1.01, 0.99]), paired=False, max_regression=0.1,
                       strict=False, remeasure=lambda: (_record([1.0, 1.01, 1.0]), None), source="base")
-    assert not result.failures and result.summary["verdict"] == "passed"
+    assert not result.failures and result.summary.verdict == "passed"
     assert any("not significant and above the threshold twice" in n for n in result.notes)
 
 
@@ -153,7 +153,7 @@ def test_busy_machine(strict, paired, outcome) -> None:
     result = run_gate(busy, _record([1.0, 1.01, 0.99]), paired=paired, max_regression=0.1, strict=strict,
                       remeasure=lambda: (_record([2.0, 2.01, 2.02], busy=1.0), _record([1.0, 1.01, 0.99])),
                       source="base")
-    assert result.summary["verdict"] == outcome
+    assert result.summary.verdict == outcome
     if outcome == "inconclusive":
         assert "other processes kept 1.0 cores busy" in result.inconclusive[0] and not result.failures
 
@@ -177,7 +177,7 @@ def test_coverage_fails_at_once_and_memory_when_measured_again() -> None:
     once = run_gate(_record(same, memory=12.8), _record(same, memory=11.4), paired=True, max_regression=0.1,
                     strict=False, remeasure=lambda: (_record(same, memory=11.5), _record(same, memory=11.4)),
                     source="base/m.tflite")
-    assert once.failures == [] and once.summary["remeasured"] and once.summary["verdict"] == "passed"
+    assert once.failures == [] and once.summary.remeasured and once.summary.verdict == "passed"
     assert any("measured again in fresh processes the candidate" in n for n in once.notes)
 
 
@@ -192,7 +192,7 @@ def test_a_slowdown_load_cannot_explain_fails_on_a_busy_machine() -> None:
     result = run_gate(_record([5.0, 5.1, 4.9], busy=1.0), _record([1.0, 1.01, 0.99]), paired=False,
                       max_regression=0.1, strict=False,
                       remeasure=lambda: (_record([5.0, 5.0, 5.1], busy=1.0), None), source="base")
-    assert result.summary["verdict"] == "failed" and not result.inconclusive
+    assert result.summary.verdict == "failed" and not result.inconclusive
 
 
 def test_a_b_mode_gates_the_tail_only_when_asked_with_its_own_threshold() -> None:
@@ -211,7 +211,7 @@ def test_a_b_mode_gates_the_tail_only_when_asked_with_its_own_threshold() -> Non
     # A P99 +20 % over its own threshold of 25 % passes (P50 unchanged).
     tail = run_gate(_record([1.0, 1.01, 0.99], p99=[1.2, 1.21, 1.19]), _record([1.0, 1.01, 0.99]), paired=True,
                     max_regression=0.1, strict=False, remeasure=_never, source="main/m.onnx", p99_regression=0.25)
-    assert tail.summary["verdict"] == "passed"
+    assert tail.summary.verdict == "passed"
 
 
 @pytest.mark.parametrize("probe, slower, strict, outcome", [
@@ -226,7 +226,7 @@ def test_a_slower_machine_explains_a_stored_regression(probe, slower, strict, ou
     result = run_gate(_record(figures, probe_us=probe), _record([1.0, 1.01, 0.99], probe_us=100.0), paired=False,
                       max_regression=0.1, strict=strict, remeasure=lambda: (_record(figures, probe_us=probe), None),
                       source="base")
-    assert result.summary["verdict"] == outcome
+    assert result.summary.verdict == outcome
     if outcome == "inconclusive":
         assert "the machine itself ran 1.30x slower than when the baseline was measured" in result.inconclusive[0]
         assert "leaves +3.8%" in result.inconclusive[0]
@@ -253,9 +253,9 @@ def test_a_slower_vcpu_with_unmoved_fastest_runs_is_inconclusive(paired, probe, 
                       remeasure=lambda: (mine, baseline if paired else None), source="main/m.pte")
     if isinstance(outcome, dict):
         outcome = outcome["ab" if paired else "stored"]
-        assert result.summary["verdict"] == outcome
+        assert result.summary.verdict == outcome
         return
-    assert result.summary["verdict"] == outcome
+    assert result.summary.verdict == outcome
     if outcome == "inconclusive":
         assert not result.failures
         whose = ("the candidate's processes ran on a slower machine than the twin's" if paired else
@@ -282,7 +282,7 @@ def test_interference_the_probe_does_not_see_leaves_a_stored_gate_inconclusive(f
     mine = _record([0.066, 0.067, 0.065], probe_us=93.0, fastest=fastest)
     result = run_gate(mine, baseline, paired=False, max_regression=0.1, strict=strict,
                       remeasure=lambda: (mine, None), source="base.json")
-    assert result.summary["verdict"] == outcome
+    assert result.summary.verdict == outcome
     if outcome == "inconclusive":
         assert not result.failures
         assert ("inconclusive: the fastest runs did not move (+0.0% over 6 processes, the CPU probe -7.0%) while "
@@ -307,7 +307,7 @@ def test_pairs_on_unequal_machines_take_a_third_measurement(third_p50, outcome) 
         return next(measurements)
 
     result = run_gate(mine, twin, paired=True, max_regression=0.1, strict=False, remeasure=remeasure, source="main/m")
-    assert len(calls) == 2 and result.summary["verdict"] == outcome
+    assert len(calls) == 2 and result.summary.verdict == outcome
     if outcome == "failed":
         assert "measured three times in fresh processes: +23.1%, then +23.1%, then +26.9%" in result.failures[0]
     else:
@@ -317,7 +317,7 @@ def test_pairs_on_unequal_machines_take_a_third_measurement(third_p50, outcome) 
         unequal = iter([(mine, twin), (_record([0.052] * 5, probe_us=100.0), _record([0.052] * 5, probe_us=100.0))])
         strict = run_gate(mine, twin, paired=True, max_regression=0.1, strict=True, source="main/m",
                           remeasure=lambda: next(unequal))
-        assert strict.summary["verdict"] == "failed"  # --edge-strict-timing: inconclusive is a failure
+        assert strict.summary.verdict == "failed"  # --edge-strict-timing: inconclusive is a failure
 
 
 def test_a_slowdown_beyond_what_unequal_pairs_explain_fails_without_a_third_measurement() -> None:
@@ -331,7 +331,7 @@ def test_a_slowdown_beyond_what_unequal_pairs_explain_fails_without_a_third_meas
         return mine, twin
 
     result = run_gate(mine, twin, paired=True, max_regression=0.1, strict=False, remeasure=remeasure, source="m")
-    assert result.summary["verdict"] == "failed" and len(calls) == 1
+    assert result.summary.verdict == "failed" and len(calls) == 1
     assert "measured twice in fresh processes: +500.0%, then +500.0%" in result.failures[0]
 
 

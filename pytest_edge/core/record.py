@@ -22,6 +22,7 @@ from ..checks import Finding
 from ..measurement.combined import MeasuredProcess
 from ..measurement.counts import CountedMeasurement
 from ..measurement.sensors import SensorWindow
+from .baseline_check import BaselineCheck
 from .generation_record import GenerationRecord
 from .record_accuracy import Accuracy, DecoderAccuracy, SpeechAccuracy, TensorAccuracy, read_accuracy
 from .record_blocks import (AudioInput, DeviceRun, InputTensor, ModelIdentity, PluginIdentity, RecordCoverage,
@@ -103,7 +104,7 @@ class Record:
     throughput: float | None = None  # inferences/s over the timed runs: 1000 / mean latency in ms
     # The sensors' readings around the timed runs; None when nothing was timed.
     power_and_temperature: SensorWindow | None = None
-    baseline_check: dict[str, Any] | None = None
+    baseline_check: BaselineCheck | None = None  # the merge gate's summary; None: no gate ran
     # What the budget checks found (pytest_edge.checks.Finding), in the order of the violations.
     budget_findings: list[Finding] = field(default_factory=list)
     device: DeviceRun | None = None  # the device it ran on; None: this machine
@@ -137,6 +138,7 @@ class Record:
         self.runtime = read_block(RuntimeIdentity, self.runtime)
         self.plugin = read_block(PluginIdentity, self.plugin)
         self.device = read_block(DeviceRun, self.device)
+        self.baseline_check = read_block(BaselineCheck, self.baseline_check)
         self.power_and_temperature = read_block(SensorWindow, self.power_and_temperature)
         if self.processes is not None:  # not a list (a stored report's garbage): none
             self.processes = [p if isinstance(p, MeasuredProcess) else codec.from_json(MeasuredProcess, p, "a process")
@@ -279,9 +281,10 @@ class Record:
         return [(k, v) for k, v in figures.items() if v is not None]
 
 
-# The record's typed blocks (core/record_blocks.py, record_accuracy.py, measurement/), written as their JSON.
+# The record's typed blocks (core/record_blocks.py, record_accuracy.py, baseline_check.py, measurement/), written as
+# their JSON.
 _TYPED_BLOCKS = ("model", "runtime", "plugin", "input", "coverage", "processes", "accuracy", "power_and_temperature",
-                 "device")
+                 "baseline_check", "device")
 
 
 def _typed_input(value: Any) -> bool:

@@ -11,10 +11,17 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..backends.arena import TensorArena
+from ..backends.tensors import Coverage
+from ..core.baseline_check import BaselineCheck, CountedTwin, TwinFigures
+from ..core.record import Record
+from ..core.record_blocks import ModelIdentity
 from ..core.sizes import artifact_size
 from ..files import relative_path
+from ..measurement.counts import CountedMeasurement
 
 if TYPE_CHECKING:
+    from ..measurement.combined import TimedMeasurement
     from ..core.models import Model
     from ..core.settings import Settings
     from .gate import GateResult
@@ -55,8 +62,8 @@ class BaselineChoice:
         nothing and fails: report.table.gate_compared_nothing)."""
         from .gate import GateResult
 
-        return GateResult(summary={"mode": self.mode, "new": True, "looked_for": self.looked_for,
-                                   "folder": self.folder})
+        return GateResult(summary=BaselineCheck(mode=self.mode, new=True, looked_for=self.looked_for,
+                                                folder=self.folder))
 
 
 def twin_of(folder: Path | None, model: "Model", artifact: Path) -> Path | None:
@@ -111,20 +118,28 @@ def find_baseline(baseline: Mapping[str, Any] | None, record: Mapping[str, Any])
     return same_model
 
 
-def twin_baseline(backend: str, twin: Path, measured: Mapping[str, Any], coverage: dict[str, Any] | None,
-                  rootdir: Path) -> tuple[dict[str, Any], str]:
-    """A/B mode: the twin artifact's figures as the baseline record a stored report would hold
-    (timed or counted, its coverage and size), and how the gate's messages name it."""
-    baseline = {"backend": backend, **measured, "coverage": coverage, "artifact_bytes": artifact_size(twin, backend)[0]}
-    return baseline, os.path.relpath(twin, rootdir)
+def twin_baseline(backend: str, twin: Path, measured: "TimedMeasurement | CountedMeasurement",
+                  coverage: Coverage | None, rootdir: Path, arena: TensorArena | None = None) -> tuple[Record, str]:
+    """A/B mode: the twin artifact's figures as the record a stored report would hold (timed or
+    counted, its coverage, size and arena), and how the gate's messages name it."""
+    source = os.path.relpath(twin, rootdir)
+    size = artifact_size(twin, backend)[0]
+    if isinstance(measured, CountedMeasurement):
+        return Record(source, ModelIdentity(), backend, coverage=coverage, artifact_bytes=size, counted=measured,
+                      arena=arena, checked=True), source
+    return Record(source, ModelIdentity(), backend, coverage=coverage, artifact_bytes=size, arena=arena, checked=True,
+                  latency_ms=measured.latency_ms, latency_quantiles_ms=measured.latency_quantiles_ms,
+                  warmup_runs=measured.warmup_runs, measured_runs=measured.measured_runs, load_ms=measured.load_ms,
+                  first_inference_ms=measured.first_inference_ms, peak_memory_mb=measured.peak_memory_mb,
+                  steady_memory_mb=measured.steady_memory_mb, drift=measured.drift,
+                  timing_under_load=measured.under_load, other_cores_busy=measured.other_cores_busy,
+                  processes=measured.processes, process_spread=measured.process_spread), source
 
 
-# The figures the pages compare and draw (report/: html_report.figure_changes, the ECDF and memory
-# charts), and a compile-time target's compiler result (npu), as a stored record holds them.
-TWIN_FIGURES = ("latency_ms", "latency_quantiles_ms", "peak_memory_mb", "steady_memory_mb", "load_ms",
-                "first_inference_ms", "coverage", "measured_runs", "artifact_bytes", "npu")
-
-
-def twin_figures(measured: Mapping[str, Any]) -> dict[str, Any]:
-    """What a record keeps of its twin's measurement (not the per-process samples)."""
-    return {key: measured.get(key) for key in TWIN_FIGURES}
+def twin_figures(twin: Record) -> TwinFigures | CountedTwin:
+    """What a record keeps of its twin's measurement or compilation (not the per-process samples)."""
+    if twin.counted is not None:
+        return CountedTwin(twin.counted, twin.coverage)
+    return TwinFigures(twin.latency_ms, twin.latency_quantiles_ms, twin.peak_memory_mb, twin.steady_memory_mb,
+                       twin.load_ms, twin.first_inference_ms, twin.coverage, twin.measured_runs, twin.artifact_bytes,
+                       twin.npu)

@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..core.baseline_check import BaselineCheck
 from ..measurement.counts import CountedMeasurement
 from .figures import GateFigures
 from .gate import GateResult, rule_of
@@ -69,8 +70,8 @@ def run_count_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, 
     what = "the baseline twin" if paired else "the baseline"
     backend = record.backend
     result = GateResult()
-    result.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
-                      "counted": True, "compared": compared_figures(record, baseline, ())}
+    result.summary = summary = BaselineCheck(mode="ab" if paired else "stored", baseline=source, remeasured=False,
+                                             counted=True, compared=compared_figures(record, baseline, ()))
     for regression in resource_regressions(record, baseline, max_regression, what):
         result.fail(regression, rule_of(regression.figure, paired))
     result.notes += uncompared_note(record, baseline, what)
@@ -81,7 +82,7 @@ def run_count_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, 
                             "(measure it with --edge-count=instructions too)")
     elif mine is not None and mine.instructions:
         ratio = _ratio(mine, theirs)
-        result.summary["instructions_ratio"] = ratio
+        summary.instructions_ratio = ratio
         processes = len(mine.processes)
         message = (f"{backend}: {mine.instructions:,.0f} instructions per inference is {ratio - 1:+.2%} against "
                    f"{what} {theirs.instructions:,.0f} (allowed +{threshold:.2%}; counted by "
@@ -92,7 +93,7 @@ def run_count_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, 
         floor_mine, floor_theirs = least_run(mine), least_run(theirs)
         floor = floor_mine / floor_theirs if floor_mine and floor_theirs else None
         if floor is not None:
-            result.summary["least_run_ratio"] = floor
+            summary.least_run_ratio = floor
         if ratio - 1 > threshold and floor is not None and floor - 1 <= threshold:
             # The runs of one process differ by their position (an allocator's or arena's cycle: ONNX
             # Runtime's runs of a small MLP read 56.9k, 52.5k, 47.8k instructions), so with few runs
@@ -113,7 +114,7 @@ def run_count_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, 
                 agreeing = f" agreeing within {AGREE:.1%}" if processes > 1 else ""
                 result.fail(counted, rule, message + agreeing + ")")
             else:  # not deterministic here: counted again, fails only when above the threshold twice
-                result.summary["remeasured"] = True
+                summary.remeasured = True
                 again, twin_again = recount()
                 second = _ratio(again, twin_again if paired and twin_again else theirs)
                 if second - 1 > threshold:
@@ -121,5 +122,5 @@ def run_count_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, 
                 else:
                     result.notes.append(f"{backend}: instructions looked {ratio - 1:+.2%} against {what}, but "
                                         f"counted again in fresh processes {second - 1:+.2%}")
-    result.summary["verdict"] = result.verdict()
+    summary.verdict = result.verdict()
     return result

@@ -17,12 +17,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import codec
-from ..backends import split_device
+from ..backends import Coverage, split_device
 from ..errors import BackendCrash, CountingUnavailable
 from .counted import run_count_gate
 from .figures import GateFigures
 from ..measurement.counts import CountedMeasurement, combine_counts
-from .baseline import BaselineChoice, twin_baseline
+from .baseline import BaselineChoice, twin_baseline, twin_figures
 from .gate import GateResult
 from ..core.plan import Plan
 from ..core.record import Record
@@ -99,7 +99,7 @@ class Counter:
 
     def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, live: Record,
              choice: BaselineChoice, twin_measured: CountedMeasurement | None,
-             twin_coverage: dict[str, Any] | None) -> GateResult:
+             twin_coverage: Coverage | None) -> GateResult:
         """A/B against the twin's counts where the choice is the twin, else against the stored
         report's record (``live``: this run's record, its ``counted`` block this artifact's counts)."""
         twin = choice.twin
@@ -107,22 +107,22 @@ class Counter:
             if twin_measured is None:
                 raise RuntimeError(f"the baseline twin {choice.source} of {info.artifact} was not counted")
             # The twin's figures as the record a stored report would hold.
-            baseline, source = twin_baseline(info.backend, twin, {"counted": codec.to_json(twin_measured)}, twin_coverage,
-                                             self.settings.rootdir)
-            paired = True
+            twin_record, source = twin_baseline(info.backend, twin, twin_measured, twin_coverage, self.settings.rootdir)
+            theirs, paired = GateFigures.of_record(twin_record), True
 
             def recount() -> tuple[CountedMeasurement, CountedMeasurement | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan)
                 return mine, theirs
         else:
-            baseline, source, paired = dict(choice.stored or {}), choice.source, False
+            twin_record, source, paired = None, choice.source, False
+            theirs = GateFigures.from_json(choice.stored or {}, source=source)
 
             def recount() -> tuple[CountedMeasurement, CountedMeasurement | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)
                 return mine, None
-        result = run_count_gate(GateFigures.of_record(live), GateFigures.from_json(baseline, source=source),
+        result = run_count_gate(GateFigures.of_record(live), theirs,
                                 paired=paired, threshold=self.settings.count_threshold, recount=recount, source=source,
                                 max_regression=self.settings.max_regression, strict=self.settings.strict_timing)
-        if paired:
-            result.summary["twin"] = {"counted": baseline.get("counted"), "coverage": twin_coverage}
+        if twin_record is not None and result.summary is not None:
+            result.summary.twin = twin_figures(twin_record)
         return result

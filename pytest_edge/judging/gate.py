@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from ..core.acceptance import Acceptance, changed_files, describe, find, stale
+from ..core.baseline_check import BaselineCheck
 from ..core.record import GateVerdict
 from .figures import GateFigures, ProcessFigures
 from .regressions import (ARENA, ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
@@ -53,7 +54,7 @@ class GateResult:
     failures: list[str] = field(default_factory=list)
     inconclusive: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: BaselineCheck | None = None  # None: no gate ran
     findings: list[GateFinding] = field(default_factory=list)
 
     def fail(self, regression: Regression, rule: str, message: str | None = None) -> None:
@@ -90,8 +91,8 @@ class GateResult:
                 self.failures.append(finding.message + changed)
                 findings.append(replace(finding, message=finding.message + changed))
         self.findings = findings
-        if self.summary and not self.summary.get("new"):
-            self.summary["verdict"] = self.verdict()
+        if self.summary is not None and not self.summary.new:
+            self.summary.verdict = self.verdict()
 
     def verdict(self) -> GateVerdict:
         """Failed, else inconclusive, else accepted (every failure passed by an acceptance), else passed."""
@@ -184,8 +185,9 @@ def run_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, max_re
             memory.append(regression)
         else:
             result.fail(regression, rule_of(regression.figure, paired))
-    result.summary = {"mode": "ab" if paired else "stored", "baseline": source,
-                      "remeasured": bool(suspects or memory), "compared": compared_figures(record, baseline, figures)}
+    result.summary = BaselineCheck(mode="ab" if paired else "stored", baseline=source,
+                                   remeasured=bool(suspects or memory),
+                                   compared=compared_figures(record, baseline, figures))
     result.notes += uncompared_note(record, baseline, what)
     if suspects or memory:
         again, twin_again = remeasure()
@@ -281,7 +283,7 @@ def run_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, max_re
                     message += (f" (CPU probe {slower.probe - 1:+.1%}, fastest runs {slower.fastest - 1:+.1%} "
                                 f"over {slower.processes} {'pairs' if slower.paired else 'processes'})")
                 result.fail(confirmed[first.figure], rule, message)
-    result.summary["verdict"] = result.verdict()
+    result.summary.verdict = result.verdict()
     return result
 
 

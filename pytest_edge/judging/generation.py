@@ -223,7 +223,8 @@ def gate_generation(settings: Settings, test_id: str, backend: str, model: Model
         judged = against(as_gated(backend, twin_measured, twin, settings.rootdir), paired=True)
     else:
         judged = against(stored_figures(choice.stored or {}, backend, test_id), paired=False)
-    judged.summary["folder"] = choice.folder
+    if judged.summary is not None:
+        judged.summary.folder = choice.folder
     return judged
 
 

@@ -9,7 +9,8 @@ from typing import Callable, Sequence, TypeVar
 import numpy as np
 
 from .. import codec
-from ..backends import split_device
+from ..backends import Coverage, split_device
+from ..backends.arena import TensorArena
 from .counter import Counter
 from ..measurement.counts import CountedMeasurement
 from .baseline import BaselineKind, choose_baseline, twin_baseline, twin_figures, twin_of
@@ -40,8 +41,8 @@ class Measurer:
         # Timed: combine_processes's measurement; counted (--edge-count=instructions): a CountedMeasurement.
         self.results: dict[tuple, TimedMeasurement | CountedMeasurement] = {}
         self.twin_results: dict[tuple, TimedMeasurement | CountedMeasurement] = {}
-        self.twin_coverages: dict[tuple[str, str], dict[str, Any] | None] = {}
-        self.twin_arenas: dict[tuple[str, str], dict[str, Any] | None] = {}
+        self.twin_coverages: dict[tuple[str, str], Coverage | None] = {}
+        self.twin_arenas: dict[tuple[str, str], TensorArena | None] = {}
         self.under_load = False  # some timed window of this session ran under load
         self.counter = Counter(settings, pool)  # --edge-count=instructions
         self.measured_any = False
@@ -109,7 +110,7 @@ class Measurer:
         result.load_ms = loaded.load_ms
         return result
 
-    def _twin_coverage(self, info: ModelInfo, twin: Path) -> dict[str, Any] | None:
+    def _twin_coverage(self, info: ModelInfo, twin: Path) -> Coverage | None:
         """Delegate coverage of a baseline twin on this backend, loaded once in the backend's shared
         worker. Keyed by backend and twin: litert and litert-ref load the same .tflite twin, and each
         record's twin is its own backend's (litert's fallback is not litert-ref's)."""
@@ -118,9 +119,9 @@ class Measurer:
             shapes = codec.to_json(info.shapes)
             loaded = reply_as(Loaded, Load.op, self.pool.request(info.backend, Load(f"twin|{info.key}", str(twin),
                                                                                     info.threads, shapes), twin))
-            self.twin_coverages[key] = codec.to_json(loaded.coverage)
+            self.twin_coverages[key] = loaded.coverage
             # What else the load says that a stored record holds: a microcontroller runtime's arena.
-            self.twin_arenas[key] = codec.to_json(loaded.arena)
+            self.twin_arenas[key] = loaded.arena
         return self.twin_coverages[key]
 
     def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, live: Record) -> GateResult:
@@ -141,9 +142,10 @@ class Measurer:
         if twin is not None:
             if twin_measured is None:  # measure() measures the twin with the artifact: never met
                 raise RuntimeError(f"the baseline twin {choice.source} of {info.artifact} was not measured")
-            baseline, source = twin_baseline(info.backend, twin, codec.to_json(twin_measured), self._twin_coverage(info, twin),
-                                             self.settings.rootdir)
-            baseline["arena"] = self.twin_arenas.get((info.backend, str(twin)))
+            coverage = self._twin_coverage(info, twin)
+            twin_record, source = twin_baseline(info.backend, twin, twin_measured, coverage, self.settings.rootdir,
+                                                self.twin_arenas.get((info.backend, str(twin))))
+            theirs = GateFigures.of_record(twin_record)
 
             def remeasure() -> tuple[GateFigures, GateFigures | None]:
                 mine, theirs = self.rounds(info, [info.artifact, twin], feeds, plan,
@@ -151,20 +153,22 @@ class Measurer:
                 return (GateFigures.of_measurement(info.backend, mine, source="measured again"),
                         GateFigures.of_measurement(info.backend, theirs, source=source))
         else:
-            baseline, source = dict(choice.stored or {}), choice.source
+            twin_record, source = None, choice.source
+            theirs = GateFigures.from_json(choice.stored or {}, source=source)
 
             def remeasure() -> tuple[GateFigures, GateFigures | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)
                 return GateFigures.of_measurement(info.backend, mine, source="measured again"), None
 
         # Parsed once here, both sides: the gate reads GateFigures, never the JSON.
-        result = run_gate(GateFigures.of_record(live), GateFigures.from_json(baseline, source=source),
+        result = run_gate(GateFigures.of_record(live), theirs,
                           paired=choice.paired, max_regression=self.settings.max_regression,
                           strict=self.settings.strict_timing, remeasure=remeasure, source=source,
                           p99_regression=self.settings.p99_regression)
-        if choice.paired:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)
-            result.summary["twin"] = twin_figures(baseline)
-        result.summary["folder"] = choice.folder
+        assert result.summary is not None  # run_gate always summarizes
+        if twin_record is not None:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)
+            result.summary.twin = twin_figures(twin_record)
+        result.summary.folder = choice.folder
         return result
 
 

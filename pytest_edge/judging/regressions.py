@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..core.baseline_check import GateFinding
 from ..core.record import GateVerdict
 from ..measurement.stats import Change, compare_groups, compare_pairs
 # The timed figures are defined beside the parser that reads them (.figures) and judged here.
@@ -31,23 +32,6 @@ class Regression:
         """What the merge gate decided about this figure, as the reports render it."""
         return GateFinding(self.figure, verdict, self.old, self.new, self.threshold,
                            _evidence(self.change) if self.change else None, rule, message or self.message)
-
-
-@dataclass(frozen=True)
-class GateFinding:
-    """One figure the merge gate failed or left inconclusive, as the gate decided it: old and new
-    value, the threshold, the statistic, the verdict and the rule. It is kept on the record
-    (``baseline_check["findings"]``) and every report renders it; none judges a figure again."""
-
-    figure: str  # the gate's name: "P50 latency", "peak memory", "delegate coverage", ...
-    verdict: GateVerdict  # failed or inconclusive; accepted where an acceptance passes it
-    old: float | None
-    new: float | None
-    threshold: float | None
-    statistic: str | None
-    rule: str
-    message: str
-    # The record keeps codec.to_json(finding): these keys in this order, the verdict as its string.
 
 
 # The gate's other figures, by the names its findings, an acceptance's "figures" and the pages use.
