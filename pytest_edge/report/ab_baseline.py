@@ -12,14 +12,15 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Mapping
 
+from .. import codec
 from ..core.record import Record, Verdict
-from ..judging.baseline import TWIN_FIGURES  # the twin's figures the gate keeps on the record
+from ..core.baseline_check import TWIN_FIGURES  # the twin's figures the gate keeps on the record
 from .json_report import Report
 
 
 def _gate_check(record: Record) -> Mapping[str, object]:
     """The record's ``baseline_check`` (the gate's summary), the one place this module reads it."""
-    return record.baseline_check or {}
+    return codec.to_json(record.baseline_check) if record.baseline_check is not None else {}  # until read typed
 
 
 def twin_baseline(report: Report) -> Report | None:

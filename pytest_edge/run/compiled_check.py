@@ -117,12 +117,14 @@ class CompiledChecker:
             theirs = self.compiled(plan.backend, choice.twin)
             # The twin as a model of the same key whose artifact for this target is the twin.
             twin_model = replace(plan.model, artifacts={**plan.model.artifacts, plan.artifact.suffix: choice.twin})
-            baseline = pipeline.compiled_record(record.test, replace(plan, model=twin_model), theirs,
-                                                get_backend(plan.backend).distribution, self.settings.rootdir).to_json()
+            twin_record = pipeline.compiled_record(record.test, replace(plan, model=twin_model), theirs,
+                                                   get_backend(plan.backend).distribution, self.settings.rootdir)
+            baseline = twin_record.to_json()
         else:
-            baseline = dict(choice.stored or {})
+            twin_record, baseline = None, dict(choice.stored or {})
         gate = pipeline.compiled_gate(record, baseline, choice.source, choice.paired, self.settings.max_regression)
-        if choice.paired:  # the twin's figures, for the pages' "against the baseline" (report/ab_baseline)
-            gate.summary["twin"] = twin_figures(baseline)
-        gate.summary["folder"] = choice.folder
+        if gate.summary is not None:
+            if twin_record is not None:  # the twin's figures, for the pages' "against the baseline" (report/ab_baseline)
+                gate.summary.twin = twin_figures(twin_record)
+            gate.summary.folder = choice.folder
         return gate

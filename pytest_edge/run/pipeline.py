@@ -5,7 +5,7 @@ collects every violation. The session runs them in this order and owns none of t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -22,6 +22,7 @@ from ..golden import DEFAULT_SET, Golden, GoldenCase
 from ..golden.sets import GoldenSets
 from ..measurement.counts import CountedMeasurement
 from ..measurement.combined import TimedMeasurement
+from ..core.baseline_check import BaselineCheck
 from ..core.plan import Plan
 from ..core.record import COMPILE_ONLY, Record
 from ..core.record_accuracy import TensorAccuracy
@@ -184,9 +185,9 @@ def gate_into(record: Record, gate: GateResult, settings: Settings | None = None
     if settings is not None and settings.acceptances:
         where = settings.accept_file.name if settings.accept_file is not None else "the acceptance file"
         gate.accept(settings.acceptances, record.model.name, record.model.identity(), where)
-    if gate.summary:
-        record.baseline_check = {**gate.summary, "inconclusive": gate.inconclusive, "notes": gate.notes,
-                                 "findings": codec.to_json(gate.findings)}
+    if gate.summary is not None:
+        record.baseline_check = replace(gate.summary, inconclusive=gate.inconclusive, notes=gate.notes,
+                                        findings=gate.findings)
     record.warnings = gate.inconclusive
     return gate.failures
 
@@ -278,7 +279,6 @@ def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, 
     for regression in resource_regressions(mine, theirs, max_regression, what):
         gate.fail(regression, rule_of(regression.figure, paired))
     gate.notes += uncompared_note(mine, theirs, what)
-    gate.summary = {"mode": "ab" if paired else "stored", "baseline": source, "remeasured": False,
-                    "compared": compared_figures(mine, theirs, ()),
-                    "verdict": gate.verdict()}
+    gate.summary = BaselineCheck(mode="ab" if paired else "stored", baseline=source, remeasured=False,
+                                 compared=compared_figures(mine, theirs, ()), verdict=gate.verdict())
     return gate
