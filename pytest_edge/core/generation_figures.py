@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
 from ..codec import json_field
-from ..measurement.stats import mean_sd
+from ..measurement.stats import MeanSd  # a figure's mean and sd over the generations (MeanSd.of)
 
 
 def _absent(value: object) -> bool:
@@ -100,21 +100,6 @@ class TimingPercentiles:
 
     p50: float | None
     p90: float | None
-
-
-@dataclass(frozen=True)
-class MeanSd:
-    """A figure's mean and sample standard deviation (n - 1, as llama-bench's stdev) over ``n``
-    generations; None where there were none."""
-
-    mean: float | None
-    sd: float | None
-    n: int
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> "MeanSd":
-        found = mean_sd(values)
-        return cls(found["mean"], found["sd"], found["n"])
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -142,9 +142,17 @@ def spread(values: Sequence[float]) -> float | None:
     return max(positive) / min(positive)
 
 
-def mean_sd(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and sample standard deviation (n - 1, as llama-bench's ``stdev``) of ``values``."""
-    if not len(values):
-        return {"mean": None, "sd": None, "n": 0}
-    return {"mean": float(np.mean(values)), "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
-            "n": len(values)}
+@dataclass(frozen=True)
+class MeanSd:
+    """A figure's mean and sample standard deviation (n - 1, as llama-bench's ``stdev``) over ``n``
+    values (a decoder's generations); None where there were none."""
+
+    mean: float | None
+    sd: float | None
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "MeanSd":
+        if not len(values):
+            return cls(None, None, 0)
+        return cls(float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0, len(values))
