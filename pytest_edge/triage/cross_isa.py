@@ -21,9 +21,8 @@ from .runner import Runner
 
 
 
-def _where(machine: Mapping[str, Any]) -> str:
-    emulated = machine.get("emulated")
-    return f"{machine.get('arch', '?')}" + (f" (emulated: {emulated})" if emulated else "")
+def _where(arch: str, emulated: str | None) -> str:
+    return arch + (f" (emulated: {emulated})" if emulated else "")
 
 
 def worst_element(expected: np.ndarray, actual: np.ndarray) -> tuple[tuple[int, ...], Any, Any] | None:
@@ -38,12 +37,15 @@ def worst_element(expected: np.ndarray, actual: np.ndarray) -> tuple[tuple[int, 
     return index, a[index].item(), e[index].item()
 
 
-def cross_isa_note(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, host: Mapping[str, Any],
+def cross_isa_note(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, host_arch: str | None,
                    case: GoldenCase, outputs: Sequence[np.ndarray], out_order: Sequence[int]) -> list[str]:
     """The line explaining a mismatch as an ISA difference, when the golden was recorded on another
-    ISA from this very artifact; [] otherwise (another artifact, same ISA, ISA not recorded)."""
-    machine = info.device or host
-    golden_isa, isa = golden.meta.reference.isa, machine.get("arch")
+    ISA from this very artifact; [] otherwise (another artifact, same ISA, ISA not recorded).
+    ``host_arch``: this machine's ISA, for a model that runs here (no device's machine block)."""
+    # A device's worker describes its machine (arch, "emulated" on qemu); this machine is not emulated.
+    isa = info.device.get("arch") if info.device else host_arch
+    emulated = info.device.get("emulated") if info.device else None
+    golden_isa = golden.meta.reference.isa
     if plan.reference is not None or not golden_isa or not isa or golden_isa == isa:
         return []
     digest = sha256_file(info.artifact)
@@ -58,7 +60,7 @@ def cross_isa_note(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, 
                      f"{want!r} in the golden ({golden_isa})")
             break
     line = (f"cross-ISA: {plan.backend} ran the same artifact the golden was recorded from ({info.artifact.name}, "
-            f"sha256 {digest[:12]}) on {_where(machine)}; the golden was recorded by {golden.reference_backend} on "
+            f"sha256 {digest[:12]}) on {_where(isa, emulated)}; the golden was recorded by {golden.reference_backend} on "
             f"{golden_isa}: the ISA differs ({golden_isa} vs {isa}), so these outputs come from the runtime's "
             f"{isa} kernels, not from the artifact{worst}")
     return [line + _node_divergence(runner, plan, golden, case)]

@@ -22,6 +22,11 @@ class Runner(Protocol):
 
     def intermediates(self, info: ModelInfo, feeds: Sequence[Any]) -> Intermediates | None: ...
 
+    @property
+    def arch(self) -> str | None:
+        """This machine's ISA (``x86_64``, ``aarch64``), as its runtimes see it."""
+        ...
+
 
 def first_tolerance(plan: Plan, golden: Golden) -> tuple[float, float]:
     # The first output's tolerance, as first_divergence uses: intermediates have no tolerance of their own.
