@@ -120,7 +120,7 @@ def compare(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, rootdir
 
         note = found.renaming_note(plan.backend)  # said once, before the triage
         found.violations += [note] if note else []
-        found.violations += cross_isa_note(runner, plan, info, golden, runner.machine, failing[1], *failing_outputs)
+        found.violations += cross_isa_note(runner, plan, info, golden, runner.arch, failing[1], *failing_outputs)
         found.violations += sibling_triage(runner, plan, as_seen_by_triage(plan, golden), *failing)
     return found
 
