@@ -436,12 +436,17 @@ def test_a_decoder_golden_folder_linked_outside_is_not_written_through(pytester:
     ({"sha256": "ab" * 32, "files": {"model.onnx": 7}}, "its meta's files is not an object"),
 ])
 def test_a_decoder_golden_with_bad_metadata_is_an_error_naming_it(tmp_path: Path, meta: dict, says: str) -> None:
+    import json
+
     import numpy as np
 
-    from pytest_edge.golden.tokens import TokenGolden, read_golden, write_golden
+    from pytest_edge.golden.tokens import read_golden
 
     path = tmp_path / "golden" / "m" / "llm" / "prompt-0.npz"
-    write_golden(path, TokenGolden([1, 2], [3], np.zeros(4, np.float32), meta))
+    path.parent.mkdir(parents=True)
+    # A meta no writer of the package makes (write_golden writes a typed one): written by hand.
+    np.savez_compressed(path, prompt=np.asarray([1, 2], np.int64), tokens=np.asarray([3], np.int64),
+                        first_logits=np.zeros(4, np.float32), meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
     with pytest.raises(GoldenError, match=r"prompt-0\.npz: unreadable LLM golden \(Corrupt: " + says.replace("(", r"\(")):
         read_golden(path, [1, 2])
 
@@ -449,10 +454,10 @@ def test_a_decoder_golden_with_bad_metadata_is_an_error_naming_it(tmp_path: Path
 def test_a_linked_decoder_golden_file_is_not_read(tmp_path: Path) -> None:
     import numpy as np
 
-    from pytest_edge.golden.tokens import TokenGolden, read_golden, write_golden
+    from pytest_edge.golden.tokens import TokenGolden, TokenGoldenMeta, read_golden, write_golden
 
     elsewhere = tmp_path / "elsewhere.npz"
-    write_golden(elsewhere, TokenGolden([1, 2], [3], np.zeros(4, np.float32), {}))
+    write_golden(elsewhere, TokenGolden([1, 2], [3], np.zeros(4, np.float32), TokenGoldenMeta()))
     path = tmp_path / "golden" / "m" / "llm" / "prompt-0.npz"
     path.parent.mkdir(parents=True)
     path.symlink_to(elsewhere)

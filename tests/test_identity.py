@@ -223,8 +223,8 @@ def test_two_genai_exports_named_model_onnx_keep_two_golden_sets(pytester: pytes
     from pytest_edge.golden.tokens import read_golden
 
     (base,), (tuned,) = ((golden / f"models/{n}/llm").iterdir() for n in ("base", "tuned"))
-    assert read_golden(base, [1, 2, 3, 4]).meta["path"] == "models/base/model.onnx"
-    assert read_golden(tuned, [1, 2, 3, 4]).meta["path"] == "models/tuned/model.onnx"
+    assert read_golden(base, [1, 2, 3, 4]).meta.path == "models/base/model.onnx"
+    assert read_golden(tuned, [1, 2, 3, 4]).meta.path == "models/tuned/model.onnx"
     assert not np.array_equal(read_golden(base, [1, 2, 3, 4]).first_logits,
                               read_golden(tuned, [1, 2, 3, 4]).first_logits)
 
@@ -243,7 +243,7 @@ def test_a_quantized_decoder_is_judged_against_the_float_ones_golden(pytester: p
     from pytest_edge.golden.tokens import read_golden
 
     (recorded,) = (golden / "models/float/llm").iterdir()
-    assert read_golden(recorded, [1, 2, 3, 4]).meta["path"] == "models/float/model.onnx"
+    assert read_golden(recorded, [1, 2, 3, 4]).meta.path == "models/float/model.onnx"
     pytester.runpytest_inprocess().assert_outcomes(passed=1)
     # Naming the tested model as its own reference is refused, naming it.
     pytester.makepyfile(test_decoders="import pytest\n" + _decoder_test("self", "models/int8", reference="models/int8"))

@@ -17,7 +17,7 @@ import pytest
 
 from pytest_edge.checks import check_teacher_forced
 from pytest_edge.errors import EdgeUsageError, GoldenError
-from pytest_edge.golden.tokens import TokenGolden, read_golden, write_golden
+from pytest_edge.golden.tokens import TokenGolden, TokenGoldenMeta, read_golden, write_golden
 from pytest_edge.llm.marker import parse_llm_marker
 from pytest_edge.llm.metrics import (TeacherForced, kl_divergence, log_softmax, teacher_forced, timing_figures,
                                      top_logprobs)
@@ -129,19 +129,19 @@ def test_a_golden_keeps_its_distributions_and_an_older_golden_still_reads(tmp_pa
     logits = np.random.default_rng(1).normal(0, 1, (4, 300)).astype(np.float32)
     kept = top_logprobs(logits)  # 256 of 300
     path = tmp_path / "g.npz"
-    write_golden(path, TokenGolden([1, 2], [3, 4, 5, 6], logits[0], {"new_tokens": 4}, kept))
+    write_golden(path, TokenGolden([1, 2], [3, 4, 5, 6], logits[0], TokenGoldenMeta(new_tokens=4), kept))
     back = read_golden(path, [1, 2]).distributions
     assert back is not None and back.ids.shape == (4, 256)
     np.testing.assert_array_equal(back.ids, kept.ids)
     np.testing.assert_array_equal(back.logprobs, kept.logprobs)
     assert path.stat().st_size < 16 * 1024  # kilobytes: 4 positions of 256 ids and log-probabilities, deflated
-    write_golden(path, TokenGolden([1, 2], [3, 4, 5, 6], logits[0], {"new_tokens": 4}))  # as before this version
+    write_golden(path, TokenGolden([1, 2], [3, 4, 5, 6], logits[0], TokenGoldenMeta(new_tokens=4)))  # as before this version
     assert read_golden(path, [1, 2]).distributions is None
     wrong = top_logprobs(logits[:3])  # 3 positions for 4 tokens
-    write_golden(path, TokenGolden([1, 2], [3, 4, 5, 6], logits[0], {}, wrong))
+    write_golden(path, TokenGolden([1, 2], [3, 4, 5, 6], logits[0], TokenGoldenMeta(), wrong))
     with pytest.raises(GoldenError, match="g.npz: unreadable LLM golden .*do not fit its 4 tokens"):
         read_golden(path, [1, 2])
-    write_golden(path, TokenGolden([1, 2], [3, 4, 5, 6], logits[0, :100], {}, kept))  # ids up to 299 of 100
+    write_golden(path, TokenGolden([1, 2], [3, 4, 5, 6], logits[0, :100], TokenGoldenMeta(), kept))  # ids up to 299 of 100
     with pytest.raises(GoldenError, match="token ids outside the vocabulary of 100"):
         read_golden(path, [1, 2])
 

@@ -16,6 +16,7 @@ tokens, the first step's logits and the teacher-forced top-1 agreement.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -28,7 +29,8 @@ from ..files import atomic_write, relative_path, sha256_file
 from ..core.plan import Plan
 from .layout import DEFAULT_SET, LLM_DIR, LLM_SET, Golden, npz_bytes
 from .store import GoldenStore
-from .tokens import TokenGolden, TopLogprobs, prompt_key, read_golden, write_golden
+from .tokens import (ObtainedTokensMeta, TokenGolden, TokenGoldenMeta, TopLogprobs, prompt_key, read_golden,
+                     read_obtained, write_golden)
 
 _NAME = re.compile(r"(?P<backend>.+)-case_(?P<case>\d{3,})\.npz")
 _PROMPT_NAME = re.compile(r"(?P<backend>.+)-(?P<golden>prompt-[0-9a-f]{16}\.npz)")
@@ -93,14 +95,15 @@ def diff_lines(store: GoldenStore, model: str, obtained_dir: Path, worst: int = 
     return lines
 
 
-def write_obtained_tokens(rootdir: Path, model: str, who: str, golden_file: Path, obtained: TokenGolden) -> Path:
+def write_obtained_tokens(rootdir: Path, model: str, who: str, golden_file: Path,
+                          obtained: TokenGolden[ObtainedTokensMeta]) -> Path:
     """Write what ``who`` (a backend; ``<tested model>.<backend>`` with reference=) generated for one
     prompt beside the decoder golden it missed (``golden_file``, of the golden folder ``model``), in
     the golden's own format; the path relative to ``rootdir``. The golden's sha256 goes with it, so
     ``golden diff`` can tell a golden recorded since."""
     path = obtained_dir(rootdir, model, LLM_SET) / f"{who}-prompt-{prompt_key(obtained.prompt)}.npz"
-    meta = {**obtained.meta, "backend": who, "golden": relative_path(golden_file, rootdir),
-            "golden_sha256": sha256_file(golden_file)}
+    meta = replace(obtained.meta, backend=who, golden=relative_path(golden_file, rootdir),
+                   golden_sha256=sha256_file(golden_file))
     write_golden(path, TokenGolden(obtained.prompt, obtained.tokens, obtained.first_logits, meta,
                                    obtained.distributions))
     return Path(relative_path(path, rootdir))
@@ -117,7 +120,7 @@ def token_diff_lines(store: GoldenStore, model: str, obtained: Path) -> list[str
             continue
         backend, golden_file = match["backend"], store.folder(model, LLM_SET) / match["golden"]
         try:
-            got = read_golden(path, None)
+            got = read_obtained(path)
             if not golden_file.is_file():
                 lines.append(f"{backend} prompt {_short(got.prompt)}: no golden {golden_file} for that prompt now; "
                              f"stale file {path}")
@@ -130,8 +133,9 @@ def token_diff_lines(store: GoldenStore, model: str, obtained: Path) -> list[str
     return lines
 
 
-def _prompt_lines(backend: str, got: TokenGolden, golden: TokenGolden, golden_file: Path) -> list[str]:
-    new_tokens = got.meta.get("new_tokens", len(got.tokens))
+def _prompt_lines(backend: str, got: TokenGolden[ObtainedTokensMeta], golden: TokenGolden[TokenGoldenMeta],
+                  golden_file: Path) -> list[str]:
+    new_tokens = got.meta.new_tokens if got.meta.new_tokens is not None else len(got.tokens)
     expected = golden.tokens[:new_tokens]
     agreement, first = token_agreement(expected, got.tokens)
     n = max(len(expected), len(got.tokens))
@@ -141,12 +145,12 @@ def _prompt_lines(backend: str, got: TokenGolden, golden: TokenGolden, golden_fi
         head += (f", first difference at new token {first}: golden {_at(expected, first)}, "
                  f"{backend} {_at(got.tokens, first)}")
     lines = [head]
-    if got.meta.get("golden_sha256") not in (None, sha256_file(golden_file)):
+    if got.meta.golden_sha256 not in (None, sha256_file(golden_file)):
         lines.append(f"    the golden {golden_file.name} was recorded again since: run the test again to compare with it")
     width = max(len("golden"), len(backend))
     lines += [f"    {'golden':<{width}} {list(expected)}", f"    {backend:<{width}} {list(got.tokens)}"]
     if got.first_logits.size == 0:
-        lines.append(f"    first-step logits: not measured ({got.meta.get('logits_not_measured') or 'none kept'})")
+        lines.append(f"    first-step logits: not measured ({got.meta.logits_not_measured or 'none kept'})")
     elif got.first_logits.shape != golden.first_logits.shape:
         lines.append(f"    first-step logits: shape {list(got.first_logits.shape)} against the golden's "
                      f"{list(golden.first_logits.shape)}")
@@ -154,8 +158,8 @@ def _prompt_lines(backend: str, got: TokenGolden, golden: TokenGolden, golden_fi
         lines.append(f"    first-step logits: max |Δ| {max_abs_diff(golden.first_logits, got.first_logits):.3g}, cosine "
                      f"{cosine(golden.first_logits, got.first_logits):.6f}, top token golden "
                      f"{int(np.argmax(golden.first_logits))}, {backend} {int(np.argmax(got.first_logits))}")
-    top = got.meta.get("teacher_forced_top")
-    if isinstance(top, list) and all(isinstance(t, int) for t in top):
+    top = got.meta.teacher_forced_top
+    if top is not None:
         # Position j's top token, the backend having been fed the golden's first j tokens: against the golden's j-th.
         forced, at = token_agreement(expected, top)
         positions = max(len(top), len(expected))
@@ -163,9 +167,9 @@ def _prompt_lines(backend: str, got: TokenGolden, golden: TokenGolden, golden_fi
                 f"({round(forced * positions)} of {positions})")
         if at is not None:
             line += f", first difference at new token {at}: golden {_at(expected, at)}, {backend}'s top {_at(top, at)}"
-        kld = (got.meta.get("teacher_forced") or {}).get("kld")
-        if isinstance(kld, dict) and isinstance(kld.get("mean"), float) and isinstance(kld.get("max"), float):
-            line += f"; KL divergence mean {kld['mean']:.3g}, max {kld['max']:.3g} nats"
+        kld = got.meta.teacher_forced.kld if got.meta.teacher_forced is not None else None
+        if kld is not None:
+            line += f"; KL divergence mean {kld.mean:.3g}, max {kld.maximum:.3g} nats"
         lines.append(line)
         if at is not None and got.distributions is not None and golden.distributions is not None \
                 and at < min(len(got.distributions.ids), len(golden.distributions.ids)):

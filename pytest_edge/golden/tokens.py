@@ -15,10 +15,12 @@ import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Generic, Sequence, TypeVar
 
 import numpy as np
 
+from .. import codec
+from ..core.generation_figures import TeacherForcedFigures
 from ..errors import EdgeError, GoldenError
 from ..files import atomic_write
 from .validate import Corrupt, read_member
@@ -43,12 +45,62 @@ class TopLogprobs:
     rest: np.ndarray  # float32 [n]
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+# A token file's meta, typed: its JSON (in the file, sorted keys) is checked by check_meta, then read
+# leniently (another version's value that does not fit: the field's default; unknown keys dropped).
+
+@codec.layout(lenient=True)
+@dataclass(frozen=True)
+class TokenGoldenMeta:
+    """A decoder golden's meta: the reference backend, the artifact it ran (its file name, path in the
+    project and sha256; ``files``: every file of it by name, None in an older golden), the model's
+    key, the new tokens, the plugin's version, the k of the distributions. Left out where None."""
+
+    reference_backend: str | None = codec.json_field(default=None, omit=_absent)
+    artifact: str | None = codec.json_field(default=None, omit=_absent)
+    sha256: str | None = codec.json_field(default=None, omit=_absent)
+    path: str | None = codec.json_field(default=None, omit=_absent)
+    model: str | None = codec.json_field(default=None, omit=_absent)
+    files: dict[str, str] | None = codec.json_field(default=None, omit=_absent)
+    new_tokens: int | None = codec.json_field(default=None, omit=_absent)
+    plugin_version: str | None = codec.json_field(default=None, omit=_absent)
+    top_k: int | None = codec.json_field(default=None, omit=_absent)
+
+
+@codec.layout(lenient=True)
+@dataclass(frozen=True)
+class ObtainedTokensMeta:
+    """What a backend generated for a prompt, beside the golden it missed (golden.obtained): the
+    tested model's key, the new tokens, the plugin's version, its teacher-forced figures, its top
+    token at each teacher-forced position and why no logits were measured (each null where none);
+    then who generated it, the golden's path and the golden's sha256 when it was written."""
+
+    model: str | None = None
+    new_tokens: int | None = None
+    plugin_version: str | None = None
+    teacher_forced: TeacherForcedFigures | None = None
+    teacher_forced_top: list[int] | None = None
+    logits_not_measured: str | None = None
+    backend: str | None = codec.json_field(default=None, omit=_absent)
+    golden: str | None = codec.json_field(default=None, omit=_absent)
+    golden_sha256: str | None = codec.json_field(default=None, omit=_absent)
+
+
+Meta = TypeVar("Meta", TokenGoldenMeta, ObtainedTokensMeta)
+
+
 @dataclass
-class TokenGolden:
+class TokenGolden(Generic[Meta]):
+    """A prompt's tokens file: a golden (``TokenGoldenMeta``) or what a backend obtained beside it
+    (``ObtainedTokensMeta``), in the same format."""
+
     prompt: list[int]
     tokens: list[int]
     first_logits: np.ndarray
-    meta: dict[str, Any]  # reference backend, artifact and its sha256, new_tokens
+    meta: Meta
     # The reference's next-token distributions at each generated position (None: an older golden).
     distributions: TopLogprobs | None = None
 
@@ -65,10 +117,10 @@ def golden_files(artifact: Path) -> dict[str, Path]:
         return {artifact.name: artifact}
 
 
-def recorded_files(meta: dict[str, Any]) -> dict[str, str]:
+def recorded_files(meta: TokenGoldenMeta) -> dict[str, str]:
     """{file name: sha256} of the artifact a token golden was recorded from: every file of it
     (``files``), or an older golden's ``sha256`` of the model file alone."""
-    return meta.get("files") or ({str(meta.get("artifact")): meta["sha256"]} if meta.get("sha256") else {})
+    return meta.files or ({str(meta.artifact): meta.sha256} if meta.sha256 else {})
 
 
 def prompt_key(prompt: Sequence[int]) -> str:
@@ -123,15 +175,24 @@ def write_golden(path: Path, golden: TokenGolden) -> None:
         "rest_logprob": np.asarray(found.rest, np.float32)}
     np.savez_compressed(buffer, prompt=np.asarray(golden.prompt, np.int64), tokens=np.asarray(golden.tokens, np.int64),
                         first_logits=np.asarray(golden.first_logits, np.float32),
-                        meta=np.frombuffer(json.dumps(golden.meta, sort_keys=True).encode(), np.uint8),
+                        meta=np.frombuffer(json.dumps(codec.to_json(golden.meta), sort_keys=True).encode(), np.uint8),
                         **distributions)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, buffer.getvalue())
 
 
-def read_golden(path: Path, prompt: Sequence[int] | None) -> TokenGolden:
+def read_golden(path: Path, prompt: Sequence[int] | None) -> TokenGolden[TokenGoldenMeta]:
     """The golden at ``path``; missing, unreadable or for another prompt is a GoldenError naming it
     (``prompt`` None: whatever prompt it holds, as ``pytest-edge golden list`` reads it)."""
+    return _read(path, prompt, TokenGoldenMeta)
+
+
+def read_obtained(path: Path) -> TokenGolden[ObtainedTokensMeta]:
+    """What a backend obtained for a prompt (golden.obtained), read as a golden is."""
+    return _read(path, None, ObtainedTokensMeta)
+
+
+def _read(path: Path, prompt: Sequence[int] | None, kind: type[Meta]) -> TokenGolden[Meta]:
     check_folders(path)
     if not path.is_file():
         raise GoldenError(f"no LLM golden {path} for prompt {list(prompt)}: record it with --edge-update-golden")
@@ -147,11 +208,13 @@ def read_golden(path: Path, prompt: Sequence[int] | None) -> TokenGolden:
             # deflated zeros would otherwise become gigabytes).
             data = {name: read_member(archive, members[f"{name}.npy"], size, max_bytes=limit)
                     for name, limit in expected.items()}
-        golden = TokenGolden(data["prompt"].tolist(), data["tokens"].tolist(), data["first_logits"].astype(np.float32),
-                             json.loads(data["meta"].tobytes().decode()), _distributions(data))
-        problem = check_meta(golden.meta)
+        meta = json.loads(data["meta"].tobytes().decode())
+        distributions = _distributions(data)
+        problem = check_meta(meta)
         if problem:
             raise Corrupt(problem)
+        golden = TokenGolden(data["prompt"].tolist(), data["tokens"].tolist(), data["first_logits"].astype(np.float32),
+                             codec.from_json(kind, meta, str(path)), distributions)
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, Corrupt) as exc:
         raise GoldenError(f"{path}: unreadable LLM golden ({type(exc).__name__}: {exc}); "
                           "re-record it with --edge-update-golden") from None

@@ -26,8 +26,8 @@ from ..golden.sets import check_owner, decoder_folder
 from ..golden.obtained import write_obtained_tokens
 from ..golden.store import GoldenStore
 from ..golden.layout import changed_files
-from ..golden.tokens import (TokenGolden, TopLogprobs, golden_files, golden_path, read_golden, recorded_files,
-                             write_golden)
+from ..golden.tokens import (ObtainedTokensMeta, TokenGolden, TokenGoldenMeta, TopLogprobs, golden_files, golden_path,
+                             read_golden, recorded_files, write_golden)
 from ..llm.marker import LlmSpec, check_prompt
 from ..llm.metrics import (FirstStepLogits, TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures,
                            token_agreement, token_message, top_logprobs)
@@ -52,7 +52,7 @@ from ..core.sizes import artifact_size
 @dataclass(frozen=True)
 class _Produced:
     """What one prompt produced, kept for the obtained files of a failure."""
-    golden: TokenGolden
+    golden: TokenGolden[TokenGoldenMeta]
     run: Generation
     forced_top: list[int] | None  # the backend's top token at each position, teacher-forced (None: no logits)
     distributions: TopLogprobs | None  # its top-k there, as the golden keeps them: for a failing prompt only
@@ -130,7 +130,7 @@ class LlmChecker:
         """Where ``model``'s goldens are read: its key, or its stem's old folder (golden.sets.decoder_folder)."""
         return decoder_folder(GoldenStore(self.settings.golden_dir), model, self.keys)
 
-    def golden(self, target: LlmTarget, config: LlmConfig, prompt: list[int]) -> TokenGolden:
+    def golden(self, target: LlmTarget, config: LlmConfig, prompt: list[int]) -> TokenGolden[TokenGoldenMeta]:
         """The prompt's golden; with --edge-update-golden first (re)recorded once per session. With
         ``reference=``, the reference model's, recorded from its own artifact and configuration."""
         owner = target.golden_model
@@ -144,7 +144,7 @@ class LlmChecker:
                 except GoldenError:  # unreadable: the refresh replaces it
                     recorded = None
                 # A token golden names the artifact that made it as a tensor golden's reference does.
-                check_owner(path.parent, recorded.get("path") if recorded else None, owner, self.settings.rootdir)
+                check_owner(path.parent, recorded.path if recorded else None, owner, self.settings.rootdir)
             own_config = config_of(owner, artifact)  # the reference artifact's own, as it runs
             run = self.generate(reference, artifact, own_config, target.spec.threads, prompt, target.spec.new_tokens,
                                 spec_context(target.spec))
@@ -152,11 +152,11 @@ class LlmChecker:
             # greedy tokens (the same steps as generation): the top-k and the rest's mass.
             distributions = top_logprobs(self.teacher_force(reference, artifact, own_config, target.spec.threads,
                                                             prompt, run.tokens, spec_context(target.spec)))
-            write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, {
-                "reference_backend": reference, "artifact": artifact.name, "sha256": sha256_file(artifact),
-                "path": relative_path(artifact, self.settings.rootdir), "model": owner.key,
-                "files": _file_digests(artifact), "new_tokens": target.spec.new_tokens,
-                "plugin_version": __version__, "top_k": int(distributions.ids.shape[1])}, distributions))
+            write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, TokenGoldenMeta(
+                reference_backend=reference, artifact=artifact.name, sha256=sha256_file(artifact),
+                path=relative_path(artifact, self.settings.rootdir), model=owner.key,
+                files=_file_digests(artifact), new_tokens=target.spec.new_tokens,
+                plugin_version=__version__, top_k=int(distributions.ids.shape[1])), distributions))
             self._recorded[path] = target.spec.new_tokens
         else:
             path = golden_path(self.settings.golden_dir, self.golden_folder(owner), prompt)
@@ -174,11 +174,11 @@ class LlmChecker:
                               f"[0, {config.vocab_size}); re-record it with --edge-update-golden")
         return golden
 
-    def _stale_reason(self, owner: Model, golden: TokenGolden, path: Path) -> str | None:
+    def _stale_reason(self, owner: Model, golden: TokenGolden[TokenGoldenMeta], path: Path) -> str | None:
         """Why ``golden`` no longer speaks for the artifact it was recorded from (``owner``'s, the
         reference model's with ``reference=``), by the tensor goldens' rule: each of its files must be
         as recorded (golden.layout.changed_files). Hashed once a session per artifact and record."""
-        producer = next((a for a in owner.artifacts.values() if a.name == golden.meta.get("artifact")), None)
+        producer = next((a for a in owner.artifacts.values() if a.name == golden.meta.artifact), None)
         if producer is None:  # not among the model's artifacts any more: nothing here to be stale against
             return None
         recorded = recorded_files(golden.meta)
@@ -242,7 +242,7 @@ class LlmChecker:
                 token_agreement=agreement, first_difference=first, max_abs_err=logits.max_abs_err,
                 cosine=logits.cosine, shape=logits.shape, not_measured=no_logits,
                 teacher_forced=forced[-1].figures() if forced else None,
-                reference=golden.meta.get("reference_backend")))
+                reference=golden.meta.reference_backend))
         overall = _overall(forced, unkept) if no_logits is None else TeacherForcedOverall(
             positions=0, top1_agreement=None, first_top1_difference=None, kld=None,
             not_measured=f"not measured on {target.backend}: {no_logits}")
@@ -318,9 +318,9 @@ class LlmChecker:
             # The golden's format holds top-k over the generated tokens: kept where they are as many.
             distributions = produced.distributions if produced.distributions is not None and \
                 produced.distributions.ids.shape[0] == len(run.tokens) else None
-            meta = {"model": target.model.key, "new_tokens": spec.new_tokens, "plugin_version": __version__,
-                    "teacher_forced": codec.to_json(forced[index].figures()) if index < len(forced) else None,
-                    "teacher_forced_top": produced.forced_top, "logits_not_measured": no_logits}
+            meta = ObtainedTokensMeta(model=target.model.key, new_tokens=spec.new_tokens, plugin_version=__version__,
+                                      teacher_forced=forced[index].figures() if index < len(forced) else None,
+                                      teacher_forced_top=produced.forced_top, logits_not_measured=no_logits)
             first = np.zeros(0, np.float32) if run.first_logits is None else np.asarray(run.first_logits, np.float32)
             path = write_obtained_tokens(rootdir, folder, who, golden_path(self.settings.golden_dir, folder, run.prompt),
                                          TokenGolden(run.prompt, run.tokens, first, meta, distributions))
