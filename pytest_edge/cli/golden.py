@@ -72,9 +72,9 @@ def _decoder_row(model: str, prompts: list[Path], rootdir: Path) -> list[str]:
         except EdgeError as exc:
             problems.append(f"{path.name}: unreadable: {exc}")
             continue
-        backends.add(str(meta.get("reference_backend")))
-        where = str(meta.get("path") or meta.get("artifact"))
-        recorded.add((where, str(meta.get("sha256")), tuple(sorted(recorded_files(meta).items()))))
+        backends.add(str(meta.reference_backend))
+        where = str(meta.path or meta.artifact)
+        recorded.add((where, str(meta.sha256), tuple(sorted(recorded_files(meta).items()))))
     states = []
     for where, _, files in sorted(recorded):
         artifact = rootdir / where
