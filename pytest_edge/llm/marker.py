@@ -41,9 +41,9 @@ class LlmSpec:
     tolerances: tuple[tuple[str, tuple[tuple[str, float | None], ...]], ...] = ()
     # The budgets this marker sets, by keyword: rows of checks.BUDGETS (those of EDGE_LLM), parsed by
     # the row's own parser ((keyword, value), ...; hashable, as the spec is); budget(keyword) reads one.
-    budget_values: tuple[tuple[str, Any], ...] = ()
+    budget_values: tuple[tuple[str, float | None], ...] = ()  # None: switched off by a tolerances= entry
 
-    def budget(self, keyword: str) -> Any:
+    def budget(self, keyword: str) -> float | None:
         """The value this marker gives the budget ``keyword`` (a row of checks.BUDGETS); None: not set."""
         if keyword not in BUDGET_KEYWORDS:
             raise KeyError(f"{keyword!r} is no budget of the edge_llm marker")
