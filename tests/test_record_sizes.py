@@ -106,8 +106,8 @@ def test_sizes_of_an_artifact_and_a_runtime(tmp_path: Path) -> None:
     assert artifact_bytes(ext) == ext.stat().st_size + (FIXTURES / "tiny_ext.onnx.data").stat().st_size
     assert artifact_bytes(FIXTURES / "tiny_mlp.onnx") == (FIXTURES / "tiny_mlp.onnx").stat().st_size
     package = runtime_package("onnxruntime")
-    assert package["bytes"] > package["native_bytes"] > 0 and package["files"] > 0
-    assert "not installed" in runtime_package("no-such-runtime-distribution")["reason"]
+    assert package.bytes > package.native_bytes > 0 and package.files > 0
+    assert "not installed" in runtime_package("no-such-runtime-distribution").reason
     assert (megabytes(2951), megabytes(80198301), megabytes(None)) == ("0.00281", "76.5", "—")
     marker = parse_marker((), {"model": "m", "max_artifact_mb": "512KB", "max_runtime_mb": 100})
     assert (marker.budget("max_artifact_mb"), marker.budget("max_runtime_mb"), marker.needs_measurement) == (0.5, 100.0, False)
@@ -166,7 +166,7 @@ def _records_carry_sizes_throughput_and_power(ab_run: dict[str, Any]) -> None:
     # External data counts: the app ships it with the model.
     assert ext["artifact_bytes"] == sum((project / "models" / n).stat().st_size
                                         for n in ("tiny_ext.onnx", "tiny_ext.onnx.data"))
-    assert same["runtime_bytes"] == same["runtime"]["package"]["bytes"] == runtime_package("onnxruntime")["bytes"]
+    assert same["runtime_bytes"] == same["runtime"]["package"]["bytes"] == runtime_package("onnxruntime").bytes
     assert same["runtime_bytes"] > 0
     # Inferences per second over the timed runs: the pooled mean latency's inverse.
     assert same["throughput"] == pytest.approx(1000 / same["latency_ms"]["mean"])

@@ -12,7 +12,8 @@ import pytest
 from edge_helpers import FIXTURES
 
 from pytest_edge.checks import check_sizes
-from pytest_edge.core.sizes import artifact_size, runtime_package
+from pytest_edge import codec
+from pytest_edge.core.sizes import RuntimePackage, artifact_size, runtime_package
 
 
 def test_an_artifact_removed_after_loading_has_no_size_and_says_why(tmp_path: Path) -> None:
@@ -61,6 +62,8 @@ def test_a_runtime_installed_under_another_distribution_name_is_summed_and_named
     total = _install(tmp_path, "probe-rt-gpu", "probe_rt")
     monkeypatch.syspath_prepend(str(tmp_path))
     package = runtime_package("probe-rt", "probe_rt")
-    assert package == {"bytes": total, "files": 4, "native_bytes": 4096, "distribution": "probe-rt-gpu"}
+    assert package == RuntimePackage(total, 4, 4096, distribution="probe-rt-gpu")
+    assert codec.to_json(package) == {"bytes": total, "files": 4, "native_bytes": 4096, "distribution": "probe-rt-gpu"}
     missing = runtime_package("probe-rt-absent", "probe_rt_absent")
-    assert missing == {"bytes": None, "reason": "probe-rt-absent is not installed as a Python distribution here"}
+    assert codec.to_json(missing) == {"bytes": None,
+                                      "reason": "probe-rt-absent is not installed as a Python distribution here"}

@@ -9,29 +9,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from .. import codec
+
 Budgets = Mapping[str, "float | None"]
 
 
+# The record's ``budget_findings`` are codec.to_json of these, in this order; a stored report's are read
+# leniently (a key missing or of another type: the field's default).
+@codec.layout(lenient=True)
 @dataclass(frozen=True)
 class Finding:
     """A budget a check found exceeded, or could not judge (``value`` None: the figure was not
     measured here): what the record keeps, beside the message the failure shows."""
 
-    check: str  # the budget's keyword, a row of BUDGETS: "p50_ms"
-    figure: str  # what it limits, in words: "P50 latency"
-    value: float | None  # the measured figure in the budget's unit
-    budget: float
-    unit: str
-    message: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"check": self.check, "figure": self.figure, "value": self.value, "budget": self.budget,
-                "unit": self.unit, "message": self.message}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Finding":
-        return cls(str(data.get("check")), str(data.get("figure")), data.get("value"), data.get("budget"),  # type: ignore[arg-type]
-                   str(data.get("unit", "")), str(data.get("message")))
+    check: str = ""  # the budget's keyword, a row of BUDGETS: "p50_ms"
+    figure: str = ""  # what it limits, in words: "P50 latency"
+    value: float | None = None  # the measured figure in the budget's unit
+    budget: float | None = None  # None only where a stored report's finding does not say it
+    unit: str = ""
+    message: str = ""
 
 
 Check = Callable[..., list[Finding]]

@@ -98,7 +98,7 @@ class Record:
     process_spread: float | None = None
     accuracy: Accuracy | None = None  # the type of the record's kind (accuracy_kind)
     # What ships (docs/measurement.md, "Sizes"): the artifact with its external data, and the
-    # runtime's installed package where the worker ran (None with the reason in runtime["package"]).
+    # runtime's installed package where the worker ran (None with the reason in runtime.package).
     artifact_bytes: int | None = None
     runtime_bytes: int | None = None
     throughput: float | None = None  # inferences/s over the timed runs: 1000 / mean latency in ms
@@ -209,7 +209,7 @@ class Record:
         data["verdict"] = str(self.verdict)  # the report's string (a plain str for xdist's serializer)
         for block in _TYPED_BLOCKS:
             data[block] = codec.to_json(data[block])
-        data["budget_findings"] = [finding.to_json() for finding in self.budget_findings]
+        data["budget_findings"] = codec.to_json(self.budget_findings)
         for empty in ("warnings", "restarts", "budget_findings"):
             if not data[empty]:
                 data.pop(empty)
@@ -239,7 +239,8 @@ class Record:
         record.arena = arena
         record.verdict = Verdict.from_json(data.get("verdict", Verdict.PASSED), where)
         record.timing_not_judged = TimingNotJudged.from_json(data.get("timing_not_judged"), where)
-        record.budget_findings = [Finding.from_json(f) for f in data.get("budget_findings") or [] if isinstance(f, Mapping)]
+        record.budget_findings = [codec.from_json(Finding, f, f"{where}: a budget finding")
+                                  for f in data.get("budget_findings") or [] if isinstance(f, Mapping)]
         if "counted" in known:
             record.counted = codec.from_json(CountedMeasurement, data["counted"], f"{where}: counted")
         if "npu" in known:

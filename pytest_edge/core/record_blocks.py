@@ -21,6 +21,7 @@ from ..backends.tensors import Coverage
 from ..errors import EdgeError
 from ..files import relative_path, sha256_file
 from .external_data import identity_files
+from .sizes import RuntimePackage
 
 
 def _absent(value: Any) -> bool:
@@ -80,16 +81,15 @@ class RuntimeIdentity:
     name: str | None = None
     version: str | None = None
     delegates: list[str] | None = codec.json_field(default=None, omit=_absent)  # a decoder's and speech's: none
-    # core.sizes.runtime_package() as the worker measured it ({"bytes", "files", ...} or {"bytes": None,
-    # "reason"}); only the worker that reads coverage sums it.
-    package: dict[str, Any] | None = codec.json_field(default=None, omit=_absent)
+    # core.sizes.runtime_package() as the worker measured it (bytes, or none and the reason); only the
+    # worker that reads coverage sums it.
+    package: RuntimePackage | None = codec.json_field(default=None, omit=_absent)
     details: dict[str, Any] = field(default_factory=dict)  # Backend.runtime_details(), and another version's keys
 
     @property
     def package_bytes(self) -> int | None:
-        """The installed package's size in bytes; None where not summed (``package["reason"]`` says why)."""
-        found = (self.package or {}).get("bytes")
-        return found if isinstance(found, int) and not isinstance(found, bool) else None
+        """The installed package's size in bytes; None where not summed (``package.reason`` says why)."""
+        return self.package.bytes if self.package is not None else None
 
     @property
     def label(self) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
+from .. import codec
 from ..errors import BackendError
 from .external_data import external_files
 
@@ -44,25 +45,43 @@ def _providing(module: str | None) -> list[str]:
         return []
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+@codec.layout(lenient=True)
+@dataclass(frozen=True)
+class RuntimePackage:
+    """A runtime's installed package as the worker summed it (a record's ``runtime.package``): its
+    bytes, files and native libraries' bytes; or no bytes and the ``reason``; and the distribution
+    that provides the runtime where it is another than the backend's (``onnxruntime-gpu``)."""
+
+    bytes: int | None = None
+    files: int | None = codec.json_field(default=None, omit=_absent)
+    native_bytes: int | None = codec.json_field(default=None, omit=_absent)
+    reason: str | None = codec.json_field(default=None, omit=_absent)
+    distribution: str | None = codec.json_field(default=None, omit=_absent)
+
+
 @functools.lru_cache(maxsize=None)
-def runtime_package(distribution: str, module: str | None = None) -> dict[str, Any]:
+def runtime_package(distribution: str, module: str | None = None) -> RuntimePackage:
     """The installed package of ``distribution`` (e.g. ``onnxruntime``), summed from the files its
-    installer recorded (RECORD): ``{"bytes", "files", "native_bytes"}``, or ``{"bytes": None,
-    "reason"}`` where the files are not known. Dependencies (NumPy, torch) are not counted: what an
-    app ships is the runtime, not the Python it was tested from. Where ``distribution`` is not
-    installed but another one provides the runtime's ``module`` (``onnxruntime-gpu`` provides
-    ``onnxruntime``), that one is summed and named (``"distribution"``). Once per process."""
+    installer recorded (RECORD), or no bytes and the reason where the files are not known.
+    Dependencies (NumPy, torch) are not counted: what an app ships is the runtime, not the Python it
+    was tested from. Where ``distribution`` is not installed but another one provides the runtime's
+    ``module`` (``onnxruntime-gpu`` provides ``onnxruntime``), that one is summed and named
+    (``distribution``). Once per process."""
     try:
         files = importlib.metadata.distribution(distribution).files
     except importlib.metadata.PackageNotFoundError:
         others = [d for d in _providing(module) if d != distribution]
         if len(others) == 1:
-            return {**runtime_package(others[0]), "distribution": others[0]}
+            return replace(runtime_package(others[0]), distribution=others[0])
         found = f" (the {module} module comes from {', '.join(others)})" if others else ""
-        return {"bytes": None, "reason": f"{distribution} is not installed as a Python distribution here{found}"}
+        return RuntimePackage(reason=f"{distribution} is not installed as a Python distribution here{found}")
     if not files:
-        return {"bytes": None, "reason": f"{distribution} was installed without a file list (no RECORD), "
-                                         "so its size cannot be summed"}
+        return RuntimePackage(reason=f"{distribution} was installed without a file list (no RECORD), "
+                                     "so its size cannot be summed")
     total = native = counted = 0
     for entry in files:
         try:
@@ -73,4 +92,4 @@ def runtime_package(distribution: str, module: str | None = None) -> dict[str, A
         counted += 1
         if entry.name.endswith(NATIVE_SUFFIXES) or ".so." in entry.name:
             native += size
-    return {"bytes": total, "files": counted, "native_bytes": native}
+    return RuntimePackage(total, counted, native)
