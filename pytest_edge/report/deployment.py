@@ -78,7 +78,7 @@ def invalid_field(record: Mapping[str, Any]) -> str | None:
 def row_cells(record: Record) -> list[str]:
     """The HTML cells after the backend's: sizes, throughput, temperature, frequency, power."""
     package = record.runtime.package if record.runtime is not None else None
-    runtime_reason = package.get("reason") if package else None
+    runtime_reason = package.reason if package else None
     cells = [f'<td class="n">{megabytes(record.artifact_bytes)}</td>',
              f'<td class="n" title="{escape(runtime_reason or "")}">{megabytes(record.runtime_bytes)}</td>',
              f'<td class="n">{significant(record.throughput)}</td>']

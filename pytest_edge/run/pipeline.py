@@ -165,11 +165,11 @@ def size_budgets(plan: Plan, info: ModelInfo, rootdir: Path) -> list[Finding]:
     if all(value is None for value in budgets.values()):
         return arena
     runtime = RuntimeIdentity.from_json(info.runtime)  # the worker's reply, JSON from the pipe
-    package = runtime.package or {}
+    reason = runtime.package.reason if runtime.package is not None else None
     artifact = relative_path(info.artifact, rootdir) if info.artifact else None
     size, unreadable = artifact_size(info.artifact, info.backend)
-    return [*check_sizes(artifact, size, runtime.label, package.get("bytes"), budgets, plan.backend,
-                         package.get("reason"), unreadable), *arena]
+    return [*check_sizes(artifact, size, runtime.label, runtime.package_bytes, budgets, plan.backend,
+                         reason, unreadable), *arena]
 
 
 def throughput(latency_ms: dict[str, float] | None) -> float | None:
@@ -218,7 +218,7 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
         timing_under_load=measured.under_load, other_cores_busy=measured.other_cores_busy,
         processes=measured.processes, process_spread=measured.process_spread,
         artifact_bytes=size,
-        runtime_bytes=(runtime.package or {}).get("bytes"),
+        runtime_bytes=runtime.package_bytes,
         throughput=throughput(measured.latency_ms),
         power_and_temperature=measured.power_and_temperature, counted=counted, arena=info.arena,
         device=DeviceRun(split_device(info.backend)[1], info.device) if info.device else None,

@@ -128,7 +128,8 @@ class WorkerServer:
                         "delegates": model.delegates() if with_coverage else [],
                         # The installed package where this worker runs (a device's own); once per process,
                         # and not in a measuring worker (with_coverage False), which records no runtime.
-                        **({"package": runtime_package(self.backend.distribution, self.backend.runtime_module)}
+                        **({"package": codec.to_json(runtime_package(self.backend.distribution,
+                                                                     self.backend.runtime_module))}
                            if with_coverage else {}),
                         **codec.to_json(model.runtime_details() or {})},
             coverage=coverage,
