@@ -10,17 +10,10 @@ Markdown summary (regressions) show the change exactly as they do against stored
 from __future__ import annotations
 
 from pathlib import PurePath
-from typing import Mapping
 
-from .. import codec
+from ..core.baseline_check import TwinFigures
 from ..core.record import Record, Verdict
-from ..core.baseline_check import TWIN_FIGURES  # the twin's figures the gate keeps on the record
 from .json_report import Report
-
-
-def _gate_check(record: Record) -> Mapping[str, object]:
-    """The record's ``baseline_check`` (the gate's summary), the one place this module reads it."""
-    return codec.to_json(record.baseline_check) if record.baseline_check is not None else {}  # until read typed
 
 
 def twin_baseline(report: Report) -> Report | None:
@@ -29,17 +22,19 @@ def twin_baseline(report: Report) -> Report | None:
     records = []
     sources = set()
     for record in report.records:
-        check = _gate_check(record)
-        twin = check.get("twin")
-        if check.get("mode") != "ab" or not isinstance(twin, Mapping):
+        check = record.baseline_check
+        if check is None or check.mode != "ab" or check.twin is None:
             continue
-        sources.add(str(PurePath(str(check.get("baseline", "?"))).parent))  # the twins' folder
-        # The twin's figures as the record a stored report would hold (its npu block read as one's).
-        found = Record.from_json({"test": record.test, "model": record.model.to_json(), "backend": record.backend,
-                                  "verdict": str(Verdict.PASSED), **{k: twin.get(k) for k in TWIN_FIGURES}},
-                                 f"the A/B twin of {record.test}")
-        found.checked = True  # measured: every figure written, as a stored record's
-        records.append(found)
+        sources.add(str(PurePath("?" if check.baseline is None else check.baseline).parent))  # the twins' folder
+        # A counted twin's figures are its counts: of what the pages draw it has the coverage only.
+        twin = check.twin if isinstance(check.twin, TwinFigures) else TwinFigures(coverage=check.twin.coverage)
+        # The twin's figures as the record a stored report would hold: measured, every figure written.
+        records.append(Record(record.test, record.model, record.backend, Verdict.PASSED, latency_ms=twin.latency_ms,
+                              latency_quantiles_ms=twin.latency_quantiles_ms, peak_memory_mb=twin.peak_memory_mb,
+                              steady_memory_mb=twin.steady_memory_mb, load_ms=twin.load_ms,
+                              first_inference_ms=twin.first_inference_ms, coverage=twin.coverage,
+                              measured_runs=twin.measured_runs, artifact_bytes=twin.artifact_bytes, npu=twin.npu,
+                              checked=True))
     if not records:
         return None
     return Report(records, report.machine, "this job (A/B against " + ", ".join(sorted(sources)) + ")", report.schema)

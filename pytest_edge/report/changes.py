@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable
 
 from ..backends import split_device
 from ..judging.figures import GateFigures
 from ..judging.regressions import (ARTIFACT_SIZE, DELEGATE_COVERAGE, GENERATION_FIGURES, LATENCY_FIGURES,
                                        PEAK_MEMORY, latency_regressions, resource_regressions)
+from ..core.baseline_check import GateFinding
 from ..core.record import GateVerdict, Record, Verdict
 from ..units import parse_percent
 from ..core.settings import MAX_REGRESSION
 from . import generation
 from .json_report import Report
-from .table import gate_check, machine_label
+from .table import machine_label
 
 # The allowed regression against a baseline unless a project sets edge_max_regression (settings'
 # MAX_REGRESSION, as users write it), as a fraction.
@@ -91,15 +92,19 @@ _GATE_FIGURES = {"P50": LATENCY_FIGURES[0].name, "P99": LATENCY_FIGURES[1].name,
 
 def gate_judged(record: Record) -> bool:
     """A merge gate ran on this record (its verdict and findings are on it)."""
-    return gate_check(record).get("verdict") is not None
+    return record.baseline_check is not None and record.baseline_check.verdict is not None
+
+
+def _findings(record: Record) -> list[GateFinding]:
+    """The gate's findings on the record (the figures it failed, left inconclusive or accepted)."""
+    return (record.baseline_check.findings or []) if record.baseline_check is not None else []
 
 
 def gate_findings(record: Record, verdict: GateVerdict) -> set[str]:
     """The gate's figure names that the gate gave ``verdict`` (failed, inconclusive) on this record.
     A record of a pytest-edge before findings has none: no figure is marked (its verdict column and
     violations still say what failed), rather than guessing from the messages' text."""
-    findings = gate_check(record).get("findings")
-    return {str(f.get("figure")) for f in findings or [] if isinstance(f, Mapping) and f.get("verdict") == verdict}
+    return {f.figure for f in _findings(record) if f.verdict == verdict}
 
 
 def figure_changes(record: Record, old: Record | None,
@@ -132,9 +137,8 @@ def figure_changes(record: Record, old: Record | None,
         compared = {r.figure for r in latency + resource_regressions(mine, theirs, max_regression)}
     # Where the gate judged a figure, its values (a P50 is the geometric mean of the process P50s,
     # not the pooled runs' P50): the page shows the percentage the failure message gives.
-    judged_values = {str(f.get("figure")): (f.get("old"), f.get("new"))
-                     for f in (gate_check(record).get("findings") or [] if judged else [])
-                     if isinstance(f, Mapping) and all(isinstance(f.get(k), (int, float)) for k in ("old", "new"))}
+    judged_values = {f.figure: (f.old, f.new) for f in (_findings(record) if judged else [])
+                     if isinstance(f.old, (int, float)) and isinstance(f.new, (int, float))}
     changes = []
     for figure, get, relative in FIGURES:
         name = _GATE_FIGURES[figure]
@@ -144,11 +148,10 @@ def figure_changes(record: Record, old: Record | None,
         changes.append(FigureChange(figure, float(old_value), float(new_value), relative, name in failed,
                                     beyond=name in compared, inconclusive=name in undecided))
     # A figure the gate failed that the pages do not tabulate (counted instructions): as the gate said it.
-    for finding in gate_check(record).get("findings") or [] if judged else []:
-        if (isinstance(finding, Mapping) and finding.get("verdict") == GateVerdict.FAILED
-                and finding.get("figure") not in _GATE_FIGURES.values()
-                and isinstance(finding.get("old"), (int, float)) and isinstance(finding.get("new"), (int, float))):
-            changes.append(FigureChange(str(finding["figure"]), float(finding["old"]), float(finding["new"]), True, True))
+    for finding in _findings(record) if judged else []:
+        if (finding.verdict == GateVerdict.FAILED and finding.figure not in _GATE_FIGURES.values()
+                and isinstance(finding.old, (int, float)) and isinstance(finding.new, (int, float))):
+            changes.append(FigureChange(finding.figure, float(finding.old), float(finding.new), True, True))
     return changes
 
 

@@ -8,7 +8,7 @@ a few kilobytes per record. Every string that comes from a report goes through :
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from .ab_baseline import report_baseline
 from .changes import (DEFAULT_MAX_REGRESSION, FigureChange, base_backend, device_label, gate_judged, regressions)
@@ -20,7 +20,7 @@ from .html_model import model_section
 from .html_parts import CSS, anchor, table_open
 from .json_report import Report
 from .npu_targets import COMPILED_HEADERS, compiled_rows, target_matrix
-from .table import DASH, VERDICT_RANK, gate_check, gate_summary, machine_label, missing_artifact, worst_per
+from .table import DASH, VERDICT_RANK, gate_checks, gate_summary, machine_label, missing_artifact, worst_per
 
 
 def _chip(verdict: str, count: int) -> str:
@@ -41,7 +41,7 @@ def _overview(records: Sequence[Record], found: Sequence[tuple[Record, FigureCha
     beyond = [(r, c) for r, c in found if not c.regressed]
     gate_line = gate_summary(records)
     if gate_line and gates:  # the terminal's gate line: decoders and models without a twin counted too
-        regressed = any(gate_check(r).get("verdict") == GateVerdict.FAILED for r in records)
+        regressed = any(check.verdict == GateVerdict.FAILED for check in gate_checks(records))
         out.append(f'<span class="{"failed" if regressed else "passed"}">'
                    f"{escape(gate_line)}</span>")
     if has_baseline:

@@ -3,7 +3,7 @@ the conformance table, then the failures and the regressions against a baseline.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 from ..core.record import GateVerdict, Record, Verdict
 from .ab_baseline import report_baseline
@@ -12,7 +12,7 @@ from .generation import HEADERS as GENERATION_HEADERS, generation_rows
 from .npu_targets import COMPILED_HEADERS, compiled_rows, target_matrix
 from .speech import HEADERS as SPEECH_HEADERS, speech_rows
 from .changes import DEFAULT_MAX_REGRESSION, FigureChange, device_label, figure_changes, gate_judged, regressions
-from .table import (DASH, VERDICT_RANK, figure, fold_line, folded_skips, gate_check, gate_summary, machine_label,
+from .table import (DASH, VERDICT_RANK, figure, fold_line, folded_skips, gate_summary, machine_label,
                     missing_artifact, table_footer, worst_per)
 
 _ICON = {Verdict.PASSED: "✅", Verdict.FAILED: "❌", Verdict.ERROR: "❌", Verdict.SKIPPED: "⏭️", Verdict.DOES_NOT_CONVERT: "↪️"}
@@ -149,10 +149,10 @@ def markdown_summary(report: Report, baseline: Report | None = None,
             lines.append(f"- `{r.test.replace('`', '')}` ({_md(r.backend)}): " + "; ".join(
                 f"{_md(c.figure)} {c.text()} ({c.old:.4g} → {c.new:.4g})" for c in changes))
         lines.append("")
-    accepted = [(r, f) for r in records for f in (gate_check(r).get("findings") or [])
-                if isinstance(f, Mapping) and f.get("verdict") == GateVerdict.ACCEPTED]
+    accepted = [(r, f) for r in records if r.baseline_check is not None for f in r.baseline_check.findings or []
+                if f.verdict == GateVerdict.ACCEPTED]
     if accepted:  # what the gate would have failed, passed by a committed acceptance: shown for review
         lines += [f"### Accepted changes ({len(accepted)}: passed by an acceptance file)", ""]
-        lines += [f"- `{r.test.replace('`', '')}` ({_md(r.backend)}): {_md(f.get('message'))}" for r, f in accepted]
+        lines += [f"- `{r.test.replace('`', '')}` ({_md(r.backend)}): {_md(f.message)}" for r, f in accepted]
         lines.append("")
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from .. import codec
 from ..backends import split_device
+from ..core.baseline_check import BaselineCheck
 from ..core.record import GateVerdict, Record, TimingNotJudged, Verdict
 
 K = TypeVar("K")
@@ -39,10 +40,9 @@ def timing_policy(record: Record) -> TimingNotJudged | None:
     return record.timing_not_judged
 
 
-def gate_check(record: Record) -> dict[str, Any]:
-    """The merge gate's summary on the record (its ``baseline_check``); empty where no gate ran. The
-    one place the reports read the block (as its JSON, until the pages read the type)."""
-    return codec.to_json(record.baseline_check) if record.baseline_check is not None else {}
+def gate_checks(records: Iterable[Record]) -> list[BaselineCheck]:
+    """The merge gate's summary on each record it ran on (their ``baseline_check``)."""
+    return [record.baseline_check for record in records if record.baseline_check is not None]
 
 
 def machine_label(record: Record) -> str | None:
@@ -249,31 +249,34 @@ def matrix_lines(matrix: Matrix) -> list[str]:
 def gate_summary(records: Iterable[Record]) -> str | None:
     """One line on what the merge gate compared, with the models new in the change (no twin or
     stored record: measured, not judged), or None when no record was gated."""
-    gated = [r for r in records if gate_check(r)]
-    checks = [gate_check(r) for r in gated]
+    checks = gate_checks(records)
     if not checks:
         return None
     # A record whose baseline held none of its figures compared nothing (a report of an older
     # pytest-edge names no "compared": it counts as compared, as it always did).
-    empty = [c for c in checks if not c.get("new") and c.get("compared") == []]
-    compared = [c for c in checks if not c.get("new") and c.get("compared") != []]
-    new = [c for c in checks if c.get("new")]
-    modes = sorted({_gate_mode(r) for r in gated})
-    count = {v: sum(1 for c in compared if c.get("verdict") == v)
+    empty = [c for c in checks if not c.new and c.compared == []]
+    compared = [c for c in checks if not c.new and c.compared != []]
+    new = [c for c in checks if c.new]
+    modes = sorted({_gate_mode(c) for c in checks})
+    count = {v: sum(1 for c in compared if c.verdict == v)
              for v in (GateVerdict.FAILED, GateVerdict.INCONCLUSIVE, GateVerdict.ACCEPTED)}
-    what = "twin" if all(c.get("mode") == "ab" for c in new) else "baseline"
+    what = "twin" if all(c.mode == "ab" for c in new) else "baseline"
     return (f"merge gate ({'; '.join(modes)}): {len(compared)} compared, {count[GateVerdict.FAILED]} regressed, "
             f"{count[GateVerdict.INCONCLUSIVE]} inconclusive"
             + (f", {count[GateVerdict.ACCEPTED]} accepted" if count[GateVerdict.ACCEPTED] else "")
-            + (f", {len(new)} new (no {what}: {_few(c.get('looked_for', '?') for c in new)})" if new else "")
-            + (f", {len(empty)} with no figure in common with the baseline ({_few(str(c.get('baseline', '?')) for c in empty)})"
+            + (f", {len(new)} new (no {what}: {_few(_named(c.looked_for) for c in new)})" if new else "")
+            + (f", {len(empty)} with no figure in common with the baseline ({_few(_named(c.baseline) for c in empty)})"
                if empty else ""))
 
 
-def _gate_mode(record: Record) -> str:
-    check = gate_check(record)
-    if check.get("mode") == "ab":
-        return f"A/B against {check.get('folder') or Path(str(check.get('baseline'))).parent}"
+def _named(name: str | None) -> str:
+    """A name the gate's summary gives, or "?" where it gives none."""
+    return "?" if name is None else name
+
+
+def _gate_mode(check: BaselineCheck) -> str:
+    if check.mode == "ab":
+        return f"A/B against {check.folder or Path(str(check.baseline)).parent}"
     return "against stored numbers"
 
 
@@ -285,21 +288,21 @@ def _few(items: Iterable[str], shown: int = 4) -> str:
 def gate_compared_nothing(records: Iterable[Record]) -> str | None:
     """Why the run fails where a merge gate ran and compared nothing: every gated record is new (no
     twin in the A/B folder, no record in the stored report), so nothing was judged; None otherwise."""
-    checks = [gate_check(r) for r in records if gate_check(r)]
-    if not checks or any(not c.get("new") and c.get("compared") != [] for c in checks):
+    checks = gate_checks(records)
+    if not checks or any(not c.new and c.compared != [] for c in checks):
         return None
-    if not all(c.get("new") for c in checks):  # some had a baseline, none a figure in common with it
+    if not all(c.new for c in checks):  # some had a baseline, none a figure in common with it
         return (f"pytest-edge: the merge gate compared nothing: no baseline record held a figure of its model "
-                f"({_few(str(c.get('baseline', '?')) for c in checks if not c.get('new'))}); "
+                f"({_few(_named(c.baseline) for c in checks if not c.new)}); "
                 "a report of this project's tests (--edge-report on main) is what it compares against (docs/gate.md)")
-    folders = _few(str(c.get("folder")) for c in checks)
-    if all(c.get("mode") == "ab" for c in checks):
+    folders = _few(str(c.folder) for c in checks)
+    if all(c.mode == "ab" for c in checks):
         return (f"pytest-edge: the merge gate compared nothing: --edge-baseline-models {folders} holds no twin of any "
-                f"tested model (looked for {_few(str(c.get('looked_for')) for c in checks)}); a twin lies at the "
+                f"tested model (looked for {_few(str(c.looked_for) for c in checks)}); a twin lies at the "
                 "artifact's path under the edge_model_dirs folder that holds the model (else under the rootdir), "
                 "e.g. main's models/ for edge_model_dirs = [\"models\"] (docs/gate.md)")
     return (f"pytest-edge: the merge gate compared nothing: --edge-baseline {folders} holds no record of any tested "
-            f"model (looked for {_few(str(c.get('looked_for')) for c in checks)}): a report of this project's tests "
+            f"model (looked for {_few(str(c.looked_for) for c in checks)}): a report of this project's tests "
             "(--edge-report on main) is what it compares against (docs/gate.md)")
 
 

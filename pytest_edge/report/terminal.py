@@ -73,7 +73,7 @@ def summary_lines(records: Sequence["Record"], *, under_load: bool = False, inco
     workers, measurement beside other xdist workers)."""
     from ..core.record import NOT_JUDGED, NOT_MEASURED
     from .npu_targets import compiled_lines
-    from .table import format_table, gate_check, gate_summary, table_footer, table_rows, timing_policy
+    from .table import format_table, gate_summary, table_footer, table_rows, timing_policy
 
     lines = format_table(table_rows(records))
     lines += table_footer(records)  # skipped-for-no-artifact backends, one line per model; legend
@@ -98,8 +98,8 @@ def summary_lines(records: Sequence["Record"], *, under_load: bool = False, inco
     lines += compiled_lines(records)
     # Figures the candidate holds and its baseline does not: said, never passed in silence.
     for r in records:
-        lines += [f"note: {r.test}: {note}" for note in gate_check(r).get("notes") or []
-                  if isinstance(note, str) and ": not compared: " in note]
+        notes = r.baseline_check.notes if r.baseline_check is not None else None
+        lines += [f"note: {r.test}: {note}" for note in notes or [] if ": not compared: " in note]
     counted = [(r, r.counted) for r in records if r.counted is not None]
     if counted:
         figures = ", ".join(f"{r.model.name} on {r.backend} {found.instructions:,.0f}"
