@@ -168,6 +168,7 @@ def test_a_baseline_without_npu_figures_is_said_not_compared(npu: object) -> Non
     note names what was not compared, where the gate said only '1 compared, 0 regressed'."""
     from pytest_edge.backends import get_backend
     from pytest_edge.core.record import Record
+    from pytest_edge.judging.figures import GateFigures
     from pytest_edge.run.pipeline import compiled_gate
 
     compiled = get_backend("ethos-u55-128").compiler.compile(FIXTURES / "npu" / "kws_dscnn_int8.tflite", {}, 300)
@@ -177,7 +178,8 @@ def test_a_baseline_without_npu_figures_is_said_not_compared(npu: object) -> Non
         npu = {"memories": {"sram": None, "off_chip_flash": mine.to_json()["npu"]["memories"]["off_chip_flash"]}}
     stored = {"test": "t.py::test_npu", "backend": "ethos-u55-128", "model": {"name": "m", "artifact": "m.tflite"},
               "artifact_bytes": 5568, "npu": npu}
-    gate = compiled_gate(mine, stored, "base.json", paired=False, max_regression=0.10)
+    gate = compiled_gate(mine, GateFigures.from_json(stored, source="base.json"), "base.json", paired=False,
+                         max_regression=0.10)
     assert gate.failures == [] and ("NPU memory" in gate.summary.compared) == bool(npu and npu["memories"])
     (note,) = gate.notes
     assert note.startswith("ethos-u55-128: not compared: ") and "SRAM" in note and "the baseline (base.json)" in note

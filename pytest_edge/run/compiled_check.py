@@ -104,6 +104,7 @@ class CompiledChecker:
         twin compiled alike and made into the record a stored report would hold (so A/B and stored
         mode judge the same figures: placement, memories, estimate, size), or the stored record."""
         from ..judging.baseline import BaselineKind, choose_baseline, twin_figures
+        from ..judging.figures import GateFigures
         from ..judging.gate import GateResult
 
         assert plan.artifact is not None
@@ -119,10 +120,11 @@ class CompiledChecker:
             twin_model = replace(plan.model, artifacts={**plan.model.artifacts, plan.artifact.suffix: choice.twin})
             twin_record = pipeline.compiled_record(record.test, replace(plan, model=twin_model), theirs,
                                                    get_backend(plan.backend).distribution, self.settings.rootdir)
-            baseline = twin_record.to_json()
+            theirs_json = twin_record.to_json()
         else:
-            twin_record, baseline = None, dict(choice.stored or {})
-        gate = pipeline.compiled_gate(record, baseline, choice.source, choice.paired, self.settings.max_regression)
+            twin_record, theirs_json = None, dict(choice.stored or {})
+        gate = pipeline.compiled_gate(record, GateFigures.from_json(theirs_json, source=choice.source), choice.source,
+                                      choice.paired, self.settings.max_regression)
         if gate.summary is not None:
             if twin_record is not None:  # the twin's figures, for the pages' "against the baseline" (report/ab_baseline)
                 gate.summary.twin = twin_figures(twin_record)

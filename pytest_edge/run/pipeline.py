@@ -33,6 +33,7 @@ from ..files import relative_path
 from ..worker.pool import ModelInfo
 
 if TYPE_CHECKING:  # the gate and the triage are imported where they run (a baseline, a mismatch)
+    from ..judging.figures import GateFigures
     from ..judging.gate import GateResult
     from ..triage.ladder import Runner
 
@@ -261,21 +262,22 @@ def compiled_record(test_id: str, plan: Plan, compiled: Compilation, distributio
     return made
 
 
-def compiled_gate(record: Record, baseline: dict[str, Any] | None, source: str, paired: bool,
+def compiled_gate(record: Record, theirs: GateFigures | None, source: str, paired: bool,
                   max_regression: float) -> GateResult:
-    """A compile-time target against its baseline (the twin compiled and recorded alike, or the
-    stored record), by the gate's resource rules as every kind: the compiler's placement (the
-    fraction, each operator that left the NPU or is newly on the CPU, the partitions), its memories
-    and estimate, and the artifact's size; nothing was timed, so nothing is re-measured."""
+    """A compile-time target against its baseline's figures (the twin compiled and recorded alike,
+    or the stored record; ``source`` names it), by the gate's resource rules as every kind: the
+    compiler's placement (the fraction, each operator that left the NPU or is newly on the CPU, the
+    partitions), its memories and estimate, and the artifact's size; nothing was timed, so nothing
+    is re-measured."""
     from ..judging.figures import GateFigures
     from ..judging.gate import GateResult, rule_of
     from ..judging.regressions import compared_figures, resource_regressions, uncompared_note
 
     gate = GateResult()
-    if baseline is None:
+    if theirs is None:
         return gate
     what = "the baseline twin" if paired else "the baseline"
-    mine, theirs = GateFigures.of_record(record), GateFigures.from_json(baseline, source=source)
+    mine = GateFigures.of_record(record)
     for regression in resource_regressions(mine, theirs, max_regression, what):
         gate.fail(regression, rule_of(regression.figure, paired))
     gate.notes += uncompared_note(mine, theirs, what)
