@@ -13,9 +13,9 @@ from pytest_edge.core.generation_figures import ContextLength, ContextStop, Cont
 from pytest_edge.core.record import GenerationRecord, Record, SpeechFile, SpeechRecord, SpeechWindow, Verdict
 from pytest_edge.llm.metrics import timing_figures
 from pytest_edge.report import generation, speech
-from pytest_edge.report.generation import (QUALITY, context_points, distribution, gate_view, generation_lines,
-                                           generation_of, generation_rows, is_decoder, measured, median_ms,
-                                           quality_cells)
+from pytest_edge.report.generation import (QUALITY, context_points, decoder_gate_figures, distribution,
+                                           generation_lines, generation_of, generation_rows, is_decoder, measured,
+                                           median_ms, quality_cells)
 from pytest_edge.report.speech import speech_of, speech_rows
 from pytest_edge.report.table import DASH
 
@@ -132,13 +132,13 @@ def test_quality_cells_are_the_accuracy_figures_in_order_dashes_where_not_measur
     assert quality_cells(Record("t", {"name": "m"}, "cpu")) == [DASH, DASH, DASH]
 
 
-def test_gate_view_is_what_the_merge_gate_reads_of_a_decoder_record() -> None:
-    view = gate_view(decoder_record().to_json())
-    assert view == {"test": "tests/test_llm.py::test_short[tiny_llm-onnxruntime-genai]", "backend": "onnxruntime-genai",
-                    "model": {"name": "tiny_llm", "artifact": "models/tiny_llm.onnx", "sha256": "1" * 64},
-                    "processes": [{"ttft_p50_ms": 11.0, "tpot_p50_ms": 2.5}], "peak_memory_mb": 6.25,
-                    "artifact_bytes": 4096}
-    assert gate_view(TENSOR.to_json()) is None
+def test_decoder_gate_figures_are_what_the_merge_gate_reads_of_a_decoder_record() -> None:
+    figures = decoder_gate_figures(decoder_record(), source="here")
+    assert figures is not None and (figures.backend, figures.source) == ("onnxruntime-genai", "here")
+    assert [p.timed for p in figures.processes] == [{"ttft_p50_ms": 11.0, "tpot_p50_ms": 2.5}]
+    assert (figures.peak_memory_mb, figures.artifact_bytes, figures.artifact) == (6.25, 4096, "models/tiny_llm.onnx")
+    assert not figures.timing_not_judged and figures.pooled_ms == {}
+    assert decoder_gate_figures(TENSOR) is None
 
 
 def test_generation_lines_say_the_figures_of_each_measured_decoder() -> None:

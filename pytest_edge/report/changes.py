@@ -125,13 +125,13 @@ def figure_changes(record: Record, old: Record | None,
     if not judged and record.backend:
         # Both records' JSON parsed once into what the gate reads (its parser reads a record's JSON, as
         # a stored report holds it), and judged by the gate's own rules.
-        test, data, old_data = record.test, record.to_json(), old.to_json()
-        mine, theirs = GateFigures.from_json(data, source=test), GateFigures.from_json(old_data, source=f"baseline of {test}")
-        view, old_view = generation.gate_view(data), generation.gate_view(old_data)
+        test = record.test
+        mine = GateFigures.from_json(record.to_json(), source=test)
+        theirs = GateFigures.from_json(old.to_json(), source=f"baseline of {test}")
+        view = generation.decoder_gate_figures(record, source=test)
+        old_view = generation.decoder_gate_figures(old, source=f"baseline of {test}")
         if view is not None and old_view is not None:  # a decoder: its TTFT and TPOT, per process
-            latency, _ = latency_regressions(GateFigures.from_json(view, source=test),
-                                             GateFigures.from_json(old_view, source=f"baseline of {test}"), max_regression,
-                                             figures=GENERATION_FIGURES)
+            latency, _ = latency_regressions(view, old_view, max_regression, figures=GENERATION_FIGURES)
         else:
             latency, _ = latency_regressions(mine, theirs, max_regression)
         compared = {r.figure for r in latency + resource_regressions(mine, theirs, max_regression)}

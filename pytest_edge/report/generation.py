@@ -4,18 +4,19 @@ and the HTML page show them: one row per measured test and backend beside the co
 decoder's quality figures for the accuracy table.
 
 The one place the reports read a decoder's block of a record (``Record.generation``, the JSON
-report's ``llm``): :func:`generation_of`; :func:`gate_view` reads a record's JSON for the merge
-gate's parser."""
+report's ``llm``): :func:`generation_of`."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
+from .. import codec
 from ..checks import BUDGET, TPOT_BUDGET, TTFT_BUDGET
 from ..core.generation_figures import GenerationFigures, TimingPercentiles
 from ..core.record import GenerationRecord, Record
+from ..judging.figures import GateFigures
 from .table import figure
 
 HEADERS = ["test", "model", "backend", "prompt tokens", "TTFT P50 ms", "TPOT P50 ms", "prefill tokens/s",
@@ -137,17 +138,19 @@ def quality_cells(record: Record) -> list[str]:
     return [_shown(getattr(record.accuracy, key, None), fmt) for _, key, fmt in QUALITY]
 
 
-def gate_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A decoder record's JSON as the merge gate reads one (judging.regressions, whose parser reads
-    JSON): its per-process TTFT and TPOT P50s (``processes``), peak memory and artifact size; None
-    for a tensor model's record."""
-    llm = record.get("llm")
-    if not isinstance(llm, Mapping):
+def decoder_gate_figures(record: Record, source: str = "") -> GateFigures | None:
+    """A decoder record as the merge gate reads one (judging.regressions): its per-process TTFT and
+    TPOT P50s, peak memory and artifact size, and whether an emulator's timing is not judged; None
+    for a tensor model's record. Given to the gate's own parser as the JSON it reads, so a page
+    judges a record exactly as the gate does."""
+    block = generation_of(record)
+    if block is None:
         return None
-    return {"test": record.get("test"), "backend": record.get("backend"), "model": record.get("model"),
-            "processes": llm.get("processes") if isinstance(llm.get("processes"), list) else [],
-            "peak_memory_mb": record.get("peak_memory_mb"), "artifact_bytes": record.get("artifact_bytes"),
-            **({"timing_not_judged": llm["timing_not_judged"]} if llm.get("timing_not_judged") else {})}
+    processes = block.measured.processes if block.measured is not None else ()
+    return GateFigures.from_json({"backend": record.backend, "model": record.model.to_json(),
+                                  "processes": codec.to_json(processes), "peak_memory_mb": record.peak_memory_mb,
+                                  "artifact_bytes": record.artifact_bytes,
+                                  "timing_not_judged": block.timing_not_judged is not None}, source=source)
 
 
 def median_ms(record: Record, figure_name: str) -> float | None:

@@ -21,7 +21,7 @@ from ..judging.regressions import GENERATION_FIGURES, check_baseline
 from ..core.record import GateVerdict, Record, TimingNotJudged, Verdict, is_finite_number
 from .deployment import invalid_field
 from ..judging.figures import invalid_gate_field
-from .generation import gate_view
+from .generation import decoder_gate_figures
 from .table import Matrix, MatrixCell, matrix_cell
 
 SCHEMA = "pytest-edge/report/1"
@@ -266,19 +266,17 @@ def compare_reports(old: Report, new: Report, max_regression: float) -> list[str
     for typed in new.records:
         if typed.verdict in (Verdict.SKIPPED, Verdict.DOES_NOT_CONVERT):
             continue
-        found_old = old.baseline_of(typed)
-        # Both records' JSON parsed once into what the gate reads (its parser reads a record's JSON, as a
-        # stored report holds it), and judged by its rules.
-        record, baseline = typed.to_json(), found_old.to_json() if found_old is not None else None
-        decoder, old_decoder = gate_view(record), gate_view(baseline) if baseline is not None else None
+        baseline = old.baseline_of(typed)
         source = typed.test
+        decoder = decoder_gate_figures(typed, source)
+        old_decoder = decoder_gate_figures(baseline, f"baseline of {source}") if baseline is not None else None
+        # Both records read once into what the gate reads (its parser reads a record's JSON, as a stored
+        # report holds it), and judged by its rules.
         if decoder is not None and old_decoder is not None:  # judged by the gate's decoder figures
-            found = check_baseline(GateFigures.from_json(decoder, source=source),
-                                   GateFigures.from_json(old_decoder, source=f"baseline of {source}"), max_regression,
-                                   figures=GENERATION_FIGURES)
+            found = check_baseline(decoder, old_decoder, max_regression, figures=GENERATION_FIGURES)
         else:
-            found = check_baseline(GateFigures.from_json(record, source=source),
-                                   GateFigures.from_json(baseline, source=f"baseline of {source}")
+            found = check_baseline(GateFigures.from_json(typed.to_json(), source=source),
+                                   GateFigures.from_json(baseline.to_json(), source=f"baseline of {source}")
                                    if baseline is not None else None,
                                    max_regression)
         problems += [f"{typed.test}: {p}" for p in found]
