@@ -13,7 +13,7 @@ from ..judging.counted import AGREE
 from ..judging.figures import GENERATION_FIGURES, LATENCY_FIGURES, GateFigures, TimedFigure
 from ..judging.regressions import LATENCY_FLOOR_MS, MEMORY_FLOOR_MB
 from ..measurement.stats import Change, compare_groups
-from .generation import gate_view
+from .generation import decoder_gate_figures
 from .history_runs import Run
 from .history_series import SeriesKey, series
 from .record_figures import instructions
@@ -51,8 +51,7 @@ CREEP_FIGURES = (
 def _gated(record: Record) -> GateFigures:
     """What the merge gate reads of ``record``, by its own parser (GateFigures reads a record's JSON,
     as it reads a stored report's): a decoder's, its generation's view."""
-    data = record.to_json()
-    return GateFigures.from_json(gate_view(data) or data)
+    return decoder_gate_figures(record) or GateFigures.from_json(record.to_json())
 
 
 def _values(figure: CreepFigure, record: Record, figures: GateFigures) -> list[float]:
