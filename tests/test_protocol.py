@@ -154,6 +154,30 @@ def test_typed_replies_round_trip_over_the_codec_and_a_malformed_one_is_a_protoc
             **codec.to_json(loaded.coverage), "total_ops": "x"}})
 
 
+def test_a_loads_decoder_and_calibration_cross_as_json_and_arrive_typed() -> None:
+    """Load's decoder (an LlmConfig) and calibration (a CalibrationSet) travel as their JSON, the
+    arrays as arrays, and arrive as the types they were sent as; a malformed one is a ProtocolError
+    naming the artifact and the field."""
+    from pytest_edge.backends.base import CalibrationCase
+    from pytest_edge.backends.decoder_config import LlmConfig
+
+    config = LlmConfig(64, 2, 4, 2, 16, 128, source="config.json", sliding_window=8, sliding_layers=(1,))
+    cases = protocol.CalibrationSet("the golden's 1 case(s)", [CalibrationCase("case 0", {"x": np.ones((1, 3), np.float32)})])
+    sent = request_json(Load("k", "/m.gguf", 1, decoder=config, calibration=cases))
+    assert sent["args"]["decoder"] == {"vocab_size": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16,
+                                       "max_context": 128, "dtype": "float32", "source": "config.json",
+                                       "sliding_window": 8, "sliding_layers": [1], "sliding_cache": 0}
+    back = request_from(decode(encode(sent)))
+    assert isinstance(back, Load) and back.decoder == config and back.calibration.source == cases.source
+    (case,) = back.calibration.cases
+    assert case.origin == "case 0" and case.inputs["x"].dtype == np.float32 and case.inputs["x"].shape == (1, 3)
+    assert request_from(decode(encode(request_json(Load("k", "/m.onnx", 1))))).decoder is None
+    with pytest.raises(ProtocolError, match="/m.gguf: load's decoder: vocab_size: expected an integer"):
+        request_from({"op": "load", "args": {**sent["args"], "decoder": {**sent["args"]["decoder"], "vocab_size": "x"}}})
+    with pytest.raises(ProtocolError, match=r"/m.gguf: load's calibration: cases\[0\]: no origin"):
+        request_from({"op": "load", "args": {**sent["args"], "calibration": {"source": "s", "cases": [{"inputs": {}}]}}})
+
+
 def test_typed_requests_reject_unknown_ops_and_fields() -> None:
     assert isinstance(request_from(decode(encode(request_json(Load("k", "/m.onnx", 1, {"x": [1, 2]}))))), Load)
     with pytest.raises(ProtocolError, match="not a request"):

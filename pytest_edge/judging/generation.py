@@ -16,7 +16,7 @@ the threshold both times, the second measurement significant on its own, and bot
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -89,7 +89,7 @@ def measure_rounds(pool: WorkerPool, backend: str, models: Sequence[tuple[Path, 
         key = f"decoder|{artifact}"
         try:
             loaded = reply_as(DecoderLoaded, Load.op, worker.request(
-                Load(key, str(artifact), threads, with_coverage=False, decoder=asdict(configs[str(artifact)])),
+                Load(key, str(artifact), threads, with_coverage=False, decoder=configs[str(artifact)]),
                 artifact=str(artifact)))
             result = reply_as(GenerationTimes, MeasureGeneration.op, worker.request(
                 MeasureGeneration(key, list(prompt), new_tokens, warmup, runs), artifact=str(artifact)))
@@ -268,7 +268,7 @@ def context_point(pool: WorkerPool, backend: str, artifact: Path, config: LlmCon
         if memory_limit_mb:
             worker.request(LimitAddressSpace(float(memory_limit_mb)), artifact=str(artifact))
         worker.request(Load(key, str(artifact), threads, with_coverage=False,
-                            decoder=asdict(config.for_context(int(length)))), artifact=str(artifact))
+                            decoder=config.for_context(int(length))), artifact=str(artifact))
         reply = reply_as(ContextMemory, ProbeContext.op, worker.request(ProbeContext(key, int(length), config.vocab_size),
                                                                         artifact=str(artifact)))
         return ContextProbe("ok", reply.peak_memory_mb, reply.steady_memory_mb)

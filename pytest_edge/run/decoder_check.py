@@ -8,7 +8,7 @@ keeps it."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -110,7 +110,7 @@ class LlmChecker:
             # Every file of the artifact present, confined and dense before a runtime opens it (a split
             # GGUF's missing shard, a .ptd or .onnx.data): named here, not by the runtime's own failure.
             artifact_files(artifact, backend)
-            self.pool.request(backend, Load(key, str(artifact), threads, decoder=asdict(config.for_context(context))),
+            self.pool.request(backend, Load(key, str(artifact), threads, decoder=config.for_context(context)),
                               artifact)
             loaded.append(context)
         return key

@@ -37,7 +37,7 @@ from ..core.record import UNRESOLVED_BACKEND, Record
 from ..core.record_blocks import ModelIdentity
 from ..core.settings import Settings
 from ..worker.pool import ModelInfo, WorkerPool
-from ..worker.protocol import Load, Loaded, ReadIntermediates, Run, reply_as
+from ..worker.protocol import CalibrationSet, Load, Loaded, ReadIntermediates, Run, reply_as
 
 if TYPE_CHECKING:  # made by the first check that measures: a golden check alone imports no gate
     from ..judging.measurer import Measurer
@@ -180,9 +180,9 @@ class EdgeSession:
             calibration = calibration_for(plan, self.golden, self.settings.rootdir)
             key += f"|calibration {calibration.identity}" if calibration is not None else ""
         if key not in self.loaded:
+            cases = CalibrationSet(calibration.source, list(calibration.cases)) if calibration is not None else None
             reply = reply_as(Loaded, Load.op, self.pool.request(plan.backend, Load(
-                key, str(artifact), plan.threads, codec.to_json(shapes),
-                calibration=codec.to_json(calibration)), artifact))
+                key, str(artifact), plan.threads, codec.to_json(shapes), calibration=cases), artifact))
             self.loaded[key] = ModelInfo.from_load(key, plan.backend, artifact, reply, plan.threads, shapes,
                                                    self.pool.machine(plan.backend))
         info = self.loaded[key]

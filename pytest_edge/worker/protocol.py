@@ -17,8 +17,8 @@ import numpy as np
 from .. import codec
 from ..backends.arena import TensorArena
 from ..backends.tensors import Coverage, TensorSpec
-from .requests import (GENERATION_TIME_CAP_S, REQUESTS, ZYGOTE_REQUESTS, Count, Exit, ForceSpeech, Fork, Generate, Has,
-                       KillProcess, LimitAddressSpace, Load, Measure, MeasureGeneration, OpenSpeech, Ping,
+from .requests import (GENERATION_TIME_CAP_S, REQUESTS, ZYGOTE_REQUESTS, CalibrationSet, Count, Exit, ForceSpeech,
+                       Fork, Generate, Has, KillProcess, LimitAddressSpace, Load, Measure, MeasureGeneration, OpenSpeech, Ping,
                        ProbeContext, ProcessStatus, ProtocolError, Put, ReadIntermediates, Request, Run, Start,
                        TeacherForce, Transcribe, request_from, request_json)
 
@@ -198,7 +198,7 @@ def hello(backend: str, machine: DeviceMachine | None = None, runtime: RuntimeNa
     return ok(codec.to_json(WorkerHello(PROTOCOL_VERSION, __version__, backend, machine, runtime)))
 
 
-__all__ = ["PROTOCOL_VERSION", "GENERATION_TIME_CAP_S", "ProtocolError", "Request", "Load", "Generate",
+__all__ = ["PROTOCOL_VERSION", "GENERATION_TIME_CAP_S", "ProtocolError", "Request", "CalibrationSet", "Load", "Generate",
            "MeasureGeneration", "TeacherForce", "LimitAddressSpace", "ProbeContext", "OpenSpeech", "Transcribe",
            "ForceSpeech", "Run", "Measure", "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit",
            "REQUESTS", "Fork", "ProcessStatus", "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok",

@@ -7,13 +7,18 @@ it, ``request_from`` the typed request a decoded frame names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from .. import codec
+from ..backends.base import CalibrationCase
 from ..errors import BackendError
+
+if TYPE_CHECKING:  # a decoder's worker imports it where it opens one
+    from ..backends.decoder_config import LlmConfig
 
 
 class ProtocolError(BackendError):
@@ -27,6 +32,28 @@ class ProtocolError(BackendError):
 @dataclass
 class Request:
     op: ClassVar[str]
+    # Fields the frame carries as their JSON (codec.to_json, request_json), read back as their type by
+    # request_from: the field's name, and its reader (the value, where it came from).
+    decoded: ClassVar[tuple[tuple[str, Callable[[Any, str], Any]], ...]] = ()
+
+
+@dataclass(frozen=True)
+class CalibrationSet:
+    """What a backend that quantizes at load (Backend.calibrates) is given with the Load: where the
+    cases come from (said in the record) and the cases, for LoadedModel.calibrate after the load."""
+
+    source: str
+    cases: list[CalibrationCase]
+
+
+def _llm_config(value: Any, where: str) -> LlmConfig:
+    from ..backends.decoder_config import LlmConfig  # a decoder's worker only: a tensor model's never imports it
+
+    return codec.from_json(LlmConfig, value, f"{where}: load's decoder", error=ProtocolError)
+
+
+def _calibration(value: Any, where: str) -> CalibrationSet:
+    return codec.from_json(CalibrationSet, value, f"{where}: load's calibration", error=ProtocolError)
 
 
 @dataclass
@@ -34,6 +61,7 @@ class Load(Request):
     """Load an artifact under ``key``; describe it (coverage unless a measuring worker)."""
 
     op: ClassVar[str] = "load"
+    decoded = (("decoder", _llm_config), ("calibration", _calibration))
     key: str
     path: str
     threads: int | None
@@ -41,12 +69,10 @@ class Load(Request):
     with_coverage: bool = True
     # On a device: the external data files of an .onnx, by location, as content names in its cache.
     external: dict[str, str] = field(default_factory=dict)
-    # A decoder LLM's configuration (backends.decoder_config.LlmConfig's fields): the artifact is opened as a
-    # decoder (Backend.decoders), not as a tensor model; Generate and MeasureGeneration run it.
-    decoder: dict[str, Any] | None = None
-    # A backend that quantizes at load (Backend.calibrates): {"source": str, "cases": [{"origin": str,
-    # "inputs": {name: array}}]}, given to LoadedModel.calibrate after the load.
-    calibration: dict[str, Any] | None = None
+    # A decoder LLM's configuration: the artifact is opened as a decoder (Backend.decoders), not as a
+    # tensor model; Generate and MeasureGeneration run it.
+    decoder: LlmConfig | None = None
+    calibration: CalibrationSet | None = None  # a backend that quantizes at load (Backend.calibrates)
 
 
 @dataclass
@@ -266,7 +292,8 @@ ZYGOTE_REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Fork, Proce
 
 
 def request_json(request: Request) -> dict[str, Any]:
-    return {"op": request.op, "args": {f.name: getattr(request, f.name) for f in fields(request)}}
+    """``request`` as the frame carries it: its fields by name, each as its JSON (arrays as arrays)."""
+    return {"op": request.op, "args": {f.name: codec.to_json(getattr(request, f.name)) for f in fields(request)}}
 
 
 def request_from(message: Any, registry: Mapping[str, type[Request]] = REQUESTS) -> Request:
@@ -280,13 +307,17 @@ def request_from(message: Any, registry: Mapping[str, type[Request]] = REQUESTS)
     unknown = set(message["args"]) - names
     if unknown:
         raise ProtocolError(f"{cls.op}: unknown field(s) {sorted(unknown)}")
+    args = dict(message["args"])
+    for name, read in cls.decoded:
+        if args.get(name) is not None:
+            args[name] = read(args[name], str(args.get("path", cls.op)))
     try:
-        return cls(**message["args"])
+        return cls(**args)
     except TypeError as exc:
         raise ProtocolError(f"{cls.op}: {exc}") from None
 
 
-__all__ = ["GENERATION_TIME_CAP_S", "ProtocolError", "Request", "Load", "Generate", "MeasureGeneration", "TeacherForce",
+__all__ = ["GENERATION_TIME_CAP_S", "ProtocolError", "Request", "CalibrationSet", "Load", "Generate", "MeasureGeneration", "TeacherForce",
            "LimitAddressSpace", "ProbeContext", "OpenSpeech", "Transcribe", "ForceSpeech", "Run", "Measure", "Count",
            "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit", "REQUESTS", "Fork", "ProcessStatus",
            "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from"]

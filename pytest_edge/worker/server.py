@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import codec
 from ..backends import Decoder, InputShapes, LoadedModel, get_backend
-from ..backends.base import CalibrationCase, no_tensors_reason
+from ..backends.base import no_tensors_reason
 from ..errors import BackendError
 from ..measurement import sensors, timing
 from ..measurement.timing import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
@@ -30,6 +30,7 @@ from . import frames, protocol
 if TYPE_CHECKING:  # a device's cache, counted mode, speech and decoders only: a local worker starts without them
     from ..backends.base import Intermediates
     from ..backends.decoder import Generation
+    from ..backends.decoder_config import LlmConfig
     from ..backends.speech import Recognizer, Transcription
     from .artifact_cache import ArtifactCache
     from .speech_replies import ForcedSpeechLogits, SpeechOpened
@@ -80,7 +81,8 @@ class WorkerServer:
 
     def op_load(self, key: str, path: str, threads: int | None, shapes: dict,
                 with_coverage: bool = True, external: dict | None = None,
-                decoder: dict | None = None, calibration: dict | None = None) -> protocol.Loaded | protocol.DecoderLoaded:
+                decoder: LlmConfig | None = None,
+                calibration: protocol.CalibrationSet | None = None) -> protocol.Loaded | protocol.DecoderLoaded:
         """Load and describe a model (a decoder LLM where ``decoder`` gives its configuration). A
         measuring worker skips coverage: reading a .pte's program in Python would leave its
         allocations in the RSS that the memory figures start from."""
@@ -90,12 +92,10 @@ class WorkerServer:
         base = timing.rss_mb()
         start = time.perf_counter_ns()
         if decoder is not None:
-            from ..backends.decoder_config import LlmConfig
-
             decoders = self.backend.decoders
             if decoders is None:
                 raise BackendError(f"{path} ({self.backend.name}): this runtime runs no decoder LLMs (edge_llm)")
-            model: Any = decoders.open(Path(path), LlmConfig(**decoder), threads or 1)
+            model: Any = decoders.open(Path(path), decoder, threads or 1)
         else:
             tensors = self.backend.tensors
             if tensors is None:
@@ -103,8 +103,7 @@ class WorkerServer:
             model = tensors.load(Path(path), threads=threads, shapes=codec.from_json(
                 InputShapes, shapes, f"{path}: load's shapes", error=protocol.ProtocolError))
             if calibration is not None:  # a toolkit's int8 build, part of the load (Backend.calibrates)
-                model.calibrate(codec.from_json(list[CalibrationCase], calibration["cases"], f"{path}: load's calibration",
-                                                error=protocol.ProtocolError), calibration["source"])
+                model.calibrate(calibration.cases, calibration.source)
         load_ms = (time.perf_counter_ns() - start) / 1e6
         # A peak over the baseline means something only if the high-water mark was reset, or this
         # is the first model of a fresh process.
