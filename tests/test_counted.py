@@ -16,6 +16,7 @@ from pytest_edge.backends import InputShapes, get_backend
 from pytest_edge.judging.counted import run_count_gate
 from pytest_edge.judging.figures import GateFigures
 from pytest_edge.measurement.counts import CountedMeasurement, combine_counts
+from pytest_edge.worker.protocol import CountedRuns
 from pytest_edge.worker import callgrind
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None,
@@ -162,18 +163,16 @@ def test_bad_count_value_names_the_option(pytester: pytest.Pytester) -> None:
 
 
 def _counted(*instructions: float) -> CountedMeasurement:
-    return combine_counts([{"instructions": n, "runs": 10, "warmup_runs": 5} for n in instructions],
-                          "callgrind", "valgrind-3.19.0")
+    return combine_counts([CountedRuns(10, 5, n) for n in instructions], "callgrind", "valgrind-3.19.0")
 
 
 def test_the_counted_measurement_is_the_records_counted_block_and_reads_back() -> None:
     """#28: the counter's CountedMeasurement writes the record's ``counted`` block, the same dict as
     the one counted mode has always written; a stored report's block reads back to the same."""
     cache = {"data_reads": 10.0, "l1_read_misses": 2.0}
-    counted = combine_counts([{"instructions": 100.0, "runs": 3, "warmup_runs": 5, "cache": cache, "run_spread": 0.1,
-                               "run_instructions": [100, 110, 99]},
-                              {"instructions": 104.0, "runs": 3, "warmup_runs": 5, "cache": {"data_reads": 12.0},
-                               "run_spread": 0.0, "run_instructions": [104, 104, 104]}], "callgrind", "valgrind-3.19.0")
+    counted = combine_counts([CountedRuns(3, 5, 100.0, cache, 0.1, [100, 110, 99]),
+                              CountedRuns(3, 5, 104.0, {"data_reads": 12.0}, 0.0, [104, 104, 104])],
+                             "callgrind", "valgrind-3.19.0")
     data = codec.to_json(counted)
     assert data == {"tool": "callgrind", "version": "valgrind-3.19.0", "instructions": 102.0,
                     "cache": {"data_reads": 11.0, "l1_read_misses": 1.0}, "runs": 3, "warmup_runs": 5,
@@ -253,8 +252,8 @@ def test_count_gate_decides_at_once_when_processes_agree_and_recounts_when_not()
 
 def _one_process(*runs: int) -> CountedMeasurement:
     median = sorted(runs)[len(runs) // 2]
-    return combine_counts([{"instructions": median, "runs": len(runs), "warmup_runs": 5,
-                            "run_instructions": list(runs)}], "callgrind", "valgrind-3.19.0")
+    return combine_counts([CountedRuns(len(runs), 5, median, run_instructions=list(runs))],
+                          "callgrind", "valgrind-3.19.0")
 
 
 def test_a_median_run_that_moved_with_an_unmoved_least_run_is_no_growth() -> None:
@@ -283,8 +282,7 @@ def test_one_process_a_side_cannot_fail_a_growth_within_its_runs_spread() -> Non
     tflite lane). A growth within the runs' own spread is inconclusive, saying what the setting
     can resolve (strict: a failure); one beyond the spread fails."""
     def process(median: int, spread: float) -> CountedMeasurement:
-        return combine_counts([{"instructions": median, "runs": 3, "warmup_runs": 5, "run_spread": spread}],
-                              "callgrind", "valgrind-3.19.0")
+        return combine_counts([CountedRuns(3, 5, median, run_spread=spread)], "callgrind", "valgrind-3.19.0")
 
     def gate(mine: CountedMeasurement, theirs: CountedMeasurement, strict: bool = False):
         return run_count_gate(GateFigures.from_json({"backend": "b", "counted": mine}),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from ..core.settings import Settings
 from ..worker import callgrind
 from ..worker.client import BackendWorker
 from ..worker.pool import ModelInfo, WorkerPool
-from ..worker.protocol import Count, Load
+from ..worker.protocol import Count, CountedRuns, Load, reply_as
 
 
 class Counter:
@@ -62,7 +62,7 @@ class Counter:
         count = processes or self.settings.count_processes
         out_dir = Path(tempfile.mkdtemp(prefix="pytest-edge-callgrind-"))
         workers = [[self._worker(info.backend, executable, out_dir) for _ in artifacts] for _ in range(count)]
-        results: list[list[dict[str, Any]]] = [[] for _ in artifacts]
+        results: list[list[CountedRuns]] = [[] for _ in artifacts]
         try:
             for row in workers:
                 for worker in row:
@@ -91,11 +91,11 @@ class Counter:
         return worker
 
     def _once(self, worker: BackendWorker, info: ModelInfo, artifact: Path, feeds: Sequence[np.ndarray],
-              plan: Plan) -> dict[str, Any]:
+              plan: Plan) -> CountedRuns:
         shapes = codec.to_json(info.shapes)
         worker.request(Load(info.key, str(artifact), info.threads, shapes, with_coverage=False), artifact=str(artifact))
-        return worker.request(Count(info.key, list(feeds), min(plan.warmup, 5), self.settings.count_runs),
-                              artifact=str(artifact))
+        return reply_as(CountedRuns, Count.op, worker.request(
+            Count(info.key, list(feeds), min(plan.warmup, 5), self.settings.count_runs), artifact=str(artifact)))
 
     def gate(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, live: Record,
              choice: BaselineChoice, twin_measured: CountedMeasurement | None,

@@ -13,7 +13,7 @@ what it judges.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -62,18 +62,28 @@ class CountedMeasurement:
         return codec.from_json(cls, counted, "a record's counted block") if isinstance(counted, Mapping) else None
 
 
-def combine_counts(per_process: Sequence[Mapping[str, Any]], tool: str, version: str) -> CountedMeasurement:
-    """One counted figure from the processes' own (the worker's ``count`` replies,
-    :func:`pytest_edge.worker.callgrind.count_runs`): the median, the spread, and each process's."""
-    counts = [float(p["instructions"]) for p in per_process]
-    cache_keys = sorted({k for p in per_process for k in (p.get("cache") or {})})
-    cache = {k: round(float(np.median([(p.get("cache") or {}).get(k, 0.0) for p in per_process])), 1)
-             for k in cache_keys}
+class CountedProcess(Protocol):
+    """What one counted process gave: the worker's ``count`` reply (worker.protocol.CountedRuns, from
+    :func:`pytest_edge.worker.callgrind.count_runs`), a layer above this one, read by its fields."""
+
+    runs: int
+    warmup_runs: int
+    instructions: float
+    cache: dict[str, float]
+    run_spread: float | None
+    run_instructions: list[int]
+
+
+def combine_counts(per_process: Sequence[CountedProcess], tool: str, version: str) -> CountedMeasurement:
+    """One counted figure from the processes' own: the median, the spread, and each process's."""
+    counts = [float(p.instructions) for p in per_process]
+    cache_keys = sorted({k for p in per_process for k in p.cache})
+    cache = {k: round(float(np.median([p.cache.get(k, 0.0) for p in per_process])), 1) for k in cache_keys}
     return CountedMeasurement(
         tool=tool, version=version, instructions=round(float(np.median(counts)), 1), cache=cache or None,
-        runs=per_process[0]["runs"], warmup_runs=per_process[0]["warmup_runs"], spread=spread(counts),
-        processes=tuple(ProcessCount(instructions=p["instructions"], cache=p["cache"] if p.get("cache") else None,
-                                     run_spread=p.get("run_spread"), run_instructions=p.get("run_instructions"))
+        runs=per_process[0].runs, warmup_runs=per_process[0].warmup_runs, spread=spread(counts),
+        processes=tuple(ProcessCount(instructions=p.instructions, cache=p.cache or None, run_spread=p.run_spread,
+                                     run_instructions=list(p.run_instructions))
                         for p in per_process))
 
 
