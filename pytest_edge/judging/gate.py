@@ -185,9 +185,9 @@ def run_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, max_re
             memory.append(regression)
         else:
             result.fail(regression, rule_of(regression.figure, paired))
-    result.summary = BaselineCheck(mode="ab" if paired else "stored", baseline=source,
-                                   remeasured=bool(suspects or memory),
-                                   compared=compared_figures(record, baseline, figures))
+    result.summary = summary = BaselineCheck(mode="ab" if paired else "stored", baseline=source,
+                                             remeasured=bool(suspects or memory),
+                                             compared=compared_figures(record, baseline, figures))
     result.notes += uncompared_note(record, baseline, what)
     if suspects or memory:
         again, twin_again = remeasure()
@@ -283,7 +283,7 @@ def run_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, max_re
                     message += (f" (CPU probe {slower.probe - 1:+.1%}, fastest runs {slower.fastest - 1:+.1%} "
                                 f"over {slower.processes} {'pairs' if slower.paired else 'processes'})")
                 result.fail(confirmed[first.figure], rule, message)
-    result.summary.verdict = result.verdict()
+    summary.verdict = result.verdict()
     return result
 
 
