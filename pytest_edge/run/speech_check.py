@@ -44,6 +44,7 @@ from ..llm.metrics import TeacherForced, teacher_forced, top_logprobs
 from ..backends.speech import SpeechConfig, Transcription
 from ..worker.pool import WorkerPool
 from ..worker.protocol import ForceSpeech, OpenSpeech, Transcribe, reply_as
+from ..worker.speech_replies import ForcedSpeechLogits, SpeechOpened
 from .speech_golden import WORD_PER_ID, SpeechGolden, golden_path, read_speech_golden, transcript
 from .speech_plan import SpeechTarget, missing_files, runtime_info, speech_backends, speech_files, why_not
 
@@ -82,7 +83,7 @@ class WorkerRecognizer:
         self.pool, self.backend, self.folder, self.threads = pool, backend, folder, threads
         self.key = f"speech|{folder}|{threads}"
         reply = pool.request(backend, OpenSpeech(self.key, str(folder), threads), folder)
-        self.config = reply_as(SpeechConfig, OpenSpeech.op, reply["config"])
+        self.config = reply_as(SpeechOpened, OpenSpeech.op, reply).config
 
     def _request(self, request: Any) -> Any:
         return self.pool.request(self.backend, request, self.folder)
@@ -92,7 +93,8 @@ class WorkerRecognizer:
                         self._request(Transcribe(self.key, np.asarray(audio, np.float32), new_tokens)))
 
     def teacher_force(self, audio: np.ndarray, tokens: list[int]) -> np.ndarray | None:
-        logits = self._request(ForceSpeech(self.key, np.asarray(audio, np.float32), [int(t) for t in tokens]))["logits"]
+        logits = reply_as(ForcedSpeechLogits, ForceSpeech.op, self._request(
+            ForceSpeech(self.key, np.asarray(audio, np.float32), [int(t) for t in tokens]))).logits
         return None if logits is None else np.asarray(logits, np.float32)
 
 
