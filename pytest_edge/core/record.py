@@ -196,7 +196,7 @@ class Record:
         if self.arena is not None:
             blocks["arena"] = codec.to_json(self.arena)
         if self.speech is not None:
-            blocks["speech"] = self.speech.to_json()
+            blocks["speech"] = codec.to_json(self.speech)
         if not self.checked:  # skipped, errored, or the body failed: what there is to say
             data: dict[str, Any] = {"test": self.test, "model": self.model.to_json(), "backend": self.backend,
                                     "verdict": str(self.verdict), "violations": self.violations}
@@ -246,7 +246,7 @@ class Record:
         if "npu" in known:
             record.npu = Compilation.of_record(data["npu"], data.get("coverage"))
         if isinstance(data.get("speech"), Mapping):
-            record.speech = SpeechRecord.from_json(data["speech"])
+            record.speech = codec.from_json(SpeechRecord, data["speech"], "a report's speech block")
             known.add("speech")
         if isinstance(data.get("llm"), Mapping):
             record.generation = GenerationRecord.from_json(data["llm"], f"{where}: llm")

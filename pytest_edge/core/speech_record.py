@@ -80,11 +80,3 @@ class SpeechRecord:
     @property
     def real_time_factor(self) -> float | None:
         return max((f.real_time_factor for f in self.files), default=None)
-
-    # Record.to_json and Record.from_json call these (Record is restructured apart): the codec's.
-    def to_json(self) -> dict[str, Any]:
-        return codec.to_json(self)
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "a report's speech block") -> "SpeechRecord":
-        return codec.from_json(cls, data, where)
