@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,41 @@ def test_merge_puts_device_records_in_device_rows() -> None:
                                    {"name": "ci"})]).to_json()
     assert set(merged["matrix"]["m"]) == {"ci", "ci / pi5"}
     assert merged["matrix"]["m"]["ci / pi5"]["litert"]["p50_ms"] == 5.0
+
+
+def test_a_report_reads_back_as_typed_records_and_writes_the_same_bytes(tmp_path: Path) -> None:
+    """load_report gives Records; write_report of what it read writes the file it read (a record the
+    plugin wrote, a counted one, a device's), and a merged record's machine is its last key."""
+    from pytest_edge.report import load_report, write_report
+    counted = {"tool": "callgrind", "version": "3", "instructions": 5.0, "runs": 3, "warmup_runs": 1, "spread": 0.0,
+               "processes": []}
+    records = [_record(1.0, 0.1), {**_record(2.0, 0.1), "test": "t[b]", "counted": counted},
+               {**_record(3.0, 0.1), "test": "t[c]", "backend": "litert@pi5", "device": {"name": "pi5", "machine": {}}}]
+    report = Report([Record.from_json(r) for r in records], {"cpu": "x86"}, "2026-12-04T00:00:00Z")
+    write_report(tmp_path / "r.json", report)
+    written = (tmp_path / "r.json").read_bytes()
+    loaded = load_report(tmp_path / "r.json")
+    assert all(isinstance(r, Record) for r in loaded.records) and loaded.records[1].counted.instructions == 5.0
+    write_report(tmp_path / "again.json", loaded)
+    assert (tmp_path / "again.json").read_bytes() == written
+    merged = merge_reports([loaded]).to_json()
+    assert [list(r)[-1] for r in merged["records"]] == ["machine"] * 3
+    assert [r["machine"] for r in merged["records"]] == ["x86 [0]"] * 3
+
+
+def test_a_hand_written_record_keeps_its_figures_without_an_accuracy_key() -> None:
+    """Record.from_json tells a check that ran by its accuracy key; a report's reader keeps the figures
+    of a record written by hand (or another tool) without one, so a merge writes them back."""
+    data = {"test": "t", "model": {"name": "m"}, "backend": "litert", "verdict": "passed", "violations": [],
+            "latency_ms": {"p50": 1.0}, "peak_memory_mb": 2.0}
+    merged = merge_reports([Report.from_json({"records": [data], "machine": {"name": "a"}})]).to_json()
+    assert merged["records"][0]["latency_ms"] == {"p50": 1.0} and merged["records"][0]["peak_memory_mb"] == 2.0
+
+
+def test_a_record_no_record_holds_is_refused_naming_the_file_and_the_record(tmp_path: Path) -> None:
+    from pytest_edge.report import load_report
+    bad = {**_record(1.0, 0.1), "llm": {"ttft_ms": "fast"}}
+    (tmp_path / "r.json").write_text(json.dumps({"schema": "pytest-edge/report/1", "records": [_record(1.0, 0.1), bad]}))
+    with pytest.raises(ValueError, match=r"r\.json is not a valid pytest-edge report: record 1 \(tests/test_m\.py::"
+                                         r"test_m\[m-litert\]\): llm: ttft_ms"):
+        load_report(tmp_path / "r.json")
