@@ -65,7 +65,8 @@ class EdgeModel:
 
     @property
     def runtime(self) -> dict[str, Any]:
-        return self.loaded.runtime
+        """What the runtime says of itself (the record's ``runtime`` block), as the test is given it: its JSON."""
+        return codec.to_json(self.loaded.runtime)
 
     @property
     def golden(self) -> Golden:

@@ -329,6 +329,7 @@ def test_count_gate_against_a_wall_clock_baseline_says_it_cannot_gate() -> None:
 def _counter(tmp_path: Path, timeout_s: float, devices: dict[str, str] | None = None):
     from pytest_edge.judging.counter import Counter
     from pytest_edge.core.settings import Settings
+    from pytest_edge.core.record_blocks import RuntimeIdentity
     from pytest_edge.worker.pool import ModelInfo, WorkerPool
 
     settings = Settings(golden_dir=tmp_path / "golden", rootdir=tmp_path, timeout_s=timeout_s, count="instructions",
@@ -338,7 +339,7 @@ def _counter(tmp_path: Path, timeout_s: float, devices: dict[str, str] | None = 
 
     def info(backend: str) -> ModelInfo:
         return ModelInfo(key="k", backend=backend, artifact=artifact, inputs=[], outputs=[],
-                         runtime={"name": "onnxruntime", "version": "?"}, coverage=None, load_ms=0.0,
+                         runtime=RuntimeIdentity("onnxruntime", "?"), coverage=None, load_ms=0.0,
                          precision="fp32", threads=1, shapes=InputShapes())
     return Counter(settings, pool), info, artifact
 

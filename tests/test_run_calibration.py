@@ -226,13 +226,13 @@ def test_calibration_is_given_to_the_load_and_keys_it(edge: EdgeSession, project
     """Through the session's load, the target is given the golden's cases; with calibration= the
     folder's instead, as another load (its identity is part of the load's key)."""
     edge.golden.refresh(plan_of(edge))
-    from_golden = edge.load(plan_of(edge)).runtime["calibration"]
+    from_golden = edge.load(plan_of(edge)).runtime.details["calibration"]
     assert from_golden["source"].startswith("the golden's 2 case(s)")
     assert from_golden["sums"] == [4.0, 8.0]
 
     (project / "cal").mkdir()
     np.savez(project / "cal" / "one.npz", x=np.full(4, 3.0, np.float32))
-    given = edge.load(plan_of(edge, calibration="cal")).runtime["calibration"]
+    given = edge.load(plan_of(edge, calibration="cal")).runtime.details["calibration"]
     assert given["origins"] == [str(project / "cal" / "one.npz")] and given["sums"] == [12.0]
     assert len([key for key in edge.loaded if "|fake-double-int8|" in key]) == 2
 

@@ -72,7 +72,7 @@ class Counter:
                     results[index].append(self._once(worker, info, artifact, feeds, plan))
                     worker.close()
         except BackendCrash as exc:
-            runtime = (info.runtime or {}).get("name") or info.backend
+            runtime = info.runtime.name or info.backend
             raise CountingUnavailable(
                 f"counted mode: {version} could not run the {runtime} runtime ({info.backend}) under {callgrind.TOOL}: "
                 f"{exc}\n  (a runtime Valgrind cannot run is skipped in counted mode; one that is only slow needs a "

@@ -165,7 +165,7 @@ def size_budgets(plan: Plan, info: ModelInfo, rootdir: Path) -> list[Finding]:
     budgets = plan.marker.budgets(check_sizes)
     if all(value is None for value in budgets.values()):
         return arena
-    runtime = RuntimeIdentity.from_json(info.runtime)  # the worker's reply, JSON from the pipe
+    runtime = info.runtime
     reason = runtime.package.reason if runtime.package is not None else None
     artifact = relative_path(info.artifact, rootdir) if info.artifact else None
     size, unreadable = artifact_size(info.artifact, info.backend)
@@ -201,7 +201,7 @@ def record(test_id: str, plan: Plan, info: ModelInfo, golden: Golden, covered: C
     feeds = compared.first_feeds
     measured = timed or TimedMeasurement()
     size, unreadable = artifact_size(info.artifact, info.backend)
-    runtime = RuntimeIdentity.from_json(info.runtime)  # the worker's reply, JSON from the pipe
+    runtime = info.runtime
     made = Record(
         test=test_id, model=ModelIdentity.of(plan.model.key, info.artifact, rootdir), backend=info.backend,
         runtime=runtime, plugin=PluginIdentity.this(),

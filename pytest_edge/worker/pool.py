@@ -14,6 +14,7 @@ import numpy as np
 from .. import codec
 from ..backends import Coverage, InputShapes, TensorSpec, split_device
 from ..backends.arena import TensorArena
+from ..core.record_blocks import RuntimeIdentity
 from ..errors import BackendCrash, DeviceUnreachable, EdgeUsageError
 from .protocol import Loaded, Request
 from ..devices.kinds import DeviceKind, device_kind
@@ -36,7 +37,7 @@ class ModelInfo:
     artifact: Path
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
-    runtime: dict[str, Any]
+    runtime: RuntimeIdentity  # the Load reply's runtime block, read once
     coverage: Coverage | None
     load_ms: float
     precision: str
@@ -53,7 +54,7 @@ class ModelInfo:
         return cls(key=key, backend=backend, artifact=artifact,
                    inputs=reply.inputs,
                    outputs=reply.outputs,
-                   runtime=reply.runtime, coverage=reply.coverage,
+                   runtime=RuntimeIdentity.from_json(reply.runtime), coverage=reply.coverage,
                    load_ms=reply.load_ms, precision=reply.precision,
                    threads=threads if reply.threads_applied else None, shapes=shapes, device=device,
                    shape_sources=reply.shape_sources, arena=reply.arena)
