@@ -141,7 +141,7 @@ _ADDED_ROW = textwrap.dedent('''
     from pytest_edge import checks
     from pytest_edge.checks import EDGE, EDGE_LLM, Budget, Kept, check_generation, check_memory
     row = Budget("max_widget_ms", checks.parse_ms, "widget time", "ms", {EDGE_LLM: check_generation}, measured=True,
-                 read=checks._at("widget_ms"), hint="5",
+                 read=lambda block: block.unknown.get("widget_ms"), hint="5",
                  kept=Kept((("llm", "widget_ms"),), 99, "llm_widget_seconds", "decoder: widget time", "seconds", 1e-3,
                            shown="widget ms", trend="widget time", trend_unit="ms",
                            readers=(lambda record: record.generation.unknown.get("widget_ms"),)))
@@ -155,10 +155,11 @@ _ADDED_ROW = textwrap.dedent('''
     from pytest_edge.report.html_history import TRENDS
     from pytest_edge.cli.first_tests import first_llm_test_source
     from pytest_edge.core.record import Record
+    from pytest_edge.core.generation_record import GenerationRecord
     from pytest_edge.backends.decoder_search import FoundDecoder
 
     spec = parse_llm_marker((), {"model": "m", "prompts": [[1]], "max_widget_ms": "20ms"})
-    found = check_generation({"widget_ms": 30.0}, spec.budgets(check_generation), "rt")
+    found = check_generation(GenerationRecord(unknown={"widget_ms": 30.0}), spec.budgets(check_generation), "rt")
     record = {"test": "t", "backend": "rt", "model": {"name": "m"}, "llm": {"widget_ms": 30.0}}
     print(json.dumps({
         "llm_keywords": list(BUDGET_KEYWORDS), "edge_keywords": list(EDGE_KEYWORDS),

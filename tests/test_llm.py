@@ -22,7 +22,9 @@ from pytest_edge.backends.decoder_config import LlmConfig
 from pytest_edge.golden.tokens import TokenGolden, TokenGoldenMeta, golden_path, read_golden, write_golden
 from pytest_edge.llm.marker import BUDGET_KEYWORDS, parse_llm_marker
 from pytest_edge.llm.metrics import FirstStepLogits, logits_figures, logits_messages, token_agreement, token_message
-from pytest_edge.core.generation_figures import ContextStop, GenerationProcessFigures
+from pytest_edge.core.generation_figures import (ContextStop, ContextSweep, GenerationFigures, GenerationProcessFigures,
+                                                 TimingPercentiles)
+from pytest_edge.core.generation_record import GenerationRecord
 from pytest_edge.judging.generation import _ended, context_lengths, context_sweep
 from pytest_edge.backends import get_backend
 from pytest_edge.backends.decoder import generate
@@ -77,8 +79,10 @@ def test_kv_cache_estimate_is_the_formula(tokens: int, batch: int) -> None:
 
 
 def test_budget_findings_name_backend_figure_and_budget() -> None:
-    figures = {"ttft_ms": {"p50": 2.0}, "tpot_ms": {"p50": 0.5}, "decode_tokens_per_s": 2000.0,
-               "peak_memory_mb": 40.0, "context": {"longest_stable": 256}}
+    figures = GenerationRecord(
+        measured=GenerationFigures(ttft_ms=TimingPercentiles(2.0, None), tpot_ms=TimingPercentiles(0.5, None),
+                                   decode_tokens_per_s=2000.0, peak_memory_mb=40.0),
+        context=ContextSweep((), 256, None, False))
     generous = {"ttft_ms": 60000, "tpot_ms": 60000, "min_decode_tps": 0.001, "peak_memory_mb": 1e6, "max_context": 64}
     assert check_generation(figures, generous, "executorch") == []
     found = check_generation(figures, {"ttft_ms": 1e-6, "min_decode_tps": 1e9, "max_context": 512,

@@ -10,12 +10,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_edge.checks import check_teacher_forced
+from pytest_edge.core.generation_figures import KlDivergence, TeacherForcedOverall, TokenPosition
 from pytest_edge.errors import EdgeUsageError, GoldenError
 from pytest_edge.golden.tokens import TokenGolden, TokenGoldenMeta, read_golden, write_golden
 from pytest_edge.llm.marker import parse_llm_marker
@@ -109,15 +111,14 @@ def test_budgets_judge_the_overall_figures_and_a_golden_without_distributions_is
     spec = parse_llm_marker((), {"model": "m", "prompts": [[1]], "min_top1_agreement": "95%", "max_kld": 0.01})
     assert (spec.budget("min_top1_agreement"), spec.budget("max_kld")) == (0.95, 0.01)
     budgets = spec.budgets(check_teacher_forced)
-    figures = {"positions": 16, "top1_agreement": 0.875, "first_top1_difference": {"prompt": 1, "position": 3},
-               "kld": {"mean": 0.02, "p99": 0.05, "max": 0.06}, "max_kld_at": {"prompt": 0, "position": 7}}
+    figures = TeacherForcedOverall(16, 0.875, TokenPosition(1, 3), KlDivergence(0.02, 0.05, 0.06), TokenPosition(0, 7))
     messages = [f.message for f in check_teacher_forced(figures, budgets, "llama.cpp")]
     assert messages == [
         "llama.cpp: teacher-forced top-1 agreement 0.875 over 16 positions (first at prompt 1 new token 3) is under "
         "the budget min_top1_agreement=0.95",
         "llama.cpp: teacher-forced mean KL divergence 0.02 over 16 positions (P99 0.05, max 0.06 at prompt 0 new "
         "token 7) exceeds the budget max_kld=0.01"]
-    unkept = {**figures, "kld": None, "not_measured": "not measured: the golden g.npz keeps no log-probabilities"}
+    unkept = replace(figures, kld=None, not_measured="not measured: the golden g.npz keeps no log-probabilities")
     (finding,) = check_teacher_forced(unkept, {"max_kld": 0.01}, "llama.cpp")
     assert finding.value is None and "g.npz keeps no log-probabilities" in finding.message
     for bad in ({"min_top1_agreement": 1.5}, {"max_kld": -1}, {"max_kld": "a lot"}):

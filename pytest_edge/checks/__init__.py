@@ -18,11 +18,12 @@ finding are :mod:`.rows`'."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Protocol
 
 from ..errors import EdgeUsageError
 from ..units import parse_drift, parse_fraction, parse_int, parse_kb, parse_mb, parse_ms, parse_number
 from . import blocks, deployment, timed
+from .blocks import ForcedFigures, GenerationBlock
 from .rows import Budget, Budgets, Check, Finding, Kept, Rows, found
 
 __all__ = ["BUDGET", "BUDGETS", "CONTEXT_BUDGET", "DRIFT_BUDGET", "EDGE", "EDGE_ASR", "EDGE_LLM", "MEMORY_BUDGET",
@@ -101,23 +102,64 @@ def parse_tokens(value: Any, what: str) -> int:
 EDGE, EDGE_LLM, EDGE_ASR = "edge", "edge_llm", "edge_asr"  # the markers a budget belongs to
 
 
-def _at(*path: str) -> Callable[[Any], Any]:
-    """A reader of the figure at ``path`` in a block (None where the block does not hold it)."""
-    def read(block: Any) -> Any:
-        for key in path:
-            block = block.get(key) if isinstance(block, Mapping) else None
-        return block
-    return read
+class Percentiles(Protocol):
+    """A timed figure's percentiles in ms (core.generation_figures.TimingPercentiles)."""
+
+    @property
+    def p50(self) -> float | None: ...
 
 
-def _worst_kld(figures: Mapping[str, Any]) -> str:
-    kld, at = figures["kld"], figures["max_kld_at"]
-    return f" (P99 {kld['p99']:.4g}, max {kld['max']:.4g} at prompt {at['prompt']} new token {at['position']})"
+class MeasuredGeneration(Protocol):
+    """What a decoder's fresh processes measured, as its rows read it (core.generation_figures.
+    GenerationFigures: a layer above the table's, so named here by what is read)."""
+
+    @property
+    def ttft_ms(self) -> Percentiles | None: ...
+    @property
+    def tpot_ms(self) -> Percentiles | None: ...
+    @property
+    def decode_tokens_per_s(self) -> float | None: ...
+    @property
+    def prefill_tokens_per_s(self) -> float | None: ...
+    @property
+    def peak_memory_mb(self) -> float | None: ...
+    @property
+    def load_ms(self) -> float | None: ...
 
 
-def _first_difference(figures: Mapping[str, Any]) -> str:
-    at = figures.get("first_top1_difference")
-    return "" if at is None else f" (first at prompt {at['prompt']} new token {at['position']})"
+class DecoderBlock(GenerationBlock, Protocol):
+    """A decoder's block as the rows of check_generation read it."""
+
+    @property
+    def measured(self) -> MeasuredGeneration | None: ...
+
+
+# How check_generation, check_teacher_forced and check_speech read a row's figure from the typed block
+# they are given (blocks.py's protocols name what they read): None where it was not measured.
+def _measured(read: Callable[[MeasuredGeneration], "float | None"]) -> Callable[[DecoderBlock], "float | None"]:
+    """A figure of a decoder block's measured figures."""
+    return lambda block: read(block.measured) if block.measured is not None else None
+
+
+def _swept(block: GenerationBlock) -> float | None:
+    return block.context.longest_stable if block.context is not None else None
+
+
+def _forced(read: Callable[[ForcedFigures], "float | None"]) -> Callable[[ForcedFigures | None], "float | None"]:
+    """A teacher-forced figure (no figures: not measured)."""
+    return lambda figures: read(figures) if figures is not None else None
+
+
+def _worst_kld(figures: ForcedFigures) -> str:
+    kld, at = figures.kld, figures.max_kld_at
+    if kld is None or at is None:  # the divergence's worst position is written with the divergence
+        return ""
+    return f" (P99 {kld.p99:.4g}, max {kld.maximum:.4g} at prompt {at.prompt} new token {at.position})"
+
+
+def _first_difference(figures: ForcedFigures) -> str:
+    at = figures.first_top1_difference
+    return "" if at is None else f" (first at prompt {at.prompt} new token {at.position})"
 
 
 # Rows other code reads by what they mean: the context sweep runs for the longest-stable-context
@@ -200,53 +242,53 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("max_arena_kb", parse_kb, "tensor arena", "KiB", {EDGE: check_arena}, measured=False),
     # A decoder's timed figures, read from its record's llm block (what check_generation is given).
     Budget("ttft_ms", parse_ms, "TTFT P50", "ms", {EDGE_LLM: check_generation}, measured=True,
-           read=_at("ttft_ms", "p50"),
+           read=_measured(lambda measured: measured.ttft_ms and measured.ttft_ms.p50),
            kept=Kept((("llm", "ttft_ms", "p50"),), 70, "llm_ttft_p50_seconds", "decoder: median time to first token",
                      "seconds", MS, shown="TTFT ms", trend="TTFT P50", trend_unit="ms",
                      readers=(_decoder(lambda measured: measured.ttft_ms and measured.ttft_ms.p50),))),
     Budget("tpot_ms", parse_ms, "TPOT P50", "ms", {EDGE_LLM: check_generation}, measured=True,
-           read=_at("tpot_ms", "p50"),
+           read=_measured(lambda measured: measured.tpot_ms and measured.tpot_ms.p50),
            kept=Kept((("llm", "tpot_ms", "p50"),), 71, "llm_tpot_p50_seconds", "decoder: median time per output token",
                      "seconds", MS, shown="TPOT ms", trend="TPOT P50", trend_unit="ms",
                      readers=(_decoder(lambda measured: measured.tpot_ms and measured.tpot_ms.p50),))),
     Budget("min_decode_tps", parse_number, "decode tokens/s", "tokens/s", {EDGE_LLM: check_generation},
-           measured=True, sense="min", read=_at("decode_tokens_per_s"),
+           measured=True, sense="min", read=_measured(lambda measured: measured.decode_tokens_per_s),
            kept=Kept((("llm", "decode_tokens_per_s"),), 81, "llm_decode_tokens_per_second", "decoder: decode throughput",
                      shown="decode tok/s", fmt=".0f",
                      readers=(_decoder(lambda measured: measured.decode_tokens_per_s),))),
     Budget("min_prefill_tps", parse_number, "prefill tokens/s", "tokens/s", {EDGE_LLM: check_generation},
-           measured=True, sense="min", read=_at("prefill_tokens_per_s"),
+           measured=True, sense="min", read=_measured(lambda measured: measured.prefill_tokens_per_s),
            kept=Kept((("llm", "prefill_tokens_per_s"),), 80, "llm_prefill_tokens_per_second",
                      "decoder: prefill throughput",
                      readers=(_decoder(lambda measured: measured.prefill_tokens_per_s),))),
     # Both markers': a tensor model's from its pipeline, a decoder's from its llm block.
     Budget("peak_memory_mb", parse_mb, "peak memory", "MB", {EDGE: check_memory, EDGE_LLM: check_generation},
-           measured=True, read=_at("peak_memory_mb"),
+           measured=True, read=_measured(lambda measured: measured.peak_memory_mb),
            kept=Kept((("peak_memory_mb",), ("llm", "peak_memory_mb")), 30, "peak_memory_bytes",
                      "peak resident memory of the measuring process", "bytes", MIB, shown="peak MB", fmt=".1f",
                      trend="peak memory", trend_unit="MB",
                      readers=(lambda record: record.peak_memory_mb,
                               _decoder(lambda measured: measured.peak_memory_mb)))),
     Budget("max_load_ms", parse_ms, "load time", "ms", {EDGE: check_load, EDGE_LLM: check_generation}, measured=True,
-           read=_at("load_ms"),
+           read=_measured(lambda measured: measured.load_ms),
            kept=Kept((("load_ms",), ("llm", "load_ms")), 20, "load_seconds", "time to load the model", "seconds", MS,
                      shown="load ms", fmt=".1f",
                      readers=(lambda record: record.load_ms, _decoder(lambda measured: measured.load_ms)))),
     # Teacher-forced over the golden continuation (llama-perplexity --kl-divergence's figures): not timed.
     Budget("min_top1_agreement", parse_fraction, "teacher-forced top-1 agreement", "fraction",
            {EDGE_LLM: check_teacher_forced, EDGE_ASR: check_teacher_forced}, measured=False, sense="min",
-           read=_at("top1_agreement"), detail=_first_difference),
+           read=_forced(lambda figures: figures.top1_agreement), detail=_first_difference),
     Budget("max_kld", parse_number, "teacher-forced mean KL divergence", "nats",
            {EDGE_LLM: check_teacher_forced, EDGE_ASR: check_teacher_forced}, measured=False,
-           read=_at("kld", "mean"), detail=_worst_kld),
+           read=_forced(lambda figures: figures.kld.mean if figures.kld is not None else None), detail=_worst_kld),
     # Measured by the context sweep, which stops at the first length over the peak_memory_mb budget.
     Budget("max_context", parse_tokens, "longest stable context", "tokens", {EDGE_LLM: check_generation},
-           measured=True, sense="min", read=_at("context", "longest_stable")),
+           measured=True, sense="min", read=_swept),
     # A speech export's worst error rates over its audio files (the record's speech block).
     Budget("max_wer", parse_fraction, "word error rate against the reference's transcript", "fraction",
-           {EDGE_ASR: check_speech}, measured=False, read=_at("wer")),
+           {EDGE_ASR: check_speech}, measured=False, read=lambda rates: rates.wer),
     Budget("max_cer", parse_fraction, "character error rate against the reference's transcript", "fraction",
-           {EDGE_ASR: check_speech}, measured=False, read=_at("cer")),
+           {EDGE_ASR: check_speech}, measured=False, read=lambda rates: rates.cer),
 )
 BUDGET = {budget.keyword: budget for budget in BUDGETS}
 

@@ -250,9 +250,8 @@ class LlmChecker:
                                  prompts=tuple(per_prompt), teacher_forced=overall)
         measured: generation.GenerationMeasurement | None = None
         judged: GateResult | None = None
-        # the budgets' checks.Finding, kept on the record as for tensor models (checks reads JSON)
-        findings: list[Finding] = check_teacher_forced(codec.to_json(overall), spec.budgets(check_teacher_forced),
-                                                       target.backend)
+        # the budgets' checks.Finding, kept on the record as for tensor models
+        findings: list[Finding] = check_teacher_forced(overall, spec.budgets(check_teacher_forced), target.backend)
         violations += [finding.message for finding in findings]
         if findings or any(p.last_message is not None for p in obtained):
             self._write_obtained(target, spec, obtained, no_logits, forced, violations, bool(findings))
@@ -267,7 +266,7 @@ class LlmChecker:
             measured, judged, figures, sweep = self._measure(test_id, target, config, prompts[0])
             block = replace(block, measured=figures, context=sweep)
             if not_judged is None:
-                timed = check_generation(block.to_json(), spec.budgets(check_generation), target.backend)
+                timed = check_generation(block, spec.budgets(check_generation), target.backend)
                 findings += timed
                 violations += [finding.message for finding in timed]
             else:

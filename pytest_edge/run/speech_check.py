@@ -98,11 +98,6 @@ class WorkerRecognizer:
         return None if logits is None else np.asarray(logits, np.float32)
 
 
-def _rates(rated: Any) -> dict[str, float | None]:
-    """The error rates check_speech judges, of the record's speech block or of one audio file."""
-    return {"wer": rated.wer, "cer": rated.cer}
-
-
 class SpeechChecker:
     """Session-wide: the recognizers opened in the backends' workers (one per backend, export and
     threads) and the goldens recorded this session."""
@@ -232,17 +227,16 @@ class SpeechChecker:
         if not_forced:  # said, never invented: the budgets on these figures then fail (check_teacher_forced)
             said = f"not measured: {backend} gives no decoder logits ({', '.join(not_forced)})"
             overall = replace(overall, not_measured=said) if overall is not None else NotForced(said)
-        figures = codec.to_json(overall)  # the block's teacher_forced, as the checks read it
         block = SpeechRecord(codec.to_json(recognizer.config), spec.new_tokens,
-                             target.golden_model.key, WORD_PER_ID, files, figures)
-        findings: list[Finding] = check_speech(_rates(block), budgets, backend)
+                             target.golden_model.key, WORD_PER_ID, files, codec.to_json(overall))
+        findings: list[Finding] = check_speech(block, budgets, backend)
         for finding in findings:  # the audio file of the worst figure the finding's row reads
             read = BUDGET[finding.check].read
             assert read is not None
-            worst = max(files, key=lambda f: read(_rates(f)))
+            worst = max(files, key=lambda f: read(f))
             violations.append(f"{finding.message} on {worst.audio}: reference transcript {worst.golden_transcript!r}, "
                               f"got {worst.transcript!r}")
-        tf_findings = check_teacher_forced(figures, budgets, backend)
+        tf_findings = check_teacher_forced(overall, budgets, backend)
         findings += tf_findings
         violations += [finding.message for finding in tf_findings]
         record = Record(
@@ -315,9 +309,30 @@ class SpeechTeacherForced:
 
 @dataclass(frozen=True)
 class NotForced:
-    """``teacher_forced`` where no file could be teacher-forced (a runtime without logits): why, alone."""
+    """``teacher_forced`` where no file could be teacher-forced (a runtime without logits): why, alone.
+    As the checks read teacher-forced figures: none measured (properties, not written)."""
 
     not_measured: str
+
+    @property
+    def positions(self) -> int:
+        return 0
+
+    @property
+    def top1_agreement(self) -> None:
+        return None
+
+    @property
+    def first_top1_difference(self) -> None:
+        return None
+
+    @property
+    def kld(self) -> None:
+        return None
+
+    @property
+    def max_kld_at(self) -> None:
+        return None
 
 
 def _overall(parts: Sequence[TeacherForced], names: Sequence[str]) -> SpeechTeacherForced | None:
