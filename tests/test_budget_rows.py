@@ -37,8 +37,9 @@ _RECORD_KEY = ("the record's peak memory, a JSON key of the report (a record's, 
                "length's, a worker reply's) read by name where the report is read as JSON")
 SPREAD: dict[str, dict[str, str]] = {
     "ttft_ms": {
-        "backends/litert_lm/backend.py": "LiteRT-LM's own counters in the keys RuntimeTimings reads them in "
-                                         "(core.generation_figures): a backend sits below core and cannot name the type",
+        "backends/decoder.py": "a runtime's own counters (RuntimeCounters: llama.cpp's, LiteRT-LM's) in the keys the "
+                               "record's RuntimeTimings (core.generation_figures) writes them in: a backend sits below "
+                               "core and cannot name the type",
     },
     "max_context": {
         # The model's own maximum context (LlmConfig.max_context), not the budget: a homonym.

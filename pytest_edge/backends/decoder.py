@@ -86,10 +86,36 @@ class Decoder(ABC):
     def reset_runtime_timings(self) -> None:
         """Start the runtime's own counters afresh (before the timed generations)."""
 
-    def runtime_timings(self) -> dict | None:
+    def runtime_timings(self) -> "RuntimeCounters | None":
         """The runtime's own timings since the last reset, where it keeps any (llama.cpp's
         ``llama_perf_context``), recorded beside ours; None where it keeps none."""
         return None
+
+
+@dataclass(frozen=True)
+class RuntimeCounters:
+    """A runtime's own counters of one timed generation (llama.cpp's ``llama_perf_context``,
+    LiteRT-LM's ``BenchmarkInfo``), read from the runtime where the decoder gives them
+    (``Decoder.runtime_timings``): prefill's ("prompt eval") and decode's ("eval") milliseconds and
+    tokens, and the runtime's own time to first token where it keeps one. The worker's
+    MeasureGeneration reply carries them in these keys (codec), which core.generation_figures
+    sums into the record's RuntimeTimings."""
+
+    source: str  # which counters: "llama_perf_context"
+    prompt_eval_ms: float
+    prompt_tokens: int
+    eval_ms: float
+    eval_tokens: int
+    ttft_ms: float | None = codec.json_field(default=None, omit=lambda value: value is None)
+
+    @classmethod
+    def summed(cls, counted: Sequence["RuntimeCounters"]) -> "RuntimeCounters":
+        """The counters of ``counted`` (one or more generations, one runtime's) summed, named by the
+        first's source; the runtime's own time to first token where every generation has one."""
+        first_token = [c.ttft_ms for c in counted]
+        return cls(counted[0].source, sum(c.prompt_eval_ms for c in counted), sum(c.prompt_tokens for c in counted),
+                   sum(c.eval_ms for c in counted), sum(c.eval_tokens for c in counted),
+                   sum(t for t in first_token if t is not None) if None not in first_token else None)
 
 
 def not_a_decoder(path: Path, backend: str, expected: str, found: str) -> BackendError:

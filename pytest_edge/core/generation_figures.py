@@ -9,7 +9,6 @@ llm and run layers build these, the record holds them.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Mapping, Sequence
 
 from ..codec import json_field
 from ..measurement.stats import MeanSd  # a figure's mean and sd over the generations (MeanSd.of)
@@ -147,16 +146,6 @@ class RuntimeTimings:
     prompt_tokens_per_s: float | None = None
     eval_tokens_per_s: float | None = None
     per_generation: RuntimePerGeneration | None = None
-
-
-def summed_counters(counted: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """A runtime's own counters of each generation (in :class:`RuntimeTimings`' keys, as the worker
-    carries them) summed: prefill's and decode's milliseconds and tokens, and the runtime's own time
-    to first token where every generation has one."""
-    total = {key: sum(c[key] for c in counted) for key in ("prompt_eval_ms", "prompt_tokens", "eval_ms", "eval_tokens")}
-    if all("ttft_ms" in c for c in counted):  # a runtime that keeps its own time to first token
-        total["ttft_ms"] = sum(c["ttft_ms"] for c in counted)
-    return total
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .. import codec
+from ..backends.decoder import RuntimeCounters
 from ..backends.decoder_config import LlmConfig, read_config
 from ..core.generation_figures import (ContextLength, ContextStop, ContextSweep, CountedShare, GenerationProcessFigures,
-                                       MeanSd, RuntimePerGeneration, RuntimeTimings, summed_counters)
+                                       MeanSd, RuntimePerGeneration, RuntimeTimings)
 from ..core.models import Model
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
@@ -124,8 +125,7 @@ def _process_figures(times: GenerationTimes) -> GenerationProcessFigures:
         probe_us=times.probe_us if probed else None, fastest_ms=min(times.generation_s) * 1000.0 if probed else None)
 
 
-# The worker's per-generation counters are JSON as the pipe carries them (worker.protocol.GenerationTimes).
-def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any] | None] | None],
+def _runtime_timings(per_process: Sequence[Sequence[RuntimeCounters | None] | None],
                      ours: Sequence[tuple[Sequence[float], Sequence[float]]] = ()) -> RuntimeTimings | None:
     """The runtime's own counters (llama.cpp's llama_perf_context), read per timed generation: summed
     over every process's generations, with the tokens per second the sums give, and per generation
@@ -136,22 +136,27 @@ def _runtime_timings(per_process: Sequence[Sequence[dict[str, Any] | None] | Non
     found = [t for process in per_process if process for t in process if t]
     if not found:
         return None
-    shares: dict[str, list[float]] = {"prefill": [], "decode": []}
+    prefill_shares: list[float] = []
+    decode_shares: list[float] = []
     for process, (ttft_s, decode_s) in zip(per_process, ours):
         for counted, ttft, decode in zip(process or [], ttft_s, decode_s):
             if counted and ttft > 0 and decode > 0:
-                shares["prefill"].append(counted["prompt_eval_ms"] / 1000 / ttft)
-                shares["decode"].append(counted["eval_ms"] / 1000 / decode)
-    total = summed_counters(found)
-    prefill = [t["prompt_tokens"] / t["prompt_eval_ms"] * 1000 for t in found if t["prompt_eval_ms"] > 0]
-    decode = [t["eval_tokens"] / t["eval_ms"] * 1000 for t in found if t["eval_ms"] > 0]
-    counted = {key: float(np.median(v)) if v else None for key, v in shares.items()}
+                prefill_shares.append(counted.prompt_eval_ms / 1000 / ttft)
+                decode_shares.append(counted.eval_ms / 1000 / decode)
+    total = RuntimeCounters.summed(found)
+    prefill = [t.prompt_tokens / t.prompt_eval_ms * 1000 for t in found if t.prompt_eval_ms > 0]
+    decode = [t.eval_tokens / t.eval_ms * 1000 for t in found if t.eval_ms > 0]
     return RuntimeTimings(
-        source=found[0]["source"], **total,
-        prompt_tokens_per_s=total["prompt_tokens"] / total["prompt_eval_ms"] * 1000 if total["prompt_eval_ms"] else None,
-        eval_tokens_per_s=total["eval_tokens"] / total["eval_ms"] * 1000 if total["eval_ms"] else None,
+        source=total.source, prompt_eval_ms=total.prompt_eval_ms, prompt_tokens=total.prompt_tokens,
+        eval_ms=total.eval_ms, eval_tokens=total.eval_tokens, ttft_ms=total.ttft_ms,
+        prompt_tokens_per_s=total.prompt_tokens / total.prompt_eval_ms * 1000 if total.prompt_eval_ms else None,
+        eval_tokens_per_s=total.eval_tokens / total.eval_ms * 1000 if total.eval_ms else None,
         per_generation=RuntimePerGeneration(len(found), MeanSd.of(prefill), MeanSd.of(decode),
-                                            CountedShare(counted["prefill"], counted["decode"])))
+                                            CountedShare(_median(prefill_shares), _median(decode_shares))))
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return float(np.median(values)) if values else None
 
 
 def twin_config(twin: Path, fallback: LlmConfig) -> LlmConfig:

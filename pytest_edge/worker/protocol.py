@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import codec
 from ..backends.arena import TensorArena
+from ..backends.decoder import RuntimeCounters
 from ..backends.tensors import Coverage, TensorSpec
 from .requests import (GENERATION_TIME_CAP_S, REQUESTS, ZYGOTE_REQUESTS, CalibrationSet, Count, Exit, ForceSpeech,
                        Fork, Generate, Has, KillProcess, LimitAddressSpace, Load, Measure, MeasureGeneration, OpenSpeech, Ping,
@@ -105,7 +106,7 @@ class GenerationTimes:
     peak_memory_mb: float | None
     steady_memory_mb: float | None
     probe_us: float | None
-    runtime_timings: list[dict[str, Any] | None] | None = None  # a runtime's own counters, as it names them
+    runtime_timings: list[RuntimeCounters | None] | None = None  # a runtime's own counters (Decoder.runtime_timings)
 
 
 @dataclass

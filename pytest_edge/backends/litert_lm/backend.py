@@ -24,7 +24,7 @@ import numpy as np
 from ...errors import BackendError, EdgeUsageError
 from ...files import sha256_file, user_cache
 from ..base import Backend
-from ..decoder import Decoder, DecoderRuntime, Generation
+from ..decoder import Decoder, DecoderRuntime, Generation, RuntimeCounters
 
 BACKEND = "litert-lm"
 WHY_NO_LOGITS = "LiteRT-LM's Session takes text and returns text: it exposes no logits"
@@ -191,7 +191,7 @@ class LiteRtLmDecoder(Decoder):
     def reset_runtime_timings(self) -> None:
         self._timings = []
 
-    def runtime_timings(self) -> dict | None:
+    def runtime_timings(self) -> RuntimeCounters | None:
         """LiteRT-LM's own ``BenchmarkInfo`` of the generations since the last reset, in the keys
         llama.cpp's counters are recorded in (milliseconds and tokens of prefill and of decode), with
         its own time to first token."""
@@ -199,14 +199,14 @@ class LiteRtLmDecoder(Decoder):
             return None
         prompt_tokens = sum(t.last_prefill_token_count for t in self._timings)
         eval_tokens = sum(t.last_decode_token_count for t in self._timings)
-        return {"source": "litert_lm BenchmarkInfo",
-                "prompt_eval_ms": sum(t.last_prefill_token_count / t.last_prefill_tokens_per_second * 1000
-                                      for t in self._timings if t.last_prefill_tokens_per_second),
-                "prompt_tokens": prompt_tokens,
-                "eval_ms": sum(t.last_decode_token_count / t.last_decode_tokens_per_second * 1000
-                               for t in self._timings if t.last_decode_tokens_per_second),
-                "eval_tokens": eval_tokens,
-                "ttft_ms": sum(t.time_to_first_token_in_second * 1000 for t in self._timings)}
+        return RuntimeCounters("litert_lm BenchmarkInfo",
+                               prompt_eval_ms=sum(t.last_prefill_token_count / t.last_prefill_tokens_per_second * 1000
+                                                  for t in self._timings if t.last_prefill_tokens_per_second),
+                               prompt_tokens=prompt_tokens,
+                               eval_ms=sum(t.last_decode_token_count / t.last_decode_tokens_per_second * 1000
+                                           for t in self._timings if t.last_decode_tokens_per_second),
+                               eval_tokens=eval_tokens,
+                               ttft_ms=sum(t.time_to_first_token_in_second * 1000 for t in self._timings))
 
 
 class LiteRtLmDecoders(DecoderRuntime):

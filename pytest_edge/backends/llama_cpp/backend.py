@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import BackendError
 from ..base import Backend
-from ..decoder import Decoder, DecoderRuntime
+from ..decoder import Decoder, DecoderRuntime, RuntimeCounters
 from .gguf import split_shards
 
 
@@ -56,13 +56,13 @@ class LlamaCppDecoder(Decoder):
     def reset_runtime_timings(self) -> None:
         self.llama_cpp.llama_perf_context_reset(self.model.ctx)
 
-    def runtime_timings(self) -> dict:
+    def runtime_timings(self) -> RuntimeCounters:
         """llama.cpp's own counters (``llama_perf_context``, what ``llama_perf_context_print`` and
         llama-bench report): prompt evaluation (batches of more than one token) and evaluation (one
         token at a time), their milliseconds and token counts."""
         perf = self.llama_cpp.llama_perf_context(self.model.ctx)
-        return {"source": "llama_perf_context", "prompt_eval_ms": perf.t_p_eval_ms, "prompt_tokens": perf.n_p_eval,
-                "eval_ms": perf.t_eval_ms, "eval_tokens": perf.n_eval}
+        return RuntimeCounters("llama_perf_context", prompt_eval_ms=perf.t_p_eval_ms, prompt_tokens=perf.n_p_eval,
+                               eval_ms=perf.t_eval_ms, eval_tokens=perf.n_eval)
 
     def _decode(self, batch: Any, count: int) -> None:
         code = self._llama_decode(self._ctx, batch)
