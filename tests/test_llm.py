@@ -639,10 +639,11 @@ def test_a_decoders_part_of_the_record_is_typed_and_reads_back_as_written() -> N
     worker's records, a stored baseline) to the same record and the same JSON."""
     from pytest_edge.core.generation_figures import (ContextSweep, GenerationFigures, PromptResult,
                                                      TeacherForcedOverall, TimingPercentiles)
+    from pytest_edge.core.generation_record import RecordLlmConfig
     from pytest_edge.core.record import NOT_MEASURED, GenerationRecord, Record
 
     generation = GenerationRecord(
-        config={"vocab_size": 8}, new_tokens=3, kv_cache="positions",
+        config=RecordLlmConfig(vocab_size=8), new_tokens=3, kv_cache="positions",
         prompts=(PromptResult(2, (1,), (1,), 1.0, None, 0.0, 1.0),),
         teacher_forced=TeacherForcedOverall(1, 1.0, None, None),
         measured=GenerationFigures(ttft_ms=TimingPercentiles(1.5, 2.0), load_ms=4.0),

@@ -28,7 +28,7 @@ def decoder(backend: str = "llama.cpp", test: str = "test_short", *, new_tokens:
     figures = replace(figures, load_ms=20.0, peak_memory_mb=6.0, kv_cache_estimate_mb=0.0075)
     context = ContextSweep(tuple(ContextLength(n, "ok", 5.0 + n / 64, n / 2048) for n in (64, 128, 256)), 256, None,
                            False) if swept else None
-    block = GenerationRecord(config={}, new_tokens=new_tokens, kv_cache="runtime", measured=figures, context=context)
+    block = GenerationRecord(new_tokens=new_tokens, kv_cache="runtime", measured=figures, context=context)
     record = Record(f"tests/test_llm.py::{test}[tiny_llm-{backend}]", {"name": "tiny_llm"}, backend,
                     accuracy={"token_agreement": 1.0}, generation=block, checked=True)
     return Record.from_json(record.conclude([]).to_json())  # as the report holds it, read back

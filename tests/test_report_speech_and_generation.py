@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_edge.core.generation_figures import ContextLength, ContextStop, ContextSweep, GenerationProcessFigures
+from pytest_edge.core.generation_record import RecordLlmConfig
 from pytest_edge.core.record import GenerationRecord, Record, SpeechFile, SpeechRecord, SpeechWindow, Verdict
 from pytest_edge.llm.metrics import timing_figures
 from pytest_edge.report import generation, speech
@@ -40,7 +41,7 @@ def decoder_record(backend: str = "onnxruntime-genai", test: str = "test_short",
         points = tuple(ContextLength(n, "ok" if stable else "killed", 5.0 + n / 64, n / 2048) for n in swept)
         context = ContextSweep(points, max(swept) if stable and swept else None,
                                None if stable else ContextStop(swept[0], "killed"), not stable)
-    block = GenerationRecord(config={"vocab_size": 32, "n_layers": 2}, new_tokens=new_tokens, kv_cache="runtime",
+    block = GenerationRecord(config=RecordLlmConfig(vocab_size=32, n_layers=2), new_tokens=new_tokens, kv_cache="runtime",
                              measured=figures, context=context)
     record = Record(f"tests/test_llm.py::{test}[{model}-{backend}]",
                     {"name": model, "artifact": f"models/{model}.onnx", "sha256": "1" * 64}, backend,
@@ -52,7 +53,7 @@ def decoder_record(backend: str = "onnxruntime-genai", test: str = "test_short",
 
 def unmeasured_decoder_record() -> Record:
     """A decoder checked for its tokens only (no measurement asked): a block with no timed figures."""
-    block = GenerationRecord(config={}, new_tokens=3, kv_cache="runtime")
+    block = GenerationRecord(new_tokens=3, kv_cache="runtime")
     record = Record("tests/test_llm.py::test_tokens[tiny_llm-llama.cpp]", {"name": "tiny_llm"}, "llama.cpp",
                     accuracy={"token_agreement": 1.0}, generation=block, checked=True)
     return Record.from_json(record.conclude([]).to_json())

@@ -59,7 +59,7 @@ def decoder_record(tpot_p50: float | None = 2.5) -> Record:
                                  tpot_ms=TimingPercentiles(tpot_p50, tpot_p50),
                                  decode_tokens_per_s=400.0 if tpot_p50 else None,
                                  decode_tokens_per_s_sd=3.2 if tpot_p50 else None)
-    block = GenerationRecord(config={}, new_tokens=3 if tpot_p50 else 1, kv_cache="runtime", measured=measured)
+    block = GenerationRecord(new_tokens=3 if tpot_p50 else 1, kv_cache="runtime", measured=measured)
     return Record("tests/test_llm.py::test_short[tiny_llm-llama.cpp]", {"name": "tiny_llm"}, "llama.cpp",
                   accuracy={"token_agreement": 1.0}, generation=block, checked=True).conclude([])
 

@@ -3,12 +3,50 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .. import codec
 from .generation_figures import (GENERATION_FIGURE_KEYS, ContextSweep, GenerationFigures, PromptResult,
                                  TeacherForcedOverall)
 from .verdicts import TimingNotJudged
+
+if TYPE_CHECKING:
+    from ..backends.decoder_config import LlmConfig
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+def _kept() -> Any:
+    """A key of the configuration, written where the report has it (None: not in the block)."""
+    return codec.json_field(default=None, omit=_absent)
+
+
+@codec.layout(rest="unknown", lenient=True)
+@dataclass(frozen=True)
+class RecordLlmConfig:
+    """backends.decoder_config.LlmConfig as the record keeps it (the ``llm`` block's ``config``), in
+    its keys and order. A stored report's is read leniently: a key an older version did not write is
+    None and is not written back, a key of another version is kept (``unknown``) and written after."""
+
+    vocab_size: int | None = _kept()
+    n_layers: int | None = _kept()
+    n_heads: int | None = _kept()
+    n_kv_heads: int | None = _kept()
+    head_dim: int | None = _kept()
+    max_context: int | None = _kept()
+    dtype: str | None = _kept()  # of the KV cache
+    source: str | None = _kept()  # the file it was read from
+    sliding_window: int | None = _kept()
+    sliding_layers: tuple[int, ...] | None = _kept()
+    sliding_cache: int | None = _kept()
+    unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, as its JSON holds them
+
+    @classmethod
+    def of(cls, config: "LlmConfig") -> "RecordLlmConfig":
+        """The configuration a decoder was checked with, as the record keeps it: every key."""
+        return codec.from_json(cls, codec.to_json(config), "a decoder's configuration")
 
 # The keys of a decoder's block before its measured figures (its spec and accuracy as run).
 _GENERATION_RUN = ("config", "new_tokens", "kv_cache", "prompts", "teacher_forced")
@@ -25,8 +63,7 @@ class GenerationRecord:
     The keys of another version's block that this one does not know are kept (``unknown``) and
     written back after the others."""
 
-    # backends.decoder_config.LlmConfig as the report keeps it: an older report's may lack keys.
-    config: dict[str, Any] = field(default_factory=dict)
+    config: RecordLlmConfig = field(default_factory=RecordLlmConfig)
     new_tokens: int = 0
     kv_cache: str | None = None  # how the runtime keeps the cache, in words
     prompts: tuple[PromptResult, ...] = ()

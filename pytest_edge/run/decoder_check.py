@@ -42,6 +42,7 @@ from ..core.models import Model, ModelKeys
 from .pipeline import gate_into
 from ..core.generation_figures import (ContextSweep, GenerationFigures, PromptResult, TeacherForcedOverall,
                                        TokenPosition)
+from ..core.generation_record import RecordLlmConfig
 from ..core.record import NOT_MEASURED, GenerationRecord, Record, timing_not_judged
 from ..core.record_accuracy import DecoderAccuracy
 from ..core.record_blocks import DeviceRun, InputTensor, PluginIdentity, RuntimeIdentity
@@ -246,7 +247,7 @@ class LlmChecker:
         overall = _overall(forced, unkept) if no_logits is None else TeacherForcedOverall(
             positions=0, top1_agreement=None, first_top1_difference=None, kld=None,
             not_measured=f"not measured on {target.backend}: {no_logits}")
-        block = GenerationRecord(config=dict(config.__dict__), new_tokens=spec.new_tokens, kv_cache=decoders.kv_cache,
+        block = GenerationRecord(config=RecordLlmConfig.of(config), new_tokens=spec.new_tokens, kv_cache=decoders.kv_cache,
                                  prompts=tuple(per_prompt), teacher_forced=overall)
         measured: generation.GenerationMeasurement | None = None
         judged: GateResult | None = None
