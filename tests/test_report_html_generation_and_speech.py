@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from pytest_edge.core.generation_figures import ContextLength, ContextSweep
 from pytest_edge.core.record import GenerationRecord, Record, SpeechFile, SpeechRecord, SpeechWindow
+from pytest_edge.core.speech_record import RecordSpeechConfig
 from pytest_edge.llm.metrics import timing_figures
 from pytest_edge.report.generation import HEADERS as GENERATION_HEADERS
 from pytest_edge.report.html_generation import generation_charts, generation_section
@@ -35,7 +36,7 @@ def decoder(backend: str = "llama.cpp", test: str = "test_short", *, new_tokens:
 
 
 def speech(backend: str = "whisper.cpp", files: list[SpeechFile] | None = None, test: str = "test_asr") -> Record:
-    block = SpeechRecord(config={}, new_tokens=32, reference="onnxruntime-cpu", transcript_decoding="tokenizer",
+    block = SpeechRecord(config=RecordSpeechConfig(), new_tokens=32, reference="onnxruntime-cpu", transcript_decoding="tokenizer",
                          files=files if files is not None else [audio_file()])
     record = Record(f"tests/test_speech.py::{test}[whisper-{backend}]", {"name": "whisper"}, backend, accuracy={},
                     speech=block, checked=True)

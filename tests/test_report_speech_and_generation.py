@@ -11,6 +11,7 @@ import pytest
 
 from pytest_edge.core.generation_figures import ContextLength, ContextStop, ContextSweep, GenerationProcessFigures
 from pytest_edge.core.generation_record import RecordLlmConfig
+from pytest_edge.core.speech_record import RecordSpeechConfig
 from pytest_edge.core.record import GenerationRecord, Record, SpeechFile, SpeechRecord, SpeechWindow, Verdict
 from pytest_edge.llm.metrics import timing_figures
 from pytest_edge.report import generation, speech
@@ -163,7 +164,7 @@ def test_generation_lines_of_a_decoder_with_one_new_token_or_no_stable_context()
 
 def speech_record(backend: str = "whisper.cpp", test: str = "test_asr", *, files: list[SpeechFile] | None = None,
                   model: str = "whisper-tiny", verdict_violations: tuple[str, ...] = ()) -> Record:
-    block = SpeechRecord(config={"language": "en"}, new_tokens=32, reference="onnxruntime-cpu",
+    block = SpeechRecord(config=RecordSpeechConfig(unknown={"language": "en"}), new_tokens=32, reference="onnxruntime-cpu",
                          transcript_decoding="tokenizer", files=files if files is not None else [speech_file()])
     record = Record(f"tests/test_speech.py::{test}[{model}-{backend}]", {"name": model, "artifact": None, "sha256": None},
                     backend, accuracy={"reference": "onnxruntime-cpu"}, speech=block, checked=True)

@@ -2,10 +2,113 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import codec
+from .generation_figures import KlDivergence  # record.py imports it first (generation_record): no import cost
+
+if TYPE_CHECKING:
+    from ..backends.speech import SpeechConfig
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+def _kept() -> Any:
+    """A key of the configuration, written where the report has it (None: not in the block)."""
+    return codec.json_field(default=None, omit=_absent)
+
+
+@codec.layout(rest="unknown", lenient=True)
+@dataclass(frozen=True)
+class RecordSpeechConfig:
+    """backends.speech.SpeechConfig as the record keeps it (the ``speech`` block's ``config``), in its
+    keys and order. A stored report's is read leniently: a key an older version did not write is None
+    and is not written back, a key of another version is kept (``unknown``) and written after."""
+
+    vocab_size: int | None = _kept()
+    num_mel_bins: int | None = _kept()
+    decoder_start_token_id: int | None = _kept()
+    eos_token_id: int | None = _kept()
+    forced: tuple[int, ...] | None = _kept()
+    suppress_tokens: tuple[int, ...] | None = _kept()
+    begin_suppress_tokens: tuple[int, ...] | None = _kept()
+    max_target_positions: int | None = _kept()
+    features: dict[str, int] | None = _kept()  # backends.speech_features.FeatureConfig's parameters, by name
+    unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, as its JSON holds them
+
+    @classmethod
+    def of(cls, config: "SpeechConfig") -> "RecordSpeechConfig":
+        """The configuration a speech export was checked with, as the record keeps it: every key."""
+        return codec.from_json(cls, codec.to_json(config), "a speech export's configuration")
+
+
+@dataclass(frozen=True)
+class FilePosition:
+    """Where a teacher-forced figure lies over every audio file: the file (or its window) by name, as
+    ``prompt`` (the decoders' word), and the new token."""
+
+    prompt: str
+    position: int
+
+
+@codec.layout(rest="unknown", lenient=True)
+@dataclass(frozen=True)
+class SpeechTeacherForced:
+    """The speech block's ``teacher_forced``: a decoder's figures (core.generation_figures'
+    TeacherForcedFigures) over every audio file's positions, the first top-1 difference and the
+    worst KL divergence named by file; ``not_measured`` why a figure is missing. A stored report's
+    is read leniently (a figure that does not fit: not measured; another version's keys kept)."""
+
+    positions: int = 0
+    top1_agreement: float | None = None
+    first_top1_difference: FilePosition | None = None
+    kld: KlDivergence | None = None
+    max_kld_at: FilePosition | None = codec.json_field(default=None, omit=_absent)  # with the KL divergence only
+    golden_rest_mass_max: float | None = codec.json_field(default=None, omit=_absent)
+    not_measured: str | None = codec.json_field(default=None, omit=_absent)
+    unknown: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NotForced:
+    """``teacher_forced`` where no file could be teacher-forced (a runtime without logits): why, alone.
+    As the checks read teacher-forced figures: none measured (properties, not written)."""
+
+    not_measured: str
+
+    @property
+    def positions(self) -> int:
+        return 0
+
+    @property
+    def top1_agreement(self) -> None:
+        return None
+
+    @property
+    def first_top1_difference(self) -> None:
+        return None
+
+    @property
+    def kld(self) -> None:
+        return None
+
+    @property
+    def max_kld_at(self) -> None:
+        return None
+
+
+def _read_teacher_forced(data: Any) -> "SpeechTeacherForced | NotForced | None":
+    """A stored block's ``teacher_forced``: none, the reason alone (no positions: no file was
+    teacher-forced), or the figures."""
+    if data is None:
+        return None
+    if isinstance(data, Mapping) and "positions" not in data and isinstance(data.get("not_measured"), str):
+        return NotForced(data["not_measured"])
+    return codec.from_json(SpeechTeacherForced, data, "teacher_forced")
 
 @dataclass(frozen=True)
 class SpeechWindow:
@@ -61,13 +164,13 @@ class SpeechRecord:
     export's decoding configuration, the new tokens, who made the golden, each audio file's
     figures, and the worst WER/CER and real-time factor over them (run.speech_check)."""
 
-    config: dict[str, Any]  # codec.to_json(backends.speech.SpeechConfig), as the report keeps it
+    config: RecordSpeechConfig
     new_tokens: int
     reference: str
     transcript_decoding: str  # how token ids became words (a tokenizer, or one word per id)
     files: list[SpeechFile] = field(default_factory=list)
     # Teacher-forced over the golden's tokens, every file's positions (top-1 agreement, KL divergence).
-    teacher_forced: dict[str, Any] | None = None  # llm.metrics.TeacherForced.to_json(): a summary, not read back
+    teacher_forced: SpeechTeacherForced | NotForced | None = codec.json_field(default=None, decode=_read_teacher_forced)
 
     @property
     def wer(self) -> float | None:

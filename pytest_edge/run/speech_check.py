@@ -22,7 +22,7 @@ the rates' meaning is the same: how much of the reference's transcript changed).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -32,9 +32,9 @@ import numpy as np
 from ..backends.speech import Recognizer, mask_suppressed
 from ..backends.speech_features import AudioError, read_wav
 from ..checks import BUDGET, Finding, check_speech, check_teacher_forced
-from ..core.generation_figures import KlDivergence
 from ..core.models import Model
 from ..core.record import Record, SpeechFile, SpeechRecord, SpeechWindow
+from ..core.speech_record import FilePosition, NotForced, RecordSpeechConfig, SpeechTeacherForced
 from ..core.record_accuracy import SpeechAccuracy
 from ..core.record_blocks import AudioInput, ModelIdentity, PluginIdentity
 from ..core.settings import Settings
@@ -227,8 +227,8 @@ class SpeechChecker:
         if not_forced:  # said, never invented: the budgets on these figures then fail (check_teacher_forced)
             said = f"not measured: {backend} gives no decoder logits ({', '.join(not_forced)})"
             overall = replace(overall, not_measured=said) if overall is not None else NotForced(said)
-        block = SpeechRecord(codec.to_json(recognizer.config), spec.new_tokens,
-                             target.golden_model.key, WORD_PER_ID, files, codec.to_json(overall))
+        block = SpeechRecord(RecordSpeechConfig.of(recognizer.config), spec.new_tokens,
+                             target.golden_model.key, WORD_PER_ID, files, overall)
         findings: list[Finding] = check_speech(block, budgets, backend)
         for finding in findings:  # the audio file of the worst figure the finding's row reads
             read = BUDGET[finding.check].read
@@ -277,62 +277,6 @@ def _file(name: str, runs: Sequence[Transcription], expected: list[int], got: li
                       runs[0].first_token_ms, after / decode_s if after > 0 and decode_s > 0 else None, summed, parts,
                       peak_memory_mb=max(peaks) if (peaks := [r.peak_memory_mb for r in runs if r.peak_memory_mb is not None])
                       else None)
-
-
-def _absent(value: object) -> bool:
-    return value is None
-
-
-@dataclass(frozen=True)
-class FilePosition:
-    """Where a teacher-forced figure lies over every audio file: the file (or its window) by name, as
-    ``prompt`` (the decoders' word), and the new token."""
-
-    prompt: str
-    position: int
-
-
-@dataclass(frozen=True)
-class SpeechTeacherForced:
-    """The speech block's ``teacher_forced``: a decoder's figures (core.generation_figures'
-    TeacherForcedFigures) over every audio file's positions, the first top-1 difference and the
-    worst KL divergence named by file; ``not_measured`` why a figure is missing."""
-
-    positions: int
-    top1_agreement: float
-    first_top1_difference: FilePosition | None
-    kld: KlDivergence | None
-    max_kld_at: FilePosition | None = codec.json_field(default=None, omit=_absent)  # with the KL divergence only
-    golden_rest_mass_max: float | None = codec.json_field(default=None, omit=_absent)
-    not_measured: str | None = codec.json_field(default=None, omit=_absent)
-
-
-@dataclass(frozen=True)
-class NotForced:
-    """``teacher_forced`` where no file could be teacher-forced (a runtime without logits): why, alone.
-    As the checks read teacher-forced figures: none measured (properties, not written)."""
-
-    not_measured: str
-
-    @property
-    def positions(self) -> int:
-        return 0
-
-    @property
-    def top1_agreement(self) -> None:
-        return None
-
-    @property
-    def first_top1_difference(self) -> None:
-        return None
-
-    @property
-    def kld(self) -> None:
-        return None
-
-    @property
-    def max_kld_at(self) -> None:
-        return None
 
 
 def _overall(parts: Sequence[TeacherForced], names: Sequence[str]) -> SpeechTeacherForced | None:
