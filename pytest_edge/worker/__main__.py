@@ -8,7 +8,7 @@ import os
 import sys
 
 from .frames import Channel
-from .server import die_with_parent, serve, serve_stdio
+from .process import die_with_parent, serve, serve_stdio
 
 if sys.argv[1:2] == ["--zygote"]:
     import socket

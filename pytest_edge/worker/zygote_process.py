@@ -25,21 +25,21 @@ from .zygote import MESSAGE_BYTES, _message, thread_count
 def _child(control: socket.socket, backend_name: str, connection_fd: int, log_fd: int, zygote_pid: int,
            resident: list[tuple[int, int]], source: str | None = None) -> None:
     """In the forked child: a worker of its own, then exit without running the zygote's code."""
-    from . import server
+    from . import process, server
     from .frames import Channel
 
     code = 0
     try:
         control.close()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        server.die_with_parent(zygote_pid)
+        process.die_with_parent(zygote_pid)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.close(log_fd)
         populate(resident)
         server.PROCESS_START = "forked"
         connection = Channel(connection_fd)
-        server.serve(connection, connection, backend_name, source=source)
+        process.serve(connection, connection, backend_name, source=source)
     except BaseException:  # noqa: BLE001 - printed to the worker's log, which a crash message quotes
         traceback.print_exc()
         code = 1
@@ -64,7 +64,7 @@ def serve_zygote(control: socket.socket, backend_name: str, source: str | None =
     """Import the runtime, say hello, then fork a worker per request until the host says exit or
     goes away; the children still running then are killed."""
     from ..backends import get_backend
-    from .server import die_with_parent
+    from .process import die_with_parent
 
     die_with_parent()
     start = time.perf_counter()
