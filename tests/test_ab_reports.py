@@ -16,6 +16,7 @@ from pytest_edge.report.html import render_html
 from pytest_edge.core.record import Record
 from pytest_edge.report import Report, build_report
 from pytest_edge.report.markdown import markdown_summary
+from pytest_edge.measurement.machine import Machine
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -47,7 +48,7 @@ def _record(p50: float, twin_p50: float | None, failed: tuple[str, ...] = (), pe
 
 
 def _report(*records: dict[str, Any]) -> Report:
-    return build_report([Record.from_json(r) for r in records], {"cpu": "Test CPU", "cores": 2})
+    return build_report([Record.from_json(r) for r in records], Machine(cpu="Test CPU", cores=2))
 
 
 def test_twins_become_the_pages_baseline() -> None:

@@ -35,6 +35,7 @@ from pytest_edge.core.record import NOT_JUDGED, Record
 from pytest_edge.report import SCHEMA as REPORT_SCHEMA
 from pytest_edge.report import build_report, load_report, merge_reports, write_report
 from pytest_edge.worker import BackendWorker
+from pytest_edge.measurement.machine import Machine
 
 from edge_helpers import FIXTURES, golden_meta, record
 
@@ -494,7 +495,7 @@ def test_reports_the_plugin_writes_are_accepted(tmp_path: Path) -> None:
                          measured_runs=None, warmup_runs=None)
     gated = _record(verdict="failed", timing_not_judged=NOT_JUDGED.reason,
                     baseline_check={"mode": "stored", "verdict": "accepted", "findings": [{"verdict": "accepted"}]})
-    report = build_report([Record.from_json(r) for r in (_record(), unmeasured, _skipped(), gated)], {"cpu": "x86"})
+    report = build_report([Record.from_json(r) for r in (_record(), unmeasured, _skipped(), gated)], Machine(cpu="x86"))
     write_report(tmp_path / "r.json", report)
     assert len(load_report(tmp_path / "r.json").records) == 4
     write_report(tmp_path / "merged.json", merge_reports([report, report]))
@@ -542,7 +543,7 @@ def test_reports_that_are_no_report(tmp_path: Path, content: str, detail: str) -
 ])
 def test_report_records_of_the_wrong_shape(tmp_path: Path, record: dict, detail: str) -> None:
     path = tmp_path / "new.json"
-    path.write_text(json.dumps(build_report([], {}).to_json() | {"records": [_skipped(), record]}))
+    path.write_text(json.dumps(build_report([], Machine()).to_json() | {"records": [_skipped(), record]}))
     with pytest.raises(ValueError) as error:
         load_report(path)
     assert str(path) in str(error.value) and "record 1" in str(error.value) and detail in str(error.value), \

@@ -13,6 +13,7 @@ from edge_helpers import record, run_cli
 
 from pytest_edge import codec
 from pytest_edge.report import build_report, load_report
+from pytest_edge.measurement.machine import Machine
 
 POWER = {"tool": "linux-sysfs", "initial": {"temperature_c": {"cpu": 41.0}, "cpu_mhz": {"mean": 2400.0}},
          "steady": {"temperature_c": {"cpu": 55.5}, "power_w": {"rapl package-0": 12.5}}, "reason": None}
@@ -25,7 +26,7 @@ def _new(**fields: Any) -> dict[str, Any]:
 
 def _write(path: Path, *records: dict[str, Any]) -> Path:
     # A report file's JSON with these records as they are (some of a shape no Record holds).
-    path.write_text(json.dumps({**build_report([], {"cpu": "x86"}).to_json(), "records": list(records)}))
+    path.write_text(json.dumps({**build_report([], Machine(cpu="x86")).to_json(), "records": list(records)}))
     return path
 
 

@@ -24,6 +24,7 @@ from pytest_edge.report import Report, build_report, format_table, merge_reports
 from pytest_edge.report.changes import FigureChange, figure_changes
 from pytest_edge.report.html import render_html
 from pytest_edge.report.markdown import markdown_summary
+from pytest_edge.measurement.machine import Machine
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -60,8 +61,8 @@ def skipped_for(model: str, backend: str, suffix: str) -> dict[str, Any]:
 
 def report_of(*records: dict[str, Any], name: str | None = None) -> dict[str, Any]:
     """The JSON of a report of ``records`` (a report file's)."""
-    machine = {"cpu": "Test CPU", "cores": 2, "os": "Linux", "python": "3.11"}
-    return build_report([Record.from_json(r) for r in records], {**machine, **({"name": name} if name else {})}).to_json()
+    machine = Machine(cpu="Test CPU", cores=2, os="Linux", python="3.11")
+    return build_report([Record.from_json(r) for r in records], machine.named(name) if name else machine).to_json()
 
 
 def scaled(report: dict[str, Any], factor: float) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pytest_edge.core.record import Record, artifact_identity, model_json
 from pytest_edge.core.record_accuracy import DecoderAccuracy, SpeechAccuracy, TensorAccuracy
 from pytest_edge.core.record_blocks import (AudioInput, DeviceRun, InputTensor, ModelIdentity, PluginIdentity,
                                             RuntimeIdentity, read_input)
+from pytest_edge.measurement.machine import Machine
 
 # Records of real runs' reports at 9a21be5 (before the blocks were typed), json.dumps of each: a tensor
 # model measured and gated against a stored report (onnxruntime and LiteRT), one of two inputs, a
@@ -398,7 +399,7 @@ def test_a_block_given_as_its_json_is_read_as_its_type() -> None:
     assert record.model == ModelIdentity("m", "m.onnx", "ab")
     assert record.runtime == RuntimeIdentity("onnxruntime", "1.20.1", ["CPUExecutionProvider"])
     assert record.input == {"x": InputTensor([1, 3], "float32")}
-    assert record.device == DeviceRun("pi5", {"arch": "aarch64"})
+    assert record.device == DeviceRun("pi5", Machine(arch="aarch64"))
     assert record.accuracy == TensorAccuracy()  # a tensor model's: no generation or speech block
     data = record.to_json()
     assert data["runtime"] == {"name": "onnxruntime", "version": "1.20.1", "delegates": ["CPUExecutionProvider"]}

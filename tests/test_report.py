@@ -13,6 +13,7 @@ from pytest_edge.judging.figures import GateFigures
 from pytest_edge.judging.regressions import check_baseline
 from pytest_edge.core.record import Record
 from pytest_edge.report import Report, compare_reports, format_table, merge_reports, table_rows
+from pytest_edge.measurement.machine import Machine
 
 # Also run by tox -e tflite-runtime: the report on NumPy 1.x there.
 pytestmark = pytest.mark.tflite_runtime_lane
@@ -33,8 +34,8 @@ def test_baseline_and_compare() -> None:
 
 
 def test_merge_builds_device_backend_matrix() -> None:
-    a = Report([Record.from_json(_record(1.0, 0.1))], {"cpu": "x86"})
-    b = Report([Record.from_json(_record(3.0, 0.1))], {"cpu": "arm"})
+    a = Report([Record.from_json(_record(1.0, 0.1))], Machine(cpu="x86"))
+    b = Report([Record.from_json(_record(3.0, 0.1))], Machine(cpu="arm"))
     merged = merge_reports([a, b]).to_json()
     assert len(merged["records"]) == 2 and set(merged["matrix"]["m"]) == {"x86 [0]", "arm [1]"}
     json.dumps(merged)
@@ -65,7 +66,7 @@ def test_a_narrow_table_never_cuts_two_backends_to_the_same_text() -> None:
 def test_merge_puts_device_records_in_device_rows() -> None:
     device_record = {**_record(5.0, 0.1), "backend": "litert@pi5", "device": {"name": "pi5", "machine": {}}}
     merged = merge_reports([Report([Record.from_json(_record(1.0, 0.1)), Record.from_json(device_record)],
-                                   {"name": "ci"})]).to_json()
+                                   Machine(name="ci"))]).to_json()
     assert set(merged["matrix"]["m"]) == {"ci", "ci / pi5"}
     assert merged["matrix"]["m"]["ci / pi5"]["litert"]["p50_ms"] == 5.0
 
@@ -78,7 +79,7 @@ def test_a_report_reads_back_as_typed_records_and_writes_the_same_bytes(tmp_path
                "processes": []}
     records = [_record(1.0, 0.1), {**_record(2.0, 0.1), "test": "t[b]", "counted": counted},
                {**_record(3.0, 0.1), "test": "t[c]", "backend": "litert@pi5", "device": {"name": "pi5", "machine": {}}}]
-    report = Report([Record.from_json(r) for r in records], {"cpu": "x86"}, "2026-12-04T00:00:00Z")
+    report = Report([Record.from_json(r) for r in records], Machine(cpu="x86"), "2026-12-04T00:00:00Z")
     write_report(tmp_path / "r.json", report)
     written = (tmp_path / "r.json").read_bytes()
     loaded = load_report(tmp_path / "r.json")

@@ -20,6 +20,7 @@ from pytest_edge.report.json_report import Report, build_report
 from pytest_edge.report.outputs import write_outputs
 from pytest_edge.report.terminal import write_golden_use, write_nothing_ran, write_summary
 from pytest_edge.report.table import DASH
+from pytest_edge.measurement.machine import Machine
 
 
 class Terminal:
@@ -166,7 +167,7 @@ def test_golden_use_error_is_said_in_yellow() -> None:
 
 
 def report_of(*records: Record) -> Report:
-    return build_report(list(records), {"cpu": "Test CPU", "cores": 2, "os": "Linux", "python": "3.11"})
+    return build_report(list(records), Machine(cpu="Test CPU", cores=2, os="Linux", python="3.11"))
 
 
 def test_write_outputs_writes_each_report_asked_for(tmp_path: Path) -> None:

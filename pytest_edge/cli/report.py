@@ -106,7 +106,8 @@ def openmetrics_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"pytest-edge report openmetrics: {exc}", file=sys.stderr)
         return 2
-    text = render_openmetrics(report.records, args.commit or "", str((report.machine or {}).get("name") or "local"))
+    name = report.machine.name if report.machine is not None else None
+    text = render_openmetrics(report.records, args.commit or "", str(name or "local"))
     if not args.output:
         sys.stdout.write(text)
         return 0

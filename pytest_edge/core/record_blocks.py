@@ -20,6 +20,7 @@ from .. import __version__, codec
 from ..backends.tensors import Coverage
 from ..errors import EdgeError
 from ..files import relative_path, sha256_file
+from ..measurement.machine import Machine, read_object
 from .external_data import identity_files
 from .sizes import RuntimePackage
 
@@ -159,7 +160,10 @@ class DeviceRun:
     the machine its worker described (arch, CPU, OS, ``emulated``: as that worker's reply says)."""
 
     name: str | None = None
-    machine: dict[str, Any] | None = None  # the device worker's hello, JSON from the pipe; None: not known
+    # The device worker's hello's machine (and a farm place's); None: not known (a null where a
+    # stored block's machine is no object, as before it was typed).
+    machine: Machine | None = codec.json_field(default=None, decode=lambda value: read_object(
+        Machine, value, "a record's device machine"))
     unknown: dict[str, Any] = field(default_factory=dict)
 
 

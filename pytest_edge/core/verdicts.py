@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..measurement.machine import Machine
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum
@@ -115,9 +118,10 @@ NOT_JUDGED, NOT_MEASURED, COMPILE_ONLY = TimingNotJudged.NOT_JUDGED, TimingNotJu
     TimingNotJudged.COMPILE_ONLY
 
 
-def timing_not_judged(machine: Mapping[str, Any] | None, emulated_timing: str) -> TimingNotJudged | None:
+def timing_not_judged(machine: Machine | None, emulated_timing: str) -> TimingNotJudged | None:
     """Why budgets and the baseline gate are not judged on this machine (``NOT_MEASURED``: not even
-    measured, the default on an emulated device; ``NOT_JUDGED``: recorded), or None."""
-    if not machine or not machine.get("emulated") or emulated_timing == "judge":
+    measured, the default on an emulated device; ``NOT_JUDGED``: recorded), or None. ``machine``: a
+    device's (None: this machine)."""
+    if machine is None or not machine.emulated or emulated_timing == "judge":
         return None
     return NOT_MEASURED if emulated_timing == "off" else NOT_JUDGED

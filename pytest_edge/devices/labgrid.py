@@ -29,8 +29,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
+from ..measurement.machine import FarmPlace
 from .kinds import DeviceKind
 from .labgrid_client import FarmError, LabgridClient, PlaceState, identity
 
@@ -127,10 +128,9 @@ class Lease:
         values = {"address": self.address, "port": str(self.port), "username": self.username, "place": self.place}
         return template.format(**{key: shlex.quote(value) for key, value in values.items()})
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> FarmPlace:
         """The record's ``farm`` block."""
-        return {"engine": "labgrid", "coordinator": self.coordinator, "place": self.place,
-                "exporter": self.exporter, "tags": dict(self.tags)}
+        return FarmPlace("labgrid", self.coordinator, self.place, self.exporter, dict(self.tags))
 
 
 def lease(request: FarmRequest, settings: FarmSettings, progress: Callable[[str], None],

@@ -142,7 +142,7 @@ class GoldenSets:
             reference=GoldenReference(
                 backend=info.backend, artifact=info.artifact.name, runtime=read_block(RuntimeIdentity, info.runtime),
                 path=relative_path(info.artifact, self.settings.rootdir), sha256=sha256_file(info.artifact),
-                isa=info.device.get("arch") if info.device else self.runner.arch),
+                isa=(info.device.arch or None) if info.device else self.runner.arch),
             seed=self.settings.seed if plan.marker.inputs is None else None,
             inputs_from="signature" if plan.marker.inputs is None else "user",
             signature=GoldenSignature(tuple(info.inputs), tuple(info.outputs)),

@@ -5,7 +5,6 @@ process's timed runs give (:class:`ProcessTiming`); the host combines the proces
 from __future__ import annotations
 
 import os
-import platform
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -257,19 +256,8 @@ class MachineLoad:
 
 
 def machine_info() -> dict[str, object]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    memory_mb = None
-    try:
-        memory_mb = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20)
-    except (ValueError, OSError, AttributeError):
-        pass
-    return {"cpu": cpu, "arch": platform.machine(), "cores": os.cpu_count(), "memory_mb": memory_mb,
-            "os": platform.platform(), "python": platform.python_version()}
+    """This machine's block as JSON (:func:`.machine.machine_info`'s), as a device worker's hello
+    builds its DeviceMachine from it."""
+    from .machine import machine_info as this_machine
+
+    return codec.to_json(this_machine())

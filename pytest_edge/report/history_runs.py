@@ -23,8 +23,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .. import codec
 from ..core.record import Record
 from ..files import atomic_write
+from ..measurement.machine import Machine
 from .json_report import SCHEMA, Report, read_report
 
 EXPORT_SCHEMA = "pytest-edge/history-export/1"
@@ -45,8 +47,8 @@ class Run:
     machine: str
     records: tuple[Record, ...]
     path: Path | None = None
-    # The report's machine block (Report.machine: a machine's free-form description), written back as it was.
-    machine_info: Mapping[str, Any] = field(default_factory=dict)
+    # The report's machine block (Report.machine), written back as it was, with the run's machine as its name.
+    machine_info: Machine = field(default_factory=Machine)
 
     @property
     def label(self) -> str:
@@ -55,14 +57,15 @@ class Run:
 
     def report(self) -> dict[str, Any]:
         """The run's file (JSON): a report with its ``run`` block, before its records."""
-        return {"schema": SCHEMA, "created": self.created, "machine": {**self.machine_info, "name": self.machine},
+        return {"schema": SCHEMA, "created": self.created,
+                "machine": codec.to_json(self.machine_info.named(self.machine)),
                 "run": {"commit": self.commit, "machine": self.machine, "created": self.created},
                 "records": [record.to_json() for record in self.records]}
 
     @classmethod
     def of_report(cls, report: Report, commit: str, machine: str, path: Path | None = None) -> "Run":
         return cls(created=report.created or created_now(), commit=commit, machine=machine,
-                   records=tuple(report.records), path=path, machine_info=dict(report.machine or {}))
+                   records=tuple(report.records), path=path, machine_info=report.machine or Machine())
 
 
 def created_now() -> str:
@@ -143,7 +146,7 @@ def load_run(path: Path, inside: Path | None = None) -> Run:
             raise ValueError(f"{path} is not a valid run of a history: 'run.{key}' must be a string, "
                              f"got {repr(block[key])[:60]}")
     typed = Report.from_json(report, f"{path} is not a valid pytest-edge report")
-    machine = block.get("machine") or (typed.machine or {}).get("name") or ""
+    machine = block.get("machine") or (typed.machine.name if typed.machine is not None else None) or ""
     return Run.of_report(typed, str(block.get("commit") or ""), str(machine), Path(path))
 
 

@@ -8,7 +8,7 @@ a few kilobytes per record. Every string that comes from a report goes through :
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from .ab_baseline import report_baseline
 from .changes import (DEFAULT_MAX_REGRESSION, FigureChange, base_backend, device_label, gate_judged, regressions)
@@ -148,9 +148,9 @@ def render_html(report: Report, baseline: Report | None = None,
     found = regressions(report, baseline, max_regression, gates)
     machines = report.machines or ([report.machine] if report.machine else [])
     described = "; ".join(
-        (f"{m['label']}: " if m.get("label") else "")
-        + ", ".join(str(m[k]) for k in ("cpu", "os", "python") if m.get(k))
-        + (f", {m['cores']} cores" if m.get("cores") else "") for m in machines if isinstance(m, Mapping))
+        (f"{m.label}: " if m.label else "")
+        + ", ".join(str(value) for value in (m.cpu, m.os, m.python) if value)
+        + (f", {m.cores} cores" if m.cores else "") for m in machines)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width,initial-scale=1">',
            "<title>pytest-edge report</title>", f"<style>{CSS}</style></head><body>",

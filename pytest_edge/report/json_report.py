@@ -17,6 +17,7 @@ from ..backends import split_device
 from ..files import atomic_write
 from ..judging.baseline import find_baseline  # noqa: F401 - the report's name for it too (a stored report's JSON)
 from ..judging.figures import GateFigures
+from ..measurement.machine import ABSENT, Machine
 from ..judging.regressions import GENERATION_FIGURES, check_baseline
 from ..core.record import GateVerdict, Record, TimingNotJudged, Verdict, is_finite_number
 from .deployment import invalid_field
@@ -43,19 +44,19 @@ class Report:
     its records name under ``machine``) and the device x backend matrix instead."""
 
     records: list[Record]
-    # measurement.timing.machine_info() (and a merged report's per machine): a machine's free-form
-    # description, written as it was given.
-    machine: dict[str, Any] | None = None
+    # The machine that ran them (measurement.machine.machine_info(), a history's name), and a merged
+    # report's per machine: written back as they were read.
+    machine: Machine | None = None
     created: str = field(default_factory=_now)
     schema: str = SCHEMA
-    machines: list[dict[str, Any]] | None = None
+    machines: list[Machine] | None = None
     matrix: Matrix | None = None
     unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, written back
 
     def to_json(self) -> dict[str, Any]:
         """The report's JSON, its keys in the order written (:data:`_KEYS`; one that is None left out)."""
-        machine = {"machine": self.machine} if self.machine is not None else {}
-        machines = {"machines": self.machines} if self.machines is not None else {}
+        machine = {"machine": codec.to_json(self.machine)} if self.machine is not None else {}
+        machines = {"machines": codec.to_json(self.machines)} if self.machines is not None else {}
         matrix = {"matrix": codec.to_json(self.matrix)} if self.matrix is not None else {}
         records = [record.to_json() for record in self.records]
         for data, record in zip(records, self.records):
@@ -97,14 +98,15 @@ class Report:
             matrix = None
         machine = data.get("machine")
         machines = data.get("machines")
-        return cls(records, dict(machine) if isinstance(machine, Mapping) else None, str(data.get("created", "")),
-                   str(data.get("schema", SCHEMA)),
-                   [dict(m) for m in machines if isinstance(m, Mapping)] if isinstance(machines, list) else None,
+        return cls(records, Machine.from_json(machine) if isinstance(machine, Mapping) else None,
+                   str(data.get("created", "")), str(data.get("schema", SCHEMA)),
+                   [Machine.from_json(m) for m in machines if isinstance(m, Mapping)] if isinstance(machines, list)
+                   else None,
                    matrix, {k: v for k, v in data.items() if k not in _KEYS})
 
 
-def build_report(records: Sequence[Record], machine: Mapping[str, Any]) -> Report:
-    return Report(sorted(records, key=lambda r: r.test), dict(machine))
+def build_report(records: Sequence[Record], machine: Machine) -> Report:
+    return Report(sorted(records, key=lambda r: r.test), machine)
 
 
 def write_report(path: Path, report: Report) -> None:
@@ -249,10 +251,9 @@ def merge_reports(reports: Sequence[Report]) -> Report:
     machines = []
     matrix: Matrix = {}
     for index, report in enumerate(reports):
-        machine = dict(report.machine or {})
-        label = machine.get("name") or f"{machine.get('cpu', '?')} [{index}]"
-        machine["label"] = label
-        machines.append(machine)
+        machine = report.machine or Machine()
+        label = machine.name or f"{'?' if machine.cpu is ABSENT else machine.cpu} [{index}]"
+        machines.append(machine.labelled(label))
         for record in report.records:
             # A record of a device (litert@pi5) belongs to the device's row ("host / pi5"), under its
             # backend's column.

@@ -30,7 +30,7 @@ from ..accuracy.inputs import check_shapes
 from ..core.marker import MarkerSpec
 from ..measurement.combined import TimedMeasurement
 from ..measurement.counts import CountedMeasurement
-from ..measurement.timing import machine_info
+from ..measurement.machine import Machine, machine_info
 from ..core.models import Model, ModelKeys
 from ..core.plan import Plan, Unresolved, plan_for, resolve_reference, resolve_tested
 from ..core.record import UNRESOLVED_BACKEND, Record
@@ -92,7 +92,7 @@ class EdgeSession:
         self._artifacts_checked: set[tuple[str, str]] = set()  # (artifact, backend) whose files were checked
         self._tensors: Check | None = None  # a tensor model's check (run/tensor_check.py), made on first use
         self._speech: Check | None = None  # a speech model's check (run/speech_check.py), made on first use
-        self._machine: dict[str, Any] | None = None
+        self._machine: Machine | None = None
 
     @property
     def measurer(self) -> Measurer:
@@ -128,14 +128,15 @@ class EdgeSession:
     # ------------------------------------------------------------ models, plans and backends
 
     @property
-    def machine(self) -> dict[str, Any]:
+    def machine(self) -> Machine:
+        """This machine, described once (the report's ``machine`` block)."""
         if self._machine is None:
             self._machine = machine_info()
         return self._machine
 
     @property
     def arch(self) -> str | None:  # this machine's ISA, recorded with a golden (golden.sets)
-        return self.machine.get("arch")
+        return self.machine.arch or None
 
     def resolve(self, name: str | None, test_dir: Path | None = None) -> Model:
         return resolve_tested(self.settings, self.models, name, test_dir)

@@ -43,8 +43,8 @@ def cross_isa_note(runner: Runner, plan: Plan, info: ModelInfo, golden: Golden, 
     ISA from this very artifact; [] otherwise (another artifact, same ISA, ISA not recorded).
     ``host_arch``: this machine's ISA, for a model that runs here (no device's machine block)."""
     # A device's worker describes its machine (arch, "emulated" on qemu); this machine is not emulated.
-    isa = info.device.get("arch") if info.device else host_arch
-    emulated = info.device.get("emulated") if info.device else None
+    isa = (info.device.arch or None) if info.device else host_arch
+    emulated = (info.device.emulated or None) if info.device else None
     golden_isa = golden.meta.reference.isa
     if plan.reference is not None or not golden_isa or not isa or golden_isa == isa:
         return []

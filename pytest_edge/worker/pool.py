@@ -16,6 +16,7 @@ from ..backends import Coverage, InputShapes, TensorSpec, split_device
 from ..backends.arena import TensorArena
 from ..core.record_blocks import RuntimeIdentity
 from ..errors import BackendCrash, DeviceUnreachable, EdgeUsageError
+from ..measurement.machine import Machine
 from .protocol import Loaded, Request
 from ..devices.kinds import DeviceKind, device_kind
 from ..devices.labgrid import FarmError, FarmRequest, FarmSettings, Lease, lease, release
@@ -43,13 +44,13 @@ class ModelInfo:
     precision: str
     threads: int | None
     shapes: InputShapes  # what the load asked for (a measuring worker's load asks the same)
-    device: dict[str, Any] | None = None  # the machine block of the device it runs on
+    device: Machine | None = None  # the machine block of the device it runs on
     shape_sources: dict[str, str] = field(default_factory=dict)  # LoadedModel.shape_sources
     arena: TensorArena | None = None  # the tensor arena a microcontroller runtime reports
 
     @classmethod
     def from_load(cls, key: str, backend: str, artifact: Path, reply: Loaded, threads: int | None,
-                  shapes: InputShapes, device: dict[str, Any] | None) -> "ModelInfo":
+                  shapes: InputShapes, device: Machine | None) -> "ModelInfo":
         """The model as the worker's reply to its Load request describes it."""
         return cls(key=key, backend=backend, artifact=artifact,
                    inputs=reply.inputs,
@@ -200,18 +201,17 @@ class WorkerPool:
             worker.zygote = self.zygotes[worker.backend_name]
         return worker
 
-    def machine(self, backend: str) -> dict[str, Any] | None:
+    def machine(self, backend: str) -> Machine | None:
         """The device's machine block, as its worker said at start (and, for a farm place, what the
         farm says of it: ``farm``); None for this machine."""
         worker = self.workers.get(backend)
         if worker is None or not worker.device:
             return None
         hello = worker.hello
-        machine = codec.to_json(hello.machine) if hello is not None and hello.machine is not None else {}
+        machine = Machine.from_json(codec.to_json(hello.machine)) if hello is not None and hello.machine is not None \
+            else Machine()
         held = self.leases.get(worker.device[0])
-        if held is not None:
-            machine["farm"] = held.describe()
-        return machine
+        return machine.on_farm(held.describe()) if held is not None else machine
 
     def board(self, device: str | None) -> str:
         """What one measurement at a time is kept on (the measurement lock's key): this machine
