@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any, Mapping, Sequence
+from typing import Any, Protocol, Sequence
 
 # C0 and C1 controls and DEL (ESC starts a terminal's escape sequences, CR overwrites a line), and
 # any non-ASCII character to look at: format characters (bidirectional overrides, zero widths),
@@ -151,13 +151,32 @@ class EdgeManyCases(UserWarning):
     """``inputs=`` gave more cases than a golden usually needs (each is a file and a run per backend)."""
 
 
-class EdgeCheckFailed(EdgeError):
-    """One or more budgets were exceeded; the message lists every one."""
+class _NamesArtifact(Protocol):
+    @property
+    def artifact(self) -> str | None: ...
 
-    def __init__(self, violations: Sequence[str], record: Mapping[str, Any]) -> None:
+
+class FailedRecord(Protocol):
+    """What a failure's message reads of its record (core.record.Record; a leaf does not import it)."""
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def model(self) -> _NamesArtifact: ...
+
+    @property
+    def warnings(self) -> Sequence[str]: ...
+
+
+class EdgeCheckFailed(EdgeError):
+    """One or more budgets were exceeded; the message lists every one. ``record``: the check's
+    record, as the session kept it."""
+
+    def __init__(self, violations: Sequence[str], record: FailedRecord) -> None:
         self.violations = list(violations)
         self.record = record
-        notes = [f"  note (not counted): {w}" for w in record.get("warnings") or []]
+        notes = [f"  note (not counted): {w}" for w in record.warnings]
         super().__init__("pytest-edge: " + str(len(violations)) + " check(s) failed on "
-                         + record["backend"] + " (" + record["model"]["artifact"] + "):\n"
+                         + record.backend + f" ({record.model.artifact}):\n"
                          + "\n".join(["  - " + v for v in violations] + notes))

@@ -112,7 +112,7 @@ def test_a_tensor_checks_violations_end_in_one_failure_and_its_record_is_kept(ed
     assert raised.value.violations[0].startswith("fake-double-drift: output 'y': 1 of 4 elements differ")
     kept = edge.records[-1]
     assert kept.verdict is Verdict.FAILED and kept.violations == raised.value.violations
-    assert raised.value.record["verdict"] == "failed" and raised.value.record["test"] == "t::drift"
+    assert raised.value.record is kept
 
 
 def test_a_decoders_violations_take_the_same_ending(edge: EdgeSession) -> None:

@@ -279,7 +279,7 @@ class EdgeSession:
         self.inconclusive += len(record.warnings)
         self.records.append(record.conclude(violations))
         if violations:
-            raise EdgeCheckFailed(violations, record.to_json())
+            raise EdgeCheckFailed(violations, record)
         return record
 
     def compiled(self, backend: str, artifact: Path) -> Compilation:
