@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable, TypedDict
 
 CLIENT_TIMEOUT_S = 60.0  # one labgrid-client call (a coordinator that does not answer)
 
@@ -104,6 +104,16 @@ def _token(process: subprocess.Popen, timeout_s: float) -> str | None:
     return match.group(1).decode() if match else None
 
 
+class NetworkServiceParams(TypedDict, total=False):
+    """A NetworkService resource's ``params`` as ``labgrid-client show`` prints them (labgrid's
+    ``NetworkService`` attrs: a Python dict, read with ast.literal_eval): the keys the SSH command
+    reads. Untrusted text: each is checked where it is used (the port's range)."""
+
+    address: str
+    port: int
+    username: str
+
+
 @dataclass
 class PlaceState:
     """``labgrid-client -p PLACE show``, read: its tags, who holds it, its network services."""
@@ -111,7 +121,7 @@ class PlaceState:
     name: str | None
     tags: dict[str, str]
     acquired: str | None
-    services: list[tuple[str, dict[str, Any]]]  # (exporter, NetworkService params)
+    services: list[tuple[str, NetworkServiceParams]]  # (exporter, its NetworkService's params)
 
     @classmethod
     def parse(cls, text: str) -> "PlaceState":
