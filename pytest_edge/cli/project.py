@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import EdgeUsageError
 from ..core.settings import Settings
+
+if TYPE_CHECKING:
+    from ..golden.use import GoldenUse
 
 
 def project_settings(pytest_args: Sequence[str] = ()) -> Settings:
@@ -31,6 +35,15 @@ def project_settings(pytest_args: Sequence[str] = ()) -> Settings:
     return captured["settings"]
 
 
+@dataclass
+class _Collected:
+    """What the collection hook of :func:`golden_usage` saw; None: the hook never ran."""
+
+    settings: Settings | None = None
+    refs: set[tuple[str, str]] = field(default_factory=set)  # (model, input set) of each edge test
+    use: "GoldenUse | None" = None
+
+
 def golden_usage(pytest_args: Sequence[str] = ()) -> tuple[Settings, set[tuple[str, str]]]:
     """Collect the project's tests as ``pytest [pytest_args]`` would (nothing runs, no runtime
     starts) and return the settings and the (model, input set) references of its edge tests.
@@ -47,29 +60,29 @@ def golden_usage(pytest_args: Sequence[str] = ()) -> tuple[Settings, set[tuple[s
 
     if any("::" in arg for arg in pytest_args):
         raise EdgeUsageError("prune needs every test collected; node ids (file::test) select some only")
-    found: dict[str, object] = {}
+    found = _Collected()
 
     class _Usage:
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session: pytest.Session) -> None:
             edge = edge_session(session.config)
-            found["settings"] = edge.settings
-            found["refs"] = golden_references(edge.golden, session.items, item_plan)
-            found["use"] = session.config.stash[USE_KEY]
+            found.settings = edge.settings
+            found.refs = golden_references(edge.golden, session.items, item_plan)
+            found.use = session.config.stash[USE_KEY]
 
     output = io.StringIO()
     with contextlib.redirect_stdout(output):
         code = pytest.main(["-p", "no:cacheprovider", "--collect-only", "-q", *pytest_args], plugins=[_Usage()])
-    use = found.get("use")
+    use, settings = found.use, found.settings
     tail = "\n".join(output.getvalue().splitlines()[-15:])
-    if use is None or use.collect_errors or int(code) not in (0, 5):
+    if use is None or settings is None or use.collect_errors or int(code) not in (0, 5):
         raise EdgeUsageError(f"collecting the tests failed (pytest exit status {int(code)}); nothing is "
                              f"pruned while a test may be missing:\n{tail}")
     if use.deselected:
         raise EdgeUsageError(f"{use.deselected} tests were deselected (-k, -m, --deselect): prune needs "
                              "every test collected")
-    refs = found["refs"]
+    refs = found.refs
     if not refs:
         raise EdgeUsageError("no test with @pytest.mark.edge was collected here (nor edge_llm): pass the paths of "
                              "the edge tests (pytest-edge golden prune [--dry-run] PATH...)")
-    return found["settings"], refs
+    return settings, refs

@@ -92,17 +92,15 @@ def pytest_config(root: Path) -> tuple[Path | None, bool]:
     """The configuration file pytest reads for ``root`` and whether it sets edge_model_dirs."""
     import pytest
 
-    found: dict[str, object] = {}
+    found: list[tuple[Path | None, bool]] = []  # (the ini file, whether it sets edge_model_dirs), once read
 
     class _Capture:
         @pytest.hookimpl(tryfirst=True)
         def pytest_cmdline_main(self, config: pytest.Config) -> int:
-            found["inipath"] = config.inipath
-            found["set"] = "edge_model_dirs" in config.inicfg
+            found.append((Path(config.inipath) if config.inipath else None, "edge_model_dirs" in config.inicfg))
             return 0
 
     code = pytest.main(["-p", "no:cacheprovider", "--rootdir", str(root), str(root)], plugins=[_Capture()])
-    if "inipath" not in found:
+    if not found:
         raise EdgeUsageError(f"cannot read the pytest configuration of {root} (pytest exit status {int(code)})")
-    inipath = found["inipath"]
-    return (Path(inipath) if inipath else None), bool(found["set"])
+    return found[0]
