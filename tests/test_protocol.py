@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from pytest_edge.errors import BackendError
+from pytest_edge.measurement.machine import Machine
 from pytest_edge.measurement.timing import ProcessTiming
 from pytest_edge.worker import protocol
 from pytest_edge.worker.frames import decode, encode
@@ -87,7 +88,7 @@ def test_hellos_and_counted_replies_are_the_json_they_always_were() -> None:
     (key for key, in order: a device's worker may be of another pytest-edge), and reads back."""
     from pytest_edge import __version__, codec
 
-    machine = protocol.DeviceMachine("cpu", "aarch64", 4, 8000, "Linux", "3.11.2", "1.26.4", emulated="qemu")
+    machine = Machine("cpu", "aarch64", 4, 8000, "Linux", "3.11.2", "1.26.4", emulated="qemu")
     sent = decode(encode(protocol.hello("litert", machine, protocol.RuntimeName("ai-edge-litert", "1.2"))))
     assert sent == {"ok": True, "value": {
         "protocol": protocol.PROTOCOL_VERSION, "plugin": __version__, "backend": "litert",
@@ -97,7 +98,7 @@ def test_hellos_and_counted_replies_are_the_json_they_always_were() -> None:
     assert list(sent["value"]) == ["protocol", "plugin", "backend", "machine", "runtime"]
     assert protocol.reply_as(protocol.WorkerHello, "start", sent["value"]).machine == machine
     local = decode(encode(protocol.hello("litert", None, protocol.RuntimeName("ai-edge-litert", None))))["value"]
-    assert local["machine"] is None and "emulated" not in codec.to_json(replace(machine, emulated=None))
+    assert local["machine"] is None and "emulated" not in codec.to_json(machine.on_device("1.26.4", None))
     assert codec.to_json(protocol.ZygoteHello(12, 0.25, 3)) == {"pid": 12, "import_s": 0.25, "threads": 3}
     counted = protocol.CountedRuns(3, 2, 101.5, {"data_reads": 4.0}, 0.01, [101, 102, 101])
     assert list(codec.to_json(counted)) == ["runs", "warmup_runs", "instructions", "cache", "run_spread",

@@ -254,10 +254,3 @@ class MachineLoad:
         own = time.process_time() - own0
         return max(0.0, (busy1 - busy0 - own) / wall)
 
-
-def machine_info() -> dict[str, object]:
-    """This machine's block as JSON (:func:`.machine.machine_info`'s), as a device worker's hello
-    builds its DeviceMachine from it."""
-    from .machine import machine_info as this_machine
-
-    return codec.to_json(this_machine())

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from .. import codec
 from ..backends import Coverage, InputShapes, TensorSpec, split_device
 from ..backends.arena import TensorArena
 from ..core.record_blocks import RuntimeIdentity
@@ -208,8 +207,7 @@ class WorkerPool:
         if worker is None or not worker.device:
             return None
         hello = worker.hello
-        machine = Machine.from_json(codec.to_json(hello.machine)) if hello is not None and hello.machine is not None \
-            else Machine()
+        machine = hello.machine if hello is not None and hello.machine is not None else Machine()
         held = self.leases.get(worker.device[0])
         return machine.on_farm(held.describe()) if held is not None else machine
 

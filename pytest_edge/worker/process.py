@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..measurement import timing
 from . import frames, protocol
 from .server import WorkerServer
 
@@ -37,9 +36,9 @@ def serve(reader: frames.Channel, writer: frames.Channel, backend_name: str | No
     machine = None
     if cache_dir is not None:  # a device's worker: a local one does not import the device modules
         from ..devices.qemu import EMULATED_ENV
+        from ..measurement.machine import machine_info
 
-        machine = protocol.DeviceMachine(**timing.machine_info(), numpy=np.__version__,  # type: ignore[arg-type]
-                                         emulated=os.environ.get(EMULATED_ENV) or None)
+        machine = machine_info().on_device(np.__version__, os.environ.get(EMULATED_ENV) or None)
     runtime = protocol.RuntimeName(server.backend.distribution, server.backend.runtime_version())
     writer.send_bytes(frames.encode(protocol.hello(backend_name, machine, runtime)))
     while True:

@@ -18,6 +18,7 @@ from .. import codec
 from ..backends.arena import TensorArena
 from ..backends.decoder import RuntimeCounters
 from ..backends.tensors import Coverage, TensorSpec
+from ..measurement.machine import Machine
 from .requests import (GENERATION_TIME_CAP_S, REQUESTS, ZYGOTE_REQUESTS, CalibrationSet, Count, Exit, ForceSpeech,
                        Fork, Generate, Has, KillProcess, LimitAddressSpace, Load, Measure, MeasureGeneration, OpenSpeech, Ping,
                        ProbeContext, ProcessStatus, ProtocolError, Put, ReadIntermediates, Request, Run, Start,
@@ -142,26 +143,6 @@ class CountedRuns:
 # The first message of a worker and of a zygote: the value of an ``ok`` envelope, typed as a reply is.
 
 
-def _absent(value: Any) -> bool:
-    return value is None
-
-
-@dataclass(frozen=True)
-class DeviceMachine:
-    """The machine a device's worker runs on, as its hello says: measurement.timing.machine_info's
-    figures, the NumPy the worker runs with and, on an emulated device (qemu:aarch64), its emulator
-    (the key only there). A record's ``device.machine`` block."""
-
-    cpu: str
-    arch: str
-    cores: int | None
-    memory_mb: int | None
-    os: str
-    python: str
-    numpy: str
-    emulated: str | None = codec.json_field(default=None, omit=_absent)
-
-
 @dataclass(frozen=True)
 class WorkerHello:
     """A worker's first message: the protocol it speaks, the pytest-edge it runs, its backend, the
@@ -170,7 +151,7 @@ class WorkerHello:
     protocol: int
     plugin: str
     backend: str
-    machine: DeviceMachine | None
+    machine: Machine | None  # measurement.machine.machine_info().on_device(): a record's device.machine block
     runtime: RuntimeName | None
 
 
@@ -192,7 +173,7 @@ def failure(kind: str, message: str) -> dict[str, Any]:
     return {"ok": False, "kind": kind, "message": message}
 
 
-def hello(backend: str, machine: DeviceMachine | None = None, runtime: RuntimeName | None = None) -> dict[str, Any]:
+def hello(backend: str, machine: Machine | None = None, runtime: RuntimeName | None = None) -> dict[str, Any]:
     """The worker's first frame: who it is, which protocol it speaks, and (a device) its machine."""
     from .. import __version__
 
@@ -204,5 +185,5 @@ __all__ = ["PROTOCOL_VERSION", "GENERATION_TIME_CAP_S", "ProtocolError", "Reques
            "ForceSpeech", "Run", "Measure", "Count", "ReadIntermediates", "Start", "Has", "Put", "Ping", "Exit",
            "REQUESTS", "Fork", "ProcessStatus", "KillProcess", "ZYGOTE_REQUESTS", "request_json", "request_from", "ok",
            "reply_as", "Loaded", "RuntimeName", "DecoderLoaded", "TeacherForcedLogits", "GenerationTimes", "ContextMemory",
-           "CountedRuns", "DeviceMachine", "WorkerHello", "ZygoteHello",
+           "CountedRuns", "WorkerHello", "ZygoteHello",
            "failure", "hello"]
