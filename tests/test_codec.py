@@ -302,3 +302,19 @@ def test_arbitrary_json_always_reads_as_a_lenient_class(data: Any) -> None:
     assert isinstance(found.processes, tuple) and all(isinstance(p, Process) for p in found.processes)
     assert found.figure is None or isinstance(found.figure, (int, float))
     json.dumps(codec.to_json(found))  # and writes back
+
+
+def test_an_instance_made_by_another_import_of_its_module_is_read_from_its_json() -> None:
+    """pytester restores sys.modules after an in-process run, so a module imported again makes new
+    classes of the same name: an instance of the old one, handed on where the new one is read, is
+    read from its JSON, never taken for "no object" (a lenient class's defaults)."""
+    namespace: dict[str, Any] = {"dataclass": dataclass, "codec": codec, "__name__": __name__}
+    source = ("@codec.layout(lenient=True)\n@dataclass\nclass Stored:\n"
+              "    count: int | None = None\n    label: str = ''\n")
+    exec(source, namespace)  # the first import's class
+    again: dict[str, Any] = dict(namespace)
+    exec(source, again)  # the same module imported again: a new class of the same name
+    old = namespace["Stored"](count=3, label="x")
+    assert type(old) is not again["Stored"]
+    read = codec.from_json(again["Stored"], old, "a stored block")
+    assert (type(read), read.count, read.label) == (again["Stored"], 3, "x")
