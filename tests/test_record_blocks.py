@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_edge import codec
 from pytest_edge.core.record import Record, artifact_identity, model_json
 from pytest_edge.core.record_accuracy import DecoderAccuracy, SpeechAccuracy, TensorAccuracy
 from pytest_edge.core.record_blocks import (AudioInput, DeviceRun, InputTensor, ModelIdentity, PluginIdentity,
@@ -456,3 +457,17 @@ def test_the_accuracy_is_the_type_of_the_records_kind() -> None:
     tensor = Record.from_json({**json.loads(RECORDS["two_inputs"]), "accuracy": {"cosine": "x", "cases": 2}})
     assert tensor.accuracy == TensorAccuracy(cases=2)  # a hand-edited figure: null, as a page shows it
     assert dict(tensor.junit_properties())["edge_backend"] == "onnxruntime-cpu"
+
+
+@pytest.mark.parametrize("block", [
+    {},  # a hand-written report's
+    {"cpu": "x", "cores": None, "memory_mb": None, "os": "Linux", "python": "3.11"},  # nulls stay nulls
+    {"cpu": "x", "arch": "aarch64", "cores": 4, "memory_mb": 8000, "os": "L", "python": "3.11.2", "numpy": "1.26.4",
+     "emulated": "qemu", "farm": {"engine": "labgrid", "coordinator": "c:1", "place": "p", "exporter": "e",
+                                  "tags": {"board": "rpi4"}}, "name": "ci", "label": "ci", "gpu": "another version's"},
+])
+def test_a_machine_block_is_written_back_as_it_was_read(block: dict) -> None:
+    """A key the block lacked stays out and a null stays a null; another version's key is kept."""
+    machine = Machine.from_json(block)
+    assert json.dumps(codec.to_json(machine)) == json.dumps(block)
+    assert not machine.arch or machine.arch == "aarch64"  # absent reads false, as a missing key did

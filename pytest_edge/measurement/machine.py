@@ -13,8 +13,8 @@ from __future__ import annotations
 import enum
 import os
 import platform
-from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from .. import codec
