@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypedDict
+from typing import Callable, Protocol, TypedDict
 
 import numpy as np
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from .. import __version__, codec
+from .. import __version__
 from ..accuracy.compare import worst
 from ..backends import decoder_backends, get_backend, split_device
 from ..backends.decoder import Generation

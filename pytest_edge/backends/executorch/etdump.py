@@ -6,7 +6,7 @@ executorch worker only, on a mismatch."""
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, Union
 
