@@ -5,20 +5,22 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from ..backends import TensorSpec
 from ..backends.shapes import matched_positions, oversized_input
 from ..errors import EdgeError, EdgeUsageError
 from . import DEFAULT_SEED  # noqa: F401 - its name here too (triage, tests)
 
+if TYPE_CHECKING:  # numpy.typing is an import of its own (a few ms), for annotations only
+    from numpy.typing import ArrayLike
+
 Case = dict[str, np.ndarray]
 # One case of inputs= as the user gave it, by input name: arrays, NumPy scalars, Python numbers or
 # nested lists, kept as given (check_case converts each to the model's dtype, or refuses it).
-UserCase = dict[str, ArrayLike]
+UserCase = dict[str, "ArrayLike"]
 
 
 def concrete_shape(spec: TensorSpec, shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...]:

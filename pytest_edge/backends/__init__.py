@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..errors import UnknownBackend
-from .base import Backend, Coverage, Declared, Intermediates, LoadedModel, TensorBackend, TensorSpec
+from .base import Backend, Coverage, Declared, LoadedModel, TensorBackend, TensorSpec
 from .shapes import InputShapes
-from .decoder import Decoder
 
 __all__ = ["Backend", "Coverage", "Decoder", "InputShapes", "Intermediates", "LoadedModel", "TensorBackend", "TensorSpec",
            "all_backends",
@@ -27,6 +26,23 @@ ENTRY_POINT_GROUP = "pytest_edge.backends"
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
+
+    from .decoder import Decoder
+    from .intermediates import Intermediates
+
+
+def __getattr__(name: str) -> Any:
+    # A decoder's interface and triage's intermediates, imported where they are used (a worker
+    # serving edge_llm, a mismatch), not by every session that names the registry.
+    if name == "Decoder":
+        from .decoder import Decoder
+
+        return Decoder
+    if name == "Intermediates":
+        from .intermediates import Intermediates
+
+        return Intermediates
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @lru_cache(maxsize=1)

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from ..errors import BackendError
-from .intermediates import Intermediates  # noqa: F401 - the interface's names too
 from .shapes import LoadShapes, Shape
 from .tensors import Coverage, TensorSpec  # noqa: F401 - the interface's names too
 
 if TYPE_CHECKING:
     from .arena import TensorArena
+    from .intermediates import Intermediates
     from .compiled import Compiler
     from .decoder import DecoderRuntime
     from .quant_pair import QuantPairs
@@ -313,3 +313,13 @@ class TensorBackend(Backend):
     def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
         """Load ``path`` (with ``InputShapes.of(shapes).for_inputs(...)`` where the runtime fixes
         dynamic dimensions at load); raise an exception with a readable message if the runtime refuses it."""
+
+
+def __getattr__(name: str) -> Any:
+    # Intermediates is the interface's name too (``from ..base import Intermediates``), imported on
+    # first use: only triage reads them, and a tensor check's session does not pay for its types.
+    if name == "Intermediates":
+        from .intermediates import Intermediates
+
+        return Intermediates
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

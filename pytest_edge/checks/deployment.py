@@ -7,12 +7,14 @@ it judges (:mod:`pytest_edge.checks` calls them so)."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..backends import Coverage
-from ..backends.arena import TensorArena
-from ..backends.compiled import Compilation
 from .rows import Budgets, Finding, Rows, found, one_row
+
+if TYPE_CHECKING:  # an NPU compiler's and a microcontroller runtime's results: their kinds' modules
+    from ..backends.arena import TensorArena
+    from ..backends.compiled import Compilation
 
 
 def _allowed(coverage: Coverage, allowed: Sequence[str]) -> tuple[Counter[str], set[str], list[str]]:

@@ -12,22 +12,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .. import codec
-from ..backends.arena import TensorArena
-from ..backends.compiled import Compilation
 from ..backends.tensors import Coverage
 from ..checks import Finding
 from ..measurement.combined import MeasuredProcess
-from ..measurement.counts import CountedMeasurement
 from ..measurement.sensors import SensorWindow
-from .baseline_check import BaselineCheck
-from .generation_record import GenerationRecord
 from .record_accuracy import Accuracy, DecoderAccuracy, SpeechAccuracy, TensorAccuracy, read_accuracy
 from .record_blocks import (AudioInput, DeviceRun, InputTensor, ModelIdentity, PluginIdentity, RecordCoverage,
                             RecordInput, RuntimeIdentity, read_block, read_input)
-from .speech_record import SpeechFile, SpeechRecord, SpeechWindow
+
+if TYPE_CHECKING:
+    from ..backends.arena import TensorArena
+    from ..backends.compiled import Compilation
+    from ..measurement.counts import CountedMeasurement
+    from .baseline_check import BaselineCheck
+    from .generation_record import GenerationRecord
+    from .speech_record import SpeechFile, SpeechRecord, SpeechWindow  # noqa: F401 - re-exported below
 from .verdicts import (COMPILE_ONLY, NOT_JUDGED, NOT_MEASURED, GateVerdict, TimingNotJudged, Verdict,
                        timing_not_judged)
 
@@ -138,7 +140,10 @@ class Record:
         self.runtime = read_block(RuntimeIdentity, self.runtime)
         self.plugin = read_block(PluginIdentity, self.plugin)
         self.device = read_block(DeviceRun, self.device)
-        self.baseline_check = read_block(BaselineCheck, self.baseline_check)
+        if self.baseline_check is not None:  # the gate's block (imported where a gate ran or is read)
+            from .baseline_check import BaselineCheck
+
+            self.baseline_check = read_block(BaselineCheck, self.baseline_check)
         self.power_and_temperature = read_block(SensorWindow, self.power_and_temperature)
         if self.processes is not None:  # not a list (a stored report's garbage): none
             self.processes = [p if isinstance(p, MeasuredProcess) else codec.from_json(MeasuredProcess, p, "a process")
@@ -227,6 +232,13 @@ class Record:
             known.discard("counted")
         if not isinstance(data.get("npu"), Mapping):
             known.discard("npu")
+        # Each kind's blocks, imported where a report has them (a tensor check's session never does).
+        from ..backends.arena import TensorArena
+        from ..backends.compiled import Compilation
+        from ..measurement.counts import CountedMeasurement
+        from .generation_record import GenerationRecord
+        from .speech_record import SpeechRecord
+
         try:
             arena = codec.from_json(TensorArena, data["arena"], f"{where}: arena") \
                 if isinstance(data.get("arena"), Mapping) else None
@@ -292,6 +304,20 @@ def _typed_input(value: Any) -> bool:
     if value is None or isinstance(value, AudioInput):
         return True
     return isinstance(value, dict) and all(isinstance(spec, InputTensor) for spec in value.values())
+
+
+def __getattr__(name: str) -> Any:
+    # The kinds' blocks are still this module's names (core.record.GenerationRecord), imported on
+    # first use: a tensor check's session does not pay for a decoder's or a speech export's types.
+    if name == "GenerationRecord":
+        from .generation_record import GenerationRecord
+
+        return GenerationRecord
+    if name in ("SpeechFile", "SpeechRecord", "SpeechWindow"):
+        from . import speech_record
+
+        return getattr(speech_record, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["COMPILE_ONLY", "NOT_JUDGED", "NOT_MEASURED", "UNRESOLVED_BACKEND", "AudioInput", "DeviceRun",

@@ -39,8 +39,6 @@ def write_summary(terminal: Terminal, settings: Settings, records: Sequence["Rec
                   under_load: bool, inconclusive: int, xdist_workers: int | None, report_error: str) -> None:
     """The conformance section (the table, a report that could not be written, where the reports
     are), the goldens no test used, and the LLM generation section where a decoder was measured."""
-    from .generation import generation_lines  # the table's modules, imported where a summary is written
-
     terminal.section("pytest-edge conformance")
     for line in summary_lines(records, under_load=under_load, inconclusive=inconclusive, xdist_workers=xdist_workers):
         terminal.write_line(visible(line))
@@ -52,7 +50,11 @@ def write_summary(terminal: Terminal, settings: Settings, records: Sequence["Rec
         if target is not None and str(target) not in report_error:
             terminal.write_line(visible(f"{name}: {target}"))
     write_golden_use(terminal, use)
-    generation = generation_lines(records)  # the decoders' figures the table lacks
+    generation: list[str] = []
+    if any(record.generation is not None for record in records):  # a decoder's report module, where one ran
+        from .generation import generation_lines
+
+        generation = generation_lines(records)  # the decoders' figures the table lacks
     if generation:
         terminal.section("pytest-edge LLM generation")
         for line in generation:

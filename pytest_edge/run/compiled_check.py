@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Callable
 
 from . import pipeline
 from ..backends import get_backend
-from ..backends.compiled import Compilation
 from ..core.plan import Plan
 from ..core.record import Record
 from ..core.settings import Settings
 from ..errors import BackendError, EdgeUsageError
 
 if TYPE_CHECKING:  # made by the check that gates
+    from ..backends.compiled import Compilation
     from ..judging.gate import GateResult
 
 

@@ -14,15 +14,12 @@ import numpy as np
 from .. import codec
 from ..golden.alignment import aligned
 from ..backends import Coverage, get_backend, split_device
-from ..backends.compiled import Compilation
 from ..checks import (Finding, check_arena, check_compiled, check_coverage, check_drift, check_latency, check_load,
                       check_memory, check_memory_growth, check_sizes)
 from ..accuracy.compare import OutputComparison, compare_output, summarize
 from ..golden import DEFAULT_SET, Golden, GoldenCase
 from ..golden.sets import GoldenSets
-from ..measurement.counts import CountedMeasurement
 from ..measurement.combined import TimedMeasurement
-from ..core.baseline_check import BaselineCheck
 from ..core.plan import Plan
 from ..core.record import COMPILE_ONLY, Record
 from ..core.record_accuracy import TensorAccuracy
@@ -36,6 +33,9 @@ if TYPE_CHECKING:  # the gate and the triage are imported where they run (a base
     from ..judging.figures import GateFigures
     from ..judging.gate import GateResult
     from ..triage.ladder import Runner
+    # A compile-time target's and counted mode's blocks, imported by the checks of those kinds.
+    from ..backends.compiled import Compilation
+    from ..measurement.counts import CountedMeasurement
 
 
 @dataclass
@@ -269,6 +269,7 @@ def compiled_gate(record: Record, theirs: GateFigures | None, source: str, paire
     compiler's placement (the fraction, each operator that left the NPU or is newly on the CPU, the
     partitions), its memories and estimate, and the artifact's size; nothing was timed, so nothing
     is re-measured."""
+    from ..core.baseline_check import BaselineCheck
     from ..judging.figures import GateFigures
     from ..judging.gate import GateResult, rule_of
     from ..judging.regressions import compared_figures, resource_regressions, uncompared_note

@@ -20,8 +20,7 @@ import numpy as np
 from .compiled_check import CompiledChecker
 from .kinds import Check
 from .. import codec
-from ..backends import Backend, Coverage, InputShapes, Intermediates, get_backend, split_device
-from ..backends.compiled import Compilation
+from ..backends import Backend, Coverage, InputShapes, get_backend, split_device
 from ..errors import (BackendError, CountingUnavailable, DeviceUnreachable, DoesNotConvert, EdgeCheckFailed,
                      EdgeError)
 from ..core.external_data import artifact_files
@@ -29,7 +28,6 @@ from ..golden.sets import GoldenSets
 from ..accuracy.inputs import check_shapes
 from ..core.marker import MarkerSpec
 from ..measurement.combined import TimedMeasurement
-from ..measurement.counts import CountedMeasurement
 from ..measurement.machine import Machine, machine_info
 from ..core.models import Model, ModelKeys
 from ..core.plan import Plan, Unresolved, plan_for, resolve_reference, resolve_tested
@@ -40,6 +38,9 @@ from ..worker.pool import ModelInfo, WorkerPool
 from ..worker.protocol import CalibrationSet, Load, Loaded, ReadIntermediates, Run, reply_as
 
 if TYPE_CHECKING:  # made by the first check that measures: a golden check alone imports no gate
+    from ..backends.compiled import Compilation  # a compile-time target's, counted mode's, triage's
+    from ..backends.intermediates import Intermediates
+    from ..measurement.counts import CountedMeasurement
     from ..judging.measurer import Measurer
     from .decoder_check import LlmChecker
     from .decoder_plan import LlmTarget
@@ -209,6 +210,8 @@ class EdgeSession:
         return self.pool.request(info.backend, Run(info.key, info.feeds(feeds), reset), info.artifact)
 
     def intermediates(self, info: ModelInfo, feeds: Sequence[Any]) -> Intermediates | None:
+        from ..backends.intermediates import Intermediates  # triage's, on a mismatch
+
         reply = self.pool.request(info.backend, ReadIntermediates(info.key, info.feeds(feeds)), info.artifact)
         return reply_as(Intermediates, "intermediates", reply) if reply is not None else None
 

@@ -15,11 +15,11 @@ from ..core.plan import Plan
 from ..core.record import NOT_MEASURED, Record, timing_not_judged
 from ..core.settings import Settings
 from ..errors import CountingUnavailable
-from ..measurement.counts import CountedMeasurement
 from ..measurement.combined import TimedMeasurement
 
 if TYPE_CHECKING:
     from ..golden.sets import GoldenSets
+    from ..measurement.counts import CountedMeasurement  # counted mode's, imported where it counts
     from ..judging.measurer import Measurer
     from ..worker.pool import ModelInfo
 
@@ -72,8 +72,8 @@ class TensorCheck:
                     raise
                 counting_note = [f"{plan.backend}: not counted: {unavailable}"]
         # Counted mode: instructions, no timing or memory (null in the record, budgets not judged).
-        counted = measured if isinstance(measured, CountedMeasurement) else None
         timed = measured if isinstance(measured, TimedMeasurement) else None
+        counted = measured if measured is not None and timed is None else None
         # The load time: the timed processes' median, else the shared worker's load (none of an
         # emulated device: the one load under the emulator is no load time either).
         load_ms = None if not_judged == NOT_MEASURED else timed.load_ms if timed is not None else info.load_ms

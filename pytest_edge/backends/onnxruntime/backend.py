@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ...errors import BackendError, EdgeUsageError
-from ..base import Backend, TensorBackend, Coverage, Intermediates, LoadedModel, TensorSpec, file_head, unusable_artifact
+from ..base import Backend, TensorBackend, Coverage, LoadedModel, TensorSpec, file_head, unusable_artifact
 from ..shapes import LoadShapes
 from ..decoder import Decoder, DecoderRuntime
 from .session import new_session
@@ -17,6 +17,7 @@ from . import _NOT_LOCAL, _local_providers, ep_short_name  # noqa: F401 - the ma
 
 if TYPE_CHECKING:  # the speech and triage-quant capabilities are made on first use (OrtBackend.speech, .quant_pairs):
     # their modules (backends/speech.py, quant_pair.py) are not a tensor check's, in the pytest process or its worker
+    from ..intermediates import Intermediates  # triage's, made on a mismatch (.intermediates)
     from ..quant_pair import QuantPairs
     from ..speech import SpeechRuntime
 
