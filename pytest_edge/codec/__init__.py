@@ -58,6 +58,17 @@ def json_field(*, key: str | None = None, encode: Callable[[Any], Any] | None = 
     return dataclasses.field(metadata={_META: FieldFormat(key, encode, decode, omit, skip, finite)}, **field_args)
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+def optional(**format_args: Any) -> Any:
+    """A field that defaults to None and whose key is written only where it is not None: a figure
+    a block has only where it was measured, a key a stored block had only where its writer wrote it
+    (read back, it is written back the same)."""
+    return json_field(default=None, omit=_is_none, **format_args)
+
+
 class Layout:
     """A class's keys beyond and around its fields, and how strictly it is read (:func:`layout`)."""
 
@@ -274,4 +285,4 @@ def _plan(cls: type) -> _Plan:
 read_dataclasses_with(lambda cls: _plan(cls).decode)
 
 
-__all__ = ["FieldFormat", "Layout", "from_json", "json_field", "layout", "reader", "to_json"]
+__all__ = ["FieldFormat", "Layout", "from_json", "json_field", "layout", "optional", "reader", "to_json"]

@@ -19,10 +19,6 @@ from .record_blocks import RecordCoverage
 from .verdicts import GateVerdict
 
 
-def _absent(value: Any) -> bool:
-    return value is None
-
-
 @codec.layout(lenient=True)
 @dataclass(frozen=True)
 class GateFinding:
@@ -90,21 +86,21 @@ class BaselineCheck:
     flag and ratios, the figures compared, the verdict, the A/B twin's figures, the A/B folder or
     stored report; on the record, the gate's inconclusive warnings, notes and findings."""
 
-    mode: str | None = codec.json_field(default=None, omit=_absent)
-    new: bool | None = codec.json_field(default=None, omit=_absent)
-    looked_for: str | None = codec.json_field(default=None, omit=_absent)
-    baseline: str | None = codec.json_field(default=None, omit=_absent)
-    remeasured: bool | None = codec.json_field(default=None, omit=_absent)
-    counted: bool | None = codec.json_field(default=None, omit=_absent)
-    compared: list[str] | None = codec.json_field(default=None, omit=_absent)
-    instructions_ratio: float | None = codec.json_field(default=None, omit=_absent)
-    least_run_ratio: float | None = codec.json_field(default=None, omit=_absent)
-    verdict: GateVerdict | None = codec.json_field(default=None, omit=_absent)
-    twin: TwinFigures | CountedTwin | None = codec.json_field(default=None, omit=_absent, decode=_read_twin)
-    folder: str | None = codec.json_field(default=None, omit=_absent)
-    inconclusive: list[str] | None = codec.json_field(default=None, omit=_absent)
-    notes: list[str] | None = codec.json_field(default=None, omit=_absent)
-    findings: list[GateFinding] | None = codec.json_field(default=None, omit=_absent)
+    mode: str | None = codec.optional()
+    new: bool | None = codec.optional()
+    looked_for: str | None = codec.optional()
+    baseline: str | None = codec.optional()
+    remeasured: bool | None = codec.optional()
+    counted: bool | None = codec.optional()
+    compared: list[str] | None = codec.optional()
+    instructions_ratio: float | None = codec.optional()
+    least_run_ratio: float | None = codec.optional()
+    verdict: GateVerdict | None = codec.optional()
+    twin: TwinFigures | CountedTwin | None = codec.optional(decode=_read_twin)
+    folder: str | None = codec.optional()
+    inconclusive: list[str] | None = codec.optional()
+    notes: list[str] | None = codec.optional()
+    findings: list[GateFinding] | None = codec.optional()
     unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, written back
 
 

@@ -10,12 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ..codec import json_field
+from ..codec import json_field, optional
 from ..measurement.stats import MeanSd  # a figure's mean and sd over the generations (MeanSd.of)
-
-
-def _absent(value: object) -> bool:
-    return value is None
 
 
 # ------------------------------------------------------------------ accuracy
@@ -50,8 +46,8 @@ class TeacherForcedFigures:
     first_top1_difference: int | None
     kld: KlDivergence | None
     # Written with the KL divergence only (the report has never had them without it).
-    max_kld_at: int | None = json_field(default=None, omit=_absent)
-    golden_rest_mass_max: float | None = json_field(default=None, omit=_absent)
+    max_kld_at: int | None = optional()
+    golden_rest_mass_max: float | None = optional()
 
 
 @dataclass(frozen=True)
@@ -64,9 +60,9 @@ class TeacherForcedOverall:
     top1_agreement: float | None  # None: not measured (no logits)
     first_top1_difference: TokenPosition | None
     kld: KlDivergence | None
-    max_kld_at: TokenPosition | None = json_field(default=None, omit=_absent)
-    golden_rest_mass_max: float | None = json_field(default=None, omit=_absent)
-    not_measured: str | None = json_field(default=None, omit=_absent)
+    max_kld_at: TokenPosition | None = optional()
+    golden_rest_mass_max: float | None = optional()
+    not_measured: str | None = optional()
 
 
 @dataclass(frozen=True)
@@ -84,8 +80,8 @@ class PromptResult:
     max_abs_err: float | None
     cosine: float | None
     # The golden's and this run's logits shapes, where they differ.
-    shape: tuple[tuple[int, ...], tuple[int, ...]] | None = json_field(default=None, omit=_absent)
-    not_measured: str | None = json_field(default=None, omit=_absent)  # why the runtime gives no logits
+    shape: tuple[tuple[int, ...], tuple[int, ...]] | None = optional()
+    not_measured: str | None = optional()  # why the runtime gives no logits
     teacher_forced: TeacherForcedFigures | None = None
     reference: str | None = None
 
@@ -109,8 +105,8 @@ class GenerationProcessFigures:
 
     ttft_p50_ms: float | None
     tpot_p50_ms: float | None  # None: one new token, no TPOT sample
-    probe_us: float | None = json_field(default=None, omit=_absent)
-    fastest_ms: float | None = json_field(key="min", default=None, omit=_absent)
+    probe_us: float | None = optional()
+    fastest_ms: float | None = optional(key="min")
 
 
 @dataclass(frozen=True)
@@ -142,7 +138,7 @@ class RuntimeTimings:
     prompt_tokens: int
     eval_ms: float
     eval_tokens: int
-    ttft_ms: float | None = json_field(default=None, omit=_absent)  # a runtime that keeps its own time to first token
+    ttft_ms: float | None = optional()  # a runtime that keeps its own time to first token
     prompt_tokens_per_s: float | None = None
     eval_tokens_per_s: float | None = None
     per_generation: RuntimePerGeneration | None = None
@@ -173,7 +169,7 @@ class GenerationFigures:
     steady_memory_mb: float | None = None
     processes: tuple[GenerationProcessFigures, ...] = ()
     runtime_timings: RuntimeTimings | None = None
-    runs_capped: str | None = json_field(default=None, omit=_absent)
+    runs_capped: str | None = optional()
     kv_cache_estimate_mb: float | None = None
 
 
@@ -194,7 +190,7 @@ class ContextLength:
     status: str
     peak_memory_mb: float | None
     kv_cache_estimate_mb: float | None
-    error: str | None = json_field(default=None, omit=_absent)
+    error: str | None = optional()
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,6 @@ if TYPE_CHECKING:
     from ..backends.decoder_config import LlmConfig
 
 
-def _absent(value: object) -> bool:
-    return value is None
-
-
-def _kept() -> Any:
-    """A key of the configuration, written where the report has it (None: not in the block)."""
-    return codec.json_field(default=None, omit=_absent)
-
-
 @codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
 class RecordLlmConfig:
@@ -30,17 +21,17 @@ class RecordLlmConfig:
     its keys and order. A stored report's is read leniently: a key an older version did not write is
     None and is not written back, a key of another version is kept (``unknown``) and written after."""
 
-    vocab_size: int | None = _kept()
-    n_layers: int | None = _kept()
-    n_heads: int | None = _kept()
-    n_kv_heads: int | None = _kept()
-    head_dim: int | None = _kept()
-    max_context: int | None = _kept()
-    dtype: str | None = _kept()  # of the KV cache
-    source: str | None = _kept()  # the file it was read from
-    sliding_window: int | None = _kept()
-    sliding_layers: tuple[int, ...] | None = _kept()
-    sliding_cache: int | None = _kept()
+    vocab_size: int | None = codec.optional()
+    n_layers: int | None = codec.optional()
+    n_heads: int | None = codec.optional()
+    n_kv_heads: int | None = codec.optional()
+    head_dim: int | None = codec.optional()
+    max_context: int | None = codec.optional()
+    dtype: str | None = codec.optional()  # of the KV cache
+    source: str | None = codec.optional()  # the file it was read from
+    sliding_window: int | None = codec.optional()
+    sliding_layers: tuple[int, ...] | None = codec.optional()
+    sliding_cache: int | None = codec.optional()
     unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, as its JSON holds them
 
     @classmethod

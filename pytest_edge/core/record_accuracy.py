@@ -14,10 +14,6 @@ from typing import Any
 from .. import codec
 
 
-def _absent(value: Any) -> bool:
-    return value is None
-
-
 @codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
 class TensorAccuracy:
@@ -32,8 +28,8 @@ class TensorAccuracy:
     max_rel_err: float | None = None
     cosine: float | None = None
     snr_db: float | None = None
-    renamed: dict[str, dict[str, str]] | None = codec.json_field(default=None, omit=_absent)
-    reference_model: str | None = codec.json_field(default=None, omit=_absent)
+    renamed: dict[str, dict[str, str]] | None = codec.optional()
+    reference_model: str | None = codec.optional()
     unknown: dict[str, Any] = field(default_factory=dict)
 
 

@@ -25,10 +25,6 @@ from .external_data import identity_files
 from .sizes import RuntimePackage
 
 
-def _absent(value: Any) -> bool:
-    return value is None
-
-
 @codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
 class ModelIdentity:
@@ -40,7 +36,7 @@ class ModelIdentity:
     name: str = ""
     artifact: str | None = None
     sha256: str | None = None
-    files: dict[str, str] | None = codec.json_field(default=None, omit=_absent)
+    files: dict[str, str] | None = codec.optional()
     unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, written back
 
     @classmethod
@@ -81,10 +77,10 @@ class RuntimeIdentity:
 
     name: str | None = None
     version: str | None = None
-    delegates: list[str] | None = codec.json_field(default=None, omit=_absent)  # a decoder's and speech's: none
+    delegates: list[str] | None = codec.optional()  # a decoder's and speech's: none
     # core.sizes.runtime_package() as the worker measured it (bytes, or none and the reason); only the
     # worker that reads coverage sums it.
-    package: RuntimePackage | None = codec.json_field(default=None, omit=_absent)
+    package: RuntimePackage | None = codec.optional()
     details: dict[str, Any] = field(default_factory=dict)  # Backend.runtime_details(), and another version's keys
 
     @property
@@ -126,7 +122,7 @@ class InputTensor:
 
     shape: list[int | str | None] = field(default_factory=list)
     dtype: str | None = None
-    shape_from: str | None = codec.json_field(default=None, omit=_absent)
+    shape_from: str | None = codec.optional()
     unknown: dict[str, Any] = field(default_factory=dict)
 
 

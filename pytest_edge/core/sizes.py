@@ -45,10 +45,6 @@ def _providing(module: str | None) -> list[str]:
         return []
 
 
-def _absent(value: object) -> bool:
-    return value is None
-
-
 @codec.layout(lenient=True)
 @dataclass(frozen=True)
 class RuntimePackage:
@@ -57,10 +53,10 @@ class RuntimePackage:
     that provides the runtime where it is another than the backend's (``onnxruntime-gpu``)."""
 
     bytes: int | None = None
-    files: int | None = codec.json_field(default=None, omit=_absent)
-    native_bytes: int | None = codec.json_field(default=None, omit=_absent)
-    reason: str | None = codec.json_field(default=None, omit=_absent)
-    distribution: str | None = codec.json_field(default=None, omit=_absent)
+    files: int | None = codec.optional()
+    native_bytes: int | None = codec.optional()
+    reason: str | None = codec.optional()
+    distribution: str | None = codec.optional()
 
 
 @functools.lru_cache(maxsize=None)

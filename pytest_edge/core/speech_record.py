@@ -13,15 +13,6 @@ if TYPE_CHECKING:
     from ..backends.speech import SpeechConfig
 
 
-def _absent(value: object) -> bool:
-    return value is None
-
-
-def _kept() -> Any:
-    """A key of the configuration, written where the report has it (None: not in the block)."""
-    return codec.json_field(default=None, omit=_absent)
-
-
 @codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
 class RecordSpeechConfig:
@@ -29,15 +20,15 @@ class RecordSpeechConfig:
     keys and order. A stored report's is read leniently: a key an older version did not write is None
     and is not written back, a key of another version is kept (``unknown``) and written after."""
 
-    vocab_size: int | None = _kept()
-    num_mel_bins: int | None = _kept()
-    decoder_start_token_id: int | None = _kept()
-    eos_token_id: int | None = _kept()
-    forced: tuple[int, ...] | None = _kept()
-    suppress_tokens: tuple[int, ...] | None = _kept()
-    begin_suppress_tokens: tuple[int, ...] | None = _kept()
-    max_target_positions: int | None = _kept()
-    features: dict[str, int] | None = _kept()  # backends.speech_features.FeatureConfig's parameters, by name
+    vocab_size: int | None = codec.optional()
+    num_mel_bins: int | None = codec.optional()
+    decoder_start_token_id: int | None = codec.optional()
+    eos_token_id: int | None = codec.optional()
+    forced: tuple[int, ...] | None = codec.optional()
+    suppress_tokens: tuple[int, ...] | None = codec.optional()
+    begin_suppress_tokens: tuple[int, ...] | None = codec.optional()
+    max_target_positions: int | None = codec.optional()
+    features: dict[str, int] | None = codec.optional()  # backends.speech_features.FeatureConfig's parameters, by name
     unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, as its JSON holds them
 
     @classmethod
@@ -67,9 +58,9 @@ class SpeechTeacherForced:
     top1_agreement: float | None = None
     first_top1_difference: FilePosition | None = None
     kld: KlDivergence | None = None
-    max_kld_at: FilePosition | None = codec.json_field(default=None, omit=_absent)  # with the KL divergence only
-    golden_rest_mass_max: float | None = codec.json_field(default=None, omit=_absent)
-    not_measured: str | None = codec.json_field(default=None, omit=_absent)
+    max_kld_at: FilePosition | None = codec.optional()  # with the KL divergence only
+    golden_rest_mass_max: float | None = codec.optional()
+    not_measured: str | None = codec.optional()
     unknown: dict[str, Any] = field(default_factory=dict)
 
 

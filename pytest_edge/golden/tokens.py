@@ -45,10 +45,6 @@ class TopLogprobs:
     rest: np.ndarray  # float32 [n]
 
 
-def _absent(value: object) -> bool:
-    return value is None
-
-
 # A token file's meta, typed: its JSON (in the file, sorted keys) is checked by check_meta, then read
 # leniently (another version's value that does not fit: the field's default; unknown keys dropped).
 
@@ -59,15 +55,15 @@ class TokenGoldenMeta:
     project and sha256; ``files``: every file of it by name, None in an older golden), the model's
     key, the new tokens, the plugin's version, the k of the distributions. Left out where None."""
 
-    reference_backend: str | None = codec.json_field(default=None, omit=_absent)
-    artifact: str | None = codec.json_field(default=None, omit=_absent)
-    sha256: str | None = codec.json_field(default=None, omit=_absent)
-    path: str | None = codec.json_field(default=None, omit=_absent)
-    model: str | None = codec.json_field(default=None, omit=_absent)
-    files: dict[str, str] | None = codec.json_field(default=None, omit=_absent)
-    new_tokens: int | None = codec.json_field(default=None, omit=_absent)
-    plugin_version: str | None = codec.json_field(default=None, omit=_absent)
-    top_k: int | None = codec.json_field(default=None, omit=_absent)
+    reference_backend: str | None = codec.optional()
+    artifact: str | None = codec.optional()
+    sha256: str | None = codec.optional()
+    path: str | None = codec.optional()
+    model: str | None = codec.optional()
+    files: dict[str, str] | None = codec.optional()
+    new_tokens: int | None = codec.optional()
+    plugin_version: str | None = codec.optional()
+    top_k: int | None = codec.optional()
 
 
 @codec.layout(lenient=True)
@@ -84,9 +80,9 @@ class ObtainedTokensMeta:
     teacher_forced: TeacherForcedFigures | None = None
     teacher_forced_top: list[int] | None = None
     logits_not_measured: str | None = None
-    backend: str | None = codec.json_field(default=None, omit=_absent)
-    golden: str | None = codec.json_field(default=None, omit=_absent)
-    golden_sha256: str | None = codec.json_field(default=None, omit=_absent)
+    backend: str | None = codec.optional()
+    golden: str | None = codec.optional()
+    golden_sha256: str | None = codec.optional()
 
 
 Meta = TypeVar("Meta", TokenGoldenMeta, ObtainedTokensMeta)

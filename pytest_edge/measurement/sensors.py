@@ -102,20 +102,16 @@ class Reading:
         return Readings(self.temperature_c, self.cpu_mhz, self.power_w)
 
 
-def _absent(value: object) -> bool:
-    return value is None
-
-
 @codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
 class CpuMhz:
     """Current frequency over the CPUs that report one: mean, min and max in MHz, and how many
     (a figure a stored block lacks stays out of it)."""
 
-    mean: float | None = codec.json_field(default=None, omit=_absent)
-    min: float | None = codec.json_field(default=None, omit=_absent)
-    max: float | None = codec.json_field(default=None, omit=_absent)
-    cpus: int | None = codec.json_field(default=None, omit=_absent)
+    mean: float | None = codec.optional()
+    min: float | None = codec.optional()
+    max: float | None = codec.optional()
+    cpus: int | None = codec.optional()
     unknown: dict[str, Any] = field(default_factory=dict)
 
 
@@ -124,9 +120,9 @@ class CpuMhz:
 class Readings:
     """The readings of a window's ``initial`` or ``steady``: each kind only where it was read."""
 
-    temperature_c: dict[str, float] | None = codec.json_field(default=None, omit=_absent)
-    cpu_mhz: CpuMhz | None = codec.json_field(default=None, omit=_absent)
-    power_w: dict[str, float] | None = codec.json_field(default=None, omit=_absent)
+    temperature_c: dict[str, float] | None = codec.optional()
+    cpu_mhz: CpuMhz | None = codec.optional()
+    power_w: dict[str, float] | None = codec.optional()
     unknown: dict[str, Any] = field(default_factory=dict)  # another version's kinds, written back
 
 
