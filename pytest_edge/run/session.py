@@ -308,9 +308,8 @@ class EdgeSession:
         return self._keep(Record.not_converted(test_id, self._model(plan), plan.backend, reason))
 
     def errored(self, test_id: str, plan: Plan | LlmTarget, error: Exception) -> Record:
-        record = getattr(error, "record", None)
-        if record is not None:  # EdgeCheckFailed: its record is kept already
-            return Record.from_json(record)
+        if isinstance(error, EdgeCheckFailed):  # a check that ran and failed: its record is kept already
+            return error.record  # type: ignore[return-value] - this session's Record (errors.py names a Protocol)
         return self._keep(Record.errored(test_id, self._model(plan), plan.backend,
                                          str(error)))
 
