@@ -94,6 +94,18 @@ def layout(*, order: Sequence[str] = (), computed: Mapping[str, Callable[[Any], 
     return mark
 
 
+@layout(rest="unknown", lenient=True)
+@dataclasses.dataclass(frozen=True)
+class StoredBlock:
+    """A block of a stored record (a report's, a baseline's, the history's): read ``lenient`` (a
+    key missing or of another type: the field's default), and another version's keys kept in
+    ``unknown`` and written back after the block's own, so a report read and written again is the
+    same JSON. A subclass is a frozen dataclass of its fields; ``unknown`` is keyword-only, so the
+    fields keep their places in ``__init__``."""
+
+    unknown: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True)
+
+
 # ------------------------------------------------------------------ encoding
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -157,7 +169,7 @@ class _Plan:
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
-        shape: Layout = cls.__dict__.get(_LAYOUT) or Layout()
+        shape: Layout = getattr(cls, _LAYOUT, None) or Layout()  # its own, or a StoredBlock's
         hints = typing.get_type_hints(cls)  # resolves ``from __future__ import annotations``
         self.fields: list[_Field] = []
         self.rest = shape.rest
@@ -285,4 +297,4 @@ def _plan(cls: type) -> _Plan:
 read_dataclasses_with(lambda cls: _plan(cls).decode)
 
 
-__all__ = ["FieldFormat", "Layout", "from_json", "json_field", "layout", "optional", "reader", "to_json"]
+__all__ = ["FieldFormat", "Layout", "StoredBlock", "from_json", "json_field", "layout", "optional", "reader", "to_json"]

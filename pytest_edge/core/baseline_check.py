@@ -38,9 +38,8 @@ class GateFinding:
     # The record keeps codec.to_json(finding): these keys in this order, the verdict as its string.
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class TwinFigures:
+class TwinFigures(codec.StoredBlock):
     """What an A/B record keeps of its twin's measurement or compilation (not the per-process
     samples): the figures the pages compare and draw (report/ab_baseline.py makes them a baseline
     record), each written, null where the twin has none."""
@@ -55,21 +54,18 @@ class TwinFigures:
     measured_runs: int | None = None
     artifact_bytes: int | None = None
     npu: Compilation | None = None  # a compile-time target's compiler result
-    unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, written back
 
 
 # The figures the pages compare and draw, as a stored record holds them (TwinFigures' keys: report/ab_baseline.py).
 TWIN_FIGURES = tuple(f.name for f in fields(TwinFigures) if f.name != "unknown")
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class CountedTwin:
+class CountedTwin(codec.StoredBlock):
     """A counted A/B record's twin (--edge-count=instructions): its counts and its coverage."""
 
     counted: CountedMeasurement | None = None
     coverage: RecordCoverage | None = None
-    unknown: dict[str, Any] = field(default_factory=dict)
 
 
 def _read_twin(value: Any) -> TwinFigures | CountedTwin:

@@ -14,9 +14,8 @@ if TYPE_CHECKING:
     from ..backends.decoder_config import LlmConfig
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class RecordLlmConfig:
+class RecordLlmConfig(codec.StoredBlock):
     """backends.decoder_config.LlmConfig as the record keeps it (the ``llm`` block's ``config``), in
     its keys and order. A stored report's is read leniently: a key an older version did not write is
     None and is not written back, a key of another version is kept (``unknown``) and written after."""
@@ -32,7 +31,6 @@ class RecordLlmConfig:
     sliding_window: int | None = codec.optional()
     sliding_layers: tuple[int, ...] | None = codec.optional()
     sliding_cache: int | None = codec.optional()
-    unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, as its JSON holds them
 
     @classmethod
     def of(cls, config: "LlmConfig") -> "RecordLlmConfig":

@@ -8,15 +8,14 @@ that does not fit is null; another version's keys are kept and written back afte
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .. import codec
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class TensorAccuracy:
+class TensorAccuracy(codec.StoredBlock):
     """A tensor model's outputs against its golden: the backend (or, with ``reference=``, the model:
     ``reference_model``) that made the golden, its cases, and the worst figures over every output of
     every case (accuracy.compare.summarize); ``renamed``: the golden's tensor names -> the
@@ -30,12 +29,10 @@ class TensorAccuracy:
     snr_db: float | None = None
     renamed: dict[str, dict[str, str]] | None = codec.optional()
     reference_model: str | None = codec.optional()
-    unknown: dict[str, Any] = field(default_factory=dict)
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class DecoderAccuracy:
+class DecoderAccuracy(codec.StoredBlock):
     """A decoder against its golden over every prompt: the least token agreement, top-1 agreement
     and mean KL divergence teacher-forced, and the first step's logits at their worst."""
 
@@ -45,12 +42,10 @@ class DecoderAccuracy:
     kld_mean: float | None = None
     max_abs_err: float | None = None
     cosine: float | None = None
-    unknown: dict[str, Any] = field(default_factory=dict)
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class SpeechAccuracy:
+class SpeechAccuracy(codec.StoredBlock):
     """A speech export against the reference's transcripts: the worst word and character error
     rates, the files whose tokens all agree, and the teacher-forced figures where measured."""
 
@@ -60,7 +55,6 @@ class SpeechAccuracy:
     token_agreement: float | None = None
     top1_agreement: float | None = None
     kld_mean: float | None = None
-    unknown: dict[str, Any] = field(default_factory=dict)
 
 
 Accuracy = TensorAccuracy | DecoderAccuracy | SpeechAccuracy

@@ -25,9 +25,8 @@ from .external_data import identity_files
 from .sizes import RuntimePackage
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class ModelIdentity:
+class ModelIdentity(codec.StoredBlock):
     """A record's ``model``: its name (the model's key: ``a/net``, unique per model, so two models
     never share a row or a stored baseline), the artifact relative to the project, its sha256, and
     where the artifact is made of more files than one (external data, a GenAI folder's
@@ -37,7 +36,6 @@ class ModelIdentity:
     artifact: str | None = None
     sha256: str | None = None
     files: dict[str, str] | None = codec.optional()
-    unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, written back
 
     @classmethod
     def of(cls, name: str, artifact: Path | None, rootdir: Path) -> "ModelIdentity":
@@ -99,14 +97,12 @@ class RuntimeIdentity:
         return codec.from_json(cls, data, "a record's runtime")
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class PluginIdentity:
+class PluginIdentity(codec.StoredBlock):
     """A record's ``plugin``: the pytest-edge that wrote it."""
 
     name: str = "pytest-edge"
     version: str | None = None
-    unknown: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def this(cls) -> "PluginIdentity":
@@ -114,25 +110,21 @@ class PluginIdentity:
         return cls("pytest-edge", __version__)
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class InputTensor:
+class InputTensor(codec.StoredBlock):
     """One input of a tensor model (or a decoder's ``input_ids``) as it was fed: its shape, its
     dtype, and where a dynamic dimension's size came from (``shape_from``, only where one was)."""
 
     shape: list[int | str | None] = field(default_factory=list)
     dtype: str | None = None
     shape_from: str | None = codec.optional()
-    unknown: dict[str, Any] = field(default_factory=dict)
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class AudioInput:
+class AudioInput(codec.StoredBlock):
     """A speech check's ``input``: the audio files it transcribed, relative to the project."""
 
     audio: list[str] = field(default_factory=list)
-    unknown: dict[str, Any] = field(default_factory=dict)
 
 
 # A record's ``input``: a tensor model's (and a decoder's) tensors by name, or a speech check's audio.
@@ -149,9 +141,8 @@ def read_input(data: Any) -> RecordInput | None:
     return {str(name): codec.from_json(InputTensor, spec, f"a record's input {name}") for name, spec in data.items()}
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class DeviceRun:
+class DeviceRun(codec.StoredBlock):
     """A record's ``device``: the device it ran on (its name in the backend, ``litert@pi5``) and
     the machine its worker described (arch, CPU, OS, ``emulated``: as that worker's reply says)."""
 
@@ -160,12 +151,10 @@ class DeviceRun:
     # stored block's machine is no object, as before it was typed).
     machine: Machine | None = codec.json_field(default=None, decode=lambda value: read_object(
         Machine, value, "a record's device machine"))
-    unknown: dict[str, Any] = field(default_factory=dict)
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class RecordCoverage:
+class RecordCoverage(codec.StoredBlock):
     """A record's ``coverage``: :class:`~pytest_edge.backends.tensors.Coverage` as the record keeps
     it. The strict type reads the worker's reply; a stored report's block is read leniently and
     keeps its ``fallback`` as written (the gate reads that key), so a record writes back what it read."""
@@ -181,7 +170,6 @@ class RecordCoverage:
     delegated_op_ids: list[str] = field(default_factory=list)
     fallback_reasons: dict[str, str] = field(default_factory=dict)
     fallback: float | None = None
-    unknown: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, coverage: Coverage) -> "RecordCoverage":

@@ -13,9 +13,8 @@ if TYPE_CHECKING:
     from ..backends.speech import SpeechConfig
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class RecordSpeechConfig:
+class RecordSpeechConfig(codec.StoredBlock):
     """backends.speech.SpeechConfig as the record keeps it (the ``speech`` block's ``config``), in its
     keys and order. A stored report's is read leniently: a key an older version did not write is None
     and is not written back, a key of another version is kept (``unknown``) and written after."""
@@ -29,7 +28,6 @@ class RecordSpeechConfig:
     begin_suppress_tokens: tuple[int, ...] | None = codec.optional()
     max_target_positions: int | None = codec.optional()
     features: dict[str, int] | None = codec.optional()  # backends.speech_features.FeatureConfig's parameters, by name
-    unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, as its JSON holds them
 
     @classmethod
     def of(cls, config: "SpeechConfig") -> "RecordSpeechConfig":
@@ -46,9 +44,8 @@ class FilePosition:
     position: int
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class SpeechTeacherForced:
+class SpeechTeacherForced(codec.StoredBlock):
     """The speech block's ``teacher_forced``: a decoder's figures (core.generation_figures'
     TeacherForcedFigures) over every audio file's positions, the first top-1 difference and the
     worst KL divergence named by file; ``not_measured`` why a figure is missing. A stored report's
@@ -61,7 +58,6 @@ class SpeechTeacherForced:
     max_kld_at: FilePosition | None = codec.optional()  # with the KL divergence only
     golden_rest_mass_max: float | None = codec.optional()
     not_measured: str | None = codec.optional()
-    unknown: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ each process's own figures (:class:`MeasuredProcess`, the record's ``processes``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -15,9 +15,8 @@ from . import sensors
 from .timing import ProcessTiming, latency_stats
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class MeasuredProcess:
+class MeasuredProcess(codec.StoredBlock):
     """One fresh process's own figures, as the record keeps them (each key written, null where not
     measured; a stored report's read leniently): P50 and P99 and the fastest run (``min``) in ms, its
     timed runs, load time, peak memory over its load's base, other cores' load, the CPU probe's
@@ -36,7 +35,6 @@ class MeasuredProcess:
     start: str | None = None  # "forked" (from a zygote) or "spawned"
     memory_growth_kb_per_run: float | None = None
     rss_points: list[list[float]] | None = None  # [run count, RSS MB] over the timed runs
-    unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, written back
 
     @classmethod
     def of(cls, timing: ProcessTiming) -> "MeasuredProcess":

@@ -14,7 +14,7 @@ import enum
 import os
 import platform
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from .. import codec
@@ -57,9 +57,8 @@ def read_object(kind: type[T], value: Any, where: str) -> T | None:
     return codec.from_json(kind, value, where)
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class FarmPlace:
+class FarmPlace(codec.StoredBlock):
     """A board farm's place a device's worker ran on, as the farm says of it (a record's
     ``device.machine.farm``): the engine, its coordinator, the place, its exporter and tags."""
 
@@ -68,12 +67,10 @@ class FarmPlace:
     place: str | None | Absent = _kept(str | None)
     exporter: str | None | Absent = _kept(str | None)
     tags: dict[str, str] | None | Absent = _kept(dict[str, str] | None)
-    unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, written back
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class Machine:
+class Machine(codec.StoredBlock):
     """A machine's description, in the block's keys and order: this machine's figures
     (:func:`machine_info`), then a device's (``numpy``, ``emulated``, ``farm``), then the names a
     history (``name``) and a merged report (``label``) give it; another version's keys last."""
@@ -90,7 +87,6 @@ class Machine:
         FarmPlace, value, "a machine's farm"))  # what the board farm says of its place
     name: str | None | Absent = _kept(str | None)  # the machine a history keeps the run under
     label: str | None | Absent = _kept(str | None)  # a merged report's: how its records name it
-    unknown: dict[str, Any] = field(default_factory=dict)  # another version's keys, written back
 
     def named(self, name: str) -> "Machine":
         """This block with the ``name`` a history keeps its run under."""

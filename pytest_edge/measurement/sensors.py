@@ -11,9 +11,9 @@ reason instead of a number.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from .. import codec
 
@@ -102,9 +102,8 @@ class Reading:
         return Readings(self.temperature_c, self.cpu_mhz, self.power_w)
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class CpuMhz:
+class CpuMhz(codec.StoredBlock):
     """Current frequency over the CPUs that report one: mean, min and max in MHz, and how many
     (a figure a stored block lacks stays out of it)."""
 
@@ -112,23 +111,19 @@ class CpuMhz:
     min: float | None = codec.optional()
     max: float | None = codec.optional()
     cpus: int | None = codec.optional()
-    unknown: dict[str, Any] = field(default_factory=dict)
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class Readings:
+class Readings(codec.StoredBlock):
     """The readings of a window's ``initial`` or ``steady``: each kind only where it was read."""
 
     temperature_c: dict[str, float] | None = codec.optional()
     cpu_mhz: CpuMhz | None = codec.optional()
     power_w: dict[str, float] | None = codec.optional()
-    unknown: dict[str, Any] = field(default_factory=dict)  # another version's kinds, written back
 
 
-@codec.layout(rest="unknown", lenient=True)
 @dataclass(frozen=True)
-class SensorWindow:
+class SensorWindow(codec.StoredBlock):
     """The record's ``power_and_temperature``: the readings before the warm-up (``initial``) and at
     the end of the timed runs (``steady``, with RAPL power over the window), each None where nothing
     was read, and ``reason`` saying what could not be read (None when everything was)."""
@@ -137,7 +132,6 @@ class SensorWindow:
     initial: Readings | None = None
     steady: Readings | None = None
     reason: str | None = None
-    unknown: dict[str, Any] = field(default_factory=dict)
 
 
 def read(root: Path | str = "/") -> Reading:
