@@ -37,7 +37,7 @@ from .core.settings import Settings
 from .errors import (EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend, visible,
                      visible_longrepr)
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references
-from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, edge_session
+from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, edge_session, start_spare
 
 if TYPE_CHECKING:
     from .run.decoder_plan import LlmTarget
@@ -173,6 +173,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _parametrize(metafunc: pytest.Metafunc, marker_name: str, fixture: str, found: pytest.Mark) -> None:
     """The test parametrized over its plans (one per backend, a skip where a backend cannot run it),
     or one Unresolved case naming why it cannot be planned."""
+    start_spare(metafunc.config)  # before the session's import, which it overlaps
     edge = edge_session(metafunc.config)
     test_dir = Path(metafunc.definition.path).parent
     try:

@@ -15,10 +15,12 @@ from .core.settings import Settings
 
 if TYPE_CHECKING:
     from .run.session import EdgeSession
+    from .worker.spare import SpareWorker
 
 SESSION_KEY = pytest.StashKey["EdgeSession"]()
 SETTINGS_KEY = pytest.StashKey[Settings]()  # read at configure, so a bad option is a usage error at once
 PROGRESS_KEY = pytest.StashKey[Callable[[str], None]]()  # where the session's workers say what they do
+SPARE_KEY = pytest.StashKey["SpareWorker | None"]()  # started by the first edge test collected, for the session's pool
 
 
 def edge_session(config: pytest.Config) -> "EdgeSession":
@@ -30,4 +32,24 @@ def edge_session(config: pytest.Config) -> "EdgeSession":
         edge = config.stash[SESSION_KEY] = EdgeSession(config.stash[SETTINGS_KEY])
         if PROGRESS_KEY in config.stash:
             edge.pool.progress = config.stash[PROGRESS_KEY]
+        edge.pool.spare = config.stash.get(SPARE_KEY, None)
     return edge
+
+
+def start_spare(config: pytest.Config) -> None:
+    """Start a worker interpreter (worker/spare.py) before the first edge test's planning imports
+    the session, once per run: it imports NumPy and the worker's modules on another core while
+    pytest imports the session, and the first local worker adopts it. Not where nothing will run
+    (--collect-only), nor without isolation (the worker is this process)."""
+    if SPARE_KEY in config.stash or SESSION_KEY in config.stash or config.option.collectonly:
+        return
+    settings = config.stash.get(SETTINGS_KEY, None)
+    config.stash[SPARE_KEY] = None
+    if settings is None or not settings.isolated:
+        return
+    from .worker.spare import SpareWorker
+
+    try:
+        config.stash[SPARE_KEY] = SpareWorker()
+    except OSError:  # no process to spare (a limit on processes): the worker starts as it always did
+        pass

@@ -273,7 +273,9 @@ import pytest
 @pytest.mark.edge(model="tiny_mlp", backends=["onnxruntime-cpu"])
 def test_killed(edge_model):
     edge_model(*[__import__("numpy").zeros(s.shape, s.dtype) for s in edge_model.inputs])
-    found = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "pytest_edge.worker onnxruntime-cpu "],
+    # The session's one worker: onnxruntime-cpu's, in the spare interpreter it adopted
+    # (``pytest_edge.worker --spare FD``), or one started for it (``pytest_edge.worker onnxruntime-cpu FD``).
+    found = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "pytest_edge.worker (--spare|onnxruntime-cpu) "],
                            capture_output=True, text=True).stdout.split()
     assert found, "no onnxruntime-cpu worker of this session"
     for pid in found:

@@ -69,6 +69,13 @@ def optional(**format_args: Any) -> Any:
     return json_field(default=None, omit=_is_none, **format_args)
 
 
+def omitted(f: "dataclasses.Field[Any]", value: Any) -> bool:
+    """Whether ``f``'s format leaves ``value`` out (:func:`optional`'s None): for a writer of a
+    dataclass's fields that is not :func:`to_json` (the worker's requests)."""
+    spec = f.metadata.get(_META)
+    return spec is not None and spec.omit is not None and spec.omit(value)
+
+
 class Layout:
     """A class's keys beyond and around its fields, and how strictly it is read (:func:`layout`)."""
 
@@ -297,4 +304,4 @@ def _plan(cls: type) -> _Plan:
 read_dataclasses_with(lambda cls: _plan(cls).decode)
 
 
-__all__ = ["FieldFormat", "Layout", "StoredBlock", "from_json", "json_field", "layout", "optional", "reader", "to_json"]
+__all__ = ["FieldFormat", "Layout", "StoredBlock", "from_json", "json_field", "layout", "omitted", "optional", "reader", "to_json"]

@@ -1,6 +1,8 @@
 """``python -m pytest_edge.worker BACKEND FD [SOURCE]``: a local worker on a socket the parent passed;
 ``python -m pytest_edge.worker --stdio``: a device worker over stdin/stdout (a device's command);
-``python -m pytest_edge.worker --zygote BACKEND FD [SOURCE]``: a zygote that forks local workers (.zygote).
+``python -m pytest_edge.worker --zygote BACKEND FD [SOURCE]``: a zygote that forks local workers (.zygote);
+``python -m pytest_edge.worker --spare FD``: a local worker started before its backend is known, which
+its first request (Start) names (.spare).
 SOURCE ("module:callable", backends.backend_source) is where the backend comes from: the worker
 imports that module alone instead of reading the entry points (a device's install is its own: by name)."""
 
@@ -20,6 +22,9 @@ if sys.argv[1:2] == ["--zygote"]:
 die_with_parent()
 if sys.argv[1:] == ["--stdio"]:
     serve_stdio()
+elif sys.argv[1:2] == ["--spare"]:
+    connection = Channel(int(sys.argv[2]))
+    serve(connection, connection, None)
 else:
     connection = Channel(int(sys.argv[2]))
     serve(connection, connection, sys.argv[1], source=(sys.argv[3:4] or [None])[0])

@@ -29,6 +29,7 @@ from .zygote import ForkedProcess, Zygote, source_args
 if TYPE_CHECKING:
     from ..devices.backend_env import Environment
     from .server import WorkerServer
+    from .spare import SpareWorker
 
 _LOGS = itertools.count()  # numbers the log files of this process's workers
 
@@ -97,15 +98,30 @@ class BackendWorker:
     def alive(self) -> bool:
         return self._server is not None or (self._process is not None and self._process.poll() is None)
 
-    def launch(self) -> None:
+    def launch(self, spare: SpareWorker | None = None) -> None:
         """Start the worker process without waiting for it to import its runtime, so several
-        workers (or collection) can go on meanwhile; the first request waits for it."""
+        workers (or collection) can go on meanwhile; the first request waits for it. ``spare``: an
+        interpreter started during collection (.spare), adopted where this worker would be a plain
+        one of this machine's Python (no device, environment, zygote or wrapper)."""
         if self.alive:
             return
         if not self.isolated:
             from .server import WorkerServer  # in this process (--edge-isolation=none)
 
             self._server = WorkerServer(self.backend_name)
+            return
+        plain = self.device is None and self.zygote is None and self.environment is None \
+            and not self.command_prefix and not self.extra_env
+        adopted = spare.adopt() if spare is not None and plain else None
+        if adopted is not None:
+            self._process, fd, self.log_path = adopted
+            self._reader = self._writer = frames.Channel(fd)
+            source = (source_args(self.backend_name) or [None])[0]
+            try:  # read at once: the spare has imported what a worker needs, and waits for it
+                self._writer.send_bytes(frames.encode(protocol.request_json(protocol.Start(self.backend_name, source))))
+            except OSError:
+                pass  # it ended: the handshake reads its end and quotes its log
+            self._starting = True
             return
         # Runtimes print to fd 1/2 natively: keep that out of pytest's capture, in a log we can quote.
         # The log starts empty for each process, so a crash quotes this process's output only.

@@ -24,6 +24,7 @@ from .zygote import Zygote, fork_supported
 
 if TYPE_CHECKING:  # an emulated device's and a backend's own environment: imported where one is used
     from ..devices import backend_env
+    from .spare import SpareWorker
 
 FORK_MODES = ("auto", "on", "off")
 
@@ -122,6 +123,8 @@ class WorkerPool:
         self._environments: dict[str, backend_env.Environment | backend_env.EnvironmentUnmade] = {}
         self.farm = farm or FarmSettings()
         self.leases: dict[str, Lease] = {}  # device -> the labgrid place this session holds for it
+        # An interpreter the plugin started during collection (.spare), for the first worker prestart launches.
+        self.spare: SpareWorker | None = None
 
     def _new(self, backend: str, isolated: bool) -> BackendWorker:
         base, device = split_device(backend)
@@ -232,9 +235,15 @@ class WorkerPool:
                     # collects device tests it will never run must not hold (or wait for) a board.
                     continue
                 try:
-                    self.worker(backend).launch()
+                    self.worker(backend).launch(self.spare)
                 except (DeviceUnreachable, EdgeUsageError):
                     pass  # said by the backend's first request, in the test that needs it
+        self.close_spare()  # adopted, or of no use now: its imports must not share a timed window
+
+    def close_spare(self) -> None:
+        if self.spare is not None:
+            self.spare.close()
+            self.spare = None
 
     def settle(self, device: str | None) -> None:
         """Wait for this machine's workers that are still starting (importing a runtime takes up to
@@ -268,6 +277,7 @@ class WorkerPool:
         return notes
 
     def close(self) -> None:
+        self.close_spare()
         for worker in self.workers.values():
             worker.close()
         self.workers.clear()

@@ -19,13 +19,14 @@ from .server import WorkerServer
 def serve(reader: frames.Channel, writer: frames.Channel, backend_name: str | None, cache_dir: Path | None = None,
           source: str | None = None) -> None:
     """The worker's loop: typed requests in, replies out, as frames of the pickle-free codec. A
-    device worker (``backend_name`` None) learns its backend from the first request, Start."""
+    device worker and a spare (``backend_name`` None) learn their backend from the first request,
+    Start (a spare's names where the backend comes from, as a local worker's SOURCE does)."""
     try:
         if backend_name is None:
             start = protocol.request_from(frames.decode(reader.recv_bytes(frames.MAX_FRAME_BYTES)))
             if not isinstance(start, protocol.Start):
                 raise protocol.ProtocolError(f"the first request must be start, not {start.op}")
-            backend_name = start.backend
+            backend_name, source = start.backend, source or start.source
         server = WorkerServer(backend_name, cache_dir, source)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
         writer.send_bytes(frames.encode(protocol.failure(type(exc).__name__, str(exc))))

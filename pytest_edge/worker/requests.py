@@ -218,10 +218,13 @@ class ReadIntermediates(Request):
 
 @dataclass
 class Start(Request):
-    """The first request to a device worker (``--stdio``): which backend to serve."""
+    """The first request to a device worker (``--stdio``) and to a spare (``--spare``): which
+    backend to serve; a spare's ``source`` is where it comes from (backends.backend_source; a
+    device's install is its own: none)."""
 
     op: ClassVar[str] = "start"
     backend: str
+    source: str | None = codec.optional()
 
 
 @dataclass
@@ -292,8 +295,11 @@ ZYGOTE_REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Fork, Proce
 
 
 def request_json(request: Request) -> dict[str, Any]:
-    """``request`` as the frame carries it: its fields by name, each as its JSON (arrays as arrays)."""
-    return {"op": request.op, "args": {f.name: codec.to_json(getattr(request, f.name)) for f in fields(request)}}
+    """``request`` as the frame carries it: its fields by name, each as its JSON (arrays as arrays),
+    but an optional one's None (Start's source: a device's Start is what it always was)."""
+    values = {f.name: (f, getattr(request, f.name)) for f in fields(request)}
+    return {"op": request.op, "args": {name: codec.to_json(value) for name, (f, value) in values.items()
+                                       if not codec.omitted(f, value)}}
 
 
 def request_from(message: Any, registry: Mapping[str, type[Request]] = REQUESTS) -> Request:

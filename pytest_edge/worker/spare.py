@@ -1,0 +1,69 @@
+"""A worker interpreter started before its backend is known: ``python -m pytest_edge.worker --spare FD``.
+
+The first edge test pytest collects starts one, before the plugin imports its session (NumPy, the
+goldens, the gate): the spare imports NumPy and the worker's modules on another core meanwhile,
+and waits. When collection ends, the first local worker the session starts adopts it and sends it
+``Start`` (its backend), so a run's first check waits for the runtime's import only, not for a
+whole interpreter's start after pytest's (docs/architecture.md, "Start-up"). A spare no worker
+adopts (every test on a device, a compile-time target, a backend in its own environment) is
+killed when the workers have started: it cost one interpreter's imports on another core.
+
+A leaf of the pytest side: nothing here imports NumPy, the protocol or a backend.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_SPARES = itertools.count()
+
+
+class SpareWorker:
+    """A started ``--spare`` worker: its process, the socket it reads its Start on, and its log."""
+
+    def __init__(self) -> None:
+        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-spare-{next(_SPARES)}.log"
+        parent, child = socket.socketpair()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        try:
+            with open(self.log_path, "wb") as log:
+                self.process: subprocess.Popen[bytes] | None = subprocess.Popen(
+                    [sys.executable, "-m", "pytest_edge.worker", "--spare", str(child.fileno())],
+                    pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        self.socket: socket.socket | None = parent
+
+    def adopt(self) -> tuple[subprocess.Popen[bytes], int, Path] | None:
+        """The process, the socket's file descriptor (now the caller's) and the log, once; None
+        where it is gone (already adopted, closed, or it ended)."""
+        if self.process is None or self.socket is None or self.process.poll() is not None:
+            return None
+        process, fd = self.process, self.socket.detach()
+        self.process = self.socket = None
+        return process, fd, self.log_path
+
+    def close(self) -> None:
+        """Kill a spare nobody adopted (it only waits, so nothing of a test is lost) and remove its log."""
+        if self.socket is not None:
+            self.socket.close()
+            self.socket = None
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+            self.process = None
+            try:
+                self.log_path.unlink()
+            except OSError:
+                pass
