@@ -74,12 +74,11 @@ def settings_from_config(config: pytest.Config) -> Settings:
     try:
         settings = edge_settings.from_config(config)
         if settings.baseline_path is not None:
-            from .report.json_report import Report, read_report
+            from .report.json_report import load_report
 
-            settings.baseline = read_report(settings.baseline_path)  # JSON: the gate's layers read it
-            # Each record read as the pages will read it (load_report's rule): a record no Record holds
-            # is a usage error now, not a page that cannot render at the session's end.
-            Report.from_json(settings.baseline, f"{settings.baseline_path} is not a valid pytest-edge report")
+            # Read once, typed, for the gate and the pages alike: a record no Record holds is a usage
+            # error now, not a gate or a page that cannot read it later.
+            settings.baseline = load_report(settings.baseline_path)
         return settings
     except (EdgeError, ValueError) as exc:  # ValueError: read_report's, naming the file
         raise pytest.UsageError(f"pytest-edge: {exc}") from exc

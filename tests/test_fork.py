@@ -474,11 +474,12 @@ def test_auto_spawns_when_a_merge_gate_runs(tmp_path: Path) -> None:
     a change. ``auto`` spawns under a gate; ``on`` and ``off`` are as asked."""
     from pytest_edge.run.session import measuring_fork
     from pytest_edge.core.settings import Settings
+    from pytest_edge.report.json_report import Report
 
     assert measuring_fork(Settings(golden_dir=tmp_path, rootdir=tmp_path)) == "off"  # the default: spawn
     auto = {"golden_dir": tmp_path, "rootdir": tmp_path, "fork": "auto"}
     assert measuring_fork(Settings(**auto)) == "auto"
     assert measuring_fork(Settings(**auto, baseline_models=tmp_path)) == "off"
-    assert measuring_fork(Settings(**auto, baseline={"records": []})) == "off"
+    assert measuring_fork(Settings(**auto, baseline=Report([]))) == "off"
     assert measuring_fork(Settings(golden_dir=tmp_path, rootdir=tmp_path, baseline_models=tmp_path,
                                    fork="on")) == "on"

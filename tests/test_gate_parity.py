@@ -35,6 +35,7 @@ from pytest_edge.judging.baseline import BaselineKind, choose_baseline
 from pytest_edge.judging.gate import GateResult
 from pytest_edge.judging.measurer import Measurer
 from pytest_edge.measurement.combined import TimedMeasurement
+from pytest_edge.report.json_report import load_report
 from pytest_edge.judging.regressions import (ARENA, ARTIFACT_SIZE, DELEGATE_COVERAGE, GATE_FIGURES, INSTRUCTIONS,
                                              NPU_ESTIMATE, NPU_MEMORY, PARTITIONS, PEAK_MEMORY)
 from pytest_edge.run import pipeline
@@ -70,8 +71,10 @@ def _project(tmp_path: Path, mode: str, artifact: Path, twin: Path, suffix: str)
 
 
 def _stored(settings: Settings, tmp_path: Path, record: dict[str, Any]) -> Settings:
-    return replace(settings, baseline={"schema": "pytest-edge/report/1", "records": [record]},
-                   baseline_path=tmp_path / "base.json")
+    """A stored report holding ``record``'s JSON, read as the plugin reads --edge-baseline."""
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps({"schema": "pytest-edge/report/1", "records": [record]}))
+    return replace(settings, baseline=load_report(path), baseline_path=path)
 
 
 # ------------------------------------------------------------ compile-time targets
@@ -273,7 +276,7 @@ def test_the_one_rule_chooses_twin_then_stored_then_new(tmp_path: Path) -> None:
     settings, model, candidate = _project(tmp_path, "ab", SMALL, SMALL, ".tflite")
     assert choose_baseline(settings, model, candidate, "t", "litert").kind is BaselineKind.TWIN
     stored = _stored(replace(settings, baseline_models=tmp_path / "empty"), tmp_path,
-                     {"test": "t", "backend": "litert", "model": {"name": "m"}})
+                     {"test": "t", "backend": "litert", "verdict": "passed", "model": {"name": "m"}})
     (tmp_path / "empty").mkdir()
     assert choose_baseline(stored, model, candidate, "t", "litert").kind is BaselineKind.STORED
     assert choose_baseline(stored, model, candidate, "other", "litert-ref").kind is BaselineKind.NEW

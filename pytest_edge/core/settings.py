@@ -8,7 +8,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 # Imported by every pytest session the plugin is installed in, edge tests or not: only what the
 # option table and its defaults need; the readers of a value (a report, a device, a marker's
@@ -24,6 +24,17 @@ MAX_REGRESSION = "10%"  # the merge gate's default threshold (edge_max_regressio
 
 if TYPE_CHECKING:
     import pytest
+
+    from .record import Record
+
+
+class StoredReport(Protocol):
+    """--edge-baseline's report as the gate reads it: its typed records. The plugin reads the file
+    once at configure into a report.json_report.Report, which the pages show too; core/ may not
+    import report/, so this names what judging/ needs of it."""
+
+    @property
+    def records(self) -> Sequence[Record]: ...
 
 
 @dataclass(frozen=True)
@@ -139,7 +150,7 @@ class Settings:
     threads: int = int(_DEFAULTS["edge_threads"])
     seed: int = DEFAULT_SEED
     measure: bool = False
-    baseline: dict[str, Any] | None = None  # --edge-baseline's report, read by the plugin at configure
+    baseline: StoredReport | None = None  # --edge-baseline's report, read by the plugin at configure
     baseline_path: Path | None = None  # the stored report ``baseline`` was read from
     max_regression: float = parse_percent(_DEFAULTS["edge_max_regression"])
     # A/B mode gates P99 only when asked, with its own threshold (None: P99 reported, not gated).

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Iterable
 
 from ..backends.arena import TensorArena
 from ..backends.tensors import Coverage
@@ -40,12 +40,13 @@ class BaselineKind(str, Enum):
 @dataclass(frozen=True)
 class BaselineChoice:
     """The one decision of what a check is gated against. ``source`` names the baseline in the
-    gate's messages (the twin's path, the stored record's test); ``folder`` is the A/B folder or the
-    stored report, as the pages name it; ``looked_for`` what a new model's gate looked for."""
+    gate's messages (the twin's path, the stored record's test); ``stored`` is that record, as the
+    stored report holds it; ``folder`` is the A/B folder or the stored report, as the pages name it;
+    ``looked_for`` what a new model's gate looked for."""
 
     kind: BaselineKind
     twin: Path | None = None
-    stored: Mapping[str, Any] | None = None
+    stored: Record | None = None
     source: str = ""
     folder: str = ""
     looked_for: str = ""
@@ -92,9 +93,10 @@ def choose_baseline(settings: "Settings", model: "Model", artifact: Path, test_i
     if twin is not None:
         return BaselineChoice(BaselineKind.TWIN, twin=twin, source=os.path.relpath(twin, rootdir),
                               folder=os.path.relpath(settings.baseline_models, rootdir), mode="ab")
-    stored = find_baseline(settings.baseline, {"test": test_id, "backend": backend, "model": {"name": model.key}})
+    stored = find_baseline(settings.baseline.records, test=test_id, model=model.key, backend=backend) \
+        if settings.baseline is not None else None
     if stored is not None:
-        return BaselineChoice(BaselineKind.STORED, stored=stored, source=str(stored.get("test", "?")),
+        return BaselineChoice(BaselineKind.STORED, stored=stored, source=stored.test,
                               folder=_report_path(settings), mode="stored")
     if settings.baseline_models is not None:
         return BaselineChoice(BaselineKind.NEW, mode="ab",
@@ -104,17 +106,16 @@ def choose_baseline(settings: "Settings", model: "Model", artifact: Path, test_i
                           folder=_report_path(settings))
 
 
-def find_baseline(baseline: Mapping[str, Any] | None, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The baseline record of a stored report that ``record`` is compared against: the same test,
-    else the same model (its key) on the same backend."""
-    if not baseline:
-        return None
+def find_baseline(records: Iterable[Record], *, test: str, model: str, backend: str) -> Record | None:
+    """The stored record a check of ``test`` (``model``: its key, on ``backend``) is compared
+    against: the record of the same test, else the first of the same model on the same backend. The
+    one rule, for the gate and for the pages (report.json_report.Report.baseline_of)."""
     same_model = None
-    for old in baseline.get("records", []):
-        if old.get("test") == record["test"]:
+    for old in records:
+        if old.test == test:
             return old
-        if old.get("model", {}).get("name") == record["model"]["name"] and old.get("backend") == record["backend"]:
-            same_model = same_model or old
+        if same_model is None and old.model.name == model and old.backend == backend:
+            same_model = old
     return same_model
 
 

@@ -115,7 +115,8 @@ class Counter:
                 return mine, theirs
         else:
             twin_record, source, paired = None, choice.source, False
-            theirs = GateFigures.from_json(choice.stored or {}, source=source)
+            assert choice.stored is not None  # neither a twin nor new: the stored report's record
+            theirs = GateFigures.of_record(choice.stored)  # read as the live record is
 
             def recount() -> tuple[CountedMeasurement, CountedMeasurement | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)

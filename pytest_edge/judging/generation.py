@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from ..backends.decoder_config import LlmConfig, read_config
 from ..core.generation_figures import (ContextLength, ContextStop, ContextSweep, CountedShare, GenerationProcessFigures,
                                        MeanSd, RuntimePerGeneration, RuntimeTimings)
 from ..core.models import Model
+from ..core.record import Record
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
 from ..errors import BackendCrash, BackendError, EdgeUsageError
@@ -167,15 +168,16 @@ def twin_config(twin: Path, fallback: LlmConfig) -> LlmConfig:
         return fallback
 
 
-def stored_figures(record: Mapping[str, Any], backend: str, test: str) -> GateFigures:
+def stored_figures(record: Record, backend: str) -> GateFigures:
     """A stored report's record as the gate reads a decoder's: its per-process generation figures
     (none where the record has no ``llm.processes``: its timed figures are then not compared), its
-    peak memory and artifact size."""
-    processes = (record.get("llm") or {}).get("processes") or []
+    peak memory and artifact size, read from its JSON by the one parser, as a live record is."""
+    stored = record.to_json()
+    processes = (stored.get("llm") or {}).get("processes") or []
     return GateFigures.from_json({"backend": backend, "processes": processes,
-                                  "peak_memory_mb": record.get("peak_memory_mb"),
-                                  "artifact_bytes": record.get("artifact_bytes"), "model": record.get("model")},
-                                 source=str(record.get("test", test)))
+                                  "peak_memory_mb": stored.get("peak_memory_mb"),
+                                  "artifact_bytes": stored.get("artifact_bytes"), "model": stored.get("model")},
+                                 source=record.test)
 
 
 def as_gated(backend: str, measured: GenerationMeasurement, artifact: Path | None = None,
@@ -227,7 +229,8 @@ def gate_generation(settings: Settings, test_id: str, backend: str, model: Model
             raise RuntimeError(f"the baseline twin {choice.source} of {artifact} was not measured")
         judged = against(as_gated(backend, twin_measured, twin, settings.rootdir), paired=True)
     else:
-        judged = against(stored_figures(choice.stored or {}, backend, test_id), paired=False)
+        assert choice.stored is not None  # neither a twin nor new: the stored report's record
+        judged = against(stored_figures(choice.stored, backend), paired=False)
     if judged.summary is not None:
         judged.summary.folder = choice.folder
     return judged

@@ -154,7 +154,8 @@ class Measurer:
                         GateFigures.of_measurement(info.backend, theirs, source=source))
         else:
             twin_record, source = None, choice.source
-            theirs = GateFigures.from_json(choice.stored or {}, source=source)
+            assert choice.stored is not None  # neither a twin nor new: the stored report's record
+            theirs = GateFigures.of_record(choice.stored)  # read as the live record is
 
             def remeasure() -> tuple[GateFigures, GateFigures | None]:
                 (mine,) = self.rounds(info, [info.artifact], feeds, plan)

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 from .. import codec
 from ..backends import split_device
 from ..files import atomic_write
-from ..judging.baseline import find_baseline  # noqa: F401 - the report's name for it too (a stored report's JSON)
+from ..judging.baseline import find_baseline  # the report's name for it too (report/__init__)
 from ..judging.figures import GateFigures
 from ..measurement.machine import ABSENT, Machine
 from ..judging.regressions import GENERATION_FIGURES, check_baseline
@@ -67,14 +67,8 @@ class Report:
 
     def baseline_of(self, record: Record) -> Record | None:
         """The record of this (baseline) report that ``record`` is compared against: the same test,
-        else the same model (its key) on the same backend (judging.baseline.find_baseline's rule)."""
-        same_model = None
-        for old in self.records:
-            if old.test == record.test:
-                return old
-            if old.model.name == record.model.name and old.backend == record.backend:
-                same_model = same_model or old
-        return same_model
+        else the same model (its key) on the same backend (judging.baseline.find_baseline, the gate's rule)."""
+        return find_baseline(self.records, test=record.test, model=record.model.name, backend=record.backend)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], where: str = "a report") -> "Report":

@@ -122,7 +122,8 @@ class CompiledChecker:
                                                    get_backend(plan.backend).distribution, self.settings.rootdir)
             theirs_json = twin_record.to_json()
         else:
-            twin_record, theirs_json = None, dict(choice.stored or {})
+            assert choice.stored is not None  # neither a twin nor new: the stored report's record
+            twin_record, theirs_json = None, choice.stored.to_json()
         gate = pipeline.compiled_gate(record, GateFigures.from_json(theirs_json, source=choice.source), choice.source,
                                       choice.paired, self.settings.max_regression)
         if gate.summary is not None:
