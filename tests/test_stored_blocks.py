@@ -121,3 +121,24 @@ def test_the_gates_finding_and_an_analysis_row_write_as_before() -> None:
     row = AnalysisRow("a", "Conv", 0.99, 0.1, 0.98, None)
     assert json.dumps(codec.to_json(row)) == ROW and codec.from_json(AnalysisRow, json.loads(ROW), "x") == row
     assert codec.from_json(LayerFigure, json.loads(ROW), "x") == LayerFigure("a", "Conv", 0.99, 0.1, 0.98)
+
+
+def test_a_stored_coverage_without_operator_names_is_placement_not_known_not_none_on_the_cpu() -> None:
+    """A hand-written or another tool's baseline whose coverage names no operators: written again
+    without them, and the gate compares its fraction only; it must not read the live
+    record's CPU operators as newly there (an empty list would say the baseline had none)."""
+    from pytest_edge.core.record_blocks import RecordCoverage
+    from pytest_edge.judging.figures import GateFigures
+    from pytest_edge.judging.regressions import placement_regressions
+
+    text = '{"total_ops": 8, "delegated_ops": 6, "fallback_ops": 2, "partitions": 1, "fallback": 0.25}'
+    stored = codec.from_json(RecordCoverage, json.loads(text), "a stored record's coverage")
+    assert stored.fallback_op_names is None and stored.delegated_op_ids is None and stored.fallback_reasons is None
+    assert not {"fallback_op_names", "delegated_op_ids", "fallback_reasons"} & set(codec.to_json(stored))
+    live = RecordCoverage.of(Coverage(8, 6, 2, 1, {"CUMSUM": 2}, ["XNNPACK"], delegated_op_ids=["ADD#0"],
+                                      fallback_reasons={"CUMSUM#1": "", "CUMSUM#2": ""}))
+    assert live.fallback_op_names == {"CUMSUM": 2}  # a live record names them
+    mine = GateFigures.from_json({"backend": "litert", "coverage": codec.to_json(live)})
+    theirs = GateFigures.from_json({"backend": "litert", "coverage": codec.to_json(stored)})
+    assert theirs.fallback_op_names is None
+    assert placement_regressions(mine, theirs) == []  # the same fraction; no names to compare

@@ -163,12 +163,14 @@ class RecordCoverage(codec.StoredBlock):
     delegated_ops: int | None = None
     fallback_ops: int | None = None
     partitions: int | None = None
-    fallback_op_names: dict[str, int] = field(default_factory=dict)
+    # The operators on the CPU and the delegate's, by name: None (and left out) where a stored block
+    # has none, which the gate reads as "placement not known", never as "none on the CPU".
+    fallback_op_names: dict[str, int] | None = codec.optional()
     delegates: list[str] = field(default_factory=list)
     method: str | None = None
     approximate: bool | None = None
-    delegated_op_ids: list[str] = field(default_factory=list)
-    fallback_reasons: dict[str, str] = field(default_factory=dict)
+    delegated_op_ids: list[str] | None = codec.optional()
+    fallback_reasons: dict[str, str] | None = codec.optional()
     fallback: float | None = None
 
     @classmethod
