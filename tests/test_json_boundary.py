@@ -12,7 +12,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_edge"
 # Where JSON enters or leaves, as counted at the commit that set it; lower it when one goes.
-CEILING = 55
+CEILING = 49
 _MAPPINGS = {"dict", "Dict", "Mapping", "MutableMapping"}
 _ANYTHING = {"Any", "object"}
 
