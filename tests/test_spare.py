@@ -94,6 +94,24 @@ def test_a_spare_that_ended_is_not_adopted_and_the_worker_starts_as_always() -> 
         pool.close()
 
 
+def test_a_spare_is_not_adopted_where_the_environment_changed_since_it_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test module collected after the spare started set a variable (or a path): the worker must
+    see it, as one started now would, so it starts as always."""
+    pool = _pool()
+    spare = SpareWorker()
+    process = spare.process
+    try:
+        monkeypatch.setenv("EDGE_SPARE_TEST_SET_LATER", "1")
+        worker = pool.worker("onnxruntime-cpu")
+        worker.launch(spare)
+        assert worker._process is not process and spare.process is process
+        worker.wait_ready()
+    finally:
+        spare.close()
+        pool.close()
+    assert _ended(process)
+
+
 def test_a_spare_whose_backend_cannot_be_served_says_why_naming_it(tmp_path: Path) -> None:
     spare = SpareWorker()
     adopted = spare.adopt()

@@ -25,18 +25,25 @@ from pathlib import Path
 _SPARES = itertools.count()
 
 
+def _started_with() -> tuple[dict[str, str], str]:
+    """What a worker started now would be given: this process's environment with its sys.path, and
+    its working directory (as worker/client.py starts one)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}, os.getcwd()
+
+
 class SpareWorker:
     """A started ``--spare`` worker: its process, the socket it reads its Start on, and its log."""
 
     def __init__(self) -> None:
         self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-spare-{next(_SPARES)}.log"
         parent, child = socket.socketpair()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self.started_with = _started_with()
         try:
             with open(self.log_path, "wb") as log:
                 self.process: subprocess.Popen[bytes] | None = subprocess.Popen(
                     [sys.executable, "-m", "pytest_edge.worker", "--spare", str(child.fileno())],
-                    pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+                    pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    env=self.started_with[0])
         except BaseException:
             parent.close()
             raise
@@ -46,8 +53,12 @@ class SpareWorker:
 
     def adopt(self) -> tuple[subprocess.Popen[bytes], int, Path] | None:
         """The process, the socket's file descriptor (now the caller's) and the log, once; None
-        where it is gone (already adopted, closed, or it ended)."""
+        where it is gone (already adopted, closed, or it ended), or where a worker started now would
+        get another environment, sys.path or working directory (a test module collected after it set
+        a variable or a path): the worker must run as one started now would."""
         if self.process is None or self.socket is None or self.process.poll() is not None:
+            return None
+        if _started_with() != self.started_with:
             return None
         process, fd = self.process, self.socket.detach()
         self.process = self.socket = None
