@@ -36,7 +36,7 @@ SUFFIXES = (".onnx", ".tflite", ".pte", ".gguf", ".litertlm", ".mnn", ".ncnn.par
 # What may stay outside backends/: {file: {word or suffix, or "*" for the whole file: why}}.
 ALLOWED: dict[str, dict[str, str]] = {
     # The one named exception: the default reference backend, in the option's help.
-    "pytest_edge/core/settings.py": {"onnxruntime": "the default reference backend named in edge_reference_backend's help"},
+    "pytest_edge/core/options.py": {"onnxruntime": "the default reference backend named in edge_reference_backend's help"},
     # Text that quotes an example for the user, not knowledge the code acts on.
     "pytest_edge/golden/alignment.py": {".tflite": "an example command in a hint (pytest-edge triage quant FLOAT.tflite INT8.tflite)",
                                  "tflite": "the same example"},
