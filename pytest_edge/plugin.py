@@ -37,7 +37,7 @@ from .core.settings import Settings
 from .errors import (EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend, visible,
                      visible_longrepr)
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references
-from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, edge_session, start_spare
+from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, close_spare, edge_session, start_spare
 
 if TYPE_CHECKING:
     from .run.decoder_plan import LlmTarget
@@ -140,6 +140,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     edge = config.stash.get(SESSION_KEY, None)
     if edge is not None:
         edge.close()
+    close_spare(config)  # one no session took (collection ended early)
 
 
 def unresolved(metafunc: pytest.Metafunc, fixture: str, message: str) -> None:
@@ -232,6 +233,15 @@ def item_target(item: pytest.Item) -> Plan | LlmTarget | SpeechTarget | None:
     return decoder if isinstance(decoder, LlmTarget) else None
 
 
+def pytest_collection(session: pytest.Session) -> None:
+    """A project that names its model folders (edge_model_dirs) runs edge tests: start the spare
+    worker interpreter now, before collection imports the test modules (stash.start_spare). Not in
+    xdist's controller, which collects nothing."""
+    config = session.config
+    if config.getini("edge_model_dirs") and not config.pluginmanager.has_plugin("dsession"):
+        start_spare(config)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Start the backend workers that the selected tests of either kind need now, so their runtimes
@@ -239,6 +249,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     edge = config.stash.get(SESSION_KEY, None)
     if edge is not None and not config.option.collectonly:  # nothing runs: no runtime to start
         edge.prestart([t.backend for t in map(item_target, items) if t is not None and not t.unavailable])
+    elif edge is None:  # no edge test collected: a spare started for one is of no use
+        close_spare(config)
 
 
 def _handle(item: pytest.Item, plan: Plan) -> EdgeModel:

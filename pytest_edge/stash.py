@@ -33,13 +33,15 @@ def edge_session(config: pytest.Config) -> "EdgeSession":
         if PROGRESS_KEY in config.stash:
             edge.pool.progress = config.stash[PROGRESS_KEY]
         edge.pool.spare = config.stash.get(SPARE_KEY, None)
+        config.stash[SPARE_KEY] = None  # the pool's now
     return edge
 
 
 def start_spare(config: pytest.Config) -> None:
-    """Start a worker interpreter (worker/spare.py) before the first edge test's planning imports
-    the session, once per run: it imports NumPy and the worker's modules on another core while
-    pytest imports the session, and the first local worker adopts it. Not where nothing will run
+    """Start a worker interpreter (worker/spare.py) before the session is imported, once per run:
+    when collection starts in a project that names its model folders, else when the first edge test
+    is planned. It imports NumPy and the worker's modules on another core while pytest collects and
+    imports the session, and the first local worker adopts it. Not where nothing will run
     (--collect-only), nor without isolation (the worker is this process)."""
     if SPARE_KEY in config.stash or SESSION_KEY in config.stash or config.option.collectonly:
         return
@@ -53,3 +55,11 @@ def start_spare(config: pytest.Config) -> None:
         config.stash[SPARE_KEY] = SpareWorker()
     except OSError:  # no process to spare (a limit on processes): the worker starts as it always did
         pass
+
+
+def close_spare(config: pytest.Config) -> None:
+    """Kill a spare no session took (no edge test was collected, or collection ended early)."""
+    spare = config.stash.get(SPARE_KEY, None)
+    if spare is not None:
+        spare.close()
+        config.stash[SPARE_KEY] = None
