@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 SESSION_KEY = pytest.StashKey["EdgeSession"]()
 SETTINGS_KEY = pytest.StashKey[Settings]()  # read at configure, so a bad option is a usage error at once
 PROGRESS_KEY = pytest.StashKey[Callable[[str], None]]()  # where the session's workers say what they do
-SPARE_KEY = pytest.StashKey["SpareWorker | None"]()  # started by the first edge test collected, for the session's pool
+SPARE_KEY = pytest.StashKey["SpareWorker | None"]()  # a worker interpreter started for the session's pool (start_spare)
 
 
 def edge_session(config: pytest.Config) -> "EdgeSession":

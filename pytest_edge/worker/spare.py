@@ -1,7 +1,8 @@
 """A worker interpreter started before its backend is known: ``python -m pytest_edge.worker --spare FD``.
 
-The first edge test pytest collects starts one, before the plugin imports its session (NumPy, the
-goldens, the gate): the spare imports NumPy and the worker's modules on another core meanwhile,
+The plugin starts one before it imports its session (NumPy, the goldens, the gate): when collection
+starts in a project that names its model folders, else with the first edge test collected
+(stash.start_spare). The spare imports NumPy and the worker's modules on another core meanwhile,
 and waits. When collection ends, the first local worker the session starts adopts it and sends it
 ``Start`` (its backend), so a run's first check waits for the runtime's import only, not for a
 whole interpreter's start after pytest's (docs/architecture.md, "Start-up"). A spare no worker
@@ -46,6 +47,7 @@ class SpareWorker:
                     env=self.started_with[0])
         except BaseException:
             parent.close()
+            self.log_path.unlink(missing_ok=True)
             raise
         finally:
             child.close()
