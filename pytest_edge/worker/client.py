@@ -24,6 +24,7 @@ from ..errors import BackendCrash, BackendError, DeviceUnreachable, DoesNotConve
 from ..core.external_data import external_files
 from ..files import sha256_file
 from . import frames, protocol
+from .spare import local_worker_env
 from .zygote import ForkedProcess, Zygote, source_args
 
 if TYPE_CHECKING:
@@ -150,7 +151,7 @@ class BackendWorker:
                 if self.zygote is not None:
                     self._process = self.zygote.fork(child.fileno(), log.fileno())
                 else:
-                    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **self.extra_env}
+                    env = {**local_worker_env(), **self.extra_env}
                     python = sys.executable
                     if self.environment is not None:  # its own packages and this pytest-edge's source only
                         env, python = {**self.environment.worker_env(), **self.extra_env}, str(self.environment.python)

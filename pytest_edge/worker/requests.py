@@ -297,9 +297,12 @@ ZYGOTE_REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (Fork, Proce
 def request_json(request: Request) -> dict[str, Any]:
     """``request`` as the frame carries it: its fields by name, each as its JSON (arrays as arrays),
     but an optional one's None (Start's source: a device's Start is what it always was)."""
-    values = {f.name: (f, getattr(request, f.name)) for f in fields(request)}
-    return {"op": request.op, "args": {name: codec.to_json(value) for name, (f, value) in values.items()
-                                       if not codec.omitted(f, value)}}
+    args = {}
+    for f in fields(request):
+        value = getattr(request, f.name)
+        if not codec.omitted(f, value):
+            args[f.name] = codec.to_json(value)
+    return {"op": request.op, "args": args}
 
 
 def request_from(message: Any, registry: Mapping[str, type[Request]] = REQUESTS) -> Request:

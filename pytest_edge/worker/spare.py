@@ -26,10 +26,15 @@ from pathlib import Path
 _SPARES = itertools.count()
 
 
+def local_worker_env() -> dict[str, str]:
+    """The environment a worker of this machine's Python is started with (a spare, a spawned worker,
+    a zygote): this process's, with its ``sys.path`` as PYTHONPATH, so it imports what pytest does."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
 def _started_with() -> tuple[dict[str, str], str]:
-    """What a worker started now would be given: this process's environment with its sys.path, and
-    its working directory (as worker/client.py starts one)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}, os.getcwd()
+    """What a worker started now would be given: its environment and this working directory."""
+    return local_worker_env(), os.getcwd()
 
 
 class SpareWorker:

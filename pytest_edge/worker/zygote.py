@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError
+from .spare import local_worker_env
 from .protocol import (ZYGOTE_REQUESTS, Exit, Fork, KillProcess, ProcessStatus, ProtocolError, Request, ZygoteHello,
                        reply_as, request_json)
 
@@ -62,7 +63,7 @@ def source_args(backend_name: str) -> list[str]:
 def _environment() -> dict[str, str]:
     """A spawned worker's environment now (with sys.path): a zygote started with another one is
     replaced, as its children inherit its own. pytest's per-test PYTEST_CURRENT_TEST aside."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env = local_worker_env()
     env.pop("PYTEST_CURRENT_TEST", None)
     return env
 
