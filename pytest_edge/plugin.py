@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
@@ -37,15 +36,16 @@ from .core.settings import Settings
 from .errors import (EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend, visible,
                      visible_longrepr)
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references
+from .parametrize import item_plan, item_target, parametrize
 from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, close_spare, edge_session, start_spare
 
 if TYPE_CHECKING:
     from .run.decoder_plan import LlmTarget
     from .run.speech_plan import SpeechTarget
     from .core.plan import Plan
-    from .run.session import EdgeSession, Outcome
+    from .run.session import Outcome
     from .edge_model import EdgeModel, LlmHandle, SpeechHandle
-    from .report.history import OverTime
+    from .report.history import OverTime  # noqa: F401 - named by OVER_TIME_KEY's type
 
 HANDLE_KEY = pytest.StashKey["EdgeModel"]()
 OVER_TIME_KEY = pytest.StashKey["OverTime"]()  # what --edge-openmetrics and --edge-history wrote, the creeps
@@ -143,94 +143,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     close_spare(config)  # one no session took (collection ended early)
 
 
-def unresolved(metafunc: pytest.Metafunc, fixture: str, message: str) -> None:
-    """Parametrize ``fixture`` with one :class:`~pytest_edge.core.plan.Unresolved` case: the test errors
-    at setup with ``message``; the other tests run. The session's golden use counts it as a
-    collection error (a run with one does not say which goldens are unused)."""
-    from .core.plan import Unresolved
-
-    metafunc.config.stash[USE_KEY].collect_errors += 1
-    if fixture not in metafunc.fixturenames:
-        metafunc.fixturenames.append(fixture)
-    metafunc.parametrize(fixture, [pytest.param(Unresolved(f"{metafunc.definition.nodeid}: {message}"), id="error")],
-                         indirect=True)
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # The two kinds of check, each its marker and its fixture: a tensor model's and a decoder's.
-    for marker_name, fixture in (("edge", "edge_model"), ("edge_llm", "edge_llm"), ("edge_asr", "edge_asr")):
-        markers = list(metafunc.definition.iter_markers(marker_name))
-        if len(markers) > 1:
-            unresolved(metafunc, fixture, f"{len(markers)} @pytest.mark.{marker_name} markers apply (on the test, its "
-                       "class or module); one marker must say everything, or the nearest would silently win")
-        elif markers:
-            _parametrize(metafunc, marker_name, fixture, markers[0])
-        elif fixture in metafunc.fixturenames:
-            needs = {"edge_llm": "model=..., prompts=...", "edge_asr": "model=..., audio=..."}.get(marker_name, "model=...")
-            unresolved(metafunc, fixture, f"{fixture} needs @pytest.mark.{marker_name}({needs})")
-
-
-def _parametrize(metafunc: pytest.Metafunc, marker_name: str, fixture: str, found: pytest.Mark) -> None:
-    """The test parametrized over its plans (one per backend, a skip where a backend cannot run it),
-    or one Unresolved case naming why it cannot be planned."""
-    start_spare(metafunc.config)  # before the session's import, which it overlaps
-    edge = edge_session(metafunc.config)
-    test_dir = Path(metafunc.definition.path).parent
-    try:
-        if marker_name == "edge_llm":
-            from .run.decoder_plan import plan_decoder_test
-
-            model, test_plans = plan_decoder_test(found.args, found.kwargs, edge.settings, edge.models, test_dir)
-        elif marker_name == "edge_asr":
-            from .run.speech_plan import plan_speech_test
-
-            model, test_plans = plan_speech_test(found.args, found.kwargs, edge.settings, edge.models, test_dir)
-        else:
-            from .core.plan import plan_tensor_test
-
-            model, test_plans = plan_tensor_test(found.args, found.kwargs, edge.settings, edge.models, test_dir)
-    except EdgeError as exc:
-        return unresolved(metafunc, fixture, str(exc))
-    if fixture not in metafunc.fixturenames:
-        # A marked test that does not ask for the fixture is still parametrized over backends and
-        # gets its check on each.
-        metafunc.fixturenames.append(fixture)
-    params = [pytest.param(plan, id=f"{model.name}-{plan.backend}",
-                           marks=[pytest.mark.skip(reason=plan.unavailable)] if plan.unavailable and not plan.required
-                           else []) for plan in test_plans]
-    if not params:
-        what = {"edge_llm": "LLM backend", "edge_asr": "speech backend"}.get(marker_name, "backend")
-        params.append(pytest.param(None, id=f"{model.name}-none",
-                                   marks=[pytest.mark.skip(reason=f"no {what} selected for this test")]))
-    metafunc.parametrize(fixture, params, indirect=True)
-
-
-def item_plan(item: pytest.Item) -> Plan | None:
-    """The plan a collected test was parametrized with (None for one without edge_model)."""
-    callspec = getattr(item, "callspec", None)
-    plan = callspec.params.get("edge_model") if callspec else None
-    if plan is None:  # not an edge test: nothing of the session imported for it
-        return None
-    from .core.plan import Plan
-
-    return plan if isinstance(plan, Plan) else None
-
-
-def item_target(item: pytest.Item) -> Plan | LlmTarget | SpeechTarget | None:
-    """The plan of either kind a collected test was parametrized with: a tensor model's Plan or a
-    decoder's LlmTarget (None for a test of neither)."""
-    callspec = getattr(item, "callspec", None)
-    decoder = callspec.params.get("edge_llm") if callspec else None
-    speech = callspec.params.get("edge_asr") if callspec else None
-    if speech is not None:
-        from .run.speech_plan import SpeechTarget
-
-        return speech if isinstance(speech, SpeechTarget) else None
-    if decoder is None:
-        return item_plan(item)
-    from .run.decoder_plan import LlmTarget
-
-    return decoder if isinstance(decoder, LlmTarget) else None
+    parametrize(metafunc)
 
 
 def pytest_collection(session: pytest.Session) -> None:
