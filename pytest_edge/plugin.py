@@ -147,9 +147,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     parametrize(metafunc)
 
 
-def pytest_collection(session: pytest.Session) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
     """A project that names its model folders (edge_model_dirs) runs edge tests: start the spare
-    worker interpreter now, before collection imports the test modules (stash.start_spare). Not in
+    worker interpreter now, before the terminal's header and collection (stash.start_spare). Not in
     xdist's controller, which collects nothing."""
     config = session.config
     if config.getini("edge_model_dirs") and not config.pluginmanager.has_plugin("dsession"):

@@ -39,7 +39,7 @@ def edge_session(config: pytest.Config) -> "EdgeSession":
 
 def start_spare(config: pytest.Config) -> None:
     """Start a worker interpreter (worker/spare.py) before the session is imported, once per run:
-    when collection starts in a project that names its model folders, else when the first edge test
+    when the session starts in a project that names its model folders, else when the first edge test
     is planned. It imports NumPy and the worker's modules on another core while pytest collects and
     imports the session, and the first local worker adopts it. Not where nothing will run
     (--collect-only), nor without isolation (the worker is this process)."""

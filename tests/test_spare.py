@@ -161,7 +161,7 @@ def test_a_session_leaves_no_spare_or_log_behind(pytester: pytest.Pytester, mode
     collected = pytester.runpytest_subprocess("--collect-only", "-q")  # nothing runs: no spare started
     collected.stdout.fnmatch_lines(["*1 test collected*"])
     pytester.runpytest_subprocess("--edge-isolation=none").assert_outcomes(passed=1)  # the worker is pytest itself
-    # A project that names its model folders starts the spare when collection starts; a run that
+    # A project that names its model folders starts the spare when the session starts; a run that
     # selects no edge test kills it when collection ends.
     pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
     pytester.runpytest_subprocess("test_plain.py").assert_outcomes(passed=1)

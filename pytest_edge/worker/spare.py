@@ -1,6 +1,6 @@
 """A worker interpreter started before its backend is known: ``python -m pytest_edge.worker --spare FD``.
 
-The plugin starts one before it imports its session (NumPy, the goldens, the gate): when collection
+The plugin starts one before it imports its session (NumPy, the goldens, the gate): when the session
 starts in a project that names its model folders, else with the first edge test collected
 (stash.start_spare). The spare imports NumPy and the worker's modules on another core meanwhile,
 and waits. When collection ends, the first local worker the session starts adopts it and sends it
