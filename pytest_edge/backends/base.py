@@ -7,7 +7,6 @@ process, so importing pytest-edge never pays for ``import executorch.runtime``.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from .. import installed
 from ..errors import BackendError
 from .shapes import LoadShapes, Shape
 from .tensors import Coverage, TensorSpec  # noqa: F401 - the interface's names too
@@ -260,10 +260,7 @@ class Backend(ABC):
         return None
 
     def runtime_version(self) -> str | None:
-        try:
-            return importlib.metadata.version(self.distribution)
-        except importlib.metadata.PackageNotFoundError:
-            return None
+        return installed.version(self.distribution)
 
     def import_runtime(self) -> None:
         """Import the runtime so a worker's memory baseline includes it."""

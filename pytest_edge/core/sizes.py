@@ -4,7 +4,6 @@ runtime's installed package (docs/measurement.md, "Sizes")."""
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 from .. import codec
 from ..errors import BackendError
 from .external_data import external_files
+from ..installed import NotInstalled, recorded_files
 
 # Native libraries: the part of a runtime's package an app would ship (.so, .dylib, .dll, .pyd).
 NATIVE_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
@@ -40,6 +40,8 @@ def _providing(module: str | None) -> list[str]:
     """The installed distributions that provide the top-level package of ``module``."""
     if not module:
         return []
+    import importlib.metadata  # here: only where the distribution itself is not installed
+
     try:
         return sorted(set(importlib.metadata.packages_distributions().get(module.split(".")[0], [])))
     except Exception:  # noqa: BLE001 - a broken metadata folder elsewhere: the reason says not found
@@ -69,27 +71,28 @@ def runtime_package(distribution: str, module: str | None = None) -> RuntimePack
     ``module`` (``onnxruntime-gpu`` provides ``onnxruntime``), that one is summed and named
     (``distribution``). Once per process."""
     try:
-        files = importlib.metadata.distribution(distribution).files
-    except importlib.metadata.PackageNotFoundError:
+        recorded = recorded_files(distribution)
+    except NotInstalled:
         others = [d for d in _providing(module) if d != distribution]
         if len(others) == 1:
             return replace(runtime_package(others[0]), distribution=others[0])
         found = f" (the {module} module comes from {', '.join(others)})" if others else ""
         return RuntimePackage(reason=f"{distribution} is not installed as a Python distribution here{found}")
-    if not files:
+    if not recorded or not recorded[1]:
         return RuntimePackage(reason=f"{distribution} was installed without a file list (no RECORD), "
                                      "so its size cannot be summed")
     # os.stat on joined strings: a PackagePath's locate() and Path.stat() per file took 11 ms of a
     # worker's first load for onnxruntime's 631 files, on the first check's path (this: about 3).
-    root = os.fspath(files[0].dist.locate_file(""))
+    root, entries = recorded
     total = native = counted = 0
-    for entry in files:
+    for entry in entries:
         try:
             size = os.stat(os.path.join(root, entry)).st_size
         except OSError:  # listed but removed since (a pruned __pycache__)
             continue
         total += size
         counted += 1
-        if entry.name.endswith(NATIVE_SUFFIXES) or ".so." in entry.name:
+        name = entry.rpartition("/")[2]
+        if name.endswith(NATIVE_SUFFIXES) or ".so." in name:
             native += size
     return RuntimePackage(total, counted, native)

@@ -7,7 +7,6 @@ name whose last wheels need NumPy 1.x.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import importlib.util
 import warnings
 from collections import Counter

@@ -5,11 +5,11 @@ registered, known without importing onnxruntime or backend.py."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import platform
 from functools import lru_cache
 
+from ... import installed
 from ..base import Declared
 
 # Providers that do not run the model on this machine's hardware.
@@ -27,14 +27,6 @@ _OTHER_WHEELS = ("onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directm
                  "ort-nightly", "ort-nightly-gpu")
 
 
-def _installed(distribution: str) -> bool:
-    try:
-        importlib.metadata.distribution(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
 @lru_cache(maxsize=1)
 def _local_providers() -> tuple[str, ...]:
     """The execution providers of the installed wheel that run on this machine. PyPI's plain
@@ -42,7 +34,8 @@ def _local_providers() -> tuple[str, ...]:
     known without importing onnxruntime: the pytest process then never pays its ~0.2 s import."""
     if importlib.util.find_spec("onnxruntime") is None:
         return ()
-    if platform.system() == "Linux" and _installed("onnxruntime") and not any(map(_installed, _OTHER_WHEELS)):
+    if (platform.system() == "Linux" and installed.is_installed("onnxruntime")
+            and not any(map(installed.is_installed, _OTHER_WHEELS))):
         return ("CPUExecutionProvider",)
     import onnxruntime
 
