@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pytest_edge.judging.figures import GateFigures, ProcessFigures
-from pytest_edge.judging.gate import machine_slowdown
+from pytest_edge.judging.machine_speed import machine_slowdown
 from pytest_edge.judging.regressions import _per_process, check_baseline, resource_regressions
 
 

@@ -19,19 +19,20 @@ number of cores other processes kept busy (a 5x slower model on a machine with o
 or one within the threshold once divided by how much slower the machine probe ran than in the
 baseline (the whole machine slowed down: another virtual machine on the host, CPU frequency).
 In either mode a regression is inconclusive when the measured processes ran on a slower vCPU
-than the baseline's (the twin's) while their fastest runs did not move (:class:`SlowerMachine`).
+than the baseline's (the twin's) while their fastest runs did not move (machine_speed.py).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from ..core.acceptance import Acceptance, changed_files, describe, find, stale
 from ..core.baseline_check import BaselineCheck
 from ..core.record import GateVerdict
-from .figures import GateFigures, ProcessFigures
+from .figures import GateFigures
+from .machine_speed import (FASTEST_UNMOVED_FRACTION, PROBE_SLOWER, UNEQUAL_PAIRS_REACH, busy_cores, machine_slowdown,
+                            paired_machine, stored_machine)
 from .regressions import (ARENA, ARTIFACT_SIZE, DELEGATE_COVERAGE, LATENCY_FIGURES, LATENCY_FLOOR_MS, MEMORY_FLOOR_MB,
                           NPU_ESTIMATE, NPU_MEMORY, PARTITIONS, PEAK_MEMORY, GateFinding, Regression, TimedFigure,
                           compared_figures, latency_regressions, resource_regressions, uncompared_note)
@@ -219,7 +220,7 @@ def run_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, max_re
         both, _ = latency_regressions(record.pooled_with(again), both_baseline, max_regression, **gated)
         seconds = {r.figure: r for r in second}
         confirmed = {r.figure: r for r in both if r.figure in seconds}
-        busy = _busy(record, again)
+        busy = busy_cores(record, again)
         machine = None if paired else machine_slowdown(baseline, record, again)
         third: dict[str, Regression] | None = None
         for first in suspects:
@@ -264,7 +265,7 @@ def run_gate(record: GateFigures, baseline: GateFigures, *, paired: bool, max_re
                 # virtual machine on the host, frequency), not the model.
                 why = (f"the machine itself ran {machine:.2f}x slower than when the baseline was measured "
                        f"(a fixed CPU probe timed between the runs), which leaves {(1 + smallest) / machine - 1:+.1%}")
-            elif slower is not None and slower.fastest - 1 <= max_regression * AB_SUSPECT_FRACTION:
+            elif slower is not None and slower.fastest - 1 <= max_regression * FASTEST_UNMOVED_FRACTION:
                 # A costlier model moves its fastest runs too. Where they stayed while the median rose, the
                 # runs were interrupted or slowed by what the probe's scalar work does not feel (a busy
                 # sibling hyperthread slows vector kernels most): an unchanged LiteRT model read +42 % then
@@ -303,98 +304,3 @@ def _ab_suspects(record: GateFigures, baseline: GateFigures, max_regression: flo
 
 def _ratio(regression: Regression) -> float:
     return regression.change.ratio - 1 if regression.change else float("nan")
-
-
-# A slower machine (SlowerMachine): the measured processes count as having run on a slower machine
-# when the CPU probe ran this much slower in them than in the baseline's (the twin's); their fastest
-# runs count as unmoved within half the threshold.
-PROBE_SLOWER = 0.03
-# Pairs on unequal machines (the probe slower beside the candidate) take a third measurement when the
-# slowdown is at most the probe's difference plus this many thresholds.
-UNEQUAL_PAIRS_REACH = 2.0
-
-
-@dataclass(frozen=True)
-class SlowerMachine:
-    """How the measured processes ran against the baseline's (the twin's, pair by pair, in A/B
-    mode; the stored report's, as groups): the geometric mean ratio of the CPU probe (the machine's
-    speed) and of the fastest run (the model's own cost, which interference does not lower)."""
-
-    probe: float
-    fastest: float
-    processes: int
-    paired: bool
-
-    def explains(self, max_regression: float) -> bool:
-        """A vCPU that slowed down between processes (a busy hyperthread sibling or neighbour on the
-        host) slows the probe and raises the median, but leaves the fastest runs where they were; a
-        slower model moves its fastest runs too. An unchanged ExecuTorch model read 0.043 ms in one
-        process and 0.071 ms in the next, its probe 1.3x slower, its fastest run 0.040 ms in both."""
-        return self.probe - 1 >= PROBE_SLOWER and self.fastest - 1 <= max_regression * AB_SUSPECT_FRACTION
-
-    def describe(self) -> str:
-        whose, over = (("the candidate's processes ran on a slower machine than the twin's", f"over {self.processes} pairs")
-                       if self.paired else
-                       ("this run's processes ran on a slower machine than the baseline's",
-                        f"over {self.processes} processes"))
-        return (f"{whose} (a fixed CPU probe timed between the runs: {self.probe - 1:+.1%} {over}) while their "
-                f"fastest runs moved {self.fastest - 1:+.1%}: the machine's speed changed between the processes, "
-                "not the model")
-
-
-def _figures(process: ProcessFigures) -> tuple[float, float] | None:
-    """A process's (probe, fastest run), where it carries both."""
-    if process.probe_us is None or process.fastest_ms is None:
-        return None
-    return process.probe_us, process.fastest_ms
-
-
-def paired_machine(record: GateFigures, twin: GateFigures) -> SlowerMachine | None:
-    """The probe and fastest-run ratios of ``record``'s processes against ``twin``'s, pair by pair
-    (None where the processes do not carry both figures, e.g. a report of an older pytest-edge; a
-    decoder's fastest run is its fastest whole generation)."""
-    ratios = []
-    for mine, theirs in zip(record.processes, twin.processes):
-        new, old = _figures(mine), _figures(theirs)
-        if new and old:
-            ratios.append([math.log(a / b) for a, b in zip(new, old)])
-    if not ratios:
-        return None
-    return SlowerMachine(math.exp(sum(r[0] for r in ratios) / len(ratios)),
-                         math.exp(sum(r[1] for r in ratios) / len(ratios)), len(ratios), paired=True)
-
-
-def stored_machine(baseline: GateFigures, *measurements: GateFigures) -> SlowerMachine | None:
-    """The same against a stored report's processes: ratios of the geometric means (None where
-    either side lacks the figures, e.g. a report from an older pytest-edge)."""
-    old = [f for f in map(_figures, baseline.processes) if f]
-    new = [f for m in measurements for f in map(_figures, m.processes) if f]
-    if not old or not new:
-        return None
-
-    def mean_log(rows: list[tuple[float, float]], i: int) -> float:
-        return sum(math.log(r[i]) for r in rows) / len(rows)
-
-    return SlowerMachine(math.exp(mean_log(new, 0) - mean_log(old, 0)), math.exp(mean_log(new, 1) - mean_log(old, 1)),
-                         len(new), paired=False)
-
-
-def machine_slowdown(baseline: GateFigures, *measurements: GateFigures) -> float | None:
-    """How much slower the machine probe ran in ``measurements`` than in ``baseline``: the ratio of
-    the geometric means of the per-process probe medians (None where either side has none, e.g. a
-    report from an older pytest-edge)."""
-    old = _probes(baseline)
-    new = [p for m in measurements for p in _probes(m)]
-    if not old or not new:
-        return None
-    return math.exp(sum(map(math.log, new)) / len(new) - sum(map(math.log, old)) / len(old))
-
-
-def _probes(measurement: GateFigures) -> list[float]:
-    return [p.probe_us for p in measurement.processes if p.probe_us is not None]
-
-
-def _busy(*measurements: GateFigures) -> float | None:
-    """Cores other processes used, where any timed window counted as under load."""
-    loads = [m.other_cores_busy for m in measurements if m.under_load and m.other_cores_busy is not None]
-    return max(loads) if loads else None
