@@ -4,15 +4,11 @@ fails one test only."""
 
 from __future__ import annotations
 
-import itertools
 import os
-import re
 import shlex
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -20,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import BackendCrash, BackendError, DeviceUnreachable, DoesNotConvert, said_error
+from ..errors import BackendCrash, BackendError, DeviceUnreachable, DoesNotConvert
 from ..core.external_data import external_files
 from ..files import sha256_file
 from . import frames, protocol
+from .logs import CRASH_SIGNALS, exit_description, log_tail, new_log_path, remove_stale_logs  # noqa: F401 - its name here too
 from .spare import local_worker_env
 from .zygote import ForkedProcess, Zygote, source_args
 
@@ -31,25 +28,6 @@ if TYPE_CHECKING:
     from ..devices.backend_env import Environment
     from .server import WorkerServer
     from .spare import SpareWorker
-
-_LOGS = itertools.count()  # numbers the log files of this process's workers
-
-
-# Signals a process dies of by its own code (not a kill from outside, not a closed connection).
-_CRASH_SIGNALS = {int(s) for s in (signal.SIGILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGABRT,
-                                   signal.SIGSYS, signal.SIGTRAP)}
-
-
-def _signal_name(exitcode: int | None) -> str:
-    if exitcode is None:
-        return "no exit code"
-    if exitcode < 0:
-        try:
-            return f"signal {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"signal {-exitcode}"
-    return f"exit status {exitcode}"
-
 
 class BackendWorker:
     """The pytest side of one backend's worker, local or on a device; restarts it after a crash.
@@ -89,7 +67,7 @@ class BackendWorker:
         self._sent: set[str] = set()  # artifacts the device's cache holds (by content name)
         # One log per worker: a measurement's fresh worker must not truncate or remove the log of the
         # backend's shared worker (whose crash message quotes it).
-        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-{self.label}-{next(_LOGS)}.log"
+        self.log_path = new_log_path(self.label)
         # Counted mode: the local worker runs under this command (valgrind ...), with these
         # variables added to its environment. It must be spawned so: a fork is not under Valgrind.
         self.command_prefix: list[str] = []
@@ -187,7 +165,7 @@ class BackendWorker:
         if self._process is not None and self._process.poll() is not None and not self._starting:
             # It died between requests (a late native crash, the OOM killer, a kill): nothing of
             # this request ran yet, so start a new one and load again what it held; never silently.
-            how = _signal_name(self._process.returncode)
+            how = exit_description(self._process.returncode)
             if isinstance(self._process, ForkedProcess) and self._process.lost_with_zygote:
                 how += f": {self._process.lost_with_zygote} and took it with it"
             held = ", ".join(sorted({Path(self._loads[k].path).name for k in self._live if k in self._loads})) \
@@ -292,18 +270,7 @@ class BackendWorker:
         self.hello = protocol.reply_as(protocol.WorkerHello, "start", hello)
 
     def _log_tail(self, lines: int = 8) -> str:
-        """The last ``lines`` the worker printed, and before them its own error line where one is
-        further up (ggml prints a debugger's backtrace after its GGML_ASSERT line)."""
-        try:
-            text = self.log_path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        said = said_error("\n".join(text))
-        last = text[-lines:]
-        tail = "\n".join("    " + line for line in last)
-        if said and not any(said in line for line in last):
-            tail = f"    {said}\n    ...\n{tail}"
-        return f"\n  last lines the {'device' if self.device else 'runtime'} printed:\n{tail}" if tail else ""
+        return log_tail(self.log_path, "device" if self.device else "runtime", lines)
 
     def _crashed(self, op: str, artifact: str | None) -> None:
         process = self._process
@@ -312,12 +279,12 @@ class BackendWorker:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 process.kill()
-        how = _signal_name(process.returncode if process else None)
+        how = exit_description(process.returncode if process else None)
         tail = self._log_tail()
         printed = "\n".join(line.strip() for line in self._log_tail(3).partition(":\n")[2].splitlines())
         self._reset()
         if self.device is not None and op == "start":
-            if process is not None and process.returncode is not None and -process.returncode in _CRASH_SIGNALS:
+            if process is not None and process.returncode is not None and -process.returncode in CRASH_SIGNALS:
                 # The device answered and its code crashed: a damaged runtime, Python or library there
                 # (a flipped byte in an emulated device's cache), not a device out of reach: never a skip.
                 raise BackendCrash(f"device {self.device[0]}: the worker crashed ({how}) before it said hello "
@@ -368,18 +335,3 @@ class BackendWorker:
         except OSError:
             pass
 
-
-def remove_stale_logs(directory: Path | None = None) -> list[Path]:
-    """Worker logs (``pytest-edge-<pid>-<backend>.log``) left by a session that was killed before it
-    could remove them: those of a pid that no longer runs are removed. Returns what was removed."""
-    removed = []
-    for log in Path(directory or tempfile.gettempdir()).glob("pytest-edge-*-*.log"):
-        match = re.fullmatch(r"pytest-edge-(\d+)-.+\.log", log.name)
-        if match is None or Path(f"/proc/{match[1]}").exists() or not Path("/proc/self").exists():
-            continue
-        try:
-            log.unlink()
-            removed.append(log)
-        except OSError:
-            pass
-    return removed

@@ -14,16 +14,14 @@ A leaf of the pytest side: nothing here imports NumPy, the protocol or a backend
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-_SPARES = itertools.count()
+from .logs import new_log_path
 
 
 def local_worker_env() -> dict[str, str]:
@@ -41,7 +39,7 @@ class SpareWorker:
     """A started ``--spare`` worker: its process, the socket it reads its Start on, and its log."""
 
     def __init__(self) -> None:
-        self.log_path = Path(tempfile.gettempdir()) / f"pytest-edge-{os.getpid()}-spare-{next(_SPARES)}.log"
+        self.log_path = new_log_path("spare")
         parent, child = socket.socketpair()
         self.started_with = _started_with()
         try:
