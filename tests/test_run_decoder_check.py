@@ -23,7 +23,8 @@ from pytest_edge.core.settings import Settings
 from pytest_edge.errors import BackendError, GoldenError
 from pytest_edge.llm.marker import parse_llm_marker
 from pytest_edge.llm.metrics import TeacherForced, teacher_forced, top_logprobs
-from pytest_edge.run.decoder_check import LlmChecker, _file_digests, _overall, _short
+from pytest_edge.run.decoder_check import LlmChecker, _overall, _short
+from pytest_edge.run.decoder_golden import file_digests
 from pytest_edge.run.decoder_plan import LlmTarget, config_of, resolve_llm_model
 from pytest_edge.run.session import EdgeSession
 
@@ -248,5 +249,5 @@ def test_overall_says_a_golden_without_distributions_leaves_the_divergence_unmea
 def test_file_digests_hash_each_file_of_the_artifact(project: Path) -> None:
     """A token golden's ``files``: the artifact's own sha256 under its name."""
     artifact = project / "models" / "ref.counter"
-    digests = _file_digests(artifact)
+    digests = file_digests(artifact)
     assert digests[artifact.name] == hashlib.sha256(artifact.read_bytes()).hexdigest()

@@ -8,27 +8,20 @@ keeps it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .. import __version__
 from ..accuracy.compare import worst
-from ..backends import decoder_backends, get_backend, split_device
+from ..backends import get_backend, split_device
 from ..backends.decoder import Generation
 from ..backends.decoder_config import LlmConfig
 from ..checks import Finding, check_generation, check_teacher_forced
-from ..errors import BackendError, EdgeUsageError, GoldenError
-from ..files import relative_path, sha256_file
-from ..golden.sets import check_owner, decoder_folder
-from ..golden.obtained import write_obtained_tokens
-from ..golden.store import GoldenStore
-from ..golden.layout import changed_files
-from ..golden.tokens import (ObtainedTokensMeta, TokenGolden, TokenGoldenMeta, TopLogprobs, golden_files, golden_path,
-                             read_golden, recorded_files, write_golden)
-from ..llm.marker import LlmSpec, check_prompt
+from ..errors import BackendError, EdgeUsageError
+from ..golden.tokens import golden_path
+from ..llm.marker import check_prompt
 from ..llm.metrics import (FirstStepLogits, TeacherForced, logits_figures, logits_messages, teacher_forced, timing_figures,
                            token_agreement, token_message, top_logprobs)
 from ..judging import generation
@@ -36,9 +29,10 @@ from ..judging.baseline import twin_of
 from ..judging.gate import GateResult
 from ..worker.pool import WorkerPool
 from ..worker.protocol import Generate, Load, TeacherForce, TeacherForcedLogits, reply_as
+from .decoder_golden import DecoderGoldens, ProducedTokens
 from .decoder_plan import LlmTarget, config_of, model_identity, run_context, spec_context
 from ..core.external_data import artifact_files
-from ..core.models import Model, ModelKeys
+from ..core.models import ModelKeys
 from .pipeline import gate_into
 from ..core.generation_figures import (ContextSweep, GenerationFigures, PromptResult, TeacherForcedOverall,
                                        TokenPosition)
@@ -48,16 +42,6 @@ from ..core.record_accuracy import DecoderAccuracy
 from ..core.record_blocks import DeviceRun, InputTensor, PluginIdentity, RuntimeIdentity
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
-
-
-@dataclass(frozen=True)
-class _Produced:
-    """What one prompt produced, kept for the obtained files of a failure."""
-    golden: TokenGolden[TokenGoldenMeta]
-    run: Generation
-    forced_top: list[int] | None  # the backend's top token at each position, teacher-forced (None: no logits)
-    distributions: TopLogprobs | None  # its top-k there, as the golden keeps them: for a failing prompt only
-    last_message: int | None  # where in the violations its last message is (None: the prompt passed)
 
 
 class LlmChecker:
@@ -72,8 +56,7 @@ class LlmChecker:
         self.keys = keys or ModelKeys()
         # (backend, artifact, threads) -> the contexts a decoder of it is loaded with in that worker
         self._loaded: dict[tuple[str, str, int], list[int]] = {}
-        self._recorded: dict[Path, int] = {}  # goldens written this session, with how many tokens
-        self._stale: dict[tuple[Path, tuple[tuple[str, str], ...]], str | None] = {}  # _stale_reason's, once each
+        self.goldens = DecoderGoldens(settings, self.keys, self.generate, self.teacher_force)
 
     def generate(self, backend: str, artifact: Path, config: LlmConfig, threads: int, prompt: Sequence[int],
                  new_tokens: int, at_least: int = 0) -> Generation:
@@ -116,79 +99,6 @@ class LlmChecker:
             loaded.append(context)
         return key
 
-    def reference_backend(self, model: Model) -> str:
-        for name, backend in decoder_backends().items():
-            artifact = model.artifact(backend.suffix)
-            decoders = backend.decoders
-            if artifact is not None and decoders is not None and backend.unavailable_reason() is None \
-                    and decoders.why_no_logits is None and not decoders.refuses(artifact):
-                return name
-        raise GoldenError(f"no LLM backend available here can run any artifact of {model.key} to record goldens"
-                          " (a golden keeps logits, which some runtimes do not expose: judge such an export against "
-                          "another export of the network with reference=)")
-
-    def golden_folder(self, model: Model) -> str:
-        """Where ``model``'s goldens are read: its key, or its stem's old folder (golden.sets.decoder_folder)."""
-        return decoder_folder(GoldenStore(self.settings.golden_dir), model, self.keys)
-
-    def golden(self, target: LlmTarget, config: LlmConfig, prompt: list[int]) -> TokenGolden[TokenGoldenMeta]:
-        """The prompt's golden; with --edge-update-golden first (re)recorded once per session. With
-        ``reference=``, the reference model's, recorded from its own artifact and configuration."""
-        owner = target.golden_model
-        path = golden_path(self.settings.golden_dir, owner.key, prompt)
-        if self.settings.update_golden and self._recorded.get(path, 0) < target.spec.new_tokens:
-            reference = self.reference_backend(owner)
-            artifact = owner.artifact(get_backend(reference).suffix)
-            if path.is_file():
-                try:
-                    recorded = read_golden(path, prompt).meta
-                except GoldenError:  # unreadable: the refresh replaces it
-                    recorded = None
-                # A token golden names the artifact that made it as a tensor golden's reference does.
-                check_owner(path.parent, recorded.path if recorded else None, owner, self.settings.rootdir)
-            own_config = config_of(owner, artifact)  # the reference artifact's own, as it runs
-            run = self.generate(reference, artifact, own_config, target.spec.threads, prompt, target.spec.new_tokens,
-                                spec_context(target.spec))
-            # The reference's distribution at each generated position, teacher-forced over its own
-            # greedy tokens (the same steps as generation): the top-k and the rest's mass.
-            distributions = top_logprobs(self.teacher_force(reference, artifact, own_config, target.spec.threads,
-                                                            prompt, run.tokens, spec_context(target.spec)))
-            write_golden(path, TokenGolden(prompt, run.tokens, run.first_logits, TokenGoldenMeta(
-                reference_backend=reference, artifact=artifact.name, sha256=sha256_file(artifact),
-                path=relative_path(artifact, self.settings.rootdir), model=owner.key,
-                files=_file_digests(artifact), new_tokens=target.spec.new_tokens,
-                plugin_version=__version__, top_k=int(distributions.ids.shape[1])), distributions))
-            self._recorded[path] = target.spec.new_tokens
-        else:
-            path = golden_path(self.settings.golden_dir, self.golden_folder(owner), prompt)
-        golden = read_golden(path, prompt)
-        if path not in self._recorded:  # one just recorded speaks for the artifact as it is
-            stale = self._stale_reason(owner, golden, path)
-            if stale:
-                raise GoldenError(stale)
-        if len(golden.tokens) < target.spec.new_tokens:
-            raise GoldenError(f"{path}: holds {len(golden.tokens)} tokens, the test asks for "
-                              f"new_tokens={target.spec.new_tokens}: re-record it with --edge-update-golden")
-        outside = [int(t) for t in golden.tokens if not 0 <= int(t) < config.vocab_size]
-        if outside:  # fed back teacher-forced, it reached the runtime's embedding as an index error
-            raise GoldenError(f"{path}: a corrupt LLM golden: token id {outside[0]} is outside the model's vocabulary "
-                              f"[0, {config.vocab_size}); re-record it with --edge-update-golden")
-        return golden
-
-    def _stale_reason(self, owner: Model, golden: TokenGolden[TokenGoldenMeta], path: Path) -> str | None:
-        """Why ``golden`` no longer speaks for the artifact it was recorded from (``owner``'s, the
-        reference model's with ``reference=``), by the tensor goldens' rule: each of its files must be
-        as recorded (golden.layout.changed_files). Hashed once a session per artifact and record."""
-        producer = next((a for a in owner.artifacts.values() if a.name == golden.meta.artifact), None)
-        if producer is None:  # not among the model's artifacts any more: nothing here to be stale against
-            return None
-        recorded = recorded_files(golden.meta)
-        key = (producer, tuple(sorted(recorded.items())))
-        if key not in self._stale:
-            change = next(iter(changed_files(recorded, golden_files(producer))), None)
-            self._stale[key] = change.reason(owner.key, producer, path) if change else None
-        return self._stale[key]
-
     def check(self, test_id: str, target: LlmTarget, step: Callable[[str], None]) -> tuple[Record, list[str]]:
         """The decoder's record and its violations (the session's one ending concludes it)."""
         step("check the decoder")
@@ -205,14 +115,14 @@ class LlmChecker:
         per_prompt = []
         forced: list[TeacherForced] = []
         unkept: list[str] = []  # goldens without distributions
-        obtained: list[_Produced] = []  # each prompt's, for the obtained files of a failure
+        obtained: list[ProducedTokens] = []  # each prompt's, for the obtained files of a failure
         # A runtime whose API exposes no logits (DecoderRuntime.why_no_logits): its tokens are checked, its
         # logits figures are not measured, said on the record (a budget on them fails as not measured).
         decoders = get_backend(target.backend).decoders
         assert decoders is not None  # a decoder target is planned on decoder_backends() only
         no_logits = decoders.why_no_logits
         for prompt in prompts:
-            golden = self.golden(target, config, prompt)
+            golden = self.goldens.golden(target, config, prompt)
             run = self.generate(target.backend, artifact, config, spec.threads, prompt, spec.new_tokens,
                                 spec_context(spec))
             expected = golden.tokens[:spec.new_tokens]
@@ -221,7 +131,7 @@ class LlmChecker:
             if forced_logits is not None:
                 forced.append(teacher_forced(expected, golden.distributions, forced_logits))
             if golden.distributions is None:
-                unkept.append(str(golden_path(self.settings.golden_dir, self.golden_folder(target.golden_model), prompt)))
+                unkept.append(str(golden_path(self.settings.golden_dir, self.goldens.folder(target.golden_model), prompt)))
             agreement, first = token_agreement(expected, run.tokens)
             found = [m for m in [token_message(expected, run.tokens, agreement, first, spec.min_token_agreement)] if m]
             if no_logits is None:
@@ -235,7 +145,7 @@ class LlmChecker:
             violations += [f"{target.backend}: prompt {_short(prompt)}: {m}" for m in found]
             # The top-k of a failing prompt only: sorting a large vocabulary's logits takes seconds.
             kept = golden.distributions if found and forced_logits is not None else None
-            obtained.append(_Produced(golden, run, None if forced_logits is None else np.argmax(forced_logits, -1).tolist(),
+            obtained.append(ProducedTokens(golden, run, None if forced_logits is None else np.argmax(forced_logits, -1).tolist(),
                                       None if kept is None else top_logprobs(forced_logits, int(kept.ids.shape[1])),
                                       len(violations) - 1 if found else None))
             per_prompt.append(PromptResult(
@@ -255,7 +165,7 @@ class LlmChecker:
         findings: list[Finding] = check_teacher_forced(overall, spec.budgets(check_teacher_forced), target.backend)
         violations += [finding.message for finding in findings]
         if findings or any(p.last_message is not None for p in obtained):
-            self._write_obtained(target, spec, obtained, no_logits, forced, violations, bool(findings))
+            self.goldens.write_obtained(target, spec, obtained, no_logits, forced, violations, bool(findings))
             if findings:  # its note went on the last finding's message: the record's finding says it too
                 findings[-1] = replace(findings[-1], message=violations[-1])
         # Gated (measured, and a model without a twin or record listed as new) as every model is.
@@ -302,35 +212,6 @@ class LlmChecker:
             violations += gate_into(record, judged, self.settings)
         return record, violations  # the session's one ending concludes it (restarts, verdict, failure)
 
-    def _write_obtained(self, target: LlmTarget, spec: LlmSpec, obtained: Sequence[_Produced], no_logits: str | None,
-                        forced: Sequence[TeacherForced], violations: list[str], all_prompts: bool) -> None:
-        """What the backend generated for each failing prompt (every prompt where the teacher-forced
-        figures, which are over all of them, failed), beside its golden in the golden's format
-        (golden.obtained), each path said with its prompt's last message (the teacher-forced one's
-        for the others): a note, not a check of its own."""
-        folder = self.golden_folder(target.golden_model)
-        who = target.backend if target.reference is None else f"{target.model.name}.{target.backend}"
-        rootdir, written = self.settings.rootdir, []
-        for index, produced in enumerate(obtained):
-            at, run = produced.last_message, produced.run
-            if at is None and not all_prompts:
-                continue
-            # The golden's format holds top-k over the generated tokens: kept where they are as many.
-            distributions = produced.distributions if produced.distributions is not None and \
-                produced.distributions.ids.shape[0] == len(run.tokens) else None
-            meta = ObtainedTokensMeta(model=target.model.key, new_tokens=spec.new_tokens, plugin_version=__version__,
-                                      teacher_forced=forced[index].figures() if index < len(forced) else None,
-                                      teacher_forced_top=produced.forced_top, logits_not_measured=no_logits)
-            first = np.zeros(0, np.float32) if run.first_logits is None else np.asarray(run.first_logits, np.float32)
-            path = write_obtained_tokens(rootdir, folder, who, golden_path(self.settings.golden_dir, folder, run.prompt),
-                                         TokenGolden(run.prompt, run.tokens, first, meta, distributions))
-            written.append(path)
-            if at is not None:
-                violations[at] += f"; obtained tokens written to {path} (compare: pytest-edge golden diff {folder})"
-        if all_prompts:
-            violations[-1] += (f"; obtained tokens of every prompt written to {written[0].parent} (compare: "
-                               f"pytest-edge golden diff {folder})")
-
     def _measure(self, test_id: str, target: LlmTarget, config: LlmConfig, prompt: list[int]
                  ) -> tuple[generation.GenerationMeasurement, GateResult | None, GenerationFigures, ContextSweep | None]:
         """The measurement, the merge gate's decision (None: no baseline), the record's measured
@@ -366,11 +247,6 @@ class LlmChecker:
             sweep = generation.context_sweep(self.pool, target.backend, artifact, config, lengths,
                                              spec.sweep_memory_mb, spec.memory_limit_mb, spec.threads)
         return measured, judged, figures, sweep
-
-
-def _file_digests(artifact: Path) -> dict[str, str]:
-    """{name: sha256} of every file of the artifact (external data, a GenAI folder's configuration)."""
-    return {name: sha256_file(path) for name, path in golden_files(artifact).items()}
 
 
 def _overall(parts: Sequence[TeacherForced], unkept: Sequence[str]) -> TeacherForcedOverall:
