@@ -330,29 +330,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.stash[USE_KEY].error = f"pytest-edge: cannot tell unused goldens: {type(exc).__name__}: {exc}"
     if not edge.records:
         return
-    from .report.table import gate_compared_nothing
+    from .report.outputs import finish_session
 
-    errors = []
-    settings = edge.settings
-    if settings.report or settings.html or settings.summary or settings.openmetrics or settings.history:
-        from .report.json_report import build_report
-        from .report.outputs import write_outputs
-
-        report = build_report(edge.records, edge.machine)  # else no report is built
-        sections: list[str] = []
-        if settings.openmetrics or settings.history:
-            from .report.history import write_over_time
-
-            over_time = config.stash[OVER_TIME_KEY] = write_over_time(report, settings)
-            errors += [*over_time.errors, *(over_time.lines() if over_time.fail else [])]
-            if settings.html and over_time.runs:  # the page's history section
-                from .report.html_history import history_section
-
-                sections = history_section(over_time.runs, settings.creep_window, over_time.creeps)
-        errors = write_outputs(report, settings, sections) + errors
-    nothing = gate_compared_nothing(edge.records)  # a gate that compared nothing is no pass
-    if errors or nothing:
-        edge.report_error = "\n".join([*errors, *([nothing] if nothing else [])])
+    end = finish_session(edge.records, edge.machine, edge.settings)
+    if end.over_time is not None:
+        config.stash[OVER_TIME_KEY] = end.over_time
+    if end.errors:
+        edge.report_error = "\n".join(end.errors)
         if session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

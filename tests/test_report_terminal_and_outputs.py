@@ -17,7 +17,7 @@ from pytest_edge.core.record import GenerationRecord, Record
 from pytest_edge.core.settings import Settings
 from pytest_edge.golden.use import GoldenUse
 from pytest_edge.report.json_report import Report, build_report
-from pytest_edge.report.outputs import write_outputs
+from pytest_edge.report.outputs import finish_session, write_outputs
 from pytest_edge.report.terminal import write_golden_use, write_nothing_ran, write_summary
 from pytest_edge.report.table import DASH
 from pytest_edge.measurement.machine import Machine
@@ -208,3 +208,23 @@ def test_a_page_that_cannot_render_is_an_error_and_the_rest_is_written(tmp_path:
     assert errors == ["pytest-edge: cannot render the HTML report: KeyError: 'latency_ms'"]
     assert not (tmp_path / "edge.html").exists()
     assert (tmp_path / "edge.json").is_file() and (tmp_path / "summary.md").is_file()
+
+
+def test_a_session_end_writes_what_is_asked_and_fails_on_a_gate_that_compared_nothing(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from pytest_edge.core.baseline_check import BaselineCheck
+
+    machine = Machine(cpu="Test CPU", cores=2, os="Linux", python="3.11")
+    (tmp_path / "edge.json").mkdir()  # unwritable: one error, and the page is still written
+    end = finish_session([tensor_record()], machine, settings(tmp_path, report="edge.json", html="edge.html"))
+    [error] = end.errors
+    assert error.startswith(f"pytest-edge: cannot write the report {tmp_path / 'edge.json'}: ")
+    assert end.over_time is None and (tmp_path / "edge.html").is_file()
+    # Every gated record new: the gate compared nothing, which fails the run after the outputs' errors.
+    new = replace(tensor_record(), baseline_check=BaselineCheck(mode="ab", new=True, looked_for="base/net.onnx",
+                                                                folder="base"))
+    end = finish_session([new], machine, settings(tmp_path))
+    [error] = end.errors
+    assert error.startswith("pytest-edge: the merge gate compared nothing: --edge-baseline-models base holds no twin")
+    assert finish_session([tensor_record()], machine, settings(tmp_path)).errors == []  # nothing asked, nothing gated
