@@ -14,7 +14,7 @@ from .golden.use import USE_KEY
 from .stash import edge_session, start_spare
 
 if TYPE_CHECKING:
-    from .core.plan import Plan
+    from .core.plan import Plan, Unresolved
     from .run.decoder_plan import LlmTarget
     from .run.speech_plan import SpeechTarget
 
@@ -108,3 +108,24 @@ def item_target(item: pytest.Item) -> Plan | LlmTarget | SpeechTarget | None:
     from .run.decoder_plan import LlmTarget
 
     return decoder if isinstance(decoder, LlmTarget) else None
+
+
+def setup_error_target(item: pytest.Item, error: BaseException
+                       ) -> tuple[Plan | LlmTarget | SpeechTarget | Unresolved, str | None] | None:
+    """What an edge test that errored at setup, before its check, is reported as: its target, or the
+    Unresolved case that names why it could not be planned, and the model its marker names (None
+    where it names none by keyword). None where the error is not pytest-edge's (a user's fixture
+    failed) or the test is not an edge test."""
+    from .core.plan import Unresolved
+
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    kind = next((k for k in ("edge_llm", "edge_asr") if k in params), "edge")
+    param = params.get(kind if kind != "edge" else "edge_model")
+    # A decoder's and a speech export's fixtures fail (pytest.fail) where a required backend cannot run.
+    errors = (EdgeError, pytest.fail.Exception) if kind != "edge" else (EdgeError,)
+    if not isinstance(error, errors) or (item_target(item) is None and not isinstance(param, Unresolved)):
+        return None
+    marker = item.get_closest_marker(kind)
+    named = marker.kwargs.get("model") if marker is not None else None
+    return param, named if isinstance(named, str) else None

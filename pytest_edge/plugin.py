@@ -36,7 +36,7 @@ from .core.settings import Settings
 from .errors import (EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend, visible,
                      visible_longrepr)
 from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references
-from .parametrize import item_plan, item_target, parametrize
+from .parametrize import item_plan, item_target, parametrize, setup_error_target
 from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, close_spare, edge_session, start_spare
 
 if TYPE_CHECKING:
@@ -288,18 +288,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         # A test that errors before its check (a bad marker, an artifact that cannot load, a
         # required decoder backend that cannot run) is in the reports too, with the reason: a
         # report of only the tests that ran would look green.
-        from .core.plan import Unresolved
-
-        callspec = getattr(item, "callspec", None)
-        params = callspec.params if callspec is not None else {}
-        kind = next((k for k in ("edge_llm", "edge_asr") if k in params), "edge")
-        param = params.get(kind if kind != "edge" else "edge_model")
-        errors = (EdgeError, pytest.fail.Exception) if kind != "edge" else (EdgeError,)
-        if isinstance(excinfo.value, errors) and (plan is not None or isinstance(param, Unresolved)):
-            marker = item.get_closest_marker(kind)
-            named = marker.kwargs.get("model") if marker is not None else None
-            edge_session(item.config).setup_errored(item.nodeid, param, str(excinfo.value),
-                                                    named if isinstance(named, str) else None)
+        errored = setup_error_target(item, excinfo.value)
+        if errored is not None:
+            edge_session(item.config).setup_errored(item.nodeid, errored[0], str(excinfo.value), errored[1])
     return report
 
 
