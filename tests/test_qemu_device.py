@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from pytest_edge.devices import qemu as qemu_device
+from pytest_edge.devices import qemu_build
 from pytest_edge.core.record import NOT_JUDGED, NOT_MEASURED
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -326,14 +327,14 @@ def test_a_provisioning_command_dies_with_the_session() -> None:
     session they would recreate the temporary folder the next session removed."""
     if platform.system() != "Linux":
         pytest.skip("PR_SET_PDEATHSIG is Linux's")
-    said = qemu_device._run([sys.executable, "-c", "import ctypes, os; v = ctypes.c_int(); "
+    said = qemu_build._run([sys.executable, "-c", "import ctypes, os; v = ctypes.c_int(); "
                              "ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value, os.getppid())"], "probe")
     signal_number, parent = map(int, said.split())
     assert signal_number == signal.SIGKILL and parent == os.getpid()
     with pytest.raises(qemu_device.ProvisionError, match=r"probe failed \(exit status 3\): \S+python\S* -c "):
-        qemu_device._run([sys.executable, "-c", "raise SystemExit(3)"], "probe")
+        qemu_build._run([sys.executable, "-c", "raise SystemExit(3)"], "probe")
     with pytest.raises(qemu_device.ProvisionError, match=r"no-such-tool-here: No such file or directory"):
-        qemu_device._run(["no-such-tool-here", "--version"], "probe")
+        qemu_build._run(["no-such-tool-here", "--version"], "probe")
 
 
 @pytest.mark.slow
