@@ -484,16 +484,25 @@ def test_ab_gate_catches_a_deeper_decoder_and_passes_an_unchanged_one(pytester: 
     for name in ("tiny_llm.onnx", "tiny_llm.json"):  # the twin and its own configuration
         shutil.copy(llm_project / name, base / name)
     pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
-    same = pytester.runpytest_inprocess("--edge-baseline-models=base", "--edge-processes=3", "--edge-report=r.json")
+    same = pytester.runpytest_inprocess("--edge-baseline-models=base", "--edge-processes=3", "--edge-report=r.json",
+                                        "--edge-html=same.html")
     same.assert_outcomes(passed=1)
     (record,) = _report(pytester)
     assert record["baseline_check"]["mode"] == "ab" and len(record["llm"]["processes"]) == 3
+    # The twin's generation figures kept on the record, as a stored baseline's are: the page's
+    # "Against the baseline" compares a decoder's TTFT and TPOT in A/B mode too.
+    twin = record["baseline_check"]["twin"]["generation"]
+    assert twin["tpot_ms"]["p50"] > 0 and len(twin["processes"]) == 3
+    page = (pytester.path / "same.html").read_text()
+    assert "Against the baseline" in page and re.search(r"TPOT P50.*?</tr>.*?→", page, re.S)
     for name in ("tiny_llm.onnx", "tiny_llm.json"):
         shutil.copy(LLM / "deep" / name, llm_project / name)
     # A change of model refreshes its goldens (else they are stale); then only the gate can fail it.
     pytester.runpytest_inprocess("--edge-update-golden").assert_outcomes(passed=1)
-    deeper = pytester.runpytest_inprocess("--edge-baseline-models=base", "--edge-processes=3")
+    deeper = pytester.runpytest_inprocess("--edge-baseline-models=base", "--edge-processes=3", "--edge-summary=s.md")
     deeper.assert_outcomes(failed=1)
+    summary = (pytester.path / "s.md").read_text()  # the same section as against a stored report
+    assert re.search(r"Regressions against the baseline[\s\S]*TPOT P50", summary), summary
     deeper.stdout.fnmatch_lines(["*onnxruntime-cpu: TPOT P50 * ms (geometric mean of 8 process TPOT P50s) is +* "
                                  "against the baseline twin * ms (allowed +10%; paired t=* over 8 A/B pairs*); "
                                  "measured twice in fresh processes: *"])

@@ -15,6 +15,7 @@ from typing import Any
 from .. import codec
 from ..backends.compiled import Compilation
 from ..measurement.counts import CountedMeasurement
+from .generation_figures import GenerationFigures
 from .record_blocks import RecordCoverage
 from .verdicts import GateVerdict
 
@@ -54,6 +55,7 @@ class TwinFigures(codec.StoredBlock):
     measured_runs: int | None = None
     artifact_bytes: int | None = None
     npu: Compilation | None = None  # a compile-time target's compiler result
+    generation: GenerationFigures | None = None  # a decoder's: its generation's measured figures (TTFT, TPOT, ...)
 
 
 # The figures the pages compare and draw, as a stored record holds them (TwinFigures' keys: report/ab_baseline.py).

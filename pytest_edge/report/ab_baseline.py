@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from ..core.baseline_check import TwinFigures
+from ..core.generation_record import GenerationRecord
 from ..core.record import Record, Verdict
 from .json_report import Report
 
@@ -34,6 +35,7 @@ def twin_baseline(report: Report) -> Report | None:
                               steady_memory_mb=twin.steady_memory_mb, load_ms=twin.load_ms,
                               first_inference_ms=twin.first_inference_ms, coverage=twin.coverage,
                               measured_runs=twin.measured_runs, artifact_bytes=twin.artifact_bytes, npu=twin.npu,
+                              generation=None if twin.generation is None else GenerationRecord(measured=twin.generation),
                               checked=True))
     if not records:
         return None

@@ -39,6 +39,7 @@ from ..core.generation_figures import (ContextSweep, GenerationFigures, PromptRe
 from ..core.generation_record import RecordLlmConfig
 from ..core.record import NOT_MEASURED, GenerationRecord, Record, timing_not_judged
 from ..core.record_accuracy import DecoderAccuracy
+from ..core.baseline_check import TwinFigures
 from ..core.record_blocks import DeviceRun, InputTensor, PluginIdentity, RuntimeIdentity
 from ..core.settings import Settings
 from ..core.sizes import artifact_size
@@ -229,11 +230,24 @@ class LlmChecker:
         measured, *twin_measured = rounds(settings.processes)
         judged = generation.gate_generation(settings, test_id, target.backend, target.model, artifact, twin, measured,
                                             twin_measured[0] if twin_measured else None, rounds)
-        timing = timing_figures(len(prompt), measured.ttft_s, measured.tpot_s, measured.decode_s, spec.new_tokens)
-        figures = replace(timing, load_ms=measured.load_ms, peak_memory_mb=measured.peak_memory_mb,
-                          steady_memory_mb=measured.steady_memory_mb, processes=measured.processes,
-                          runtime_timings=measured.runtime_timings, runs_capped=measured.capped(spec.runs),
-                          kv_cache_estimate_mb=config.kv_cache_bytes(len(prompt) + spec.new_tokens) / 2**20)
+
+        def figures_of(found: generation.GenerationMeasurement, of_config: LlmConfig) -> GenerationFigures:
+            timing = timing_figures(len(prompt), found.ttft_s, found.tpot_s, found.decode_s, spec.new_tokens)
+            return replace(timing, load_ms=found.load_ms, peak_memory_mb=found.peak_memory_mb,
+                           steady_memory_mb=found.steady_memory_mb, processes=found.processes,
+                           runtime_timings=found.runtime_timings, runs_capped=found.capped(spec.runs),
+                           kv_cache_estimate_mb=of_config.kv_cache_bytes(len(prompt) + spec.new_tokens) / 2**20)
+
+        figures = figures_of(measured, config)
+        if judged is not None and judged.summary is not None and twin is not None and twin_measured:
+            # The twin's figures on the record, as a tensor model's are: the pages' "against the
+            # baseline" shows a decoder's A/B change as it shows a stored one (report/ab_baseline.py).
+            twin_figures = figures_of(twin_measured[0], models[1][1])
+            judged.summary.twin = TwinFigures(peak_memory_mb=twin_figures.peak_memory_mb,
+                                              steady_memory_mb=twin_figures.steady_memory_mb,
+                                              load_ms=twin_figures.load_ms,
+                                              artifact_bytes=artifact_size(twin, target.backend)[0],
+                                              generation=twin_figures)
         sweep = None
         if spec.needs_context_sweep:
             cap = min(spec.context_cap or config.max_context, config.max_context)
