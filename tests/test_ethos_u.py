@@ -220,6 +220,39 @@ def test_the_gate_fails_an_operator_that_left_the_npu_at_the_same_fraction(pytes
     assert record["coverage"]["fallback"] == pytest.approx(1 / 3) and record["baseline_check"]["verdict"] == "failed"
 
 
+@pytest.mark.parametrize("mode", ["ab", "stored"])
+def test_the_gate_names_an_operator_new_on_the_cpu_with_vela_s_reason(pytester: pytest.Pytester, mode: str) -> None:
+    """The newcomer's change, end to end with vela: their keyword model (kws_dscnn_int8, all on the
+    U85's NPU) made streaming (wake_word_int8: resource variables, a CALL_ONCE the U85 keeps on its
+    CPU). The gate fails naming the operator new on the CPU with vela's reason, in both modes; the
+    unchanged model passes its own baseline first."""
+    folder = _project(pytester)
+    shutil.copy(FIXTURES / "npu" / "kws_dscnn_int8.tflite", folder / "wake.tflite")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.edge(model="wake", backends=["ethos-u85-256"])
+        def test_npu(edge_model):
+            pass
+    """)
+    if mode == "ab":
+        (pytester.path / "base").mkdir()
+        shutil.copy(FIXTURES / "npu" / "kws_dscnn_int8.tflite", pytester.path / "base" / "wake.tflite")
+        gate = ["--edge-baseline-models=base"]
+    else:
+        pytester.runpytest_inprocess("--edge-report=base.json").assert_outcomes(passed=1)
+        gate = ["--edge-baseline=base.json"]
+    pytester.runpytest_inprocess(*gate).assert_outcomes(passed=1)  # unchanged: passes
+    shutil.copy(WAKE_WORD, folder / "wake.tflite")
+    result = pytester.runpytest_inprocess(*gate, "--edge-report=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ethos-u85-256: operator(s) newly on the CPU against the baseline*: "
+                                 "CALL_ONCE x1 (new): CALL_ONCE*(Unsupported opType)*"])
+    (record,) = json.loads((pytester.path / "report.json").read_text())["records"]
+    assert record["baseline_check"]["verdict"] == "failed"
+    assert record["coverage"]["fallback_reasons"] == {"CALL_ONCE": "Unsupported opType"}
+
+
 def test_placement_regressions_name_what_left_for_any_runtime() -> None:
     """The rule on records as any runtime writes them (here LiteRT's XNNPACK ids): an operator the
     baseline's delegate took that fell back now fails, with the reason where one is given; one
