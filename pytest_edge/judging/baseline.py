@@ -1,7 +1,8 @@
 """What the merge gate compares a measurement against, decided once for every kind of check
 (tensor, compile-time target, decoder) and both modes: the A/B twin in ``--edge-baseline-models``,
 else the stored report's record (``--edge-baseline``), else the model is new in this change, else no
-gate runs (:func:`choose_baseline`). Also what a record keeps of its twin for the pages."""
+gate runs (:func:`choose_baseline`), and what each of those means for the gate (:func:`gated`). Also
+what a record keeps of its twin for the pages."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..backends.arena import TensorArena
 from ..backends.tensors import Coverage
@@ -65,6 +66,20 @@ class BaselineChoice:
 
         return GateResult(summary=BaselineCheck(mode=self.mode, new=True, looked_for=self.looked_for,
                                                 folder=self.folder))
+
+
+def gated(choice: BaselineChoice, judge: Callable[[BaselineChoice], "GateResult"]) -> "GateResult | None":
+    """What the merge gate says on a check whose baseline is ``choice``, for every kind and mode:
+    nothing where no gate runs (None), a new model listed and not judged, else ``judge``'s verdict
+    against the twin or the stored record, with the folder or report the pages name."""
+    if choice.kind is BaselineKind.NONE:
+        return None
+    if choice.kind is BaselineKind.NEW:
+        return choice.new_result()
+    result = judge(choice)
+    if result.summary is not None:
+        result.summary.folder = choice.folder
+    return result
 
 
 def twin_of(folder: Path | None, model: "Model", artifact: Path) -> Path | None:

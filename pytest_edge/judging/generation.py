@@ -36,7 +36,7 @@ from ..files import relative_path
 from ..worker.pool import WorkerPool
 from ..worker.protocol import (GENERATION_TIME_CAP_S, ContextMemory, DecoderLoaded, GenerationTimes, LimitAddressSpace,
                                Load, MeasureGeneration, ProbeContext, reply_as)
-from .baseline import BaselineKind, choose_baseline
+from .baseline import BaselineChoice, choose_baseline, gated
 from .figures import GateFigures
 from .gate import AB_REMEASURE_PAIRS, GateResult, run_gate
 from .regressions import GENERATION_FIGURES
@@ -215,25 +215,21 @@ def gate_generation(settings: Settings, test_id: str, backend: str, model: Model
     same rounds), else the stored report's record; a model with neither is new in this change,
     listed and not judged (None: no baseline asked for)."""
     choice = choose_baseline(settings, model, artifact, test_id, backend)
-    if choice.kind is BaselineKind.NONE:
-        return None
-    if choice.kind is BaselineKind.NEW:
-        return choice.new_result()
+
     def against(baseline: GateFigures, paired: bool) -> GateResult:
         return judge(backend, measured, baseline, paired=paired, measure_again=rounds, processes=settings.processes,
                      max_regression=settings.max_regression, strict=settings.strict_timing, source=choice.source,
                      artifact=artifact, rootdir=settings.rootdir)
 
-    if choice.twin is not None:
-        if twin_measured is None or twin != choice.twin:
-            raise RuntimeError(f"the baseline twin {choice.source} of {artifact} was not measured")
-        judged = against(as_gated(backend, twin_measured, twin, settings.rootdir), paired=True)
-    else:
+    def judged(choice: BaselineChoice) -> GateResult:
+        if choice.twin is not None:
+            if twin_measured is None or twin != choice.twin:
+                raise RuntimeError(f"the baseline twin {choice.source} of {artifact} was not measured")
+            return against(as_gated(backend, twin_measured, twin, settings.rootdir), paired=True)
         assert choice.stored is not None  # neither a twin nor new: the stored report's record
-        judged = against(stored_figures(choice.stored, backend), paired=False)
-    if judged.summary is not None:
-        judged.summary.folder = choice.folder
-    return judged
+        return against(stored_figures(choice.stored, backend), paired=False)
+
+    return gated(choice, judged)
 
 
 # ------------------------------------------------------------ the context sweep

@@ -13,7 +13,7 @@ from ..backends import Coverage, split_device
 from ..backends.arena import TensorArena
 from .counter import Counter
 from ..measurement.counts import CountedMeasurement
-from .baseline import BaselineKind, choose_baseline, twin_baseline, twin_figures, twin_of
+from .baseline import BaselineChoice, choose_baseline, gated, twin_baseline, twin_figures, twin_of
 from .figures import GateFigures
 from .gate import AB_REMEASURE_PAIRS, GateResult, run_gate
 from ..measurement.lock import machine_measurement_lock
@@ -129,10 +129,11 @@ class Measurer:
         stored baseline record (baseline.choose_baseline, the one rule); a suspected latency
         regression is re-measured before it counts."""
         choice = choose_baseline(self.settings, plan.model, info.artifact, live.test, live.backend)
-        if choice.kind is BaselineKind.NEW:  # listed, not judged
-            return choice.new_result()
-        if choice.kind is BaselineKind.NONE:
-            return GateResult()
+        return gated(choice, lambda choice: self._judge(info, feeds, plan, live, choice)) or GateResult()
+
+    def _judge(self, info: ModelInfo, feeds: Sequence[np.ndarray], plan: Plan, live: Record,
+               choice: BaselineChoice) -> GateResult:
+        """The gate against the twin (measured with the artifact) or the stored record."""
         twin = choice.twin
         twin_measured = self.twin_results.get((info.backend, info.key, plan.warmup, plan.runs, plan.min_time_s))
         feeds = info.feeds(feeds)
@@ -169,7 +170,6 @@ class Measurer:
         assert result.summary is not None  # run_gate always summarizes
         if twin_record is not None:  # the twin's figures, for the reports' "against the baseline" (ab_baseline)
             result.summary.twin = twin_figures(twin_record)
-        result.summary.folder = choice.folder
         return result
 
 

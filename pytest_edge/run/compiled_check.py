@@ -19,6 +19,7 @@ from ..errors import BackendError, EdgeUsageError
 
 if TYPE_CHECKING:  # made by the check that gates
     from ..backends.compiled import Compilation
+    from ..judging.baseline import BaselineChoice
     from ..judging.gate import GateResult
 
 
@@ -103,16 +104,19 @@ class CompiledChecker:
         """The merge gate on the compiler's result, against the baseline the one rule chooses: the
         twin compiled alike and made into the record a stored report would hold (so A/B and stored
         mode judge the same figures: placement, memories, estimate, size), or the stored record."""
-        from ..judging.baseline import BaselineKind, choose_baseline, twin_figures
-        from ..judging.figures import GateFigures
+        from ..judging.baseline import choose_baseline, gated
         from ..judging.gate import GateResult
 
         assert plan.artifact is not None
         choice = choose_baseline(self.settings, plan.model, plan.artifact, record.test, plan.backend)
-        if choice.kind is BaselineKind.NEW:
-            return choice.new_result()
-        if choice.kind is BaselineKind.NONE:
-            return GateResult()
+        return gated(choice, lambda choice: self._judge(plan, record, choice, step)) or GateResult()
+
+    def _judge(self, plan: Plan, record: Record, choice: BaselineChoice, step: Callable[[str], None]) -> GateResult:
+        """The gate against the twin, compiled alike, or the stored record."""
+        from ..judging.baseline import twin_figures
+        from ..judging.figures import GateFigures
+
+        assert plan.artifact is not None
         if choice.twin is not None:
             step(f"compile the baseline twin {choice.source} of")
             theirs = self.compiled(plan.backend, choice.twin)
@@ -126,8 +130,6 @@ class CompiledChecker:
             twin_record, theirs_json = None, choice.stored.to_json()
         gate = pipeline.compiled_gate(record, GateFigures.from_json(theirs_json, source=choice.source), choice.source,
                                       choice.paired, self.settings.max_regression)
-        if gate.summary is not None:
-            if twin_record is not None:  # the twin's figures, for the pages' "against the baseline" (report/ab_baseline)
-                gate.summary.twin = twin_figures(twin_record)
-            gate.summary.folder = choice.folder
+        if gate.summary is not None and twin_record is not None:  # for the pages' "against the baseline" (ab_baseline)
+            gate.summary.twin = twin_figures(twin_record)
         return gate
