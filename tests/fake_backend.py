@@ -44,7 +44,7 @@ import pytest
 
 from pytest_edge.backends import Backend, LoadedModel, TensorBackend, TensorSpec
 from pytest_edge.backends.base import CalibrationCase, RuntimeDetails
-from pytest_edge.backends.decoder import Decoder, DecoderRuntime, Generation
+from pytest_edge.backends.decoder import Decoder, DecoderRuntime, Generation, OwnLoopDecoder
 from pytest_edge.backends.shapes import LoadShapes
 
 DISTRIBUTION = "pytest-edge-fake-backend"
@@ -149,11 +149,16 @@ class CountingDecoder(Decoder):
         return logits
 
 
-class TextOnlyDecoder(CountingDecoder):
+class TextOnlyDecoder(OwnLoopDecoder):
     """The same decoder behind an API that gives tokens and no logits (as LiteRT-LM's Session)."""
 
-    logits_exposed = False
     why_no_logits = "a fake whose API gives tokens only"
+
+    def __init__(self, part_at: int | None) -> None:
+        self.part_at = part_at
+
+    def reset(self) -> None:
+        pass
 
     def generate_own(self, prompt: Sequence[int], new_tokens: int,
                      clock: Callable[[], float] = time.perf_counter) -> Generation:
@@ -171,7 +176,7 @@ class CountingRuntime(DecoderRuntime):
         self.text_only = text_only
         self.why_no_logits = TextOnlyDecoder.why_no_logits if text_only else None
 
-    def open(self, path: Path, config: Any, threads: int) -> Decoder:
+    def open(self, path: Path, config: Any, threads: int) -> Decoder | OwnLoopDecoder:
         part_at = json.loads(Path(path).read_text()).get("part_at")
         return TextOnlyDecoder(part_at) if self.text_only else CountingDecoder(part_at)
 

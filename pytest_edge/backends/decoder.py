@@ -29,7 +29,7 @@ class DecoderRuntime(ABC):
     why_no_logits: str | None = None
 
     @abstractmethod
-    def open(self, path: Path, config: Any, threads: int) -> "Decoder":
+    def open(self, path: Path, config: Any, threads: int) -> "Decoder | OwnLoopDecoder":
         """Load ``path`` as a decoder LLM described by ``config`` (a decoder_config.LlmConfig); a
         BackendError naming the file and the convention expected where it is not one."""
 
@@ -50,23 +50,42 @@ class DecoderRuntime(ABC):
         return None
 
 
-class Decoder(ABC):
-    """A decoder LLM loaded by its runtime, in the runtime's own export convention, with its KV
-    cache: ``step(ids)`` feeds tokens at the next positions and returns the last one's logits.
-    A runtime whose API gives tokens but no logits (LiteRT-LM's Session) sets ``logits_exposed``
-    False and generates with its own loop (``generate_own``): its logits figures are not measured."""
-
-    logits_exposed = True
-    why_no_logits = ""
-
-    def generate_own(self, prompt: Sequence[int], new_tokens: int,
-                     clock: Callable[[], float] = time.perf_counter) -> "Generation":
-        """The runtime's own generation loop, for a decoder that exposes no logits to step with."""
-        raise NotImplementedError
+class LoadedDecoder(ABC):
+    """What every loaded decoder LLM has, whichever way it generates: a cache to forget, and the
+    runtime's own counters where it keeps any. A :class:`Decoder` is stepped by this product (tokens
+    in, logits out: every runtime that exposes logits); an :class:`OwnLoopDecoder` generates with its
+    runtime's own loop (LiteRT-LM's Session: text out, no logits)."""
 
     @abstractmethod
     def reset(self) -> None:
-        """Forget the cache: the next step starts at position 0."""
+        """Forget the cache: the next generation starts at position 0."""
+
+    def reset_runtime_timings(self) -> None:
+        """Start the runtime's own counters afresh (before the timed generations)."""
+
+    def runtime_timings(self) -> "RuntimeCounters | None":
+        """The runtime's own timings since the last reset, where it keeps any (llama.cpp's
+        ``llama_perf_context``), recorded beside ours; None where it keeps none."""
+        return None
+
+
+class OwnLoopDecoder(LoadedDecoder):
+    """A decoder whose runtime's API gives tokens and no logits (LiteRT-LM's Session): it generates
+    with the runtime's own loop, nothing steps it, and its logits figures (first step, teacher-forced)
+    are not measured, for the reason ``why_no_logits`` gives."""
+
+    why_no_logits = ""
+
+    @abstractmethod
+    def generate_own(self, prompt: Sequence[int], new_tokens: int,
+                     clock: Callable[[], float] = time.perf_counter) -> "Generation":
+        """Greedy generation of ``new_tokens`` after ``prompt`` by the runtime's own loop, timed as
+        :func:`generate` times a stepped decoder (TTFT, then each later token)."""
+
+
+class Decoder(LoadedDecoder):
+    """A decoder LLM loaded by its runtime, in the runtime's own export convention, with its KV
+    cache: ``step(ids)`` feeds tokens at the next positions and returns the last one's logits."""
 
     @abstractmethod
     def step(self, ids: Sequence[int]) -> np.ndarray:
@@ -82,14 +101,6 @@ class Decoder(ABC):
     def logits(self) -> np.ndarray:
         """The logits of the last position ``feed`` fed, read from the runtime."""
         return self._fed_logits
-
-    def reset_runtime_timings(self) -> None:
-        """Start the runtime's own counters afresh (before the timed generations)."""
-
-    def runtime_timings(self) -> "RuntimeCounters | None":
-        """The runtime's own timings since the last reset, where it keeps any (llama.cpp's
-        ``llama_perf_context``), recorded beside ours; None where it keeps none."""
-        return None
 
 
 @dataclass(frozen=True)
@@ -141,7 +152,7 @@ class Generation:
     step_s: list[float] = field(default_factory=list)  # each later token (TPOT samples)
 
 
-def generate(decoder: Decoder, prompt: Sequence[int], new_tokens: int,
+def generate(decoder: Decoder | OwnLoopDecoder, prompt: Sequence[int], new_tokens: int,
              clock: Callable[[], float] = time.perf_counter) -> Generation:
     """Greedy decoding of ``new_tokens`` after ``prompt`` (the first from the prefill). Timed: each
     ``feed``, the runtime computing a position's logits (the prompt's: TTFT; each later token's:
@@ -149,7 +160,7 @@ def generate(decoder: Decoder, prompt: Sequence[int], new_tokens: int,
     logits out where that is a call of its own (llama.cpp's) and choosing the token (the app's
     sampler, here argmax) are not, as llama-bench reads and samples nothing (docs/llm.md). A decoder
     that exposes no logits runs its own loop."""
-    if not decoder.logits_exposed:
+    if isinstance(decoder, OwnLoopDecoder):
         return decoder.generate_own(prompt, new_tokens, clock)
     decoder.reset()
     start = clock()
@@ -167,12 +178,12 @@ def generate(decoder: Decoder, prompt: Sequence[int], new_tokens: int,
     return result
 
 
-def teacher_forced(decoder: Decoder, prompt: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
+def teacher_forced(decoder: Decoder | OwnLoopDecoder, prompt: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
     """The logits [len(tokens), vocab] of each position of a given continuation: row j is what the
     decoder predicts after ``prompt`` and ``tokens[:j]`` (the golden's tokens fed one at a time through
     the same cache as generation, whatever it would have chosen itself). A decoder that exposes
     no logits has none to give: a BackendError saying why."""
-    if not decoder.logits_exposed:
+    if isinstance(decoder, OwnLoopDecoder):
         raise BackendError(f"teacher-forced logits: {decoder.why_no_logits}")
     decoder.reset()
     rows = [np.asarray(decoder.step(list(prompt)), np.float32).copy()]

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .. import codec
-from ..backends import Decoder, InputShapes, LoadedModel, get_backend
+from ..backends import InputShapes, LoadedModel, get_backend
+from ..backends.decoder import Decoder, OwnLoopDecoder
 from ..backends.base import no_tensors_reason
 from ..errors import BackendError
 from ..measurement import sensors, timing
@@ -62,7 +63,7 @@ class WorkerServer:
         # memory (50 000 runs of a list of ints are ~2 MB).
         self._samples = array("q", bytes(8 * MAX_RUNS))
         self.models: dict[str, LoadedModel] = {}
-        self.decoders: dict[str, Decoder] = {}
+        self.decoders: dict[str, Decoder | OwnLoopDecoder] = {}
         self.recognizers: dict[str, Recognizer] = {}  # OpenSpeech's
         self.speech_memory: dict[str, tuple[float, float | None] | None] = {}  # RSS before the open, its peak
         self.first_inference_ms: dict[str, float | None] = {}

@@ -17,8 +17,12 @@ import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...errors import BackendError
+
+if TYPE_CHECKING:
+    from ..compiled import Compilation
 
 ETHOS_U_DELEGATE = "EthosUBackend"
 _BLOCK_HEADER = struct.Struct("<16sIB11s")

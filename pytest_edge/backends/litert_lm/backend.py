@@ -8,7 +8,7 @@ The Session's API is text in, text out: it exposes no logits and takes no token 
 ids are made text with the file's own tokenizer (``Engine.detokenize``) and must come back from
 ``Engine.tokenize`` unchanged, else the test's error says the tokenizer cannot carry them; the
 generated text is tokenized back the same way. Without logits, the first-step logits and the
-teacher-forced figures are not measured on this backend (``Decoder.logits_exposed``; the record
+teacher-forced figures are not measured on this backend (an ``OwnLoopDecoder``; the record
 says why). Decoders only."""
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from ...errors import BackendError, EdgeUsageError
 from ...files import sha256_file, user_cache
 from ..base import Backend
-from ..decoder import Decoder, DecoderRuntime, Generation, RuntimeCounters
+from ..decoder import DecoderRuntime, Generation, OwnLoopDecoder, RuntimeCounters
 
 BACKEND = "litert-lm"
 WHY_NO_LOGITS = "LiteRT-LM's Session takes text and returns text: it exposes no logits"
@@ -99,8 +97,7 @@ def xnnpack_cache_dir(path: Path, backend: str = BACKEND) -> Path:
     return folder
 
 
-class LiteRtLmDecoder(Decoder):
-    logits_exposed = False
+class LiteRtLmDecoder(OwnLoopDecoder):
     why_no_logits = WHY_NO_LOGITS
 
     def __init__(self, path: Path, config: Any, threads: int, backend: str = BACKEND) -> None:
@@ -125,9 +122,6 @@ class LiteRtLmDecoder(Decoder):
 
     def __del__(self) -> None:
         self.reset()  # the session before the engine, which warns of sessions still alive
-
-    def step(self, ids: Sequence[int]) -> np.ndarray:
-        raise BackendError(f"{self.path} ({self.backend}): {WHY_NO_LOGITS}; it generates with its own loop only")
 
     def _text(self, ids: Sequence[int]) -> str:
         """The prompt as text the file's tokenizer gives back as exactly ``ids``."""
@@ -217,7 +211,7 @@ class LiteRtLmDecoders(DecoderRuntime):
     def config_of(self, artifact: Path) -> Any:
         return from_litertlm(artifact)
 
-    def open(self, path: Path, config: Any, threads: int) -> Decoder:
+    def open(self, path: Path, config: Any, threads: int) -> OwnLoopDecoder:
         return LiteRtLmDecoder(path, config, threads, BACKEND)
 
 
