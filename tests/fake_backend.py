@@ -43,7 +43,7 @@ import numpy as np
 import pytest
 
 from pytest_edge.backends import Backend, LoadedModel, TensorBackend, TensorSpec
-from pytest_edge.backends.base import CalibrationCase, RuntimeDetails
+from pytest_edge.backends.base import CalibratedModel, CalibrationCase, RuntimeDetails
 from pytest_edge.backends.decoder import Decoder, DecoderRuntime, Generation, OwnLoopDecoder
 from pytest_edge.backends.shapes import LoadShapes
 
@@ -77,7 +77,7 @@ class Calibrated(RuntimeDetails):
     calibration: CalibratedOn
 
 
-class DoubledModel(LoadedModel):
+class DoubledModel(CalibratedModel):
     """y = 2 * x (plus ``drift`` at ``DRIFT_AT`` for the drifting backend), in NumPy. What it was
     calibrated on (``calibrate``) is said in its ``runtime_details``, as a toolkit's build options are."""
 

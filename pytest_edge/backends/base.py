@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from .. import installed
-from ..errors import BackendError
 from .shapes import LoadShapes, Shape
 from .tensors import Coverage, TensorSpec  # noqa: F401 - the interface's names too
 
@@ -81,11 +80,6 @@ class LoadedModel(ABC):
     def reset(self) -> None:
         """Forget state kept between runs (variables of stateful models) before a golden case."""
 
-    def calibrate(self, cases: Sequence[CalibrationCase], source: str) -> None:
-        """Quantize on ``cases`` (``source`` says where they came from, for the record), for a backend
-        whose ``calibrates`` is set (rknn's -int8)."""
-        raise BackendError(f"this backend takes no calibration cases (from {source})")
-
     def arena(self) -> "TensorArena | None":
         """The tensor arena a microcontroller runtime allocated for the model, as the runtime itself
         reports it (backends/arena.py); None for a runtime that plans no arena."""
@@ -97,6 +91,15 @@ class LoadedModel(ABC):
             if np.dtype(spec.dtype).kind == "f":
                 return spec.dtype
         return self.inputs[0].dtype if self.inputs else "unknown"
+
+
+class CalibratedModel(LoadedModel):
+    """A loaded model that quantizes on calibration cases given with its load (a backend whose
+    ``calibrates`` is set: rknn's -int8), before its first run."""
+
+    @abstractmethod
+    def calibrate(self, cases: Sequence[CalibrationCase], source: str) -> None:
+        """Quantize on ``cases`` (``source`` says where they came from, for the record)."""
 
 
 def unusable_artifact(content: bytes, path: Path) -> str | None:

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import codec
 from ..backends import InputShapes, LoadedModel, get_backend
+from ..backends.base import CalibratedModel
 from ..backends.decoder import Decoder, OwnLoopDecoder
 from ..backends.base import no_tensors_reason
 from ..errors import BackendError
@@ -104,6 +105,9 @@ class WorkerServer:
             model = tensors.load(Path(path), threads=threads, shapes=codec.from_json(
                 InputShapes, shapes, f"{path}: load's shapes", error=protocol.ProtocolError))
             if calibration is not None:  # a toolkit's int8 build, part of the load (Backend.calibrates)
+                if not isinstance(model, CalibratedModel):
+                    raise BackendError(f"{path} ({self.backend.name}): this backend takes no calibration cases "
+                                       f"(from {calibration.source})")
                 model.calibrate(calibration.cases, calibration.source)
         load_ms = (time.perf_counter_ns() - start) / 1e6
         # A peak over the baseline means something only if the high-water mark was reset, or this

@@ -27,7 +27,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from ...errors import BackendError, DoesNotConvert
-from ..base import Backend, CalibrationCase, TensorBackend, LoadedModel, TensorSpec, file_head, unusable_artifact
+from ..base import Backend, CalibratedModel, CalibrationCase, TensorBackend, TensorSpec, file_head, unusable_artifact
 from ..intermediates import Intermediates, LayerAnalysis
 from ..shapes import InputShapes, LoadShapes
 from ..toolprocess import MEMORY_VARIABLE, error_line, memory_limit
@@ -129,7 +129,7 @@ class RknnBackend(TensorBackend):
             return f"rknn-toolkit2 has wheels for Linux on x86-64 and aarch64 only; this is {sys.platform} {platform.machine()}"
         return None
 
-    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> LoadedModel:
+    def load(self, path: Path, *, threads: int | None, shapes: LoadShapes) -> CalibratedModel:
         problem = unusable_artifact(file_head(path), path)
         if problem:
             raise BackendError(f"{self.name}: {problem}")
@@ -145,7 +145,7 @@ class RknnBackend(TensorBackend):
         return model
 
 
-class RknnModel(LoadedModel):
+class RknnModel(CalibratedModel):
     """An ``.onnx`` built by rknn-toolkit2 for one platform, run in its simulator. int8 is built when
     the load's calibration cases arrive (:meth:`calibrate`: the golden's every case, or the marker's
     ``calibration=``); a load given none (a measuring worker's) builds at the first run, on its inputs."""
