@@ -15,8 +15,7 @@ from .stash import edge_session, start_spare
 
 if TYPE_CHECKING:
     from .core.plan import Plan, Unresolved
-    from .run.decoder_plan import LlmTarget
-    from .run.speech_plan import SpeechTarget
+    from .core.target import Target
 
 
 def unresolved(metafunc: pytest.Metafunc, fixture: str, message: str) -> None:
@@ -93,25 +92,22 @@ def item_plan(item: pytest.Item) -> Plan | None:
     return plan if isinstance(plan, Plan) else None
 
 
-def item_target(item: pytest.Item) -> Plan | LlmTarget | SpeechTarget | None:
-    """The plan of either kind a collected test was parametrized with: a tensor model's Plan or a
-    decoder's LlmTarget (None for a test of neither)."""
+def item_target(item: pytest.Item) -> Target | None:
+    """The target a collected test was parametrized with, of any kind: a tensor model's Plan, a
+    decoder's LlmTarget, a speech export's SpeechTarget (None for a test of none, or one whose
+    parametrization is the Unresolved case naming why it could not be planned)."""
     callspec = getattr(item, "callspec", None)
-    decoder = callspec.params.get("edge_llm") if callspec else None
-    speech = callspec.params.get("edge_asr") if callspec else None
-    if speech is not None:
-        from .run.speech_plan import SpeechTarget
+    params = callspec.params if callspec is not None else {}
+    found = next((params[f] for f in ("edge_asr", "edge_llm", "edge_model") if params.get(f) is not None), None)
+    if found is None:  # not an edge test, or one with no backend selected (a skip): nothing imported for it
+        return None
+    from .core.plan import Unresolved
 
-        return speech if isinstance(speech, SpeechTarget) else None
-    if decoder is None:
-        return item_plan(item)
-    from .run.decoder_plan import LlmTarget
-
-    return decoder if isinstance(decoder, LlmTarget) else None
+    return None if isinstance(found, Unresolved) else found
 
 
 def setup_error_target(item: pytest.Item, error: BaseException
-                       ) -> tuple[Plan | LlmTarget | SpeechTarget | Unresolved, str | None] | None:
+                       ) -> tuple[Target | Unresolved, str | None] | None:
     """What an edge test that errored at setup, before its check, is reported as: its target, or the
     Unresolved case that names why it could not be planned, and the model its marker names (None
     where it names none by keyword). None where the error is not pytest-edge's (a user's fixture

@@ -6,14 +6,15 @@ an executed NPU simulator) is a strategy and a ``kind``, not a fourth copy of th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
     from ..core.record import Record
+    from ..core.target import Target
 
 
 class Check(Protocol):
-    def check(self, test_id: str, target: Any, step: Callable[[str], None]) -> tuple[Record, list[str]]:
+    def check(self, test_id: str, target: Target, step: Callable[[str], None]) -> tuple[Record, list[str]]:
         """``target``'s record and its violations; ``step(what)`` says what is being done, for the
         message of an exception nobody foresaw."""
         ...

@@ -31,6 +31,7 @@ from ..measurement.combined import TimedMeasurement
 from ..measurement.machine import Machine, machine_info
 from ..core.models import Model, ModelKeys
 from ..core.plan import Plan, Unresolved, plan_for, resolve_reference, resolve_tested
+from ..core.target import Target
 from ..core.record import UNRESOLVED_BACKEND, Record
 from ..core.record_blocks import ModelIdentity
 from ..core.settings import Settings
@@ -43,7 +44,6 @@ if TYPE_CHECKING:  # made by the first check that measures: a golden check alone
     from ..measurement.counts import CountedMeasurement
     from ..judging.measurer import Measurer
     from .decoder_check import LlmChecker
-    from .decoder_plan import LlmTarget
 
 __all__ = ["EdgeSession", "Outcome", "Settings", "EdgeStepError"]
 
@@ -156,7 +156,7 @@ class EdgeSession:
         if self._measurer is not None:
             self._measurer.forget(backend)
 
-    def require(self, plan: Plan) -> None:
+    def require(self, plan: Target) -> None:
         """A backend --edge-require keeps in the run although it cannot run here: its failure."""
         if plan.unavailable:
             raise EdgeError(f"{plan.backend} is required (--edge-require) but unavailable: {plan.unavailable}")
@@ -233,9 +233,9 @@ class EdgeSession:
 
     # ------------------------------------------------------------ the check after a test body
 
-    def check(self, test_id: str, plan: Plan | LlmTarget) -> Record:
-        """Run the golden comparison and every budget of ``plan`` (a tensor model's, or a decoder's:
-        an edge_llm test's LlmTarget); keep and return the record.
+    def check(self, test_id: str, plan: Target) -> Record:
+        """Run the golden comparison and every budget of ``plan`` (a target of any kind: a tensor
+        model's Plan, a decoder's LlmTarget, a speech export's SpeechTarget); keep and return the record.
 
         Raises :class:`EdgeCheckFailed` listing every violation, or another :class:`EdgeError`
         when the check could not run at all (bad artifact, missing golden). This is the one place
@@ -249,7 +249,7 @@ class EdgeSession:
         except Exception as exc:
             raise EdgeStepError(self.step, plan.model.name, plan.backend, exc) from exc
 
-    def _check(self, test_id: str, target: Plan | LlmTarget) -> Record:
+    def _check(self, test_id: str, target: Target) -> Record:
         """The check of ``target``'s kind (tensor, compiled, decoder: one strategy each, behind one
         protocol, run.kinds.Check), then the one ending every kind shares."""
         self.require(target)
@@ -294,26 +294,26 @@ class EdgeSession:
 
     # ------------------------------------------------------------ outcomes the plugin reports
 
-    def _model(self, plan: Plan | LlmTarget) -> ModelIdentity:
+    def _model(self, plan: Target) -> ModelIdentity:
         return ModelIdentity.of(plan.model.key, plan.artifact, self.settings.rootdir)
 
     def _keep(self, record: Record) -> Record:
         self.records.append(record)
         return record
 
-    def skipped(self, test_id: str, plan: Plan | LlmTarget, reason: str) -> Record:
+    def skipped(self, test_id: str, plan: Target, reason: str) -> Record:
         return self._keep(Record.skipped(test_id, self._model(plan), plan.backend, reason))
 
-    def not_converted(self, test_id: str, plan: Plan | LlmTarget, reason: str) -> Record:
+    def not_converted(self, test_id: str, plan: Target, reason: str) -> Record:
         return self._keep(Record.not_converted(test_id, self._model(plan), plan.backend, reason))
 
-    def errored(self, test_id: str, plan: Plan | LlmTarget, error: Exception) -> Record:
+    def errored(self, test_id: str, plan: Target, error: Exception) -> Record:
         if isinstance(error, EdgeCheckFailed):  # a check that ran and failed: its record is kept already
             return error.record  # type: ignore[return-value] - this session's Record (errors.py names a Protocol)
         return self._keep(Record.errored(test_id, self._model(plan), plan.backend,
                                          str(error)))
 
-    def setup_errored(self, test_id: str, plan: Plan | LlmTarget | Unresolved, message: str,
+    def setup_errored(self, test_id: str, plan: Target | Unresolved, message: str,
                       model: str | None) -> Record:
         """A test that errored before its check ran (its marker or model unresolved: no backend
         yet, ``model`` as the marker names it), kept with the reason."""
@@ -322,13 +322,13 @@ class EdgeSession:
         return self._keep(Record.errored(test_id, ModelIdentity(model or "?"),
                                          UNRESOLVED_BACKEND, message))
 
-    def body_failed(self, test_id: str, plan: Plan | LlmTarget, error: BaseException) -> Record:
+    def body_failed(self, test_id: str, plan: Target, error: BaseException) -> Record:
         if isinstance(error, EdgeError):  # a bad artifact met in the body: the check could not run
             return self.errored(test_id, plan, error)
         return self._keep(Record.body_failed(test_id, self._model(plan), plan.backend,
                                              error))
 
-    def settle(self, test_id: str, plan: Plan | LlmTarget, error: BaseException, *, in_body: bool) -> Outcome:
+    def settle(self, test_id: str, plan: Target, error: BaseException, *, in_body: bool) -> Outcome:
         """What an exception met in a test comes to, kept as that test's record: a skip with its
         reason (an unreachable device or unavailable counting, unless the backend is required; a
         borrowed artifact the backend does not convert, unless the user targets it), or a failure
@@ -344,7 +344,7 @@ class EdgeSession:
             return Outcome(skip=None, record=self.errored(test_id, plan, error), report=True)
         return Outcome(skip=None, record=None)
 
-    def _merge_gate_needs_counting(self, plan: Plan | LlmTarget, error: BaseException) -> bool:
+    def _merge_gate_needs_counting(self, plan: Target, error: BaseException) -> bool:
         """A counted merge gate (a baseline with --edge-count=instructions) that cannot count on
         this machine (no Valgrind, or one that fails) fails its tests: a skipped gate is a green
         merge nobody gated. A device backend, which counted mode never counts, still skips."""
