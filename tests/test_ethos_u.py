@@ -186,29 +186,36 @@ def test_the_same_network_on_u55_and_u85_in_one_matrix(pytester: pytest.Pytester
         assert "CUMSUM Identity" in records[("tiny_cnn_int8", target)]["coverage"]["fallback_reasons"]
 
 
-@pytest.mark.parametrize("mode", ["ab", "stored"])
-def test_the_gate_fails_an_operator_that_left_the_npu_at_the_same_fraction(pytester: pytest.Pytester,
-                                                                           mode: str) -> None:
-    """npu_placement_b against npu_placement_a: 1 of 3 on the CPU in both, 'head' moved off the NPU
-    and 'stem' onto it: the fraction did not grow, the gate fails naming head with vela's reason."""
+def _gated_pair(pytester: pytest.Pytester, mode: str, baseline: Path, model: str, target: str) -> tuple[Path, list[str]]:
+    """A project whose model ``model`` is ``baseline`` on ``target``, gated in ``mode`` against
+    itself (a twin in base/, or a stored report of this run), which passes; the models folder, to
+    put the candidate in, and the gate's options."""
     folder = _project(pytester)
-    shutil.copy(FIXTURES / "npu" / "npu_placement_a.tflite", folder / "m.tflite")
-    pytester.makepyfile("""
+    shutil.copy(baseline, folder / f"{model}.tflite")
+    pytester.makepyfile(f"""
         import pytest
 
-        @pytest.mark.edge(model="m", backends=["ethos-u55-128"])
+        @pytest.mark.edge(model="{model}", backends=["{target}"])
         def test_npu(edge_model):
             pass
     """)
     if mode == "ab":
         (pytester.path / "base").mkdir()
-        shutil.copy(FIXTURES / "npu" / "npu_placement_a.tflite", pytester.path / "base" / "m.tflite")
-        pytester.runpytest_inprocess("--edge-baseline-models=base").assert_outcomes(passed=1)  # unchanged: passes
+        shutil.copy(baseline, pytester.path / "base" / f"{model}.tflite")
         gate = ["--edge-baseline-models=base"]
     else:
         pytester.runpytest_inprocess("--edge-report=base.json").assert_outcomes(passed=1)
-        pytester.runpytest_inprocess("--edge-baseline=base.json").assert_outcomes(passed=1)
         gate = ["--edge-baseline=base.json"]
+    pytester.runpytest_inprocess(*gate).assert_outcomes(passed=1)  # unchanged: passes
+    return folder, gate
+
+
+@pytest.mark.parametrize("mode", ["ab", "stored"])
+def test_the_gate_fails_an_operator_that_left_the_npu_at_the_same_fraction(pytester: pytest.Pytester,
+                                                                           mode: str) -> None:
+    """npu_placement_b against npu_placement_a: 1 of 3 on the CPU in both, 'head' moved off the NPU
+    and 'stem' onto it: the fraction did not grow, the gate fails naming head with vela's reason."""
+    folder, gate = _gated_pair(pytester, mode, FIXTURES / "npu" / "npu_placement_a.tflite", "m", "ethos-u55-128")
     shutil.copy(FIXTURES / "npu" / "npu_placement_b.tflite", folder / "m.tflite")
     result = pytester.runpytest_inprocess(*gate, "--edge-report=report.json")
     result.assert_outcomes(failed=1)
@@ -226,23 +233,7 @@ def test_the_gate_names_an_operator_new_on_the_cpu_with_vela_s_reason(pytester: 
     U85's NPU) made streaming (wake_word_int8: resource variables, a CALL_ONCE the U85 keeps on its
     CPU). The gate fails naming the operator new on the CPU with vela's reason, in both modes; the
     unchanged model passes its own baseline first."""
-    folder = _project(pytester)
-    shutil.copy(FIXTURES / "npu" / "kws_dscnn_int8.tflite", folder / "wake.tflite")
-    pytester.makepyfile("""
-        import pytest
-
-        @pytest.mark.edge(model="wake", backends=["ethos-u85-256"])
-        def test_npu(edge_model):
-            pass
-    """)
-    if mode == "ab":
-        (pytester.path / "base").mkdir()
-        shutil.copy(FIXTURES / "npu" / "kws_dscnn_int8.tflite", pytester.path / "base" / "wake.tflite")
-        gate = ["--edge-baseline-models=base"]
-    else:
-        pytester.runpytest_inprocess("--edge-report=base.json").assert_outcomes(passed=1)
-        gate = ["--edge-baseline=base.json"]
-    pytester.runpytest_inprocess(*gate).assert_outcomes(passed=1)  # unchanged: passes
+    folder, gate = _gated_pair(pytester, mode, FIXTURES / "npu" / "kws_dscnn_int8.tflite", "wake", "ethos-u85-256")
     shutil.copy(WAKE_WORD, folder / "wake.tflite")
     result = pytester.runpytest_inprocess(*gate, "--edge-report=report.json")
     result.assert_outcomes(failed=1)
