@@ -3,7 +3,9 @@ judges (judging.regressions.GATE_FIGURES) has a staged regression here for each 
 it and for each mode, A/B (--edge-baseline-models) and stored (--edge-baseline). Each cell goes
 through the one baseline rule (judging.baseline.choose_baseline) and the gate entry point of its
 kind, exactly as a session calls it, and must fail naming the figure; the same figures unchanged
-pass. A figure added to GATE_FIGURES without its cells fails this file.
+pass. A figure added to GATE_FIGURES without its cells fails this file, and so does a figure the
+gate starts to compare on one kind's records (what it compared on the unchanged pair of each kind
+must be that kind's cells, exactly).
 
 The regressions are staged as the compiler or the measurement would report them: recorded figures
 (a compiler's result, per-process P50s), never a clock of this machine. The end-to-end runs of the
@@ -127,14 +129,15 @@ def compiled_gate(tmp_path: Path, mode: str, changes: dict[str, Any], artifact: 
 
 def _processes(p50: float, p99: float, count: int = 6) -> list[dict[str, Any]]:
     # Per-process figures as combine_processes keeps them; a little spread, as fresh processes have.
-    return [{"p50": p50 * (1 + 0.01 * (i % 3)), "p99": p99 * (1 + 0.01 * (i % 2)), "runs": 2000, "min": p50 * 0.9}
-            for i in range(count)]
+    return [{"p50": p50 * (1 + 0.01 * (i % 3)), "p99": p99 * (1 + 0.01 * (i % 2)), "runs": 2000, "min": p50 * 0.9,
+             "load_ms": 4.0 + 0.1 * i} for i in range(count)]
 
 
 def _measured(p50: float = 1.0, p99: float = 1.5, peak: float = 50.0, coverage: dict[str, Any] | None = None,
               count: int = 6, arena: int = 24208) -> dict[str, Any]:
     return {"processes": _processes(p50, p99, count), "latency_ms": {"p50": p50, "p99": p99}, "measured_runs": 2000 * count,
-            "peak_memory_mb": peak, "coverage": coverage,
+            "peak_memory_mb": peak, "steady_memory_mb": peak * 0.9, "load_ms": 4.0, "first_inference_ms": 0.4,
+            "coverage": coverage,
             "arena": {"total_bytes": arena, "head_bytes": arena - 8208, "tail_bytes": 8208, "reported_by": "tflite-micro"}}
 
 
@@ -208,7 +211,8 @@ def _generation(ttft_p50_ms: float = 10.0, tpot_p50_ms: float = 4.0,
                 peak_memory_mb: float = 100.0) -> generation.GenerationMeasurement:
     return generation.GenerationMeasurement(
         processes=tuple(GenerationProcessFigures(ttft_p50_ms * (1 + 0.01 * (i % 3)), tpot_p50_ms * (1 + 0.01 * (i % 2)))
-                        for i in range(6)), peak_memory_mb=peak_memory_mb, runs=[10] * 6)
+                        for i in range(6)), peak_memory_mb=peak_memory_mb, steady_memory_mb=peak_memory_mb * 0.9,
+        load_ms=40.0, runs=[10] * 6)
 
 
 def decoder_gate(tmp_path: Path, mode: str, changes: dict[str, Any], artifact: Path) -> GateResult:
@@ -220,7 +224,7 @@ def decoder_gate(tmp_path: Path, mode: str, changes: dict[str, Any], artifact: P
         settings = _stored(settings, tmp_path, {"test": "t.py::test_llm", "backend": "litert", "verdict": "passed",
                                                 "model": {"name": "m", "artifact": "base.tflite"},
                                                 "artifact_bytes": SMALL.stat().st_size,
-                                                "peak_memory_mb": theirs.peak_memory_mb,
+                                                "peak_memory_mb": theirs.peak_memory_mb, "load_ms": theirs.load_ms,
                                                 "llm": {"processes": codec.to_json(theirs.processes)}})
     result = generation.gate_generation(settings, "t.py::test_llm", "litert", model, candidate, twin, mine,
                                         theirs if twin else None, lambda count: [mine, theirs][:2 if twin else 1])
@@ -257,8 +261,13 @@ def test_a_staged_regression_fails_naming_its_figure_in_both_modes(tmp_path: Pat
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("mode", MODES)
 def test_the_same_figures_pass_in_both_modes(tmp_path: Path, kind: str, mode: str) -> None:
-    result = KINDS[kind][1](tmp_path, mode, {}, SMALL)
+    """Unchanged, they pass; and what the gate compared on this kind's records is exactly this kind's
+    staged cells: a figure the gate starts to compare on a kind (its records carry every figure a
+    session writes, load time and first inference among them) fails here until it has its cells."""
+    staged, gate = KINDS[kind]
+    result = gate(tmp_path, mode, {}, SMALL)
     assert result.failures == [] and result.summary.mode == mode and not result.summary.new
+    assert sorted(result.summary.compared) == sorted(staged)
 
 
 def test_a_new_cpu_operator_is_named_with_the_compiler_s_reason(tmp_path: Path) -> None:
