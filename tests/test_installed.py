@@ -39,6 +39,10 @@ def test_a_folder_first_on_sys_path_wins_and_names_compare_normalized(tmp_path: 
     (site / "my_runtime").mkdir()
     (site / "my_runtime" / "__init__.py").write_bytes(b"x" * 10)
     (site / "my_runtime" / "a,b.so").write_bytes(b"y" * 7)
+    later = tmp_path / "later"
+    (later / "my_runtime-9.9.dist-info").mkdir(parents=True)
+    (later / "my_runtime-9.9.dist-info" / "METADATA").write_text("Name: my-runtime\nVersion: 9.9\n")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(later)])  # after the first: not the one found
     assert installed.version("my.runtime") == "2.1.post3"  # the header, not the body nor the folder's name
     assert installed.recorded_files("MY-RUNTIME") == (str(site), ["my_runtime/__init__.py", "my_runtime/a,b.so",
                                                                   "My_Runtime-2.1.dist-info/RECORD"])
@@ -68,9 +72,14 @@ def test_not_installed(tmp_path: Path) -> None:
 def test_installed_is_seen_at_once_and_an_egg_info_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site = _site(tmp_path, monkeypatch)
     assert not installed.is_installed("onnxruntime-gpu-lookalike")
-    (site / "onnxruntime_gpu_lookalike-1.0.dist-info").mkdir()  # the folder changed: listed again
+    before = site.stat().st_mtime_ns
+    (site / "onnxruntime_gpu_lookalike-1.0.dist-info").mkdir()
+    # An install changes the folder's mtime, which keys its listing (as importlib.metadata's is keyed).
+    # A kernel with a coarse directory clock may not have moved it within microseconds: moved here.
+    os.utime(site, ns=(before, before + 10**9))
     assert installed.is_installed("onnxruntime-gpu-lookalike")
     (site / "legacy_thing-0.1-py3.11.egg-info").mkdir()
     (site / "legacy_thing-0.1-py3.11.egg-info" / "PKG-INFO").write_text("Name: legacy-thing\nVersion: 0.1\n")
+    os.utime(site, ns=(before, before + 2 * 10**9))
     assert installed.is_installed("Legacy.Thing") and installed.dist_info("legacy-thing") is None
     assert installed.version("legacy-thing") == "0.1"  # importlib.metadata reads what this does not

@@ -17,10 +17,11 @@ gc.disable()
 
 # NumPy's OpenBLAS starts a thread per core as it loads, and each spins for 2**28 cycles (~0.1 s)
 # before it sleeps: on a 2-core runner that is the other core, taken from this worker's own start
-# and from the session beside it (0.06 s of CPU, as much wall). A worker's NumPy moves arrays and
-# does no BLAS work that idle threads should stay hot for, so it loads with the shortest spin, unless
-# the user set one. The variable goes again at once: a runtime's own OpenBLAS, loaded later, reads
-# the user's environment, and so do the processes the worker starts.
+# and from the session beside it (0.06 s of CPU, as much wall). A worker's NumPy moves arrays; its one
+# BLAS call, a speech worker's log-mel matmul per window (timed in features_ms), wakes sleeping
+# threads instead (docs/architecture.md, "Start-up"). So it loads with the shortest spin, unless the
+# user set one. The variable goes again at once: a runtime's own OpenBLAS, loaded later, reads the
+# user's environment, and so do the processes the worker starts.
 if "OPENBLAS_THREAD_TIMEOUT" not in os.environ:
     os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"
     import numpy  # noqa: F401
