@@ -5,11 +5,11 @@ back. The plugin's pytest_generate_tests and its item hooks call these."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import EdgeError
+from .errors import EdgeError, EdgeUsageError
 from .golden.use import USE_KEY
 from .stash import edge_session, start_spare
 
@@ -104,12 +104,28 @@ def item_target(item: pytest.Item) -> Target | None:
     return found if getattr(type(found), "kind", None) is not None else None
 
 
-def setup_error_target(item: pytest.Item, error: BaseException
+def fixture_target(request: pytest.FixtureRequest, *, required_fails: bool) -> Any:
+    """The target an edge fixture's test was parametrized with (the fixture's own kind). The
+    Unresolved case is a usage error naming why the test could not be planned; with
+    ``required_fails``, a backend --edge-require keeps though it cannot run fails the test here (a
+    tensor model's fails in its check instead)."""
+    from .core.plan import Unresolved
+
+    target = request.param
+    if isinstance(target, Unresolved):
+        raise EdgeUsageError(target.message)
+    if required_fails and target.unavailable:  # only a required backend gets here: the others were skipped
+        pytest.fail(f"{target.backend} is required (--edge-require) but cannot run {target.model.name}: "
+                    f"{target.unavailable}", pytrace=False)
+    return target
+
+
+def setup_error_target(item: pytest.Item, error: BaseException, target: Target | None
                        ) -> tuple[Target | Unresolved, str | None] | None:
-    """What an edge test that errored at setup, before its check, is reported as: its target, or the
-    Unresolved case that names why it could not be planned, and the model its marker names (None
-    where it names none by keyword). None where the error is not pytest-edge's (a user's fixture
-    failed) or the test is not an edge test."""
+    """What an edge test that errored at setup, before its check, is reported as: its target (the
+    item's, ``target``), or the Unresolved case that names why it could not be planned, and the model
+    its marker names (None where it names none by keyword). None where the error is not
+    pytest-edge's (a user's fixture failed) or the test is not an edge test."""
     from .core.plan import Unresolved
 
     callspec = getattr(item, "callspec", None)
@@ -118,7 +134,7 @@ def setup_error_target(item: pytest.Item, error: BaseException
     param = params.get(kind if kind != "edge" else "edge_model")
     # A decoder's and a speech export's fixtures fail (pytest.fail) where a required backend cannot run.
     errors = (EdgeError, pytest.fail.Exception) if kind != "edge" else (EdgeError,)
-    if not isinstance(error, errors) or (item_target(item) is None and not isinstance(param, Unresolved)):
+    if not isinstance(error, errors) or (target is None and not isinstance(param, Unresolved)):
         return None
     marker = item.get_closest_marker(kind)
     named = marker.kwargs.get("model") if marker is not None else None

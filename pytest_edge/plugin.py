@@ -7,7 +7,6 @@ the reports) are imported when the first edge test is collected (:func:`~pytest_
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -33,11 +32,12 @@ _not_rewritten(__name__.rpartition(".")[0])
 # The package's imports come after that call, so they are not rewritten either.
 from .core import settings as edge_settings
 from .core.settings import Settings
-from .errors import (EdgeError, EdgeInconclusive, EdgeUsageError, EdgeWorkerRestarted, UnknownBackend, visible,
+from .errors import (EdgeError, EdgeInconclusive, EdgeWorkerRestarted, UnknownBackend, visible,
                      visible_longrepr)
-from .golden.use import USE_KEY, GoldenUse, collection_complete, find_unused, golden_references
-from .parametrize import item_plan, item_target, parametrize, setup_error_target
+from .golden.use import USE_KEY, GoldenUse, find_unused
+from .parametrize import fixture_target, item_plan, item_target, parametrize, setup_error_target
 from .stash import PROGRESS_KEY, SESSION_KEY, SETTINGS_KEY, close_spare, edge_session, start_spare
+from .xdist_merge import XdistMerge, send_to_controller
 
 if TYPE_CHECKING:
     from .run.decoder_plan import LlmTarget
@@ -181,11 +181,7 @@ def _handle(item: pytest.Item, plan: Plan) -> EdgeModel:
 @pytest.fixture
 def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
     """The test's model loaded on one backend (the fixture is parametrized over backends)."""
-    from .core.plan import Unresolved
-
-    plan: Plan = request.param
-    if isinstance(plan, Unresolved):
-        raise EdgeUsageError(plan.message)
+    plan: Plan = fixture_target(request, required_fails=False)  # a required backend's: its check fails it
     if not plan.unavailable and plan.reads_golden:
         # Refresh before the body, so a failing body still leaves a golden. A refresh that cannot
         # run is reported by the check after the body, as a failure of this test, not a setup error.
@@ -199,30 +195,18 @@ def edge_model(request: pytest.FixtureRequest) -> EdgeModel:
 @pytest.fixture
 def edge_llm(request: pytest.FixtureRequest) -> LlmHandle:
     """The test's decoder loaded on one backend (the fixture is parametrized over the LLM backends)."""
-    from .core.plan import Unresolved
     from .edge_model import LlmHandle
 
-    target: LlmTarget = request.param
-    if isinstance(target, Unresolved):
-        raise EdgeUsageError(target.message)
-    if target.unavailable:  # only a required backend gets here: the others were skipped
-        pytest.fail(f"{target.backend} is required (--edge-require) but cannot run {target.model.name}: "
-                    f"{target.unavailable}", pytrace=False)
+    target: LlmTarget = fixture_target(request, required_fails=True)
     return LlmHandle(edge_session(request.config), target)
 
 
 @pytest.fixture
 def edge_asr(request: pytest.FixtureRequest) -> SpeechHandle:
     """The test's speech export on one backend (the fixture is parametrized over the speech backends)."""
-    from .core.plan import Unresolved
     from .edge_model import SpeechHandle
 
-    target: SpeechTarget = request.param
-    if isinstance(target, Unresolved):
-        raise EdgeUsageError(target.message)
-    if target.unavailable:  # only a required backend gets here: the others were skipped
-        pytest.fail(f"{target.backend} is required (--edge-require) but cannot run {target.model.name}: "
-                    f"{target.unavailable}", pytrace=False)
+    target: SpeechTarget = fixture_target(request, required_fails=True)
     return SpeechHandle(edge_session(request.config), target)
 
 
@@ -288,7 +272,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         # A test that errors before its check (a bad marker, an artifact that cannot load, a
         # required decoder backend that cannot run) is in the reports too, with the reason: a
         # report of only the tests that ran would look green.
-        errored = setup_error_target(item, excinfo.value)
+        errored = setup_error_target(item, excinfo.value, plan)
         if errored is not None:
             edge_session(item.config).setup_errored(item.nodeid, errored[0], str(excinfo.value), errored[1])
     return report
@@ -308,12 +292,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if edge is None:  # no edge test was collected: no record, and nothing said about goldens
         return
     if _is_xdist_worker(config):
-        config.workeroutput["edge_state"] = json.dumps(edge.state_json())
-        use = config.stash[USE_KEY]
-        # Every worker collects every test: its references are the whole run's.
-        complete = collection_complete(config, use) and bool(edge.store.all_sets())
-        refs = sorted(golden_references(edge.golden, session.items, item_plan)) if complete else []
-        config.workeroutput["edge_golden_use"] = json.dumps({"complete": complete, "refs": refs})
+        send_to_controller(session, edge)
         return
     try:
         find_unused(session, edge.golden, item_plan)
@@ -351,23 +330,3 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if over_time is not None and over_time.creeps and not over_time.fail:  # a failing creep is in report_error
         for line in over_time.lines():
             terminalreporter.write_line(line, yellow=True)
-
-
-class XdistMerge:
-    """Controller side of pytest-xdist: gather every worker's records and golden references
-    (registered only with xdist)."""
-
-    def __init__(self, config: pytest.Config, use: GoldenUse) -> None:
-        self.config = config
-        self.use = use
-
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        output = getattr(node, "workeroutput", {})
-        state = output.get("edge_state")
-        if state:
-            edge_session(self.config).merge_state_json(json.loads(state))
-        golden_use = json.loads(output.get("edge_golden_use") or '{"complete": false}')
-        if golden_use.get("complete"):
-            self.use.worker_refs.append({(str(m), str(k)) for m, k in golden_use.get("refs", [])})
-        else:  # a worker that died, or one whose collection left tests out
-            self.use.workers_partial = True

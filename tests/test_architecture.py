@@ -176,7 +176,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("triage", ("triage",)),
     ("llm", ("llm",)),
     ("run", ("run",)),
-    ("plugin", ("plugin", "parametrize", "stash", "edge_model", "bench")),
+    ("plugin", ("plugin", "parametrize", "stash", "xdist_merge", "edge_model", "bench")),
     ("cli", ("cli", "__main__")),
     ("public helpers", ("quant", "strategies")),
 )
