@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from array import array
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -28,14 +28,14 @@ from ..measurement import sensors, timing
 from ..measurement.timing import MAX_RUNS  # timed runs a process keeps, whatever min_time asks (its sample buffer)
 from ..core.sizes import runtime_package
 from . import protocol
+from .speech_ops import SpeechOps
 
 if TYPE_CHECKING:  # a device's cache, counted mode, speech and decoders only: a local worker starts without them
     from ..backends.base import Intermediates
     from ..backends.decoder import Generation
     from ..backends.decoder_config import LlmConfig
-    from ..backends.speech import Recognizer, Transcription
+    from ..backends.speech import Recognizer
     from .artifact_cache import ArtifactCache
-    from .speech_replies import ForcedSpeechLogits, SpeechOpened
 
 # How this process started, for each measuring process's record: a new interpreter ("spawned"),
 # or forked by its backend's zygote ("forked", set by worker/zygote.py in the child).
@@ -44,7 +44,7 @@ PROCESS_START = "spawned"
 # What a device's artifact cache holds: files named by their content.
 
 
-class WorkerServer:
+class WorkerServer(SpeechOps):
     """Holds loaded models of one backend and answers requests. Runs in the worker process."""
 
     def __init__(self, backend_name: str, cache_dir: Path | None = None, source: str | None = None) -> None:
@@ -143,37 +143,6 @@ class WorkerServer:
             threads_applied=bool(threads) and self.backend.threads_supported,
             arena=model.arena(),
         )
-
-    def op_open_speech(self, key: str, folder: str, threads: int) -> SpeechOpened:
-        """A speech export's recognizer, kept under ``key`` (Backend.speech): its configuration."""
-        speech = self.backend.speech
-        if speech is None:
-            raise BackendError(f"{folder} ({self.backend.name}): this runtime recognizes no speech (edge_asr)")
-        # Peak memory over the RSS before the recognizer opened: its open's high-water mark and each
-        # transcription's (the mark reset before each); None where the mark cannot be reset.
-        reset = timing.reset_hwm()
-        base = timing.rss_mb()
-        recognizer = speech.open(Path(folder), threads)
-        self.recognizers[key] = recognizer
-        self.speech_memory[key] = (base, timing.hwm_mb()) if reset and base is not None else None
-        from .speech_replies import SpeechOpened
-
-        return SpeechOpened(recognizer.config)
-
-    def op_transcribe(self, key: str, audio: np.ndarray, new_tokens: int) -> Transcription:
-        reset = timing.reset_hwm()
-        run = self.recognizers[key].transcribe(np.asarray(audio, np.float32), new_tokens)
-        memory, peak = self.speech_memory.get(key), timing.hwm_mb()
-        if reset and memory is not None and peak is not None:
-            base, opened = memory
-            run = replace(run, peak_memory_mb=max(peak, opened or peak) - base)
-        return run
-
-    def op_force_speech(self, key: str, audio: np.ndarray, tokens: list[int]) -> ForcedSpeechLogits:
-        from .speech_replies import ForcedSpeechLogits
-
-        logits = self.recognizers[key].teacher_force(np.asarray(audio, np.float32), [int(t) for t in tokens])
-        return ForcedSpeechLogits(None if logits is None else np.asarray(logits, np.float32))
 
     def _run_timed(self, key: str, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         model = self.models[key]
